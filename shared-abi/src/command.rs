@@ -1,0 +1,76 @@
+//! The offload command descriptor: what a launch store (BS, AXLE) or the RP mailbox carries.
+
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+use crate::status::Status;
+
+/// A device kernel, as the host names it in a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum KernelId {
+    /// Squared L2 distance of each (query, row) pair: `args = [database, queries, rows | dim << 32, query_count]`.
+    KnnDistance = 1,
+}
+
+impl TryFrom<u32> for KernelId {
+    type Error = Status;
+    fn try_from(value: u32) -> Result<Self, Status> {
+        match value {
+            1 => Ok(KernelId::KnnDistance),
+            _ => Err(Status::UnknownKernel),
+        }
+    }
+}
+
+/// How the host launched a command; decides how completion is reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum LaunchMode {
+    /// Remote polling: enqueued through the CXL.io mailbox; completion in the mailbox status.
+    RemotePolling = 1,
+    /// Bulk synchronous: the launch store's response returns when the kernel completes.
+    BulkSynchronous = 2,
+    /// Asynchronous back-streaming: results are streamed into the host rings.
+    BackStreaming = 3,
+}
+
+impl TryFrom<u32> for LaunchMode {
+    type Error = Status;
+    fn try_from(value: u32) -> Result<Self, Status> {
+        match value {
+            1 => Ok(LaunchMode::RemotePolling),
+            2 => Ok(LaunchMode::BulkSynchronous),
+            3 => Ok(LaunchMode::BackStreaming),
+            _ => Err(Status::MalformedDescriptor),
+        }
+    }
+}
+
+/// The 64-byte offload command descriptor (one cache line, one CXL.mem store).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C)]
+pub struct CommandDescriptor {
+    /// [`KernelId`] as `u32`.
+    pub kernel: u32,
+    /// [`LaunchMode`] as `u32`.
+    pub mode: u32,
+    /// Launch tag chosen by the host; echoed in every metadata record and completion.
+    pub tag: u32,
+    /// Reserved; must be zero.
+    pub flags: u32,
+    /// Device address of the kernel's result space.
+    pub result_address: u64,
+    /// Bytes of the result space.
+    pub result_length: u64,
+    /// Kernel arguments (meaning per [`KernelId`]).
+    pub args: [u64; 4],
+}
+
+const _: () = assert!(core::mem::size_of::<CommandDescriptor>() == 64);
+const _: () = assert!(core::mem::offset_of!(CommandDescriptor, kernel) == 0);
+const _: () = assert!(core::mem::offset_of!(CommandDescriptor, mode) == 4);
+const _: () = assert!(core::mem::offset_of!(CommandDescriptor, tag) == 8);
+const _: () = assert!(core::mem::offset_of!(CommandDescriptor, flags) == 12);
+const _: () = assert!(core::mem::offset_of!(CommandDescriptor, result_address) == 16);
+const _: () = assert!(core::mem::offset_of!(CommandDescriptor, result_length) == 24);
+const _: () = assert!(core::mem::offset_of!(CommandDescriptor, args) == 32);

@@ -1,0 +1,90 @@
+//! Status and error codes that cross the link: `#[repr(u32)]`, 0 = success.
+
+/// A status the device reports (mailbox status word, BS completion, ring device status,
+/// error metadata records).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum Status {
+    /// Success.
+    Ok = 0,
+    /// The command names a kernel the firmware does not have.
+    UnknownKernel = 1,
+    /// A descriptor field is malformed (unknown mode, reserved bits set, bad magic).
+    MalformedDescriptor = 2,
+    /// A kernel argument or result range lies outside device memory or is inconsistent.
+    ArgumentOutOfRange = 3,
+    /// A flow-control message put a head beyond the device's tail or moved it backwards.
+    HeadBeyondTail = 4,
+    /// A DMA translation fell outside the shadowed scatter-gather list.
+    TranslationFault = 5,
+    /// The ring is latched BROKEN; nothing more is streamed until it is reprogrammed.
+    RingBroken = 6,
+    /// A command arrived while another one is running.
+    Busy = 7,
+    /// Magic, ABI version or layout hash disagree.
+    AbiMismatch = 8,
+    /// A device memory access fell outside device memory.
+    DeviceMemoryFault = 9,
+    /// An AXLE launch arrived before a DMA region was programmed.
+    NoRegion = 10,
+}
+
+impl Status {
+    /// The code as carried on the link.
+    pub const fn code(self) -> u32 {
+        self as u32
+    }
+}
+
+impl TryFrom<u32> for Status {
+    type Error = u32;
+    fn try_from(value: u32) -> Result<Self, u32> {
+        Ok(match value {
+            0 => Status::Ok,
+            1 => Status::UnknownKernel,
+            2 => Status::MalformedDescriptor,
+            3 => Status::ArgumentOutOfRange,
+            4 => Status::HeadBeyondTail,
+            5 => Status::TranslationFault,
+            6 => Status::RingBroken,
+            7 => Status::Busy,
+            8 => Status::AbiMismatch,
+            9 => Status::DeviceMemoryFault,
+            10 => Status::NoRegion,
+            other => return Err(other),
+        })
+    }
+}
+
+impl core::fmt::Display for Status {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let text = match self {
+            Status::Ok => "ok",
+            Status::UnknownKernel => "unknown kernel id",
+            Status::MalformedDescriptor => "malformed descriptor",
+            Status::ArgumentOutOfRange => "kernel argument or result range out of range",
+            Status::HeadBeyondTail => "flow-control head beyond tail or moving backwards",
+            Status::TranslationFault => "DMA address outside the scatter-gather list",
+            Status::RingBroken => "ring latched BROKEN",
+            Status::Busy => "device busy",
+            Status::AbiMismatch => "ABI magic, version or layout hash mismatch",
+            Status::DeviceMemoryFault => "device memory access out of range",
+            Status::NoRegion => "no DMA region programmed",
+        };
+        f.write_str(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_status_round_trips_through_its_code() {
+        for code in 0..=10u32 {
+            let status = Status::try_from(code).unwrap();
+            assert_eq!(status.code(), code);
+        }
+        assert_eq!(Status::try_from(11), Err(11));
+    }
+}
