@@ -1,1 +1,195 @@
-fn main() {}
+//! The `axle` command: run the paper's workloads on the emulated CXL computational memory
+//! under RP, BS, AXLE and AXLE_Interrupt, and print what happened in virtual time.
+
+use anyhow::Context;
+use axle::config::{parse_duration_ns, AxleConfig};
+use axle::run::{run, RunRequest};
+use clap::{Parser, Subcommand, ValueEnum};
+use host_runtime::{HostScheduling, Mode};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "axle",
+    version,
+    about = "AXLE: asynchronous back-streaming for CXL computational memory",
+    long_about = "Runs the paper's workloads on an emulated CXL Type 3 computational-memory device \
+                  under four offload mechanisms (RP, BS, AXLE, AXLE_Interrupt). Every figure is \
+                  virtual time from a deterministic co-simulation of host and device: the same \
+                  command prints the same numbers, and every answer is checked against a plain \
+                  reference."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run one workload under one offload mechanism.
+    Run(RunArgs),
+    /// Print the default configuration (the paper's Table III) as TOML.
+    Config,
+    /// List the workloads.
+    List,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum ModeArg {
+    /// Remote polling: CXL.io mailbox, remote polls every 1 µs, CXL.mem result load.
+    Rp,
+    /// Bulk synchronous: synchronous CXL.mem launch, barrier, CXL.mem result load.
+    Bs,
+    /// Asynchronous back-streaming with local polling.
+    Axle,
+    /// AXLE with an interrupt (50 µs handling) per DMA request instead of polling.
+    AxleIrq,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum SchedArg {
+    /// Round-robin (the paper's default).
+    Rr,
+    /// First in, first out.
+    Fifo,
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// Workload: knn-a, knn-b or knn-c (`axle list` describes them).
+    workload: String,
+    /// Offload mechanism.
+    #[arg(long, value_enum)]
+    mode: ModeArg,
+    /// AXLE local polling interval, e.g. 50ns (p1), 500ns (p10), 5us (p100).
+    #[arg(long, value_name = "DURATION")]
+    poll: Option<String>,
+    /// Streaming factor: bytes per DMA batch (32 = SF1) or a share of the result (25%).
+    #[arg(long, value_name = "BYTES|PERCENT")]
+    sf: Option<String>,
+    /// DMA slot size in bytes (32 or 64 in the paper).
+    #[arg(long, value_name = "BYTES")]
+    slot_size: Option<u32>,
+    /// DMA slot capacity of each ring.
+    #[arg(long, value_name = "N")]
+    slots: Option<u32>,
+    /// Scheduling of both the CCM and the host scheduler.
+    #[arg(long, value_enum)]
+    sched: Option<SchedArg>,
+    /// Stream strictly by result offset (out-of-order streaming off).
+    #[arg(long)]
+    in_order: bool,
+    /// A TOML configuration (see `axle config`); flags override it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Real data: the directory holding the paper's inputs (e.g. ../shared/data) or a file.
+    #[arg(long, value_name = "PATH")]
+    data: Option<PathBuf>,
+    /// Seed of generated inputs.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// KNN queries in the batch.
+    #[arg(long)]
+    queries: Option<u32>,
+    /// Print one JSON object instead of the human report.
+    #[arg(long)]
+    json: bool,
+}
+
+fn build_config(args: &RunArgs) -> anyhow::Result<AxleConfig> {
+    let mut config = match &args.config {
+        Some(path) => AxleConfig::load(path)?,
+        None => AxleConfig::default(),
+    };
+    if let Some(poll) = &args.poll {
+        config.host.poll_interval_ns = parse_duration_ns(poll).context("--poll")?;
+    }
+    if let Some(sf) = &args.sf {
+        config.axle.streaming_factor = sf.clone();
+    }
+    if let Some(slot_size) = args.slot_size {
+        config.axle.slot_size = slot_size;
+    }
+    if let Some(slots) = args.slots {
+        config.axle.slots = slots;
+    }
+    if let Some(sched) = args.sched {
+        let (host, device) = match sched {
+            SchedArg::Rr => (HostScheduling::Rr, emulator::Scheduling::Rr),
+            SchedArg::Fifo => (HostScheduling::Fifo, emulator::Scheduling::Fifo),
+        };
+        config.host.scheduling = host;
+        config.device.scheduling = device;
+    }
+    if args.in_order {
+        config.axle.out_of_order = false;
+    }
+    if let Some(seed) = args.seed {
+        config.workload.seed = seed;
+    }
+    if let Some(queries) = args.queries {
+        config.workload.queries = queries;
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let config = build_config(&args)?;
+    let mode = match args.mode {
+        ModeArg::Rp => Mode::Rp,
+        ModeArg::Bs => Mode::Bs,
+        ModeArg::Axle => Mode::Axle,
+        ModeArg::AxleIrq => Mode::AxleIrq,
+    };
+    let request = RunRequest {
+        workload: args.workload.clone(),
+        mode,
+        config,
+        data: args.data.clone(),
+    };
+    let started = std::time::Instant::now();
+    let report = run(&request)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", axle::report::human(&report));
+        println!("  wall time: {:.2} s (host machine, not modelled time)", started.elapsed().as_secs_f64());
+    }
+    if !report.verified {
+        eprintln!("error: {} in mode {} produced a wrong answer: {}", report.workload, report.mode, report.verification);
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run_command(args),
+        Command::Config => AxleConfig::default().to_toml().map(|text| {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }),
+        Command::List => {
+            for name in workloads::names() {
+                if let Some(info) = workloads::describe(name) {
+                    println!(
+                        "{:<8} {:<16} {:<10} {:<28} CCM: {}; host: {}",
+                        info.name, info.domain, info.application, info.characteristics, info.offloaded, info.host_task
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}

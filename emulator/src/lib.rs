@@ -1,1 +1,25 @@
-//! emulator
+//! A cycle-timed CXL Type 3 computational-memory device that runs the AXLE firmware.
+//!
+//! | module | what |
+//! |--------|------|
+//! | [`sim`] | the discrete-event engine in virtual time |
+//! | [`link`] | the CXL link (per-direction bandwidth, CXL.mem and CXL.io latency) |
+//! | [`dram`] | device memory |
+//! | [`ccm`] | processing units x µthreads and the CCM scheduler |
+//! | [`dma`] | the DMA engine |
+//! | [`hal_impl`] | the firmware HAL on all of the above |
+//! | [`cosim`] | the co-simulation loop with the host |
+//! | [`config`] | the device parameters |
+#![forbid(unsafe_code)]
+
+pub mod ccm;
+pub mod config;
+pub mod cosim;
+pub mod dma;
+pub mod dram;
+pub mod hal_impl;
+pub mod link;
+pub mod sim;
+
+pub use config::{DeviceConfig, Scheduling};
+pub use cosim::{CoSimError, DeviceMetrics, Emulator};

@@ -1,1 +1,33 @@
-//! host-runtime
+//! The AXLE host runtime: the offload API, the poller, the ready pool, the host scheduler,
+//! gap-aware payload consumption, batched flow control, the RP and BS baselines, and metrics.
+//!
+//! | module | what |
+//! |--------|------|
+//! | [`app`] | what a workload gives the runtime |
+//! | [`runtime`] | the co-simulated host: control thread, workers, the four mechanisms |
+//! | [`ring`] | the host side of the rings: the poller's consumer, the gap-aware payload head |
+//! | [`ready_pool`] | the ready pool |
+//! | [`sched`] | the host scheduler |
+//! | [`tasks`] | which task needs which result bytes; when a slot may be freed |
+//! | [`flow`] | batched flow control |
+//! | [`modes`] | mechanism-specific state (the AXLE ring) |
+//! | [`cost`] | the host cost model |
+//! | [`metrics`] | the metrics, each defined once |
+//! | [`config`] | host parameters |
+#![forbid(unsafe_code)]
+
+pub mod app;
+pub mod config;
+pub mod cost;
+pub mod flow;
+pub mod metrics;
+pub mod modes;
+pub mod ready_pool;
+pub mod ring;
+pub mod runtime;
+pub mod sched;
+pub mod tasks;
+
+pub use config::{HostConfig, HostScheduling};
+pub use metrics::RunMetrics;
+pub use runtime::{HostMeasurements, Mode, Runtime, RuntimeError};

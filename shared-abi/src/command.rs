@@ -1,5 +1,6 @@
 //! The offload command descriptor: what a launch store (BS, AXLE) or the RP mailbox carries.
 
+use bitflags::bitflags;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use crate::status::Status;
@@ -46,6 +47,15 @@ impl TryFrom<u32> for LaunchMode {
     }
 }
 
+bitflags! {
+    /// Flags of a command, handled by the firmware's command processor (kernels see none).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub struct CommandFlags: u32 {
+        /// AXLE_Interrupt: raise the interrupt line once per finished DMA request.
+        const INTERRUPT = 1 << 0;
+    }
+}
+
 /// The 64-byte offload command descriptor (one cache line, one CXL.mem store).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(C)]
@@ -56,7 +66,7 @@ pub struct CommandDescriptor {
     pub mode: u32,
     /// Launch tag chosen by the host; echoed in every metadata record and completion.
     pub tag: u32,
-    /// Reserved; must be zero.
+    /// [`CommandFlags`] bits; unknown bits are a malformed descriptor.
     pub flags: u32,
     /// Device address of the kernel's result space.
     pub result_address: u64,

@@ -21,7 +21,7 @@ pub const SHADOW_DESCRIPTOR: DeviceAddress = DeviceAddress(0x2000);
 /// Where shadow scatter-gather entries start.
 pub const SHADOW_ENTRIES: DeviceAddress = DeviceAddress(0x2040);
 /// The RP command descriptor slot.
-pub const RP_DESCRIPTOR: DeviceAddress = DeviceAddress(0x4000);
+pub const RP_DESCRIPTOR: DeviceAddress = DeviceAddress(0x8000);
 /// Start of general data (data sets, results).
 pub const DATA_BASE: DeviceAddress = DeviceAddress(0x10_0000);
 

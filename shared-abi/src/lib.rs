@@ -28,6 +28,7 @@ pub mod flow;
 pub mod layout;
 pub mod mailbox;
 pub mod metadata;
+pub mod region;
 pub mod ring;
 pub mod sgl;
 pub mod status;

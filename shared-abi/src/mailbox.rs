@@ -8,7 +8,8 @@
 
 /// Write: the device address of a command descriptor; enqueues it.
 pub const DOORBELL: u64 = 0x00;
-/// Read: the mailbox state, one of [`status`].
+/// Read: the mailbox state, one of [`status`] in the low 32 bits; when
+/// [`status::COMPLETE`], the [`crate::Status`] code of the command in the high 32 bits.
 pub const STATUS: u64 = 0x08;
 /// Read: the [`crate::Status`] code of the last completed command.
 pub const COMPLETION_CODE: u64 = 0x10;

@@ -5,7 +5,10 @@
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Most scatter-gather entries one region may have.
-pub const MAX_SG_ENTRIES: usize = 64;
+///
+/// 1024 entries of at least one 4 KiB frame each cover a region of at least 4 MiB even when no
+/// two frames are physically adjacent; the table takes 16 KiB of device memory.
+pub const MAX_SG_ENTRIES: usize = 1024;
 
 /// Header of a shadowed DMA region: where each part of the region lies, as offsets from the
 /// region's start (the region is contiguous in the host's virtual space, scattered in physical).

@@ -1,0 +1,214 @@
+//! The CCM: processing units of µthreads, with the CCM scheduler.
+//!
+//! Each work item runs on one µthread. A µthread's share of its processing unit is static: a
+//! unit issues one instruction per cycle, interleaved over its µthreads (fine-grained
+//! multithreading), so an item of `n` operations takes `n x µthreads` cycles; the device's
+//! memory bandwidth is likewise split evenly over all µthreads. An item's duration is the
+//! larger of its compute and memory times plus one DRAM access latency. Static shares keep the
+//! model deterministic and event-cheap; they are exact when every µthread is busy, which is the
+//! regime the paper's kernels run in, and pessimistic for a lone straggler.
+//!
+//! The kernel's real code runs when an item finishes, so results appear in device memory at
+//! their modelled completion time.
+
+use crate::config::{DeviceConfig, Scheduling};
+use crate::sim::time::transfer;
+use firmware::kernels::{ItemSpec, Kernel};
+use shared_abi::Ticks;
+use std::collections::VecDeque;
+
+/// A launch being executed.
+#[derive(Debug)]
+struct Running {
+    kernel: Kernel,
+    tag: u32,
+    items: u32,
+    /// FIFO: the next item to hand out.
+    next_item: u32,
+    /// RR: per unit, how many of its items were handed out.
+    unit_taken: Vec<u32>,
+    finished: u32,
+}
+
+/// An item that started: when it ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Started {
+    /// Processing unit.
+    pub unit: u32,
+    /// Item index.
+    pub item: u32,
+    /// When it finishes.
+    pub ends_at: Ticks,
+}
+
+/// The CCM model.
+#[derive(Debug)]
+pub struct Ccm {
+    units: u32,
+    uthreads: u32,
+    mhz: u64,
+    uthread_gbps: f64,
+    latency: Ticks,
+    scheduling: Scheduling,
+    free: Vec<u32>,
+    running: Option<Running>,
+    active_items: u32,
+    busy_since: Ticks,
+    busy_total: Ticks,
+    /// Finished items, for the firmware (`ComputeUnits::poll_item`).
+    pub completions: VecDeque<firmware::hal::ItemCompletion>,
+}
+
+impl Ccm {
+    /// An idle CCM.
+    pub fn new(config: &DeviceConfig) -> Ccm {
+        let total = f64::from(config.ccm_units) * f64::from(config.ccm_uthreads);
+        Ccm {
+            units: config.ccm_units,
+            uthreads: config.ccm_uthreads,
+            mhz: config.ccm_mhz,
+            uthread_gbps: config.ccm_memory_gbps / total,
+            latency: Ticks::from_ns(config.ccm_memory_latency_ns),
+            scheduling: config.scheduling,
+            free: vec![config.ccm_uthreads; config.ccm_units as usize],
+            running: None,
+            active_items: 0,
+            busy_since: Ticks::ZERO,
+            busy_total: Ticks::ZERO,
+            completions: VecDeque::new(),
+        }
+    }
+
+    /// Changes the scheduling policy (takes effect at the next launch).
+    pub fn set_scheduling(&mut self, scheduling: Scheduling) {
+        self.scheduling = scheduling;
+    }
+
+    /// Whether a launch is executing.
+    pub fn is_running(&self) -> bool {
+        self.running.is_some()
+    }
+
+    /// Time during which at least one µthread ran an item.
+    pub fn busy(&self, now: Ticks) -> Ticks {
+        if self.active_items > 0 {
+            self.busy_total.plus(now.since(self.busy_since))
+        } else {
+            self.busy_total
+        }
+    }
+
+    /// The modelled duration of an item.
+    pub fn duration(&self, spec: &ItemSpec) -> Ticks {
+        let compute = Ticks::from_cycles(spec.cost.operations.saturating_mul(u64::from(self.uthreads)), self.mhz);
+        let memory = transfer(spec.cost.bytes, self.uthread_gbps);
+        compute.max(memory).plus(self.latency)
+    }
+
+    /// Starts a launch at `now`; returns the items that started (to schedule their ends).
+    pub fn dispatch(&mut self, now: Ticks, kernel: Kernel, tag: u32, items: u32) -> Vec<Started> {
+        self.running = Some(Running {
+            kernel,
+            tag,
+            items,
+            next_item: 0,
+            unit_taken: vec![0; self.units as usize],
+            finished: 0,
+        });
+        if items == 0 {
+            self.running = None;
+            return Vec::new();
+        }
+        let mut started = Vec::new();
+        for unit in 0..self.units {
+            self.fill(now, unit, &mut started);
+        }
+        started
+    }
+
+    /// The next item for a free µthread of `unit`, by the scheduling policy.
+    fn next_for(&mut self, unit: u32) -> Option<u32> {
+        let units = self.units;
+        let running = self.running.as_mut()?;
+        match self.scheduling {
+            Scheduling::Fifo => {
+                (running.next_item < running.items).then(|| {
+                    running.next_item += 1;
+                    running.next_item - 1
+                })
+            }
+            Scheduling::Rr => {
+                let taken = running.unit_taken.get_mut(unit as usize)?;
+                let item = u64::from(*taken) * u64::from(units) + u64::from(unit);
+                (item < u64::from(running.items)).then(|| {
+                    *taken += 1;
+                    item as u32
+                })
+            }
+        }
+    }
+
+    fn fill(&mut self, now: Ticks, unit: u32, started: &mut Vec<Started>) {
+        while self.free.get(unit as usize).copied().unwrap_or(0) > 0 {
+            let Some(item) = self.next_for(unit) else {
+                break;
+            };
+            let Some(running) = self.running.as_ref() else {
+                break;
+            };
+            let ends_at = match running.kernel.item(item) {
+                Ok(spec) => now.plus(self.duration(&spec)),
+                // A kernel that cannot describe its item fails it at once.
+                Err(_) => now,
+            };
+            if let Some(free) = self.free.get_mut(unit as usize) {
+                *free -= 1;
+            }
+            if self.active_items == 0 {
+                self.busy_since = now;
+            }
+            self.active_items += 1;
+            started.push(Started { unit, item, ends_at });
+        }
+    }
+
+    /// An item finished at `now`: runs its kernel code on `memory`, reports it, and starts the
+    /// unit's next items.
+    pub fn finish<M: firmware::hal::DeviceMemory>(&mut self, now: Ticks, unit: u32, item: u32, memory: &mut M) -> Vec<Started> {
+        let Some(running) = self.running.as_mut() else {
+            return Vec::new();
+        };
+        let status = match running.kernel.execute(item, memory) {
+            Ok(()) => shared_abi::Status::Ok,
+            Err(status) => status,
+        };
+        self.completions.push_back(firmware::hal::ItemCompletion {
+            tag: running.tag,
+            item,
+            status,
+        });
+        running.finished += 1;
+        let all_done = running.finished >= running.items;
+        if let Some(free) = self.free.get_mut(unit as usize) {
+            *free += 1;
+        }
+        self.active_items = self.active_items.saturating_sub(1);
+        if self.active_items == 0 {
+            self.busy_total = self.busy_total.plus(now.since(self.busy_since));
+        }
+        if all_done {
+            self.running = None;
+            return Vec::new();
+        }
+        let mut started = Vec::new();
+        match self.scheduling {
+            Scheduling::Rr => self.fill(now, unit, &mut started),
+            Scheduling::Fifo => {
+                for unit in 0..self.units {
+                    self.fill(now, unit, &mut started);
+                }
+            }
+        }
+        started
+    }
+}

@@ -1,0 +1,105 @@
+//! The device's parameters (the CCM and link rows of the paper's Table III).
+
+use serde::{Deserialize, Serialize};
+
+/// How the CCM scheduler hands work items to µthreads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scheduling {
+    /// Round-robin: item `i` goes to processing unit `i mod units`, whose µthreads take its
+    /// items in order. Units that fall behind finish their items late: results complete out
+    /// of offset order.
+    Rr,
+    /// FIFO: one queue; every free µthread takes the next item by offset.
+    Fifo,
+}
+
+/// Device and link parameters. Times are nanoseconds, frequencies megahertz, bandwidths bytes
+/// per nanosecond (= GB/s).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DeviceConfig {
+    /// CCM processing units.
+    pub ccm_units: u32,
+    /// µthreads per CCM processing unit.
+    pub ccm_uthreads: u32,
+    /// CCM clock.
+    pub ccm_mhz: u64,
+    /// CXL memory bandwidth (DDR5-4800 x 16 channels = 614.4 GB/s).
+    pub ccm_memory_gbps: f64,
+    /// Latency of a device DRAM access, charged once per work item.
+    pub ccm_memory_latency_ns: u64,
+    /// Device memory size in MiB (data sets, results and the firmware scratch area).
+    pub device_memory_mib: u64,
+    /// Work-item scheduling.
+    pub scheduling: Scheduling,
+    /// CXL.mem round trip.
+    pub cxl_mem_round_trip_ns: u64,
+    /// CXL.io round trip.
+    pub cxl_io_round_trip_ns: u64,
+    /// Link bandwidth per direction (CXL 3.0 x16: 64 GB/s).
+    pub link_gbps: f64,
+    /// Framing and header bytes per transaction on the link (flit/TLP overhead).
+    pub link_overhead_bytes: u64,
+    /// Firmware clock (RP mailbox handling).
+    pub firmware_mhz: u64,
+    /// Firmware cycles to handle one mailbox doorbell or dequeue.
+    pub firmware_mailbox_cycles: u64,
+    /// DMA preparation latency per request (descriptor fetch and set-up).
+    pub dma_preparation_ns: u64,
+    /// DMA requests that may be in preparation at once.
+    pub dma_channels: u32,
+    /// Interrupt handling latency per DMA request (AXLE_Interrupt).
+    pub interrupt_ns: u64,
+}
+
+impl Default for DeviceConfig {
+    fn default() -> Self {
+        DeviceConfig {
+            ccm_units: 16,
+            ccm_uthreads: 16,
+            ccm_mhz: 2000,
+            ccm_memory_gbps: 614.4,
+            ccm_memory_latency_ns: 100,
+            device_memory_mib: 256,
+            scheduling: Scheduling::Rr,
+            cxl_mem_round_trip_ns: 70,
+            cxl_io_round_trip_ns: 350,
+            link_gbps: 64.0,
+            link_overhead_bytes: 24,
+            firmware_mhz: 2000,
+            firmware_mailbox_cycles: 400,
+            dma_preparation_ns: 500,
+            dma_channels: 8,
+            interrupt_ns: 50_000,
+        }
+    }
+}
+
+impl DeviceConfig {
+    /// Checks every parameter for a value the model cannot run with.
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = [
+            ("ccm_units", u64::from(self.ccm_units)),
+            ("ccm_uthreads", u64::from(self.ccm_uthreads)),
+            ("ccm_mhz", self.ccm_mhz),
+            ("firmware_mhz", self.firmware_mhz),
+            ("dma_channels", u64::from(self.dma_channels)),
+            ("device_memory_mib", self.device_memory_mib),
+        ];
+        for (name, value) in positive {
+            if value == 0 {
+                return Err(format!("device.{name} must be positive"));
+            }
+        }
+        for (name, value) in [("ccm_memory_gbps", self.ccm_memory_gbps), ("link_gbps", self.link_gbps)] {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(format!("device.{name} must be a positive number, not {value}"));
+            }
+        }
+        if self.device_memory_mib > 64 * 1024 {
+            return Err("device.device_memory_mib is limited to 64 GiB".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,393 @@
+//! The co-simulation: the emulator is the time master; the host is a party with one entry
+//! point, "run at virtual time t, return your next wake-up time".
+//!
+//! The loop runs every device event up to the host's next wake-up, then hands the turn to the
+//! host. **Ties:** at equal times every device event runs before the host's turn, and device
+//! events run in the order they were scheduled. A response (CXL.mem load or synchronous store
+//! response, register read, interrupt) is a device event at its arrival time that wakes the
+//! host then. DMA writes land in host memory at their arrival time and wake nobody: the host's
+//! next poll finds them.
+//!
+//! In-process, the hand-off is the call to [`HostAgent::turn`]; across processes the same loop
+//! hands the turn over shared memory, so both give the same answer.
+
+use crate::ccm::Ccm;
+use crate::config::DeviceConfig;
+use crate::dma::DmaEngineModel;
+use crate::dram::DeviceDram;
+use crate::hal_impl::{Event, Hardware};
+use crate::link::Link;
+use crate::sim::queue::EventQueue;
+use crate::sim::time::one_way;
+use firmware::hal::{DeviceMemory, HostEvent};
+use firmware::scratch::ScratchLayout;
+use firmware::{Firmware, FirmwareConfig};
+use host_driver::link::{DeviceLink, HostAgent, LinkResponse, Wake};
+use host_driver::phys::PhysicalMemory;
+use shared_abi::{device_map, mailbox, CommandDescriptor, DeviceAddress, Ticks};
+use std::sync::Arc;
+use zerocopy::FromBytes;
+
+/// Most result chunks one launch may have (sizes the firmware scratch area).
+pub const CHUNK_CAPACITY: u32 = 1 << 21;
+
+/// How a co-simulated run ended badly.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CoSimError {
+    /// Nothing can happen any more, but the host has not finished.
+    #[error("deadlock at {at_ns} ns: the host waits for a response and the device has nothing left to do")]
+    Deadlock {
+        /// Virtual time of detection.
+        at_ns: u64,
+    },
+    /// Virtual time ran past the configured limit.
+    #[error("no completion within the virtual-time limit of {limit_ns} ns")]
+    TimeLimit {
+        /// The limit.
+        limit_ns: u64,
+    },
+}
+
+/// What the device measured over a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceMetrics {
+    /// Time during which at least one CCM µthread ran a work item.
+    pub ccm_busy: Ticks,
+    /// Union of the intervals during which a DMA request's writes were on the link or landing.
+    pub dma_busy: Ticks,
+    /// Ticks the DMA executor had a complete payload but no ring credit.
+    pub backpressure: Ticks,
+    /// DMA requests sent.
+    pub dma_requests: u64,
+    /// Payloads streamed.
+    pub payloads: u64,
+    /// Times the executor read the flow-control block (edge D5).
+    pub head_reads: u64,
+    /// Interrupts raised.
+    pub interrupts: u64,
+    /// Bytes the device-to-host direction carried (including per-transaction overhead).
+    pub upstream_busy: Ticks,
+}
+
+/// The emulated device.
+#[derive(Debug)]
+pub struct Emulator {
+    hardware: Hardware,
+    firmware: Firmware,
+    /// Next free byte of device data memory for untimed set-up.
+    allocation_cursor: u64,
+    data_end: u64,
+}
+
+impl Emulator {
+    /// A device with `config`, whose DMA engine writes into `host_memory`.
+    pub fn new(config: DeviceConfig, host_memory: Arc<PhysicalMemory>, streaming_factor: firmware::StreamingFactor, out_of_order: bool) -> Emulator {
+        let size = config.device_memory_mib.saturating_mul(1 << 20);
+        let dram = DeviceDram::new(size);
+        let scratch_probe = ScratchLayout::new(DeviceAddress(0), CHUNK_CAPACITY);
+        let scratch_base = size.saturating_sub(scratch_probe.bytes()) & !0xfff;
+        let scratch = ScratchLayout::new(DeviceAddress(scratch_base), CHUNK_CAPACITY);
+        let firmware = Firmware::new(FirmwareConfig {
+            scratch,
+            streaming_factor,
+            out_of_order,
+        });
+        let hardware = Hardware {
+            now: Ticks::ZERO,
+            queue: EventQueue::default(),
+            ccm: Ccm::new(&config),
+            dma: DmaEngineModel::new(config.dma_channels),
+            link: Link::default(),
+            host_memory,
+            mailbox: [0; (mailbox::WINDOW_LENGTH / 8) as usize],
+            host_events: Default::default(),
+            bulk_tokens: Default::default(),
+            interrupts: 0,
+            dram,
+            config,
+        };
+        Emulator {
+            hardware,
+            firmware,
+            allocation_cursor: device_map::DATA_BASE.0,
+            data_end: scratch_base,
+        }
+    }
+
+    /// Bytes of device data memory left for set-up.
+    pub fn data_available(&self) -> u64 {
+        self.data_end.saturating_sub(self.allocation_cursor)
+    }
+
+    /// Untimed set-up: reserves device data memory.
+    pub fn allocate(&mut self, length: u64, align: u64) -> Option<DeviceAddress> {
+        let align = align.max(1).next_power_of_two();
+        let start = self.allocation_cursor.checked_add(align - 1)? & !(align - 1);
+        let end = start.checked_add(length)?;
+        if end > self.data_end {
+            return None;
+        }
+        self.allocation_cursor = end;
+        Some(DeviceAddress(start))
+    }
+
+    /// Untimed set-up: writes device memory directly.
+    pub fn write_untimed(&mut self, address: DeviceAddress, data: &[u8]) -> Result<(), firmware::hal::MemoryFault> {
+        if address.0 < device_map::DATA_BASE.0 || address.0.saturating_add(data.len() as u64) > self.data_end {
+            return Err(firmware::hal::MemoryFault {
+                address,
+                length: data.len() as u64,
+            });
+        }
+        self.hardware.dram.write(address, data)
+    }
+
+    /// The firmware (counters, trace).
+    pub fn firmware(&self) -> &Firmware {
+        &self.firmware
+    }
+
+    /// The current virtual time.
+    pub fn now(&self) -> Ticks {
+        self.hardware.now
+    }
+
+    /// What the device measured so far.
+    pub fn metrics(&self) -> DeviceMetrics {
+        let counters = self.firmware.counters();
+        DeviceMetrics {
+            ccm_busy: self.hardware.ccm.busy(self.hardware.now),
+            dma_busy: self.hardware.dma.busy(),
+            backpressure: Ticks(counters.backpressure_ticks),
+            dma_requests: self.hardware.dma.requests,
+            payloads: counters.payloads,
+            head_reads: counters.head_reads,
+            interrupts: self.hardware.interrupts,
+            upstream_busy: self.hardware.link.upstream.busy(),
+        }
+    }
+
+    /// Runs the device and `host` together until the host is done. `limit` bounds virtual time.
+    pub fn run(&mut self, host: &mut dyn HostAgent, limit: Ticks) -> Result<(), CoSimError> {
+        let mut wake = Wake::At(self.hardware.now);
+        loop {
+            let host_at = match wake {
+                Wake::Done => return Ok(()),
+                Wake::At(at) => Some(at),
+                Wake::OnResponse => None,
+            };
+            let device_at = self.hardware.queue.peek_time();
+            let device_first = match (device_at, host_at) {
+                (Some(d), Some(h)) => d <= h,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => {
+                    return Err(CoSimError::Deadlock {
+                        at_ns: self.hardware.now.as_ns(),
+                    })
+                }
+            };
+            let next = if device_first { device_at } else { host_at }.unwrap_or(Ticks::NEVER);
+            if next > limit {
+                return Err(CoSimError::TimeLimit { limit_ns: limit.as_ns() });
+            }
+            if device_first {
+                let Some((at, event)) = self.hardware.queue.pop() else {
+                    continue;
+                };
+                self.hardware.now = at;
+                if let Some(response) = self.process(event) {
+                    host.deliver(at, response);
+                    wake = match wake {
+                        Wake::At(t) if t <= at => Wake::At(t),
+                        Wake::Done => Wake::Done,
+                        _ => Wake::At(at),
+                    };
+                }
+            } else {
+                let at = host_at.unwrap_or(self.hardware.now);
+                self.hardware.now = self.hardware.now.max(at);
+                let mut port = LinkPort {
+                    hardware: &mut self.hardware,
+                };
+                wake = host.turn(at, &mut port);
+            }
+        }
+    }
+
+    /// Processes one device event; returns a response for the host, if the event is one.
+    fn process(&mut self, event: Event) -> Option<LinkResponse> {
+        let hw = &mut self.hardware;
+        let mut step = true;
+        match event {
+            Event::HostStore { address, data, token } => {
+                let in_launch_window = address.0 >= device_map::LAUNCH_WINDOW.0
+                    && address.0 < device_map::LAUNCH_WINDOW.0 + device_map::LAUNCH_WINDOW_LENGTH;
+                if in_launch_window {
+                    // The packet filter: a launch store never reaches memory.
+                    let command = CommandDescriptor::read_from_bytes(&data).unwrap_or_default();
+                    if let Some(token) = token {
+                        hw.bulk_tokens.insert(command.tag, token);
+                    }
+                    hw.host_events.push_back(HostEvent::LaunchStore(command));
+                } else {
+                    if hw.dram.write(address, &data).is_err() {
+                        log::warn!("emulator: host store outside device memory at {:#x}", address.0);
+                    }
+                    if address == device_map::FLOW_CONTROL {
+                        hw.host_events.push_back(HostEvent::FlowControl);
+                    } else if address == device_map::SHADOW_DESCRIPTOR {
+                        hw.host_events.push_back(HostEvent::RegionProgrammed);
+                    } else {
+                        step = false;
+                    }
+                    if let Some(token) = token {
+                        let at = hw.now.plus(one_way(hw.config.cxl_mem_round_trip_ns));
+                        hw.respond(at, LinkResponse::StoreDone { token, status: 0 });
+                    }
+                }
+            }
+            Event::HostLoad {
+                address,
+                length,
+                token,
+                respond_at,
+            } => {
+                let mut data = vec![0; usize::try_from(length).unwrap_or(0)];
+                if hw.dram.read(address, &mut data).is_err() {
+                    log::warn!("emulator: host load outside device memory at {:#x}", address.0);
+                    data.clear();
+                }
+                hw.respond(respond_at, LinkResponse::LoadDone { token, data });
+                step = false;
+            }
+            Event::IoWrite { register, value } => {
+                let event = match register {
+                    mailbox::DOORBELL => Some(HostEvent::Doorbell(value)),
+                    mailbox::DEQUEUE => Some(HostEvent::Dequeue),
+                    _ => None,
+                };
+                if let Some(event) = event {
+                    let handling = Ticks::from_cycles(hw.config.firmware_mailbox_cycles, hw.config.firmware_mhz);
+                    hw.queue.push(hw.now.plus(handling), Event::Firmware(event));
+                }
+                step = false;
+            }
+            Event::IoRead { register, token } => {
+                let value = hw.mailbox.get((register / 8) as usize).copied().unwrap_or(u64::MAX);
+                let back = hw.link.upstream.send(
+                    hw.now,
+                    8 + hw.config.link_overhead_bytes,
+                    hw.config.link_gbps,
+                );
+                let at = back.plus(one_way(hw.config.cxl_io_round_trip_ns));
+                hw.respond(at, LinkResponse::IoReadDone { token, value });
+                step = false;
+            }
+            Event::Firmware(event) => hw.host_events.push_back(event),
+            Event::ItemDone { unit, item } => hw.item_done(unit, item),
+            Event::DmaPrepared { tag, request } => {
+                hw.send_request(tag, request);
+                step = false;
+            }
+            Event::DmaLand(landing) => {
+                hw.land(&landing);
+                step = false;
+            }
+            Event::DmaSent {
+                tag,
+                status,
+                started,
+                landed,
+            } => hw.dma.finished(tag, status, started, landed),
+            Event::Deliver(response) => return Some(response),
+        }
+        if step {
+            self.firmware.step(&mut self.hardware);
+        }
+        None
+    }
+}
+
+/// The host's [`DeviceLink`] in-process: each call becomes a timed event.
+struct LinkPort<'a> {
+    hardware: &'a mut Hardware,
+}
+
+impl LinkPort<'_> {
+    fn downstream(&mut self, now: Ticks, bytes: u64, round_trip_ns: u64) -> Ticks {
+        let hw = &mut *self.hardware;
+        let on_wire = hw
+            .link
+            .downstream
+            .send(now, bytes + hw.config.link_overhead_bytes, hw.config.link_gbps);
+        on_wire.plus(one_way(round_trip_ns))
+    }
+}
+
+impl DeviceLink for LinkPort<'_> {
+    fn mem_store(&mut self, now: Ticks, address: DeviceAddress, data: &[u8]) {
+        let rtt = self.hardware.config.cxl_mem_round_trip_ns;
+        let at = self.downstream(now, data.len() as u64, rtt);
+        self.hardware.queue.push(
+            at,
+            Event::HostStore {
+                address,
+                data: data.to_vec(),
+                token: None,
+            },
+        );
+    }
+
+    fn mem_store_synchronous(&mut self, now: Ticks, address: DeviceAddress, data: &[u8], token: u64) {
+        let rtt = self.hardware.config.cxl_mem_round_trip_ns;
+        let at = self.downstream(now, data.len() as u64, rtt);
+        self.hardware.queue.push(
+            at,
+            Event::HostStore {
+                address,
+                data: data.to_vec(),
+                token: Some(token),
+            },
+        );
+    }
+
+    fn mem_load(&mut self, now: Ticks, address: DeviceAddress, length: u64, outstanding: u32, token: u64) {
+        let hw = &mut *self.hardware;
+        let round_trip = Ticks::from_ns(hw.config.cxl_mem_round_trip_ns);
+        let lines = length.div_ceil(64).max(1);
+        // The core issues one line every round_trip / outstanding; the responses share the
+        // device-to-host direction with DMA traffic.
+        let issue_gap = Ticks(round_trip.0 / u64::from(outstanding.max(1)));
+        let issue_bound = now.plus(Ticks(issue_gap.0.saturating_mul(lines - 1))).plus(round_trip);
+        let arrives = now.plus(one_way(hw.config.cxl_mem_round_trip_ns));
+        let on_wire = hw.link.upstream.send(
+            arrives,
+            length + lines * hw.config.link_overhead_bytes,
+            hw.config.link_gbps,
+        );
+        let link_bound = on_wire.plus(one_way(hw.config.cxl_mem_round_trip_ns));
+        let respond_at = issue_bound.max(link_bound);
+        hw.queue.push(
+            arrives,
+            Event::HostLoad {
+                address,
+                length,
+                token,
+                respond_at,
+            },
+        );
+    }
+
+    fn io_write(&mut self, now: Ticks, register: u64, value: u64) {
+        let rtt = self.hardware.config.cxl_io_round_trip_ns;
+        let at = self.downstream(now, 8, rtt);
+        self.hardware.queue.push(at, Event::IoWrite { register, value });
+    }
+
+    fn io_read(&mut self, now: Ticks, register: u64, token: u64) {
+        let rtt = self.hardware.config.cxl_io_round_trip_ns;
+        let at = self.downstream(now, 8, rtt);
+        self.hardware.queue.push(at, Event::IoRead { register, token });
+    }
+}

@@ -1,0 +1,319 @@
+//! The firmware HAL implemented on the emulator's models.
+//!
+//! [`Hardware`] is everything of the device except the firmware itself: clock, device memory,
+//! the CCM, the DMA engine, the link, the mailbox registers and the event queue. The firmware
+//! borrows it for each [`firmware::Firmware::step`].
+
+use crate::ccm::{Ccm, Started};
+use crate::config::DeviceConfig;
+use crate::dma::DmaEngineModel;
+use crate::dram::DeviceDram;
+use crate::link::Link;
+use crate::sim::queue::EventQueue;
+use crate::sim::time::one_way;
+use firmware::hal::{
+    Clock, ComputeUnits, DeviceMemory, DmaCompletion, DmaEngine, DmaError, DmaKind, DmaRequest, DmaTag, HostEvent,
+    ItemCompletion, KernelLaunch, MemoryFault, Registers,
+};
+use host_driver::link::LinkResponse;
+use host_driver::phys::PhysicalMemory;
+use shared_abi::{mailbox, DeviceAddress, Status, Ticks};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+/// A device event.
+#[derive(Debug)]
+pub enum Event {
+    /// A host CXL.mem store reaches device memory (`token`: a synchronous BS launch).
+    HostStore {
+        /// Where.
+        address: DeviceAddress,
+        /// What.
+        data: Vec<u8>,
+        /// The synchronous store's token.
+        token: Option<u64>,
+    },
+    /// A host CXL.mem load reaches the device; the response is already timed.
+    HostLoad {
+        /// Where.
+        address: DeviceAddress,
+        /// Bytes.
+        length: u64,
+        /// The host's token.
+        token: u64,
+        /// When the last byte is back at the host.
+        respond_at: Ticks,
+    },
+    /// A host CXL.io register write reaches the device.
+    IoWrite {
+        /// Register offset.
+        register: u64,
+        /// Value.
+        value: u64,
+    },
+    /// A host CXL.io register read reaches the device.
+    IoRead {
+        /// Register offset.
+        register: u64,
+        /// The host's token.
+        token: u64,
+    },
+    /// The firmware may look at a host event (after its handling latency).
+    Firmware(HostEvent),
+    /// A work item finishes.
+    ItemDone {
+        /// Processing unit.
+        unit: u32,
+        /// Item.
+        item: u32,
+    },
+    /// A DMA request finished preparation and goes on the wire.
+    DmaPrepared {
+        /// Its tag.
+        tag: DmaTag,
+        /// The request.
+        request: DmaRequest,
+    },
+    /// A DMA write lands in host memory.
+    DmaLand(crate::dma::Landing),
+    /// A DMA request has all its writes on the wire.
+    DmaSent {
+        /// Its tag.
+        tag: DmaTag,
+        /// Its status.
+        status: Status,
+        /// First byte on the wire.
+        started: Ticks,
+        /// Last write landed.
+        landed: Ticks,
+    },
+    /// A response reaches the host.
+    Deliver(LinkResponse),
+}
+
+/// The device's hardware, as the firmware sees it through the HAL.
+#[derive(Debug)]
+pub struct Hardware {
+    /// The current virtual time.
+    pub now: Ticks,
+    /// Pending events.
+    pub queue: EventQueue<Event>,
+    /// Parameters.
+    pub config: DeviceConfig,
+    /// Device memory.
+    pub dram: DeviceDram,
+    /// The CCM.
+    pub ccm: Ccm,
+    /// The DMA engine.
+    pub dma: DmaEngineModel,
+    /// The link.
+    pub link: Link,
+    /// Host physical memory (where DMA lands).
+    pub host_memory: Arc<PhysicalMemory>,
+    /// Mailbox registers.
+    pub mailbox: [u64; (mailbox::WINDOW_LENGTH / 8) as usize],
+    /// Host events for the firmware.
+    pub host_events: VecDeque<HostEvent>,
+    /// Synchronous launch stores waiting for their response, by tag.
+    pub bulk_tokens: BTreeMap<u32, u64>,
+    /// Interrupts raised.
+    pub interrupts: u64,
+}
+
+impl Hardware {
+    fn schedule_started(&mut self, started: Vec<Started>) {
+        for item in started {
+            self.queue.push(
+                item.ends_at,
+                Event::ItemDone {
+                    unit: item.unit,
+                    item: item.item,
+                },
+            );
+        }
+    }
+
+    /// An item finished now.
+    pub fn item_done(&mut self, unit: u32, item: u32) {
+        let now = self.now;
+        let started = self.ccm.finish(now, unit, item, &mut self.dram);
+        self.schedule_started(started);
+    }
+
+    /// A prepared request goes on the wire.
+    pub fn send_request(&mut self, tag: DmaTag, request: DmaRequest) {
+        let device_size = self.dram.size();
+        let host_size = self.host_memory.len();
+        // Check the whole chain first: a bad descriptor fails the request, and nothing of it
+        // reaches host memory.
+        let mut writes = Vec::with_capacity(request.count as usize);
+        let mut status = Status::Ok;
+        for offset in 0..request.count {
+            let address = crate::dma::descriptor_address(&request, offset);
+            let checked = self
+                .dram
+                .read_value::<firmware::hal::DmaDescriptor>(address)
+                .map_err(Status::from)
+                .and_then(|d| crate::dma::check_descriptor(&d, device_size, host_size).map(|kind| (d, kind)));
+            match checked {
+                Ok(write) => writes.push(write),
+                Err(error) => {
+                    status = error;
+                    writes.clear();
+                    break;
+                }
+            }
+        }
+        let started = self.now;
+        let mut last_on_wire = self.now;
+        let mut last_landed = self.now;
+        let latency = one_way(self.config.cxl_io_round_trip_ns);
+        for (descriptor, kind) in writes {
+            let mut bytes = vec![0; descriptor.length as usize];
+            if self.dram.read(DeviceAddress(descriptor.source), &mut bytes).is_err() {
+                status = Status::DeviceMemoryFault;
+                break;
+            }
+            let on_wire = self.link.upstream.send(
+                self.now,
+                u64::from(descriptor.length) + self.config.link_overhead_bytes,
+                self.config.link_gbps,
+            );
+            last_on_wire = on_wire;
+            last_landed = on_wire.plus(latency);
+            self.dma.writes += 1;
+            self.queue.push(
+                last_landed,
+                Event::DmaLand(crate::dma::Landing {
+                    destination: descriptor.destination,
+                    bytes,
+                    kind,
+                }),
+            );
+        }
+        self.queue.push(
+            last_on_wire,
+            Event::DmaSent {
+                tag,
+                status,
+                started,
+                landed: last_landed,
+            },
+        );
+    }
+
+    /// A DMA write lands in host memory.
+    pub fn land(&self, landing: &crate::dma::Landing) {
+        let address = shared_abi::HostPhysAddr(landing.destination);
+        let result = if landing.kind.publishes() {
+            // Edges D2 and D4: the tail is published with release semantics, after every
+            // write before it in the chain.
+            let mut word = [0u8; 8];
+            word.copy_from_slice(landing.bytes.get(..8).unwrap_or(&[0; 8]));
+            self.host_memory
+                .store_u64(address, u64::from_le_bytes(word), host_driver::sync::Ordering::Release)
+        } else {
+            // Edges D1 and D3: payload data and records, plain stores.
+            self.host_memory.write_words(address, &landing.bytes)
+        };
+        if let Err(error) = result {
+            // check_descriptor bounds-checked the destination; this cannot happen, but a
+            // failed write is logged, never a crash.
+            log::error!("dma: landing at {:#x} failed: {error}", landing.destination);
+        }
+        let _ = DmaKind::Payload;
+    }
+
+    /// Delivers `response` to the host at `at`.
+    pub fn respond(&mut self, at: Ticks, response: LinkResponse) {
+        self.queue.push(at, Event::Deliver(response));
+    }
+}
+
+impl Clock for Hardware {
+    fn now(&self) -> Ticks {
+        self.now
+    }
+}
+
+impl DeviceMemory for Hardware {
+    fn size(&self) -> u64 {
+        self.dram.size()
+    }
+    fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
+        self.dram.read(address, buffer)
+    }
+    fn write(&mut self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
+        self.dram.write(address, data)
+    }
+}
+
+impl DmaEngine for Hardware {
+    fn submit(&mut self, request: DmaRequest) -> Result<DmaTag, DmaError> {
+        if !self.dma.has_room() {
+            return Err(DmaError::QueueFull);
+        }
+        let (tag, prepared_at) = self
+            .dma
+            .accept(self.now, Ticks::from_ns(self.config.dma_preparation_ns));
+        self.queue.push(prepared_at, Event::DmaPrepared { tag, request });
+        Ok(tag)
+    }
+
+    fn poll_completion(&mut self) -> Option<DmaCompletion> {
+        self.dma.completions.pop_front()
+    }
+}
+
+impl ComputeUnits for Hardware {
+    fn dispatch(&mut self, launch: KernelLaunch) -> Result<(), Status> {
+        if self.ccm.is_running() {
+            return Err(Status::Busy);
+        }
+        let mut command = launch.command;
+        command.flags = 0;
+        let kernel = firmware::kernels::Kernel::decode(&command, self.dram.size())?;
+        let started = self.ccm.dispatch(self.now, kernel, launch.command.tag, launch.items);
+        self.schedule_started(started);
+        Ok(())
+    }
+
+    fn poll_item(&mut self) -> Option<ItemCompletion> {
+        self.ccm.completions.pop_front()
+    }
+}
+
+impl Registers for Hardware {
+    fn take_event(&mut self) -> Option<HostEvent> {
+        self.host_events.pop_front()
+    }
+
+    fn write_mailbox(&mut self, offset: u64, value: u64) {
+        if let Some(register) = self.mailbox.get_mut((offset / 8) as usize) {
+            *register = value;
+        }
+    }
+
+    fn complete_bulk_launch(&mut self, tag: u32, status: Status) {
+        // The response of the synchronous store travels back over CXL.mem.
+        match self.bulk_tokens.remove(&tag) {
+            Some(token) => {
+                let at = self.now.plus(one_way(self.config.cxl_mem_round_trip_ns));
+                self.respond(
+                    at,
+                    LinkResponse::StoreDone {
+                        token,
+                        status: status.code(),
+                    },
+                );
+            }
+            None => log::warn!("emulator: bulk completion for tag {tag} with no waiting store"),
+        }
+    }
+
+    fn raise_interrupt(&mut self) {
+        self.interrupts += 1;
+        let at = self.now.plus(Ticks::from_ns(self.config.interrupt_ns));
+        self.respond(at, LinkResponse::Interrupt);
+    }
+}

@@ -1,0 +1,3 @@
+//! The discrete-event engine.
+pub mod queue;
+pub mod time;

@@ -1,0 +1,392 @@
+//! The firmware's top level: one [`Firmware`] per device, driven by [`Firmware::step`].
+
+use crate::command::{self, ValidCommand};
+use crate::executor::{DmaExecutor, PumpOutcome, StreamTarget};
+use crate::hal::{Hal, HostEvent, KernelLaunch};
+use crate::monitor::ResultMonitor;
+use crate::scratch::ScratchLayout;
+use crate::trace::{Counters, Trace, TraceEvent};
+use crate::translate::ShadowRegion;
+use heapless::Deque;
+use shared_abi::command::CommandFlags;
+use shared_abi::{mailbox, CommandDescriptor, DeviceAddress, LaunchMode, Status};
+
+/// Launches that may wait behind the running one.
+pub const LAUNCH_QUEUE: usize = 4;
+
+/// Static configuration of the firmware.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FirmwareConfig {
+    /// The scratch area the board reserved.
+    pub scratch: ScratchLayout,
+    /// The streaming factor: a batch is submitted once it holds this many result bytes.
+    pub streaming_factor: StreamingFactor,
+    /// Out-of-order streaming (default); `false` streams strictly by result offset.
+    pub out_of_order: bool,
+}
+
+/// How many result bytes a DMA batch collects before it is submitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamingFactor {
+    /// A fixed number of bytes (SF1 = one 32-byte slot).
+    Bytes(u64),
+    /// A percentage (1..=100) of the launch's result size (SF_25% etc.).
+    PercentOfResult(u32),
+}
+
+impl StreamingFactor {
+    /// The factor in bytes for a result of `result_length` bytes (at least one byte).
+    pub fn bytes_for(self, result_length: u64) -> u64 {
+        match self {
+            StreamingFactor::Bytes(bytes) => bytes.max(1),
+            StreamingFactor::PercentOfResult(percent) => {
+                (result_length.saturating_mul(u64::from(percent.min(100))) / 100).max(1)
+            }
+        }
+    }
+}
+
+/// What one [`Firmware::step`] left behind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StepOutcome {
+    /// A launch is running or streaming.
+    pub busy: bool,
+    /// The executor waits for the host's flow control (back-pressure).
+    pub waiting_for_credit: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Active {
+    valid: ValidCommand,
+    monitor: ResultMonitor,
+    status: Status,
+    completion_sent: bool,
+}
+
+/// The firmware.
+#[derive(Debug)]
+pub struct Firmware {
+    config: FirmwareConfig,
+    region: Option<ShadowRegion>,
+    executor: DmaExecutor,
+    active: Option<Active>,
+    queued: Deque<ValidCommand, LAUNCH_QUEUE>,
+    mailbox_occupied: bool,
+    broken: Option<Status>,
+    counters: Counters,
+    trace: Trace,
+}
+
+impl Firmware {
+    /// Firmware for a device whose board reserved `config.scratch`.
+    pub fn new(config: FirmwareConfig) -> Firmware {
+        Firmware {
+            config,
+            region: None,
+            executor: DmaExecutor::new(1),
+            active: None,
+            queued: Deque::new(),
+            mailbox_occupied: false,
+            broken: None,
+            counters: Counters::default(),
+            trace: Trace::default(),
+        }
+    }
+
+    /// Changes the streaming behaviour for later launches.
+    pub fn reconfigure(&mut self, streaming_factor: StreamingFactor, out_of_order: bool) {
+        self.config.streaming_factor = streaming_factor;
+        self.config.out_of_order = out_of_order;
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The trace ring.
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
+    /// Why the ring is BROKEN, if it is.
+    pub fn broken(&self) -> Option<Status> {
+        self.broken
+    }
+
+    /// Does everything that can be done now: DMA completions, host events, finished work
+    /// items, streaming. Never waits.
+    pub fn step<H: Hal>(&mut self, hw: &mut H) -> StepOutcome {
+        while let Some(completion) = hw.poll_completion() {
+            self.on_dma_completion(hw, completion.tag, completion.status);
+        }
+        while let Some(event) = hw.take_event() {
+            self.on_host_event(hw, event);
+        }
+        while let Some(item) = hw.poll_item() {
+            self.on_item(hw, item.item, item.status);
+        }
+        let mut waiting_for_credit = false;
+        if let Some(outcome) = self.stream(hw) {
+            waiting_for_credit = outcome == PumpOutcome::WaitingForCredit;
+        }
+        self.finish_if_done(hw);
+        self.start_next(hw);
+        StepOutcome {
+            busy: self.active.is_some() || !self.executor.idle(),
+            waiting_for_credit,
+        }
+    }
+
+    fn on_dma_completion<H: Hal>(&mut self, hw: &mut H, tag: crate::hal::DmaTag, status: Status) {
+        if let Err(error) = self.executor.complete(tag) {
+            self.latch_broken(hw, error);
+        }
+        if status != Status::Ok {
+            self.latch_broken(hw, status);
+        }
+        let interrupt = self
+            .active
+            .is_some_and(|active| active.valid.flags.contains(CommandFlags::INTERRUPT));
+        if interrupt {
+            hw.raise_interrupt();
+        }
+    }
+
+    fn on_host_event<H: Hal>(&mut self, hw: &mut H, event: HostEvent) {
+        match event {
+            HostEvent::LaunchStore(command) => {
+                let mode = LaunchMode::try_from(command.mode).unwrap_or(LaunchMode::BulkSynchronous);
+                let mode = if mode == LaunchMode::RemotePolling {
+                    // RP commands come through the mailbox, never the launch window.
+                    LaunchMode::BulkSynchronous
+                } else {
+                    mode
+                };
+                self.accept(hw, &command, mode);
+            }
+            HostEvent::Doorbell(address) => {
+                if self.mailbox_occupied {
+                    self.mailbox_complete(hw, 0, Status::Busy);
+                    return;
+                }
+                self.mailbox_occupied = true;
+                hw.write_mailbox(mailbox::STATUS, mailbox::status::RUNNING);
+                match command::read_mailbox_descriptor(hw, address) {
+                    Ok(command) => self.accept(hw, &command, LaunchMode::RemotePolling),
+                    Err(status) => self.mailbox_complete(hw, 0, status),
+                }
+            }
+            HostEvent::Dequeue => {
+                self.mailbox_occupied = false;
+                hw.write_mailbox(mailbox::STATUS, mailbox::status::IDLE);
+            }
+            HostEvent::FlowControl => {}
+            HostEvent::RegionProgrammed => match ShadowRegion::load(hw) {
+                Ok(region) => {
+                    self.region = Some(region);
+                    self.executor = DmaExecutor::new(1);
+                    self.broken = None;
+                }
+                Err(status) => {
+                    self.region = None;
+                    self.latch_broken(hw, status);
+                }
+            },
+        }
+    }
+
+    /// Validates a command and queues it, or reports why not on its path.
+    fn accept<H: Hal>(&mut self, hw: &mut H, command: &CommandDescriptor, mode: LaunchMode) {
+        let checked = command::validate(command, mode, hw.size()).and_then(|valid| {
+            if valid.mode == LaunchMode::BackStreaming {
+                if self.region.is_none() {
+                    return Err(Status::NoRegion);
+                }
+                if let Some(status) = self.broken {
+                    let _ = status;
+                    return Err(Status::RingBroken);
+                }
+            }
+            Ok(valid)
+        });
+        match checked {
+            Ok(valid) => {
+                if self.queued.push_back(valid).is_err() {
+                    self.refuse(hw, command, mode, Status::Busy);
+                }
+            }
+            Err(status) => self.refuse(hw, command, mode, status),
+        }
+    }
+
+    fn refuse<H: Hal>(&mut self, hw: &mut H, command: &CommandDescriptor, mode: LaunchMode, status: Status) {
+        self.counters.refused = self.counters.refused.saturating_add(1);
+        self.trace.record(TraceEvent::Refused { tag: command.tag, status });
+        match mode {
+            LaunchMode::RemotePolling => self.mailbox_complete(hw, command.tag, status),
+            LaunchMode::BulkSynchronous => hw.complete_bulk_launch(command.tag, status),
+            LaunchMode::BackStreaming => self.latch_broken(hw, status),
+        }
+    }
+
+    fn mailbox_complete<H: Hal>(&mut self, hw: &mut H, tag: u32, status: Status) {
+        hw.write_mailbox(mailbox::COMPLETION_CODE, u64::from(status.code()));
+        hw.write_mailbox(mailbox::COMPLETION_TAG, u64::from(tag));
+        // The code rides in the status register's upper half too, so one poll tells all.
+        hw.write_mailbox(
+            mailbox::STATUS,
+            mailbox::status::COMPLETE | (u64::from(status.code()) << 32),
+        );
+    }
+
+    fn start_next<H: Hal>(&mut self, hw: &mut H) {
+        if self.active.is_some() {
+            return;
+        }
+        let Some(valid) = self.queued.pop_front() else {
+            return;
+        };
+        let items = valid.kernel.items();
+        let chunk = match (valid.mode, &self.region) {
+            (LaunchMode::BackStreaming, Some(region)) => region.layout().slot_size(),
+            // RP and BS only count completions; any chunk size works.
+            _ => 4096,
+        };
+        let monitor = ResultMonitor::start(
+            hw,
+            &self.config.scratch,
+            valid.command.result_length,
+            chunk,
+            items,
+            !self.config.out_of_order,
+        );
+        let monitor = match monitor {
+            Ok(monitor) => monitor,
+            Err(status) => {
+                self.refuse(hw, &valid.command, valid.mode, status);
+                return;
+            }
+        };
+        if let Err(status) = hw.dispatch(KernelLaunch {
+            command: valid.command,
+            items,
+        }) {
+            self.refuse(hw, &valid.command, valid.mode, status);
+            return;
+        }
+        self.executor
+            .set_streaming_factor(self.config.streaming_factor.bytes_for(valid.command.result_length));
+        self.counters.launches = self.counters.launches.saturating_add(1);
+        self.trace.record(TraceEvent::Launch {
+            tag: valid.command.tag,
+            items,
+        });
+        self.active = Some(Active {
+            valid,
+            monitor,
+            status: Status::Ok,
+            completion_sent: false,
+        });
+    }
+
+    fn on_item<H: Hal>(&mut self, hw: &mut H, item: u32, status: Status) {
+        let scratch = self.config.scratch;
+        let Some(active) = self.active.as_mut() else {
+            return;
+        };
+        if status != Status::Ok && active.status == Status::Ok {
+            active.status = status;
+        }
+        let result = active
+            .valid
+            .kernel
+            .item(item)
+            .and_then(|spec| active.monitor.populated(hw, &scratch, spec.result_offset, u64::from(spec.result_length)));
+        if let Err(error) = result {
+            if active.status == Status::Ok {
+                active.status = error;
+            }
+        }
+    }
+
+    fn stream<H: Hal>(&mut self, hw: &mut H) -> Option<PumpOutcome> {
+        if self.broken.is_some() {
+            return None;
+        }
+        let region = self.region.as_ref()?;
+        let active = self.active.as_mut()?;
+        if active.valid.mode != LaunchMode::BackStreaming {
+            return None;
+        }
+        let target = StreamTarget {
+            result_address: DeviceAddress(active.valid.command.result_address),
+            tag: active.valid.command.tag,
+        };
+        let outcome = self.executor.pump(
+            hw,
+            &mut active.monitor,
+            region,
+            &self.config.scratch,
+            target,
+            &mut self.counters,
+            &mut self.trace,
+        );
+        match outcome {
+            Ok(outcome) => Some(outcome),
+            Err(status) => {
+                self.latch_broken(hw, status);
+                None
+            }
+        }
+    }
+
+    fn finish_if_done<H: Hal>(&mut self, hw: &mut H) {
+        let Some(active) = self.active.as_mut() else {
+            return;
+        };
+        if !active.monitor.all_items_done() {
+            return;
+        }
+        match active.valid.mode {
+            LaunchMode::RemotePolling => {
+                let (tag, status) = (active.valid.command.tag, active.status);
+                self.active = None;
+                self.mailbox_complete(hw, tag, status);
+            }
+            LaunchMode::BulkSynchronous => {
+                let (tag, status) = (active.valid.command.tag, active.status);
+                self.active = None;
+                hw.complete_bulk_launch(tag, status);
+            }
+            LaunchMode::BackStreaming => {
+                if active.status != Status::Ok && !active.completion_sent {
+                    active.completion_sent = true;
+                    let status = active.status;
+                    self.latch_broken(hw, status);
+                    self.active = None;
+                    return;
+                }
+                if self.broken.is_some() || (active.monitor.all_chunks_taken() && self.executor.idle()) {
+                    self.active = None;
+                }
+            }
+        }
+    }
+
+    /// Latches the ring BROKEN: nothing more is streamed until the region is reprogrammed, and
+    /// the device status word tells the host why.
+    fn latch_broken<H: Hal>(&mut self, hw: &mut H, status: Status) {
+        if self.broken.is_some() {
+            return;
+        }
+        self.broken = Some(status);
+        self.trace.record(TraceEvent::Broken { status });
+        if let Some(region) = self.region.as_ref() {
+            // Best effort: if even this fails there is no way left to tell the host.
+            let _ = self
+                .executor
+                .publish_status(hw, region, &self.config.scratch, status);
+        }
+    }
+}

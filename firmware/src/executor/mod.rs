@@ -1,0 +1,439 @@
+//! The DMA executor: packs complete result chunks into payloads and streams them into the
+//! host's rings.
+//!
+//! For each complete chunk (from the [`crate::monitor::ResultMonitor`]) the executor takes one
+//! payload slot and one metadata slot (if the cached heads grant them, see [`crate::flow`]) and
+//! appends three descriptors to the current batch's chain:
+//!
+//! 1. D1: the chunk's bytes from the result space to the payload slot;
+//! 2. D3: the metadata record (staged in scratch memory) to the metadata slot;
+//! 3. D4: the new metadata tail (a publishing write, ordered after 1 and 2).
+//!
+//! When the batch holds at least the streaming factor's bytes (or the launch's last chunk, or
+//! the rings are out of credit) it closes the chain with D2, the new payload tail, and submits
+//! it as one DMA request. The host therefore sees a record only after its payload (partial
+//! writes are never visible), and one payload-tail update per batch but one metadata-tail
+//! update per payload, as the paper describes.
+
+use crate::flow::Credits;
+use crate::hal::{Clock, DeviceMemory, DmaDescriptor, DmaEngine, DmaError, DmaKind, DmaRequest, DmaTag};
+use crate::monitor::ResultMonitor;
+use crate::scratch::{ScratchLayout, CELL};
+use crate::trace::{Counters, Trace, TraceEvent};
+use crate::translate::ShadowRegion;
+use heapless::Deque;
+use shared_abi::{control, DeviceAddress, MetadataFlags, MetadataRecord, Status, Ticks};
+use zerocopy::IntoBytes;
+
+/// Requests the executor keeps in flight at most.
+pub const MAX_IN_FLIGHT: usize = 64;
+
+/// Descriptors one payload needs (D1, D3, D4), plus one reserved for the batch's D2.
+const DESCRIPTORS_PER_PAYLOAD: u64 = 3;
+/// Staging cells one payload needs (record, metadata tail), plus one reserved for D2.
+const CELLS_PER_PAYLOAD: u64 = 2;
+
+/// What the launch being streamed looks like to the executor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamTarget {
+    /// Device address of result byte 0.
+    pub result_address: DeviceAddress,
+    /// The launch tag.
+    pub tag: u32,
+}
+
+/// Why [`DmaExecutor::pump`] stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PumpOutcome {
+    /// Nothing complete is waiting (or the batch is below the streaming factor).
+    Drained,
+    /// A complete chunk waits for ring credit (back-pressure).
+    WaitingForCredit,
+    /// A complete chunk waits for DMA resources (descriptor ring, engine queue).
+    WaitingForDma,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct InFlight {
+    tag: DmaTag,
+    descriptor_end: u64,
+    staging_end: u64,
+}
+
+/// The executor's fixed-size state.
+#[derive(Debug)]
+pub struct DmaExecutor {
+    streaming_factor: u64,
+    metadata_tail: u64,
+    payload_tail: u64,
+    credits: Credits,
+    descriptor_head: u64,
+    descriptor_tail: u64,
+    staging_head: u64,
+    staging_tail: u64,
+    batch_first: u64,
+    batch_payloads: u32,
+    batch_bytes: u64,
+    in_flight: Deque<InFlight, MAX_IN_FLIGHT>,
+    blocked_since: Option<Ticks>,
+}
+
+impl DmaExecutor {
+    /// An executor for a freshly programmed ring; `streaming_factor` is in bytes (at least 1).
+    pub fn new(streaming_factor: u64) -> DmaExecutor {
+        DmaExecutor {
+            streaming_factor,
+            metadata_tail: 0,
+            payload_tail: 0,
+            credits: Credits::new(),
+            descriptor_head: 0,
+            descriptor_tail: 0,
+            staging_head: 0,
+            staging_tail: 0,
+            batch_first: 0,
+            batch_payloads: 0,
+            batch_bytes: 0,
+            in_flight: Deque::new(),
+            blocked_since: None,
+        }
+    }
+
+    /// Sets the streaming factor for the next launch.
+    pub fn set_streaming_factor(&mut self, bytes: u64) {
+        self.streaming_factor = bytes;
+    }
+
+    /// Records published so far.
+    pub fn metadata_tail(&self) -> u64 {
+        self.metadata_tail
+    }
+
+    /// Payloads published so far.
+    pub fn payload_tail(&self) -> u64 {
+        self.payload_tail
+    }
+
+    /// Whether no request is in flight and no batch is open.
+    pub fn idle(&self) -> bool {
+        self.in_flight.is_empty() && self.batch_payloads == 0
+    }
+
+    /// Whether the executor is waiting for credit.
+    pub fn blocked(&self) -> bool {
+        self.blocked_since.is_some()
+    }
+
+    /// Forms payloads from complete chunks while credit and DMA resources last, and submits
+    /// batches that reached the streaming factor (or end the launch, or cannot grow).
+    #[allow(clippy::too_many_arguments)]
+    pub fn pump<H: Clock + DeviceMemory + DmaEngine>(
+        &mut self,
+        hw: &mut H,
+        monitor: &mut ResultMonitor,
+        region: &ShadowRegion,
+        scratch: &ScratchLayout,
+        target: StreamTarget,
+        counters: &mut Counters,
+        trace: &mut Trace,
+    ) -> Result<PumpOutcome, Status> {
+        let layout = *region.layout();
+        loop {
+            let Some(chunk) = monitor.peek(hw, scratch)? else {
+                break;
+            };
+            let (metadata_free, payload_free) = self.credits.free(
+                self.metadata_tail,
+                layout.metadata_capacity(),
+                self.payload_tail,
+                layout.payload_capacity(),
+            );
+            if metadata_free == 0 || payload_free == 0 {
+                // Edge D5: only now read the host's heads.
+                counters.head_reads = counters.head_reads.saturating_add(1);
+                self.credits.refresh(hw, self.metadata_tail, self.payload_tail)?;
+                let (metadata_free, payload_free) = self.credits.free(
+                    self.metadata_tail,
+                    layout.metadata_capacity(),
+                    self.payload_tail,
+                    layout.payload_capacity(),
+                );
+                if metadata_free == 0 || payload_free == 0 {
+                    // Close the open batch so the host can consume it and send credit back.
+                    self.submit(hw, region, scratch, counters, trace)?;
+                    if self.blocked_since.is_none() {
+                        let now = hw.now();
+                        self.blocked_since = Some(now);
+                        trace.record(TraceEvent::CreditWait { at: now });
+                    }
+                    return Ok(PumpOutcome::WaitingForCredit);
+                }
+            }
+            if let Some(since) = self.blocked_since.take() {
+                let now = hw.now();
+                counters.backpressure_ticks = counters.backpressure_ticks.saturating_add(now.since(since).0);
+                trace.record(TraceEvent::CreditResume { at: now });
+            }
+            if !self.has_room(scratch) {
+                self.submit(hw, region, scratch, counters, trace)?;
+                return Ok(PumpOutcome::WaitingForDma);
+            }
+            monitor.take();
+            let last = monitor.all_chunks_taken();
+            self.form_payload(hw, monitor, region, scratch, target, chunk, last)?;
+            counters.payloads = counters.payloads.saturating_add(1);
+            if self.batch_bytes >= self.streaming_factor {
+                if !self.submit(hw, region, scratch, counters, trace)? {
+                    return Ok(PumpOutcome::WaitingForDma);
+                }
+            }
+        }
+        if monitor.all_chunks_taken() && self.batch_payloads > 0 && !self.submit(hw, region, scratch, counters, trace)? {
+            return Ok(PumpOutcome::WaitingForDma);
+        }
+        Ok(PumpOutcome::Drained)
+    }
+
+    /// Handles one DMA completion: frees its descriptors and staging cells.
+    pub fn complete(&mut self, tag: DmaTag) -> Result<(), Status> {
+        match self.in_flight.pop_front() {
+            Some(entry) if entry.tag == tag => {
+                self.descriptor_head = entry.descriptor_end;
+                self.staging_head = entry.staging_end;
+                Ok(())
+            }
+            // Completions must come back in submission order (a HAL guarantee).
+            _ => Err(Status::MalformedDescriptor),
+        }
+    }
+
+    fn has_room(&self, scratch: &ScratchLayout) -> bool {
+        let descriptors_used = self.descriptor_tail.saturating_sub(self.descriptor_head);
+        let cells_used = self.staging_tail.saturating_sub(self.staging_head);
+        descriptors_used.saturating_add(DESCRIPTORS_PER_PAYLOAD + 1) <= u64::from(scratch.descriptor_capacity)
+            && cells_used.saturating_add(CELLS_PER_PAYLOAD + 1) <= u64::from(scratch.staging_capacity)
+            && !self.in_flight.is_full()
+    }
+
+    fn push_descriptor<M: DeviceMemory>(
+        &mut self,
+        memory: &mut M,
+        scratch: &ScratchLayout,
+        descriptor: DmaDescriptor,
+    ) -> Result<(), Status> {
+        let address = ScratchLayout::cell(
+            scratch.descriptor_base(),
+            self.descriptor_tail,
+            scratch.descriptor_capacity,
+            CELL,
+        );
+        memory.write(address, descriptor.as_bytes())?;
+        self.descriptor_tail = self.descriptor_tail.saturating_add(1);
+        Ok(())
+    }
+
+    fn stage<M: DeviceMemory>(&mut self, memory: &mut M, scratch: &ScratchLayout, bytes: &[u8]) -> Result<DeviceAddress, Status> {
+        let address = ScratchLayout::cell(scratch.staging_base(), self.staging_tail, scratch.staging_capacity, CELL);
+        memory.write(address, bytes)?;
+        self.staging_tail = self.staging_tail.saturating_add(1);
+        Ok(address)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn form_payload<M: DeviceMemory>(
+        &mut self,
+        memory: &mut M,
+        monitor: &ResultMonitor,
+        region: &ShadowRegion,
+        scratch: &ScratchLayout,
+        target: StreamTarget,
+        chunk: u32,
+        last: bool,
+    ) -> Result<(), Status> {
+        let layout = *region.layout();
+        if self.batch_payloads == 0 {
+            self.batch_first = self.descriptor_tail;
+        }
+        let length = monitor.chunk_length(chunk);
+        let offset = u64::from(chunk).saturating_mul(u64::from(layout.slot_size()));
+        // DMA moves whole 8-byte words; a short last chunk is padded (the record's length
+        // carries the true size).
+        let padded = length.div_ceil(8).saturating_mul(8);
+        let source = target
+            .result_address
+            .checked_add(offset)
+            .ok_or(Status::ArgumentOutOfRange)?;
+        let payload_index = self.payload_tail;
+        let slot = shared_abi::RingIndex(payload_index).slot(layout.payload_capacity());
+        let payload_destination = region.translate(
+            layout.payload_slot_offset(slot).ok_or(Status::TranslationFault)?,
+            padded,
+        )?;
+        // D1: the payload data.
+        self.push_descriptor(
+            memory,
+            scratch,
+            DmaDescriptor {
+                source: source.0,
+                destination: payload_destination.0,
+                length: padded as u32,
+                kind: DmaKind::Payload as u32,
+                index: payload_index,
+            },
+        )?;
+        // D3: the metadata record naming it.
+        let metadata_index = self.metadata_tail;
+        let mut flags = MetadataFlags::empty();
+        if last {
+            flags |= MetadataFlags::LAST;
+        }
+        let record = MetadataRecord {
+            sequence: metadata_index,
+            result_offset: offset,
+            payload_slot: slot,
+            length: length as u32,
+            tag: target.tag,
+            flags: flags.bits(),
+        };
+        let record_cell = self.stage(memory, scratch, record.as_bytes())?;
+        let record_destination = region.translate(layout.metadata_slot_offset(metadata_index), 32)?;
+        self.push_descriptor(
+            memory,
+            scratch,
+            DmaDescriptor {
+                source: record_cell.0,
+                destination: record_destination.0,
+                length: 32,
+                kind: DmaKind::Metadata as u32,
+                index: metadata_index,
+            },
+        )?;
+        // D4: the metadata tail, published after the payload and the record.
+        let new_metadata_tail = metadata_index.saturating_add(1);
+        let tail_cell = self.stage(memory, scratch, &new_metadata_tail.to_le_bytes())?;
+        let tail_destination = region.translate(control::METADATA_TAIL_OFFSET, 8)?;
+        self.push_descriptor(
+            memory,
+            scratch,
+            DmaDescriptor {
+                source: tail_cell.0,
+                destination: tail_destination.0,
+                length: 8,
+                kind: DmaKind::MetadataTail as u32,
+                index: new_metadata_tail,
+            },
+        )?;
+        self.metadata_tail = new_metadata_tail;
+        self.payload_tail = payload_index.saturating_add(1);
+        self.batch_payloads = self.batch_payloads.saturating_add(1);
+        self.batch_bytes = self.batch_bytes.saturating_add(length);
+        Ok(())
+    }
+
+    /// Closes the open batch with D2 (the payload tail) and submits it. `Ok(false)` when the
+    /// engine's queue is full (the batch stays open and is retried after a completion).
+    fn submit<H: DeviceMemory + DmaEngine>(
+        &mut self,
+        hw: &mut H,
+        region: &ShadowRegion,
+        scratch: &ScratchLayout,
+        counters: &mut Counters,
+        trace: &mut Trace,
+    ) -> Result<bool, Status> {
+        if self.batch_payloads == 0 {
+            return Ok(true);
+        }
+        if self.in_flight.is_full() {
+            return Ok(false);
+        }
+        // D2: the payload tail, once per batch.
+        let tail_cell = self.stage(hw, scratch, &self.payload_tail.to_le_bytes())?;
+        let tail_destination = region.translate(control::PAYLOAD_TAIL_OFFSET, 8)?;
+        self.push_descriptor(
+            hw,
+            scratch,
+            DmaDescriptor {
+                source: tail_cell.0,
+                destination: tail_destination.0,
+                length: 8,
+                kind: DmaKind::PayloadTail as u32,
+                index: self.payload_tail,
+            },
+        )?;
+        let count = self.descriptor_tail.saturating_sub(self.batch_first);
+        let request = DmaRequest {
+            ring_base: scratch.descriptor_base(),
+            ring_capacity: scratch.descriptor_capacity,
+            first: self.batch_first,
+            count: u32::try_from(count).map_err(|_| Status::ArgumentOutOfRange)?,
+            payloads: self.batch_payloads,
+        };
+        match hw.submit(request) {
+            Ok(tag) => {
+                let entry = InFlight {
+                    tag,
+                    descriptor_end: self.descriptor_tail,
+                    staging_end: self.staging_tail,
+                };
+                if self.in_flight.push_back(entry).is_err() {
+                    return Err(Status::Busy);
+                }
+                counters.dma_requests = counters.dma_requests.saturating_add(1);
+                trace.record(TraceEvent::DmaSubmit {
+                    payloads: self.batch_payloads,
+                    payload_tail: self.payload_tail,
+                });
+                self.batch_payloads = 0;
+                self.batch_bytes = 0;
+                Ok(true)
+            }
+            Err(DmaError::QueueFull) => {
+                // Undo the D2 descriptor and its cell; the batch stays open.
+                self.descriptor_tail = self.descriptor_tail.saturating_sub(1);
+                self.staging_tail = self.staging_tail.saturating_sub(1);
+                Ok(false)
+            }
+        }
+    }
+
+    /// Writes the ring's device status word (latching BROKEN) with one publishing DMA write.
+    pub fn publish_status<H: DeviceMemory + DmaEngine>(
+        &mut self,
+        hw: &mut H,
+        region: &ShadowRegion,
+        scratch: &ScratchLayout,
+        status: Status,
+    ) -> Result<(), Status> {
+        if self.in_flight.is_full() {
+            return Err(Status::Busy);
+        }
+        let first = self.descriptor_tail;
+        let cell = self.stage(hw, scratch, &u64::from(status.code()).to_le_bytes())?;
+        let destination = region.translate(control::DEVICE_STATUS_OFFSET, 8)?;
+        self.push_descriptor(
+            hw,
+            scratch,
+            DmaDescriptor {
+                source: cell.0,
+                destination: destination.0,
+                length: 8,
+                kind: DmaKind::DeviceStatus as u32,
+                index: u64::from(status.code()),
+            },
+        )?;
+        let request = DmaRequest {
+            ring_base: scratch.descriptor_base(),
+            ring_capacity: scratch.descriptor_capacity,
+            first,
+            count: 1,
+            payloads: 0,
+        };
+        let tag = hw.submit(request).map_err(|_| Status::Busy)?;
+        self.in_flight
+            .push_back(InFlight {
+                tag,
+                descriptor_end: self.descriptor_tail,
+                staging_end: self.staging_tail,
+            })
+            .map_err(|_| Status::Busy)
+    }
+}

@@ -1,0 +1,158 @@
+//! The result monitor: watches µthreads populate the result space and says which slot-sized
+//! chunks of it are complete.
+//!
+//! The result space of a launch is cut into chunks of the DMA slot size (the last one may be
+//! shorter). Each finished work item adds the bytes it wrote to the counters of the chunks it
+//! overlaps (the counters live in device scratch memory, see [`crate::scratch`]); a chunk whose
+//! counter reaches its length is complete. Complete chunks are offered to the DMA executor in
+//! completion order (out-of-order streaming) or strictly by offset (in-order streaming).
+
+use crate::hal::DeviceMemory;
+use crate::scratch::ScratchLayout;
+use shared_abi::{DeviceAddress, Status};
+
+/// The monitor's fixed-size state; the per-chunk state is in scratch memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResultMonitor {
+    result_length: u64,
+    chunk_bytes: u64,
+    chunks: u32,
+    items_total: u32,
+    items_done: u32,
+    /// Chunks that became complete (ready-queue tail).
+    completed: u32,
+    /// Chunks handed to the executor (ready-queue head, or the in-order cursor).
+    taken: u32,
+    in_order: bool,
+}
+
+impl ResultMonitor {
+    /// Starts watching a launch of `items` work items over `result_length` bytes, cut into
+    /// chunks of `chunk_bytes`. Clears the chunk counters in scratch memory.
+    pub fn start<M: DeviceMemory>(
+        memory: &mut M,
+        scratch: &ScratchLayout,
+        result_length: u64,
+        chunk_bytes: u32,
+        items: u32,
+        in_order: bool,
+    ) -> Result<ResultMonitor, Status> {
+        if chunk_bytes == 0 {
+            return Err(Status::MalformedDescriptor);
+        }
+        let chunk_bytes = u64::from(chunk_bytes);
+        let chunks = result_length.div_ceil(chunk_bytes);
+        let chunks = u32::try_from(chunks).map_err(|_| Status::ArgumentOutOfRange)?;
+        if chunks > scratch.chunk_capacity {
+            return Err(Status::ArgumentOutOfRange);
+        }
+        let zeros = [0u8; 256];
+        let mut remaining = u64::from(chunks) * 4;
+        let mut address = scratch.counters_base();
+        while remaining > 0 {
+            let step = remaining.min(zeros.len() as u64);
+            let part = zeros.get(..step as usize).ok_or(Status::DeviceMemoryFault)?;
+            memory.write(address, part)?;
+            address = address.checked_add(step).ok_or(Status::DeviceMemoryFault)?;
+            remaining -= step;
+        }
+        Ok(ResultMonitor {
+            result_length,
+            chunk_bytes,
+            chunks,
+            items_total: items,
+            items_done: 0,
+            completed: 0,
+            taken: 0,
+            in_order,
+        })
+    }
+
+    /// Bytes of chunk `chunk` (the last may be short).
+    pub fn chunk_length(&self, chunk: u32) -> u64 {
+        let start = u64::from(chunk).saturating_mul(self.chunk_bytes);
+        self.result_length.saturating_sub(start).min(self.chunk_bytes)
+    }
+
+    /// Chunks in the launch.
+    pub fn chunks(&self) -> u32 {
+        self.chunks
+    }
+
+    /// Whether every work item has finished.
+    pub fn all_items_done(&self) -> bool {
+        self.items_done >= self.items_total
+    }
+
+    /// Whether every chunk has been handed to the executor.
+    pub fn all_chunks_taken(&self) -> bool {
+        self.taken >= self.chunks
+    }
+
+    /// Records that an item wrote `[offset, offset + length)` of the result space.
+    pub fn populated<M: DeviceMemory>(
+        &mut self,
+        memory: &mut M,
+        scratch: &ScratchLayout,
+        offset: u64,
+        length: u64,
+    ) -> Result<(), Status> {
+        self.items_done = self.items_done.saturating_add(1);
+        let end = offset.checked_add(length).ok_or(Status::ArgumentOutOfRange)?;
+        if end > self.result_length {
+            return Err(Status::ArgumentOutOfRange);
+        }
+        let mut position = offset;
+        while position < end {
+            let chunk = position / self.chunk_bytes;
+            let chunk_end = (chunk + 1).saturating_mul(self.chunk_bytes).min(end);
+            let added = chunk_end - position;
+            let chunk = u32::try_from(chunk).map_err(|_| Status::ArgumentOutOfRange)?;
+            let counter_address = ScratchLayout::cell(scratch.counters_base(), u64::from(chunk), u32::MAX, 4);
+            let count: u32 = memory.read_value(counter_address)?;
+            let count = u64::from(count).saturating_add(added);
+            let full = self.chunk_length(chunk);
+            if count > full {
+                // Two items claimed the same bytes: a kernel bug, reported, never a panic.
+                return Err(Status::ArgumentOutOfRange);
+            }
+            memory.write(counter_address, &(count as u32).to_le_bytes())?;
+            if count == full && !self.in_order {
+                let entry = ScratchLayout::cell(scratch.ready_base(), u64::from(self.completed), u32::MAX, 4);
+                memory.write(entry, &chunk.to_le_bytes())?;
+                self.completed = self.completed.saturating_add(1);
+            }
+            position = chunk_end;
+        }
+        Ok(())
+    }
+
+    /// The next chunk to stream, if one is complete: the oldest completed (out-of-order mode)
+    /// or the next by offset (in-order mode). Does not take it.
+    pub fn peek<M: DeviceMemory>(&self, memory: &M, scratch: &ScratchLayout) -> Result<Option<u32>, Status> {
+        if self.taken >= self.chunks {
+            return Ok(None);
+        }
+        if self.in_order {
+            let counter_address = ScratchLayout::cell(scratch.counters_base(), u64::from(self.taken), u32::MAX, 4);
+            let count: u32 = memory.read_value(counter_address)?;
+            return Ok((u64::from(count) == self.chunk_length(self.taken)).then_some(self.taken));
+        }
+        if self.taken >= self.completed {
+            return Ok(None);
+        }
+        let entry = ScratchLayout::cell(scratch.ready_base(), u64::from(self.taken), u32::MAX, 4);
+        let chunk: u32 = memory.read_value(entry)?;
+        Ok(Some(chunk))
+    }
+
+    /// Takes the chunk [`ResultMonitor::peek`] returned.
+    pub fn take(&mut self) {
+        self.taken = self.taken.saturating_add(1);
+    }
+}
+
+/// Device address helper for tests and tools.
+pub const fn counter_address(scratch: &ScratchLayout, chunk: u32) -> DeviceAddress {
+    ScratchLayout::cell(scratch.counters_base(), chunk as u64, u32::MAX, 4)
+}

@@ -1,0 +1,462 @@
+//! DMA regions: memory the device writes with DMA and the host reads.
+//!
+//! A [`DmaRegion`] is `len()` bytes built from 4 KiB frames of [`PhysicalMemory`]. The host sees
+//! it contiguously, through *region offsets* `0..len()`; physically it is scattered (frame `i`
+//! backs offsets `[i * 4096, (i + 1) * 4096)`, see [`crate::frames`]). The device sees it only
+//! through the scatter-gather list ([`crate::sgl`]) shadowed into its memory
+//! ([`crate::shadow`]).
+//!
+//! # What a kernel driver would do, and what stands for it here
+//!
+//! - **Pinned.** A kernel allocates DMA memory from frames that never move or swap
+//!   (`dma_alloc_coherent`, or `pin_user_pages` for user buffers), because the device keeps
+//!   using the physical addresses it was given. The multi-process form of this driver will
+//!   `mlock` the shared-memory file that stands for physical memory; in-process there is nothing
+//!   to pin: the frames are indexes into a boxed slice that lives as long as the region's `Arc`.
+//! - **Uncached.** A kernel maps DMA memory coherent or uncached (`dma_alloc_coherent`, or
+//!   `pgprot_noncached` / `pgprot_writecombine` in `mmap`), so that the CPU never reads a stale
+//!   cached copy of what the device wrote. Here the same guarantee comes from never forming a
+//!   `&[u8]` into the region: every access is an atomic load or store of one 8-byte word of
+//!   [`PhysicalMemory`], ordered explicitly (Acquire on tails, Release on heads) where the
+//!   protocol needs it, and copied out before it is interpreted.
+//! - **Owned by whom.** The region is CPU-owned until its scatter-gather list is shadowed into
+//!   the device; from then on the device may write the rings at any time, and the host touches
+//!   them only through the ring protocol (host-runtime's `ring` module).
+
+use crate::frames::{FrameAllocator, FrameError, FRAME_SIZE};
+use crate::phys::{PhysError, PhysicalMemory, WORD_SIZE};
+use crate::sync::{Arc, Ordering};
+use shared_abi::HostPhysAddr;
+
+/// A region access or construction that was refused; nothing was read or written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DmaError {
+    /// A range that is empty or not inside `0..region_length`.
+    #[error("range of {length} bytes at region offset {offset:#x} is outside the region of {region_length} bytes")]
+    OutOfRange {
+        /// First byte.
+        offset: u64,
+        /// Bytes.
+        length: u64,
+        /// Bytes in the region.
+        region_length: u64,
+    },
+    /// A range that [`DmaRegion::translate`] was asked for spans two frames.
+    #[error("range of {length} bytes at region offset {offset:#x} crosses a frame boundary")]
+    CrossesFrame {
+        /// First byte.
+        offset: u64,
+        /// Bytes.
+        length: u64,
+    },
+    /// An offset that is not 8-byte aligned.
+    #[error("region offset {offset:#x} is not 8-byte aligned")]
+    Misaligned {
+        /// The offset.
+        offset: u64,
+    },
+    /// A length that is not a whole number of 8-byte words (an access, or the region itself).
+    #[error("length {length} is not a multiple of 8 bytes")]
+    PartialWord {
+        /// The length.
+        length: u64,
+    },
+    /// A region of zero bytes.
+    #[error("a DMA region must have at least one byte")]
+    Empty,
+    /// The frame list does not have exactly one frame per started 4 KiB of the region.
+    #[error("{frames} frames for a region of {length} bytes")]
+    FrameCount {
+        /// Frames given.
+        frames: usize,
+        /// Region length.
+        length: u64,
+    },
+    /// A frame that is not frame-aligned, lies outside physical memory, or is listed twice.
+    #[error("frame at host physical address {:#x} is misaligned, outside memory or repeated", .address.0)]
+    BadFrame {
+        /// The frame's address.
+        address: HostPhysAddr,
+    },
+    /// The frame allocator refused.
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    /// Physical memory refused.
+    #[error(transparent)]
+    Phys(#[from] PhysError),
+}
+
+/// A DMA region: contiguous in region offsets, scattered in physical memory.
+///
+/// # Invariants
+///
+/// - `0 < length`, `length % 8 == 0`;
+/// - `frames.len() == length.div_ceil(4096)`;
+/// - every frame is 4096-aligned, distinct, and `frame + 4096 <= memory.len()`.
+///
+/// So every range inside `0..length` that lies within one frame translates to an access
+/// inside physical memory.
+pub struct DmaRegion {
+    memory: Arc<PhysicalMemory>,
+    frames: Vec<HostPhysAddr>,
+    length: u64,
+}
+
+impl core::fmt::Debug for DmaRegion {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("DmaRegion")
+            .field("length", &self.length)
+            .field("frames", &self.frames.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DmaRegion {
+    /// A region of `length` bytes (a non-zero multiple of 8) from frames of `allocator`, which
+    /// must be the allocator of `memory`.
+    pub fn allocate(
+        memory: Arc<PhysicalMemory>,
+        allocator: &mut FrameAllocator,
+        length: u64,
+    ) -> Result<DmaRegion, DmaError> {
+        check_region_length(length)?;
+        let frames = allocator.allocate(length)?;
+        match DmaRegion::from_frames(memory, frames.clone(), length) {
+            Ok(region) => Ok(region),
+            Err(error) => {
+                // The allocator and the memory disagree on the size; give the frames back.
+                allocator.free(&frames)?;
+                Err(error)
+            }
+        }
+    }
+
+    /// A region of `length` bytes over `frames` (in region order) of `memory`, after checking
+    /// the invariants.
+    pub fn from_frames(
+        memory: Arc<PhysicalMemory>,
+        frames: Vec<HostPhysAddr>,
+        length: u64,
+    ) -> Result<DmaRegion, DmaError> {
+        check_region_length(length)?;
+        if frames.len() as u64 != length.div_ceil(FRAME_SIZE) {
+            return Err(DmaError::FrameCount {
+                frames: frames.len(),
+                length,
+            });
+        }
+        let mut sorted = frames.clone();
+        sorted.sort_unstable();
+        for (i, &address) in sorted.iter().enumerate() {
+            let inside = address
+                .0
+                .checked_add(FRAME_SIZE)
+                .is_some_and(|end| end <= memory.len());
+            let repeated = i > 0 && sorted.get(i - 1) == Some(&address);
+            if address.0 % FRAME_SIZE != 0 || !inside || repeated {
+                return Err(DmaError::BadFrame { address });
+            }
+        }
+        // INVARIANT: length checked above; one distinct, aligned, in-memory frame per page.
+        Ok(DmaRegion {
+            memory,
+            frames,
+            length,
+        })
+    }
+
+    /// Gives the frames back to `allocator` (the allocator of this region's memory).
+    pub fn release(self, allocator: &mut FrameAllocator) -> Result<(), DmaError> {
+        allocator.free(&self.frames)?;
+        Ok(())
+    }
+
+    /// Bytes in the region.
+    pub fn len(&self) -> u64 {
+        self.length
+    }
+
+    /// Always `false`: a region has at least one byte.
+    pub fn is_empty(&self) -> bool {
+        self.length == 0
+    }
+
+    /// The frames, in region order.
+    pub fn frames(&self) -> &[HostPhysAddr] {
+        &self.frames
+    }
+
+    /// The physical memory the region lives in.
+    pub fn memory(&self) -> &Arc<PhysicalMemory> {
+        &self.memory
+    }
+
+    fn check_range(&self, offset: u64, length: u64) -> Result<u64, DmaError> {
+        let out_of_range = DmaError::OutOfRange {
+            offset,
+            length,
+            region_length: self.length,
+        };
+        match offset.checked_add(length) {
+            Some(end) if end <= self.length => Ok(end),
+            _ => Err(out_of_range),
+        }
+    }
+
+    /// The host physical address of region offsets `[offset, offset + length)`, which must be
+    /// non-empty, inside the region and inside one frame.
+    pub fn translate(&self, offset: u64, length: u64) -> Result<HostPhysAddr, DmaError> {
+        let end = self.check_range(offset, length)?;
+        if length == 0 {
+            return Err(DmaError::OutOfRange {
+                offset,
+                length,
+                region_length: self.length,
+            });
+        }
+        let frame_index = offset / FRAME_SIZE;
+        if (end - 1) / FRAME_SIZE != frame_index {
+            return Err(DmaError::CrossesFrame { offset, length });
+        }
+        let frame = usize::try_from(frame_index)
+            .ok()
+            .and_then(|index| self.frames.get(index))
+            .ok_or(DmaError::OutOfRange {
+                offset,
+                length,
+                region_length: self.length,
+            })?;
+        Ok(HostPhysAddr(frame.0 + offset % FRAME_SIZE))
+    }
+
+    fn word_address(&self, offset: u64) -> Result<HostPhysAddr, DmaError> {
+        if offset % WORD_SIZE != 0 {
+            return Err(DmaError::Misaligned { offset });
+        }
+        self.translate(offset, WORD_SIZE)
+    }
+
+    /// Loads the word at region offset `offset` (8-byte aligned).
+    pub fn load_u64(&self, offset: u64, ordering: Ordering) -> Result<u64, DmaError> {
+        let address = self.word_address(offset)?;
+        Ok(self.memory.load_u64(address, ordering)?)
+    }
+
+    /// Stores `value` into the word at region offset `offset` (8-byte aligned).
+    pub fn store_u64(&self, offset: u64, value: u64, ordering: Ordering) -> Result<(), DmaError> {
+        let address = self.word_address(offset)?;
+        Ok(self.memory.store_u64(address, value, ordering)?)
+    }
+
+    /// Checks an access of whole words at `offset`; its end.
+    fn check_words(&self, offset: u64, length: usize) -> Result<u64, DmaError> {
+        if offset % WORD_SIZE != 0 {
+            return Err(DmaError::Misaligned { offset });
+        }
+        let length = length as u64;
+        if length % WORD_SIZE != 0 {
+            return Err(DmaError::PartialWord { length });
+        }
+        self.check_range(offset, length)
+    }
+
+    /// The pieces of `[offset, end)` that lie in one frame each: (offset, bytes).
+    fn pieces(offset: u64, end: u64) -> impl Iterator<Item = (u64, u64)> {
+        let mut position = offset;
+        core::iter::from_fn(move || {
+            if position >= end {
+                return None;
+            }
+            let next_frame = (position / FRAME_SIZE)
+                .saturating_add(1)
+                .saturating_mul(FRAME_SIZE);
+            let piece_end = next_frame.min(end);
+            let piece = (position, piece_end - position);
+            position = piece_end;
+            Some(piece)
+        })
+    }
+
+    /// Reads `buffer.len()` bytes (whole words) at region offset `offset` (8-byte aligned) with
+    /// Relaxed loads; the range may span frames. Checks the whole range before reading.
+    pub fn read_bytes(&self, offset: u64, buffer: &mut [u8]) -> Result<(), DmaError> {
+        let end = self.check_words(offset, buffer.len())?;
+        let mut rest = buffer;
+        for (position, bytes) in DmaRegion::pieces(offset, end) {
+            // bytes <= 4096 and <= rest.len(), since the pieces tile [offset, end).
+            let (piece, tail) = rest.split_at_mut(bytes as usize);
+            let address = self.translate(position, bytes)?;
+            self.memory.read_words(address, piece)?;
+            rest = tail;
+        }
+        Ok(())
+    }
+
+    /// Writes `data` (whole words) at region offset `offset` (8-byte aligned) with Relaxed
+    /// stores; the range may span frames. Checks the whole range before writing.
+    pub fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<(), DmaError> {
+        let end = self.check_words(offset, data.len())?;
+        let mut rest = data;
+        for (position, bytes) in DmaRegion::pieces(offset, end) {
+            let (piece, tail) = rest.split_at(bytes as usize);
+            let address = self.translate(position, bytes)?;
+            self.memory.write_words(address, piece)?;
+            rest = tail;
+        }
+        Ok(())
+    }
+}
+
+fn check_region_length(length: u64) -> Result<(), DmaError> {
+    if length == 0 {
+        return Err(DmaError::Empty);
+    }
+    if length % WORD_SIZE != 0 {
+        return Err(DmaError::PartialWord { length });
+    }
+    Ok(())
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn setup(frames: u64, region_bytes: u64) -> (Arc<PhysicalMemory>, FrameAllocator, DmaRegion) {
+        let memory = Arc::new(PhysicalMemory::new(frames * FRAME_SIZE).unwrap());
+        let mut allocator = FrameAllocator::new(memory.len());
+        let region =
+            DmaRegion::allocate(Arc::clone(&memory), &mut allocator, region_bytes).unwrap();
+        (memory, allocator, region)
+    }
+
+    #[test]
+    fn translate_maps_each_offset_into_its_frame() {
+        let (_, _, region) = setup(64, 3 * FRAME_SIZE);
+        for (i, frame) in region.frames().iter().enumerate() {
+            let offset = i as u64 * FRAME_SIZE + 24;
+            assert_eq!(
+                region.translate(offset, 8).unwrap(),
+                HostPhysAddr(frame.0 + 24)
+            );
+        }
+    }
+
+    #[test]
+    fn translate_refuses_a_range_crossing_frames() {
+        let (_, _, region) = setup(64, 3 * FRAME_SIZE);
+        assert_eq!(
+            region.translate(FRAME_SIZE - 8, 16),
+            Err(DmaError::CrossesFrame {
+                offset: FRAME_SIZE - 8,
+                length: 16
+            })
+        );
+        assert!(region.translate(FRAME_SIZE - 8, 8).is_ok());
+    }
+
+    #[test]
+    fn translate_refuses_empty_outside_and_wrapping_ranges() {
+        let (_, _, region) = setup(64, 3 * FRAME_SIZE);
+        let length = region.len();
+        assert!(matches!(
+            region.translate(0, 0),
+            Err(DmaError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            region.translate(length - 8, 16),
+            Err(DmaError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            region.translate(u64::MAX, 2),
+            Err(DmaError::OutOfRange { .. })
+        ));
+    }
+
+    #[test]
+    fn bytes_written_across_frames_read_back_and_land_in_each_frame() {
+        let (memory, _, region) = setup(64, 3 * FRAME_SIZE);
+        let data: Vec<u8> = (0..64u32).map(|i| i as u8).collect();
+        let offset = FRAME_SIZE - 32;
+        region.write_bytes(offset, &data).unwrap();
+        let mut back = vec![0u8; 64];
+        region.read_bytes(offset, &mut back).unwrap();
+        assert_eq!(back, data);
+        // The second half went to the start of frame 1, wherever that is physically.
+        let mut second = [0u8; 32];
+        memory.read_words(region.frames()[1], &mut second).unwrap();
+        assert_eq!(&second[..], &data[32..]);
+    }
+
+    #[test]
+    fn out_of_range_write_touches_nothing() {
+        let (_, _, region) = setup(64, 3 * FRAME_SIZE);
+        let offset = region.len() - 8;
+        assert!(region.write_bytes(offset, &[0xff; 16]).is_err());
+        assert_eq!(region.load_u64(offset, Ordering::Relaxed).unwrap(), 0);
+    }
+
+    #[test]
+    fn misaligned_and_partial_accesses_are_refused() {
+        let (_, _, region) = setup(64, 3 * FRAME_SIZE);
+        assert_eq!(
+            region.load_u64(4, Ordering::Relaxed),
+            Err(DmaError::Misaligned { offset: 4 })
+        );
+        assert_eq!(
+            region.write_bytes(8, &[0; 12]),
+            Err(DmaError::PartialWord { length: 12 })
+        );
+    }
+
+    #[test]
+    fn store_then_load_through_region_offsets() {
+        let (_, _, region) = setup(64, 2 * FRAME_SIZE);
+        region
+            .store_u64(FRAME_SIZE + 8, 77, Ordering::Release)
+            .unwrap();
+        assert_eq!(
+            region.load_u64(FRAME_SIZE + 8, Ordering::Acquire).unwrap(),
+            77
+        );
+    }
+
+    #[test]
+    fn from_frames_refuses_repeated_misaligned_or_outside_frames() {
+        let memory = Arc::new(PhysicalMemory::new(8 * FRAME_SIZE).unwrap());
+        let f = |n: u64| HostPhysAddr(n * FRAME_SIZE);
+        assert_eq!(
+            DmaRegion::from_frames(Arc::clone(&memory), vec![f(1), f(1)], 2 * FRAME_SIZE)
+                .unwrap_err(),
+            DmaError::BadFrame { address: f(1) }
+        );
+        assert_eq!(
+            DmaRegion::from_frames(Arc::clone(&memory), vec![HostPhysAddr(8)], 8).unwrap_err(),
+            DmaError::BadFrame {
+                address: HostPhysAddr(8)
+            }
+        );
+        assert_eq!(
+            DmaRegion::from_frames(Arc::clone(&memory), vec![f(8)], 8).unwrap_err(),
+            DmaError::BadFrame { address: f(8) }
+        );
+        assert_eq!(
+            DmaRegion::from_frames(Arc::clone(&memory), vec![f(1)], 2 * FRAME_SIZE).unwrap_err(),
+            DmaError::FrameCount {
+                frames: 1,
+                length: 2 * FRAME_SIZE
+            }
+        );
+        assert_eq!(
+            DmaRegion::from_frames(memory, vec![f(1)], 0).unwrap_err(),
+            DmaError::Empty
+        );
+    }
+
+    #[test]
+    fn release_returns_the_frames() {
+        let (_, mut allocator, region) = setup(64, 5 * FRAME_SIZE);
+        let free = allocator.free_frames();
+        region.release(&mut allocator).unwrap();
+        assert_eq!(allocator.free_frames(), free + 5);
+    }
+}

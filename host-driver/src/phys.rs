@@ -1,0 +1,286 @@
+//! The memory that stands for host physical memory.
+//!
+//! In the in-process form it is a boxed slice of 8-byte atomic words; the multi-process form
+//! will put the same words in a shared-memory file. A host physical address
+//! ([`HostPhysAddr`]) is a byte offset in it. Nothing ever forms a `&[u8]` into it: the device
+//! (the emulator's DMA engine) writes it concurrently, so every access is an atomic load or
+//! store of one aligned 8-byte word, and every access is bounds-checked.
+//!
+//! Who uses which accessor (the edge names are DESIGN.md section 5's):
+//!
+//! - the emulator lands DMA data with [`PhysicalMemory::write_words`] (Relaxed stores: payload
+//!   data, edge D1; metadata records, edge D3);
+//! - it publishes tails with [`PhysicalMemory::store_u64`] and [`Ordering::Release`] (payload
+//!   tail, edge D2; metadata tail, edge D4), so everything it wrote before is visible to a host
+//!   that observes the new tail;
+//! - the host loads the metadata tail with [`PhysicalMemory::load_u64`] and
+//!   [`Ordering::Acquire`] (edge H1), then reads records and payloads with
+//!   [`PhysicalMemory::read_words`] (Relaxed loads), all of which the Acquire load ordered after
+//!   the device's writes.
+
+use crate::sync::{AtomicU64, Ordering};
+use shared_abi::HostPhysAddr;
+
+/// Bytes in one word of physical memory: the unit (and alignment) of every access.
+pub const WORD_SIZE: u64 = 8;
+
+/// An access that physical memory refused; nothing was read or written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PhysError {
+    /// Some byte of the access lies outside physical memory.
+    #[error("access of {length} bytes at host physical address {:#x} is outside physical memory", .address.0)]
+    OutOfRange {
+        /// First byte of the access.
+        address: HostPhysAddr,
+        /// Bytes of the access.
+        length: u64,
+    },
+    /// The address is not 8-byte aligned.
+    #[error("host physical address {:#x} is not 8-byte aligned", .address.0)]
+    Misaligned {
+        /// The address.
+        address: HostPhysAddr,
+    },
+    /// A length (of an access, or of the memory itself) is not a whole number of words.
+    #[error("length {length} is not a multiple of 8 bytes")]
+    PartialWord {
+        /// The length.
+        length: u64,
+    },
+}
+
+/// Host "physical" memory: `len()` bytes as 8-byte atomic words.
+///
+/// # Invariants
+///
+/// `words.len() * 8` is the size in bytes and fits in a `u64`.
+pub struct PhysicalMemory {
+    words: Box<[AtomicU64]>,
+}
+
+impl core::fmt::Debug for PhysicalMemory {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PhysicalMemory")
+            .field("bytes", &self.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PhysicalMemory {
+    /// `bytes` bytes of zeroed physical memory; `bytes` must be a multiple of 8.
+    pub fn new(bytes: u64) -> Result<PhysicalMemory, PhysError> {
+        if bytes % WORD_SIZE != 0 {
+            return Err(PhysError::PartialWord { length: bytes });
+        }
+        let words = usize::try_from(bytes / WORD_SIZE).map_err(|_| PhysError::OutOfRange {
+            address: HostPhysAddr(0),
+            length: bytes,
+        })?;
+        // INVARIANT: words * 8 == bytes, a u64.
+        let words = (0..words).map(|_| AtomicU64::new(0)).collect();
+        Ok(PhysicalMemory { words })
+    }
+
+    /// Bytes of physical memory.
+    pub fn len(&self) -> u64 {
+        // The invariant says this fits.
+        (self.words.len() as u64).saturating_mul(WORD_SIZE)
+    }
+
+    /// Whether the memory has no bytes at all.
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    /// The words of the access `[address, address + length)`, after checking alignment, whole
+    /// words and bounds.
+    fn words(&self, address: HostPhysAddr, length: u64) -> Result<&[AtomicU64], PhysError> {
+        if address.0 % WORD_SIZE != 0 {
+            return Err(PhysError::Misaligned { address });
+        }
+        if length % WORD_SIZE != 0 {
+            return Err(PhysError::PartialWord { length });
+        }
+        let out_of_range = PhysError::OutOfRange { address, length };
+        let end = address.0.checked_add(length).ok_or(out_of_range)?;
+        if end > self.len() {
+            return Err(out_of_range);
+        }
+        // Both are at most words.len(), a usize.
+        let first = usize::try_from(address.0 / WORD_SIZE).map_err(|_| out_of_range)?;
+        let last = usize::try_from(end / WORD_SIZE).map_err(|_| out_of_range)?;
+        self.words.get(first..last).ok_or(out_of_range)
+    }
+
+    /// Loads the word at `address` (8-byte aligned).
+    pub fn load_u64(&self, address: HostPhysAddr, ordering: Ordering) -> Result<u64, PhysError> {
+        let word = self.words(address, WORD_SIZE)?.first();
+        word.map(|word| word.load(ordering))
+            .ok_or(PhysError::OutOfRange {
+                address,
+                length: WORD_SIZE,
+            })
+    }
+
+    /// Stores `value` into the word at `address` (8-byte aligned).
+    pub fn store_u64(
+        &self,
+        address: HostPhysAddr,
+        value: u64,
+        ordering: Ordering,
+    ) -> Result<(), PhysError> {
+        let word = self.words(address, WORD_SIZE)?.first();
+        word.map(|word| word.store(value, ordering))
+            .ok_or(PhysError::OutOfRange {
+                address,
+                length: WORD_SIZE,
+            })
+    }
+
+    /// Writes `data` (a whole number of little-endian words) at `address` with Relaxed stores,
+    /// lowest address first: the DMA data writes (edges D1, D3). Fails, writing nothing, when
+    /// any byte lies outside or the access is misaligned.
+    pub fn write_words(&self, address: HostPhysAddr, data: &[u8]) -> Result<(), PhysError> {
+        let words = self.words(address, data.len() as u64)?;
+        for (word, bytes) in words.iter().zip(data.chunks_exact(8)) {
+            let mut value = [0u8; 8];
+            value.copy_from_slice(bytes);
+            word.store(u64::from_le_bytes(value), Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Reads `buffer.len()` bytes (a whole number of words) at `address` with Relaxed loads,
+    /// lowest address first. Fails, reading nothing, when any byte lies outside or the access is
+    /// misaligned.
+    pub fn read_words(&self, address: HostPhysAddr, buffer: &mut [u8]) -> Result<(), PhysError> {
+        let words = self.words(address, buffer.len() as u64)?;
+        for (word, bytes) in words.iter().zip(buffer.chunks_exact_mut(8)) {
+            bytes.copy_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_memory_reads_as_zero() {
+        let memory = PhysicalMemory::new(64).unwrap();
+        assert_eq!(memory.len(), 64);
+        let mut buffer = [0xffu8; 64];
+        memory.read_words(HostPhysAddr(0), &mut buffer).unwrap();
+        assert_eq!(buffer, [0u8; 64]);
+    }
+
+    #[test]
+    fn size_that_is_not_whole_words_is_refused() {
+        assert_eq!(
+            PhysicalMemory::new(12).unwrap_err(),
+            PhysError::PartialWord { length: 12 }
+        );
+    }
+
+    #[test]
+    fn words_written_are_read_back_little_endian() {
+        let memory = PhysicalMemory::new(64).unwrap();
+        let data: Vec<u8> = (1..=16).collect();
+        memory.write_words(HostPhysAddr(8), &data).unwrap();
+        assert_eq!(
+            memory.load_u64(HostPhysAddr(8), Ordering::Acquire).unwrap(),
+            u64::from_le_bytes([1, 2, 3, 4, 5, 6, 7, 8])
+        );
+        let mut back = [0u8; 16];
+        memory.read_words(HostPhysAddr(8), &mut back).unwrap();
+        assert_eq!(back.to_vec(), data);
+        assert_eq!(
+            memory.load_u64(HostPhysAddr(0), Ordering::Relaxed).unwrap(),
+            0
+        );
+        assert_eq!(
+            memory
+                .load_u64(HostPhysAddr(24), Ordering::Relaxed)
+                .unwrap(),
+            0
+        );
+    }
+
+    #[test]
+    fn store_then_load_returns_the_value() {
+        let memory = PhysicalMemory::new(16).unwrap();
+        memory
+            .store_u64(HostPhysAddr(8), 0xdead_beef, Ordering::Release)
+            .unwrap();
+        assert_eq!(
+            memory.load_u64(HostPhysAddr(8), Ordering::Acquire).unwrap(),
+            0xdead_beef
+        );
+    }
+
+    #[test]
+    fn misaligned_address_is_refused() {
+        let memory = PhysicalMemory::new(64).unwrap();
+        assert_eq!(
+            memory.load_u64(HostPhysAddr(4), Ordering::Relaxed),
+            Err(PhysError::Misaligned {
+                address: HostPhysAddr(4)
+            })
+        );
+        assert_eq!(
+            memory.write_words(HostPhysAddr(9), &[0; 8]),
+            Err(PhysError::Misaligned {
+                address: HostPhysAddr(9)
+            })
+        );
+    }
+
+    #[test]
+    fn partial_word_access_is_refused() {
+        let memory = PhysicalMemory::new(64).unwrap();
+        let mut buffer = [0u8; 12];
+        assert_eq!(
+            memory.read_words(HostPhysAddr(0), &mut buffer),
+            Err(PhysError::PartialWord { length: 12 })
+        );
+    }
+
+    #[test]
+    fn access_past_the_end_is_refused_and_writes_nothing() {
+        let memory = PhysicalMemory::new(32).unwrap();
+        assert_eq!(
+            memory.write_words(HostPhysAddr(16), &[0xaa; 24]),
+            Err(PhysError::OutOfRange {
+                address: HostPhysAddr(16),
+                length: 24
+            })
+        );
+        assert_eq!(
+            memory
+                .load_u64(HostPhysAddr(16), Ordering::Relaxed)
+                .unwrap(),
+            0
+        );
+        assert_eq!(
+            memory.store_u64(HostPhysAddr(32), 1, Ordering::Relaxed),
+            Err(PhysError::OutOfRange {
+                address: HostPhysAddr(32),
+                length: 8
+            })
+        );
+    }
+
+    #[test]
+    fn wrapping_address_is_out_of_range_not_a_panic() {
+        let memory = PhysicalMemory::new(32).unwrap();
+        let address = HostPhysAddr(u64::MAX - 7);
+        assert_eq!(
+            memory.write_words(address, &[0; 16]),
+            Err(PhysError::OutOfRange {
+                address,
+                length: 16
+            })
+        );
+    }
+}

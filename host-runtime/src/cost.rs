@@ -1,0 +1,84 @@
+//! The host cost model: how long host work takes in virtual time. The computation itself
+//! really runs; only its duration is modelled.
+
+use crate::app::HostCost;
+use crate::config::HostConfig;
+use shared_abi::Ticks;
+
+/// Durations of host work under a [`HostConfig`].
+#[derive(Clone, Debug)]
+pub struct CostModel {
+    mhz: u64,
+    ipc: f64,
+    thread_gbps: f64,
+    uncached_load: Ticks,
+    dispatch: Ticks,
+}
+
+impl CostModel {
+    /// The model for `config`.
+    pub fn new(config: &HostConfig) -> CostModel {
+        let threads = f64::from(config.host_units) * f64::from(config.host_uthreads);
+        CostModel {
+            mhz: config.host_mhz,
+            ipc: config.host_ipc,
+            thread_gbps: config.host_memory_gbps / threads,
+            uncached_load: Ticks::from_ns(config.uncached_load_ns),
+            dispatch: Ticks::from_ns(config.task_dispatch_ns),
+        }
+    }
+
+    /// A task's compute and cached-memory time: `operations / ipc` cycles, plus its memory
+    /// bytes at the µthread's share of host memory bandwidth, plus the dispatch overhead.
+    pub fn work(&self, cost: HostCost) -> Ticks {
+        let cycles = (cost.operations as f64 / self.ipc).ceil() as u64;
+        let compute = Ticks::from_cycles(cycles, self.mhz);
+        compute
+            .plus(self.cached_read(cost.memory_bytes))
+            .plus(self.dispatch)
+    }
+
+    /// Reading `bytes` of ordinary cached host memory (results loaded by RP/BS).
+    pub fn cached_read(&self, bytes: u64) -> Ticks {
+        emulator_free_transfer(bytes, self.thread_gbps)
+    }
+
+    /// Reading `lines` 64-byte lines of the uncached DMA region: one uncached load each
+    /// (uncached loads are not prefetched and do not overlap).
+    pub fn uncached_lines(&self, lines: u64) -> Ticks {
+        Ticks(self.uncached_load.0.saturating_mul(lines))
+    }
+}
+
+/// `bytes / gbps` in ticks, rounded up.
+fn emulator_free_transfer(bytes: u64, gbps: f64) -> Ticks {
+    if bytes == 0 {
+        return Ticks::ZERO;
+    }
+    Ticks((bytes as f64 * Ticks::PER_NS as f64 / gbps).ceil() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn three_thousand_operations_take_one_microsecond_at_3ghz_ipc_1() {
+        let config = HostConfig {
+            task_dispatch_ns: 0,
+            ..HostConfig::default()
+        };
+        let model = CostModel::new(&config);
+        let cost = HostCost {
+            operations: 3000,
+            memory_bytes: 0,
+        };
+        assert_eq!(model.work(cost), Ticks::from_ns(1000));
+    }
+
+    #[test]
+    fn uncached_lines_cost_one_load_each() {
+        let model = CostModel::new(&HostConfig::default());
+        assert_eq!(model.uncached_lines(3), Ticks::from_ns(240));
+    }
+}

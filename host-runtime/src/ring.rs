@@ -1,0 +1,810 @@
+//! The host side of the rings: reading metadata records, tracking the gap-aware payload head,
+//! reading payloads and publishing the heads.
+//!
+//! Everything here goes through a [`DmaRegion`] (atomic words; never a `&[u8]` into memory the
+//! device writes) laid out as a [`RingLayout`]. The ordering edges are DESIGN.md section 5's:
+//!
+//! | edge | who | what | where |
+//! |------|-----|------|-------|
+//! | D1 | device | payload data write | emulator DMA (`PhysicalMemory::write_words`) |
+//! | D2 | device | payload tail store, Release | emulator DMA |
+//! | D3 | device | metadata record write | emulator DMA |
+//! | D4 | device | metadata tail store, Release | emulator DMA |
+//! | D5 | device | reads a head only when its cached copy says full | firmware |
+//! | H1 | host | metadata tail load, Acquire; nothing read beyond it | [`MetadataConsumer::poll`] |
+//! | H2 | host | metadata head store, Release | [`publish_heads`] |
+//! | H3 | host | payload head store, Release, after the reads of the slots | [`publish_heads`] |
+//!
+//! Release is cumulative: the device writes a payload (D1) before the record that names it
+//! (D3) and publishes the record with D4, so the Acquire load of H1 makes the payload of every
+//! record below the tail visible too. The host never needs to load the payload tail.
+//!
+//! Everything read from the rings is validated once, here: the metadata tail against the head
+//! and capacity, each record's sequence (its absolute index), its length and its payload slot.
+//! The launch tag is checked by the caller, which knows which launches are live.
+
+use host_driver::dma::{DmaError, DmaRegion};
+use host_driver::sync::Ordering;
+use shared_abi::control::{
+    DEVICE_STATUS_OFFSET, METADATA_HEAD_OFFSET, METADATA_TAIL_OFFSET, PAYLOAD_HEAD_OFFSET,
+};
+use shared_abi::region::RingLayout;
+use shared_abi::MetadataRecord;
+
+/// A ring protocol violation or a failed region access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RingError {
+    /// The device latched the ring BROKEN; `code` is its [`shared_abi::Status`] code.
+    #[error("device latched the ring BROKEN with status code {code}")]
+    DeviceBroken {
+        /// The device status word.
+        code: u32,
+    },
+    /// The metadata tail is behind the host's head (the tail went backwards).
+    #[error("metadata tail {tail} is behind the head {head}")]
+    TailBehindHead {
+        /// The host's head.
+        head: u64,
+        /// The tail loaded.
+        tail: u64,
+    },
+    /// The metadata tail is more than a ring's capacity ahead of the head (the device
+    /// overwrote records the host had not read).
+    #[error("metadata tail {tail} is more than {capacity} records ahead of the head {head}")]
+    TailBeyondCapacity {
+        /// The host's head.
+        head: u64,
+        /// The tail loaded.
+        tail: u64,
+        /// Records in the ring.
+        capacity: u32,
+    },
+    /// A record below the tail whose sequence is not its index: stale or torn.
+    #[error("metadata index {expected} holds a record with sequence {found}")]
+    StaleRecord {
+        /// The index read.
+        expected: u64,
+        /// The record's sequence.
+        found: u64,
+    },
+    /// A payload length above the slot size.
+    #[error("payload length {length} exceeds the slot size {slot_size}")]
+    PayloadTooLong {
+        /// The length.
+        length: u32,
+        /// Bytes per slot.
+        slot_size: u32,
+    },
+    /// A payload slot number not below the payload capacity.
+    #[error("payload slot {slot} is not below the capacity {capacity}")]
+    PayloadSlotOutOfRange {
+        /// The slot.
+        slot: u32,
+        /// Slots in the ring.
+        capacity: u32,
+    },
+    /// A payload index consumed twice, or below the head.
+    #[error("payload index {index} was already consumed")]
+    AlreadyConsumed {
+        /// The index.
+        index: u64,
+    },
+    /// A payload index at or beyond head + capacity (the device cannot have produced it).
+    #[error("payload index {index} is outside the window of {capacity} slots from head {head}")]
+    OutsideWindow {
+        /// The index.
+        index: u64,
+        /// The head.
+        head: u64,
+        /// Slots in the ring.
+        capacity: u32,
+    },
+    /// An output buffer shorter than the payload.
+    #[error("buffer of {buffer} bytes cannot hold a payload of {length} bytes")]
+    BufferTooSmall {
+        /// Bytes in the buffer.
+        buffer: usize,
+        /// Payload length.
+        length: u32,
+    },
+    /// The region refused an access.
+    #[error(transparent)]
+    Region(#[from] DmaError),
+}
+
+/// Reads metadata records: the poller's side of the metadata ring.
+#[derive(Clone, Debug)]
+pub struct MetadataConsumer {
+    layout: RingLayout,
+    head: u64,
+}
+
+impl MetadataConsumer {
+    /// A consumer of a freshly initialised ring (head 0).
+    pub fn new(layout: RingLayout) -> MetadataConsumer {
+        MetadataConsumer { layout, head: 0 }
+    }
+
+    /// Records read so far: the metadata head (the value to publish with edge H2).
+    pub fn head(&self) -> u64 {
+        self.head
+    }
+
+    /// Reads up to `max` new records into `out` and returns how many it read.
+    ///
+    /// Checks the device status word first, then loads the metadata tail with Acquire (H1)
+    /// and reads only below it. Each record is validated once: its sequence must equal its
+    /// index, its length must fit a slot and its payload slot must exist. On an error the
+    /// records read before the bad one are in `out` and counted in [`MetadataConsumer::head`];
+    /// the bad one is not.
+    pub fn poll(
+        &mut self,
+        region: &DmaRegion,
+        max: usize,
+        out: &mut Vec<MetadataRecord>,
+    ) -> Result<usize, RingError> {
+        let control = self.layout.control_offset();
+        // The status is the low half of its 8-byte word (little-endian); the high half is
+        // reserved.
+        let status_word = region.load_u64(control + DEVICE_STATUS_OFFSET, Ordering::Acquire)?;
+        let code = (status_word & u64::from(u32::MAX)) as u32;
+        if code != 0 {
+            return Err(RingError::DeviceBroken { code });
+        }
+        // H1: Acquire pairs with the device's Release tail store (D4), making every record
+        // below `tail` (D3) and every payload those records name (D1) visible.
+        let tail = region.load_u64(control + METADATA_TAIL_OFFSET, Ordering::Acquire)?;
+        let head = self.head;
+        let available = tail
+            .checked_sub(head)
+            .ok_or(RingError::TailBehindHead { head, tail })?;
+        let capacity = self.layout.metadata_capacity();
+        if available > u64::from(capacity) {
+            return Err(RingError::TailBeyondCapacity {
+                head,
+                tail,
+                capacity,
+            });
+        }
+        let count = available.min(max as u64);
+        for _ in 0..count {
+            let record = self.read_record(region, self.head)?;
+            out.push(record);
+            self.head += 1;
+        }
+        if count > 0 {
+            log::trace!("poller: metadata tail {tail} head {}", self.head);
+        }
+        // count <= max, a usize.
+        Ok(count as usize)
+    }
+
+    /// Reads and validates the record with index `index` (below the tail).
+    fn read_record(&self, region: &DmaRegion, index: u64) -> Result<MetadataRecord, RingError> {
+        let mut bytes = [0u8; 32];
+        region.read_bytes(self.layout.metadata_slot_offset(index), &mut bytes)?;
+        let record: MetadataRecord = zerocopy::transmute!(bytes);
+        // The sequence first: the other fields of a stale record mean nothing.
+        if record.sequence != index {
+            return Err(RingError::StaleRecord {
+                expected: index,
+                found: record.sequence,
+            });
+        }
+        if record.length > self.layout.slot_size() {
+            return Err(RingError::PayloadTooLong {
+                length: record.length,
+                slot_size: self.layout.slot_size(),
+            });
+        }
+        if record.payload_slot >= self.layout.payload_capacity() {
+            return Err(RingError::PayloadSlotOutOfRange {
+                slot: record.payload_slot,
+                capacity: self.layout.payload_capacity(),
+            });
+        }
+        Ok(record)
+    }
+}
+
+/// The gap-aware payload head: payload slots are consumed in any order, and the head advances
+/// only over the contiguous consumed prefix.
+///
+/// Every index in the window `[head, head + capacity)` has its own slot (`index % capacity`),
+/// so one bit per slot says whether that index is consumed.
+///
+/// # Invariants
+///
+/// - the bit of `head`'s slot is clear (the head is the oldest unconsumed index);
+/// - `held` is the number of set bits: consumed indexes beyond the head.
+#[derive(Clone, Debug)]
+pub struct PayloadHeadTracker {
+    capacity: u32,
+    head: u64,
+    consumed: Vec<u64>,
+    held: u64,
+}
+
+impl PayloadHeadTracker {
+    /// A tracker of `layout`'s payload ring, head 0.
+    pub fn new(layout: &RingLayout) -> PayloadHeadTracker {
+        let capacity = layout.payload_capacity();
+        PayloadHeadTracker {
+            capacity,
+            head: 0,
+            consumed: vec![0; (capacity as usize).div_ceil(64)],
+            held: 0,
+        }
+    }
+
+    /// The oldest unconsumed payload index (the value to publish with edge H3).
+    pub fn head(&self) -> u64 {
+        self.head
+    }
+
+    /// Consumed slots held behind the oldest unconsumed one (the gap, in slots).
+    pub fn gap_slots(&self) -> u64 {
+        self.held
+    }
+
+    /// The unique index in `[head, head + capacity)` whose slot is `slot` (taken modulo the
+    /// capacity; a slot the poller validated is already below it).
+    pub fn slot_index(&self, slot: u32) -> u64 {
+        let capacity = u64::from(self.capacity);
+        let head_slot = self.head % capacity;
+        let slot = u64::from(slot) % capacity;
+        let distance = (slot + capacity - head_slot) % capacity;
+        self.head.wrapping_add(distance)
+    }
+
+    fn bit(&self, index: u64) -> (usize, u64) {
+        let slot = index % u64::from(self.capacity);
+        ((slot / 64) as usize, 1u64 << (slot % 64))
+    }
+
+    fn is_consumed(&self, index: u64) -> bool {
+        let (word, mask) = self.bit(index);
+        self.consumed.get(word).is_some_and(|bits| bits & mask != 0)
+    }
+
+    fn set_consumed(&mut self, index: u64, consumed: bool) {
+        let (word, mask) = self.bit(index);
+        if let Some(bits) = self.consumed.get_mut(word) {
+            if consumed {
+                *bits |= mask;
+            } else {
+                *bits &= !mask;
+            }
+        }
+    }
+
+    /// Marks payload index `index` consumed (the host task has read its slot). Returns whether
+    /// the head advanced. Errors, changing nothing, on an index consumed before (or below the
+    /// head) or at or beyond head + capacity.
+    pub fn consume(&mut self, index: u64) -> Result<bool, RingError> {
+        if index < self.head {
+            return Err(RingError::AlreadyConsumed { index });
+        }
+        // The window check comes before the bit test: an index beyond the window shares its
+        // slot's bit with an index inside it.
+        if index - self.head >= u64::from(self.capacity) {
+            return Err(RingError::OutsideWindow {
+                index,
+                head: self.head,
+                capacity: self.capacity,
+            });
+        }
+        if self.is_consumed(index) {
+            return Err(RingError::AlreadyConsumed { index });
+        }
+        self.set_consumed(index, true);
+        self.held += 1;
+        let mut advanced = false;
+        while self.is_consumed(self.head) {
+            self.set_consumed(self.head, false);
+            self.head += 1;
+            self.held -= 1;
+            advanced = true;
+        }
+        Ok(advanced)
+    }
+}
+
+/// Copies the first `length` bytes of payload slot `slot` into `out[..length]`.
+///
+/// Call it only for a slot named by a record that [`MetadataConsumer::poll`] returned (its H1
+/// load made the payload visible) and before the payload head passes it (H3).
+pub fn read_payload(
+    region: &DmaRegion,
+    layout: &RingLayout,
+    slot: u32,
+    length: u32,
+    out: &mut [u8],
+) -> Result<(), RingError> {
+    let offset = layout
+        .payload_slot_offset(slot)
+        .ok_or(RingError::PayloadSlotOutOfRange {
+            slot,
+            capacity: layout.payload_capacity(),
+        })?;
+    if length > layout.slot_size() {
+        return Err(RingError::PayloadTooLong {
+            length,
+            slot_size: layout.slot_size(),
+        });
+    }
+    let length_bytes = length as usize;
+    let buffer = out.len();
+    let destination = out
+        .get_mut(..length_bytes)
+        .ok_or(RingError::BufferTooSmall { buffer, length })?;
+    let whole = length_bytes & !7;
+    let (words, rest) = destination.split_at_mut(whole);
+    region.read_bytes(offset, words)?;
+    if !rest.is_empty() {
+        // The slot is a whole number of words, so the last partial word is inside it.
+        let word = region.load_u64(offset + whole as u64, Ordering::Relaxed)?;
+        rest.copy_from_slice(&word.to_le_bytes()[..rest.len()]);
+    }
+    Ok(())
+}
+
+/// Publishes the host's heads into the host line of the control block: metadata head (H2),
+/// then payload head (H3), both Release.
+///
+/// This is the host-memory mirror; the device's copy is sent by the runtime with a CXL.mem
+/// store of a [`shared_abi::FlowControlMessage`]. Call it only after every read of the slots
+/// below `payload_head` (H3 orders those reads before the device's reuse of the slots).
+pub fn publish_heads(
+    region: &DmaRegion,
+    layout: &RingLayout,
+    metadata_head: u64,
+    payload_head: u64,
+) -> Result<(), RingError> {
+    let control = layout.control_offset();
+    // H2.
+    region.store_u64(
+        control + METADATA_HEAD_OFFSET,
+        metadata_head,
+        Ordering::Release,
+    )?;
+    // H3.
+    region.store_u64(
+        control + PAYLOAD_HEAD_OFFSET,
+        payload_head,
+        Ordering::Release,
+    )?;
+    Ok(())
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use host_driver::frames::FrameAllocator;
+    use host_driver::phys::PhysicalMemory;
+    use host_driver::shadow::init_control_block;
+    use host_driver::sync::Arc;
+    use proptest::prelude::*;
+    use shared_abi::control::PAYLOAD_TAIL_OFFSET;
+    use zerocopy::IntoBytes;
+
+    fn ring(metadata: u32, payload: u32, slot_size: u32) -> (DmaRegion, RingLayout) {
+        let layout = RingLayout::new(metadata, payload, slot_size).unwrap();
+        let memory = Arc::new(PhysicalMemory::new(256 * 4096).unwrap());
+        let mut allocator = FrameAllocator::new(memory.len());
+        let region = DmaRegion::allocate(memory, &mut allocator, layout.region_length()).unwrap();
+        init_control_block(&region, &layout, 1).unwrap();
+        (region, layout)
+    }
+
+    fn record(sequence: u64, slot: u32, length: u32) -> MetadataRecord {
+        MetadataRecord {
+            sequence,
+            result_offset: sequence * 64,
+            payload_slot: slot,
+            length,
+            tag: 7,
+            flags: 0,
+        }
+    }
+
+    /// What the device does for one payload: D1, D2, D3, D4.
+    fn produce(region: &DmaRegion, layout: &RingLayout, index: u64, data: &[u8]) {
+        let slot = (index % u64::from(layout.payload_capacity())) as u32;
+        let offset = layout.payload_slot_offset(slot).unwrap();
+        region.write_bytes(offset, data).unwrap();
+        region
+            .store_u64(PAYLOAD_TAIL_OFFSET, index + 1, Ordering::Release)
+            .unwrap();
+        let record = record(index, slot, data.len() as u32);
+        region
+            .write_bytes(layout.metadata_slot_offset(index), record.as_bytes())
+            .unwrap();
+        region
+            .store_u64(METADATA_TAIL_OFFSET, index + 1, Ordering::Release)
+            .unwrap();
+    }
+
+    #[test]
+    fn poll_returns_published_records_in_order_and_advances_head() {
+        let (region, layout) = ring(4, 4, 16);
+        let mut consumer = MetadataConsumer::new(layout);
+        let mut out = Vec::new();
+        assert_eq!(consumer.poll(&region, 8, &mut out), Ok(0));
+        produce(&region, &layout, 0, &[1; 16]);
+        produce(&region, &layout, 1, &[2; 16]);
+        assert_eq!(consumer.poll(&region, 8, &mut out), Ok(2));
+        assert_eq!(out, vec![record(0, 0, 16), record(1, 1, 16)]);
+        assert_eq!(consumer.head(), 2);
+    }
+
+    #[test]
+    fn poll_reads_at_most_max_records() {
+        let (region, layout) = ring(4, 4, 16);
+        for i in 0..3 {
+            produce(&region, &layout, i, &[0; 16]);
+        }
+        let mut consumer = MetadataConsumer::new(layout);
+        let mut out = Vec::new();
+        assert_eq!(consumer.poll(&region, 2, &mut out), Ok(2));
+        assert_eq!(consumer.head(), 2);
+        assert_eq!(consumer.poll(&region, 2, &mut out), Ok(1));
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[2].sequence, 2);
+    }
+
+    #[test]
+    fn records_wrap_around_the_metadata_ring() {
+        let (region, layout) = ring(2, 8, 8);
+        let mut consumer = MetadataConsumer::new(layout);
+        let mut out = Vec::new();
+        for i in 0..5 {
+            produce(&region, &layout, i, &[i as u8; 8]);
+            assert_eq!(consumer.poll(&region, 8, &mut out), Ok(1));
+        }
+        let sequences: Vec<u64> = out.iter().map(|r| r.sequence).collect();
+        assert_eq!(sequences, vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn unwritten_slot_below_the_tail_is_a_stale_record_not_record_zero() {
+        let (region, layout) = ring(4, 4, 16);
+        // A tail published without its record (what a Relaxed D4 could let the host see).
+        region
+            .store_u64(METADATA_TAIL_OFFSET, 1, Ordering::Release)
+            .unwrap();
+        let mut consumer = MetadataConsumer::new(layout);
+        let mut out = Vec::new();
+        assert_eq!(
+            consumer.poll(&region, 8, &mut out),
+            Err(RingError::StaleRecord {
+                expected: 0,
+                found: host_driver::shadow::POISON_SEQUENCE
+            })
+        );
+        assert!(out.is_empty());
+        assert_eq!(consumer.head(), 0);
+    }
+
+    #[test]
+    fn record_left_from_the_previous_lap_is_stale() {
+        let (region, layout) = ring(2, 4, 8);
+        let mut consumer = MetadataConsumer::new(layout);
+        let mut out = Vec::new();
+        produce(&region, &layout, 0, &[0; 8]);
+        produce(&region, &layout, 1, &[0; 8]);
+        assert_eq!(consumer.poll(&region, 8, &mut out), Ok(2));
+        // Tail moves to 3 but index 2's slot still holds record 0.
+        region
+            .store_u64(METADATA_TAIL_OFFSET, 3, Ordering::Release)
+            .unwrap();
+        assert_eq!(
+            consumer.poll(&region, 8, &mut out),
+            Err(RingError::StaleRecord {
+                expected: 2,
+                found: 0
+            })
+        );
+    }
+
+    #[test]
+    fn tail_behind_head_is_an_error() {
+        let (region, layout) = ring(4, 4, 8);
+        let mut consumer = MetadataConsumer::new(layout);
+        let mut out = Vec::new();
+        produce(&region, &layout, 0, &[0; 8]);
+        consumer.poll(&region, 8, &mut out).unwrap();
+        region
+            .store_u64(METADATA_TAIL_OFFSET, 0, Ordering::Release)
+            .unwrap();
+        assert_eq!(
+            consumer.poll(&region, 8, &mut out),
+            Err(RingError::TailBehindHead { head: 1, tail: 0 })
+        );
+    }
+
+    #[test]
+    fn tail_more_than_capacity_ahead_is_an_error() {
+        let (region, layout) = ring(4, 4, 8);
+        region
+            .store_u64(METADATA_TAIL_OFFSET, 5, Ordering::Release)
+            .unwrap();
+        let mut consumer = MetadataConsumer::new(layout);
+        assert_eq!(
+            consumer.poll(&region, 8, &mut Vec::new()),
+            Err(RingError::TailBeyondCapacity {
+                head: 0,
+                tail: 5,
+                capacity: 4
+            })
+        );
+    }
+
+    #[test]
+    fn device_status_is_checked_before_anything_is_read() {
+        let (region, layout) = ring(4, 4, 8);
+        produce(&region, &layout, 0, &[0; 8]);
+        // Status 6 (RingBroken) in the low half, garbage in the reserved high half.
+        region
+            .store_u64(
+                DEVICE_STATUS_OFFSET,
+                0xdead_0000_0000_0006,
+                Ordering::Release,
+            )
+            .unwrap();
+        let mut consumer = MetadataConsumer::new(layout);
+        let mut out = Vec::new();
+        assert_eq!(
+            consumer.poll(&region, 8, &mut out),
+            Err(RingError::DeviceBroken { code: 6 })
+        );
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn reserved_half_of_the_status_word_does_not_break_the_ring() {
+        let (region, layout) = ring(4, 4, 8);
+        region
+            .store_u64(
+                DEVICE_STATUS_OFFSET,
+                0xdead_0000_0000_0000,
+                Ordering::Release,
+            )
+            .unwrap();
+        let mut consumer = MetadataConsumer::new(layout);
+        assert_eq!(consumer.poll(&region, 8, &mut Vec::new()), Ok(0));
+    }
+
+    #[test]
+    fn record_with_oversized_length_or_missing_slot_is_refused() {
+        let (region, layout) = ring(4, 4, 16);
+        let bad_length = record(0, 0, 17);
+        region
+            .write_bytes(layout.metadata_slot_offset(0), bad_length.as_bytes())
+            .unwrap();
+        region
+            .store_u64(METADATA_TAIL_OFFSET, 1, Ordering::Release)
+            .unwrap();
+        let mut consumer = MetadataConsumer::new(layout);
+        assert_eq!(
+            consumer.poll(&region, 8, &mut Vec::new()),
+            Err(RingError::PayloadTooLong {
+                length: 17,
+                slot_size: 16
+            })
+        );
+        let bad_slot = record(0, 4, 16);
+        region
+            .write_bytes(layout.metadata_slot_offset(0), bad_slot.as_bytes())
+            .unwrap();
+        assert_eq!(
+            consumer.poll(&region, 8, &mut Vec::new()),
+            Err(RingError::PayloadSlotOutOfRange {
+                slot: 4,
+                capacity: 4
+            })
+        );
+    }
+
+    #[test]
+    fn read_payload_copies_exactly_length_bytes_even_a_partial_word() {
+        let (region, layout) = ring(4, 4, 16);
+        let data: Vec<u8> = (1..=16).collect();
+        produce(&region, &layout, 0, &data);
+        let mut out = [0xee_u8; 16];
+        read_payload(&region, &layout, 0, 12, &mut out).unwrap();
+        assert_eq!(&out[..12], &data[..12]);
+        assert_eq!(&out[12..], &[0xee; 4]);
+    }
+
+    #[test]
+    fn read_payload_refuses_bad_slot_length_or_buffer() {
+        let (region, layout) = ring(4, 4, 16);
+        let mut out = [0u8; 16];
+        assert_eq!(
+            read_payload(&region, &layout, 4, 8, &mut out),
+            Err(RingError::PayloadSlotOutOfRange {
+                slot: 4,
+                capacity: 4
+            })
+        );
+        assert_eq!(
+            read_payload(&region, &layout, 0, 24, &mut out),
+            Err(RingError::PayloadTooLong {
+                length: 24,
+                slot_size: 16
+            })
+        );
+        assert!(matches!(
+            read_payload(&region, &layout, 0, 16, &mut out[..8]),
+            Err(RingError::BufferTooSmall {
+                buffer: 8,
+                length: 16
+            })
+        ));
+    }
+
+    #[test]
+    fn publish_heads_lands_in_the_host_line() {
+        let (region, layout) = ring(4, 4, 8);
+        publish_heads(&region, &layout, 3, 2).unwrap();
+        assert_eq!(
+            region
+                .load_u64(METADATA_HEAD_OFFSET, Ordering::Acquire)
+                .unwrap(),
+            3
+        );
+        assert_eq!(
+            region
+                .load_u64(PAYLOAD_HEAD_OFFSET, Ordering::Acquire)
+                .unwrap(),
+            2
+        );
+    }
+
+    fn tracker(capacity: u32) -> PayloadHeadTracker {
+        PayloadHeadTracker::new(&RingLayout::new(1, capacity, 8).unwrap())
+    }
+
+    #[test]
+    fn payload_head_stays_at_gap_until_slot_zero_consumed() {
+        let mut tracker = tracker(4);
+        assert_eq!(tracker.consume(1), Ok(false));
+        assert_eq!(tracker.consume(2), Ok(false));
+        assert_eq!(tracker.head(), 0);
+        assert_eq!(tracker.gap_slots(), 2);
+        assert_eq!(tracker.consume(0), Ok(true));
+        assert_eq!(tracker.head(), 3);
+        assert_eq!(tracker.gap_slots(), 0);
+    }
+
+    #[test]
+    fn double_consume_and_index_below_head_are_refused() {
+        let mut tracker = tracker(4);
+        tracker.consume(2).unwrap();
+        assert_eq!(
+            tracker.consume(2),
+            Err(RingError::AlreadyConsumed { index: 2 })
+        );
+        tracker.consume(0).unwrap();
+        assert_eq!(
+            tracker.consume(0),
+            Err(RingError::AlreadyConsumed { index: 0 })
+        );
+        assert_eq!(tracker.head(), 1);
+        assert_eq!(tracker.gap_slots(), 1);
+    }
+
+    #[test]
+    fn index_beyond_the_window_is_refused_and_changes_nothing() {
+        let mut tracker = tracker(4);
+        assert_eq!(
+            tracker.consume(4),
+            Err(RingError::OutsideWindow {
+                index: 4,
+                head: 0,
+                capacity: 4
+            })
+        );
+        assert_eq!(tracker.gap_slots(), 0);
+        // Slot 0's bit was not set by the refused index 4.
+        assert_eq!(tracker.consume(0), Ok(true));
+        assert_eq!(tracker.head(), 1);
+    }
+
+    #[test]
+    fn index_beyond_the_window_whose_slot_is_consumed_is_outside_not_double() {
+        // Found by the property test: index 3 shares slot 1 with the consumed index 1.
+        let mut tracker = tracker(2);
+        assert_eq!(tracker.consume(1), Ok(false));
+        assert_eq!(
+            tracker.consume(3),
+            Err(RingError::OutsideWindow {
+                index: 3,
+                head: 0,
+                capacity: 2
+            })
+        );
+    }
+
+    #[test]
+    fn slot_index_maps_slots_into_the_window_after_wrapping() {
+        let mut tracker = tracker(4);
+        for i in 0..6 {
+            tracker.consume(i).unwrap();
+        }
+        // head 6: window [6, 10) holds slots 2, 3, 0, 1.
+        assert_eq!(tracker.slot_index(2), 6);
+        assert_eq!(tracker.slot_index(3), 7);
+        assert_eq!(tracker.slot_index(0), 8);
+        assert_eq!(tracker.slot_index(1), 9);
+    }
+
+    /// The plain reference model: a set of consumed indexes; the head is the length of the
+    /// contiguous consumed prefix.
+    #[derive(Default)]
+    struct Reference {
+        consumed: std::collections::BTreeSet<u64>,
+    }
+
+    impl Reference {
+        fn head(&self) -> u64 {
+            (0..).find(|i| !self.consumed.contains(i)).unwrap()
+        }
+        fn gap(&self) -> u64 {
+            let head = self.head();
+            self.consumed.iter().filter(|&&i| i > head).count() as u64
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn tracker_matches_reference_under_out_of_order_consumption(
+            capacity in 1u32..12,
+            steps in proptest::collection::vec((0u32..16, 0u8..10), 1..200),
+        ) {
+            let mut tracker = tracker(capacity);
+            let mut reference = Reference::default();
+            for (pick, kind) in steps {
+                let head = reference.head();
+                let before = (tracker.head(), tracker.gap_slots());
+                match kind {
+                    // A double consume of a consumed index (or below the head) is refused.
+                    0 if !reference.consumed.is_empty() => {
+                        let index = *reference.consumed.iter().nth(pick as usize % reference.consumed.len()).unwrap();
+                        prop_assert_eq!(tracker.consume(index), Err(RingError::AlreadyConsumed { index }));
+                        prop_assert_eq!((tracker.head(), tracker.gap_slots()), before);
+                    }
+                    // An index beyond the window is refused.
+                    1 => {
+                        let index = head + u64::from(capacity) + u64::from(pick);
+                        prop_assert_eq!(
+                            tracker.consume(index),
+                            Err(RingError::OutsideWindow { index, head, capacity })
+                        );
+                        prop_assert_eq!((tracker.head(), tracker.gap_slots()), before);
+                    }
+                    // Consume an arbitrary unconsumed index of the window, found by its slot.
+                    _ => {
+                        let slot = pick % capacity;
+                        let index = tracker.slot_index(slot);
+                        prop_assert!(index >= head && index < head + u64::from(capacity));
+                        prop_assert_eq!(index % u64::from(capacity), u64::from(slot));
+                        if reference.consumed.contains(&index) {
+                            prop_assert_eq!(tracker.consume(index), Err(RingError::AlreadyConsumed { index }));
+                        } else {
+                            reference.consumed.insert(index);
+                            let advanced = tracker.consume(index).unwrap();
+                            prop_assert_eq!(advanced, reference.head() != head);
+                        }
+                    }
+                }
+                prop_assert_eq!(tracker.head(), reference.head());
+                prop_assert_eq!(tracker.gap_slots(), reference.gap());
+                // The head never passes an unconsumed index.
+                prop_assert!((0..tracker.head()).all(|i| reference.consumed.contains(&i)));
+                prop_assert!(!reference.consumed.contains(&tracker.head()));
+            }
+        }
+    }
+}

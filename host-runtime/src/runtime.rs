@@ -1,0 +1,726 @@
+//! The host runtime as a co-simulated party: one [`Runtime`] per run, driving one
+//! [`Application`] through one offload mechanism.
+//!
+//! The host machine is modelled: one *control* µthread does everything that talks to the
+//! device (launches, RP remote polls, BS waits, result loads, AXLE local polls and flow
+//! control), and the other µthreads are *workers* that run host tasks under the host scheduler.
+//! Each turn ([`HostAgent::turn`]) the runtime handles the responses that arrived, fires its
+//! due timers (polls, task ends), starts ready tasks on free workers, and asks for its next
+//! wake-up.
+//!
+//! The mechanisms differ only in how a launch's results reach the tasks:
+//!
+//! - [`Mode::Rp`]: descriptor by CXL.mem store, doorbell by CXL.io write, CXL.io polls of the
+//!   mailbox status every remote polling interval, dequeue, then CXL.mem loads of the result.
+//! - [`Mode::Bs`]: one synchronous CXL.mem launch store that returns on completion, then
+//!   CXL.mem loads (behind the barrier).
+//! - [`Mode::Axle`]: a posted launch store; the poller reads the local metadata tail every
+//!   polling interval and moves records to the ready pool; tasks run as their bytes arrive and
+//!   read them from payload slots; slots are consumed gap-aware and heads flow back in batches.
+//! - [`Mode::AxleInterrupt`]: AXLE, with the poll replaced by an interrupt per DMA request.
+
+use crate::app::{Application, HostCost, LaunchPlan};
+use crate::config::HostConfig;
+use crate::cost::CostModel;
+use crate::metrics::BusyTracker;
+use crate::modes::axle::AxleRing;
+use crate::sched::Scheduler;
+use crate::tasks::{LaunchTracker, TrackError};
+use host_driver::link::{DeviceLink, HostAgent, LinkResponse, Wake};
+use shared_abi::command::CommandFlags;
+use shared_abi::{device_map, mailbox, CommandDescriptor, DeviceAddress, LaunchMode, Status, Ticks};
+use std::collections::{BTreeMap, VecDeque};
+use zerocopy::IntoBytes;
+
+/// The offload mechanism.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Remote polling (device-centric).
+    Rp,
+    /// Bulk synchronous (memory-centric, M²NDP).
+    Bs,
+    /// Asynchronous back-streaming with local polling.
+    Axle,
+    /// Asynchronous back-streaming with an interrupt per DMA request.
+    AxleIrq,
+}
+
+impl Mode {
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Rp => "rp",
+            Mode::Bs => "bs",
+            Mode::Axle => "axle",
+            Mode::AxleIrq => "axle-irq",
+        }
+    }
+
+    /// Whether results are back-streamed.
+    pub fn streams(self) -> bool {
+        matches!(self, Mode::Axle | Mode::AxleIrq)
+    }
+}
+
+/// Why a run failed on the host side.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RuntimeError {
+    /// The device reported an error for a launch.
+    #[error("device reported `{status}` (code {code}) for launch {tag}")]
+    Device {
+        /// The launch tag.
+        tag: u32,
+        /// The status code.
+        code: u32,
+        /// Its meaning.
+        status: String,
+    },
+    /// The rings broke the protocol.
+    #[error("ring protocol violation: {0}")]
+    Ring(String),
+    /// A record did not fit the launch's plan.
+    #[error("record does not fit the launch: {0}")]
+    Track(#[from] TrackError),
+    /// No progress: the run cannot finish.
+    #[error("deadlock detected at {at_ns} ns: {diagnosis}")]
+    Deadlock {
+        /// Virtual time of detection.
+        at_ns: u64,
+        /// What is stuck.
+        diagnosis: String,
+    },
+    /// A result load came back short (outside device memory).
+    #[error("result load of {expected} bytes returned {got}")]
+    ShortLoad {
+        /// Bytes asked for.
+        expected: u64,
+        /// Bytes received.
+        got: u64,
+    },
+}
+
+/// What the host measured.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostMeasurements {
+    /// First launch issued.
+    pub start: Ticks,
+    /// Last host step finished.
+    pub end: Ticks,
+    /// Union of intervals with a worker busy.
+    pub host_busy: Ticks,
+    /// Control-thread stall (see `RunMetrics::host_stall_ns`).
+    pub stall: Ticks,
+    /// RP/BS result-load time.
+    pub result_load: Ticks,
+    /// Launches completed.
+    pub launches: u64,
+    /// Host tasks run.
+    pub tasks: u64,
+    /// Polls or interrupts handled.
+    pub polls: u64,
+    /// Flow-control stores.
+    pub flow_control_stores: u64,
+    /// Largest gap, in bytes.
+    pub max_gap_bytes: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Timer {
+    RemotePoll,
+    LocalPoll,
+    PollDone,
+    TaskDone { worker: u32, task: u32 },
+    FinishDone { worker: u32 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Control {
+    /// Nothing outstanding on the control thread.
+    Idle,
+    /// RP: waiting for the descriptor store's acknowledgement.
+    RpDescriptor { issued: Ticks },
+    /// RP: kernel running; polls every interval.
+    RpRunning,
+    /// RP: a poll is outstanding.
+    RpPolling { issued: Ticks },
+    /// BS: waiting for the synchronous launch's response.
+    BsLaunched { issued: Ticks },
+    /// RP/BS: loading results.
+    Loading { issued: Ticks },
+    /// AXLE: streaming.
+    Streaming,
+    /// Finished (or failed).
+    Done,
+}
+
+struct Launch {
+    tag: u32,
+    command: CommandDescriptor,
+    tracker: LaunchTracker,
+    results: Vec<u8>,
+    finishing: bool,
+}
+
+/// Result chunk size used to track RP/BS launches (their results arrive all at once).
+const BULK_CHUNK: u64 = 64;
+
+/// The host runtime of one run.
+pub struct Runtime<'a> {
+    mode: Mode,
+    config: HostConfig,
+    cost: CostModel,
+    app: &'a mut dyn Application,
+    ring: Option<AxleRing>,
+    ring_programmed: bool,
+    timers: BTreeMap<(Ticks, u64), Timer>,
+    timer_sequence: u64,
+    inbox: VecDeque<(Ticks, LinkResponse)>,
+    scheduler: Scheduler,
+    host_busy: BusyTracker,
+    control: Control,
+    launch: Option<Launch>,
+    next_tag: u32,
+    next_token: u64,
+    poll_scheduled: bool,
+    poll_started: Ticks,
+    last_progress: Ticks,
+    measured: HostMeasurements,
+    started: bool,
+    failure: Option<RuntimeError>,
+}
+
+impl std::fmt::Debug for Runtime<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("mode", &self.mode)
+            .field("control", &self.control)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Runtime<'a> {
+    /// A runtime for `app` in `mode`. AXLE modes need the ring the driver set up.
+    pub fn new(mode: Mode, config: HostConfig, app: &'a mut dyn Application, ring: Option<AxleRing>) -> Runtime<'a> {
+        let workers = config.workers();
+        Runtime {
+            mode,
+            cost: CostModel::new(&config),
+            scheduler: Scheduler::new(config.scheduling, workers),
+            config,
+            app,
+            ring,
+            ring_programmed: false,
+            timers: BTreeMap::new(),
+            timer_sequence: 0,
+            inbox: VecDeque::new(),
+            host_busy: BusyTracker::default(),
+            control: Control::Idle,
+            launch: None,
+            next_tag: 0,
+            next_token: 0,
+            poll_scheduled: false,
+            poll_started: Ticks::ZERO,
+            last_progress: Ticks::ZERO,
+            measured: HostMeasurements::default(),
+            started: false,
+            failure: None,
+        }
+    }
+
+    /// What the host measured.
+    pub fn measurements(&self) -> HostMeasurements {
+        self.measured
+    }
+
+    /// Why the run failed, if it did.
+    pub fn failure(&self) -> Option<&RuntimeError> {
+        self.failure.as_ref()
+    }
+
+    /// Whether the run finished (successfully or not).
+    pub fn finished(&self) -> bool {
+        self.control == Control::Done
+    }
+
+    fn at(&mut self, at: Ticks, timer: Timer) {
+        self.timer_sequence += 1;
+        self.timers.insert((at, self.timer_sequence), timer);
+    }
+
+    fn token(&mut self) -> u64 {
+        self.next_token += 1;
+        self.next_token
+    }
+
+    fn fail(&mut self, now: Ticks, error: RuntimeError) {
+        log::error!("runtime: {error}");
+        if self.failure.is_none() {
+            self.failure = Some(error);
+        }
+        self.measured.end = now;
+        self.control = Control::Done;
+    }
+
+    fn stall(&mut self, duration: Ticks) {
+        self.measured.stall = self.measured.stall.plus(duration);
+    }
+
+    // ----- launches -------------------------------------------------------------------------
+
+    fn begin_next_launch(&mut self, now: Ticks, link: &mut dyn DeviceLink) {
+        let Some(plan) = self.app.next_launch() else {
+            self.measured.end = now;
+            self.control = Control::Done;
+            return;
+        };
+        if !self.started {
+            self.started = true;
+            self.measured.start = now;
+        }
+        if let Err(error) = self.start_launch(now, plan, link) {
+            self.fail(now, error);
+        }
+    }
+
+    fn start_launch(&mut self, now: Ticks, plan: LaunchPlan, link: &mut dyn DeviceLink) -> Result<(), RuntimeError> {
+        self.next_tag += 1;
+        let tag = self.next_tag;
+        let mut command = plan.command;
+        command.tag = tag;
+        command.mode = match self.mode {
+            Mode::Rp => LaunchMode::RemotePolling,
+            Mode::Bs => LaunchMode::BulkSynchronous,
+            Mode::Axle | Mode::AxleIrq => LaunchMode::BackStreaming,
+        } as u32;
+        if self.mode == Mode::AxleIrq {
+            command.flags |= CommandFlags::INTERRUPT.bits();
+        }
+        let chunk = match &self.ring {
+            Some(ring) if self.mode.streams() => u64::from(ring.slot_size()),
+            _ => BULK_CHUNK,
+        };
+        let tracker = LaunchTracker::new(plan.tasks, command.result_length, chunk)?;
+        for task in tracker.initially_ready() {
+            self.scheduler.ready(task);
+        }
+        self.launch = Some(Launch {
+            tag,
+            command,
+            tracker,
+            results: Vec::new(),
+            finishing: false,
+        });
+        log::debug!("runtime: launch {tag} ({}) at {} ns", self.mode.name(), now.as_ns());
+        match self.mode {
+            Mode::Rp => {
+                let token = self.token();
+                link.mem_store_synchronous(now, device_map::RP_DESCRIPTOR, command.as_bytes(), token);
+                self.control = Control::RpDescriptor { issued: now };
+            }
+            Mode::Bs => {
+                let token = self.token();
+                link.mem_store_synchronous(now, device_map::LAUNCH_WINDOW, command.as_bytes(), token);
+                self.control = Control::BsLaunched { issued: now };
+            }
+            Mode::Axle | Mode::AxleIrq => {
+                if !self.ring_programmed {
+                    self.program_ring(now, link)?;
+                }
+                link.mem_store(now, device_map::LAUNCH_WINDOW, command.as_bytes());
+                self.stall(Ticks::from_ns(self.config.posted_store_ns));
+                self.control = Control::Streaming;
+                self.last_progress = now;
+                if self.mode == Mode::Axle && !self.poll_scheduled {
+                    self.poll_scheduled = true;
+                    self.at(now.plus(Ticks::from_ns(self.config.poll_interval_ns)), Timer::LocalPoll);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Programs the shadow descriptors with CXL.mem stores (the driver's part of attach).
+    fn program_ring(&mut self, now: Ticks, link: &mut dyn DeviceLink) -> Result<(), RuntimeError> {
+        let ring = self
+            .ring
+            .as_mut()
+            .ok_or_else(|| RuntimeError::Ring("AXLE mode without a DMA ring".into()))?;
+        for (address, bytes) in ring.setup_stores().map_err(|e| RuntimeError::Ring(e.to_string()))? {
+            link.mem_store(now, address, &bytes);
+        }
+        self.ring_programmed = true;
+        Ok(())
+    }
+
+    // ----- responses ------------------------------------------------------------------------
+
+    fn on_response(&mut self, now: Ticks, response: LinkResponse, link: &mut dyn DeviceLink) {
+        match (self.control, response) {
+            (Control::RpDescriptor { issued }, LinkResponse::StoreDone { .. }) => {
+                self.stall(now.since(issued));
+                link.io_write(now, mailbox::DOORBELL, device_map::RP_DESCRIPTOR.0);
+                self.stall(Ticks::from_ns(self.config.posted_store_ns));
+                self.control = Control::RpRunning;
+                self.at(now.plus(Ticks::from_ns(self.config.remote_poll_interval_ns)), Timer::RemotePoll);
+            }
+            (Control::RpPolling { issued }, LinkResponse::IoReadDone { value, .. }) => {
+                self.stall(now.since(issued));
+                if value & 0xffff_ffff == mailbox::status::COMPLETE {
+                    let code = (value >> 32) as u32;
+                    if code != Status::Ok.code() {
+                        self.device_error(now, code);
+                        return;
+                    }
+                    link.io_write(now, mailbox::DEQUEUE, 1);
+                    self.stall(Ticks::from_ns(self.config.posted_store_ns));
+                    self.load_results(now, link);
+                } else {
+                    self.control = Control::RpRunning;
+                    let next = issued.plus(Ticks::from_ns(self.config.remote_poll_interval_ns)).max(now);
+                    self.at(next, Timer::RemotePoll);
+                }
+            }
+            (Control::BsLaunched { issued }, LinkResponse::StoreDone { status, .. }) => {
+                self.stall(now.since(issued));
+                if status != Status::Ok.code() {
+                    self.device_error(now, status);
+                    return;
+                }
+                self.load_results(now, link);
+            }
+            (Control::Loading { issued }, LinkResponse::LoadDone { data, .. }) => {
+                let elapsed = now.since(issued);
+                self.stall(elapsed);
+                self.measured.result_load = self.measured.result_load.plus(elapsed);
+                let Some(launch) = self.launch.as_mut() else {
+                    return;
+                };
+                if data.len() as u64 != launch.command.result_length {
+                    let error = RuntimeError::ShortLoad {
+                        expected: launch.command.result_length,
+                        got: data.len() as u64,
+                    };
+                    self.fail(now, error);
+                    return;
+                }
+                launch.results = data;
+                for task in launch.tracker.arrive_all() {
+                    self.scheduler.ready(task);
+                }
+                self.control = Control::Idle;
+            }
+            (Control::Streaming, LinkResponse::Interrupt) if self.mode == Mode::AxleIrq => {
+                self.poll(now);
+            }
+            (Control::Done, _) => {}
+            (_, LinkResponse::Interrupt) => {}
+            (control, response) => {
+                log::warn!("runtime: unexpected {response:?} while {control:?}");
+            }
+        }
+    }
+
+    fn device_error(&mut self, now: Ticks, code: u32) {
+        let status = Status::try_from(code).map_or_else(|c| format!("unknown status {c}"), |s| s.to_string());
+        let tag = self.launch.as_ref().map_or(0, |l| l.tag);
+        self.fail(now, RuntimeError::Device { tag, code, status });
+    }
+
+    fn load_results(&mut self, now: Ticks, link: &mut dyn DeviceLink) {
+        let Some((address, length)) = self
+            .launch
+            .as_ref()
+            .map(|launch| (launch.command.result_address, launch.command.result_length))
+        else {
+            return;
+        };
+        let token = self.token();
+        link.mem_load(
+            now,
+            DeviceAddress(address),
+            length,
+            self.config.load_outstanding,
+            token,
+        );
+        self.control = Control::Loading { issued: now };
+    }
+
+    // ----- AXLE polling ---------------------------------------------------------------------
+
+    /// One local poll (or interrupt handler): reads the metadata tail and the new records into
+    /// the ready pool. The control thread is busy for the modelled time; the records reach
+    /// the scheduler when it ends.
+    fn poll(&mut self, now: Ticks) {
+        let Some(ring) = self.ring.as_mut() else {
+            return;
+        };
+        self.measured.polls += 1;
+        self.poll_started = now;
+        let polled = match ring.poll() {
+            Ok(records) => records,
+            Err(error) => {
+                self.fail(now, RuntimeError::Ring(error));
+                return;
+            }
+        };
+        // One uncached load of the tail, one per 64-byte line of records, a push per record.
+        let lines = 1 + (polled as u64 * 32).div_ceil(64);
+        let duration = self
+            .cost
+            .uncached_lines(lines)
+            .plus(Ticks::from_ns(self.config.ready_pool_push_ns * polled as u64));
+        self.stall(duration);
+        if polled > 0 {
+            self.last_progress = now;
+        }
+        self.at(now.plus(duration), Timer::PollDone);
+    }
+
+    /// The poll's records reach the scheduler.
+    fn poll_done(&mut self, now: Ticks, link: &mut dyn DeviceLink) {
+        let Some(ring) = self.ring.as_mut() else {
+            return;
+        };
+        let Some(launch) = self.launch.as_mut() else {
+            ring.drain_stale();
+            return;
+        };
+        while let Some(record) = ring.pool().pop() {
+            if record.tag != launch.tag {
+                let message = format!("record {} carries tag {} during launch {}", record.sequence, record.tag, launch.tag);
+                self.fail(now, RuntimeError::Ring(message));
+                return;
+            }
+            let index = match ring.payload_index(record.payload_slot) {
+                Ok(index) => index,
+                Err(error) => {
+                    self.fail(now, RuntimeError::Ring(error));
+                    return;
+                }
+            };
+            match launch.tracker.arrive(record.result_offset, u64::from(record.length), index) {
+                Ok((ready, unread)) => {
+                    for task in ready {
+                        self.scheduler.ready(task);
+                    }
+                    if unread {
+                        if let Err(error) = ring.consume(index) {
+                            self.fail(now, RuntimeError::Ring(error));
+                            return;
+                        }
+                    }
+                }
+                Err(error) => {
+                    self.fail(now, error.into());
+                    return;
+                }
+            }
+        }
+        self.send_flow_control(now, link);
+    }
+
+    fn send_flow_control(&mut self, now: Ticks, link: &mut dyn DeviceLink) {
+        let Some(ring) = self.ring.as_mut() else {
+            return;
+        };
+        let sent = if let Some((address, message)) = ring.flow_control_due() {
+            link.mem_store(now, address, message.as_bytes());
+            ring.flow_control_sent(message);
+            true
+        } else {
+            false
+        };
+        self.measured.max_gap_bytes = self.measured.max_gap_bytes.max(ring.max_gap_bytes());
+        self.measured.flow_control_stores = ring.flow_control_stores();
+        if sent {
+            self.stall(Ticks::from_ns(self.config.posted_store_ns));
+        }
+    }
+
+    fn check_stalled(&mut self, now: Ticks) {
+        if now.since(self.last_progress) <= Ticks::from_ns(self.config.stall_timeout_ns) {
+            return;
+        }
+        if self.scheduler.running() > 0 {
+            return;
+        }
+        let (tasks, bytes) = self
+            .launch
+            .as_ref()
+            .map_or((0, 0), |launch| launch.tracker.starving());
+        let held = self.ring.as_ref().map_or(0, AxleRing::held_slots);
+        let diagnosis = format!(
+            "no record and no host task for {} ns; {tasks} host tasks wait for {bytes} result bytes while {held} payload slots are held by partially satisfied tasks (the ring is too small for this dependency pattern: enlarge --slots or stream in order)",
+            now.since(self.last_progress).as_ns()
+        );
+        self.fail(
+            now,
+            RuntimeError::Deadlock {
+                at_ns: now.as_ns(),
+                diagnosis,
+            },
+        );
+    }
+
+    // ----- tasks ----------------------------------------------------------------------------
+
+    fn start_ready_tasks(&mut self, now: Ticks) {
+        while let Some((worker, task)) = self.scheduler.next_start() {
+            let Some(launch) = self.launch.as_mut() else {
+                self.scheduler.release(worker);
+                return;
+            };
+            let Some(spec) = launch.tracker.tasks().get(task as usize).cloned() else {
+                self.scheduler.release(worker);
+                continue;
+            };
+            let (bytes, read_time) = if self.mode.streams() {
+                let Some(ring) = self.ring.as_ref() else {
+                    return;
+                };
+                match ring.gather(&launch.tracker.chunks_of(task), &spec.needs) {
+                    Ok((bytes, lines)) => (bytes, self.cost.uncached_lines(lines)),
+                    Err(error) => {
+                        self.fail(now, RuntimeError::Ring(error));
+                        return;
+                    }
+                }
+            } else {
+                let start = spec.needs.start as usize;
+                let end = spec.needs.end as usize;
+                let bytes = launch.results.get(start..end).map(<[u8]>::to_vec).unwrap_or_default();
+                let read = self.cost.cached_read(bytes.len() as u64);
+                (bytes, read)
+            };
+            let cost = self.app.run_task(&spec, &bytes);
+            let duration = self.cost.work(cost).plus(read_time);
+            self.host_busy.start(now);
+            self.measured.tasks += 1;
+            self.at(now.plus(duration), Timer::TaskDone { worker, task });
+        }
+    }
+
+    fn task_done(&mut self, now: Ticks, worker: u32, task: u32, link: &mut dyn DeviceLink) {
+        self.scheduler.release(worker);
+        self.host_busy.stop(now);
+        self.last_progress = now;
+        let Some(launch) = self.launch.as_mut() else {
+            return;
+        };
+        let freed = launch.tracker.finish(task);
+        if let Some(ring) = self.ring.as_mut() {
+            for index in freed {
+                if let Err(error) = ring.consume(index) {
+                    self.fail(now, RuntimeError::Ring(error));
+                    return;
+                }
+            }
+        }
+        if self.mode == Mode::AxleIrq {
+            // No poller: the worker that freed slots sends the heads.
+            self.send_flow_control(now, link);
+        }
+        self.maybe_finish_launch(now);
+    }
+
+    fn maybe_finish_launch(&mut self, now: Ticks) {
+        let Some(launch) = self.launch.as_mut() else {
+            return;
+        };
+        if launch.finishing || !launch.tracker.all_finished() {
+            return;
+        }
+        if matches!(self.control, Control::RpDescriptor { .. } | Control::RpRunning | Control::RpPolling { .. } | Control::BsLaunched { .. } | Control::Loading { .. }) {
+            return;
+        }
+        let Some(worker) = self.scheduler.claim_any() else {
+            return;
+        };
+        launch.finishing = true;
+        let cost: HostCost = self.app.finish_launch();
+        self.host_busy.start(now);
+        self.at(now.plus(self.cost.work(cost)), Timer::FinishDone { worker });
+    }
+
+    fn finish_done(&mut self, now: Ticks, worker: u32, link: &mut dyn DeviceLink) {
+        self.scheduler.release(worker);
+        self.host_busy.stop(now);
+        self.measured.launches += 1;
+        self.launch = None;
+        self.control = Control::Idle;
+        self.begin_next_launch(now, link);
+    }
+
+    fn fire(&mut self, now: Ticks, timer: Timer, link: &mut dyn DeviceLink) {
+        match timer {
+            Timer::RemotePoll => {
+                if self.control == Control::RpRunning {
+                    let token = self.token();
+                    link.io_read(now, mailbox::STATUS, token);
+                    self.control = Control::RpPolling { issued: now };
+                }
+            }
+            Timer::LocalPoll => {
+                self.poll_scheduled = false;
+                if self.control == Control::Done {
+                    return;
+                }
+                self.poll(now);
+                self.check_stalled(now);
+            }
+            Timer::PollDone => {
+                self.poll_done(now, link);
+                if self.mode == Mode::Axle && self.control != Control::Done && !self.poll_scheduled {
+                    // The next poll starts one interval after this one did, or at once if the
+                    // poll took longer than the interval.
+                    self.poll_scheduled = true;
+                    let interval = Ticks::from_ns(self.config.poll_interval_ns);
+                    let next = self.poll_started.plus(interval).max(now);
+                    self.at(next, Timer::LocalPoll);
+                }
+            }
+            Timer::TaskDone { worker, task } => self.task_done(now, worker, task, link),
+            Timer::FinishDone { worker } => self.finish_done(now, worker, link),
+        }
+    }
+}
+
+impl HostAgent for Runtime<'_> {
+    fn deliver(&mut self, at: Ticks, response: LinkResponse) {
+        self.inbox.push_back((at, response));
+    }
+
+    fn turn(&mut self, now: Ticks, link: &mut dyn DeviceLink) -> Wake {
+        if !self.started && self.control == Control::Idle {
+            self.begin_next_launch(now, link);
+        }
+        loop {
+            if self.control == Control::Done {
+                self.measured.host_busy = self.host_busy.total(now);
+                return Wake::Done;
+            }
+            if let Some((_, response)) = self.inbox.pop_front() {
+                self.on_response(now, response, link);
+                continue;
+            }
+            let due = self.timers.first_key_value().map(|(&(at, _), _)| at).filter(|&at| at <= now);
+            if due.is_some() {
+                if let Some((_, timer)) = self.timers.pop_first() {
+                    self.fire(now, timer, link);
+                }
+                continue;
+            }
+            self.start_ready_tasks(now);
+            self.maybe_finish_launch(now);
+            if self.inbox.is_empty() && self.timers.first_key_value().is_none_or(|(&(at, _), _)| at > now) {
+                break;
+            }
+        }
+        self.measured.host_busy = self.host_busy.total(now);
+        match self.timers.first_key_value() {
+            Some((&(at, _), _)) => Wake::At(at),
+            None => Wake::OnResponse,
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! The host scheduler: hands ready host tasks to free worker µthreads.
+
+use crate::config::HostScheduling;
+use std::collections::VecDeque;
+
+/// Workers and the tasks waiting for them.
+#[derive(Debug)]
+pub struct Scheduler {
+    policy: HostScheduling,
+    busy: Vec<bool>,
+    fifo: VecDeque<u32>,
+    per_worker: Vec<VecDeque<u32>>,
+    waiting: usize,
+}
+
+impl Scheduler {
+    /// `workers` idle workers under `policy`.
+    pub fn new(policy: HostScheduling, workers: u32) -> Scheduler {
+        let workers = workers.max(1) as usize;
+        Scheduler {
+            policy,
+            busy: vec![false; workers],
+            fifo: VecDeque::new(),
+            per_worker: vec![VecDeque::new(); workers],
+            waiting: 0,
+        }
+    }
+
+    /// Task `task` is ready to run.
+    pub fn ready(&mut self, task: u32) {
+        self.waiting += 1;
+        match self.policy {
+            HostScheduling::Fifo => self.fifo.push_back(task),
+            HostScheduling::Rr => {
+                let worker = task as usize % self.per_worker.len();
+                if let Some(queue) = self.per_worker.get_mut(worker) {
+                    queue.push_back(task);
+                }
+            }
+        }
+    }
+
+    /// The next (worker, task) pair that can start now, marking the worker busy. Workers are
+    /// tried in index order, so the choice is deterministic.
+    pub fn next_start(&mut self) -> Option<(u32, u32)> {
+        match self.policy {
+            HostScheduling::Fifo => {
+                if self.fifo.is_empty() {
+                    return None;
+                }
+                let worker = self.busy.iter().position(|busy| !busy)?;
+                let task = self.fifo.pop_front()?;
+                self.claim(worker);
+                Some((worker as u32, task))
+            }
+            HostScheduling::Rr => {
+                let worker = (0..self.busy.len()).find(|&w| {
+                    !self.busy.get(w).copied().unwrap_or(true) && self.per_worker.get(w).is_some_and(|q| !q.is_empty())
+                })?;
+                let task = self.per_worker.get_mut(worker)?.pop_front()?;
+                self.claim(worker);
+                Some((worker as u32, task))
+            }
+        }
+    }
+
+    fn claim(&mut self, worker: usize) {
+        if let Some(busy) = self.busy.get_mut(worker) {
+            *busy = true;
+        }
+        self.waiting = self.waiting.saturating_sub(1);
+    }
+
+    /// A free worker for a task outside the plan (a launch's final step), marking it busy.
+    pub fn claim_any(&mut self) -> Option<u32> {
+        let worker = self.busy.iter().position(|busy| !busy)?;
+        self.claim_without_task(worker);
+        Some(worker as u32)
+    }
+
+    fn claim_without_task(&mut self, worker: usize) {
+        if let Some(busy) = self.busy.get_mut(worker) {
+            *busy = true;
+        }
+    }
+
+    /// Worker `worker` finished its task.
+    pub fn release(&mut self, worker: u32) {
+        if let Some(busy) = self.busy.get_mut(worker as usize) {
+            *busy = false;
+        }
+    }
+
+    /// Tasks ready but not started.
+    pub fn waiting(&self) -> usize {
+        self.waiting
+    }
+
+    /// Workers running something.
+    pub fn running(&self) -> usize {
+        self.busy.iter().filter(|busy| **busy).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fifo_runs_tasks_in_ready_order_on_the_lowest_free_worker() {
+        let mut scheduler = Scheduler::new(HostScheduling::Fifo, 2);
+        scheduler.ready(7);
+        scheduler.ready(3);
+        scheduler.ready(5);
+        assert_eq!(scheduler.next_start(), Some((0, 7)));
+        assert_eq!(scheduler.next_start(), Some((1, 3)));
+        assert_eq!(scheduler.next_start(), None);
+        scheduler.release(1);
+        assert_eq!(scheduler.next_start(), Some((1, 5)));
+    }
+
+    #[test]
+    fn round_robin_keeps_a_task_for_its_own_worker_even_when_another_is_free() {
+        let mut scheduler = Scheduler::new(HostScheduling::Rr, 2);
+        scheduler.ready(0);
+        scheduler.ready(2);
+        assert_eq!(scheduler.next_start(), Some((0, 0)));
+        // Task 2 belongs to worker 0, which is busy; worker 1 stays idle.
+        assert_eq!(scheduler.next_start(), None);
+        scheduler.release(0);
+        assert_eq!(scheduler.next_start(), Some((0, 2)));
+    }
+}

@@ -1,0 +1,255 @@
+//! Which host task depends on which result bytes, and which payload slot may be freed when.
+//!
+//! The result space of a launch is cut into chunks of the payload slot size (AXLE streams one
+//! chunk per payload). A task is ready once every chunk overlapping its byte range has
+//! arrived; a chunk's payload slot is consumed once every task overlapping it has finished.
+
+use crate::app::HostTask;
+use std::ops::Range;
+
+/// A protocol or plan violation found while tracking a launch.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TrackError {
+    /// A record named bytes outside the result space or not on a chunk boundary.
+    #[error("record names result bytes {offset}..+{length} that are not a chunk of the {result_length}-byte result")]
+    BadRange {
+        /// Offset.
+        offset: u64,
+        /// Length.
+        length: u64,
+        /// The result's length.
+        result_length: u64,
+    },
+    /// The same chunk arrived twice.
+    #[error("result chunk at offset {offset} arrived twice")]
+    Duplicate {
+        /// Offset.
+        offset: u64,
+    },
+    /// A task's range lies outside the result.
+    #[error("host task {task} needs bytes {range:?} outside the {result_length}-byte result")]
+    TaskOutOfRange {
+        /// Task.
+        task: u32,
+        /// Its range.
+        range: Range<u64>,
+        /// The result's length.
+        result_length: u64,
+    },
+}
+
+/// Dependency state of one launch.
+#[derive(Debug)]
+pub struct LaunchTracker {
+    tasks: Vec<HostTask>,
+    result_length: u64,
+    chunk_bytes: u64,
+    /// Bytes each task still waits for.
+    missing: Vec<u64>,
+    /// CSR index: tasks overlapping each chunk.
+    chunk_task_start: Vec<u32>,
+    chunk_task_list: Vec<u32>,
+    /// Tasks overlapping each chunk that have not finished.
+    readers: Vec<u32>,
+    /// Payload index holding each chunk (AXLE), once arrived.
+    payload: Vec<Option<u64>>,
+    finished: usize,
+}
+
+impl LaunchTracker {
+    /// Tracks `tasks` over a result of `result_length` bytes cut into `chunk_bytes` chunks.
+    pub fn new(tasks: Vec<HostTask>, result_length: u64, chunk_bytes: u64) -> Result<LaunchTracker, TrackError> {
+        let chunk_bytes = chunk_bytes.max(1);
+        let chunks = usize::try_from(result_length.div_ceil(chunk_bytes)).unwrap_or(usize::MAX);
+        let mut counts = vec![0u32; chunks + 1];
+        for task in &tasks {
+            if task.needs.start > task.needs.end || task.needs.end > result_length {
+                return Err(TrackError::TaskOutOfRange {
+                    task: task.id,
+                    range: task.needs.clone(),
+                    result_length,
+                });
+            }
+            for chunk in chunk_span(&task.needs, chunk_bytes) {
+                counts[chunk as usize + 1] += 1;
+            }
+        }
+        for i in 1..counts.len() {
+            counts[i] += counts[i - 1];
+        }
+        let mut list = vec![0u32; counts.last().copied().unwrap_or(0) as usize];
+        let mut fill = counts.clone();
+        for (index, task) in tasks.iter().enumerate() {
+            for chunk in chunk_span(&task.needs, chunk_bytes) {
+                let at = &mut fill[chunk as usize];
+                list[*at as usize] = index as u32;
+                *at += 1;
+            }
+        }
+        let readers = (0..chunks).map(|c| counts[c + 1] - counts[c]).collect();
+        let missing = tasks.iter().map(|t| t.needs.end - t.needs.start).collect();
+        Ok(LaunchTracker {
+            tasks,
+            result_length,
+            chunk_bytes,
+            missing,
+            chunk_task_start: counts,
+            chunk_task_list: list,
+            readers,
+            payload: vec![None; chunks],
+            finished: 0,
+        })
+    }
+
+    /// The tasks.
+    pub fn tasks(&self) -> &[HostTask] {
+        &self.tasks
+    }
+
+    /// Tasks whose range is empty (ready at once).
+    pub fn initially_ready(&self) -> Vec<u32> {
+        (0..self.tasks.len() as u32)
+            .filter(|&t| self.missing[t as usize] == 0)
+            .collect()
+    }
+
+    fn tasks_of(&self, chunk: usize) -> &[u32] {
+        let start = self.chunk_task_start[chunk] as usize;
+        let end = self.chunk_task_start[chunk + 1] as usize;
+        &self.chunk_task_list[start..end]
+    }
+
+    /// Every chunk arrives at once (RP, BS): returns all tasks, ready.
+    pub fn arrive_all(&mut self) -> Vec<u32> {
+        for missing in &mut self.missing {
+            *missing = 0;
+        }
+        (0..self.tasks.len() as u32).collect()
+    }
+
+    /// The chunk at `offset` (`length` bytes) arrived in payload `payload_index`. Returns the
+    /// tasks that became ready, and whether no task reads the chunk (its slot may be freed at
+    /// once).
+    pub fn arrive(&mut self, offset: u64, length: u64, payload_index: u64) -> Result<(Vec<u32>, bool), TrackError> {
+        let bad = TrackError::BadRange {
+            offset,
+            length,
+            result_length: self.result_length,
+        };
+        if offset % self.chunk_bytes != 0 || offset >= self.result_length {
+            return Err(bad);
+        }
+        let chunk = (offset / self.chunk_bytes) as usize;
+        let expected = (self.result_length - offset).min(self.chunk_bytes);
+        if length != expected {
+            return Err(bad);
+        }
+        if self.payload[chunk].is_some() {
+            return Err(TrackError::Duplicate { offset });
+        }
+        self.payload[chunk] = Some(payload_index);
+        let range = offset..offset + length;
+        let mut ready = Vec::new();
+        for &task in self.tasks_of(chunk).to_vec().iter() {
+            let needs = &self.tasks[task as usize].needs;
+            let overlap = needs.end.min(range.end).saturating_sub(needs.start.max(range.start));
+            let missing = &mut self.missing[task as usize];
+            *missing -= overlap.min(*missing);
+            if *missing == 0 && overlap > 0 {
+                ready.push(task);
+            }
+        }
+        Ok((ready, self.readers[chunk] == 0))
+    }
+
+    /// The chunks (offset, length, payload index) a task reads, in offset order.
+    pub fn chunks_of(&self, task: u32) -> Vec<(u64, u64, Option<u64>)> {
+        let needs = &self.tasks[task as usize].needs;
+        chunk_span(needs, self.chunk_bytes)
+            .map(|chunk| {
+                let offset = chunk * self.chunk_bytes;
+                let length = (self.result_length - offset).min(self.chunk_bytes);
+                (offset, length, self.payload[chunk as usize])
+            })
+            .collect()
+    }
+
+    /// Task `task` finished: returns the payload indexes no task reads any more.
+    pub fn finish(&mut self, task: u32) -> Vec<u64> {
+        self.finished += 1;
+        let mut freed = Vec::new();
+        let needs = self.tasks[task as usize].needs.clone();
+        for chunk in chunk_span(&needs, self.chunk_bytes) {
+            let readers = &mut self.readers[chunk as usize];
+            *readers = readers.saturating_sub(1);
+            if *readers == 0 {
+                if let Some(index) = self.payload[chunk as usize] {
+                    freed.push(index);
+                }
+            }
+        }
+        freed
+    }
+
+    /// Whether every task finished.
+    pub fn all_finished(&self) -> bool {
+        self.finished >= self.tasks.len()
+    }
+
+    /// Tasks still waiting for bytes, and how many bytes they miss in all (for diagnoses).
+    pub fn starving(&self) -> (usize, u64) {
+        let waiting: Vec<&u64> = self.missing.iter().filter(|m| **m > 0).collect();
+        (waiting.len(), waiting.into_iter().sum())
+    }
+}
+
+fn chunk_span(range: &Range<u64>, chunk_bytes: u64) -> impl Iterator<Item = u64> {
+    let first = range.start / chunk_bytes;
+    let end = if range.end > range.start {
+        range.end.div_ceil(chunk_bytes)
+    } else {
+        first
+    };
+    first..end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(id: u32, needs: Range<u64>) -> HostTask {
+        HostTask { id, needs }
+    }
+
+    #[test]
+    fn task_is_ready_only_when_every_chunk_it_needs_arrived() {
+        let mut tracker = LaunchTracker::new(vec![task(0, 0..64), task(1, 64..96)], 96, 32).unwrap();
+        let (ready, _) = tracker.arrive(32, 32, 0).unwrap();
+        assert!(ready.is_empty());
+        let (ready, _) = tracker.arrive(64, 32, 1).unwrap();
+        assert_eq!(ready, vec![1]);
+        let (ready, _) = tracker.arrive(0, 32, 2).unwrap();
+        assert_eq!(ready, vec![0]);
+    }
+
+    #[test]
+    fn slot_is_freed_when_its_last_reader_finishes() {
+        let mut tracker = LaunchTracker::new(vec![task(0, 0..48), task(1, 16..64)], 64, 32).unwrap();
+        tracker.arrive(0, 32, 10).unwrap();
+        tracker.arrive(32, 32, 11).unwrap();
+        // Chunk 0 is read by both tasks, chunk 1 only by task 1.
+        assert_eq!(tracker.finish(0), Vec::<u64>::new());
+        assert_eq!(tracker.finish(1), vec![10, 11]);
+        assert!(tracker.all_finished());
+    }
+
+    #[test]
+    fn duplicate_and_misaligned_records_are_rejected() {
+        let mut tracker = LaunchTracker::new(vec![task(0, 0..64)], 64, 32).unwrap();
+        tracker.arrive(0, 32, 0).unwrap();
+        assert!(matches!(tracker.arrive(0, 32, 1), Err(TrackError::Duplicate { .. })));
+        assert!(matches!(tracker.arrive(16, 32, 1), Err(TrackError::BadRange { .. })));
+        assert!(matches!(tracker.arrive(32, 16, 1), Err(TrackError::BadRange { .. })));
+        assert!(matches!(tracker.arrive(64, 32, 1), Err(TrackError::BadRange { .. })));
+    }
+}

@@ -1,0 +1,822 @@
+//! KNN, paper Table IV (a), (b), (c): VectorDB, `Dim x #Rows` = 2048 x 128, 1024 x 256,
+//! 512 x 512.
+//!
+//! # The offload
+//!
+//! One launch of the device kernel [`firmware::kernels::knn`] computes the squared L2 distance
+//! of every (query, row) pair, 4 bytes each, query-major: the distance of query `q` to row `r`
+//! is at result offset `4 (q rows + r)`. The host selects each query's `k` nearest rows.
+//!
+//! Table IV gives the database shape but no query count; running a *batch* of queries is our
+//! choice (default [`DEFAULT_QUERIES`], the `queries` option), so that one launch carries
+//! enough work for streaming to matter. `k` defaults to [`DEFAULT_K`]; the order is smaller
+//! squared distance first, ties broken by the lower row index.
+//!
+//! # Host tasks
+//!
+//! Each task covers `task_rows` (default [`DEFAULT_TASK_ROWS`], 128 bytes) consecutive
+//! distances of one query; a query's last task may be shorter, and no task spans two queries.
+//! Tasks are numbered query-major and together cover every result byte exactly once. A task
+//! keeps its chunk's local top-k ([`host::chunk_top_k`]); the launch's final step merges each
+//! query's chunk lists ([`host::merge_top_k`]). Costs are in [`host`].
+//!
+//! # Checking
+//!
+//! [`reference::brute_force`] sorts every distance of every query; the answer must match it
+//! exactly: the same rows in the same order with bit-identical distances.
+
+pub mod data;
+pub mod host;
+pub mod reference;
+
+use std::fmt;
+
+use firmware::kernels::knn::{pack_shape, RESULT_BYTES_PER_ITEM};
+use host_runtime::app::{
+    Application, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError, Verification,
+};
+use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
+
+use crate::{WorkloadError, WorkloadInfo, WorkloadOptions};
+use data::{to_le_bytes, KnnData};
+use host::Neighbor;
+
+/// Queries per batch unless the `queries` option says otherwise.
+pub const DEFAULT_QUERIES: u32 = 16;
+
+/// Neighbours per query unless the `k` option says otherwise.
+pub const DEFAULT_K: u32 = 10;
+
+/// Distances per host task unless the `task_rows` option says otherwise (32 x 4 = 128 bytes).
+pub const DEFAULT_TASK_ROWS: u32 = 32;
+
+/// Alignment of every device allocation (a 64-byte cache line).
+pub const DEVICE_ALIGNMENT: u64 = 64;
+
+/// The database shape of one KNN workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KnnShape {
+    /// Catalog name.
+    pub name: &'static str,
+    /// Elements per vector (a multiple of 8, the kernel's lanes).
+    pub dim: u32,
+    /// Database vectors.
+    pub rows: u32,
+}
+
+/// Table IV (a).
+pub const KNN_A: KnnShape = KnnShape {
+    name: "knn-a",
+    dim: 2048,
+    rows: 128,
+};
+/// Table IV (b).
+pub const KNN_B: KnnShape = KnnShape {
+    name: "knn-b",
+    dim: 1024,
+    rows: 256,
+};
+/// Table IV (c).
+pub const KNN_C: KnnShape = KnnShape {
+    name: "knn-c",
+    dim: 512,
+    rows: 512,
+};
+
+/// The three shapes, in Table IV order.
+pub const SHAPES: [KnnShape; 3] = [KNN_A, KNN_B, KNN_C];
+
+impl KnnShape {
+    /// The catalog shape called `name`.
+    pub fn by_name(name: &str) -> Option<KnnShape> {
+        SHAPES.into_iter().find(|shape| shape.name == name)
+    }
+
+    /// Its catalog entry.
+    pub fn info(self) -> WorkloadInfo {
+        WorkloadInfo {
+            name: self.name,
+            domain: "VectorDB",
+            application: "KNN",
+            characteristics: format!(
+                "Dim: {}, #Rows: {}; a batch of {DEFAULT_QUERIES} queries, top-{DEFAULT_K} (both options)",
+                self.dim, self.rows
+            ),
+            offloaded: "squared L2 distance per (query, row) (4 B each)",
+            host_task: "top-k selection per chunk of rows, then a per-query merge",
+        }
+    }
+}
+
+/// The rows of one query that one host task covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TaskSpan {
+    query: u32,
+    first_row: u32,
+    rows: u32,
+}
+
+/// Where the data set lives in device memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct DeviceBuffers {
+    database: DeviceAddress,
+    queries: DeviceAddress,
+    result: DeviceAddress,
+}
+
+/// A KNN workload instance: data, plan, host-task state and answer.
+pub struct KnnApplication {
+    shape: KnnShape,
+    k: u32,
+    task_rows: u32,
+    data: KnnData,
+    spans: Vec<TaskSpan>,
+    device: Option<DeviceBuffers>,
+    launched: bool,
+    partial: Vec<Option<Vec<Neighbor>>>,
+    answer: Option<Vec<Vec<Neighbor>>>,
+    problems: Vec<String>,
+}
+
+impl fmt::Debug for KnnApplication {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KnnApplication")
+            .field("shape", &self.shape)
+            .field("k", &self.k)
+            .field("task_rows", &self.task_rows)
+            .field("data", &self.data)
+            .field("tasks", &self.spans.len())
+            .field("device", &self.device)
+            .field("launched", &self.launched)
+            .field("answered", &self.answer.is_some())
+            .field("problems", &self.problems)
+            .finish()
+    }
+}
+
+impl KnnApplication {
+    /// A KNN instance of `shape` with `options` (seeded data, or the real embeddings when
+    /// `options.data_dir` is set).
+    pub fn new(
+        shape: KnnShape,
+        options: &WorkloadOptions,
+    ) -> Result<KnnApplication, WorkloadError> {
+        let invalid = |option: &'static str, reason: String| WorkloadError::InvalidOption {
+            workload: shape.name,
+            option,
+            reason,
+        };
+        let queries = options.queries.unwrap_or(DEFAULT_QUERIES);
+        let k = options.k.unwrap_or(DEFAULT_K);
+        let task_rows = options.task_rows.unwrap_or(DEFAULT_TASK_ROWS);
+        if queries == 0 {
+            return Err(invalid("queries", "must be at least 1".into()));
+        }
+        if shape
+            .rows
+            .checked_mul(queries)
+            .and_then(|items| items.checked_mul(RESULT_BYTES_PER_ITEM))
+            .is_none()
+        {
+            return Err(invalid(
+                "queries",
+                format!(
+                    "{queries} x {} rows is more distances than a launch holds",
+                    shape.rows
+                ),
+            ));
+        }
+        if k == 0 || k > shape.rows {
+            return Err(invalid("k", format!("{k} is not in 1..={}", shape.rows)));
+        }
+        if task_rows == 0 {
+            return Err(invalid("task_rows", "must be at least 1".into()));
+        }
+        let data = match &options.data_dir {
+            Some(path) => KnnData::from_embeddings_file(path, shape.dim, shape.rows, queries)?,
+            None => KnnData::generate(shape.dim, shape.rows, queries, options.seed),
+        };
+        log::info!(
+            "knn: {} dim {} rows {} queries {queries} k {k} task_rows {task_rows} ({})",
+            shape.name,
+            shape.dim,
+            shape.rows,
+            data.source()
+        );
+        let spans = task_spans(shape.rows, queries, task_rows);
+        Ok(KnnApplication {
+            shape,
+            k,
+            task_rows,
+            data,
+            partial: vec![None; spans.len()],
+            spans,
+            device: None,
+            launched: false,
+            answer: None,
+            problems: Vec::new(),
+        })
+    }
+
+    /// The database shape.
+    pub fn shape(&self) -> KnnShape {
+        self.shape
+    }
+
+    /// Neighbours per query.
+    pub fn k(&self) -> u32 {
+        self.k
+    }
+
+    /// Distances per host task.
+    pub fn task_rows(&self) -> u32 {
+        self.task_rows
+    }
+
+    /// The data set.
+    pub fn data(&self) -> &KnnData {
+        &self.data
+    }
+
+    /// Each query's top-k, best first, once the launch is finished.
+    pub fn answer(&self) -> Option<&[Vec<Neighbor>]> {
+        self.answer.as_deref()
+    }
+
+    /// Bytes of the result space: `rows * queries * 4`.
+    pub fn result_length(&self) -> u64 {
+        u64::from(self.shape.rows)
+            * u64::from(self.data.queries())
+            * u64::from(RESULT_BYTES_PER_ITEM)
+    }
+
+    /// The host tasks of the launch.
+    pub fn tasks(&self) -> Vec<HostTask> {
+        self.spans
+            .iter()
+            .enumerate()
+            .map(|(id, span)| HostTask {
+                id: id as u32,
+                needs: self.span_bytes(span),
+            })
+            .collect()
+    }
+
+    /// Result bytes a span covers.
+    fn span_bytes(&self, span: &TaskSpan) -> std::ops::Range<u64> {
+        let first = u64::from(span.query) * u64::from(self.shape.rows) + u64::from(span.first_row);
+        let bytes = u64::from(RESULT_BYTES_PER_ITEM);
+        first * bytes..(first + u64::from(span.rows)) * bytes
+    }
+
+    /// Records something that went wrong on the host side (verify then fails with it).
+    fn problem(&mut self, text: String) {
+        log::error!("knn: {text}");
+        self.problems.push(text);
+    }
+}
+
+/// Query-major spans of at most `task_rows` rows, never crossing a query.
+fn task_spans(rows: u32, queries: u32, task_rows: u32) -> Vec<TaskSpan> {
+    let mut spans = Vec::new();
+    for query in 0..queries {
+        let mut first_row = 0;
+        while first_row < rows {
+            let count = task_rows.min(rows - first_row);
+            spans.push(TaskSpan {
+                query,
+                first_row,
+                rows: count,
+            });
+            first_row += count;
+        }
+    }
+    spans
+}
+
+impl Application for KnnApplication {
+    fn name(&self) -> &str {
+        self.shape.name
+    }
+
+    fn load(&mut self, device: &mut dyn DeviceLoader) -> Result<(), LoadError> {
+        let database_bytes = to_le_bytes(self.data.database());
+        let query_bytes = to_le_bytes(self.data.query_vectors());
+        let result_length = self.result_length();
+        let database = device.allocate(database_bytes.len() as u64, DEVICE_ALIGNMENT)?;
+        device.write(database, &database_bytes)?;
+        let queries = device.allocate(query_bytes.len() as u64, DEVICE_ALIGNMENT)?;
+        device.write(queries, &query_bytes)?;
+        let result = device.allocate(result_length, DEVICE_ALIGNMENT)?;
+        device.write(result, &vec![0; result_length as usize])?;
+        log::debug!(
+            "knn: loaded database {database_bytes} B at {:#x}, queries {query_bytes} B at {:#x}, result {result_length} B at {:#x}",
+            database.0,
+            queries.0,
+            result.0,
+            database_bytes = database_bytes.len(),
+            query_bytes = query_bytes.len(),
+        );
+        self.device = Some(DeviceBuffers {
+            database,
+            queries,
+            result,
+        });
+        self.launched = false;
+        self.partial = vec![None; self.spans.len()];
+        self.answer = None;
+        self.problems.clear();
+        Ok(())
+    }
+
+    fn next_launch(&mut self) -> Option<LaunchPlan> {
+        if self.launched {
+            return None;
+        }
+        let Some(buffers) = self.device else {
+            self.problem("next_launch called before load".into());
+            return None;
+        };
+        self.launched = true;
+        let command = CommandDescriptor {
+            kernel: KernelId::KnnDistance as u32,
+            mode: 0,
+            tag: 0,
+            flags: 0,
+            result_address: buffers.result.0,
+            result_length: self.result_length(),
+            args: [
+                buffers.database.0,
+                buffers.queries.0,
+                pack_shape(self.shape.rows, self.shape.dim),
+                u64::from(self.data.queries()),
+            ],
+        };
+        Some(LaunchPlan {
+            command,
+            tasks: self.tasks(),
+        })
+    }
+
+    fn run_task(&mut self, task: &HostTask, result: &[u8]) -> HostCost {
+        let Some(span) = self.spans.get(task.id as usize).copied() else {
+            self.problem(format!(
+                "task {} does not exist ({} tasks)",
+                task.id,
+                self.spans.len()
+            ));
+            return HostCost::default();
+        };
+        let needs = self.span_bytes(&span);
+        if task.needs != needs {
+            self.problem(format!(
+                "task {}: needs {:?}, planned {needs:?}",
+                task.id, task.needs
+            ));
+        }
+        let expected = span.rows as usize * RESULT_BYTES_PER_ITEM as usize;
+        if result.len() != expected {
+            self.problem(format!(
+                "task {}: {} result bytes, {expected} expected",
+                task.id,
+                result.len()
+            ));
+            return HostCost::default();
+        }
+        let (kept, cost) = host::chunk_top_k(span.first_row, result, self.k as usize);
+        log::trace!(
+            "knn: task {} query {} rows {}+{} kept {}",
+            task.id,
+            span.query,
+            span.first_row,
+            span.rows,
+            kept.len()
+        );
+        if let Some(slot) = self.partial.get_mut(task.id as usize) {
+            if slot.replace(kept).is_some() {
+                self.problem(format!("task {} ran twice", task.id));
+            }
+        }
+        cost
+    }
+
+    fn finish_launch(&mut self) -> HostCost {
+        let mut cost = HostCost::default();
+        let mut answer = Vec::with_capacity(self.data.queries() as usize);
+        let mut missing = Vec::new();
+        for query in 0..self.data.queries() {
+            let lists: Vec<&[Neighbor]> = self
+                .spans
+                .iter()
+                .zip(&self.partial)
+                .enumerate()
+                .filter(|(_, (span, _))| span.query == query)
+                .filter_map(|(id, (_, list))| {
+                    if list.is_none() {
+                        missing.push(id);
+                    }
+                    list.as_deref()
+                })
+                .collect();
+            let (merged, merge_cost) = host::merge_top_k(lists, self.k as usize);
+            cost = cost.plus(merge_cost);
+            answer.push(merged);
+        }
+        if let Some(first) = missing.first() {
+            self.problem(format!(
+                "{} tasks never ran (first: task {first})",
+                missing.len()
+            ));
+        }
+        log::debug!(
+            "knn: merged {} queries, {} operations",
+            answer.len(),
+            cost.operations
+        );
+        self.answer = Some(answer);
+        cost
+    }
+
+    fn verify(&self) -> Verification {
+        let fail = |detail: String| Verification {
+            passed: false,
+            detail,
+        };
+        if let Some(problem) = self.problems.first() {
+            return fail(format!("{}: {problem}", self.shape.name));
+        }
+        let Some(answer) = &self.answer else {
+            return fail(format!("{}: the launch never finished", self.shape.name));
+        };
+        let expected = reference::brute_force(&self.data, self.k as usize);
+        match reference::compare(answer, &expected) {
+            Ok(()) => Verification {
+                passed: true,
+                detail: format!(
+                    "{} queries x top-{} match brute force ({}: {}-d x {} rows, {})",
+                    answer.len(),
+                    self.k,
+                    self.shape.name,
+                    self.shape.dim,
+                    self.shape.rows,
+                    self.data.source()
+                ),
+            },
+            Err(difference) => fail(format!("{}: {difference}", self.shape.name)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use firmware::hal::{DeviceMemory, MemoryFault};
+    use firmware::kernels::Kernel;
+
+    /// Device memory as a byte vector with a bump allocator: both the runtime's loader and
+    /// the firmware's view of memory.
+    struct FakeDevice {
+        memory: Vec<u8>,
+        next: u64,
+    }
+
+    impl FakeDevice {
+        fn new(size: usize) -> Self {
+            // Start allocations away from address 0 so a zero address is never valid data.
+            FakeDevice {
+                memory: vec![0xA5; size],
+                next: 0x1000,
+            }
+        }
+
+        fn range(&self, address: DeviceAddress, length: usize) -> Option<std::ops::Range<usize>> {
+            let start = usize::try_from(address.0).ok()?;
+            let end = start.checked_add(length)?;
+            (end <= self.memory.len()).then_some(start..end)
+        }
+    }
+
+    impl DeviceLoader for FakeDevice {
+        fn allocate(&mut self, length: u64, align: u64) -> Result<DeviceAddress, LoadError> {
+            let start = self.next.next_multiple_of(align);
+            let end = start + length;
+            if end > self.memory.len() as u64 {
+                return Err(LoadError::OutOfMemory {
+                    requested: length,
+                    available: (self.memory.len() as u64).saturating_sub(start),
+                });
+            }
+            self.next = end;
+            Ok(DeviceAddress(start))
+        }
+
+        fn write(&mut self, address: DeviceAddress, bytes: &[u8]) -> Result<(), LoadError> {
+            let range = self
+                .range(address, bytes.len())
+                .ok_or(LoadError::OutOfRange {
+                    address: address.0,
+                    length: bytes.len() as u64,
+                })?;
+            self.memory[range].copy_from_slice(bytes);
+            Ok(())
+        }
+    }
+
+    impl DeviceMemory for FakeDevice {
+        fn size(&self) -> u64 {
+            self.memory.len() as u64
+        }
+
+        fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
+            let range = self.range(address, buffer.len()).ok_or(MemoryFault {
+                address,
+                length: buffer.len() as u64,
+            })?;
+            buffer.copy_from_slice(&self.memory[range]);
+            Ok(())
+        }
+
+        fn write(&mut self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
+            let range = self.range(address, data.len()).ok_or(MemoryFault {
+                address,
+                length: data.len() as u64,
+            })?;
+            self.memory[range].copy_from_slice(data);
+            Ok(())
+        }
+    }
+
+    fn options(queries: u32) -> WorkloadOptions {
+        WorkloadOptions {
+            queries: Some(queries),
+            ..WorkloadOptions::default()
+        }
+    }
+
+    /// Loads `app`, runs its one launch's kernel items on the fake device, and returns the
+    /// device and the plan (tasks not yet run).
+    fn load_and_compute(app: &mut KnnApplication) -> (FakeDevice, LaunchPlan) {
+        let mut device = FakeDevice::new(4 << 20);
+        app.load(&mut device).unwrap();
+        let plan = app.next_launch().unwrap();
+        let kernel = Kernel::decode(&plan.command, device.size()).unwrap();
+        assert_eq!(u64::from(kernel.items()) * 4, plan.command.result_length);
+        for item in 0..kernel.items() {
+            kernel.execute(item, &mut device).unwrap();
+        }
+        (device, plan)
+    }
+
+    /// Feeds every task its result bytes (in reverse order, as out-of-order arrival would),
+    /// then finishes the launch.
+    fn run_tasks(app: &mut KnnApplication, device: &FakeDevice, plan: &LaunchPlan) -> HostCost {
+        let base = plan.command.result_address;
+        let mut cost = HostCost::default();
+        for task in plan.tasks.iter().rev() {
+            let bytes = &device.memory
+                [(base + task.needs.start) as usize..(base + task.needs.end) as usize];
+            cost = cost.plus(app.run_task(task, bytes));
+        }
+        cost.plus(app.finish_launch())
+    }
+
+    #[test]
+    fn every_shape_end_to_end_on_a_fake_device_matches_brute_force() {
+        for shape in SHAPES {
+            let mut app = KnnApplication::new(shape, &options(3)).unwrap();
+            let (device, plan) = load_and_compute(&mut app);
+            let cost = run_tasks(&mut app, &device, &plan);
+            assert!(cost.operations > 0);
+            assert!(app.next_launch().is_none(), "exactly one launch");
+            let verification = app.verify();
+            assert!(verification.passed, "{}", verification.detail);
+            assert!(
+                verification
+                    .detail
+                    .starts_with("3 queries x top-10 match brute force"),
+                "{}",
+                verification.detail
+            );
+        }
+    }
+
+    #[test]
+    fn default_batch_of_16_queries_end_to_end() {
+        let mut app = KnnApplication::new(KNN_B, &WorkloadOptions::default()).unwrap();
+        let (device, plan) = load_and_compute(&mut app);
+        assert_eq!(plan.tasks.len(), 16 * 256 / 32);
+        run_tasks(&mut app, &device, &plan);
+        let verification = app.verify();
+        assert!(verification.passed, "{}", verification.detail);
+        assert!(verification
+            .detail
+            .starts_with("16 queries x top-10 match brute force"));
+    }
+
+    #[test]
+    fn corrupting_one_distance_fails_verification() {
+        let mut app = KnnApplication::new(KNN_C, &options(2)).unwrap();
+        let (mut device, plan) = load_and_compute(&mut app);
+        // Query 1's worst row becomes its nearest.
+        let worst = reference::brute_force(app.data(), 512)[1][511].row;
+        let offset = plan.command.result_address + 4 * (512 + u64::from(worst));
+        DeviceMemory::write(&mut device, DeviceAddress(offset), &0.0_f32.to_le_bytes()).unwrap();
+        run_tasks(&mut app, &device, &plan);
+        let verification = app.verify();
+        assert!(!verification.passed);
+        assert!(
+            verification
+                .detail
+                .contains(&format!("query 1 rank 0: row {worst}")),
+            "{}",
+            verification.detail
+        );
+    }
+
+    #[test]
+    fn plan_command_and_tasks_cover_the_result_space() {
+        let mut app = KnnApplication::new(
+            KNN_A,
+            &WorkloadOptions {
+                task_rows: Some(48),
+                ..options(3)
+            },
+        )
+        .unwrap();
+        let mut device = FakeDevice::new(4 << 20);
+        app.load(&mut device).unwrap();
+        let plan = app.next_launch().unwrap();
+        let command = plan.command;
+        assert_eq!(command.kernel, KernelId::KnnDistance as u32);
+        assert_eq!((command.mode, command.tag, command.flags), (0, 0, 0));
+        assert_eq!(command.args[2], 128 | (2048 << 32));
+        assert_eq!(command.args[3], 3);
+        assert_eq!(command.result_length, 128 * 3 * 4);
+        // 128 rows in tasks of 48: 48, 48, 32 per query; contiguous, covering every byte.
+        let lengths: Vec<u64> = plan
+            .tasks
+            .iter()
+            .map(|task| task.needs.end - task.needs.start)
+            .collect();
+        assert_eq!(lengths, [192, 192, 128, 192, 192, 128, 192, 192, 128]);
+        let mut next = 0;
+        for (id, task) in plan.tasks.iter().enumerate() {
+            assert_eq!(task.id as usize, id);
+            assert_eq!(task.needs.start, next);
+            // Never spans two queries.
+            assert_eq!(task.needs.start / 512, (task.needs.end - 1) / 512);
+            next = task.needs.end;
+        }
+        assert_eq!(next, command.result_length);
+    }
+
+    #[test]
+    fn hand_made_distances_give_the_top_k_with_ties() {
+        let shape = KnnShape {
+            name: "knn-test",
+            dim: 8,
+            rows: 6,
+        };
+        let options = WorkloadOptions {
+            queries: Some(2),
+            k: Some(3),
+            task_rows: Some(4),
+            ..WorkloadOptions::default()
+        };
+        let mut app = KnnApplication::new(shape, &options).unwrap();
+        let tasks = app.tasks();
+        assert_eq!(tasks.len(), 4);
+        let bytes = |distances: &[f32]| -> Vec<u8> {
+            distances.iter().flat_map(|d| d.to_le_bytes()).collect()
+        };
+        // Query 0: rows 0..4 then 4..6. Row 5 ties row 1 at 1.0 (row 1 wins), row 3 ties row 4 at 2.0.
+        app.run_task(&tasks[0], &bytes(&[9.0, 1.0, 5.0, 2.0]));
+        app.run_task(&tasks[1], &bytes(&[2.0, 1.0]));
+        // Query 1: all equal: the three lowest rows.
+        app.run_task(&tasks[3], &bytes(&[7.0, 7.0]));
+        app.run_task(&tasks[2], &bytes(&[7.0, 7.0, 7.0, 7.0]));
+        let cost = app.finish_launch();
+        // 3 + 2 candidates for query 0, 3 + 2 for query 1.
+        assert_eq!(cost.operations, 10 * host::MERGE_OPERATIONS_PER_CANDIDATE);
+        let answer = app.answer().unwrap();
+        let rows = |list: &[Neighbor]| list.iter().map(|n| n.row).collect::<Vec<_>>();
+        assert_eq!(rows(&answer[0]), [1, 5, 3]);
+        assert_eq!(rows(&answer[1]), [0, 1, 2]);
+        assert_eq!(answer[0][2].distance, 2.0);
+    }
+
+    #[test]
+    fn a_task_that_never_ran_or_ran_with_wrong_bytes_fails_verification() {
+        let shape = KnnShape {
+            name: "knn-test",
+            dim: 8,
+            rows: 4,
+        };
+        let options = WorkloadOptions {
+            queries: Some(1),
+            k: Some(2),
+            task_rows: Some(2),
+            ..WorkloadOptions::default()
+        };
+        let mut app = KnnApplication::new(shape, &options).unwrap();
+        let tasks = app.tasks();
+        app.run_task(&tasks[0], &[0; 8]);
+        app.finish_launch();
+        let verification = app.verify();
+        assert!(!verification.passed);
+        assert!(
+            verification.detail.contains("never ran"),
+            "{}",
+            verification.detail
+        );
+
+        let mut app = KnnApplication::new(shape, &options).unwrap();
+        assert_eq!(app.run_task(&tasks[1], &[0; 4]), HostCost::default());
+        assert!(!app.verify().passed);
+    }
+
+    #[test]
+    fn unfinished_launch_fails_verification() {
+        let app = KnnApplication::new(KNN_B, &options(1)).unwrap();
+        let verification = app.verify();
+        assert!(!verification.passed);
+        assert!(verification.detail.contains("never finished"));
+    }
+
+    #[test]
+    fn invalid_options_are_errors() {
+        let bad = |options: WorkloadOptions| {
+            KnnApplication::new(KNN_A, &options)
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(bad(options(0)).contains("queries"));
+        assert!(bad(WorkloadOptions {
+            k: Some(0),
+            ..options(1)
+        })
+        .contains("`k`"));
+        assert!(bad(WorkloadOptions {
+            k: Some(129),
+            ..options(1)
+        })
+        .contains("1..=128"));
+        assert!(bad(WorkloadOptions {
+            task_rows: Some(0),
+            ..options(1)
+        })
+        .contains("task_rows"));
+        assert!(bad(options(u32::MAX)).contains("queries"));
+    }
+
+    #[test]
+    fn missing_data_file_is_an_error_not_a_panic() {
+        let options = WorkloadOptions {
+            data_dir: Some(
+                std::env::temp_dir()
+                    .join("axle-knn-no-such-dir")
+                    .join("x.vec"),
+            ),
+            ..WorkloadOptions::default()
+        };
+        let error = KnnApplication::new(KNN_B, &options).unwrap_err();
+        assert!(
+            matches!(error, WorkloadError::Data(data::DataError::Read { .. })),
+            "{error}"
+        );
+    }
+
+    /// The real embeddings end to end, when `AXLE_DATA_DIR` names `shared/data` (or the file).
+    #[test]
+    #[ignore = "needs AXLE_DATA_DIR pointing at shared/data"]
+    fn real_embeddings_end_to_end() {
+        let path =
+            std::path::PathBuf::from(std::env::var_os("AXLE_DATA_DIR").expect("AXLE_DATA_DIR"));
+        for (shape, max_queries) in [(KNN_A, 122), (KNN_B, 244), (KNN_C, 488)] {
+            let options = WorkloadOptions {
+                data_dir: Some(path.clone()),
+                ..WorkloadOptions::default()
+            };
+            let mut app = KnnApplication::new(shape, &options).unwrap();
+            let (device, plan) = load_and_compute(&mut app);
+            run_tasks(&mut app, &device, &plan);
+            let verification = app.verify();
+            assert!(verification.passed, "{}", verification.detail);
+            assert!(
+                verification.detail.contains("bge-m3"),
+                "{}",
+                verification.detail
+            );
+            let too_many = WorkloadOptions {
+                queries: Some(max_queries + 1),
+                ..options.clone()
+            };
+            assert!(KnnApplication::new(shape, &too_many).is_err());
+            let most = WorkloadOptions {
+                queries: Some(max_queries),
+                ..options
+            };
+            assert!(KnnApplication::new(shape, &most).is_ok());
+        }
+    }
+}

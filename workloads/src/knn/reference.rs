@@ -1,0 +1,112 @@
+//! The plain KNN reference: brute force over every (query, row) pair.
+//!
+//! Distances come from [`firmware::kernels::knn::squared_distance`], the very function the
+//! device kernel runs, so the reference is bit-identical to a correct device result (the
+//! kernel's fixed summation order is documented there). Each query's rows are fully sorted by
+//! (distance, row) and the first `k` kept: no heap, no chunking, nothing shared with the host
+//! tasks it checks.
+
+use firmware::kernels::knn::squared_distance;
+
+use super::data::KnnData;
+use super::host::Neighbor;
+
+/// Every query's `k` nearest rows, best first.
+pub fn brute_force(data: &KnnData, k: usize) -> Vec<Vec<Neighbor>> {
+    (0..data.queries())
+        .map(|query| {
+            let mut all: Vec<Neighbor> = (0..data.rows())
+                .map(|row| Neighbor {
+                    row,
+                    distance: squared_distance(data.row(row), data.query(query)),
+                })
+                .collect();
+            all.sort_by(Neighbor::rank_cmp);
+            all.truncate(k);
+            all
+        })
+        .collect()
+}
+
+/// Compares an answer with the reference: the same rows in the same order with bit-identical
+/// distances, per query. `Err` describes the first difference.
+pub fn compare(answer: &[Vec<Neighbor>], expected: &[Vec<Neighbor>]) -> Result<(), String> {
+    if answer.len() != expected.len() {
+        return Err(format!(
+            "{} queries answered, {} expected",
+            answer.len(),
+            expected.len()
+        ));
+    }
+    for (query, (got, want)) in answer.iter().zip(expected).enumerate() {
+        if got.len() != want.len() {
+            return Err(format!(
+                "query {query}: {} neighbours, {} expected",
+                got.len(),
+                want.len()
+            ));
+        }
+        for (rank, (g, w)) in got.iter().zip(want).enumerate() {
+            if g.row != w.row || g.distance.to_bits() != w.distance.to_bits() {
+                return Err(format!(
+                    "query {query} rank {rank}: row {} distance {:e} ({:#010x}), expected row {} distance {:e} ({:#010x})",
+                    g.row,
+                    g.distance,
+                    g.distance.to_bits(),
+                    w.row,
+                    w.distance,
+                    w.distance.to_bits()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn brute_force_ranks_by_distance_then_row() {
+        let data = KnnData::generate(8, 20, 2, 7);
+        let answer = brute_force(&data, 5);
+        assert_eq!(answer.len(), 2);
+        for (query, list) in answer.iter().enumerate() {
+            assert_eq!(list.len(), 5);
+            assert!(list
+                .windows(2)
+                .all(|pair| pair[0].rank_cmp(&pair[1]).is_lt()));
+            let best = (0..20)
+                .map(|row| squared_distance(data.row(row), data.query(query as u32)))
+                .fold(f32::INFINITY, f32::min);
+            assert_eq!(list[0].distance, best);
+        }
+    }
+
+    #[test]
+    fn compare_reports_the_first_difference() {
+        let expected = vec![vec![
+            Neighbor {
+                row: 1,
+                distance: 1.0,
+            },
+            Neighbor {
+                row: 2,
+                distance: 2.0,
+            },
+        ]];
+        assert_eq!(compare(&expected, &expected), Ok(()));
+        let mut wrong_row = expected.clone();
+        wrong_row[0][1].row = 3;
+        assert!(compare(&wrong_row, &expected)
+            .unwrap_err()
+            .starts_with("query 0 rank 1: row 3"));
+        let mut wrong_bits = expected.clone();
+        wrong_bits[0][0].distance = f32::from_bits(1.0_f32.to_bits() + 1);
+        assert!(compare(&wrong_bits, &expected)
+            .unwrap_err()
+            .contains("rank 0"));
+        assert!(compare(&[], &expected).is_err());
+    }
+}
