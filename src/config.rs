@@ -10,7 +10,7 @@ use std::path::Path;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StreamingConfig {
-    /// Bytes per DMA (payload) slot: 32 or 64 in the paper; a multiple of 8.
+    /// Bytes per DMA (payload) slot: 32 or 64 in the paper; a power of two from 8 to 4096.
     pub slot_size: u32,
     /// Slots in each ring (DMA slot capacity).
     pub slots: u32,
@@ -91,8 +91,9 @@ impl AxleConfig {
         self.host.validate().map_err(anyhow::Error::msg)?;
         self.device.validate().map_err(anyhow::Error::msg)?;
         let slot = self.axle.slot_size;
-        if slot < 8 || slot % 8 != 0 || slot > 4096 {
-            anyhow::bail!("axle.slot_size must be a multiple of 8 between 8 and 4096, not {slot}");
+        if !(8..=4096).contains(&slot) || !slot.is_power_of_two() {
+            // A power of two never straddles a 4 KiB frame of the DMA region.
+            anyhow::bail!("axle.slot_size must be a power of two between 8 and 4096, not {slot}");
         }
         if self.axle.slots == 0 {
             anyhow::bail!("axle.slots must be positive");

@@ -15,7 +15,7 @@ use serde::Serialize;
 use shared_abi::region::RingLayout;
 use shared_abi::{DeviceAddress, Ticks};
 use std::path::PathBuf;
-use std::sync::Arc;
+use host_driver::sync::Arc;
 
 /// Host "physical" memory beyond the DMA region (room for the frame allocator's scatter).
 const HOST_MEMORY_SLACK: u64 = 4 << 20;

@@ -43,11 +43,14 @@ pub struct DeviceConfig {
     pub link_overhead_bytes: u64,
     /// Firmware clock (RP mailbox handling).
     pub firmware_mhz: u64,
-    /// Firmware cycles to handle one mailbox doorbell or dequeue.
+    /// Firmware cycles to handle one mailbox event: a doorbell or dequeue, and posting a
+    /// completion (interrupt entry, mailbox and descriptor accesses, dispatch; a software
+    /// firmware core such as the prototype's Cortex-A72).
     pub firmware_mailbox_cycles: u64,
     /// DMA preparation latency per request (descriptor fetch and set-up).
     pub dma_preparation_ns: u64,
-    /// DMA requests that may be in preparation at once.
+    /// DMA requests that may be in preparation at once; 0 = no limit (the preparation is a
+    /// pipelined control-plane latency, as the paper assumes).
     pub dma_channels: u32,
     /// Interrupt handling latency per DMA request (AXLE_Interrupt).
     pub interrupt_ns: u64,
@@ -68,9 +71,9 @@ impl Default for DeviceConfig {
             link_gbps: 64.0,
             link_overhead_bytes: 24,
             firmware_mhz: 2000,
-            firmware_mailbox_cycles: 400,
+            firmware_mailbox_cycles: 2000,
             dma_preparation_ns: 500,
-            dma_channels: 8,
+            dma_channels: 0,
             interrupt_ns: 50_000,
         }
     }
@@ -84,7 +87,6 @@ impl DeviceConfig {
             ("ccm_uthreads", u64::from(self.ccm_uthreads)),
             ("ccm_mhz", self.ccm_mhz),
             ("firmware_mhz", self.firmware_mhz),
-            ("dma_channels", u64::from(self.dma_channels)),
             ("device_memory_mib", self.device_memory_mib),
         ];
         for (name, value) in positive {

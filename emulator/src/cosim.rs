@@ -25,7 +25,7 @@ use firmware::{Firmware, FirmwareConfig};
 use host_driver::link::{DeviceLink, HostAgent, LinkResponse, Wake};
 use host_driver::phys::PhysicalMemory;
 use shared_abi::{device_map, mailbox, CommandDescriptor, DeviceAddress, Ticks};
-use std::sync::Arc;
+use host_driver::sync::Arc;
 use zerocopy::FromBytes;
 
 /// Most result chunks one launch may have (sizes the firmware scratch area).
@@ -301,6 +301,10 @@ impl Emulator {
                 landed,
             } => hw.dma.finished(tag, status, started, landed),
             Event::Deliver(response) => return Some(response),
+            Event::MailboxWrite { offset, value } => {
+                hw.set_mailbox(offset, value);
+                step = false;
+            }
         }
         if step {
             self.firmware.step(&mut self.hardware);

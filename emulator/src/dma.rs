@@ -31,6 +31,7 @@ pub struct Landing {
 pub struct DmaEngineModel {
     next_tag: u64,
     channels_free_at: Vec<Ticks>,
+    last_prepared: Ticks,
     queued: usize,
     /// Finished requests for the firmware, in submission order.
     pub completions: VecDeque<firmware::hal::DmaCompletion>,
@@ -43,11 +44,12 @@ pub struct DmaEngineModel {
 }
 
 impl DmaEngineModel {
-    /// An idle engine with `channels` preparation channels.
+    /// An idle engine with `channels` preparation channels (0: unlimited).
     pub fn new(channels: u32) -> DmaEngineModel {
         DmaEngineModel {
             next_tag: 0,
-            channels_free_at: vec![Ticks::ZERO; channels.max(1) as usize],
+            channels_free_at: vec![Ticks::ZERO; channels as usize],
+            last_prepared: Ticks::ZERO,
             queued: 0,
             completions: VecDeque::new(),
             busy_until: Ticks::ZERO,
@@ -67,6 +69,12 @@ impl DmaEngineModel {
         let tag = DmaTag(self.next_tag);
         self.next_tag += 1;
         self.queued += 1;
+        if self.channels_free_at.is_empty() {
+            // Unlimited channels: a pure latency, still in submission order.
+            let end = now.plus(preparation).max(self.last_prepared);
+            self.last_prepared = end;
+            return (tag, end);
+        }
         // The earliest free channel (ties: lowest index), never before an earlier request's
         // preparation started, so requests finish preparing in submission order.
         let (index, free_at) = self
@@ -77,10 +85,11 @@ impl DmaEngineModel {
             .min_by_key(|&(i, t)| (t, i))
             .unwrap_or((0, Ticks::ZERO));
         let start = now.max(free_at);
-        let end = start.plus(preparation);
+        let end = start.plus(preparation).max(self.last_prepared);
         if let Some(slot) = self.channels_free_at.get_mut(index) {
             *slot = end;
         }
+        self.last_prepared = end;
         (tag, end)
     }
 

@@ -19,7 +19,7 @@ use host_driver::link::LinkResponse;
 use host_driver::phys::PhysicalMemory;
 use shared_abi::{mailbox, DeviceAddress, Status, Ticks};
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
+use host_driver::sync::Arc;
 
 /// A device event.
 #[derive(Debug)]
@@ -89,6 +89,13 @@ pub enum Event {
     },
     /// A response reaches the host.
     Deliver(LinkResponse),
+    /// The firmware's mailbox write takes effect (after its handling latency).
+    MailboxWrite {
+        /// Register offset.
+        offset: u64,
+        /// Value.
+        value: u64,
+    },
 }
 
 /// The device's hardware, as the firmware sees it through the HAL.
@@ -224,6 +231,13 @@ impl Hardware {
         let _ = DmaKind::Payload;
     }
 
+    /// Sets a mailbox register now.
+    pub fn set_mailbox(&mut self, offset: u64, value: u64) {
+        if let Some(register) = self.mailbox.get_mut((offset / 8) as usize) {
+            *register = value;
+        }
+    }
+
     /// Delivers `response` to the host at `at`.
     pub fn respond(&mut self, at: Ticks, response: LinkResponse) {
         self.queue.push(at, Event::Deliver(response));
@@ -289,9 +303,15 @@ impl Registers for Hardware {
     }
 
     fn write_mailbox(&mut self, offset: u64, value: u64) {
-        if let Some(register) = self.mailbox.get_mut((offset / 8) as usize) {
-            *register = value;
+        if offset == mailbox::STATUS && value & 0xffff_ffff == mailbox::status::COMPLETE {
+            // The firmware core notices the completion and posts it: one handling latency, as
+            // for a doorbell.
+            let handling = Ticks::from_cycles(self.config.firmware_mailbox_cycles, self.config.firmware_mhz);
+            self.queue
+                .push(self.now.plus(handling), Event::MailboxWrite { offset, value });
+            return;
         }
+        self.set_mailbox(offset, value);
     }
 
     fn complete_bulk_launch(&mut self, tag: u32, status: Status) {
@@ -311,9 +331,9 @@ impl Registers for Hardware {
         }
     }
 
-    fn raise_interrupt(&mut self) {
+    fn raise_interrupt(&mut self, message: u64) {
         self.interrupts += 1;
         let at = self.now.plus(Ticks::from_ns(self.config.interrupt_ns));
-        self.respond(at, LinkResponse::Interrupt);
+        self.respond(at, LinkResponse::Interrupt { message });
     }
 }

@@ -139,9 +139,13 @@ impl Firmware {
     }
 
     fn on_dma_completion<H: Hal>(&mut self, hw: &mut H, tag: crate::hal::DmaTag, status: Status) {
-        if let Err(error) = self.executor.complete(tag) {
-            self.latch_broken(hw, error);
-        }
+        let published = match self.executor.complete(tag) {
+            Ok(published) => published,
+            Err(error) => {
+                self.latch_broken(hw, error);
+                return;
+            }
+        };
         if status != Status::Ok {
             self.latch_broken(hw, status);
         }
@@ -149,7 +153,7 @@ impl Firmware {
             .active
             .is_some_and(|active| active.valid.flags.contains(CommandFlags::INTERRUPT));
         if interrupt {
-            hw.raise_interrupt();
+            hw.raise_interrupt(published);
         }
     }
 
@@ -188,6 +192,9 @@ impl Firmware {
                     self.executor = DmaExecutor::new(1);
                     self.broken = None;
                 }
+                // A header without the magic: the driver is reprogramming (it clears the
+                // header before it rewrites the entries). Not an error.
+                Err(Status::NoRegion) => self.region = None,
                 Err(status) => {
                     self.region = None;
                     self.latch_broken(hw, status);

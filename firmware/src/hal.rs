@@ -208,8 +208,10 @@ pub trait Registers {
     fn write_mailbox(&mut self, offset: u64, value: u64);
     /// Sends the response of a BS launch store: the host's synchronous store completes.
     fn complete_bulk_launch(&mut self, tag: u32, status: Status);
-    /// Raises the interrupt line (AXLE_Interrupt: once per finished DMA request).
-    fn raise_interrupt(&mut self);
+    /// Sends an interrupt (AXLE_Interrupt: one per finished DMA request). `message` is the
+    /// MSI-X message data: the metadata tail the request published, so the host's handler
+    /// consumes exactly that request's records.
+    fn raise_interrupt(&mut self, message: u64);
 }
 
 /// Everything the firmware needs.

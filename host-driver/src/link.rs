@@ -64,8 +64,12 @@ pub enum LinkResponse {
         /// The register's value.
         value: u64,
     },
-    /// The device raised its interrupt line (delivered after the modelled handling latency).
-    Interrupt,
+    /// An interrupt, delivered after the modelled handling latency. `message` is its MSI-X
+    /// message data: the metadata tail the interrupting DMA request published.
+    Interrupt {
+        /// The message data.
+        message: u64,
+    },
 }
 
 /// When the host wants its next turn.

@@ -40,6 +40,9 @@ pub struct HostTask {
     pub id: u32,
     /// The result bytes it reads (offsets in the launch's result space).
     pub needs: Range<u64>,
+    /// Tasks of one chain never run at the same time (they share state: one application
+    /// thread, one heap, one lock); they may run in any order. `None`: independent.
+    pub chain: Option<u32>,
 }
 
 /// One offload iteration.

@@ -24,12 +24,14 @@ pub struct HostConfig {
     pub host_uthreads: u32,
     /// Host clock.
     pub host_mhz: u64,
-    /// Instructions per cycle of one host µthread.
+    /// Instructions per cycle of one host µthread. The paper models the host like M²NDP's
+    /// units: two µthreads share one processing unit's single issue slot, 0.5 each.
     pub host_ipc: f64,
     /// Host memory bandwidth (DDR5-4800 x 16 channels), shared evenly by the µthreads.
     pub host_memory_gbps: f64,
-    /// Latency of one uncached load from the pinned DMA region (a poll of the metadata tail,
-    /// a 64-byte line of records or payload).
+    /// Latency of one uncached load from the pinned DMA region: a poll of the metadata tail
+    /// costs one; a task's payload reads cost one plus their bytes at the µthread's share of
+    /// host memory bandwidth (streaming loads of the uncached, write-combining region).
     pub uncached_load_ns: u64,
     /// Cost to the control thread of issuing one posted store (flow control, launch).
     pub posted_store_ns: u64,
@@ -56,7 +58,7 @@ impl Default for HostConfig {
             host_units: 32,
             host_uthreads: 2,
             host_mhz: 3000,
-            host_ipc: 1.0,
+            host_ipc: 0.5,
             host_memory_gbps: 614.4,
             uncached_load_ns: 80,
             posted_store_ns: 10,

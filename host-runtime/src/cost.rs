@@ -43,10 +43,18 @@ impl CostModel {
         emulator_free_transfer(bytes, self.thread_gbps)
     }
 
-    /// Reading `lines` 64-byte lines of the uncached DMA region: one uncached load each
-    /// (uncached loads are not prefetched and do not overlap).
-    pub fn uncached_lines(&self, lines: u64) -> Ticks {
-        Ticks(self.uncached_load.0.saturating_mul(lines))
+    /// `loads` dependent uncached loads (each waits for the previous): the poller's tail load.
+    pub fn uncached_loads(&self, loads: u64) -> Ticks {
+        Ticks(self.uncached_load.0.saturating_mul(loads))
+    }
+
+    /// A streaming read of `bytes` from the uncached DMA region: one uncached latency, then
+    /// the bytes at the µthread's bandwidth share (records, payloads).
+    pub fn uncached_stream(&self, bytes: u64) -> Ticks {
+        if bytes == 0 {
+            return Ticks::ZERO;
+        }
+        self.uncached_load.plus(self.cached_read(bytes))
     }
 }
 
@@ -66,6 +74,7 @@ mod tests {
     fn three_thousand_operations_take_one_microsecond_at_3ghz_ipc_1() {
         let config = HostConfig {
             task_dispatch_ns: 0,
+            host_ipc: 1.0,
             ..HostConfig::default()
         };
         let model = CostModel::new(&config);
@@ -77,8 +86,11 @@ mod tests {
     }
 
     #[test]
-    fn uncached_lines_cost_one_load_each() {
+    fn dependent_uncached_loads_cost_one_latency_each_and_a_stream_one_in_all() {
         let model = CostModel::new(&HostConfig::default());
-        assert_eq!(model.uncached_lines(3), Ticks::from_ns(240));
+        assert_eq!(model.uncached_loads(3), Ticks::from_ns(240));
+        let stream = model.uncached_stream(64 * 1024);
+        assert!(stream > Ticks::from_ns(80) && stream < model.uncached_loads(1024));
+        assert_eq!(model.uncached_stream(0), Ticks::ZERO);
     }
 }

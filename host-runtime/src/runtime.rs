@@ -300,6 +300,8 @@ impl<'a> Runtime<'a> {
             Some(ring) if self.mode.streams() => u64::from(ring.slot_size()),
             _ => BULK_CHUNK,
         };
+        self.scheduler
+            .set_chains(plan.tasks.iter().map(|task| task.chain).collect());
         let tracker = LaunchTracker::new(plan.tasks, command.result_length, chunk)?;
         for task in tracker.initially_ready() {
             self.scheduler.ready(task);
@@ -410,11 +412,12 @@ impl<'a> Runtime<'a> {
                 }
                 self.control = Control::Idle;
             }
-            (Control::Streaming, LinkResponse::Interrupt) if self.mode == Mode::AxleIrq => {
-                self.poll(now);
+            (Control::Streaming, LinkResponse::Interrupt { message }) if self.mode == Mode::AxleIrq => {
+                // The handler consumes the records of the request that interrupted.
+                self.poll(now, Some(message));
             }
             (Control::Done, _) => {}
-            (_, LinkResponse::Interrupt) => {}
+            (_, LinkResponse::Interrupt { .. }) => {}
             (control, response) => {
                 log::warn!("runtime: unexpected {response:?} while {control:?}");
             }
@@ -449,26 +452,26 @@ impl<'a> Runtime<'a> {
     // ----- AXLE polling ---------------------------------------------------------------------
 
     /// One local poll (or interrupt handler): reads the metadata tail and the new records into
-    /// the ready pool. The control thread is busy for the modelled time; the records reach
-    /// the scheduler when it ends.
-    fn poll(&mut self, now: Ticks) {
+    /// the ready pool, up to `limit` when an interrupt names the tail it announces. The control
+    /// thread is busy for the modelled time; the records reach the scheduler when it ends.
+    fn poll(&mut self, now: Ticks, limit: Option<u64>) {
         let Some(ring) = self.ring.as_mut() else {
             return;
         };
         self.measured.polls += 1;
         self.poll_started = now;
-        let polled = match ring.poll() {
+        let polled = match ring.poll(limit) {
             Ok(records) => records,
             Err(error) => {
                 self.fail(now, RuntimeError::Ring(error));
                 return;
             }
         };
-        // One uncached load of the tail, one per 64-byte line of records, a push per record.
-        let lines = 1 + (polled as u64 * 32).div_ceil(64);
+        // One uncached load of the tail, a streaming read of the records, a push per record.
         let duration = self
             .cost
-            .uncached_lines(lines)
+            .uncached_loads(1)
+            .plus(self.cost.uncached_stream(polled as u64 * 32))
             .plus(Ticks::from_ns(self.config.ready_pool_push_ns * polled as u64));
         self.stall(duration);
         if polled > 0 {
@@ -568,11 +571,11 @@ impl<'a> Runtime<'a> {
     fn start_ready_tasks(&mut self, now: Ticks) {
         while let Some((worker, task)) = self.scheduler.next_start() {
             let Some(launch) = self.launch.as_mut() else {
-                self.scheduler.release(worker);
+                self.scheduler.release(worker, None);
                 return;
             };
             let Some(spec) = launch.tracker.tasks().get(task as usize).cloned() else {
-                self.scheduler.release(worker);
+                self.scheduler.release(worker, None);
                 continue;
             };
             let (bytes, read_time) = if self.mode.streams() {
@@ -580,7 +583,7 @@ impl<'a> Runtime<'a> {
                     return;
                 };
                 match ring.gather(&launch.tracker.chunks_of(task), &spec.needs) {
-                    Ok((bytes, lines)) => (bytes, self.cost.uncached_lines(lines)),
+                    Ok((bytes, read)) => (bytes, self.cost.uncached_stream(read)),
                     Err(error) => {
                         self.fail(now, RuntimeError::Ring(error));
                         return;
@@ -602,7 +605,7 @@ impl<'a> Runtime<'a> {
     }
 
     fn task_done(&mut self, now: Ticks, worker: u32, task: u32, link: &mut dyn DeviceLink) {
-        self.scheduler.release(worker);
+        self.scheduler.release(worker, Some(task));
         self.host_busy.stop(now);
         self.last_progress = now;
         let Some(launch) = self.launch.as_mut() else {
@@ -644,7 +647,7 @@ impl<'a> Runtime<'a> {
     }
 
     fn finish_done(&mut self, now: Ticks, worker: u32, link: &mut dyn DeviceLink) {
-        self.scheduler.release(worker);
+        self.scheduler.release(worker, None);
         self.host_busy.stop(now);
         self.measured.launches += 1;
         self.launch = None;
@@ -666,7 +669,7 @@ impl<'a> Runtime<'a> {
                 if self.control == Control::Done {
                     return;
                 }
-                self.poll(now);
+                self.poll(now, None);
                 self.check_stalled(now);
             }
             Timer::PollDone => {

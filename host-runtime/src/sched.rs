@@ -1,7 +1,7 @@
 //! The host scheduler: hands ready host tasks to free worker µthreads.
 
 use crate::config::HostScheduling;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 /// Workers and the tasks waiting for them.
 #[derive(Debug)]
@@ -11,6 +11,10 @@ pub struct Scheduler {
     fifo: VecDeque<u32>,
     per_worker: Vec<VecDeque<u32>>,
     waiting: usize,
+    /// The chain of each task of the current launch.
+    chains: Vec<Option<u32>>,
+    /// Chains with a task queued or running, and the tasks parked behind it.
+    chain_parked: BTreeMap<u32, VecDeque<u32>>,
 }
 
 impl Scheduler {
@@ -23,11 +27,39 @@ impl Scheduler {
             fifo: VecDeque::new(),
             per_worker: vec![VecDeque::new(); workers],
             waiting: 0,
+            chains: Vec::new(),
+            chain_parked: BTreeMap::new(),
         }
     }
 
-    /// Task `task` is ready to run.
+    /// Sets the chain of every task of a new launch (index = task id).
+    pub fn set_chains(&mut self, chains: Vec<Option<u32>>) {
+        self.chains = chains;
+        self.chain_parked.clear();
+    }
+
+    fn chain_of(&self, task: u32) -> Option<u32> {
+        self.chains.get(task as usize).copied().flatten()
+    }
+
+    /// Task `task` is ready to run. A task whose chain already has a task queued or running
+    /// is parked until that one finishes.
     pub fn ready(&mut self, task: u32) {
+        if let Some(chain) = self.chain_of(task) {
+            match self.chain_parked.get_mut(&chain) {
+                Some(parked) => {
+                    parked.push_back(task);
+                    return;
+                }
+                None => {
+                    self.chain_parked.insert(chain, VecDeque::new());
+                }
+            }
+        }
+        self.enqueue(task);
+    }
+
+    fn enqueue(&mut self, task: u32) {
         self.waiting += 1;
         match self.policy {
             HostScheduling::Fifo => self.fifo.push_back(task),
@@ -84,10 +116,20 @@ impl Scheduler {
         }
     }
 
-    /// Worker `worker` finished its task.
-    pub fn release(&mut self, worker: u32) {
+    /// Worker `worker` finished `task` (or a launch's final step, `None`): the next task parked
+    /// on its chain becomes ready.
+    pub fn release(&mut self, worker: u32, task: Option<u32>) {
         if let Some(busy) = self.busy.get_mut(worker as usize) {
             *busy = false;
+        }
+        let Some(chain) = task.and_then(|t| self.chain_of(t)) else {
+            return;
+        };
+        match self.chain_parked.get_mut(&chain).and_then(VecDeque::pop_front) {
+            Some(next) => self.enqueue(next),
+            None => {
+                self.chain_parked.remove(&chain);
+            }
         }
     }
 
@@ -115,7 +157,7 @@ mod tests {
         assert_eq!(scheduler.next_start(), Some((0, 7)));
         assert_eq!(scheduler.next_start(), Some((1, 3)));
         assert_eq!(scheduler.next_start(), None);
-        scheduler.release(1);
+        scheduler.release(1, Some(3));
         assert_eq!(scheduler.next_start(), Some((1, 5)));
     }
 
@@ -127,7 +169,25 @@ mod tests {
         assert_eq!(scheduler.next_start(), Some((0, 0)));
         // Task 2 belongs to worker 0, which is busy; worker 1 stays idle.
         assert_eq!(scheduler.next_start(), None);
-        scheduler.release(0);
+        scheduler.release(0, Some(0));
         assert_eq!(scheduler.next_start(), Some((0, 2)));
+    }
+
+    #[test]
+    fn tasks_of_one_chain_never_run_together_but_others_do() {
+        let mut scheduler = Scheduler::new(HostScheduling::Fifo, 4);
+        scheduler.set_chains(vec![Some(0), Some(0), None, Some(0)]);
+        for task in 0..4 {
+            scheduler.ready(task);
+        }
+        assert_eq!(scheduler.next_start(), Some((0, 0)));
+        assert_eq!(scheduler.next_start(), Some((1, 2)));
+        // Tasks 1 and 3 wait for task 0 although workers 2 and 3 are free.
+        assert_eq!(scheduler.next_start(), None);
+        scheduler.release(0, Some(0));
+        assert_eq!(scheduler.next_start(), Some((0, 1)));
+        assert_eq!(scheduler.next_start(), None);
+        scheduler.release(0, Some(1));
+        assert_eq!(scheduler.next_start(), Some((0, 3)));
     }
 }

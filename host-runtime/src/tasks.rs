@@ -218,7 +218,7 @@ mod tests {
     use super::*;
 
     fn task(id: u32, needs: Range<u64>) -> HostTask {
-        HostTask { id, needs }
+        HostTask { id, needs, chain: None }
     }
 
     #[test]

@@ -58,6 +58,7 @@ struct InFlight {
     tag: DmaTag,
     descriptor_end: u64,
     staging_end: u64,
+    metadata_end: u64,
 }
 
 /// The executor's fixed-size state.
@@ -193,13 +194,14 @@ impl DmaExecutor {
         Ok(PumpOutcome::Drained)
     }
 
-    /// Handles one DMA completion: frees its descriptors and staging cells.
-    pub fn complete(&mut self, tag: DmaTag) -> Result<(), Status> {
+    /// Handles one DMA completion: frees its descriptors and staging cells. Returns the
+    /// metadata tail the request published.
+    pub fn complete(&mut self, tag: DmaTag) -> Result<u64, Status> {
         match self.in_flight.pop_front() {
             Some(entry) if entry.tag == tag => {
                 self.descriptor_head = entry.descriptor_end;
                 self.staging_head = entry.staging_end;
-                Ok(())
+                Ok(entry.metadata_end)
             }
             // Completions must come back in submission order (a HAL guarantee).
             _ => Err(Status::MalformedDescriptor),
@@ -373,6 +375,7 @@ impl DmaExecutor {
                     tag,
                     descriptor_end: self.descriptor_tail,
                     staging_end: self.staging_tail,
+                    metadata_end: self.metadata_tail,
                 };
                 if self.in_flight.push_back(entry).is_err() {
                     return Err(Status::Busy);
@@ -433,6 +436,7 @@ impl DmaExecutor {
                 tag,
                 descriptor_end: self.descriptor_tail,
                 staging_end: self.staging_tail,
+                metadata_end: self.metadata_tail,
             })
             .map_err(|_| Status::Busy)
     }

@@ -35,15 +35,15 @@
 //!
 //! # Arithmetic and summation order (bit-exact contract with the host reference)
 //!
-//! The modelled µthread computes a distance with 8-lane `f32` vector instructions, and
+//! The modelled µthread computes a distance with 16-lane (512-bit) `f32` vector instructions, and
 //! [`DistanceAccumulator`] reproduces that order exactly, in `f32`:
 //!
-//! 1. Element `j` of the vectors (counting from 0) belongs to lane `j % 8`.
+//! 1. Element `j` of the vectors (counting from 0) belongs to lane `j % 16`.
 //! 2. For `j = 0, 1, 2, ...` in increasing order: `d = a[j] - b[j]` (one `f32` subtraction,
-//!    rounded), then `lane[j % 8] = fma(d, d, lane[j % 8])` (one fused multiply-add, rounded
+//!    rounded), then `lane[j % 16] = fma(d, d, lane[j % 16])` (one fused multiply-add, rounded
 //!    once, as a `vfmacc.vv` does). Every lane starts at `+0.0`.
 //! 3. The ordered horizontal reduction (`vfredosum`): `s = +0.0`, then `s = s + lane[0]`,
-//!    `s = s + lane[1]`, ..., `s = s + lane[7]`, each addition rounded in `f32`.
+//!    `s = s + lane[1]`, ..., `s = s + lane[15]`, each addition rounded in `f32`.
 //!
 //! The host reference (crate `workloads`) calls the same [`squared_distance`], so device and
 //! reference results are bit-identical; any other order (a plain sequential sum, `f64`
@@ -55,10 +55,10 @@ use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
 
 /// Vector lanes of the modelled µthread (`f32` lanes per vector instruction). `dim` must be a
 /// multiple of it so every vector instruction is full.
-pub const LANES: usize = 8;
+pub const LANES: usize = 16;
 
 /// Elements the kernel reads per chunk into its stack buffers (one unrolled loop iteration of
-/// the modelled µthread: 8 lane groups). 256 bytes per operand.
+/// the modelled µthread: 4 lane groups). 256 bytes per operand.
 pub const CHUNK_ELEMENTS: usize = 64;
 
 /// Bytes of one `f32` element.
@@ -70,11 +70,11 @@ pub const RESULT_BYTES_PER_ITEM: u32 = 4;
 /// Instructions per group of [`LANES`] elements: `vle32.v` of the row chunk from device
 /// memory, `vle32.v` of the query chunk from µthread scratch (the query is copied there on
 /// the item's first touch and is not counted as device-memory bytes), `vfsub.vv` for the
-/// difference and `vfmacc.vv` accumulating its square into the 8 lane partial sums.
+/// difference and `vfmacc.vv` accumulating its square into the 16 lane partial sums.
 pub const OPERATIONS_PER_LANE_GROUP: u64 = 4;
 
 /// Loop control per chunk of [`CHUNK_ELEMENTS`] elements: the inner loop is unrolled over the
-/// chunk's 8 lane groups, leaving one pointer bump, one remaining-count decrement and one
+/// chunk's 4 lane groups, leaving one pointer bump, one remaining-count decrement and one
 /// compare-and-branch per chunk.
 pub const OPERATIONS_PER_CHUNK: u64 = 3;
 
@@ -111,7 +111,7 @@ pub fn item_cost(dim: u32) -> ItemCost {
 }
 
 /// The running state of one squared L2 distance in the kernel's fixed summation order (see
-/// the module docs): 8 lane partial sums and the lane the next element goes to. Feeding the
+/// the module docs): 16 lane partial sums and the lane the next element goes to. Feeding the
 /// elements in several calls of [`DistanceAccumulator::add`] gives exactly the result of one
 /// call with all of them.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -497,9 +497,9 @@ mod tests {
         }
     }
 
-    /// A valid command: 5 rows, dim 72 (more than one chunk), 3 queries.
+    /// A valid command: 5 rows, dim 80 (more than one chunk), 3 queries.
     fn valid() -> CommandDescriptor {
-        command(0x1000, 0x4000, 5, 72, 3, 0x8000)
+        command(0x1000, 0x4000, 5, 80, 3, 0x8000)
     }
 
     fn value(seed: u32) -> f32 {
@@ -511,7 +511,7 @@ mod tests {
     fn valid_command_decodes_with_its_fields() {
         let kernel = KnnKernel::decode(&valid(), MEMORY).unwrap();
         assert_eq!(kernel.rows(), 5);
-        assert_eq!(kernel.dim(), 72);
+        assert_eq!(kernel.dim(), 80);
         assert_eq!(kernel.query_count(), 3);
         assert_eq!(kernel.items(), 15);
         assert_eq!(kernel.database(), DeviceAddress(0x1000));
@@ -525,12 +525,12 @@ mod tests {
         let spec = kernel.item(7).unwrap();
         assert_eq!(spec.result_offset, 28);
         assert_eq!(spec.result_length, 4);
-        // 72 elements: 9 lane groups, 2 chunks.
+        // 80 elements: 5 lane groups, 2 chunks.
         assert_eq!(
             spec.cost.operations,
-            9 * OPERATIONS_PER_LANE_GROUP + 2 * OPERATIONS_PER_CHUNK + FIXED_OPERATIONS
+            5 * OPERATIONS_PER_LANE_GROUP + 2 * OPERATIONS_PER_CHUNK + FIXED_OPERATIONS
         );
-        assert_eq!(spec.cost.bytes, 72 * 4 + 4);
+        assert_eq!(spec.cost.bytes, 80 * 4 + 4);
         assert_eq!(kernel.item(15), Err(Status::ArgumentOutOfRange));
         assert_eq!(kernel.item(u32::MAX), Err(Status::ArgumentOutOfRange));
     }
@@ -538,7 +538,7 @@ mod tests {
     #[test]
     fn knn_a_item_cost() {
         let cost = item_cost(2048);
-        assert_eq!(cost.operations, 256 * 4 + 32 * 3 + 16);
+        assert_eq!(cost.operations, 128 * 4 + 32 * 3 + 16);
         assert_eq!(cost.bytes, 2048 * 4 + 4);
     }
 
@@ -547,8 +547,8 @@ mod tests {
         let command = valid();
         let kernel = KnnKernel::decode(&command, MEMORY).unwrap();
         let mut memory = FakeMemory::new(MEMORY as usize);
-        let database: Vec<f32> = (0..5 * 72).map(value).collect();
-        let queries: Vec<f32> = (1000..1000 + 3 * 72).map(value).collect();
+        let database: Vec<f32> = (0..5 * 80).map(value).collect();
+        let queries: Vec<f32> = (1000..1000 + 3 * 80).map(value).collect();
         memory.write_floats(0x1000, &database);
         memory.write_floats(0x4000, &queries);
         for item in 0..kernel.items() {
@@ -556,8 +556,8 @@ mod tests {
         }
         for q in 0..3_usize {
             for r in 0..5_usize {
-                let row = &database[r * 72..(r + 1) * 72];
-                let query = &queries[q * 72..(q + 1) * 72];
+                let row = &database[r * 80..(r + 1) * 80];
+                let query = &queries[q * 80..(q + 1) * 80];
                 // Quarter-step values: every partial sum is exact in f32, so any order agrees
                 // with the f64 sum.
                 let expected: f64 = row
@@ -629,7 +629,7 @@ mod tests {
     #[test]
     fn zero_sizes_are_rejected() {
         assert_rejected(
-            command(0x1000, 0x4000, 0, 72, 3, 0x8000),
+            command(0x1000, 0x4000, 0, 80, 3, 0x8000),
             MEMORY,
             Status::ArgumentOutOfRange,
         );
@@ -639,7 +639,7 @@ mod tests {
             Status::ArgumentOutOfRange,
         );
         assert_rejected(
-            command(0x1000, 0x4000, 5, 72, 0, 0x8000),
+            command(0x1000, 0x4000, 5, 80, 0, 0x8000),
             MEMORY,
             Status::ArgumentOutOfRange,
         );
@@ -684,24 +684,24 @@ mod tests {
 
     #[test]
     fn ranges_beyond_device_memory_are_rejected() {
-        // Database of 5 * 72 * 4 = 1440 bytes ending one byte beyond memory.
+        // Database of 5 * 80 * 4 = 1440 bytes ending one byte beyond memory.
         assert_rejected(
-            command(MEMORY - 1436, 0x4000, 5, 72, 3, 0x8000),
+            command(MEMORY - 1436, 0x4000, 5, 80, 3, 0x8000),
             MEMORY,
             Status::ArgumentOutOfRange,
         );
         assert_rejected(
-            command(0x1000, MEMORY - 4, 5, 72, 3, 0x8000),
+            command(0x1000, MEMORY - 4, 5, 80, 3, 0x8000),
             MEMORY,
             Status::ArgumentOutOfRange,
         );
         assert_rejected(
-            command(0x1000, 0x4000, 5, 72, 3, MEMORY - 56),
+            command(0x1000, 0x4000, 5, 80, 3, MEMORY - 56),
             MEMORY,
             Status::ArgumentOutOfRange,
         );
         // Exactly at the end is fine.
-        assert!(KnnKernel::decode(&command(0x1000, 0x4000, 5, 72, 3, MEMORY - 60), MEMORY).is_ok());
+        assert!(KnnKernel::decode(&command(0x1000, 0x4000, 5, 80, 3, MEMORY - 60), MEMORY).is_ok());
         // Everything beyond a tiny memory.
         assert_rejected(valid(), 0, Status::ArgumentOutOfRange);
     }
@@ -709,17 +709,17 @@ mod tests {
     #[test]
     fn address_overflow_is_rejected() {
         assert_rejected(
-            command(u64::MAX - 3, 0x4000, 5, 72, 3, 0x8000),
+            command(u64::MAX - 3, 0x4000, 5, 80, 3, 0x8000),
             u64::MAX,
             Status::ArgumentOutOfRange,
         );
         assert_rejected(
-            command(0x1000, u64::MAX - 3, 5, 72, 3, 0x8000),
+            command(0x1000, u64::MAX - 3, 5, 80, 3, 0x8000),
             u64::MAX,
             Status::ArgumentOutOfRange,
         );
         assert_rejected(
-            command(0x1000, 0x4000, 5, 72, 3, u64::MAX - 3),
+            command(0x1000, 0x4000, 5, 80, 3, u64::MAX - 3),
             u64::MAX,
             Status::ArgumentOutOfRange,
         );
@@ -732,17 +732,17 @@ mod tests {
     #[test]
     fn unaligned_addresses_are_rejected() {
         assert_rejected(
-            command(0x1001, 0x4000, 5, 72, 3, 0x8000),
+            command(0x1001, 0x4000, 5, 80, 3, 0x8000),
             MEMORY,
             Status::ArgumentOutOfRange,
         );
         assert_rejected(
-            command(0x1000, 0x4002, 5, 72, 3, 0x8000),
+            command(0x1000, 0x4002, 5, 80, 3, 0x8000),
             MEMORY,
             Status::ArgumentOutOfRange,
         );
         assert_rejected(
-            command(0x1000, 0x4000, 5, 72, 3, 0x8003),
+            command(0x1000, 0x4000, 5, 80, 3, 0x8003),
             MEMORY,
             Status::ArgumentOutOfRange,
         );
@@ -750,21 +750,21 @@ mod tests {
 
     #[test]
     fn result_overlapping_an_input_is_rejected() {
-        // Result (60 bytes) starting inside the database (1440 bytes at 0x1000).
+        // Result (60 bytes) starting inside the database (1600 bytes at 0x1000).
         assert_rejected(
-            command(0x1000, 0x4000, 5, 72, 3, 0x1000 + 1436),
+            command(0x1000, 0x4000, 5, 80, 3, 0x1000 + 1596),
             MEMORY,
             Status::ArgumentOutOfRange,
         );
         // Ending inside the queries.
         assert_rejected(
-            command(0x1000, 0x4000, 5, 72, 3, 0x4000 - 56),
+            command(0x1000, 0x4000, 5, 80, 3, 0x4000 - 56),
             MEMORY,
             Status::ArgumentOutOfRange,
         );
         // Touching but not overlapping is fine; inputs may overlap each other (read-only).
         assert!(
-            KnnKernel::decode(&command(0x1000, 0x1000, 5, 72, 3, 0x1000 + 1440), MEMORY).is_ok()
+            KnnKernel::decode(&command(0x1000, 0x1000, 5, 80, 3, 0x1000 + 1600), MEMORY).is_ok()
         );
     }
 

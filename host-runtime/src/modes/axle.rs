@@ -58,11 +58,18 @@ impl AxleRing {
         shadow_stores(&self.region, &self.layout, self.epoch)
     }
 
-    /// Polls the metadata tail (H1) and moves every new record into the ready pool (advancing
-    /// the metadata head). Returns how many records moved.
-    pub fn poll(&mut self) -> Result<usize, String> {
+    /// Polls the metadata tail (H1) and moves every new record below `limit` (all of them
+    /// when `None`) into the ready pool, advancing the metadata head. Returns how many moved.
+    pub fn poll(&mut self, limit: Option<u64>) -> Result<usize, String> {
         self.scratch.clear();
-        let capacity = self.layout.metadata_capacity() as usize;
+        let mut capacity = self.layout.metadata_capacity() as usize;
+        if let Some(limit) = limit {
+            let allowed = limit.saturating_sub(self.consumer.head());
+            capacity = capacity.min(usize::try_from(allowed).unwrap_or(usize::MAX));
+            if capacity == 0 {
+                return Ok(0);
+            }
+        }
         let moved = self
             .consumer
             .poll(&self.region, capacity, &mut self.scratch)
@@ -99,16 +106,16 @@ impl AxleRing {
     }
 
     /// Copies the bytes `needs` out of the payload slots holding `chunks` (offset, length,
-    /// payload index). Returns the bytes and the 64-byte lines read (each an uncached load).
+    /// payload index). Returns the bytes and how many bytes of slots were read.
     pub fn gather(&self, chunks: &[(u64, u64, Option<u64>)], needs: &Range<u64>) -> Result<(Vec<u8>, u64), String> {
         let mut bytes = vec![0u8; (needs.end - needs.start) as usize];
         let mut slot_bytes = vec![0u8; self.layout.slot_size() as usize];
-        let mut lines = 0;
+        let mut read = 0;
         for &(offset, length, index) in chunks {
             let index = index.ok_or_else(|| format!("chunk at offset {offset} has not arrived"))?;
             let slot = RingIndex(index).slot(self.layout.payload_capacity());
             read_payload(&self.region, &self.layout, slot, length as u32, &mut slot_bytes).map_err(|e| e.to_string())?;
-            lines += length.div_ceil(64).max(1);
+            read += length;
             let start = needs.start.max(offset);
             let end = needs.end.min(offset + length);
             if start < end {
@@ -117,7 +124,7 @@ impl AxleRing {
                 bytes[to].copy_from_slice(&slot_bytes[from]);
             }
         }
-        Ok((bytes, lines))
+        Ok((bytes, read))
     }
 
     /// The flow-control store to send, if the heads moved: H2/H3 are published to the host

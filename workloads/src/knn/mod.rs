@@ -17,8 +17,15 @@
 //! Each task covers `task_rows` (default [`DEFAULT_TASK_ROWS`], 128 bytes) consecutive
 //! distances of one query; a query's last task may be shorter, and no task spans two queries.
 //! Tasks are numbered query-major and together cover every result byte exactly once. A task
-//! keeps its chunk's local top-k ([`host::chunk_top_k`]); the launch's final step merges each
-//! query's chunk lists ([`host::merge_top_k`]). Costs are in [`host`].
+//! keeps its chunk's local top-k ([`host::chunk_top_k`]) and folds it into its query's
+//! running top-k ([`host::merge_top_k`]) at once, so the launch's final step only copies the
+//! answers out: a streaming host finishes a query as soon as its last chunk has arrived.
+//!
+//! All tasks share one [`HostTask::chain`]: the selection runs on one application thread, as
+//! the host side of KNN is one thread selecting over the streamed distances (one heap per
+//! query). This is what makes KNN's host processing a serial component of the end-to-end
+//! pipeline (paper Section III-B, Figure 4), which back-streaming can overlap with the CCM's
+//! distance computation. Costs are in [`host`].
 //!
 //! # Checking
 //!
@@ -42,13 +49,16 @@ use data::{to_le_bytes, KnnData};
 use host::Neighbor;
 
 /// Queries per batch unless the `queries` option says otherwise.
-pub const DEFAULT_QUERIES: u32 = 16;
+pub const DEFAULT_QUERIES: u32 = 8;
 
 /// Neighbours per query unless the `k` option says otherwise.
 pub const DEFAULT_K: u32 = 10;
 
 /// Distances per host task unless the `task_rows` option says otherwise (32 x 4 = 128 bytes).
 pub const DEFAULT_TASK_ROWS: u32 = 32;
+
+/// The chain of every KNN host task: the one application thread that selects.
+pub const SELECTION_THREAD: u32 = 0;
 
 /// Alignment of every device allocation (a 64-byte cache line).
 pub const DEVICE_ALIGNMENT: u64 = 64;
@@ -134,6 +144,8 @@ pub struct KnnApplication {
     device: Option<DeviceBuffers>,
     launched: bool,
     partial: Vec<Option<Vec<Neighbor>>>,
+    /// Each query's running top-k, best first.
+    running: Vec<Vec<Neighbor>>,
     answer: Option<Vec<Vec<Neighbor>>>,
     problems: Vec<String>,
 }
@@ -210,6 +222,7 @@ impl KnnApplication {
             task_rows,
             data,
             partial: vec![None; spans.len()],
+            running: vec![Vec::new(); queries as usize],
             spans,
             device: None,
             launched: false,
@@ -258,6 +271,7 @@ impl KnnApplication {
             .map(|(id, span)| HostTask {
                 id: id as u32,
                 needs: self.span_bytes(span),
+                chain: Some(SELECTION_THREAD),
             })
             .collect()
     }
@@ -324,6 +338,7 @@ impl Application for KnnApplication {
         });
         self.launched = false;
         self.partial = vec![None; self.spans.len()];
+        self.running = vec![Vec::new(); self.data.queries() as usize];
         self.answer = None;
         self.problems.clear();
         Ok(())
@@ -383,7 +398,14 @@ impl Application for KnnApplication {
             ));
             return HostCost::default();
         }
-        let (kept, cost) = host::chunk_top_k(span.first_row, result, self.k as usize);
+        let (kept, chunk_cost) = host::chunk_top_k(span.first_row, result, self.k as usize);
+        let Some(running) = self.running.get_mut(span.query as usize) else {
+            self.problem(format!("task {}: query {} does not exist", task.id, span.query));
+            return chunk_cost;
+        };
+        let (folded, fold_cost) = host::merge_top_k([running.as_slice(), kept.as_slice()], self.k as usize);
+        *running = folded;
+        let cost = chunk_cost.plus(fold_cost);
         log::trace!(
             "knn: task {} query {} rows {}+{} kept {}",
             task.id,
@@ -401,38 +423,27 @@ impl Application for KnnApplication {
     }
 
     fn finish_launch(&mut self) -> HostCost {
-        let mut cost = HostCost::default();
-        let mut answer = Vec::with_capacity(self.data.queries() as usize);
-        let mut missing = Vec::new();
-        for query in 0..self.data.queries() {
-            let lists: Vec<&[Neighbor]> = self
-                .spans
-                .iter()
-                .zip(&self.partial)
-                .enumerate()
-                .filter(|(_, (span, _))| span.query == query)
-                .filter_map(|(id, (_, list))| {
-                    if list.is_none() {
-                        missing.push(id);
-                    }
-                    list.as_deref()
-                })
-                .collect();
-            let (merged, merge_cost) = host::merge_top_k(lists, self.k as usize);
-            cost = cost.plus(merge_cost);
-            answer.push(merged);
-        }
+        let missing: Vec<usize> = self
+            .partial
+            .iter()
+            .enumerate()
+            .filter(|(_, list)| list.is_none())
+            .map(|(id, _)| id)
+            .collect();
         if let Some(first) = missing.first() {
             self.problem(format!(
                 "{} tasks never ran (first: task {first})",
                 missing.len()
             ));
         }
-        log::debug!(
-            "knn: merged {} queries, {} operations",
-            answer.len(),
-            cost.operations
-        );
+        let answer = self.running.clone();
+        // Copying each query's answer out: one load and one store per neighbour.
+        let kept: u64 = answer.iter().map(|list| list.len() as u64).sum();
+        let cost = HostCost {
+            operations: kept.saturating_mul(host::STORE_OPERATIONS_PER_KEPT),
+            memory_bytes: kept.saturating_mul(host::NEIGHBOR_BYTES),
+        };
+        log::debug!("knn: answered {} queries", answer.len());
         self.answer = Some(answer);
         cost
     }
@@ -601,16 +612,16 @@ mod tests {
     }
 
     #[test]
-    fn default_batch_of_16_queries_end_to_end() {
+    fn default_batch_end_to_end() {
         let mut app = KnnApplication::new(KNN_B, &WorkloadOptions::default()).unwrap();
         let (device, plan) = load_and_compute(&mut app);
-        assert_eq!(plan.tasks.len(), 16 * 256 / 32);
+        assert_eq!(plan.tasks.len(), DEFAULT_QUERIES as usize * 256 / 32);
         run_tasks(&mut app, &device, &plan);
         let verification = app.verify();
         assert!(verification.passed, "{}", verification.detail);
         assert!(verification
             .detail
-            .starts_with("16 queries x top-10 match brute force"));
+            .starts_with(&format!("{DEFAULT_QUERIES} queries x top-10 match brute force")));
     }
 
     #[test]
@@ -696,8 +707,8 @@ mod tests {
         app.run_task(&tasks[3], &bytes(&[7.0, 7.0]));
         app.run_task(&tasks[2], &bytes(&[7.0, 7.0, 7.0, 7.0]));
         let cost = app.finish_launch();
-        // 3 + 2 candidates for query 0, 3 + 2 for query 1.
-        assert_eq!(cost.operations, 10 * host::MERGE_OPERATIONS_PER_CANDIDATE);
+        // The final step only copies the 2 x 3 answers out; selection happened in the tasks.
+        assert_eq!(cost.operations, 6 * host::STORE_OPERATIONS_PER_KEPT);
         let answer = app.answer().unwrap();
         let rows = |list: &[Neighbor]| list.iter().map(|n| n.row).collect::<Vec<_>>();
         assert_eq!(rows(&answer[0]), [1, 5, 3]);
