@@ -150,7 +150,7 @@ pub fn parse_duration_ns(text: &str) -> anyhow::Result<u64> {
         other => anyhow::bail!("duration `{text}`: unknown unit `{other}` (use ns, us, ms or s)"),
     };
     let ns = value * scale;
-    if !(ns.is_finite() && ns >= 1.0 && ns < 1e15) {
+    if !(ns.is_finite() && (1.0..1e15).contains(&ns)) {
         anyhow::bail!("duration `{text}` is out of range");
     }
     Ok(ns.round() as u64)

@@ -221,9 +221,7 @@ impl Emulator {
         let mut step = true;
         match event {
             Event::HostStore { address, data, token } => {
-                let in_launch_window = address.0 >= device_map::LAUNCH_WINDOW.0
-                    && address.0 < device_map::LAUNCH_WINDOW.0 + device_map::LAUNCH_WINDOW_LENGTH;
-                if in_launch_window {
+                if device_map::in_launch_window(address) {
                     // The packet filter: a launch store never reaches memory.
                     let command = CommandDescriptor::read_from_bytes(&data).unwrap_or_default();
                     if let Some(token) = token {

@@ -17,7 +17,7 @@
 //! - [`Mode::Axle`]: a posted launch store; the poller reads the local metadata tail every
 //!   polling interval and moves records to the ready pool; tasks run as their bytes arrive and
 //!   read them from payload slots; slots are consumed gap-aware and heads flow back in batches.
-//! - [`Mode::AxleInterrupt`]: AXLE, with the poll replaced by an interrupt per DMA request.
+//! - [`Mode::AxleIrq`]: AXLE, with the poll replaced by an interrupt per DMA request.
 
 use crate::app::{Application, HostCost, LaunchPlan};
 use crate::config::HostConfig;

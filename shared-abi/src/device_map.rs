@@ -14,6 +14,11 @@ use crate::units::DeviceAddress;
 pub const LAUNCH_WINDOW: DeviceAddress = DeviceAddress(0x0000);
 /// Bytes of the launch range.
 pub const LAUNCH_WINDOW_LENGTH: u64 = 0x1000;
+/// Whether a host store at `address` falls in the launch range.
+pub const fn in_launch_window(address: DeviceAddress) -> bool {
+    address.0.wrapping_sub(LAUNCH_WINDOW.0) < LAUNCH_WINDOW_LENGTH
+}
+
 /// The flow-control block.
 pub const FLOW_CONTROL: DeviceAddress = DeviceAddress(0x1000);
 /// The shadow region descriptor (entries follow at +64).

@@ -15,11 +15,12 @@ pub const ABI_VERSION: u32 = 1;
 const fn fold(hash: u64, value: u64) -> u64 {
     // FNV-1a over the eight bytes of `value`.
     let mut h = hash;
-    let mut i = 0;
-    while i < 8 {
-        h ^= (value >> (i * 8)) & 0xff;
+    let bytes = value.to_le_bytes();
+    let mut rest: &[u8] = &bytes;
+    while let [byte, tail @ ..] = rest {
+        h ^= *byte as u64;
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        i += 1;
+        rest = tail;
     }
     h
 }
@@ -58,10 +59,10 @@ const fn compute_layout_hash() -> u64 {
         ABI_VERSION as u64,
     ];
     let mut hash = 0xcbf2_9ce4_8422_2325;
-    let mut i = 0;
-    while i < fields.len() {
-        hash = fold(hash, fields[i]);
-        i += 1;
+    let mut rest: &[u64] = &fields;
+    while let [field, tail @ ..] = rest {
+        hash = fold(hash, *field);
+        rest = tail;
     }
     hash
 }

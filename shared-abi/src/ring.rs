@@ -13,11 +13,11 @@ pub struct RingIndex(pub u64);
 impl RingIndex {
     /// The slot this index names in a ring of `capacity` slots (`capacity` > 0).
     pub const fn slot(self, capacity: u32) -> u32 {
-        if capacity == 0 {
-            return 0;
+        // The remainder is below `capacity`, so it fits in u32; capacity 0 names slot 0.
+        match self.0.checked_rem(capacity as u64) {
+            Some(slot) => slot as u32,
+            None => 0,
         }
-        // The remainder is below `capacity`, so it fits in u32.
-        (self.0 % capacity as u64) as u32
     }
 
     /// The index `n` positions later.
@@ -38,7 +38,7 @@ pub const fn occupancy(head: RingIndex, tail: RingIndex) -> Option<u64> {
 /// conservative. `None` on a protocol violation (head beyond tail, or more occupied than fits).
 pub const fn free_slots(head: RingIndex, tail: RingIndex, capacity: u32) -> Option<u64> {
     match occupancy(head, tail) {
-        Some(used) if used <= capacity as u64 => Some(capacity as u64 - used),
+        Some(used) => (capacity as u64).checked_sub(used),
         _ => None,
     }
 }

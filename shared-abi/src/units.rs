@@ -34,10 +34,10 @@ impl Ticks {
     /// `cycles` cycles of a clock of `mhz` megahertz, rounded up to a whole tick.
     pub const fn from_cycles(cycles: u64, mhz: u64) -> Ticks {
         // ticks = cycles * 6000 / mhz, rounded up.
-        if mhz == 0 {
-            return Ticks::NEVER;
+        match cycles.saturating_mul(6000).saturating_add(mhz.saturating_sub(1)).checked_div(mhz) {
+            Some(ticks) => Ticks(ticks),
+            None => Ticks::NEVER,
         }
-        Ticks(cycles.saturating_mul(6000).saturating_add(mhz - 1) / mhz)
     }
 
     /// Whole nanoseconds, rounded down.

@@ -138,10 +138,7 @@ impl DmaExecutor {
         trace: &mut Trace,
     ) -> Result<PumpOutcome, Status> {
         let layout = *region.layout();
-        loop {
-            let Some(chunk) = monitor.peek(hw, scratch)? else {
-                break;
-            };
+        while let Some(chunk) = monitor.peek(hw, scratch)? {
             let (metadata_free, payload_free) = self.credits.free(
                 self.metadata_tail,
                 layout.metadata_capacity(),
@@ -182,10 +179,8 @@ impl DmaExecutor {
             let last = monitor.all_chunks_taken();
             self.form_payload(hw, monitor, region, scratch, target, chunk, last)?;
             counters.payloads = counters.payloads.saturating_add(1);
-            if self.batch_bytes >= self.streaming_factor {
-                if !self.submit(hw, region, scratch, counters, trace)? {
-                    return Ok(PumpOutcome::WaitingForDma);
-                }
+            if self.batch_bytes >= self.streaming_factor && !self.submit(hw, region, scratch, counters, trace)? {
+                return Ok(PumpOutcome::WaitingForDma);
             }
         }
         if monitor.all_chunks_taken() && self.batch_payloads > 0 && !self.submit(hw, region, scratch, counters, trace)? {

@@ -54,7 +54,7 @@ impl ResultMonitor {
             let part = zeros.get(..step as usize).ok_or(Status::DeviceMemoryFault)?;
             memory.write(address, part)?;
             address = address.checked_add(step).ok_or(Status::DeviceMemoryFault)?;
-            remaining -= step;
+            remaining = remaining.saturating_sub(step);
         }
         Ok(ResultMonitor {
             result_length,
@@ -104,9 +104,10 @@ impl ResultMonitor {
         }
         let mut position = offset;
         while position < end {
-            let chunk = position / self.chunk_bytes;
-            let chunk_end = (chunk + 1).saturating_mul(self.chunk_bytes).min(end);
-            let added = chunk_end - position;
+            // chunk_bytes > 0 (checked in `start`).
+            let chunk = position.checked_div(self.chunk_bytes).ok_or(Status::MalformedDescriptor)?;
+            let chunk_end = chunk.saturating_add(1).saturating_mul(self.chunk_bytes).min(end);
+            let added = chunk_end.saturating_sub(position);
             let chunk = u32::try_from(chunk).map_err(|_| Status::ArgumentOutOfRange)?;
             let counter_address = ScratchLayout::cell(scratch.counters_base(), u64::from(chunk), u32::MAX, 4);
             let count: u32 = memory.read_value(counter_address)?;

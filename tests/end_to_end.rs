@@ -1,0 +1,348 @@
+//! End-to-end runs through the library (`axle::run::run`): the emulator and the host runtime
+//! wired in-process, every answer checked against the reference, and the paper's qualitative
+//! results (Figure 10(a)) and the metric definitions (`host_runtime::metrics`) held to.
+//!
+//! Every run here is virtual time and takes milliseconds of wall time in `--release`; the
+//! deadlock runs are bounded by a wall-clock watchdog so that a regression fails instead of
+//! hanging CI.
+//!
+//! Run: `cargo test --release --test end_to_end`.
+
+use axle::config::AxleConfig;
+use axle::run::{run, RunReport, RunRequest};
+use host_runtime::{HostScheduling, Mode};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const WORKLOADS: [&str; 3] = ["knn-a", "knn-b", "knn-c"];
+const MODES: [Mode; 4] = [Mode::Rp, Mode::Bs, Mode::Axle, Mode::AxleIrq];
+
+/// Wall-clock bound on a run that is expected to end in an error (deadlock detection).
+const WATCHDOG: Duration = Duration::from_secs(60);
+
+fn request(workload: &str, mode: Mode, config: AxleConfig) -> RunRequest {
+    RunRequest {
+        workload: workload.into(),
+        mode,
+        config,
+        data: None,
+    }
+}
+
+/// Runs `request`, which must succeed and verify.
+fn run_verified(request: &RunRequest) -> RunReport {
+    let report = run(request).unwrap_or_else(|error| {
+        panic!(
+            "{} in mode {} failed: {error:#}",
+            request.workload,
+            request.mode.name()
+        )
+    });
+    assert!(
+        report.verified,
+        "{} in mode {} gave a wrong answer: {}",
+        report.workload, report.mode, report.verification
+    );
+    report
+}
+
+/// A default config with `queries` queries (fewer queries keep a point and the test fast).
+fn config_with_queries(queries: u32) -> AxleConfig {
+    let mut config = AxleConfig::default();
+    config.workload.queries = queries;
+    config
+}
+
+/// Runs `request` on another thread; fails the test if it takes longer than [`WATCHDOG`].
+fn run_with_watchdog(request: RunRequest) -> anyhow::Result<RunReport> {
+    let (sender, receiver) = mpsc::channel();
+    let label = format!("{} in mode {}", request.workload, request.mode.name());
+    std::thread::spawn(move || {
+        let _ = sender.send(run(&request));
+    });
+    match receiver.recv_timeout(WATCHDOG) {
+        Ok(result) => result,
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{label} did not end within {WATCHDOG:?}: it hangs instead of reporting")
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{label}: the run panicked"),
+    }
+}
+
+#[test]
+fn every_knn_workload_verifies_in_every_mode() {
+    for workload in WORKLOADS {
+        for mode in MODES {
+            let report = run_verified(&request(workload, mode, AxleConfig::default()));
+            let m = &report.metrics;
+            assert_eq!(report.workload, workload);
+            assert_eq!(report.mode, mode.name());
+            assert_eq!(m.launches, 1, "{workload} {mode:?}: one KNN launch");
+            assert!(m.host_tasks > 0, "{workload} {mode:?}: no host task ran");
+            assert!(m.end_to_end_ns > 0 && m.ccm_busy_ns > 0 && m.host_busy_ns > 0);
+            if mode.streams() {
+                assert!(
+                    m.payloads > 0 && m.dma_requests > 0 && m.polls > 0,
+                    "{workload} {mode:?} streamed nothing: {m:?}"
+                );
+            } else {
+                assert_eq!(
+                    (m.payloads, m.dma_requests, m.polls),
+                    (0, 0, 0),
+                    "{workload} {mode:?} must not stream: {m:?}"
+                );
+            }
+        }
+    }
+}
+
+/// Paper Figure 10(a): on knn-a, AXLE (p1) < BS < RP < AXLE_Interrupt.
+#[test]
+fn knn_a_default_runtimes_follow_figure_10a() {
+    let e2e = |mode| {
+        run_verified(&request("knn-a", mode, AxleConfig::default()))
+            .metrics
+            .end_to_end_ns
+    };
+    let (rp, bs, axle, irq) = (
+        e2e(Mode::Rp),
+        e2e(Mode::Bs),
+        e2e(Mode::Axle),
+        e2e(Mode::AxleIrq),
+    );
+    assert!(
+        axle < bs && bs < rp && rp < irq,
+        "expected axle < bs < rp < axle-irq, got axle {axle} ns, bs {bs} ns, rp {rp} ns, axle-irq {irq} ns"
+    );
+}
+
+#[test]
+fn the_same_request_twice_gives_byte_identical_json() {
+    for mode in MODES {
+        let req = request("knn-b", mode, config_with_queries(2));
+        let first = serde_json::to_string(&run_verified(&req)).unwrap();
+        let second = serde_json::to_string(&run_verified(&req)).unwrap();
+        assert_eq!(first, second, "mode {mode:?} is not deterministic");
+    }
+}
+
+/// RP and BS run CCM processing, data movement and host processing one after the other; the
+/// reported components plus the protocol overhead add up to the end-to-end runtime (each term
+/// is rounded down from ticks, so the sum may fall short by up to 1 ns per term).
+#[test]
+fn rp_and_bs_components_are_serial() {
+    for workload in WORKLOADS {
+        for mode in [Mode::Rp, Mode::Bs] {
+            let m = run_verified(&request(workload, mode, config_with_queries(2))).metrics;
+            let sum = m.ccm_busy_ns + m.data_movement_ns + m.host_busy_ns + m.overhead_ns;
+            assert!(
+                sum <= m.end_to_end_ns && m.end_to_end_ns - sum <= 4,
+                "{workload} {mode:?}: components sum to {sum} ns, end-to-end is {} ns: {m:?}",
+                m.end_to_end_ns
+            );
+            assert!(
+                m.data_movement_ns > 0,
+                "{workload} {mode:?}: no result load measured"
+            );
+        }
+    }
+}
+
+/// AXLE overlaps CCM processing, data movement and host processing: their sum exceeds the
+/// end-to-end runtime, and there is no serial overhead term.
+#[test]
+fn axle_components_overlap() {
+    for workload in WORKLOADS {
+        let m = run_verified(&request(workload, Mode::Axle, AxleConfig::default())).metrics;
+        let sum = m.ccm_busy_ns + m.data_movement_ns + m.host_busy_ns;
+        assert!(
+            sum > m.end_to_end_ns,
+            "{workload}: components sum to {sum} ns, not above end-to-end {} ns: {m:?}",
+            m.end_to_end_ns
+        );
+        assert_eq!(
+            m.overhead_ns, 0,
+            "{workload}: AXLE reports no serial overhead"
+        );
+    }
+}
+
+/// `ccm_idle = end_to_end - ccm_busy` and `host_idle = end_to_end - host_busy` (the
+/// definitions in `host_runtime::metrics`), within rounding of ticks to nanoseconds.
+#[test]
+fn idle_times_are_end_to_end_minus_busy_times() {
+    for mode in MODES {
+        let m = run_verified(&request("knn-c", mode, config_with_queries(2))).metrics;
+        for (name, idle, busy) in [
+            ("ccm", m.ccm_idle_ns, m.ccm_busy_ns),
+            ("host", m.host_idle_ns, m.host_busy_ns),
+        ] {
+            assert!(
+                busy <= m.end_to_end_ns,
+                "{mode:?}: {name} busy exceeds end-to-end: {m:?}"
+            );
+            let sum = idle + busy;
+            assert!(
+                sum.abs_diff(m.end_to_end_ns) <= 1,
+                "{mode:?}: {name} idle {idle} + busy {busy} != end-to-end {}",
+                m.end_to_end_ns
+            );
+        }
+    }
+}
+
+#[test]
+fn axle_host_stall_is_lower_at_a_5us_poll_interval_than_at_50ns() {
+    let at = |poll_ns| {
+        let mut config = AxleConfig::default();
+        config.host.poll_interval_ns = poll_ns;
+        run_verified(&request("knn-a", Mode::Axle, config)).metrics
+    };
+    let (p1, p100) = (at(50), at(5_000));
+    assert!(
+        p100.host_stall_ns < p1.host_stall_ns,
+        "host stall: p100 {} ns, p1 {} ns",
+        p100.host_stall_ns,
+        p1.host_stall_ns
+    );
+    assert!(
+        p100.polls < p1.polls,
+        "polls: p100 {}, p1 {}",
+        p100.polls,
+        p1.polls
+    );
+}
+
+/// In AXLE (polling) mode exactly one host µthread, the control thread, stalls: it does the
+/// launch, every local poll and every flow-control store (`host_runtime::runtime` module docs).
+/// One thread cannot stall longer than the run lasts.
+#[test]
+#[ignore = "BUG: AXLE host_stall_ns exceeds end_to_end_ns at the default 50 ns poll interval: \
+            the control thread's flow-control stores are charged to stall but the next poll \
+            starts at once (host-runtime/src/runtime.rs, Timer::PollDone), so the one control \
+            thread is booked twice"]
+fn axle_host_stall_never_exceeds_end_to_end() {
+    for workload in WORKLOADS {
+        let m = run_verified(&request(workload, Mode::Axle, AxleConfig::default())).metrics;
+        assert!(
+            m.host_stall_ns <= m.end_to_end_ns,
+            "{workload}: one control thread stalled {} ns in a run of {} ns ({} polls, {} flow-control stores)",
+            m.host_stall_ns,
+            m.end_to_end_ns,
+            m.polls,
+            m.flow_control_stores
+        );
+    }
+}
+
+#[test]
+fn in_order_streaming_verifies_without_a_gap() {
+    for workload in WORKLOADS {
+        let mut config = config_with_queries(2);
+        config.axle.out_of_order = false;
+        let m = run_verified(&request(workload, Mode::Axle, config)).metrics;
+        assert!(m.payloads > 0, "{workload}: nothing streamed");
+        // In order, payload slots arrive by offset and the one selection thread consumes them
+        // by offset: no slot is ever consumed behind an unconsumed one.
+        assert_eq!(
+            m.max_gap_bytes, 0,
+            "{workload}: in-order streaming left a gap: {m:?}"
+        );
+    }
+}
+
+#[test]
+fn percentage_streaming_factors_verify_with_fewer_dma_requests() {
+    let with_sf = |sf: &str| {
+        let mut config = AxleConfig::default();
+        config.axle.streaming_factor = sf.into();
+        run_verified(&request("knn-a", Mode::Axle, config)).metrics
+    };
+    let sf1 = with_sf("32");
+    let quarter = with_sf("25%");
+    let whole = with_sf("100%");
+    assert!(
+        quarter.dma_requests < sf1.dma_requests,
+        "25%: {} DMA requests, SF 32: {}",
+        quarter.dma_requests,
+        sf1.dma_requests
+    );
+    assert!(
+        whole.dma_requests < sf1.dma_requests && whole.dma_requests <= quarter.dma_requests,
+        "100%: {} DMA requests, 25%: {}, SF 32: {}",
+        whole.dma_requests,
+        quarter.dma_requests,
+        sf1.dma_requests
+    );
+    // Batching changes how payloads travel, not how many there are.
+    assert_eq!(quarter.payloads, sf1.payloads);
+    assert_eq!(whole.payloads, sf1.payloads);
+}
+
+#[test]
+fn slot_size_64_verifies_with_fewer_payloads() {
+    let with_slot = |slot_size| {
+        let mut config = config_with_queries(2);
+        config.axle.slot_size = slot_size;
+        run_verified(&request("knn-a", Mode::Axle, config)).metrics
+    };
+    let (narrow, wide) = (with_slot(32), with_slot(64));
+    assert!(
+        wide.payloads < narrow.payloads,
+        "64-byte slots: {} payloads, 32-byte slots: {}",
+        wide.payloads,
+        narrow.payloads
+    );
+}
+
+#[test]
+fn fifo_scheduling_on_host_and_device_verifies_in_every_mode() {
+    for mode in MODES {
+        let mut config = config_with_queries(2);
+        config.host.scheduling = HostScheduling::Fifo;
+        config.device.scheduling = emulator::Scheduling::Fifo;
+        let report = run_verified(&request("knn-b", mode, config));
+        assert_eq!(report.config.host.scheduling, HostScheduling::Fifo);
+        assert_eq!(report.config.device.scheduling, emulator::Scheduling::Fifo);
+    }
+}
+
+/// A KNN host task needs `task_rows` 32 x 4 B = 128 B = 4 slots of 32 B. In order, a ring of
+/// exactly 4 slots still holds one whole task, so the run completes (slowly): the remedy the
+/// deadlock diagnosis suggests works.
+#[test]
+fn in_order_streaming_through_a_ring_of_one_task_verifies() {
+    let mut config = config_with_queries(2);
+    config.axle.slots = 4;
+    config.axle.out_of_order = false;
+    let report = run_with_watchdog(request("knn-a", Mode::Axle, config))
+        .unwrap_or_else(|error| panic!("4 slots in order must suffice: {error:#}"));
+    assert!(report.verified, "{}", report.verification);
+}
+
+/// A ring of 2 slots cannot hold one host task's 4 slots: the run must end with a deadlock
+/// report (never hang), for polling and for interrupts.
+#[test]
+fn a_ring_too_small_for_the_dependency_pattern_is_reported_as_a_deadlock() {
+    for mode in [Mode::Axle, Mode::AxleIrq] {
+        let mut config = config_with_queries(2);
+        config.axle.slots = 2;
+        let started = std::time::Instant::now();
+        let error = match run_with_watchdog(request("knn-a", mode, config)) {
+            Ok(report) => panic!(
+                "{mode:?}: a 2-slot ring finished (verified: {}) instead of deadlocking",
+                report.verified
+            ),
+            Err(error) => format!("{error:#}"),
+        };
+        assert!(
+            error.to_lowercase().contains("deadlock"),
+            "{mode:?}: the error does not say deadlock: {error}"
+        );
+        assert!(
+            error.contains(mode.name()),
+            "{mode:?}: the error does not name the mode: {error}"
+        );
+        assert!(started.elapsed() < WATCHDOG);
+    }
+}
