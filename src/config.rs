@@ -76,8 +76,8 @@ impl AxleConfig {
     pub fn load(path: &Path) -> anyhow::Result<AxleConfig> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
-        let config: AxleConfig =
-            toml::from_str(&text).map_err(|e| anyhow::anyhow!("invalid config {}: {e}", path.display()))?;
+        let config: AxleConfig = toml::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("invalid config {}: {e}", path.display()))?;
         Ok(config)
     }
 
@@ -112,10 +112,9 @@ impl AxleConfig {
 pub fn parse_streaming_factor(text: &str) -> anyhow::Result<firmware::StreamingFactor> {
     let text = text.trim();
     if let Some(percent) = text.strip_suffix('%') {
-        let value: u32 = percent
-            .trim()
-            .parse()
-            .map_err(|_| anyhow::anyhow!("streaming factor `{text}`: expected a percentage such as 25%"))?;
+        let value: u32 = percent.trim().parse().map_err(|_| {
+            anyhow::anyhow!("streaming factor `{text}`: expected a percentage such as 25%")
+        })?;
         if value == 0 || value > 100 {
             anyhow::bail!("streaming factor `{text}`: the percentage must be between 1 and 100");
         }
@@ -126,7 +125,11 @@ pub fn parse_streaming_factor(text: &str) -> anyhow::Result<firmware::StreamingF
         .unwrap_or(text)
         .trim()
         .parse()
-        .map_err(|_| anyhow::anyhow!("streaming factor `{text}`: expected bytes (such as 32) or a percentage (25%)"))?;
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "streaming factor `{text}`: expected bytes (such as 32) or a percentage (25%)"
+            )
+        })?;
     if bytes == 0 {
         anyhow::bail!("streaming factor must be positive");
     }
@@ -137,11 +140,13 @@ pub fn parse_streaming_factor(text: &str) -> anyhow::Result<firmware::StreamingF
 /// nanoseconds.
 pub fn parse_duration_ns(text: &str) -> anyhow::Result<u64> {
     let text = text.trim();
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| anyhow::anyhow!("duration `{text}`: expected a number with a unit, such as 50ns or 5us"))?;
+    let value: f64 = number.parse().map_err(|_| {
+        anyhow::anyhow!("duration `{text}`: expected a number with a unit, such as 50ns or 5us")
+    })?;
     let scale = match unit.trim() {
         "" | "ns" => 1.0,
         "us" | "µs" => 1e3,
@@ -174,7 +179,10 @@ mod tests {
 
     #[test]
     fn streaming_factor_is_bytes_or_a_percentage() {
-        assert_eq!(parse_streaming_factor("32").unwrap(), firmware::StreamingFactor::Bytes(32));
+        assert_eq!(
+            parse_streaming_factor("32").unwrap(),
+            firmware::StreamingFactor::Bytes(32)
+        );
         assert_eq!(
             parse_streaming_factor("25%").unwrap(),
             firmware::StreamingFactor::PercentOfResult(25)

@@ -3,5 +3,6 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod eval;
 pub mod report;
 pub mod run;

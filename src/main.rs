@@ -29,6 +29,8 @@ struct Cli {
 enum Command {
     /// Run one workload under one offload mechanism.
     Run(RunArgs),
+    /// Run the paper's evaluation (Figure 10) on every workload that exists.
+    Eval(EvalArgs),
     /// Print the default configuration (the paper's Table III) as TOML.
     Config,
     /// List the workloads.
@@ -97,6 +99,48 @@ struct RunArgs {
     json: bool,
 }
 
+#[derive(clap::Args, Debug)]
+struct EvalArgs {
+    /// Which figure (only 10 exists so far).
+    #[arg(long, default_value = "10")]
+    figure: String,
+    /// A TOML configuration (see `axle config`) as the base of every run.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Real data directory (e.g. ../shared/data).
+    #[arg(long, value_name = "PATH")]
+    data: Option<PathBuf>,
+    /// Print one JSON object instead of the tables.
+    #[arg(long)]
+    json: bool,
+}
+
+fn eval_command(args: EvalArgs) -> anyhow::Result<ExitCode> {
+    if args.figure != "10" {
+        anyhow::bail!(
+            "--figure {}: only Figure 10 is implemented so far",
+            args.figure
+        );
+    }
+    let config = match &args.config {
+        Some(path) => AxleConfig::load(path)?,
+        None => AxleConfig::default(),
+    };
+    config.validate()?;
+    let started = std::time::Instant::now();
+    let figure = axle::eval::figure10(workloads::names(), &config, &args.data)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&figure)?);
+    } else {
+        print!("{}", axle::eval::render(&figure));
+        println!(
+            "\nevery run verified against its reference; wall time {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn build_config(args: &RunArgs) -> anyhow::Result<AxleConfig> {
     let mut config = match &args.config {
         Some(path) => AxleConfig::load(path)?,
@@ -155,10 +199,16 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", axle::report::human(&report));
-        println!("  wall time: {:.2} s (host machine, not modelled time)", started.elapsed().as_secs_f64());
+        println!(
+            "  wall time: {:.2} s (host machine, not modelled time)",
+            started.elapsed().as_secs_f64()
+        );
     }
     if !report.verified {
-        eprintln!("error: {} in mode {} produced a wrong answer: {}", report.workload, report.mode, report.verification);
+        eprintln!(
+            "error: {} in mode {} produced a wrong answer: {}",
+            report.workload, report.mode, report.verification
+        );
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
@@ -169,6 +219,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run_command(args),
+        Command::Eval(args) => eval_command(args),
         Command::Config => AxleConfig::default().to_toml().map(|text| {
             print!("{text}");
             ExitCode::SUCCESS
@@ -178,7 +229,12 @@ fn main() -> ExitCode {
                 if let Some(info) = workloads::describe(name) {
                     println!(
                         "{:<8} {:<16} {:<10} {:<28} CCM: {}; host: {}",
-                        info.name, info.domain, info.application, info.characteristics, info.offloaded, info.host_task
+                        info.name,
+                        info.domain,
+                        info.application,
+                        info.characteristics,
+                        info.offloaded,
+                        info.host_task
                     );
                 }
             }

@@ -19,16 +19,33 @@ pub fn human(report: &RunReport) -> String {
     let m = &report.metrics;
     let total = m.end_to_end_ns;
     let mut out = String::new();
-    let _ = writeln!(out, "{} in mode {} (virtual time; deterministic)", report.workload, report.mode);
+    let _ = writeln!(
+        out,
+        "{} in mode {} (virtual time; deterministic)",
+        report.workload, report.mode
+    );
     let _ = writeln!(out, "  end-to-end runtime   {:>14}", micros(total));
-    let _ = writeln!(out, "  components{}", if report.mode.starts_with("axle") { " (overlapped)" } else { " (serial)" });
+    let _ = writeln!(
+        out,
+        "  components{}",
+        if report.mode.starts_with("axle") {
+            " (overlapped)"
+        } else {
+            " (serial)"
+        }
+    );
     for (name, value) in [
         ("CCM processing", m.ccm_busy_ns),
         ("data movement", m.data_movement_ns),
         ("host processing", m.host_busy_ns),
         ("protocol overhead", m.overhead_ns),
     ] {
-        let _ = writeln!(out, "    {name:<19}{:>14}  {}", micros(value), share(value, total));
+        let _ = writeln!(
+            out,
+            "    {name:<19}{:>14}  {}",
+            micros(value),
+            share(value, total)
+        );
     }
     let _ = writeln!(out, "  idle and stall");
     for (name, value) in [
@@ -37,7 +54,12 @@ pub fn human(report: &RunReport) -> String {
         ("host core stall", m.host_stall_ns),
         ("back-pressure", m.backpressure_ns),
     ] {
-        let _ = writeln!(out, "    {name:<19}{:>14}  {}", micros(value), share(value, total));
+        let _ = writeln!(
+            out,
+            "    {name:<19}{:>14}  {}",
+            micros(value),
+            share(value, total)
+        );
     }
     if report.mode.starts_with("axle") {
         let _ = writeln!(

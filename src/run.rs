@@ -7,6 +7,7 @@ use emulator::Emulator;
 use host_driver::dma::DmaRegion;
 use host_driver::frames::FrameAllocator;
 use host_driver::phys::PhysicalMemory;
+use host_driver::sync::Arc;
 use host_runtime::app::{DeviceLoader, LoadError};
 use host_runtime::metrics::DeviceFigures;
 use host_runtime::modes::axle::AxleRing;
@@ -15,7 +16,6 @@ use serde::Serialize;
 use shared_abi::region::RingLayout;
 use shared_abi::{DeviceAddress, Ticks};
 use std::path::PathBuf;
-use host_driver::sync::Arc;
 
 /// Host "physical" memory beyond the DMA region (room for the frame allocator's scatter).
 const HOST_MEMORY_SLACK: u64 = 4 << 20;
@@ -107,8 +107,9 @@ pub fn run(request: &RunRequest) -> anyhow::Result<RunReport> {
     let mut frames = FrameAllocator::new(host_bytes);
     let ring = match layout {
         Some(layout) => {
-            let region = DmaRegion::allocate(Arc::clone(&memory), &mut frames, layout.region_length())
-                .context("allocating the DMA region")?;
+            let region =
+                DmaRegion::allocate(Arc::clone(&memory), &mut frames, layout.region_length())
+                    .context("allocating the DMA region")?;
             Some(AxleRing::new(region, layout, 1))
         }
         None => None,
@@ -120,8 +121,10 @@ pub fn run(request: &RunRequest) -> anyhow::Result<RunReport> {
         config.streaming_factor()?,
         config.axle.out_of_order,
     );
-    app.load(&mut Loader { emulator: &mut device })
-        .context("loading the data set into device memory")?;
+    app.load(&mut Loader {
+        emulator: &mut device,
+    })
+    .context("loading the data set into device memory")?;
 
     let (measured, failure, cosim) = {
         let mut runtime = Runtime::new(request.mode, config.host.clone(), app.as_mut(), ring);
@@ -129,10 +132,18 @@ pub fn run(request: &RunRequest) -> anyhow::Result<RunReport> {
         (runtime.measurements(), runtime.failure().cloned(), cosim)
     };
     if let Some(failure) = failure {
-        anyhow::bail!("{} in mode {}: {failure}", request.workload, request.mode.name());
+        anyhow::bail!(
+            "{} in mode {}: {failure}",
+            request.workload,
+            request.mode.name()
+        );
     }
     if let Err(error) = cosim {
-        anyhow::bail!("{} in mode {}: {error}", request.workload, request.mode.name());
+        anyhow::bail!(
+            "{} in mode {}: {error}",
+            request.workload,
+            request.mode.name()
+        );
     }
     let device_metrics = device.metrics();
     let figures = DeviceFigures {

@@ -290,10 +290,6 @@ fn bad_input_fails_with_a_clear_message_and_no_panic() {
 
 /// The cause of an unreadable data file appears once in the message.
 #[test]
-#[ignore = "BUG: `--data /nonexistent` prints the I/O cause twice (`...: No such file or directory \
-            (os error 2): No such file or directory (os error 2)`): workloads/src/knn/data.rs \
-            DataError::Read formats `{source}` in its message and also marks it #[source], and \
-            main.rs prints the chain with {:#}"]
 fn a_missing_data_file_is_reported_once() {
     let err = axle_fails(
         &["run", "knn-a", "--mode", "axle", "--data", "/nonexistent"],

@@ -217,10 +217,6 @@ fn axle_host_stall_is_lower_at_a_5us_poll_interval_than_at_50ns() {
 /// launch, every local poll and every flow-control store (`host_runtime::runtime` module docs).
 /// One thread cannot stall longer than the run lasts.
 #[test]
-#[ignore = "BUG: AXLE host_stall_ns exceeds end_to_end_ns at the default 50 ns poll interval: \
-            the control thread's flow-control stores are charged to stall but the next poll \
-            starts at once (host-runtime/src/runtime.rs, Timer::PollDone), so the one control \
-            thread is booked twice"]
 fn axle_host_stall_never_exceeds_end_to_end() {
     for workload in WORKLOADS {
         let m = run_verified(&request(workload, Mode::Axle, AxleConfig::default())).metrics;

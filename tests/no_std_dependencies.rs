@@ -11,7 +11,10 @@ use std::process::Command;
 
 /// The triple of the machine running the tests (what `rustc -vV` calls the host).
 fn host_triple() -> String {
-    let output = Command::new("rustc").arg("-vV").output().expect("rustc -vV runs");
+    let output = Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .expect("rustc -vV runs");
     let text = String::from_utf8_lossy(&output.stdout);
     text.lines()
         .find_map(|line| line.strip_prefix("host: "))
@@ -23,11 +26,21 @@ fn host_triple() -> String {
 fn metadata() -> Value {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let output = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--filter-platform", &host_triple()])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--filter-platform",
+            &host_triple(),
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo metadata runs");
-    assert!(output.status.success(), "cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     serde_json::from_slice(&output.stdout).expect("cargo metadata prints JSON")
 }
 
@@ -38,7 +51,12 @@ fn library_roots(meta: &Value) -> BTreeMap<String, String> {
         let name = package["name"].as_str().expect("name");
         let version = package["version"].as_str().expect("version");
         for target in package["targets"].as_array().expect("targets") {
-            let kinds: Vec<&str> = target["kind"].as_array().expect("kind").iter().filter_map(Value::as_str).collect();
+            let kinds: Vec<&str> = target["kind"]
+                .as_array()
+                .expect("kind")
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
             if kinds.iter().any(|k| *k == "lib" || *k == "rlib") {
                 if let Some(path) = target["src_path"].as_str() {
                     roots.insert(format!("{name} v{version}"), path.to_string());
@@ -55,11 +73,27 @@ fn library_roots(meta: &Value) -> BTreeMap<String, String> {
 fn target_crates(root: &str) -> BTreeMap<String, Vec<String>> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let output = Command::new(cargo)
-        .args(["tree", "-p", root, "-e", "normal", "--prefix", "depth", "-f", "{p}|{f}", "--target", &host_triple()])
+        .args([
+            "tree",
+            "-p",
+            root,
+            "-e",
+            "normal",
+            "--prefix",
+            "depth",
+            "-f",
+            "{p}|{f}",
+            "--target",
+            &host_triple(),
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo tree runs");
-    assert!(output.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let text = String::from_utf8_lossy(&output.stdout);
     let mut crates = BTreeMap::new();
     let mut skip_deeper_than: Option<usize> = None;
@@ -86,7 +120,12 @@ fn target_crates(root: &str) -> BTreeMap<String, Vec<String>> {
             (Some(name), Some(version)) => format!("{name} {version}"),
             _ => continue,
         };
-        let features = features.trim_end_matches(" (*)").split(',').filter(|f| !f.is_empty()).map(str::to_string).collect();
+        let features = features
+            .trim_end_matches(" (*)")
+            .split(',')
+            .filter(|f| !f.is_empty())
+            .map(str::to_string)
+            .collect();
         crates.insert(id, features);
     }
     crates
@@ -141,5 +180,7 @@ fn the_check_rejects_a_std_crate() {
 fn no_std_detection_reads_attributes_not_comments() {
     assert!(declares_no_std("#![no_std]\n"));
     assert!(declares_no_std("#![cfg_attr(not(test), no_std)]\n"));
-    assert!(!declares_no_std("// #![no_std] is not here\nfn main() {}\n"));
+    assert!(!declares_no_std(
+        "// #![no_std] is not here\nfn main() {}\n"
+    ));
 }

@@ -100,7 +100,12 @@ impl Ccm {
 
     /// The modelled duration of an item.
     pub fn duration(&self, spec: &ItemSpec) -> Ticks {
-        let compute = Ticks::from_cycles(spec.cost.operations.saturating_mul(u64::from(self.uthreads)), self.mhz);
+        let compute = Ticks::from_cycles(
+            spec.cost
+                .operations
+                .saturating_mul(u64::from(self.uthreads)),
+            self.mhz,
+        );
         let memory = transfer(spec.cost.bytes, self.uthread_gbps);
         compute.max(memory).plus(self.latency)
     }
@@ -131,12 +136,10 @@ impl Ccm {
         let units = self.units;
         let running = self.running.as_mut()?;
         match self.scheduling {
-            Scheduling::Fifo => {
-                (running.next_item < running.items).then(|| {
-                    running.next_item += 1;
-                    running.next_item - 1
-                })
-            }
+            Scheduling::Fifo => (running.next_item < running.items).then(|| {
+                running.next_item += 1;
+                running.next_item - 1
+            }),
             Scheduling::Rr => {
                 let taken = running.unit_taken.get_mut(unit as usize)?;
                 let item = u64::from(*taken) * u64::from(units) + u64::from(unit);
@@ -168,13 +171,23 @@ impl Ccm {
                 self.busy_since = now;
             }
             self.active_items += 1;
-            started.push(Started { unit, item, ends_at });
+            started.push(Started {
+                unit,
+                item,
+                ends_at,
+            });
         }
     }
 
     /// An item finished at `now`: runs its kernel code on `memory`, reports it, and starts the
     /// unit's next items.
-    pub fn finish<M: firmware::hal::DeviceMemory>(&mut self, now: Ticks, unit: u32, item: u32, memory: &mut M) -> Vec<Started> {
+    pub fn finish<M: firmware::hal::DeviceMemory>(
+        &mut self,
+        now: Ticks,
+        unit: u32,
+        item: u32,
+        memory: &mut M,
+    ) -> Vec<Started> {
         let Some(running) = self.running.as_mut() else {
             return Vec::new();
         };

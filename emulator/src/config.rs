@@ -94,9 +94,14 @@ impl DeviceConfig {
                 return Err(format!("device.{name} must be positive"));
             }
         }
-        for (name, value) in [("ccm_memory_gbps", self.ccm_memory_gbps), ("link_gbps", self.link_gbps)] {
+        for (name, value) in [
+            ("ccm_memory_gbps", self.ccm_memory_gbps),
+            ("link_gbps", self.link_gbps),
+        ] {
             if !(value.is_finite() && value > 0.0) {
-                return Err(format!("device.{name} must be a positive number, not {value}"));
+                return Err(format!(
+                    "device.{name} must be a positive number, not {value}"
+                ));
             }
         }
         if self.device_memory_mib > 64 * 1024 {

@@ -24,8 +24,8 @@ use firmware::scratch::ScratchLayout;
 use firmware::{Firmware, FirmwareConfig};
 use host_driver::link::{DeviceLink, HostAgent, LinkResponse, Wake};
 use host_driver::phys::PhysicalMemory;
-use shared_abi::{device_map, mailbox, CommandDescriptor, DeviceAddress, Ticks};
 use host_driver::sync::Arc;
+use shared_abi::{device_map, mailbox, CommandDescriptor, DeviceAddress, Ticks};
 use zerocopy::FromBytes;
 
 /// Most result chunks one launch may have (sizes the firmware scratch area).
@@ -81,7 +81,12 @@ pub struct Emulator {
 
 impl Emulator {
     /// A device with `config`, whose DMA engine writes into `host_memory`.
-    pub fn new(config: DeviceConfig, host_memory: Arc<PhysicalMemory>, streaming_factor: firmware::StreamingFactor, out_of_order: bool) -> Emulator {
+    pub fn new(
+        config: DeviceConfig,
+        host_memory: Arc<PhysicalMemory>,
+        streaming_factor: firmware::StreamingFactor,
+        out_of_order: bool,
+    ) -> Emulator {
         let size = config.device_memory_mib.saturating_mul(1 << 20);
         let dram = DeviceDram::new(size);
         let scratch_probe = ScratchLayout::new(DeviceAddress(0), CHUNK_CAPACITY);
@@ -132,8 +137,14 @@ impl Emulator {
     }
 
     /// Untimed set-up: writes device memory directly.
-    pub fn write_untimed(&mut self, address: DeviceAddress, data: &[u8]) -> Result<(), firmware::hal::MemoryFault> {
-        if address.0 < device_map::DATA_BASE.0 || address.0.saturating_add(data.len() as u64) > self.data_end {
+    pub fn write_untimed(
+        &mut self,
+        address: DeviceAddress,
+        data: &[u8],
+    ) -> Result<(), firmware::hal::MemoryFault> {
+        if address.0 < device_map::DATA_BASE.0
+            || address.0.saturating_add(data.len() as u64) > self.data_end
+        {
             return Err(firmware::hal::MemoryFault {
                 address,
                 length: data.len() as u64,
@@ -189,7 +200,9 @@ impl Emulator {
             };
             let next = if device_first { device_at } else { host_at }.unwrap_or(Ticks::NEVER);
             if next > limit {
-                return Err(CoSimError::TimeLimit { limit_ns: limit.as_ns() });
+                return Err(CoSimError::TimeLimit {
+                    limit_ns: limit.as_ns(),
+                });
             }
             if device_first {
                 let Some((at, event)) = self.hardware.queue.pop() else {
@@ -220,7 +233,11 @@ impl Emulator {
         let hw = &mut self.hardware;
         let mut step = true;
         match event {
-            Event::HostStore { address, data, token } => {
+            Event::HostStore {
+                address,
+                data,
+                token,
+            } => {
                 if device_map::in_launch_window(address) {
                     // The packet filter: a launch store never reaches memory.
                     let command = CommandDescriptor::read_from_bytes(&data).unwrap_or_default();
@@ -230,7 +247,10 @@ impl Emulator {
                     hw.host_events.push_back(HostEvent::LaunchStore(command));
                 } else {
                     if hw.dram.write(address, &data).is_err() {
-                        log::warn!("emulator: host store outside device memory at {:#x}", address.0);
+                        log::warn!(
+                            "emulator: host store outside device memory at {:#x}",
+                            address.0
+                        );
                     }
                     if address == device_map::FLOW_CONTROL {
                         hw.host_events.push_back(HostEvent::FlowControl);
@@ -253,7 +273,10 @@ impl Emulator {
             } => {
                 let mut data = vec![0; usize::try_from(length).unwrap_or(0)];
                 if hw.dram.read(address, &mut data).is_err() {
-                    log::warn!("emulator: host load outside device memory at {:#x}", address.0);
+                    log::warn!(
+                        "emulator: host load outside device memory at {:#x}",
+                        address.0
+                    );
                     data.clear();
                 }
                 hw.respond(respond_at, LinkResponse::LoadDone { token, data });
@@ -266,13 +289,20 @@ impl Emulator {
                     _ => None,
                 };
                 if let Some(event) = event {
-                    let handling = Ticks::from_cycles(hw.config.firmware_mailbox_cycles, hw.config.firmware_mhz);
+                    let handling = Ticks::from_cycles(
+                        hw.config.firmware_mailbox_cycles,
+                        hw.config.firmware_mhz,
+                    );
                     hw.queue.push(hw.now.plus(handling), Event::Firmware(event));
                 }
                 step = false;
             }
             Event::IoRead { register, token } => {
-                let value = hw.mailbox.get((register / 8) as usize).copied().unwrap_or(u64::MAX);
+                let value = hw
+                    .mailbox
+                    .get((register / 8) as usize)
+                    .copied()
+                    .unwrap_or(u64::MAX);
                 let back = hw.link.upstream.send(
                     hw.now,
                     8 + hw.config.link_overhead_bytes,
@@ -319,10 +349,11 @@ struct LinkPort<'a> {
 impl LinkPort<'_> {
     fn downstream(&mut self, now: Ticks, bytes: u64, round_trip_ns: u64) -> Ticks {
         let hw = &mut *self.hardware;
-        let on_wire = hw
-            .link
-            .downstream
-            .send(now, bytes + hw.config.link_overhead_bytes, hw.config.link_gbps);
+        let on_wire = hw.link.downstream.send(
+            now,
+            bytes + hw.config.link_overhead_bytes,
+            hw.config.link_gbps,
+        );
         on_wire.plus(one_way(round_trip_ns))
     }
 }
@@ -341,7 +372,13 @@ impl DeviceLink for LinkPort<'_> {
         );
     }
 
-    fn mem_store_synchronous(&mut self, now: Ticks, address: DeviceAddress, data: &[u8], token: u64) {
+    fn mem_store_synchronous(
+        &mut self,
+        now: Ticks,
+        address: DeviceAddress,
+        data: &[u8],
+        token: u64,
+    ) {
         let rtt = self.hardware.config.cxl_mem_round_trip_ns;
         let at = self.downstream(now, data.len() as u64, rtt);
         self.hardware.queue.push(
@@ -354,14 +391,23 @@ impl DeviceLink for LinkPort<'_> {
         );
     }
 
-    fn mem_load(&mut self, now: Ticks, address: DeviceAddress, length: u64, outstanding: u32, token: u64) {
+    fn mem_load(
+        &mut self,
+        now: Ticks,
+        address: DeviceAddress,
+        length: u64,
+        outstanding: u32,
+        token: u64,
+    ) {
         let hw = &mut *self.hardware;
         let round_trip = Ticks::from_ns(hw.config.cxl_mem_round_trip_ns);
         let lines = length.div_ceil(64).max(1);
         // The core issues one line every round_trip / outstanding; the responses share the
         // device-to-host direction with DMA traffic.
         let issue_gap = Ticks(round_trip.0 / u64::from(outstanding.max(1)));
-        let issue_bound = now.plus(Ticks(issue_gap.0.saturating_mul(lines - 1))).plus(round_trip);
+        let issue_bound = now
+            .plus(Ticks(issue_gap.0.saturating_mul(lines - 1)))
+            .plus(round_trip);
         let arrives = now.plus(one_way(hw.config.cxl_mem_round_trip_ns));
         let on_wire = hw.link.upstream.send(
             arrives,
@@ -384,12 +430,16 @@ impl DeviceLink for LinkPort<'_> {
     fn io_write(&mut self, now: Ticks, register: u64, value: u64) {
         let rtt = self.hardware.config.cxl_io_round_trip_ns;
         let at = self.downstream(now, 8, rtt);
-        self.hardware.queue.push(at, Event::IoWrite { register, value });
+        self.hardware
+            .queue
+            .push(at, Event::IoWrite { register, value });
     }
 
     fn io_read(&mut self, now: Ticks, register: u64, token: u64) {
         let rtt = self.hardware.config.cxl_io_round_trip_ns;
         let at = self.downstream(now, 8, rtt);
-        self.hardware.queue.push(at, Event::IoRead { register, token });
+        self.hardware
+            .queue
+            .push(at, Event::IoRead { register, token });
     }
 }

@@ -115,7 +115,11 @@ impl DmaEngineModel {
 }
 
 /// Checks one descriptor the firmware wrote, against device and host memory sizes.
-pub fn check_descriptor(descriptor: &DmaDescriptor, device_size: u64, host_size: u64) -> Result<DmaKind, Status> {
+pub fn check_descriptor(
+    descriptor: &DmaDescriptor,
+    device_size: u64,
+    host_size: u64,
+) -> Result<DmaKind, Status> {
     let kind = DmaKind::try_from(descriptor.kind)?;
     let length = u64::from(descriptor.length);
     if length == 0 || length % 8 != 0 || length > 4096 {
@@ -124,7 +128,10 @@ pub fn check_descriptor(descriptor: &DmaDescriptor, device_size: u64, host_size:
     if kind.publishes() && length != 8 {
         return Err(Status::MalformedDescriptor);
     }
-    let source_end = descriptor.source.checked_add(length).ok_or(Status::DeviceMemoryFault)?;
+    let source_end = descriptor
+        .source
+        .checked_add(length)
+        .ok_or(Status::DeviceMemoryFault)?;
     if source_end > device_size {
         return Err(Status::DeviceMemoryFault);
     }

@@ -17,7 +17,11 @@ impl DeviceDram {
         }
     }
 
-    fn range(&self, address: DeviceAddress, length: usize) -> Result<std::ops::Range<usize>, MemoryFault> {
+    fn range(
+        &self,
+        address: DeviceAddress,
+        length: usize,
+    ) -> Result<std::ops::Range<usize>, MemoryFault> {
         let fault = MemoryFault {
             address,
             length: length as u64,

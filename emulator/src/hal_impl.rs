@@ -12,14 +12,14 @@ use crate::link::Link;
 use crate::sim::queue::EventQueue;
 use crate::sim::time::one_way;
 use firmware::hal::{
-    Clock, ComputeUnits, DeviceMemory, DmaCompletion, DmaEngine, DmaError, DmaKind, DmaRequest, DmaTag, HostEvent,
-    ItemCompletion, KernelLaunch, MemoryFault, Registers,
+    Clock, ComputeUnits, DeviceMemory, DmaCompletion, DmaEngine, DmaError, DmaKind, DmaRequest,
+    DmaTag, HostEvent, ItemCompletion, KernelLaunch, MemoryFault, Registers,
 };
 use host_driver::link::LinkResponse;
 use host_driver::phys::PhysicalMemory;
+use host_driver::sync::Arc;
 use shared_abi::{mailbox, DeviceAddress, Status, Ticks};
 use std::collections::{BTreeMap, VecDeque};
-use host_driver::sync::Arc;
 
 /// A device event.
 #[derive(Debug)]
@@ -161,7 +161,9 @@ impl Hardware {
                 .dram
                 .read_value::<firmware::hal::DmaDescriptor>(address)
                 .map_err(Status::from)
-                .and_then(|d| crate::dma::check_descriptor(&d, device_size, host_size).map(|kind| (d, kind)));
+                .and_then(|d| {
+                    crate::dma::check_descriptor(&d, device_size, host_size).map(|kind| (d, kind))
+                });
             match checked {
                 Ok(write) => writes.push(write),
                 Err(error) => {
@@ -177,7 +179,11 @@ impl Hardware {
         let latency = one_way(self.config.cxl_io_round_trip_ns);
         for (descriptor, kind) in writes {
             let mut bytes = vec![0; descriptor.length as usize];
-            if self.dram.read(DeviceAddress(descriptor.source), &mut bytes).is_err() {
+            if self
+                .dram
+                .read(DeviceAddress(descriptor.source), &mut bytes)
+                .is_err()
+            {
                 status = Status::DeviceMemoryFault;
                 break;
             }
@@ -217,8 +223,11 @@ impl Hardware {
             // write before it in the chain.
             let mut word = [0u8; 8];
             word.copy_from_slice(landing.bytes.get(..8).unwrap_or(&[0; 8]));
-            self.host_memory
-                .store_u64(address, u64::from_le_bytes(word), host_driver::sync::Ordering::Release)
+            self.host_memory.store_u64(
+                address,
+                u64::from_le_bytes(word),
+                host_driver::sync::Ordering::Release,
+            )
         } else {
             // Edges D1 and D3: payload data and records, plain stores.
             self.host_memory.write_words(address, &landing.bytes)
@@ -270,7 +279,8 @@ impl DmaEngine for Hardware {
         let (tag, prepared_at) = self
             .dma
             .accept(self.now, Ticks::from_ns(self.config.dma_preparation_ns));
-        self.queue.push(prepared_at, Event::DmaPrepared { tag, request });
+        self.queue
+            .push(prepared_at, Event::DmaPrepared { tag, request });
         Ok(tag)
     }
 
@@ -287,7 +297,9 @@ impl ComputeUnits for Hardware {
         let mut command = launch.command;
         command.flags = 0;
         let kernel = firmware::kernels::Kernel::decode(&command, self.dram.size())?;
-        let started = self.ccm.dispatch(self.now, kernel, launch.command.tag, launch.items);
+        let started = self
+            .ccm
+            .dispatch(self.now, kernel, launch.command.tag, launch.items);
         self.schedule_started(started);
         Ok(())
     }
@@ -306,9 +318,14 @@ impl Registers for Hardware {
         if offset == mailbox::STATUS && value & 0xffff_ffff == mailbox::status::COMPLETE {
             // The firmware core notices the completion and posts it: one handling latency, as
             // for a doorbell.
-            let handling = Ticks::from_cycles(self.config.firmware_mailbox_cycles, self.config.firmware_mhz);
-            self.queue
-                .push(self.now.plus(handling), Event::MailboxWrite { offset, value });
+            let handling = Ticks::from_cycles(
+                self.config.firmware_mailbox_cycles,
+                self.config.firmware_mhz,
+            );
+            self.queue.push(
+                self.now.plus(handling),
+                Event::MailboxWrite { offset, value },
+            );
             return;
         }
         self.set_mailbox(offset, value);

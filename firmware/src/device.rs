@@ -160,7 +160,8 @@ impl Firmware {
     fn on_host_event<H: Hal>(&mut self, hw: &mut H, event: HostEvent) {
         match event {
             HostEvent::LaunchStore(command) => {
-                let mode = LaunchMode::try_from(command.mode).unwrap_or(LaunchMode::BulkSynchronous);
+                let mode =
+                    LaunchMode::try_from(command.mode).unwrap_or(LaunchMode::BulkSynchronous);
                 let mode = if mode == LaunchMode::RemotePolling {
                     // RP commands come through the mailbox, never the launch window.
                     LaunchMode::BulkSynchronous
@@ -227,9 +228,18 @@ impl Firmware {
         }
     }
 
-    fn refuse<H: Hal>(&mut self, hw: &mut H, command: &CommandDescriptor, mode: LaunchMode, status: Status) {
+    fn refuse<H: Hal>(
+        &mut self,
+        hw: &mut H,
+        command: &CommandDescriptor,
+        mode: LaunchMode,
+        status: Status,
+    ) {
         self.counters.refused = self.counters.refused.saturating_add(1);
-        self.trace.record(TraceEvent::Refused { tag: command.tag, status });
+        self.trace.record(TraceEvent::Refused {
+            tag: command.tag,
+            status,
+        });
         match mode {
             LaunchMode::RemotePolling => self.mailbox_complete(hw, command.tag, status),
             LaunchMode::BulkSynchronous => hw.complete_bulk_launch(command.tag, status),
@@ -282,8 +292,11 @@ impl Firmware {
             self.refuse(hw, &valid.command, valid.mode, status);
             return;
         }
-        self.executor
-            .set_streaming_factor(self.config.streaming_factor.bytes_for(valid.command.result_length));
+        self.executor.set_streaming_factor(
+            self.config
+                .streaming_factor
+                .bytes_for(valid.command.result_length),
+        );
         self.counters.launches = self.counters.launches.saturating_add(1);
         self.trace.record(TraceEvent::Launch {
             tag: valid.command.tag,
@@ -305,11 +318,14 @@ impl Firmware {
         if status != Status::Ok && active.status == Status::Ok {
             active.status = status;
         }
-        let result = active
-            .valid
-            .kernel
-            .item(item)
-            .and_then(|spec| active.monitor.populated(hw, &scratch, spec.result_offset, u64::from(spec.result_length)));
+        let result = active.valid.kernel.item(item).and_then(|spec| {
+            active.monitor.populated(
+                hw,
+                &scratch,
+                spec.result_offset,
+                u64::from(spec.result_length),
+            )
+        });
         if let Err(error) = result {
             if active.status == Status::Ok {
                 active.status = error;
@@ -374,7 +390,9 @@ impl Firmware {
                     self.active = None;
                     return;
                 }
-                if self.broken.is_some() || (active.monitor.all_chunks_taken() && self.executor.idle()) {
+                if self.broken.is_some()
+                    || (active.monitor.all_chunks_taken() && self.executor.idle())
+                {
                     self.active = None;
                 }
             }

@@ -38,16 +38,37 @@ impl Credits {
 
     /// Free slots in both rings by the cached heads: `(metadata, payload)`. A cached head beyond
     /// a tail cannot happen (refresh validates), but is treated as zero room, not a panic.
-    pub fn free(&self, metadata_tail: u64, metadata_capacity: u32, payload_tail: u64, payload_capacity: u32) -> (u64, u64) {
-        let metadata = free_slots(RingIndex(self.metadata_head), RingIndex(metadata_tail), metadata_capacity).unwrap_or(0);
-        let payload = free_slots(RingIndex(self.payload_head), RingIndex(payload_tail), payload_capacity).unwrap_or(0);
+    pub fn free(
+        &self,
+        metadata_tail: u64,
+        metadata_capacity: u32,
+        payload_tail: u64,
+        payload_capacity: u32,
+    ) -> (u64, u64) {
+        let metadata = free_slots(
+            RingIndex(self.metadata_head),
+            RingIndex(metadata_tail),
+            metadata_capacity,
+        )
+        .unwrap_or(0);
+        let payload = free_slots(
+            RingIndex(self.payload_head),
+            RingIndex(payload_tail),
+            payload_capacity,
+        )
+        .unwrap_or(0);
         (metadata, payload)
     }
 
     /// Edge D5: reads the host's heads from the flow-control block and adopts them. A head that
     /// moves backwards or passes the device's own tail is a protocol violation:
     /// [`Status::HeadBeyondTail`], and the caller latches the ring BROKEN.
-    pub fn refresh<M: DeviceMemory>(&mut self, memory: &M, metadata_tail: u64, payload_tail: u64) -> Result<(), Status> {
+    pub fn refresh<M: DeviceMemory>(
+        &mut self,
+        memory: &M,
+        metadata_tail: u64,
+        payload_tail: u64,
+    ) -> Result<(), Status> {
         let message: FlowControlMessage = memory.read_value(device_map::FLOW_CONTROL)?;
         let metadata_ok = head_update_is_valid(
             RingIndex(self.metadata_head),

@@ -71,7 +71,10 @@ pub enum DmaKind {
 impl DmaKind {
     /// Whether the write publishes an index (a release store) rather than plain data.
     pub const fn publishes(self) -> bool {
-        matches!(self, DmaKind::MetadataTail | DmaKind::PayloadTail | DmaKind::DeviceStatus)
+        matches!(
+            self,
+            DmaKind::MetadataTail | DmaKind::PayloadTail | DmaKind::DeviceStatus
+        )
     }
 }
 
@@ -94,7 +97,9 @@ impl TryFrom<u32> for DmaKind {
 /// `destination`. The engine MUST perform the writes of one request in chain order, and a
 /// publishing write ([`DmaKind::publishes`]) MUST NOT become visible before any earlier write
 /// of the chain (PCIe posted-write ordering with Relaxed Ordering off).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
 #[repr(C)]
 pub struct DmaDescriptor {
     /// Device address of the bytes to send.

@@ -58,21 +58,38 @@ impl ScratchLayout {
 
     /// Device address of staging cell 0.
     pub const fn staging_base(&self) -> DeviceAddress {
-        DeviceAddress(self.base.0.saturating_add((self.descriptor_capacity as u64).saturating_mul(CELL)))
+        DeviceAddress(
+            self.base
+                .0
+                .saturating_add((self.descriptor_capacity as u64).saturating_mul(CELL)),
+        )
     }
 
     /// Device address of chunk counter 0.
     pub const fn counters_base(&self) -> DeviceAddress {
-        DeviceAddress(self.staging_base().0.saturating_add((self.staging_capacity as u64).saturating_mul(CELL)))
+        DeviceAddress(
+            self.staging_base()
+                .0
+                .saturating_add((self.staging_capacity as u64).saturating_mul(CELL)),
+        )
     }
 
     /// Device address of ready-queue entry 0.
     pub const fn ready_base(&self) -> DeviceAddress {
-        DeviceAddress(self.counters_base().0.saturating_add((self.chunk_capacity as u64).saturating_mul(4)))
+        DeviceAddress(
+            self.counters_base()
+                .0
+                .saturating_add((self.chunk_capacity as u64).saturating_mul(4)),
+        )
     }
 
     /// Address of entry `index` (free-running) of a ring of `capacity` cells at `base`.
-    pub const fn cell(base: DeviceAddress, index: u64, capacity: u32, cell_bytes: u64) -> DeviceAddress {
+    pub const fn cell(
+        base: DeviceAddress,
+        index: u64,
+        capacity: u32,
+        cell_bytes: u64,
+    ) -> DeviceAddress {
         let slot = match index.checked_rem(capacity as u64) {
             Some(slot) => slot,
             None => 0,

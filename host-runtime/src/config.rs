@@ -80,14 +80,21 @@ impl HostConfig {
             return Err("host.host_units and host.host_uthreads must be positive".into());
         }
         if u64::from(self.host_units) * u64::from(self.host_uthreads) < 2 {
-            return Err("the host needs at least two µthreads: a control thread and a worker".into());
+            return Err(
+                "the host needs at least two µthreads: a control thread and a worker".into(),
+            );
         }
         if self.host_mhz == 0 || self.load_outstanding == 0 {
             return Err("host.host_mhz and host.load_outstanding must be positive".into());
         }
-        for (name, value) in [("host_ipc", self.host_ipc), ("host_memory_gbps", self.host_memory_gbps)] {
+        for (name, value) in [
+            ("host_ipc", self.host_ipc),
+            ("host_memory_gbps", self.host_memory_gbps),
+        ] {
             if !(value.is_finite() && value > 0.0) {
-                return Err(format!("host.{name} must be a positive number, not {value}"));
+                return Err(format!(
+                    "host.{name} must be a positive number, not {value}"
+                ));
             }
         }
         if self.poll_interval_ns == 0 || self.remote_poll_interval_ns == 0 {
@@ -98,6 +105,8 @@ impl HostConfig {
 
     /// Host µthreads that run tasks.
     pub fn workers(&self) -> u32 {
-        (self.host_units * self.host_uthreads).saturating_sub(1).max(1)
+        (self.host_units * self.host_uthreads)
+            .saturating_sub(1)
+            .max(1)
     }
 }

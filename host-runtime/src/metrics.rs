@@ -77,9 +77,17 @@ pub struct DeviceFigures {
 
 impl RunMetrics {
     /// Combines the host's and the device's measurements of one run.
-    pub fn assemble(streams: bool, host: &crate::runtime::HostMeasurements, device: &DeviceFigures) -> RunMetrics {
+    pub fn assemble(
+        streams: bool,
+        host: &crate::runtime::HostMeasurements,
+        device: &DeviceFigures,
+    ) -> RunMetrics {
         let end_to_end = host.end.since(host.start);
-        let data_movement = if streams { device.dma_busy } else { host.result_load };
+        let data_movement = if streams {
+            device.dma_busy
+        } else {
+            host.result_load
+        };
         let serial = device.ccm_busy.plus(data_movement).plus(host.host_busy);
         RunMetrics {
             end_to_end_ns: end_to_end.as_ns(),
@@ -90,7 +98,11 @@ impl RunMetrics {
             host_idle_ns: end_to_end.since(host.host_busy).as_ns(),
             host_stall_ns: host.stall.as_ns(),
             backpressure_ns: device.backpressure.as_ns(),
-            overhead_ns: if streams { 0 } else { end_to_end.since(serial).as_ns() },
+            overhead_ns: if streams {
+                0
+            } else {
+                end_to_end.since(serial).as_ns()
+            },
             launches: host.launches,
             host_tasks: host.tasks,
             payloads: device.payloads,

@@ -14,7 +14,9 @@ pub struct ReadyPool {
 
 /// The pool is full: more records are outstanding than the metadata ring holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("ready pool full ({capacity} records): more records outstanding than the metadata ring holds")]
+#[error(
+    "ready pool full ({capacity} records): more records outstanding than the metadata ring holds"
+)]
 pub struct PoolFull {
     /// The pool's capacity.
     pub capacity: usize,

@@ -28,7 +28,9 @@ use crate::sched::Scheduler;
 use crate::tasks::{LaunchTracker, TrackError};
 use host_driver::link::{DeviceLink, HostAgent, LinkResponse, Wake};
 use shared_abi::command::CommandFlags;
-use shared_abi::{device_map, mailbox, CommandDescriptor, DeviceAddress, LaunchMode, Status, Ticks};
+use shared_abi::{
+    device_map, mailbox, CommandDescriptor, DeviceAddress, LaunchMode, Status, Ticks,
+};
 use std::collections::{BTreeMap, VecDeque};
 use zerocopy::IntoBytes;
 
@@ -184,6 +186,8 @@ pub struct Runtime<'a> {
     next_token: u64,
     poll_scheduled: bool,
     poll_started: Ticks,
+    /// When the control thread finishes what it is doing (AXLE: a poll, a flow-control store).
+    control_free: Ticks,
     last_progress: Ticks,
     measured: HostMeasurements,
     started: bool,
@@ -201,7 +205,12 @@ impl std::fmt::Debug for Runtime<'_> {
 
 impl<'a> Runtime<'a> {
     /// A runtime for `app` in `mode`. AXLE modes need the ring the driver set up.
-    pub fn new(mode: Mode, config: HostConfig, app: &'a mut dyn Application, ring: Option<AxleRing>) -> Runtime<'a> {
+    pub fn new(
+        mode: Mode,
+        config: HostConfig,
+        app: &'a mut dyn Application,
+        ring: Option<AxleRing>,
+    ) -> Runtime<'a> {
         let workers = config.workers();
         Runtime {
             mode,
@@ -221,6 +230,7 @@ impl<'a> Runtime<'a> {
             next_token: 0,
             poll_scheduled: false,
             poll_started: Ticks::ZERO,
+            control_free: Ticks::ZERO,
             last_progress: Ticks::ZERO,
             measured: HostMeasurements::default(),
             started: false,
@@ -258,20 +268,33 @@ impl<'a> Runtime<'a> {
         if self.failure.is_none() {
             self.failure = Some(error);
         }
-        self.measured.end = now;
-        self.control = Control::Done;
+        self.end_run(now);
     }
 
     fn stall(&mut self, duration: Ticks) {
         self.measured.stall = self.measured.stall.plus(duration);
     }
 
+    /// The control thread is busy for `duration` from `now` (or from when it frees up):
+    /// counted as stall, and the next poll cannot start before it ends.
+    fn occupy_control(&mut self, now: Ticks, duration: Ticks) {
+        self.control_free = self.control_free.max(now).plus(duration);
+        self.stall(duration);
+    }
+
+    /// The run ends at `now`: control-thread work still running then is not part of it.
+    fn end_run(&mut self, now: Ticks) {
+        self.measured.end = now;
+        let overhang = self.control_free.since(now);
+        self.measured.stall = self.measured.stall.since(overhang);
+        self.control = Control::Done;
+    }
+
     // ----- launches -------------------------------------------------------------------------
 
     fn begin_next_launch(&mut self, now: Ticks, link: &mut dyn DeviceLink) {
         let Some(plan) = self.app.next_launch() else {
-            self.measured.end = now;
-            self.control = Control::Done;
+            self.end_run(now);
             return;
         };
         if !self.started {
@@ -283,7 +306,12 @@ impl<'a> Runtime<'a> {
         }
     }
 
-    fn start_launch(&mut self, now: Ticks, plan: LaunchPlan, link: &mut dyn DeviceLink) -> Result<(), RuntimeError> {
+    fn start_launch(
+        &mut self,
+        now: Ticks,
+        plan: LaunchPlan,
+        link: &mut dyn DeviceLink,
+    ) -> Result<(), RuntimeError> {
         self.next_tag += 1;
         let tag = self.next_tag;
         let mut command = plan.command;
@@ -313,16 +341,30 @@ impl<'a> Runtime<'a> {
             results: Vec::new(),
             finishing: false,
         });
-        log::debug!("runtime: launch {tag} ({}) at {} ns", self.mode.name(), now.as_ns());
+        log::debug!(
+            "runtime: launch {tag} ({}) at {} ns",
+            self.mode.name(),
+            now.as_ns()
+        );
         match self.mode {
             Mode::Rp => {
                 let token = self.token();
-                link.mem_store_synchronous(now, device_map::RP_DESCRIPTOR, command.as_bytes(), token);
+                link.mem_store_synchronous(
+                    now,
+                    device_map::RP_DESCRIPTOR,
+                    command.as_bytes(),
+                    token,
+                );
                 self.control = Control::RpDescriptor { issued: now };
             }
             Mode::Bs => {
                 let token = self.token();
-                link.mem_store_synchronous(now, device_map::LAUNCH_WINDOW, command.as_bytes(), token);
+                link.mem_store_synchronous(
+                    now,
+                    device_map::LAUNCH_WINDOW,
+                    command.as_bytes(),
+                    token,
+                );
                 self.control = Control::BsLaunched { issued: now };
             }
             Mode::Axle | Mode::AxleIrq => {
@@ -330,12 +372,15 @@ impl<'a> Runtime<'a> {
                     self.program_ring(now, link)?;
                 }
                 link.mem_store(now, device_map::LAUNCH_WINDOW, command.as_bytes());
-                self.stall(Ticks::from_ns(self.config.posted_store_ns));
+                self.occupy_control(now, Ticks::from_ns(self.config.posted_store_ns));
                 self.control = Control::Streaming;
                 self.last_progress = now;
                 if self.mode == Mode::Axle && !self.poll_scheduled {
                     self.poll_scheduled = true;
-                    self.at(now.plus(Ticks::from_ns(self.config.poll_interval_ns)), Timer::LocalPoll);
+                    self.at(
+                        now.plus(Ticks::from_ns(self.config.poll_interval_ns)),
+                        Timer::LocalPoll,
+                    );
                 }
             }
         }
@@ -348,7 +393,10 @@ impl<'a> Runtime<'a> {
             .ring
             .as_mut()
             .ok_or_else(|| RuntimeError::Ring("AXLE mode without a DMA ring".into()))?;
-        for (address, bytes) in ring.setup_stores().map_err(|e| RuntimeError::Ring(e.to_string()))? {
+        for (address, bytes) in ring
+            .setup_stores()
+            .map_err(|e| RuntimeError::Ring(e.to_string()))?
+        {
             link.mem_store(now, address, &bytes);
         }
         self.ring_programmed = true;
@@ -364,7 +412,10 @@ impl<'a> Runtime<'a> {
                 link.io_write(now, mailbox::DOORBELL, device_map::RP_DESCRIPTOR.0);
                 self.stall(Ticks::from_ns(self.config.posted_store_ns));
                 self.control = Control::RpRunning;
-                self.at(now.plus(Ticks::from_ns(self.config.remote_poll_interval_ns)), Timer::RemotePoll);
+                self.at(
+                    now.plus(Ticks::from_ns(self.config.remote_poll_interval_ns)),
+                    Timer::RemotePoll,
+                );
             }
             (Control::RpPolling { issued }, LinkResponse::IoReadDone { value, .. }) => {
                 self.stall(now.since(issued));
@@ -379,7 +430,9 @@ impl<'a> Runtime<'a> {
                     self.load_results(now, link);
                 } else {
                     self.control = Control::RpRunning;
-                    let next = issued.plus(Ticks::from_ns(self.config.remote_poll_interval_ns)).max(now);
+                    let next = issued
+                        .plus(Ticks::from_ns(self.config.remote_poll_interval_ns))
+                        .max(now);
                     self.at(next, Timer::RemotePoll);
                 }
             }
@@ -412,7 +465,9 @@ impl<'a> Runtime<'a> {
                 }
                 self.control = Control::Idle;
             }
-            (Control::Streaming, LinkResponse::Interrupt { message }) if self.mode == Mode::AxleIrq => {
+            (Control::Streaming, LinkResponse::Interrupt { message })
+                if self.mode == Mode::AxleIrq =>
+            {
                 // The handler consumes the records of the request that interrupted.
                 self.poll(now, Some(message));
             }
@@ -425,7 +480,8 @@ impl<'a> Runtime<'a> {
     }
 
     fn device_error(&mut self, now: Ticks, code: u32) {
-        let status = Status::try_from(code).map_or_else(|c| format!("unknown status {c}"), |s| s.to_string());
+        let status = Status::try_from(code)
+            .map_or_else(|c| format!("unknown status {c}"), |s| s.to_string());
         let tag = self.launch.as_ref().map_or(0, |l| l.tag);
         self.fail(now, RuntimeError::Device { tag, code, status });
     }
@@ -472,8 +528,10 @@ impl<'a> Runtime<'a> {
             .cost
             .uncached_loads(1)
             .plus(self.cost.uncached_stream(polled as u64 * 32))
-            .plus(Ticks::from_ns(self.config.ready_pool_push_ns * polled as u64));
-        self.stall(duration);
+            .plus(Ticks::from_ns(
+                self.config.ready_pool_push_ns * polled as u64,
+            ));
+        self.occupy_control(now, duration);
         if polled > 0 {
             self.last_progress = now;
         }
@@ -491,7 +549,10 @@ impl<'a> Runtime<'a> {
         };
         while let Some(record) = ring.pool().pop() {
             if record.tag != launch.tag {
-                let message = format!("record {} carries tag {} during launch {}", record.sequence, record.tag, launch.tag);
+                let message = format!(
+                    "record {} carries tag {} during launch {}",
+                    record.sequence, record.tag, launch.tag
+                );
                 self.fail(now, RuntimeError::Ring(message));
                 return;
             }
@@ -502,7 +563,10 @@ impl<'a> Runtime<'a> {
                     return;
                 }
             };
-            match launch.tracker.arrive(record.result_offset, u64::from(record.length), index) {
+            match launch
+                .tracker
+                .arrive(record.result_offset, u64::from(record.length), index)
+            {
                 Ok((ready, unread)) => {
                     for task in ready {
                         self.scheduler.ready(task);
@@ -537,7 +601,12 @@ impl<'a> Runtime<'a> {
         self.measured.max_gap_bytes = self.measured.max_gap_bytes.max(ring.max_gap_bytes());
         self.measured.flow_control_stores = ring.flow_control_stores();
         if sent {
-            self.stall(Ticks::from_ns(self.config.posted_store_ns));
+            if self.mode == Mode::AxleIrq {
+                // Sent by the worker that freed the slots, not the control thread.
+                self.stall(Ticks::from_ns(self.config.posted_store_ns));
+            } else {
+                self.occupy_control(now, Ticks::from_ns(self.config.posted_store_ns));
+            }
         }
     }
 
@@ -592,7 +661,11 @@ impl<'a> Runtime<'a> {
             } else {
                 let start = spec.needs.start as usize;
                 let end = spec.needs.end as usize;
-                let bytes = launch.results.get(start..end).map(<[u8]>::to_vec).unwrap_or_default();
+                let bytes = launch
+                    .results
+                    .get(start..end)
+                    .map(<[u8]>::to_vec)
+                    .unwrap_or_default();
                 let read = self.cost.cached_read(bytes.len() as u64);
                 (bytes, read)
             };
@@ -634,7 +707,14 @@ impl<'a> Runtime<'a> {
         if launch.finishing || !launch.tracker.all_finished() {
             return;
         }
-        if matches!(self.control, Control::RpDescriptor { .. } | Control::RpRunning | Control::RpPolling { .. } | Control::BsLaunched { .. } | Control::Loading { .. }) {
+        if matches!(
+            self.control,
+            Control::RpDescriptor { .. }
+                | Control::RpRunning
+                | Control::RpPolling { .. }
+                | Control::BsLaunched { .. }
+                | Control::Loading { .. }
+        ) {
             return;
         }
         let Some(worker) = self.scheduler.claim_any() else {
@@ -674,12 +754,17 @@ impl<'a> Runtime<'a> {
             }
             Timer::PollDone => {
                 self.poll_done(now, link);
-                if self.mode == Mode::Axle && self.control != Control::Done && !self.poll_scheduled {
+                if self.mode == Mode::Axle && self.control != Control::Done && !self.poll_scheduled
+                {
                     // The next poll starts one interval after this one did, or at once if the
                     // poll took longer than the interval.
                     self.poll_scheduled = true;
                     let interval = Ticks::from_ns(self.config.poll_interval_ns);
-                    let next = self.poll_started.plus(interval).max(now);
+                    let next = self
+                        .poll_started
+                        .plus(interval)
+                        .max(self.control_free)
+                        .max(now);
                     self.at(next, Timer::LocalPoll);
                 }
             }
@@ -707,7 +792,11 @@ impl HostAgent for Runtime<'_> {
                 self.on_response(now, response, link);
                 continue;
             }
-            let due = self.timers.first_key_value().map(|(&(at, _), _)| at).filter(|&at| at <= now);
+            let due = self
+                .timers
+                .first_key_value()
+                .map(|(&(at, _), _)| at)
+                .filter(|&at| at <= now);
             if due.is_some() {
                 if let Some((_, timer)) = self.timers.pop_first() {
                     self.fire(now, timer, link);
@@ -716,7 +805,12 @@ impl HostAgent for Runtime<'_> {
             }
             self.start_ready_tasks(now);
             self.maybe_finish_launch(now);
-            if self.inbox.is_empty() && self.timers.first_key_value().is_none_or(|(&(at, _), _)| at > now) {
+            if self.inbox.is_empty()
+                && self
+                    .timers
+                    .first_key_value()
+                    .is_none_or(|(&(at, _), _)| at > now)
+            {
                 break;
             }
         }

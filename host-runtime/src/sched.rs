@@ -87,7 +87,8 @@ impl Scheduler {
             }
             HostScheduling::Rr => {
                 let worker = (0..self.busy.len()).find(|&w| {
-                    !self.busy.get(w).copied().unwrap_or(true) && self.per_worker.get(w).is_some_and(|q| !q.is_empty())
+                    !self.busy.get(w).copied().unwrap_or(true)
+                        && self.per_worker.get(w).is_some_and(|q| !q.is_empty())
                 })?;
                 let task = self.per_worker.get_mut(worker)?.pop_front()?;
                 self.claim(worker);
@@ -125,7 +126,11 @@ impl Scheduler {
         let Some(chain) = task.and_then(|t| self.chain_of(t)) else {
             return;
         };
-        match self.chain_parked.get_mut(&chain).and_then(VecDeque::pop_front) {
+        match self
+            .chain_parked
+            .get_mut(&chain)
+            .and_then(VecDeque::pop_front)
+        {
             Some(next) => self.enqueue(next),
             None => {
                 self.chain_parked.remove(&chain);

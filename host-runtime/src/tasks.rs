@@ -58,7 +58,11 @@ pub struct LaunchTracker {
 
 impl LaunchTracker {
     /// Tracks `tasks` over a result of `result_length` bytes cut into `chunk_bytes` chunks.
-    pub fn new(tasks: Vec<HostTask>, result_length: u64, chunk_bytes: u64) -> Result<LaunchTracker, TrackError> {
+    pub fn new(
+        tasks: Vec<HostTask>,
+        result_length: u64,
+        chunk_bytes: u64,
+    ) -> Result<LaunchTracker, TrackError> {
         let chunk_bytes = chunk_bytes.max(1);
         let chunks = usize::try_from(result_length.div_ceil(chunk_bytes)).unwrap_or(usize::MAX);
         let mut counts = vec![0u32; chunks + 1];
@@ -130,7 +134,12 @@ impl LaunchTracker {
     /// The chunk at `offset` (`length` bytes) arrived in payload `payload_index`. Returns the
     /// tasks that became ready, and whether no task reads the chunk (its slot may be freed at
     /// once).
-    pub fn arrive(&mut self, offset: u64, length: u64, payload_index: u64) -> Result<(Vec<u32>, bool), TrackError> {
+    pub fn arrive(
+        &mut self,
+        offset: u64,
+        length: u64,
+        payload_index: u64,
+    ) -> Result<(Vec<u32>, bool), TrackError> {
         let bad = TrackError::BadRange {
             offset,
             length,
@@ -152,7 +161,10 @@ impl LaunchTracker {
         let mut ready = Vec::new();
         for &task in self.tasks_of(chunk).to_vec().iter() {
             let needs = &self.tasks[task as usize].needs;
-            let overlap = needs.end.min(range.end).saturating_sub(needs.start.max(range.start));
+            let overlap = needs
+                .end
+                .min(range.end)
+                .saturating_sub(needs.start.max(range.start));
             let missing = &mut self.missing[task as usize];
             *missing -= overlap.min(*missing);
             if *missing == 0 && overlap > 0 {
@@ -218,12 +230,17 @@ mod tests {
     use super::*;
 
     fn task(id: u32, needs: Range<u64>) -> HostTask {
-        HostTask { id, needs, chain: None }
+        HostTask {
+            id,
+            needs,
+            chain: None,
+        }
     }
 
     #[test]
     fn task_is_ready_only_when_every_chunk_it_needs_arrived() {
-        let mut tracker = LaunchTracker::new(vec![task(0, 0..64), task(1, 64..96)], 96, 32).unwrap();
+        let mut tracker =
+            LaunchTracker::new(vec![task(0, 0..64), task(1, 64..96)], 96, 32).unwrap();
         let (ready, _) = tracker.arrive(32, 32, 0).unwrap();
         assert!(ready.is_empty());
         let (ready, _) = tracker.arrive(64, 32, 1).unwrap();
@@ -234,7 +251,8 @@ mod tests {
 
     #[test]
     fn slot_is_freed_when_its_last_reader_finishes() {
-        let mut tracker = LaunchTracker::new(vec![task(0, 0..48), task(1, 16..64)], 64, 32).unwrap();
+        let mut tracker =
+            LaunchTracker::new(vec![task(0, 0..48), task(1, 16..64)], 64, 32).unwrap();
         tracker.arrive(0, 32, 10).unwrap();
         tracker.arrive(32, 32, 11).unwrap();
         // Chunk 0 is read by both tasks, chunk 1 only by task 1.
@@ -247,9 +265,21 @@ mod tests {
     fn duplicate_and_misaligned_records_are_rejected() {
         let mut tracker = LaunchTracker::new(vec![task(0, 0..64)], 64, 32).unwrap();
         tracker.arrive(0, 32, 0).unwrap();
-        assert!(matches!(tracker.arrive(0, 32, 1), Err(TrackError::Duplicate { .. })));
-        assert!(matches!(tracker.arrive(16, 32, 1), Err(TrackError::BadRange { .. })));
-        assert!(matches!(tracker.arrive(32, 16, 1), Err(TrackError::BadRange { .. })));
-        assert!(matches!(tracker.arrive(64, 32, 1), Err(TrackError::BadRange { .. })));
+        assert!(matches!(
+            tracker.arrive(0, 32, 1),
+            Err(TrackError::Duplicate { .. })
+        ));
+        assert!(matches!(
+            tracker.arrive(16, 32, 1),
+            Err(TrackError::BadRange { .. })
+        ));
+        assert!(matches!(
+            tracker.arrive(32, 16, 1),
+            Err(TrackError::BadRange { .. })
+        ));
+        assert!(matches!(
+            tracker.arrive(64, 32, 1),
+            Err(TrackError::BadRange { .. })
+        ));
     }
 }

@@ -57,7 +57,9 @@ bitflags! {
 }
 
 /// The 64-byte offload command descriptor (one cache line, one CXL.mem store).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
 #[repr(C)]
 pub struct CommandDescriptor {
     /// [`KernelId`] as `u32`.

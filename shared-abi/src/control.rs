@@ -38,7 +38,12 @@ pub struct StaticLine {
 
 impl StaticLine {
     /// A static line for a ring of the given shape.
-    pub const fn new(metadata_capacity: u32, payload_capacity: u32, slot_size: u32, epoch: u64) -> Self {
+    pub const fn new(
+        metadata_capacity: u32,
+        payload_capacity: u32,
+        slot_size: u32,
+        epoch: u64,
+    ) -> Self {
         StaticLine {
             magic: crate::ABI_MAGIC,
             version: crate::ABI_VERSION,

@@ -30,4 +30,5 @@ pub const RP_DESCRIPTOR: DeviceAddress = DeviceAddress(0x8000);
 /// Start of general data (data sets, results).
 pub const DATA_BASE: DeviceAddress = DeviceAddress(0x10_0000);
 
-const _: () = assert!(SHADOW_ENTRIES.0 + (crate::sgl::MAX_SG_ENTRIES as u64) * 16 <= RP_DESCRIPTOR.0);
+const _: () =
+    assert!(SHADOW_ENTRIES.0 + (crate::sgl::MAX_SG_ENTRIES as u64) * 16 <= RP_DESCRIPTOR.0);

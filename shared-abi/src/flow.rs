@@ -5,7 +5,9 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// New head indexes of one ring pair. Both are free-running; the device accepts them only if
 /// they move forward and stay at or below its own tails (see [`crate::ring::head_update_is_valid`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
 #[repr(C)]
 pub struct FlowControlMessage {
     /// Metadata records moved to the ready pool (edge H2).

@@ -1,8 +1,8 @@
 //! ABI identity: magic, version and a hash over every layout.
 
 use crate::{
-    control, CommandDescriptor, FlowControlMessage, MetadataRecord, RingControlBlock, ScatterGatherEntry,
-    ShadowRegionDescriptor,
+    control, CommandDescriptor, FlowControlMessage, MetadataRecord, RingControlBlock,
+    ScatterGatherEntry, ShadowRegionDescriptor,
 };
 use core::mem::{offset_of, size_of};
 

@@ -19,7 +19,9 @@ bitflags! {
 ///
 /// Records carry their own sequence number (their absolute ring index), so a stale record (left
 /// from the previous lap) or a torn one (read while being written) is detected, not consumed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
 #[repr(C)]
 pub struct MetadataRecord {
     /// The absolute metadata index of this record.

@@ -45,7 +45,11 @@ pub const fn free_slots(head: RingIndex, tail: RingIndex, capacity: u32) -> Opti
 
 /// Whether a new head is acceptable: it moves forward from `old_head` (heads never go back)
 /// and does not pass `tail`.
-pub const fn head_update_is_valid(old_head: RingIndex, new_head: RingIndex, tail: RingIndex) -> bool {
+pub const fn head_update_is_valid(
+    old_head: RingIndex,
+    new_head: RingIndex,
+    tail: RingIndex,
+) -> bool {
     new_head.0 >= old_head.0 && new_head.0 <= tail.0
 }
 

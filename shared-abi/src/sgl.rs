@@ -12,7 +12,9 @@ pub const MAX_SG_ENTRIES: usize = 1024;
 
 /// Header of a shadowed DMA region: where each part of the region lies, as offsets from the
 /// region's start (the region is contiguous in the host's virtual space, scattered in physical).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
 #[repr(C)]
 pub struct ShadowRegionDescriptor {
     /// [`crate::ABI_MAGIC`]; anything else means "no region programmed".
@@ -38,7 +40,9 @@ pub struct ShadowRegionDescriptor {
 }
 
 /// One physically contiguous piece of a DMA region.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
 #[repr(C)]
 pub struct ScatterGatherEntry {
     /// Host physical address of the piece.

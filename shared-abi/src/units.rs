@@ -34,7 +34,11 @@ impl Ticks {
     /// `cycles` cycles of a clock of `mhz` megahertz, rounded up to a whole tick.
     pub const fn from_cycles(cycles: u64, mhz: u64) -> Ticks {
         // ticks = cycles * 6000 / mhz, rounded up.
-        match cycles.saturating_mul(6000).saturating_add(mhz.saturating_sub(1)).checked_div(mhz) {
+        match cycles
+            .saturating_mul(6000)
+            .saturating_add(mhz.saturating_sub(1))
+            .checked_div(mhz)
+        {
             Some(ticks) => Ticks(ticks),
             None => Ticks::NEVER,
         }
@@ -61,7 +65,19 @@ impl Ticks {
 /// An address in the device's HDM range as the host sees it through CXL.mem (offset from the
 /// base of the device window).
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, FromBytes, IntoBytes, Immutable, KnownLayout,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    FromBytes,
+    IntoBytes,
+    Immutable,
+    KnownLayout,
 )]
 #[repr(transparent)]
 pub struct DeviceAddress(pub u64);
@@ -80,14 +96,38 @@ impl DeviceAddress {
 /// physical memory. DMA writes target these; the device learns them only from the shadow
 /// scatter-gather table.
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, FromBytes, IntoBytes, Immutable, KnownLayout,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    FromBytes,
+    IntoBytes,
+    Immutable,
+    KnownLayout,
 )]
 #[repr(transparent)]
 pub struct HostPhysAddr(pub u64);
 
 /// A byte count.
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, FromBytes, IntoBytes, Immutable, KnownLayout,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    FromBytes,
+    IntoBytes,
+    Immutable,
+    KnownLayout,
 )]
 #[repr(transparent)]
 pub struct ByteLength(pub u64);

@@ -52,7 +52,11 @@ impl<E> EventQueue<E> {
     pub fn push(&mut self, at: Ticks, event: E) {
         let sequence = self.next_sequence;
         self.next_sequence += 1;
-        self.heap.push(Reverse(Entry { at, sequence, event }));
+        self.heap.push(Reverse(Entry {
+            at,
+            sequence,
+            event,
+        }));
     }
 
     /// The time of the earliest event.
@@ -62,7 +66,9 @@ impl<E> EventQueue<E> {
 
     /// Removes the earliest event.
     pub fn pop(&mut self) -> Option<(Ticks, E)> {
-        self.heap.pop().map(|Reverse(entry)| (entry.at, entry.event))
+        self.heap
+            .pop()
+            .map(|Reverse(entry)| (entry.at, entry.event))
     }
 
     /// Events waiting.

@@ -26,7 +26,11 @@ pub struct ValidCommand {
 }
 
 /// Validates `command` arriving on the path of `expected` mode.
-pub fn validate(command: &CommandDescriptor, expected: LaunchMode, memory_size: u64) -> Result<ValidCommand, Status> {
+pub fn validate(
+    command: &CommandDescriptor,
+    expected: LaunchMode,
+    memory_size: u64,
+) -> Result<ValidCommand, Status> {
     let mode = LaunchMode::try_from(command.mode)?;
     if mode != expected {
         return Err(Status::MalformedDescriptor);
@@ -48,7 +52,10 @@ pub fn validate(command: &CommandDescriptor, expected: LaunchMode, memory_size: 
 }
 
 /// Reads an RP descriptor from device memory at `address` (the doorbell value).
-pub fn read_mailbox_descriptor<M: DeviceMemory>(memory: &M, address: u64) -> Result<CommandDescriptor, Status> {
+pub fn read_mailbox_descriptor<M: DeviceMemory>(
+    memory: &M,
+    address: u64,
+) -> Result<CommandDescriptor, Status> {
     memory
         .read_value::<CommandDescriptor>(DeviceAddress(address))
         .map_err(|_| Status::ArgumentOutOfRange)

@@ -16,7 +16,9 @@
 //! update per payload, as the paper describes.
 
 use crate::flow::Credits;
-use crate::hal::{Clock, DeviceMemory, DmaDescriptor, DmaEngine, DmaError, DmaKind, DmaRequest, DmaTag};
+use crate::hal::{
+    Clock, DeviceMemory, DmaDescriptor, DmaEngine, DmaError, DmaKind, DmaRequest, DmaTag,
+};
 use crate::monitor::ResultMonitor;
 use crate::scratch::{ScratchLayout, CELL};
 use crate::trace::{Counters, Trace, TraceEvent};
@@ -148,7 +150,8 @@ impl DmaExecutor {
             if metadata_free == 0 || payload_free == 0 {
                 // Edge D5: only now read the host's heads.
                 counters.head_reads = counters.head_reads.saturating_add(1);
-                self.credits.refresh(hw, self.metadata_tail, self.payload_tail)?;
+                self.credits
+                    .refresh(hw, self.metadata_tail, self.payload_tail)?;
                 let (metadata_free, payload_free) = self.credits.free(
                     self.metadata_tail,
                     layout.metadata_capacity(),
@@ -168,7 +171,9 @@ impl DmaExecutor {
             }
             if let Some(since) = self.blocked_since.take() {
                 let now = hw.now();
-                counters.backpressure_ticks = counters.backpressure_ticks.saturating_add(now.since(since).0);
+                counters.backpressure_ticks = counters
+                    .backpressure_ticks
+                    .saturating_add(now.since(since).0);
                 trace.record(TraceEvent::CreditResume { at: now });
             }
             if !self.has_room(scratch) {
@@ -179,11 +184,16 @@ impl DmaExecutor {
             let last = monitor.all_chunks_taken();
             self.form_payload(hw, monitor, region, scratch, target, chunk, last)?;
             counters.payloads = counters.payloads.saturating_add(1);
-            if self.batch_bytes >= self.streaming_factor && !self.submit(hw, region, scratch, counters, trace)? {
+            if self.batch_bytes >= self.streaming_factor
+                && !self.submit(hw, region, scratch, counters, trace)?
+            {
                 return Ok(PumpOutcome::WaitingForDma);
             }
         }
-        if monitor.all_chunks_taken() && self.batch_payloads > 0 && !self.submit(hw, region, scratch, counters, trace)? {
+        if monitor.all_chunks_taken()
+            && self.batch_payloads > 0
+            && !self.submit(hw, region, scratch, counters, trace)?
+        {
             return Ok(PumpOutcome::WaitingForDma);
         }
         Ok(PumpOutcome::Drained)
@@ -206,8 +216,10 @@ impl DmaExecutor {
     fn has_room(&self, scratch: &ScratchLayout) -> bool {
         let descriptors_used = self.descriptor_tail.saturating_sub(self.descriptor_head);
         let cells_used = self.staging_tail.saturating_sub(self.staging_head);
-        descriptors_used.saturating_add(DESCRIPTORS_PER_PAYLOAD + 1) <= u64::from(scratch.descriptor_capacity)
-            && cells_used.saturating_add(CELLS_PER_PAYLOAD + 1) <= u64::from(scratch.staging_capacity)
+        descriptors_used.saturating_add(DESCRIPTORS_PER_PAYLOAD + 1)
+            <= u64::from(scratch.descriptor_capacity)
+            && cells_used.saturating_add(CELLS_PER_PAYLOAD + 1)
+                <= u64::from(scratch.staging_capacity)
             && !self.in_flight.is_full()
     }
 
@@ -228,8 +240,18 @@ impl DmaExecutor {
         Ok(())
     }
 
-    fn stage<M: DeviceMemory>(&mut self, memory: &mut M, scratch: &ScratchLayout, bytes: &[u8]) -> Result<DeviceAddress, Status> {
-        let address = ScratchLayout::cell(scratch.staging_base(), self.staging_tail, scratch.staging_capacity, CELL);
+    fn stage<M: DeviceMemory>(
+        &mut self,
+        memory: &mut M,
+        scratch: &ScratchLayout,
+        bytes: &[u8],
+    ) -> Result<DeviceAddress, Status> {
+        let address = ScratchLayout::cell(
+            scratch.staging_base(),
+            self.staging_tail,
+            scratch.staging_capacity,
+            CELL,
+        );
         memory.write(address, bytes)?;
         self.staging_tail = self.staging_tail.saturating_add(1);
         Ok(address)
@@ -262,7 +284,9 @@ impl DmaExecutor {
         let payload_index = self.payload_tail;
         let slot = shared_abi::RingIndex(payload_index).slot(layout.payload_capacity());
         let payload_destination = region.translate(
-            layout.payload_slot_offset(slot).ok_or(Status::TranslationFault)?,
+            layout
+                .payload_slot_offset(slot)
+                .ok_or(Status::TranslationFault)?,
             padded,
         )?;
         // D1: the payload data.
@@ -292,7 +316,8 @@ impl DmaExecutor {
             flags: flags.bits(),
         };
         let record_cell = self.stage(memory, scratch, record.as_bytes())?;
-        let record_destination = region.translate(layout.metadata_slot_offset(metadata_index), 32)?;
+        let record_destination =
+            region.translate(layout.metadata_slot_offset(metadata_index), 32)?;
         self.push_descriptor(
             memory,
             scratch,

@@ -51,7 +51,9 @@ impl ResultMonitor {
         let mut address = scratch.counters_base();
         while remaining > 0 {
             let step = remaining.min(zeros.len() as u64);
-            let part = zeros.get(..step as usize).ok_or(Status::DeviceMemoryFault)?;
+            let part = zeros
+                .get(..step as usize)
+                .ok_or(Status::DeviceMemoryFault)?;
             memory.write(address, part)?;
             address = address.checked_add(step).ok_or(Status::DeviceMemoryFault)?;
             remaining = remaining.saturating_sub(step);
@@ -71,7 +73,9 @@ impl ResultMonitor {
     /// Bytes of chunk `chunk` (the last may be short).
     pub fn chunk_length(&self, chunk: u32) -> u64 {
         let start = u64::from(chunk).saturating_mul(self.chunk_bytes);
-        self.result_length.saturating_sub(start).min(self.chunk_bytes)
+        self.result_length
+            .saturating_sub(start)
+            .min(self.chunk_bytes)
     }
 
     /// Chunks in the launch.
@@ -98,18 +102,26 @@ impl ResultMonitor {
         length: u64,
     ) -> Result<(), Status> {
         self.items_done = self.items_done.saturating_add(1);
-        let end = offset.checked_add(length).ok_or(Status::ArgumentOutOfRange)?;
+        let end = offset
+            .checked_add(length)
+            .ok_or(Status::ArgumentOutOfRange)?;
         if end > self.result_length {
             return Err(Status::ArgumentOutOfRange);
         }
         let mut position = offset;
         while position < end {
             // chunk_bytes > 0 (checked in `start`).
-            let chunk = position.checked_div(self.chunk_bytes).ok_or(Status::MalformedDescriptor)?;
-            let chunk_end = chunk.saturating_add(1).saturating_mul(self.chunk_bytes).min(end);
+            let chunk = position
+                .checked_div(self.chunk_bytes)
+                .ok_or(Status::MalformedDescriptor)?;
+            let chunk_end = chunk
+                .saturating_add(1)
+                .saturating_mul(self.chunk_bytes)
+                .min(end);
             let added = chunk_end.saturating_sub(position);
             let chunk = u32::try_from(chunk).map_err(|_| Status::ArgumentOutOfRange)?;
-            let counter_address = ScratchLayout::cell(scratch.counters_base(), u64::from(chunk), u32::MAX, 4);
+            let counter_address =
+                ScratchLayout::cell(scratch.counters_base(), u64::from(chunk), u32::MAX, 4);
             let count: u32 = memory.read_value(counter_address)?;
             let count = u64::from(count).saturating_add(added);
             let full = self.chunk_length(chunk);
@@ -119,7 +131,12 @@ impl ResultMonitor {
             }
             memory.write(counter_address, &(count as u32).to_le_bytes())?;
             if count == full && !self.in_order {
-                let entry = ScratchLayout::cell(scratch.ready_base(), u64::from(self.completed), u32::MAX, 4);
+                let entry = ScratchLayout::cell(
+                    scratch.ready_base(),
+                    u64::from(self.completed),
+                    u32::MAX,
+                    4,
+                );
                 memory.write(entry, &chunk.to_le_bytes())?;
                 self.completed = self.completed.saturating_add(1);
             }
@@ -130,12 +147,17 @@ impl ResultMonitor {
 
     /// The next chunk to stream, if one is complete: the oldest completed (out-of-order mode)
     /// or the next by offset (in-order mode). Does not take it.
-    pub fn peek<M: DeviceMemory>(&self, memory: &M, scratch: &ScratchLayout) -> Result<Option<u32>, Status> {
+    pub fn peek<M: DeviceMemory>(
+        &self,
+        memory: &M,
+        scratch: &ScratchLayout,
+    ) -> Result<Option<u32>, Status> {
         if self.taken >= self.chunks {
             return Ok(None);
         }
         if self.in_order {
-            let counter_address = ScratchLayout::cell(scratch.counters_base(), u64::from(self.taken), u32::MAX, 4);
+            let counter_address =
+                ScratchLayout::cell(scratch.counters_base(), u64::from(self.taken), u32::MAX, 4);
             let count: u32 = memory.read_value(counter_address)?;
             return Ok((u64::from(count) == self.chunk_length(self.taken)).then_some(self.taken));
         }

@@ -93,7 +93,10 @@ impl AxleRing {
     /// The payload index of `slot` (within the window the device may have written).
     pub fn payload_index(&self, slot: u32) -> Result<u64, String> {
         if slot >= self.layout.payload_capacity() {
-            return Err(format!("record names payload slot {slot} of {}", self.layout.payload_capacity()));
+            return Err(format!(
+                "record names payload slot {slot} of {}",
+                self.layout.payload_capacity()
+            ));
         }
         Ok(self.payloads.slot_index(slot))
     }
@@ -107,14 +110,25 @@ impl AxleRing {
 
     /// Copies the bytes `needs` out of the payload slots holding `chunks` (offset, length,
     /// payload index). Returns the bytes and how many bytes of slots were read.
-    pub fn gather(&self, chunks: &[(u64, u64, Option<u64>)], needs: &Range<u64>) -> Result<(Vec<u8>, u64), String> {
+    pub fn gather(
+        &self,
+        chunks: &[(u64, u64, Option<u64>)],
+        needs: &Range<u64>,
+    ) -> Result<(Vec<u8>, u64), String> {
         let mut bytes = vec![0u8; (needs.end - needs.start) as usize];
         let mut slot_bytes = vec![0u8; self.layout.slot_size() as usize];
         let mut read = 0;
         for &(offset, length, index) in chunks {
             let index = index.ok_or_else(|| format!("chunk at offset {offset} has not arrived"))?;
             let slot = RingIndex(index).slot(self.layout.payload_capacity());
-            read_payload(&self.region, &self.layout, slot, length as u32, &mut slot_bytes).map_err(|e| e.to_string())?;
+            read_payload(
+                &self.region,
+                &self.layout,
+                slot,
+                length as u32,
+                &mut slot_bytes,
+            )
+            .map_err(|e| e.to_string())?;
             read += length;
             let start = needs.start.max(offset);
             let end = needs.end.min(offset + length);
@@ -137,7 +151,12 @@ impl AxleRing {
 
     /// The flow-control store was sent.
     pub fn flow_control_sent(&mut self, message: FlowControlMessage) {
-        if let Err(error) = publish_heads(&self.region, &self.layout, message.metadata_head, message.payload_head) {
+        if let Err(error) = publish_heads(
+            &self.region,
+            &self.layout,
+            message.metadata_head,
+            message.payload_head,
+        ) {
             log::warn!("flow: mirroring heads failed: {error}");
         }
         self.flow.sent(message);

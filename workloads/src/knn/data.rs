@@ -92,7 +92,7 @@ impl fmt::Debug for KnnData {
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
     /// The file could not be read (missing, unreadable).
-    #[error("cannot read KNN embeddings {}: {source}", path.display())]
+    #[error("cannot read KNN embeddings {}", path.display())]
     Read {
         /// The file.
         path: PathBuf,

@@ -400,10 +400,14 @@ impl Application for KnnApplication {
         }
         let (kept, chunk_cost) = host::chunk_top_k(span.first_row, result, self.k as usize);
         let Some(running) = self.running.get_mut(span.query as usize) else {
-            self.problem(format!("task {}: query {} does not exist", task.id, span.query));
+            self.problem(format!(
+                "task {}: query {} does not exist",
+                task.id, span.query
+            ));
             return chunk_cost;
         };
-        let (folded, fold_cost) = host::merge_top_k([running.as_slice(), kept.as_slice()], self.k as usize);
+        let (folded, fold_cost) =
+            host::merge_top_k([running.as_slice(), kept.as_slice()], self.k as usize);
         *running = folded;
         let cost = chunk_cost.plus(fold_cost);
         log::trace!(
@@ -619,9 +623,9 @@ mod tests {
         run_tasks(&mut app, &device, &plan);
         let verification = app.verify();
         assert!(verification.passed, "{}", verification.detail);
-        assert!(verification
-            .detail
-            .starts_with(&format!("{DEFAULT_QUERIES} queries x top-10 match brute force")));
+        assert!(verification.detail.starts_with(&format!(
+            "{DEFAULT_QUERIES} queries x top-10 match brute force"
+        )));
     }
 
     #[test]
