@@ -1,5 +1,6 @@
 //! The `axle` command: run the paper's workloads on the emulated CXL computational memory
 //! under RP, BS, AXLE and AXLE_Interrupt, and print what happened in virtual time.
+#![forbid(unsafe_code)]
 
 use anyhow::Context;
 use axle::config::{parse_duration_ns, AxleConfig};

@@ -7,6 +7,7 @@
 //!
 //! The catalog: [`names`] lists the workloads, [`describe`] says what each one is, and
 //! [`build`] makes one ready to load.
+#![forbid(unsafe_code)]
 
 pub mod knn;
 
