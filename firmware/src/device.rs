@@ -172,7 +172,13 @@ impl Firmware {
             }
             HostEvent::Doorbell(address) => {
                 if self.mailbox_occupied {
-                    self.mailbox_complete(hw, 0, Status::Busy);
+                    // The mailbox holds one command until it is dequeued; a second doorbell is
+                    // dropped (the running command's status stays intact) and counted.
+                    self.counters.refused = self.counters.refused.saturating_add(1);
+                    self.trace.record(TraceEvent::Refused {
+                        tag: 0,
+                        status: Status::Busy,
+                    });
                     return;
                 }
                 self.mailbox_occupied = true;
@@ -406,6 +412,7 @@ impl Firmware {
             return;
         }
         self.broken = Some(status);
+        self.executor.abandon_batch();
         self.trace.record(TraceEvent::Broken { status });
         if let Some(region) = self.region.as_ref() {
             // Best effort: if even this fails there is no way left to tell the host.

@@ -34,6 +34,8 @@ pub mod hal;
 pub mod kernels;
 pub mod monitor;
 pub mod scratch;
+#[cfg(any(test, feature = "test-utils"))]
+pub mod testing;
 pub mod trace;
 pub mod translate;
 

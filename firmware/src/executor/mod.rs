@@ -30,10 +30,12 @@ use zerocopy::IntoBytes;
 /// Requests the executor keeps in flight at most.
 pub const MAX_IN_FLIGHT: usize = 64;
 
-/// Descriptors one payload needs (D1, D3, D4), plus one reserved for the batch's D2.
-const DESCRIPTORS_PER_PAYLOAD: u64 = 3;
-/// Staging cells one payload needs (record, metadata tail), plus one reserved for D2.
-const CELLS_PER_PAYLOAD: u64 = 2;
+/// Descriptors one payload needs at most (D1 as whole words and a padded last word, D3, D4);
+/// one more is reserved for the batch's D2.
+const DESCRIPTORS_PER_PAYLOAD: u64 = 4;
+/// Staging cells one payload needs at most (a padded last word, the record, the metadata
+/// tail); one more is reserved for D2.
+const CELLS_PER_PAYLOAD: u64 = 3;
 
 /// What the launch being streamed looks like to the executor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,6 +142,15 @@ impl DmaExecutor {
         trace: &mut Trace,
     ) -> Result<PumpOutcome, Status> {
         let layout = *region.layout();
+        // A batch the engine refused (queue full) is retried first, now that a completion may
+        // have made room.
+        let batch_due = self.batch_bytes >= self.streaming_factor || monitor.all_chunks_taken();
+        if self.batch_payloads > 0
+            && batch_due
+            && !self.submit(hw, region, scratch, counters, trace)?
+        {
+            return Ok(PumpOutcome::WaitingForDma);
+        }
         while let Some(chunk) = monitor.peek(hw, scratch)? {
             let (metadata_free, payload_free) = self.credits.free(
                 self.metadata_tail,
@@ -274,33 +285,58 @@ impl DmaExecutor {
         }
         let length = monitor.chunk_length(chunk);
         let offset = u64::from(chunk).saturating_mul(u64::from(layout.slot_size()));
-        // DMA moves whole 8-byte words; a short last chunk is padded (the record's length
-        // carries the true size).
-        let padded = length.div_ceil(8).saturating_mul(8);
         let source = target
             .result_address
             .checked_add(offset)
             .ok_or(Status::ArgumentOutOfRange)?;
         let payload_index = self.payload_tail;
         let slot = shared_abi::RingIndex(payload_index).slot(layout.payload_capacity());
-        let payload_destination = region.translate(
-            layout
-                .payload_slot_offset(slot)
-                .ok_or(Status::TranslationFault)?,
-            padded,
-        )?;
-        // D1: the payload data.
-        self.push_descriptor(
-            memory,
-            scratch,
-            DmaDescriptor {
-                source: source.0,
-                destination: payload_destination.0,
-                length: padded as u32,
-                kind: DmaKind::Payload as u32,
-                index: payload_index,
-            },
-        )?;
+        let slot_offset = layout
+            .payload_slot_offset(slot)
+            .ok_or(Status::TranslationFault)?;
+        // D1: the payload data. DMA moves whole 8-byte words: the whole words come straight
+        // from the result space; a short last chunk's final partial word is staged with zero
+        // padding, so nothing beyond the result space is ever read or sent (the record's
+        // length carries the true size).
+        let whole = length & !7;
+        if whole > 0 {
+            let destination = region.translate(slot_offset, whole)?;
+            self.push_descriptor(
+                memory,
+                scratch,
+                DmaDescriptor {
+                    source: source.0,
+                    destination: destination.0,
+                    length: whole as u32,
+                    kind: DmaKind::Payload as u32,
+                    index: payload_index,
+                },
+            )?;
+        }
+        let partial = length.saturating_sub(whole);
+        if partial > 0 {
+            let mut word = [0u8; 8];
+            let tail_source = source
+                .checked_add(whole)
+                .ok_or(Status::ArgumentOutOfRange)?;
+            let bytes = word
+                .get_mut(..partial as usize)
+                .ok_or(Status::ArgumentOutOfRange)?;
+            memory.read(tail_source, bytes)?;
+            let cell = self.stage(memory, scratch, &word)?;
+            let destination = region.translate(slot_offset.saturating_add(whole), 8)?;
+            self.push_descriptor(
+                memory,
+                scratch,
+                DmaDescriptor {
+                    source: cell.0,
+                    destination: destination.0,
+                    length: 8,
+                    kind: DmaKind::Payload as u32,
+                    index: payload_index,
+                },
+            )?;
+        }
         // D3: the metadata record naming it.
         let metadata_index = self.metadata_tail;
         let mut flags = MetadataFlags::empty();
@@ -418,6 +454,14 @@ impl DmaExecutor {
         }
     }
 
+    /// Drops the open batch (the ring is BROKEN: nothing more is streamed). Its descriptors and
+    /// cells are never submitted; reprogramming the region resets the executor.
+    pub fn abandon_batch(&mut self) {
+        self.batch_payloads = 0;
+        self.batch_bytes = 0;
+        self.blocked_since = None;
+    }
+
     /// Writes the ring's device status word (latching BROKEN) with one publishing DMA write.
     pub fn publish_status<H: DeviceMemory + DmaEngine>(
         &mut self,
@@ -426,7 +470,7 @@ impl DmaExecutor {
         scratch: &ScratchLayout,
         status: Status,
     ) -> Result<(), Status> {
-        if self.in_flight.is_full() {
+        if !self.has_room(scratch) {
             return Err(Status::Busy);
         }
         let first = self.descriptor_tail;
