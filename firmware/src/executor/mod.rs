@@ -152,24 +152,12 @@ impl DmaExecutor {
             return Ok(PumpOutcome::WaitingForDma);
         }
         while let Some(chunk) = monitor.peek(hw, scratch)? {
-            let (metadata_free, payload_free) = self.credits.free(
-                self.metadata_tail,
-                layout.metadata_capacity(),
-                self.payload_tail,
-                layout.payload_capacity(),
-            );
-            if metadata_free == 0 || payload_free == 0 {
+            if !self.has_credit(&layout) {
                 // Edge D5: only now read the host's heads.
                 counters.head_reads = counters.head_reads.saturating_add(1);
                 self.credits
                     .refresh(hw, self.metadata_tail, self.payload_tail)?;
-                let (metadata_free, payload_free) = self.credits.free(
-                    self.metadata_tail,
-                    layout.metadata_capacity(),
-                    self.payload_tail,
-                    layout.payload_capacity(),
-                );
-                if metadata_free == 0 || payload_free == 0 {
+                if !self.has_credit(&layout) {
                     // Close the open batch so the host can consume it and send credit back.
                     self.submit(hw, region, scratch, counters, trace)?;
                     if self.blocked_since.is_none() {
@@ -222,6 +210,17 @@ impl DmaExecutor {
             // Completions must come back in submission order (a HAL guarantee).
             _ => Err(Status::MalformedDescriptor),
         }
+    }
+
+    /// Whether the cached heads grant one more payload slot and one more metadata slot.
+    fn has_credit(&self, layout: &shared_abi::region::RingLayout) -> bool {
+        let (metadata_free, payload_free) = self.credits.free(
+            self.metadata_tail,
+            layout.metadata_capacity(),
+            self.payload_tail,
+            layout.payload_capacity(),
+        );
+        metadata_free > 0 && payload_free > 0
     }
 
     fn has_room(&self, scratch: &ScratchLayout) -> bool {

@@ -416,38 +416,17 @@ fn read_chunk<M: DeviceMemory>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hal::MemoryFault;
     use proptest::prelude::*;
 
-    /// Device memory as a plain byte vector.
-    struct FakeMemory {
-        bytes: Vec<u8>,
+    /// Device memory for the tests: the crate's test double.
+    type FakeMemory = crate::testing::FakeDeviceMemory;
+
+    trait Floats {
+        fn write_floats(&mut self, address: u64, values: &[f32]);
+        fn read_float(&self, address: u64) -> f32;
     }
 
-    impl FakeMemory {
-        fn new(size: usize) -> Self {
-            FakeMemory {
-                bytes: vec![0; size],
-            }
-        }
-
-        fn range(
-            &self,
-            address: DeviceAddress,
-            length: usize,
-        ) -> Result<core::ops::Range<usize>, MemoryFault> {
-            let fault = MemoryFault {
-                address,
-                length: length as u64,
-            };
-            let start = usize::try_from(address.0).map_err(|_| fault)?;
-            let end = start.checked_add(length).ok_or(fault)?;
-            if end > self.bytes.len() {
-                return Err(fault);
-            }
-            Ok(start..end)
-        }
-
+    impl Floats for FakeMemory {
         fn write_floats(&mut self, address: u64, values: &[f32]) {
             let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
             self.write(DeviceAddress(address), &bytes).unwrap();
@@ -457,22 +436,6 @@ mod tests {
             let mut word = [0; 4];
             self.read(DeviceAddress(address), &mut word).unwrap();
             f32::from_le_bytes(word)
-        }
-    }
-
-    impl DeviceMemory for FakeMemory {
-        fn size(&self) -> u64 {
-            self.bytes.len() as u64
-        }
-        fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
-            let range = self.range(address, buffer.len())?;
-            buffer.copy_from_slice(&self.bytes[range]);
-            Ok(())
-        }
-        fn write(&mut self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
-            let range = self.range(address, data.len())?;
-            self.bytes[range].copy_from_slice(data);
-            Ok(())
         }
     }
 
