@@ -4,7 +4,7 @@
 
 use anyhow::Context;
 use axle::config::{parse_duration_ns, AxleConfig};
-use axle::run::{run, RunRequest};
+use axle::run::{run, run_attached, AttachTarget, RunRequest};
 use clap::{Parser, Subcommand, ValueEnum};
 use host_runtime::{HostScheduling, Mode};
 use std::path::PathBuf;
@@ -32,6 +32,9 @@ enum Command {
     Run(RunArgs),
     /// Run the paper's evaluation (Figure 10) on every workload that exists.
     Eval(EvalArgs),
+    /// Run the emulated device as its own process, serving hosts (`axle run --attach`) on a
+    /// Unix socket, one at a time, until SIGINT or SIGTERM.
+    Emu(EmuArgs),
     /// Print the default configuration (the paper's Table III) as TOML.
     Config,
     /// List the workloads.
@@ -98,6 +101,20 @@ struct RunArgs {
     /// Print one JSON object instead of the human report.
     #[arg(long)]
     json: bool,
+    /// Run the host here against the emulator process serving on this socket (`axle emu`)
+    /// instead of an emulator in this process; prints exactly the same report.
+    #[arg(long, value_name = "SOCKET")]
+    attach: Option<PathBuf>,
+    /// Claim another ABI version when attaching (tests of the refusal).
+    #[arg(long, hide = true, requires = "attach")]
+    abi_version_override: Option<u32>,
+}
+
+#[derive(clap::Args, Debug)]
+struct EmuArgs {
+    /// The Unix socket to create (mode 0600; removed on exit).
+    #[arg(long, value_name = "PATH")]
+    socket: PathBuf,
 }
 
 #[derive(clap::Args, Debug)]
@@ -195,7 +212,16 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         data: args.data.clone(),
     };
     let started = std::time::Instant::now();
-    let report = run(&request)?;
+    let report = match &args.attach {
+        Some(socket) => {
+            let mut target = AttachTarget::new(socket.clone());
+            if let Some(version) = args.abi_version_override {
+                target.abi_version = version;
+            }
+            run_attached(&request, &target)?
+        }
+        None => run(&request)?,
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -215,11 +241,28 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+#[cfg(not(loom))]
+fn emu_command(args: EmuArgs) -> anyhow::Result<ExitCode> {
+    emulator::server::serve(&args.socket)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(loom)]
+fn emu_command(_: EmuArgs) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("axle emu is not available in a loom build")
+}
+
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
+    // The emulator process logs each attach and detach.
+    let level = match cli.command {
+        Command::Emu(_) => "info",
+        _ => "warn",
+    };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level)).init();
     let result = match cli.command {
         Command::Run(args) => run_command(args),
+        Command::Emu(args) => emu_command(args),
         Command::Eval(args) => eval_command(args),
         Command::Config => AxleConfig::default().to_toml().map(|text| {
             print!("{text}");

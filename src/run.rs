@@ -1,9 +1,15 @@
 //! One run: a workload, a mechanism, a configuration; the emulator and the host runtime wired
-//! together in-process, the answer verified.
+//! together, the answer verified.
+//!
+//! The emulator runs either in this process ([`run`]) or in another one, `axle emu`, to which
+//! the host attaches over a Unix socket ([`run_attached`]). Both share the preparation (the
+//! workload, the rings, host memory's size), the host runtime, and the checks and assembly
+//! of the report; only where the device lives differs, and the co-simulation contract makes
+//! the two print exactly the same report.
 
 use crate::config::AxleConfig;
 use anyhow::Context;
-use emulator::Emulator;
+use emulator::{DeviceMetrics, Emulator};
 use host_driver::dma::DmaRegion;
 use host_driver::frames::FrameAllocator;
 use host_driver::phys::PhysicalMemory;
@@ -54,6 +60,126 @@ pub struct RunReport {
     pub config: AxleConfig,
 }
 
+/// Where the emulator of an attached run is.
+#[derive(Clone, Debug)]
+pub struct AttachTarget {
+    /// The socket `axle emu --socket PATH` serves on.
+    pub socket: PathBuf,
+    /// The ABI version the host claims: [`shared_abi::ABI_VERSION`], except in tests of the
+    /// refusal.
+    pub abi_version: u32,
+}
+
+impl AttachTarget {
+    /// The emulator serving on `socket`, with this build's ABI version.
+    pub fn new(socket: PathBuf) -> AttachTarget {
+        AttachTarget {
+            socket,
+            abi_version: shared_abi::ABI_VERSION,
+        }
+    }
+}
+
+/// Everything of a run that does not depend on where the emulator runs.
+struct Prepared {
+    app: Box<dyn host_runtime::app::Application>,
+    layout: Option<RingLayout>,
+    host_bytes: u64,
+}
+
+/// Validates the configuration, builds the workload and sizes host memory and the rings.
+fn prepare(request: &RunRequest) -> anyhow::Result<Prepared> {
+    let config = &request.config;
+    config.validate()?;
+    let options = workloads::WorkloadOptions {
+        seed: config.workload.seed,
+        data_dir: request.data.clone(),
+        queries: Some(config.workload.queries),
+        k: Some(config.workload.k),
+        task_rows: Some(config.workload.task_rows),
+    };
+    let app = workloads::build(&request.workload, &options)?;
+    let layout = if request.mode.streams() {
+        Some(
+            RingLayout::new(config.axle.slots, config.axle.slots, config.axle.slot_size)
+                .map_err(|status| anyhow::anyhow!("invalid ring shape: {status}"))?,
+        )
+    } else {
+        None
+    };
+    let region_length = layout.map_or(0, |l| l.region_length());
+    let host_bytes = (region_length + HOST_MEMORY_SLACK).next_multiple_of(4096) * 2;
+    Ok(Prepared {
+        app,
+        layout,
+        host_bytes,
+    })
+}
+
+impl Prepared {
+    /// The AXLE ring in `memory` (the driver's DMA region), for the streaming modes.
+    fn ring(&self, memory: &Arc<PhysicalMemory>) -> anyhow::Result<Option<AxleRing>> {
+        let Some(layout) = self.layout else {
+            return Ok(None);
+        };
+        let mut frames = FrameAllocator::new(self.host_bytes);
+        let region = DmaRegion::allocate(Arc::clone(memory), &mut frames, layout.region_length())
+            .context("allocating the DMA region")?;
+        Ok(Some(AxleRing::new(region, layout, 1)))
+    }
+
+    /// Runs the host runtime with `drive`, which co-simulates it with the device and returns
+    /// the co-simulation's outcome (its error message) and the device's metrics; then checks
+    /// the run and assembles its report. The same for both placements of the emulator.
+    fn run_and_report(
+        mut self,
+        request: &RunRequest,
+        ring: Option<AxleRing>,
+        drive: impl FnOnce(&mut Runtime<'_>) -> anyhow::Result<(Result<(), String>, DeviceMetrics)>,
+    ) -> anyhow::Result<RunReport> {
+        let config = &request.config;
+        let (measured, failure, (cosim, device_metrics)) = {
+            let mut runtime =
+                Runtime::new(request.mode, config.host.clone(), self.app.as_mut(), ring);
+            let driven = drive(&mut runtime)?;
+            (runtime.measurements(), runtime.failure().cloned(), driven)
+        };
+        if let Some(failure) = failure {
+            anyhow::bail!(
+                "{} in mode {}: {failure}",
+                request.workload,
+                request.mode.name()
+            );
+        }
+        if let Err(error) = cosim {
+            anyhow::bail!(
+                "{} in mode {}: {error}",
+                request.workload,
+                request.mode.name()
+            );
+        }
+        let figures = DeviceFigures {
+            ccm_busy: device_metrics.ccm_busy,
+            dma_busy: device_metrics.dma_busy,
+            backpressure: device_metrics.backpressure,
+            payloads: device_metrics.payloads,
+            dma_requests: device_metrics.dma_requests,
+            head_reads: device_metrics.head_reads,
+        };
+        let metrics = RunMetrics::assemble(request.mode.streams(), &measured, &figures);
+        let verification = self.app.verify();
+        Ok(RunReport {
+            workload: request.workload.clone(),
+            mode: request.mode.name().into(),
+            verified: verification.passed,
+            verification: verification.detail,
+            metrics,
+            config: config.clone(),
+        })
+    }
+}
+
+/// Untimed set-up into the in-process emulator.
 struct Loader<'a> {
     emulator: &'a mut Emulator,
 }
@@ -81,87 +207,100 @@ impl DeviceLoader for Loader<'_> {
 
 /// Runs one configuration in-process.
 pub fn run(request: &RunRequest) -> anyhow::Result<RunReport> {
+    let mut prepared = prepare(request)?;
     let config = &request.config;
-    config.validate()?;
-    let options = workloads::WorkloadOptions {
-        seed: config.workload.seed,
-        data_dir: request.data.clone(),
-        queries: Some(config.workload.queries),
-        k: Some(config.workload.k),
-        task_rows: Some(config.workload.task_rows),
-    };
-    let mut app = workloads::build(&request.workload, &options)?;
-
-    let streams = request.mode.streams();
-    let layout = if streams {
-        Some(
-            RingLayout::new(config.axle.slots, config.axle.slots, config.axle.slot_size)
-                .map_err(|status| anyhow::anyhow!("invalid ring shape: {status}"))?,
-        )
-    } else {
-        None
-    };
-    let region_length = layout.map_or(0, |l| l.region_length());
-    let host_bytes = (region_length + HOST_MEMORY_SLACK).next_multiple_of(4096) * 2;
-    let memory = Arc::new(PhysicalMemory::new(host_bytes).context("host memory")?);
-    let mut frames = FrameAllocator::new(host_bytes);
-    let ring = match layout {
-        Some(layout) => {
-            let region =
-                DmaRegion::allocate(Arc::clone(&memory), &mut frames, layout.region_length())
-                    .context("allocating the DMA region")?;
-            Some(AxleRing::new(region, layout, 1))
-        }
-        None => None,
-    };
-
+    let memory = Arc::new(PhysicalMemory::new(prepared.host_bytes).context("host memory")?);
+    let ring = prepared.ring(&memory)?;
     let mut device = Emulator::new(
         config.device.clone(),
         Arc::clone(&memory),
         config.streaming_factor()?,
         config.axle.out_of_order,
     );
-    app.load(&mut Loader {
-        emulator: &mut device,
+    prepared
+        .app
+        .load(&mut Loader {
+            emulator: &mut device,
+        })
+        .context("loading the data set into device memory")?;
+    prepared.run_and_report(request, ring, |runtime| {
+        let cosim = device.run(runtime, VIRTUAL_TIME_LIMIT);
+        Ok((cosim.map_err(|error| error.to_string()), device.metrics()))
     })
-    .context("loading the data set into device memory")?;
+}
 
-    let (measured, failure, cosim) = {
-        let mut runtime = Runtime::new(request.mode, config.host.clone(), app.as_mut(), ring);
-        let cosim = device.run(&mut runtime, VIRTUAL_TIME_LIMIT);
-        (runtime.measurements(), runtime.failure().cloned(), cosim)
-    };
-    if let Some(failure) = failure {
-        anyhow::bail!(
-            "{} in mode {}: {failure}",
-            request.workload,
-            request.mode.name()
-        );
+#[cfg(not(loom))]
+mod attached {
+    use super::*;
+    use emulator::server::Setup;
+    use host_driver::attach::{AttachOptions, Attachment};
+
+    /// Untimed set-up through the host's mapping of the emulator's device memory.
+    struct RemoteLoader<'a> {
+        attachment: &'a mut Attachment,
     }
-    if let Err(error) = cosim {
-        anyhow::bail!(
-            "{} in mode {}: {error}",
-            request.workload,
-            request.mode.name()
-        );
+
+    impl DeviceLoader for RemoteLoader<'_> {
+        fn allocate(&mut self, length: u64, align: u64) -> Result<DeviceAddress, LoadError> {
+            let available = self.attachment.data_available();
+            self.attachment
+                .allocate(length, align)
+                .ok_or(LoadError::OutOfMemory {
+                    requested: length,
+                    available,
+                })
+        }
+
+        fn write(&mut self, address: DeviceAddress, bytes: &[u8]) -> Result<(), LoadError> {
+            self.attachment
+                .write_untimed(address, bytes)
+                .map_err(|fault| LoadError::OutOfRange {
+                    address: fault.address.0,
+                    length: fault.length,
+                })
+        }
     }
-    let device_metrics = device.metrics();
-    let figures = DeviceFigures {
-        ccm_busy: device_metrics.ccm_busy,
-        dma_busy: device_metrics.dma_busy,
-        backpressure: device_metrics.backpressure,
-        payloads: device_metrics.payloads,
-        dma_requests: device_metrics.dma_requests,
-        head_reads: device_metrics.head_reads,
-    };
-    let metrics = RunMetrics::assemble(streams, &measured, &figures);
-    let verification = app.verify();
-    Ok(RunReport {
-        workload: request.workload.clone(),
-        mode: request.mode.name().into(),
-        verified: verification.passed,
-        verification: verification.detail,
-        metrics,
-        config: config.clone(),
-    })
+
+    /// Runs one configuration with the host here and the device in the emulator process
+    /// serving on `target.socket`. Prints exactly what [`run`] prints for the same request.
+    pub fn run_attached(request: &RunRequest, target: &AttachTarget) -> anyhow::Result<RunReport> {
+        let mut prepared = prepare(request)?;
+        let config = &request.config;
+        let setup = Setup {
+            device: config.device.clone(),
+            streaming_factor: config.streaming_factor()?.into(),
+            out_of_order: config.axle.out_of_order,
+            limit_ns: VIRTUAL_TIME_LIMIT.as_ns(),
+        };
+        let options = AttachOptions {
+            abi_version: target.abi_version,
+            host_memory_bytes: prepared.host_bytes,
+            device_setup: serde_json::to_string(&setup)?,
+        };
+        let mut attachment = Attachment::connect(&target.socket, &options)?;
+        let memory = Arc::clone(attachment.host_memory());
+        let ring = prepared.ring(&memory)?;
+        prepared
+            .app
+            .load(&mut RemoteLoader {
+                attachment: &mut attachment,
+            })
+            .context("loading the data set into device memory")?;
+        prepared.run_and_report(request, ring, |runtime| {
+            let end = attachment.run(runtime)?;
+            Ok((
+                end.error.map_or(Ok(()), Err),
+                DeviceMetrics::from(&end.device),
+            ))
+        })
+    }
+}
+
+#[cfg(not(loom))]
+pub use attached::run_attached;
+
+/// The multi-process transport does not exist in a loom build.
+#[cfg(loom)]
+pub fn run_attached(_: &RunRequest, _: &AttachTarget) -> anyhow::Result<RunReport> {
+    anyhow::bail!("--attach is not available in a loom build")
 }

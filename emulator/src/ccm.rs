@@ -225,3 +225,110 @@ impl Ccm {
         started
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use firmware::kernels::knn::{pack_shape, KnnKernel};
+    use shared_abi::{CommandDescriptor, KernelId};
+
+    /// A KNN launch of `rows` rows of dim 16 and `queries` queries in a 1 MiB memory.
+    fn knn(rows: u32, queries: u32) -> Kernel {
+        let command = CommandDescriptor {
+            kernel: KernelId::KnnDistance as u32,
+            result_address: 0x8_0000,
+            result_length: u64::from(rows * queries) * 4,
+            args: [0x1000, 0x4_0000, pack_shape(rows, 16), u64::from(queries)],
+            ..CommandDescriptor::default()
+        };
+        Kernel::Knn(KnnKernel::decode(&command, 1 << 20).unwrap())
+    }
+
+    fn config(units: u32, uthreads: u32, scheduling: Scheduling) -> DeviceConfig {
+        DeviceConfig {
+            ccm_units: units,
+            ccm_uthreads: uthreads,
+            scheduling,
+            ..DeviceConfig::default()
+        }
+    }
+
+    #[test]
+    fn dispatch_fills_every_uthread_and_no_more() {
+        let mut ccm = Ccm::new(&config(2, 3, Scheduling::Fifo));
+        let started = ccm.dispatch(Ticks::ZERO, knn(10, 1), 1, 10);
+        assert_eq!(started.len(), 6);
+        assert!(ccm.is_running());
+    }
+
+    #[test]
+    fn round_robin_gives_item_i_to_unit_i_mod_units() {
+        let mut ccm = Ccm::new(&config(4, 1, Scheduling::Rr));
+        let started = ccm.dispatch(Ticks::ZERO, knn(8, 1), 1, 8);
+        let pairs: Vec<(u32, u32)> = started.iter().map(|s| (s.unit, s.item)).collect();
+        assert_eq!(pairs, vec![(0, 0), (1, 1), (2, 2), (3, 3)]);
+        let mut memory = firmware::testing::FakeDeviceMemory::new(1 << 20);
+        // Unit 2 finishes first: round-robin hands it its own next item, 6.
+        let next = ccm.finish(started[2].ends_at, 2, 2, &mut memory);
+        assert_eq!(
+            next.iter().map(|s| (s.unit, s.item)).collect::<Vec<_>>(),
+            vec![(2, 6)]
+        );
+    }
+
+    #[test]
+    fn fifo_gives_the_next_item_by_offset_to_whichever_unit_frees() {
+        let mut ccm = Ccm::new(&config(4, 1, Scheduling::Fifo));
+        let started = ccm.dispatch(Ticks::ZERO, knn(8, 1), 1, 8);
+        let mut memory = firmware::testing::FakeDeviceMemory::new(1 << 20);
+        let next = ccm.finish(started[2].ends_at, 2, 2, &mut memory);
+        assert_eq!(
+            next.iter().map(|s| (s.unit, s.item)).collect::<Vec<_>>(),
+            vec![(2, 4)]
+        );
+    }
+
+    #[test]
+    fn item_duration_is_the_larger_of_compute_and_memory_plus_latency() {
+        let ccm = Ccm::new(&DeviceConfig::default());
+        let compute_bound = ItemSpec {
+            cost: firmware::kernels::ItemCost {
+                operations: 1000,
+                bytes: 0,
+            },
+            ..ItemSpec::default()
+        };
+        // 1000 operations x 16 µthreads sharing the unit = 16000 cycles at 2 GHz = 8 µs.
+        assert_eq!(ccm.duration(&compute_bound), Ticks::from_ns(8000 + 100));
+        let memory_bound = ItemSpec {
+            cost: firmware::kernels::ItemCost {
+                operations: 1,
+                bytes: 2400,
+            },
+            ..ItemSpec::default()
+        };
+        // 614.4 GB/s over 256 µthreads = 2.4 GB/s: 2400 bytes take 1 µs.
+        assert_eq!(ccm.duration(&memory_bound), Ticks::from_ns(1000 + 100));
+    }
+
+    #[test]
+    fn busy_time_is_the_union_of_running_items_and_each_item_reports_once() {
+        let mut ccm = Ccm::new(&config(1, 2, Scheduling::Fifo));
+        let started = ccm.dispatch(Ticks::ZERO, knn(2, 1), 7, 2);
+        let mut memory = firmware::testing::FakeDeviceMemory::new(1 << 20);
+        let end = started.iter().map(|s| s.ends_at).max().unwrap();
+        for s in &started {
+            assert!(ccm
+                .finish(s.ends_at, s.unit, s.item, &mut memory)
+                .is_empty());
+        }
+        assert_eq!(ccm.busy(end.plus(Ticks(1000))), end);
+        assert!(!ccm.is_running());
+        let reported: Vec<u32> = ccm.completions.iter().map(|c| c.item).collect();
+        assert_eq!(reported, vec![0, 1]);
+        assert!(ccm
+            .completions
+            .iter()
+            .all(|c| c.tag == 7 && c.status == shared_abi::Status::Ok));
+    }
+}

@@ -22,6 +22,7 @@ use crate::sim::time::one_way;
 use firmware::hal::{DeviceMemory, HostEvent};
 use firmware::scratch::ScratchLayout;
 use firmware::{Firmware, FirmwareConfig};
+use host_driver::hdm::DataAllocator;
 use host_driver::link::{DeviceLink, HostAgent, LinkResponse, Wake};
 use host_driver::phys::PhysicalMemory;
 use host_driver::sync::Arc;
@@ -74,9 +75,9 @@ pub struct DeviceMetrics {
 pub struct Emulator {
     hardware: Hardware,
     firmware: Firmware,
-    /// Next free byte of device data memory for untimed set-up.
-    allocation_cursor: u64,
-    data_end: u64,
+    /// Device data memory for untimed set-up (the same allocator an attached host runs over
+    /// [`Emulator::data_window`]).
+    allocator: DataAllocator,
 }
 
 impl Emulator {
@@ -87,8 +88,26 @@ impl Emulator {
         streaming_factor: firmware::StreamingFactor,
         out_of_order: bool,
     ) -> Emulator {
-        let size = config.device_memory_mib.saturating_mul(1 << 20);
-        let dram = DeviceDram::new(size);
+        let dram = DeviceDram::new(Emulator::device_memory_bytes(&config));
+        Emulator::with_device_memory(config, host_memory, dram, streaming_factor, out_of_order)
+    }
+
+    /// Bytes of device memory that `config` asks for.
+    pub fn device_memory_bytes(config: &DeviceConfig) -> u64 {
+        config.device_memory_mib.saturating_mul(1 << 20)
+    }
+
+    /// A device with `config` over `dram` (of [`Emulator::device_memory_bytes`] bytes, for
+    /// example a segment shared with an attached host), whose DMA engine writes into
+    /// `host_memory`.
+    pub fn with_device_memory(
+        config: DeviceConfig,
+        host_memory: Arc<PhysicalMemory>,
+        dram: DeviceDram,
+        streaming_factor: firmware::StreamingFactor,
+        out_of_order: bool,
+    ) -> Emulator {
+        let size = dram.size();
         let scratch_probe = ScratchLayout::new(DeviceAddress(0), CHUNK_CAPACITY);
         let scratch_base = size.saturating_sub(scratch_probe.bytes()) & !0xfff;
         let scratch = ScratchLayout::new(DeviceAddress(scratch_base), CHUNK_CAPACITY);
@@ -114,26 +133,28 @@ impl Emulator {
         Emulator {
             hardware,
             firmware,
-            allocation_cursor: device_map::DATA_BASE.0,
-            data_end: scratch_base,
+            allocator: DataAllocator::new(device_map::DATA_BASE, DeviceAddress(scratch_base)),
         }
+    }
+
+    /// The device data window, `[DATA_BASE, start of the firmware scratch area)`.
+    pub fn data_window(&self) -> (DeviceAddress, DeviceAddress) {
+        (device_map::DATA_BASE, self.allocator.end())
+    }
+
+    /// Device memory.
+    pub fn dram(&self) -> &DeviceDram {
+        &self.hardware.dram
     }
 
     /// Bytes of device data memory left for set-up.
     pub fn data_available(&self) -> u64 {
-        self.data_end.saturating_sub(self.allocation_cursor)
+        self.allocator.available()
     }
 
     /// Untimed set-up: reserves device data memory.
     pub fn allocate(&mut self, length: u64, align: u64) -> Option<DeviceAddress> {
-        let align = align.max(1).next_power_of_two();
-        let start = self.allocation_cursor.checked_add(align - 1)? & !(align - 1);
-        let end = start.checked_add(length)?;
-        if end > self.data_end {
-            return None;
-        }
-        self.allocation_cursor = end;
-        Some(DeviceAddress(start))
+        self.allocator.allocate(length, align)
     }
 
     /// Untimed set-up: writes device memory directly.
@@ -143,7 +164,7 @@ impl Emulator {
         data: &[u8],
     ) -> Result<(), firmware::hal::MemoryFault> {
         if address.0 < device_map::DATA_BASE.0
-            || address.0.saturating_add(data.len() as u64) > self.data_end
+            || address.0.saturating_add(data.len() as u64) > self.allocator.end().0
         {
             return Err(firmware::hal::MemoryFault {
                 address,

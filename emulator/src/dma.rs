@@ -154,3 +154,83 @@ pub fn descriptor_address(request: &DmaRequest, offset: u32) -> shared_abi::Devi
         32,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn descriptor(source: u64, destination: u64, length: u32, kind: DmaKind) -> DmaDescriptor {
+        DmaDescriptor {
+            source,
+            destination,
+            length,
+            kind: kind as u32,
+            index: 0,
+        }
+    }
+
+    #[test]
+    fn preparation_is_pipelined_and_ends_in_submission_order() {
+        let mut engine = DmaEngineModel::new(0);
+        let (_, first) = engine.accept(Ticks::ZERO, Ticks::from_ns(500));
+        let (_, second) = engine.accept(Ticks::from_ns(10), Ticks::from_ns(500));
+        assert_eq!(first, Ticks::from_ns(500));
+        assert_eq!(second, Ticks::from_ns(510));
+    }
+
+    #[test]
+    fn limited_channels_queue_requests_behind_each_other() {
+        let mut engine = DmaEngineModel::new(1);
+        let (_, first) = engine.accept(Ticks::ZERO, Ticks::from_ns(500));
+        let (_, second) = engine.accept(Ticks::ZERO, Ticks::from_ns(500));
+        assert_eq!(first, Ticks::from_ns(500));
+        assert_eq!(second, Ticks::from_ns(1000));
+    }
+
+    #[test]
+    fn data_movement_time_counts_overlapping_requests_once() {
+        let mut engine = DmaEngineModel::new(0);
+        let (a, _) = engine.accept(Ticks::ZERO, Ticks::ZERO);
+        let (b, _) = engine.accept(Ticks::ZERO, Ticks::ZERO);
+        engine.finished(a, Status::Ok, Ticks(0), Ticks(100));
+        engine.finished(b, Status::Ok, Ticks(50), Ticks(150));
+        assert_eq!(engine.busy(), Ticks(150));
+        assert_eq!(engine.completions.len(), 2);
+    }
+
+    #[test]
+    fn descriptors_must_stay_inside_both_memories_and_tails_are_single_words() {
+        let ok = descriptor(0, 8, 32, DmaKind::Payload);
+        assert_eq!(check_descriptor(&ok, 64, 64), Ok(DmaKind::Payload));
+        assert_eq!(
+            check_descriptor(&descriptor(40, 0, 32, DmaKind::Payload), 64, 64),
+            Err(Status::DeviceMemoryFault)
+        );
+        assert_eq!(
+            check_descriptor(&descriptor(0, 40, 32, DmaKind::Payload), 64, 64),
+            Err(Status::TranslationFault)
+        );
+        assert_eq!(
+            check_descriptor(
+                &descriptor(0, u64::MAX - 4, 8, DmaKind::Payload),
+                64,
+                u64::MAX
+            ),
+            Err(Status::TranslationFault)
+        );
+        assert_eq!(
+            check_descriptor(&descriptor(0, 0, 12, DmaKind::Payload), 64, 64),
+            Err(Status::MalformedDescriptor)
+        );
+        assert_eq!(
+            check_descriptor(&descriptor(0, 0, 16, DmaKind::MetadataTail), 64, 64),
+            Err(Status::MalformedDescriptor)
+        );
+        let mut unknown = ok;
+        unknown.kind = 99;
+        assert_eq!(
+            check_descriptor(&unknown, 64, 64),
+            Err(Status::MalformedDescriptor)
+        );
+    }
+}

@@ -10,7 +10,9 @@
 //! | [`hal_impl`] | the firmware HAL on all of the above |
 //! | [`cosim`] | the co-simulation loop with the host |
 //! | [`config`] | the device parameters |
-#![forbid(unsafe_code)]
+//! | [`shm`] | device memory as a mapped segment (the crate's only `unsafe`) |
+//! | `server` | the emulator as its own process: `axle emu` (not under loom) |
+#![deny(unsafe_code)]
 
 pub mod ccm;
 pub mod config;
@@ -19,6 +21,10 @@ pub mod dma;
 pub mod dram;
 pub mod hal_impl;
 pub mod link;
+#[cfg(not(loom))]
+pub mod server;
+#[allow(unsafe_code)]
+pub mod shm;
 pub mod sim;
 
 pub use config::{DeviceConfig, Scheduling};

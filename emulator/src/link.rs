@@ -40,3 +40,23 @@ pub struct Link {
     /// Device to host.
     pub upstream: Direction,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transfers_in_one_direction_never_overtake_each_other() {
+        let mut direction = Direction::default();
+        // 64 GB/s: 640 bytes take 10 ns (60 ticks).
+        let first = direction.send(Ticks::ZERO, 640, 64.0);
+        assert_eq!(first, Ticks::from_ns(10));
+        // Ready earlier than the wire is free: it waits.
+        let second = direction.send(Ticks::from_ns(5), 64, 64.0);
+        assert_eq!(second, Ticks::from_ns(11));
+        // Ready after the wire is free: it starts when ready.
+        let third = direction.send(Ticks::from_ns(100), 64, 64.0);
+        assert_eq!(third, Ticks::from_ns(101));
+        assert_eq!(direction.busy(), Ticks::from_ns(12));
+    }
+}

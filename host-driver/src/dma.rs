@@ -10,9 +10,10 @@
 //!
 //! - **Pinned.** A kernel allocates DMA memory from frames that never move or swap
 //!   (`dma_alloc_coherent`, or `pin_user_pages` for user buffers), because the device keeps
-//!   using the physical addresses it was given. The multi-process form of this driver will
-//!   `mlock` the shared-memory file that stands for physical memory; in-process there is nothing
-//!   to pin: the frames are indexes into a boxed slice that lives as long as the region's `Arc`.
+//!   using the physical addresses it was given. The multi-process form `mlock`s the
+//!   shared-memory segment that stands for physical memory ([`MappedWords::lock`]); in-process
+//!   there is nothing to pin: the frames are indexes into a boxed slice that lives as long as
+//!   the region's `Arc`.
 //! - **Uncached.** A kernel maps DMA memory coherent or uncached (`dma_alloc_coherent`, or
 //!   `pgprot_noncached` / `pgprot_writecombine` in `mmap`), so that the CPU never reads a stale
 //!   cached copy of what the device wrote. Here the same guarantee comes from never forming a
@@ -22,6 +23,17 @@
 //! - **Owned by whom.** The region is CPU-owned until its scatter-gather list is shadowed into
 //!   the device; from then on the device may write the rings at any time, and the host touches
 //!   them only through the ring protocol (host-runtime's `ring` module).
+//!
+//! # Shared-memory segments (the multi-process form; not under loom)
+//!
+//! Across processes, host physical memory is an anonymous shared-memory segment
+//! ([`MappedWords`]): a memfd (`memfd_create`, close-on-exec, sized up front, sealed against
+//! shrinking and growing), mapped shared and read-write, and handed to the emulator over its
+//! Unix socket with SCM_RIGHTS ([`receive_with_fds`] takes such descriptors in). Nothing is
+//! named in `/dev/shm`, so a crash leaves nothing behind. The mapping is exposed only as a
+//! slice of [`AtomicU64`](std::sync::atomic::AtomicU64): never a `&[u8]`, since the other
+//! process writes it concurrently. This module and `crate::mmio` hold the crate's only
+//! `unsafe`.
 
 use crate::frames::{FrameAllocator, FrameError, FRAME_SIZE};
 use crate::phys::{PhysError, PhysicalMemory, WORD_SIZE};
@@ -315,6 +327,289 @@ fn check_region_length(length: u64) -> Result<(), DmaError> {
         return Err(DmaError::PartialWord { length });
     }
     Ok(())
+}
+
+#[cfg(not(loom))]
+pub use segment::{receive_with_fds, sealed_memfd, MappedWords, SegmentError};
+
+#[cfg(not(loom))]
+mod segment {
+    use crate::phys::{SharedWords, WORD_SIZE};
+    use memmap2::{MmapOptions, MmapRaw};
+    use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+    use nix::sys::memfd::{memfd_create, MemFdCreateFlag};
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    use std::ffi::CString;
+    use std::io::IoSliceMut;
+    use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+    use std::os::unix::net::UnixStream;
+    use std::sync::atomic::AtomicU64;
+
+    /// Creating, checking or mapping a shared-memory segment failed.
+    #[derive(Debug, thiserror::Error)]
+    pub enum SegmentError {
+        /// A system call failed.
+        #[error("{what}: {source}")]
+        System {
+            /// What was being done.
+            what: &'static str,
+            /// The error.
+            source: std::io::Error,
+        },
+        /// The segment has another size than announced, or one that is not whole words.
+        #[error("segment of {actual} bytes where {expected} were announced")]
+        Size {
+            /// Bytes announced.
+            expected: u64,
+            /// Bytes of the file.
+            actual: u64,
+        },
+        /// The segment is not sealed against shrinking: its owner could cut pages out from
+        /// under the mapping.
+        #[error("segment is not sealed against shrinking")]
+        NotSealed,
+    }
+
+    fn system(what: &'static str) -> impl FnOnce(nix::errno::Errno) -> SegmentError {
+        move |errno| SegmentError::System {
+            what,
+            source: std::io::Error::from(errno),
+        }
+    }
+
+    /// An anonymous memory file of `bytes` bytes (zero-filled, sparse), close-on-exec, sealed
+    /// against shrinking and growing and against further seals. `name` only shows in
+    /// `/proc/PID/fd`; nothing appears in `/dev/shm`.
+    pub fn sealed_memfd(name: &str, bytes: u64) -> Result<OwnedFd, SegmentError> {
+        let name = CString::new(name).unwrap_or_default();
+        let fd = memfd_create(
+            &name,
+            MemFdCreateFlag::MFD_CLOEXEC | MemFdCreateFlag::MFD_ALLOW_SEALING,
+        )
+        .map_err(system("memfd_create"))?;
+        let length = i64::try_from(bytes).map_err(|_| SegmentError::Size {
+            expected: bytes,
+            actual: 0,
+        })?;
+        nix::unistd::ftruncate(&fd, length).map_err(system("ftruncate of a memfd"))?;
+        fcntl(
+            fd.as_raw_fd(),
+            FcntlArg::F_ADD_SEALS(
+                SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL,
+            ),
+        )
+        .map_err(system("sealing a memfd"))?;
+        Ok(fd)
+    }
+
+    /// Checks that `fd` is a file of exactly `bytes` bytes sealed against shrinking.
+    fn check_segment(fd: BorrowedFd<'_>, bytes: u64) -> Result<(), SegmentError> {
+        let status = nix::sys::stat::fstat(fd.as_raw_fd()).map_err(system("fstat of a segment"))?;
+        let actual = u64::try_from(status.st_size).unwrap_or(0);
+        if actual != bytes || bytes % WORD_SIZE != 0 {
+            return Err(SegmentError::Size {
+                expected: bytes,
+                actual,
+            });
+        }
+        let seals = fcntl(fd.as_raw_fd(), FcntlArg::F_GET_SEALS)
+            .map_err(system("reading the seals of a segment"))?;
+        if SealFlag::from_bits_truncate(seals) & SealFlag::F_SEAL_SHRINK != SealFlag::F_SEAL_SHRINK
+        {
+            return Err(SegmentError::NotSealed);
+        }
+        Ok(())
+    }
+
+    /// A shared-memory segment mapped as 8-byte atomic words.
+    ///
+    /// # Invariants
+    ///
+    /// - `map` is a shared, read-write mapping of exactly `words * 8` bytes, page-aligned
+    ///   (hence 8-byte aligned), alive and never remapped until `self` drops;
+    /// - the file behind it is sealed against shrinking, so every page of the mapping stays
+    ///   backed for as long as the mapping exists.
+    pub struct MappedWords {
+        map: MmapRaw,
+        words: usize,
+    }
+
+    impl core::fmt::Debug for MappedWords {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            f.debug_struct("MappedWords")
+                .field("bytes", &self.map.len())
+                .finish()
+        }
+    }
+
+    impl MappedWords {
+        /// A new segment of `bytes` bytes (a multiple of 8), zeroed; also returns its
+        /// descriptor, to be sent to the peer.
+        pub fn create(name: &str, bytes: u64) -> Result<(MappedWords, OwnedFd), SegmentError> {
+            let fd = sealed_memfd(name, bytes)?;
+            let mapped = MappedWords::map(fd.as_fd(), bytes)?;
+            Ok((mapped, fd))
+        }
+
+        /// Maps the segment `fd`, which must be `bytes` bytes long (a multiple of 8) and
+        /// sealed against shrinking.
+        pub fn map(fd: BorrowedFd<'_>, bytes: u64) -> Result<MappedWords, SegmentError> {
+            check_segment(fd, bytes)?;
+            let length = usize::try_from(bytes).map_err(|_| SegmentError::Size {
+                expected: bytes,
+                actual: bytes,
+            })?;
+            let map = MmapOptions::new()
+                .len(length)
+                .map_raw(fd.as_raw_fd())
+                .map_err(|source| SegmentError::System {
+                    what: "mapping a segment",
+                    source,
+                })?;
+            // INVARIANT: a shared read-write mapping of `length` bytes (checked equal to the
+            // sealed file's size, a multiple of 8); mmap returns page-aligned addresses.
+            Ok(MappedWords {
+                words: length / 8,
+                map,
+            })
+        }
+
+        /// Locks the segment's pages in memory (`mlock`), as a driver pins DMA memory.
+        pub fn lock(&self) -> std::io::Result<()> {
+            self.map.lock()
+        }
+
+        /// Bytes of the segment.
+        pub fn len(&self) -> u64 {
+            self.map.len() as u64
+        }
+
+        /// Whether the segment has no bytes.
+        pub fn is_empty(&self) -> bool {
+            self.words == 0
+        }
+
+        /// The segment as words.
+        pub fn words(&self) -> &[AtomicU64] {
+            // SAFETY:
+            // - the pointer is page-aligned, so aligned for `AtomicU64`, and non-null;
+            // - `words * 8` bytes from it are one live mapping (type invariant) that stays
+            //   mapped while the returned borrow of `self` lives, and the sealed file keeps
+            //   every page backed;
+            // - `AtomicU64` has the size and validity of `u64`, and every bit pattern is a
+            //   valid `u64`;
+            // - other processes write this memory concurrently: that is sound through
+            //   atomics, which is all this slice allows (no `&u64`/`&[u8]` is ever formed).
+            unsafe { std::slice::from_raw_parts(self.map.as_ptr().cast::<AtomicU64>(), self.words) }
+        }
+    }
+
+    impl SharedWords for MappedWords {
+        fn words(&self) -> &[AtomicU64] {
+            MappedWords::words(self)
+        }
+    }
+
+    /// Receives up to `buffer.len()` bytes from `socket` (at least one, unless the peer closed
+    /// the connection: then 0) together with the descriptors (at most `max_fds`) that the peer
+    /// attached with SCM_RIGHTS; the descriptors become owned by the caller.
+    pub fn receive_with_fds(
+        socket: &UnixStream,
+        buffer: &mut [u8],
+        max_fds: usize,
+    ) -> std::io::Result<(usize, Vec<OwnedFd>)> {
+        let mut control = nix::cmsg_space!([std::os::fd::RawFd; 8]);
+        if max_fds > 8 {
+            return Err(std::io::Error::other("at most 8 descriptors per message"));
+        }
+        let mut iov = [IoSliceMut::new(buffer)];
+        let message = recvmsg::<()>(
+            socket.as_raw_fd(),
+            &mut iov,
+            Some(&mut control),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        )
+        .map_err(std::io::Error::from)?;
+        let mut fds = Vec::new();
+        for cmsg in message.cmsgs().map_err(std::io::Error::from)? {
+            if let ControlMessageOwned::ScmRights(raw) = cmsg {
+                for fd in raw {
+                    // SAFETY:
+                    // - the kernel has just installed `fd` in this process's descriptor table
+                    //   for this message (SCM_RIGHTS); no other code knows it, so nothing else
+                    //   owns or closes it;
+                    // - it is wrapped exactly once (one iteration per received descriptor).
+                    fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
+                }
+            }
+        }
+        let truncated = message.flags.contains(MsgFlags::MSG_CTRUNC);
+        let received = message.bytes;
+        if truncated || fds.len() > max_fds {
+            // Dropping `fds` closes every descriptor we were given.
+            return Err(std::io::Error::other(
+                "peer sent more descriptors than expected",
+            ));
+        }
+        Ok((received, fds))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use std::sync::atomic::Ordering;
+
+        #[test]
+        fn a_segment_mapped_twice_shares_its_words() {
+            let (first, fd) = MappedWords::create("axle-test", 4096).unwrap();
+            let second = MappedWords::map(fd.as_fd(), 4096).unwrap();
+            first.words()[3].store(0xabcd, Ordering::Release);
+            assert_eq!(second.words()[3].load(Ordering::Acquire), 0xabcd);
+            assert_eq!(second.words().len(), 512);
+        }
+
+        #[test]
+        fn a_segment_of_another_size_is_refused() {
+            let (_, fd) = MappedWords::create("axle-test", 4096).unwrap();
+            assert!(matches!(
+                MappedWords::map(fd.as_fd(), 8192),
+                Err(SegmentError::Size { .. })
+            ));
+        }
+
+        #[test]
+        fn an_unsealed_file_is_refused() {
+            let name = CString::new("axle-test-unsealed").unwrap();
+            let fd = memfd_create(&name, MemFdCreateFlag::MFD_CLOEXEC).unwrap();
+            nix::unistd::ftruncate(&fd, 4096).unwrap();
+            assert!(matches!(
+                MappedWords::map(fd.as_fd(), 4096),
+                Err(SegmentError::NotSealed)
+            ));
+        }
+
+        #[test]
+        fn descriptors_sent_with_scm_rights_arrive_owned() {
+            use nix::sys::socket::{sendmsg, ControlMessage};
+            let (left, right) = UnixStream::pair().unwrap();
+            let (mapped, fd) = MappedWords::create("axle-test", 4096).unwrap();
+            mapped.words()[0].store(7, Ordering::Release);
+            let raw = [fd.as_raw_fd()];
+            sendmsg::<()>(
+                left.as_raw_fd(),
+                &[std::io::IoSlice::new(b"x")],
+                &[ControlMessage::ScmRights(&raw)],
+                MsgFlags::empty(),
+                None,
+            )
+            .unwrap();
+            let mut byte = [0u8; 1];
+            let (n, fds) = receive_with_fds(&right, &mut byte, 1).unwrap();
+            assert_eq!((n, fds.len()), (1, 1));
+            let other = MappedWords::map(fds[0].as_fd(), 4096).unwrap();
+            assert_eq!(other.words()[0].load(Ordering::Acquire), 7);
+        }
+    }
 }
 
 #[cfg(all(test, not(loom)))]

@@ -10,14 +10,30 @@
 //! - [`sync`]: the loom shim (the models in `tests/loom_ring.rs` build this crate with
 //!   `--cfg loom`).
 //!
-//! This step is the in-process form: no `mmap`, no `unsafe` (the later multi-process form puts
-//! its `unsafe` in `dma` and `mmio` only).
-#![forbid(unsafe_code)]
+//! The multi-process form (not under loom) adds:
+//!
+//! - [`dma::MappedWords`]: host physical memory as an anonymous shared-memory segment;
+//! - [`mmio`]: the device's memory window mapped into the host (volatile accessors);
+//! - [`hdm`]: the allocator of the device's data memory (shared with the in-process emulator);
+//! - [`turn`]: the co-simulation turn over shared memory, and the host's side of it;
+//! - [`attach`]: the attach handshake with an emulator process over its Unix socket.
+//!
+//! `unsafe` lives in [`dma`] and [`mmio`] only; every other module forbids it.
+#![deny(unsafe_code)]
 
+#[cfg(not(loom))]
+pub mod attach;
+#[allow(unsafe_code)]
 pub mod dma;
 pub mod frames;
+pub mod hdm;
 pub mod link;
+#[cfg(not(loom))]
+#[allow(unsafe_code)]
+pub mod mmio;
 pub mod phys;
 pub mod sgl;
 pub mod shadow;
 pub mod sync;
+#[cfg(not(loom))]
+pub mod turn;

@@ -1,7 +1,9 @@
 //! The memory that stands for host physical memory.
 //!
-//! In the in-process form it is a boxed slice of 8-byte atomic words; the multi-process form
-//! will put the same words in a shared-memory file. A host physical address
+//! The words live in a [`SharedWords`] store: in-process (and in the loom models) a boxed slice
+//! of 8-byte atomic words ([`OwnedWords`]); across processes a mapping of the anonymous
+//! shared-memory segment that the host passes to the emulator (`crate::dma::MappedWords`, not
+//! under loom). A host physical address
 //! ([`HostPhysAddr`]) is a byte offset in it. Nothing ever forms a `&[u8]` into it: the device
 //! (the emulator's DMA engine) writes it concurrently, so every access is an atomic load or
 //! store of one aligned 8-byte word, and every access is bounds-checked.
@@ -49,13 +51,50 @@ pub enum PhysError {
     },
 }
 
+/// Where the words of physical memory live.
+///
+/// An implementation MUST return the same slice, of the same length, on every call for as
+/// long as it lives. A slice of atomics is sound over memory that another process writes
+/// concurrently (every access is an atomic instruction on one aligned word); nothing else may
+/// be formed over such memory.
+pub trait SharedWords: Send + Sync {
+    /// The words.
+    fn words(&self) -> &[AtomicU64];
+}
+
+/// Words owned by this process: the in-process store, and the only one under loom.
+pub struct OwnedWords(Box<[AtomicU64]>);
+
+impl core::fmt::Debug for OwnedWords {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("OwnedWords")
+            .field("words", &self.0.len())
+            .finish()
+    }
+}
+
+impl OwnedWords {
+    /// `words` zeroed words.
+    pub fn zeroed(words: usize) -> OwnedWords {
+        OwnedWords((0..words).map(|_| AtomicU64::new(0)).collect())
+    }
+}
+
+impl SharedWords for OwnedWords {
+    fn words(&self) -> &[AtomicU64] {
+        &self.0
+    }
+}
+
 /// Host "physical" memory: `len()` bytes as 8-byte atomic words.
 ///
 /// # Invariants
 ///
-/// `words.len() * 8` is the size in bytes and fits in a `u64`.
+/// `length == store.words().len() * 8` is the size in bytes (it fits in a `u64`), and
+/// `store` returns the same slice on every call.
 pub struct PhysicalMemory {
-    words: Box<[AtomicU64]>,
+    store: Box<dyn SharedWords>,
+    length: u64,
 }
 
 impl core::fmt::Debug for PhysicalMemory {
@@ -77,19 +116,34 @@ impl PhysicalMemory {
             length: bytes,
         })?;
         // INVARIANT: words * 8 == bytes, a u64.
-        let words = (0..words).map(|_| AtomicU64::new(0)).collect();
-        Ok(PhysicalMemory { words })
+        Ok(PhysicalMemory {
+            store: Box::new(OwnedWords::zeroed(words)),
+            length: bytes,
+        })
+    }
+
+    /// Physical memory over the words of `store` (for example a mapped shared-memory segment).
+    pub fn from_store(store: Box<dyn SharedWords>) -> Result<PhysicalMemory, PhysError> {
+        let words = store.words().len();
+        let length = u64::try_from(words)
+            .ok()
+            .and_then(|words| words.checked_mul(WORD_SIZE))
+            .ok_or(PhysError::OutOfRange {
+                address: HostPhysAddr(0),
+                length: u64::MAX,
+            })?;
+        // INVARIANT: length == words * 8, checked; the trait promises a stable slice.
+        Ok(PhysicalMemory { store, length })
     }
 
     /// Bytes of physical memory.
     pub fn len(&self) -> u64 {
-        // The invariant says this fits.
-        (self.words.len() as u64).saturating_mul(WORD_SIZE)
+        self.length
     }
 
     /// Whether the memory has no bytes at all.
     pub fn is_empty(&self) -> bool {
-        self.words.is_empty()
+        self.length == 0
     }
 
     /// The words of the access `[address, address + length)`, after checking alignment, whole
@@ -109,7 +163,7 @@ impl PhysicalMemory {
         // Both are at most words.len(), a usize.
         let first = usize::try_from(address.0 / WORD_SIZE).map_err(|_| out_of_range)?;
         let last = usize::try_from(end / WORD_SIZE).map_err(|_| out_of_range)?;
-        self.words.get(first..last).ok_or(out_of_range)
+        self.store.words().get(first..last).ok_or(out_of_range)
     }
 
     /// Loads the word at `address` (8-byte aligned).

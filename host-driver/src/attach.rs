@@ -1,0 +1,530 @@
+//! Attaching to an emulator process: the handshake over its Unix socket, the segments, and the
+//! run.
+//!
+//! What a kernel driver's probe does for a real device (check the identity, map the register
+//! window and the memory, set up DMA memory), done against `axle emu`:
+//!
+//! 1. The host connects and sends a fixed-size [`Hello`]: [`shared_abi::ABI_MAGIC`],
+//!    [`shared_abi::ABI_VERSION`], [`shared_abi::LAYOUT_HASH`] and its process id. The
+//!    emulator answers with a [`HelloAnswer`] carrying its own identity and
+//!    [`Status::Ok`] or [`Status::AbiMismatch`]; on a mismatch both sides say which versions
+//!    disagree, and the emulator closes the connection.
+//! 2. The host creates its physical memory as an anonymous sealed segment
+//!    ([`MappedWords`]) and sends it with a [`SessionRequest`] (SCM_RIGHTS); the emulator
+//!    maps it, creates device memory and the turn page, and sends both back with a
+//!    [`SessionReady`] that also announces the device's data window.
+//! 3. The host loads its data set through its mapping of device memory ([`DeviceWindow`],
+//!    untimed set-up), then the run goes turn by turn over the turn page
+//!    ([`crate::turn::serve_host`]).
+//! 4. When `Emulator::run` returns, the emulator marks the page finished and sends a
+//!    [`SessionEnd`] with the outcome and the device's counters; the host closes.
+//!
+//! Control messages after the hello are framed as `kind: u32, length: u32` (little-endian)
+//! and a JSON body, with descriptors attached to the first byte. A dead peer (socket
+//! end-of-file) ends the attach on either side with a clear error; the emulator then frees the
+//! host's segments and accepts the next host.
+
+use crate::dma::{receive_with_fds, MappedWords, SegmentError};
+use crate::hdm::DataAllocator;
+use crate::link::HostAgent;
+use crate::mmio::{DeviceWindow, WindowFault};
+use crate::phys::PhysicalMemory;
+use crate::sync::Arc;
+use crate::turn::{serve_host, TurnError, TurnPage};
+use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use shared_abi::{DeviceAddress, Status, ABI_MAGIC, ABI_VERSION, LAYOUT_HASH};
+use std::io::{IoSlice, Read, Write};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout};
+
+/// The host's first message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct Hello {
+    /// [`ABI_MAGIC`].
+    pub magic: u64,
+    /// [`LAYOUT_HASH`] of the host's build.
+    pub layout_hash: u64,
+    /// [`ABI_VERSION`] of the host's build.
+    pub version: u32,
+    /// The host's process id (for the emulator's log).
+    pub pid: u32,
+}
+
+/// The emulator's answer to a [`Hello`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct HelloAnswer {
+    /// [`ABI_MAGIC`].
+    pub magic: u64,
+    /// [`LAYOUT_HASH`] of the emulator's build.
+    pub layout_hash: u64,
+    /// [`ABI_VERSION`] of the emulator's build.
+    pub version: u32,
+    /// [`Status::Ok`] (accepted) or [`Status::AbiMismatch`] (refused), as its code.
+    pub status: u32,
+}
+
+const _: () = assert!(size_of::<Hello>() == 24);
+const _: () = assert!(core::mem::offset_of!(Hello, version) == 16);
+const _: () = assert!(core::mem::offset_of!(Hello, pid) == 20);
+const _: () = assert!(size_of::<HelloAnswer>() == 24);
+const _: () = assert!(core::mem::offset_of!(HelloAnswer, status) == 20);
+
+impl Hello {
+    /// This build's hello, claiming ABI version `version` (normally [`ABI_VERSION`]).
+    pub fn new(version: u32) -> Hello {
+        Hello {
+            magic: ABI_MAGIC,
+            layout_hash: LAYOUT_HASH,
+            version,
+            pid: std::process::id(),
+        }
+    }
+
+    /// Whether this build can talk to the sender.
+    pub fn compatible(&self) -> bool {
+        self.magic == ABI_MAGIC && self.version == ABI_VERSION && self.layout_hash == LAYOUT_HASH
+    }
+}
+
+impl HelloAnswer {
+    /// This build's answer with `status`.
+    pub fn new(status: Status) -> HelloAnswer {
+        HelloAnswer {
+            magic: ABI_MAGIC,
+            layout_hash: LAYOUT_HASH,
+            version: ABI_VERSION,
+            status: status.code(),
+        }
+    }
+}
+
+/// The host's session request (sent with its physical-memory segment).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRequest {
+    /// Bytes of the host physical-memory segment.
+    pub host_memory_bytes: u64,
+    /// The device set-up, as the emulator defines it (JSON).
+    pub device_setup: String,
+}
+
+/// The emulator's answer to a [`SessionRequest`] (sent with the device-memory segment and the
+/// turn page, in that order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionReady {
+    /// Bytes of device memory.
+    pub device_memory_bytes: u64,
+    /// First byte of the data window.
+    pub data_base: u64,
+    /// End (exclusive) of the data window.
+    pub data_end: u64,
+    /// Bytes of the turn page.
+    pub turn_page_bytes: u64,
+}
+
+/// What the device measured, as plain numbers (ticks and counts).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceCounters {
+    /// Ticks with a CCM µthread busy.
+    pub ccm_busy: u64,
+    /// Ticks with DMA writes in flight.
+    pub dma_busy: u64,
+    /// Ticks of back-pressure.
+    pub backpressure: u64,
+    /// DMA requests.
+    pub dma_requests: u64,
+    /// Payloads streamed.
+    pub payloads: u64,
+    /// Reads of the flow-control block.
+    pub head_reads: u64,
+    /// Interrupts raised.
+    pub interrupts: u64,
+    /// Ticks the device-to-host direction was busy.
+    pub upstream_busy: u64,
+}
+
+/// The end of a run, from the emulator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionEnd {
+    /// Why the co-simulation failed (its message), if it did.
+    pub error: Option<String>,
+    /// The device's counters.
+    pub device: DeviceCounters,
+}
+
+/// A control message's kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum MessageKind {
+    /// [`SessionRequest`].
+    Session = 1,
+    /// [`SessionReady`].
+    Ready = 2,
+    /// [`SessionEnd`].
+    End = 3,
+    /// The emulator refused the session; the body is the reason (a JSON string).
+    Refused = 4,
+}
+
+/// Longest control message body.
+const MAX_MESSAGE: u32 = 1 << 20;
+
+/// How long the host waits for the emulator during attach (it may be serving another host).
+pub const ATTACH_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Attaching, or a run after it, failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    /// The socket could not be reached.
+    #[error("cannot connect to the emulator at {}: {source}", .path.display())]
+    Connect {
+        /// The socket path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The emulator refused the host's ABI.
+    #[error("emulator speaks ABI version {emulator_version}, this host {host_version} (layout hashes {emulator_hash:#018x} and {host_hash:#018x}): attach refused")]
+    AbiMismatch {
+        /// The emulator's version.
+        emulator_version: u32,
+        /// The host's version.
+        host_version: u32,
+        /// The emulator's layout hash.
+        emulator_hash: u64,
+        /// The host's layout hash.
+        host_hash: u64,
+    },
+    /// The emulator refused the session.
+    #[error("the emulator refused the session: {0}")]
+    Refused(String),
+    /// The emulator process died (or closed the connection) before the run ended.
+    #[error("emulator process died (its socket closed) {0}")]
+    EmulatorDied(&'static str),
+    /// The host process died (or closed the connection).
+    #[error("host process died (its socket closed) {0}")]
+    HostDied(&'static str),
+    /// A control message broke the protocol.
+    #[error("attach protocol violation: {0}")]
+    Protocol(String),
+    /// A segment could not be created or mapped.
+    #[error(transparent)]
+    Segment(#[from] SegmentError),
+    /// Untimed set-up wrote outside the window.
+    #[error(transparent)]
+    Window(#[from] WindowFault),
+    /// The turn failed.
+    #[error(transparent)]
+    Turn(#[from] TurnError),
+    /// The socket failed.
+    #[error("socket: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Sends a control message of `kind` with `body` and `fds`.
+pub fn send_message<T: Serialize>(
+    socket: &UnixStream,
+    kind: MessageKind,
+    body: &T,
+    fds: &[BorrowedFd<'_>],
+) -> Result<(), AttachError> {
+    let body = serde_json::to_vec(body).map_err(|e| AttachError::Protocol(e.to_string()))?;
+    let length = u32::try_from(body.len())
+        .ok()
+        .filter(|&length| length <= MAX_MESSAGE)
+        .ok_or_else(|| AttachError::Protocol("control message too long".into()))?;
+    let mut header = [0u8; 8];
+    header[..4].copy_from_slice(&(kind as u32).to_le_bytes());
+    header[4..].copy_from_slice(&length.to_le_bytes());
+    let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+    let rights = [ControlMessage::ScmRights(&raw)];
+    let control: &[ControlMessage<'_>] = if raw.is_empty() { &[] } else { &rights };
+    let sent = sendmsg::<()>(
+        socket.as_raw_fd(),
+        &[IoSlice::new(&header), IoSlice::new(&body)],
+        control,
+        MsgFlags::MSG_NOSIGNAL,
+        None,
+    )
+    .map_err(std::io::Error::from)?;
+    // The descriptors went with the first byte; the rest, if the kernel took less, follows.
+    let rest: Vec<u8> = header
+        .iter()
+        .chain(body.iter())
+        .copied()
+        .skip(sent)
+        .collect();
+    if !rest.is_empty() {
+        let mut writer = socket;
+        writer.write_all(&rest)?;
+    }
+    Ok(())
+}
+
+/// Receives a control message; it must be of kind `expected` (or [`MessageKind::Refused`],
+/// which becomes [`AttachError::Refused`]) and carry exactly `fds` descriptors. `closed` is
+/// the error for a peer that closed the connection instead.
+pub fn receive_message<T: DeserializeOwned>(
+    socket: &UnixStream,
+    expected: MessageKind,
+    fds: usize,
+    closed: AttachError,
+) -> Result<(T, Vec<OwnedFd>), AttachError> {
+    let mut header = [0u8; 8];
+    let (received, descriptors) = receive_with_fds(socket, &mut header, fds)?;
+    if received == 0 {
+        return Err(closed);
+    }
+    let mut reader = socket;
+    if received < header.len() {
+        reader.read_exact(&mut header[received..]).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                AttachError::Protocol("connection closed inside a message".into())
+            } else {
+                e.into()
+            }
+        })?;
+    }
+    let kind = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+    let length = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+    if length > MAX_MESSAGE {
+        return Err(AttachError::Protocol(format!(
+            "control message of {length} bytes"
+        )));
+    }
+    let mut body = vec![0u8; length as usize];
+    reader.read_exact(&mut body)?;
+    if kind == MessageKind::Refused as u32 {
+        let reason: String = serde_json::from_slice(&body).unwrap_or_else(|_| "?".into());
+        return Err(AttachError::Refused(reason));
+    }
+    if kind != expected as u32 {
+        return Err(AttachError::Protocol(format!(
+            "expected message {expected:?}, got kind {kind}"
+        )));
+    }
+    if descriptors.len() != fds {
+        return Err(AttachError::Protocol(format!(
+            "expected {fds} descriptors with {expected:?}, got {}",
+            descriptors.len()
+        )));
+    }
+    let value = serde_json::from_slice(&body)
+        .map_err(|e| AttachError::Protocol(format!("{expected:?}: {e}")))?;
+    Ok((value, descriptors))
+}
+
+/// What the host asks for when it attaches.
+#[derive(Clone, Debug)]
+pub struct AttachOptions {
+    /// The ABI version to claim: [`ABI_VERSION`], except in tests of the refusal.
+    pub abi_version: u32,
+    /// Bytes of host physical memory (a multiple of 4096).
+    pub host_memory_bytes: u64,
+    /// The device set-up for the emulator (JSON it defines).
+    pub device_setup: String,
+}
+
+/// A host attached to an emulator process.
+#[derive(Debug)]
+pub struct Attachment {
+    socket: UnixStream,
+    host_memory: Arc<PhysicalMemory>,
+    device: DeviceWindow,
+    turn_page: TurnPage,
+    allocator: DataAllocator,
+    data_base: DeviceAddress,
+}
+
+impl Attachment {
+    /// Connects to the emulator at `path`, checks the ABI, and exchanges the segments.
+    pub fn connect(path: &Path, options: &AttachOptions) -> Result<Attachment, AttachError> {
+        let socket = UnixStream::connect(path).map_err(|source| AttachError::Connect {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        socket.set_read_timeout(Some(ATTACH_TIMEOUT))?;
+        let hello = Hello::new(options.abi_version);
+        (&socket).write_all(hello.as_bytes())?;
+        let mut answer = HelloAnswer::new_zeroed();
+        (&socket).read_exact(answer.as_mut_bytes()).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                AttachError::EmulatorDied("during the hello")
+            } else {
+                e.into()
+            }
+        })?;
+        let agreed = answer.magic == ABI_MAGIC
+            && answer.version == hello.version
+            && answer.layout_hash == hello.layout_hash;
+        if answer.status != Status::Ok.code() || !agreed {
+            return Err(AttachError::AbiMismatch {
+                emulator_version: answer.version,
+                host_version: hello.version,
+                emulator_hash: answer.layout_hash,
+                host_hash: hello.layout_hash,
+            });
+        }
+        log::info!(
+            "attach: emulator at {} accepted ABI version {}",
+            path.display(),
+            answer.version
+        );
+
+        let (memory, memory_fd) =
+            MappedWords::create("axle-host-memory", options.host_memory_bytes)?;
+        if let Err(error) = memory.lock() {
+            log::warn!("attach: cannot mlock host memory ({error}); continuing unpinned");
+        }
+        send_message(
+            &socket,
+            MessageKind::Session,
+            &SessionRequest {
+                host_memory_bytes: options.host_memory_bytes,
+                device_setup: options.device_setup.clone(),
+            },
+            &[std::os::fd::AsFd::as_fd(&memory_fd)],
+        )?;
+        drop(memory_fd);
+        let (ready, fds): (SessionReady, _) = receive_message(
+            &socket,
+            MessageKind::Ready,
+            2,
+            AttachError::EmulatorDied("before the session was ready"),
+        )?;
+        let [device_fd, turn_fd] = <[OwnedFd; 2]>::try_from(fds)
+            .map_err(|_| AttachError::Protocol("two descriptors expected".into()))?;
+        let device = DeviceWindow::map(
+            std::os::fd::AsFd::as_fd(&device_fd),
+            ready.device_memory_bytes,
+        )?;
+        let turn_page = TurnPage::map(std::os::fd::AsFd::as_fd(&turn_fd), ready.turn_page_bytes)?;
+        if ready.data_end > ready.device_memory_bytes || ready.data_base > ready.data_end {
+            return Err(AttachError::Protocol(format!(
+                "data window {:#x}..{:#x} outside {} bytes of device memory",
+                ready.data_base, ready.data_end, ready.device_memory_bytes
+            )));
+        }
+        let host_memory = Arc::new(
+            PhysicalMemory::from_store(Box::new(memory))
+                .map_err(|e| AttachError::Protocol(e.to_string()))?,
+        );
+        socket.set_read_timeout(None)?;
+        Ok(Attachment {
+            socket,
+            host_memory,
+            device,
+            turn_page,
+            allocator: DataAllocator::new(
+                DeviceAddress(ready.data_base),
+                DeviceAddress(ready.data_end),
+            ),
+            data_base: DeviceAddress(ready.data_base),
+        })
+    }
+
+    /// Host physical memory (shared with the emulator, which lands DMA writes in it).
+    pub fn host_memory(&self) -> &Arc<PhysicalMemory> {
+        &self.host_memory
+    }
+
+    /// Bytes of device data memory left for set-up.
+    pub fn data_available(&self) -> u64 {
+        self.allocator.available()
+    }
+
+    /// Untimed set-up: reserves device data memory.
+    pub fn allocate(&mut self, length: u64, align: u64) -> Option<DeviceAddress> {
+        self.allocator.allocate(length, align)
+    }
+
+    /// Untimed set-up: writes device data memory through the mapped window.
+    pub fn write_untimed(&self, address: DeviceAddress, data: &[u8]) -> Result<(), WindowFault> {
+        let fault = WindowFault {
+            address,
+            length: data.len() as u64,
+        };
+        let end = address.0.checked_add(data.len() as u64).ok_or(fault)?;
+        if address.0 < self.data_base.0 || end > self.allocator.end().0 {
+            return Err(fault);
+        }
+        self.device.write(address, data)
+    }
+
+    /// Runs the co-simulation with `agent` as the host until the agent is done or the
+    /// emulator ends the run, then receives the emulator's outcome and counters.
+    pub fn run(&mut self, agent: &mut dyn HostAgent) -> Result<SessionEnd, AttachError> {
+        match serve_host(&self.turn_page, &self.socket, agent) {
+            Ok(()) => {}
+            Err(TurnError::PeerDied) => return Err(AttachError::EmulatorDied("during the run")),
+            Err(error) => return Err(error.into()),
+        }
+        let (end, _): (SessionEnd, _) = receive_message(
+            &self.socket,
+            MessageKind::End,
+            0,
+            AttachError::EmulatorDied("before it sent the outcome"),
+        )?;
+        Ok(end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_builds_hello_is_compatible_and_another_version_is_not() {
+        assert!(Hello::new(ABI_VERSION).compatible());
+        assert!(!Hello::new(ABI_VERSION + 1).compatible());
+    }
+
+    #[test]
+    fn control_messages_carry_their_body_and_descriptors() {
+        let (left, right) = UnixStream::pair().unwrap();
+        let (_, fd) = MappedWords::create("axle-test", 4096).unwrap();
+        let ready = SessionReady {
+            device_memory_bytes: 1,
+            data_base: 2,
+            data_end: 3,
+            turn_page_bytes: 4,
+        };
+        send_message(
+            &left,
+            MessageKind::Ready,
+            &ready,
+            &[std::os::fd::AsFd::as_fd(&fd)],
+        )
+        .unwrap();
+        send_message(&left, MessageKind::Refused, &"busy", &[]).unwrap();
+        let (back, fds): (SessionReady, _) = receive_message(
+            &right,
+            MessageKind::Ready,
+            1,
+            AttachError::EmulatorDied("test"),
+        )
+        .unwrap();
+        assert_eq!((back, fds.len()), (ready, 1));
+        let refused = receive_message::<SessionReady>(
+            &right,
+            MessageKind::Ready,
+            0,
+            AttachError::EmulatorDied("test"),
+        );
+        assert!(matches!(refused, Err(AttachError::Refused(reason)) if reason == "busy"));
+        drop(left);
+        let closed = receive_message::<SessionReady>(
+            &right,
+            MessageKind::Ready,
+            0,
+            AttachError::EmulatorDied("test"),
+        );
+        assert!(matches!(closed, Err(AttachError::EmulatorDied(_))));
+    }
+}

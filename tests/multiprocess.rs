@@ -1,0 +1,458 @@
+//! The emulator as its own process (`axle emu`) and the host attached to it (`axle run
+//! --attach`): the same JSON as an in-process run, byte for byte, for every mode of every
+//! workload; the attach handshake and its refusal; the socket's mode and removal; and the
+//! faults (either process killed mid-run).
+//!
+//! Every test spawns `axle` processes with a socket in its own temporary directory, bounds
+//! every wait by a wall-clock deadline, and kills its children when it ends, passing or not.
+//!
+//! Run: `cargo test --release --test multiprocess`.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+const AXLE: &str = env!("CARGO_BIN_EXE_axle");
+const MODES: [&str; 4] = ["rp", "bs", "axle", "axle-irq"];
+/// Bound on any single wait for a process or a log line.
+const DEADLINE: Duration = Duration::from_secs(60);
+/// A run long enough (about two seconds attached) to be killed in the middle.
+const LONG_RUN: [&str; 6] = ["knn-c", "--mode", "axle", "--queries", "488", "--json"];
+
+/// A fresh directory for one test's socket and logs; removed at the end.
+struct Scratch {
+    dir: PathBuf,
+}
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "axle-mp-{}-{}-{test}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch { dir }
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.join("emu.sock")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A child process that is killed (SIGKILL) and reaped when dropped.
+struct Reaped(Child);
+
+impl Reaped {
+    fn pid(&self) -> i32 {
+        self.0.id() as i32
+    }
+
+    /// Waits for the process to exit, at most `limit`.
+    fn wait_for_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return Some(status);
+            }
+            if started.elapsed() > limit {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn signal(&self, signal: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), signal).unwrap();
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `axle emu` on the scratch directory's socket, logging into `emu.log`.
+struct EmulatorProcess {
+    child: Reaped,
+    log: PathBuf,
+    socket: PathBuf,
+}
+
+impl EmulatorProcess {
+    fn start(scratch: &Scratch) -> EmulatorProcess {
+        let socket = scratch.socket();
+        let log = scratch.dir.join("emu.log");
+        let child = Command::new(AXLE)
+            .args(["emu", "--socket"])
+            .arg(&socket)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let emulator = EmulatorProcess {
+            child: Reaped(child),
+            log,
+            socket,
+        };
+        emulator.wait_for_log("serving on", 1);
+        emulator
+    }
+
+    fn log(&self) -> String {
+        let mut text = String::new();
+        if let Ok(mut file) = File::open(&self.log) {
+            let _ = file.read_to_string(&mut text);
+        }
+        text
+    }
+
+    /// Waits until the log holds `pattern` at least `count` times.
+    fn wait_for_log(&self, pattern: &str, count: usize) {
+        let started = Instant::now();
+        while self.log().matches(pattern).count() < count {
+            assert!(
+                started.elapsed() < DEADLINE,
+                "the emulator never logged `{pattern}` {count} times; its log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Descriptors the emulator process holds.
+    fn open_descriptors(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.pid()))
+            .unwrap()
+            .count()
+    }
+
+    /// Its mappings of host memory segments.
+    fn host_memory_mappings(&self) -> usize {
+        std::fs::read_to_string(format!("/proc/{}/maps", self.child.pid()))
+            .unwrap()
+            .matches("axle-host-memory")
+            .count()
+    }
+}
+
+/// Runs `axle` with `args` to completion (bounded by [`DEADLINE`]).
+fn axle(args: &[&str]) -> Output {
+    let child = Command::new(AXLE)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = Reaped(child);
+    child
+        .wait_for_exit(DEADLINE)
+        .unwrap_or_else(|| panic!("axle {args:?} did not finish within {DEADLINE:?}"));
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_end(&mut stdout)
+        .unwrap();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_end(&mut stderr)
+        .unwrap();
+    Output {
+        status: child.0.wait().unwrap(),
+        stdout,
+        stderr,
+    }
+}
+
+/// Starts `axle run ARGS --attach SOCKET` in the background.
+fn spawn_attached(args: &[&str], socket: &Path) -> Reaped {
+    let child = Command::new(AXLE)
+        .arg("run")
+        .args(args)
+        .arg("--attach")
+        .arg(socket)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    Reaped(child)
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn shm_entries() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir("/dev/shm")
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[test]
+fn attached_runs_print_exactly_the_in_process_json_for_every_mode_of_every_workload() {
+    let scratch = Scratch::new("equal");
+    let shm_before = shm_entries();
+    let emulator = EmulatorProcess::start(&scratch);
+    let socket = emulator.socket.to_str().unwrap().to_owned();
+    let mut runs = 0;
+    for workload in workloads::names() {
+        for mode in MODES {
+            let args = ["run", workload, "--mode", mode, "--queries", "2", "--json"];
+            let in_process = axle(&args);
+            assert!(
+                in_process.status.success(),
+                "in-process {workload} {mode}: {}",
+                text(&in_process.stderr)
+            );
+            let mut attached_args = args.to_vec();
+            attached_args.extend(["--attach", &socket]);
+            let attached = axle(&attached_args);
+            assert!(
+                attached.status.success(),
+                "attached {workload} {mode}: {}\nemulator log:\n{}",
+                text(&attached.stderr),
+                emulator.log()
+            );
+            assert!(text(&in_process.stdout).contains("\"verified\": true"));
+            assert_eq!(
+                text(&attached.stdout),
+                text(&in_process.stdout),
+                "{workload} {mode}: the attached run printed other JSON than the in-process run"
+            );
+            runs += 1;
+        }
+    }
+    assert!(runs >= 12, "only {runs} runs: the workloads are missing");
+    // One emulator served every host, one after the other, and named nothing in /dev/shm.
+    emulator.wait_for_log("detached after its run", runs);
+    assert_eq!(shm_entries(), shm_before, "something was left in /dev/shm");
+}
+
+#[test]
+fn an_abi_mismatch_is_refused_on_both_sides_and_the_emulator_serves_on() {
+    let scratch = Scratch::new("abi");
+    let emulator = EmulatorProcess::start(&scratch);
+    let socket = emulator.socket.to_str().unwrap().to_owned();
+    let version = shared_abi::ABI_VERSION;
+    let other = (version + 41).to_string();
+    let refused = axle(&[
+        "run",
+        "knn-a",
+        "--mode",
+        "axle",
+        "--queries",
+        "1",
+        "--attach",
+        &socket,
+        "--abi-version-override",
+        &other,
+    ]);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
+    let host_says = format!("emulator speaks ABI version {version}, this host {other}");
+    assert!(
+        text(&refused.stderr).contains(&host_says),
+        "host's message: {}",
+        text(&refused.stderr)
+    );
+    let emulator_says = format!("host speaks ABI version {other}, this emulator {version}");
+    emulator.wait_for_log(&emulator_says, 1);
+    let accepted = axle(&[
+        "run",
+        "knn-a",
+        "--mode",
+        "axle",
+        "--queries",
+        "1",
+        "--attach",
+        &socket,
+    ]);
+    assert!(accepted.status.success(), "{}", text(&accepted.stderr));
+}
+
+#[test]
+fn the_socket_is_created_0600_and_removed_on_sigterm_and_sigint() {
+    for signal in [
+        nix::sys::signal::Signal::SIGTERM,
+        nix::sys::signal::Signal::SIGINT,
+    ] {
+        let scratch = Scratch::new("socket");
+        let mut emulator = EmulatorProcess::start(&scratch);
+        let metadata = std::fs::symlink_metadata(&emulator.socket).unwrap();
+        assert!(metadata.file_type().is_socket());
+        assert_eq!(
+            metadata.permissions().mode() & 0o777,
+            0o600,
+            "socket mode {:o}",
+            metadata.permissions().mode()
+        );
+        emulator.child.signal(signal);
+        let status = emulator
+            .child
+            .wait_for_exit(Duration::from_secs(10))
+            .unwrap_or_else(|| panic!("axle emu ignored {signal}"));
+        assert!(
+            status.success(),
+            "axle emu exited with {status} on {signal}"
+        );
+        assert!(
+            !emulator.socket.exists(),
+            "the socket file outlived axle emu ({signal})"
+        );
+    }
+}
+
+#[test]
+fn a_stale_socket_is_replaced_and_a_live_one_is_not_stolen() {
+    let scratch = Scratch::new("stale");
+    let socket = scratch.socket();
+    // A socket file nobody listens on, as a SIGKILLed emulator leaves behind.
+    drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    assert!(socket.exists());
+    let emulator = EmulatorProcess::start(&scratch);
+    let second = axle(&["emu", "--socket", emulator.socket.to_str().unwrap()]);
+    assert_eq!(second.status.code(), Some(2));
+    assert!(
+        text(&second.stderr).contains("in use"),
+        "{}",
+        text(&second.stderr)
+    );
+}
+
+#[test]
+fn an_emulator_killed_mid_run_fails_the_host_within_a_second() {
+    let scratch = Scratch::new("emu-killed");
+    let shm_before = shm_entries();
+    let mut emulator = EmulatorProcess::start(&scratch);
+    let mut host = spawn_attached(&LONG_RUN, &emulator.socket);
+    emulator.wait_for_log("the run starts", 1);
+    std::thread::sleep(Duration::from_millis(150));
+    assert!(
+        host.0.try_wait().unwrap().is_none(),
+        "the run ended before the emulator could be killed: make LONG_RUN longer"
+    );
+    emulator.child.0.kill().unwrap();
+    let killed = Instant::now();
+    let status = host
+        .wait_for_exit(Duration::from_secs(10))
+        .expect("the host hangs after its emulator died");
+    let reaction = killed.elapsed();
+    eprintln!("the host noticed its emulator's death after {reaction:?}");
+    assert!(
+        reaction < Duration::from_secs(1),
+        "the host took {reaction:?} to notice"
+    );
+    assert!(!status.success());
+    let mut stderr = String::new();
+    host.0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(
+        stderr.contains("emulator process died"),
+        "host's message: {stderr}"
+    );
+    assert_eq!(shm_entries(), shm_before, "something was left in /dev/shm");
+}
+
+#[test]
+fn a_host_killed_mid_run_is_logged_its_segments_freed_and_the_next_host_served() {
+    let scratch = Scratch::new("host-killed");
+    let shm_before = shm_entries();
+    let emulator = EmulatorProcess::start(&scratch);
+    let idle_descriptors = emulator.open_descriptors();
+    let mut host = spawn_attached(&LONG_RUN, &emulator.socket);
+    emulator.wait_for_log("the run starts", 1);
+    std::thread::sleep(Duration::from_millis(150));
+    assert!(
+        host.0.try_wait().unwrap().is_none(),
+        "the run ended before the host could be killed: make LONG_RUN longer"
+    );
+    assert_eq!(emulator.host_memory_mappings(), 1);
+    host.0.kill().unwrap();
+    host.wait_for_exit(DEADLINE).unwrap();
+    emulator.wait_for_log("died mid-run", 1);
+    // The session is over: the host's memory is unmapped, every descriptor closed.
+    let started = Instant::now();
+    while emulator.host_memory_mappings() > 0 || emulator.open_descriptors() > idle_descriptors {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the emulator kept the dead host's segments: {} mappings, {} descriptors (idle: {idle_descriptors})",
+            emulator.host_memory_mappings(),
+            emulator.open_descriptors()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let next = axle(&[
+        "run",
+        "knn-a",
+        "--mode",
+        "axle",
+        "--queries",
+        "1",
+        "--json",
+        "--attach",
+        emulator.socket.to_str().unwrap(),
+    ]);
+    assert!(
+        next.status.success(),
+        "the next host failed: {}\nemulator log:\n{}",
+        text(&next.stderr),
+        emulator.log()
+    );
+    assert!(text(&next.stdout).contains("\"verified\": true"));
+    assert_eq!(shm_entries(), shm_before, "something was left in /dev/shm");
+}
+
+#[test]
+fn attaching_to_nothing_fails_with_a_clear_message() {
+    let scratch = Scratch::new("nothing");
+    let output = axle(&[
+        "run",
+        "knn-a",
+        "--mode",
+        "rp",
+        "--attach",
+        scratch.socket().to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        text(&output.stderr).contains("cannot connect to the emulator"),
+        "{}",
+        text(&output.stderr)
+    );
+}
