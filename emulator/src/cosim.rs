@@ -126,6 +126,7 @@ impl Emulator {
             mailbox: [0; (mailbox::WINDOW_LENGTH / 8) as usize],
             host_events: Default::default(),
             bulk_tokens: Default::default(),
+            host_writable_end: DeviceAddress(scratch_base),
             interrupts: 0,
             dram,
             config,
@@ -259,30 +260,71 @@ impl Emulator {
                 data,
                 token,
             } => {
+                let respond_at = hw.now.plus(one_way(hw.config.cxl_mem_round_trip_ns));
                 if device_map::in_launch_window(address) {
                     // The packet filter: a launch store never reaches memory.
-                    let command = CommandDescriptor::read_from_bytes(&data).unwrap_or_default();
-                    if let Some(token) = token {
-                        hw.bulk_tokens.insert(command.tag, token);
+                    match (CommandDescriptor::read_from_bytes(&data), token) {
+                        (Ok(command), Some(token)) => {
+                            hw.bulk_tokens
+                                .entry(command.tag)
+                                .or_default()
+                                .push_back(token);
+                            hw.host_events.push_back(HostEvent::LaunchStore(command));
+                        }
+                        (Ok(command), None) => {
+                            hw.host_events.push_back(HostEvent::LaunchStore(command));
+                        }
+                        (Err(_), Some(token)) => {
+                            // Not one whole descriptor: refused by the filter itself.
+                            let status = shared_abi::Status::MalformedDescriptor.code();
+                            hw.respond(respond_at, LinkResponse::StoreDone { token, status });
+                            step = false;
+                        }
+                        (Err(_), None) => {
+                            log::warn!(
+                                "emulator: posted launch store of {} bytes ignored (a descriptor is 64)",
+                                data.len()
+                            );
+                            step = false;
+                        }
                     }
-                    hw.host_events.push_back(HostEvent::LaunchStore(command));
                 } else {
-                    if hw.dram.write(address, &data).is_err() {
+                    let end = address.checked_add(data.len() as u64);
+                    let written = match end {
+                        Some(end) if end <= hw.host_writable_end => {
+                            hw.dram.write(address, &data).is_ok()
+                        }
+                        _ => false,
+                    };
+                    if !written {
                         log::warn!(
-                            "emulator: host store outside device memory at {:#x}",
+                            "emulator: host store of {} bytes at {:#x} refused (outside host-writable device memory)",
+                            data.len(),
                             address.0
                         );
                     }
-                    if address == device_map::FLOW_CONTROL {
+                    if let Some(token) = token {
+                        let status = if written {
+                            shared_abi::Status::Ok
+                        } else {
+                            shared_abi::Status::DeviceMemoryFault
+                        };
+                        hw.respond(
+                            respond_at,
+                            LinkResponse::StoreDone {
+                                token,
+                                status: status.code(),
+                            },
+                        );
+                    }
+                    if !written {
+                        step = false;
+                    } else if address == device_map::FLOW_CONTROL {
                         hw.host_events.push_back(HostEvent::FlowControl);
                     } else if address == device_map::SHADOW_DESCRIPTOR {
                         hw.host_events.push_back(HostEvent::RegionProgrammed);
                     } else {
                         step = false;
-                    }
-                    if let Some(token) = token {
-                        let at = hw.now.plus(one_way(hw.config.cxl_mem_round_trip_ns));
-                        hw.respond(at, LinkResponse::StoreDone { token, status: 0 });
                     }
                 }
             }

@@ -122,7 +122,11 @@ pub struct Hardware {
     /// Host events for the firmware.
     pub host_events: VecDeque<HostEvent>,
     /// Synchronous launch stores waiting for their response, by tag.
-    pub bulk_tokens: BTreeMap<u32, u64>,
+    pub bulk_tokens: BTreeMap<u32, VecDeque<u64>>,
+    /// Host CXL.mem stores may write device memory below this address only: above it lies the
+    /// firmware's scratch area (DMA descriptor chains, staged records), which the memory
+    /// controller keeps private to the device.
+    pub host_writable_end: DeviceAddress,
     /// Interrupts raised.
     pub interrupts: u64,
 }
@@ -333,7 +337,11 @@ impl Registers for Hardware {
 
     fn complete_bulk_launch(&mut self, tag: u32, status: Status) {
         // The response of the synchronous store travels back over CXL.mem.
-        match self.bulk_tokens.remove(&tag) {
+        let token = self.bulk_tokens.get_mut(&tag).and_then(VecDeque::pop_front);
+        if self.bulk_tokens.get(&tag).is_some_and(VecDeque::is_empty) {
+            self.bulk_tokens.remove(&tag);
+        }
+        match token {
             Some(token) => {
                 let at = self.now.plus(one_way(self.config.cxl_mem_round_trip_ns));
                 self.respond(

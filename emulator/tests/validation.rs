@@ -992,7 +992,6 @@ fn axle_valid_launch_streams_every_payload() {
 // ----- host writes the device must not trust -------------------------------------------------
 
 #[test]
-#[ignore = "BUG: emulator/src/cosim.rs (Event::HostStore, launch window) keys waiting synchronous launch stores by the host-chosen tag (hal_impl.rs `bulk_tokens: BTreeMap<u32, u64>`); a second store with the same tag overwrites the first token, so the first store never gets its StoreDone and the host hangs"]
 fn two_bs_launch_stores_with_the_same_tag_each_get_one_response() {
     let memory = host_memory();
     let mut device = device(&memory);
@@ -1020,7 +1019,6 @@ fn two_bs_launch_stores_with_the_same_tag_each_get_one_response() {
 }
 
 #[test]
-#[ignore = "BUG: emulator/src/cosim.rs (Event::HostStore, outside the launch window) answers a synchronous store with StoreDone status 0 even when DeviceDram::write refused it (address outside device memory); the store is dropped and the host is told it succeeded"]
 fn synchronous_store_outside_device_memory_is_answered_with_an_error() {
     let memory = host_memory();
     let mut device = device(&memory);
@@ -1041,7 +1039,6 @@ fn synchronous_store_outside_device_memory_is_answered_with_an_error() {
 }
 
 #[test]
-#[ignore = "BUG: emulator/src/cosim.rs (Event::HostStore) writes a host CXL.mem store anywhere in device memory, including the firmware scratch area (DMA descriptor ring); forged descriptors pass check_descriptor (host-memory bounds only) and the DMA engine writes host memory outside the DMA region"]
 fn host_store_into_firmware_scratch_cannot_redirect_dma_outside_the_region() {
     let memory = host_memory();
     let ring = Ring::new(&memory, 16, 16, 32);
