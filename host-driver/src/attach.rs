@@ -380,7 +380,7 @@ impl Attachment {
         let (memory, memory_fd) =
             MappedWords::create("axle-host-memory", options.host_memory_bytes)?;
         if let Err(error) = memory.lock() {
-            log::warn!("attach: cannot mlock host memory ({error}); continuing unpinned");
+            log::warn!("{}", memlock_advice(options.host_memory_bytes, &error));
         }
         send_message(
             &socket,
@@ -526,5 +526,45 @@ mod tests {
             AttachError::EmulatorDied("test"),
         );
         assert!(matches!(closed, Err(AttachError::EmulatorDied(_))));
+    }
+}
+
+/// What an `mlock` failure means, with the limit that caused it and the way out.
+///
+/// Pinning is what a kernel driver does so that DMA never hits a page that was swapped out.
+/// Between two processes on one machine the emulator's "DMA" writes through a shared mapping,
+/// so an unpinned region still receives every write correctly; only the guarantee a real
+/// device would need is missing. The run therefore continues, and says so.
+pub fn memlock_advice(bytes: u64, error: &std::io::Error) -> String {
+    let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_MEMLOCK)
+        .map(|(soft, _hard)| {
+            if soft == nix::sys::resource::RLIM_INFINITY {
+                "unlimited".to_string()
+            } else {
+                format!("{soft} bytes")
+            }
+        })
+        .unwrap_or_else(|_| "unknown".to_string());
+    format!(
+        "attach: cannot pin (mlock) the {bytes}-byte host memory segment: {error}. \
+         RLIMIT_MEMLOCK is {limit}. The run continues with the segment unpinned: the emulator's \
+         DMA writes still land correctly through the shared mapping, but pages may be swapped \
+         out, which a real device could not tolerate. Raise the limit (`ulimit -l` or \
+         /etc/security/limits.conf) or run with CAP_IPC_LOCK to pin it."
+    )
+}
+
+#[cfg(test)]
+mod memlock_tests {
+    use super::*;
+
+    #[test]
+    fn memlock_advice_names_the_limit_the_consequence_and_the_remedy() {
+        let error = std::io::Error::from_raw_os_error(nix::libc::ENOMEM);
+        let text = memlock_advice(1 << 20, &error);
+        assert!(text.contains("RLIMIT_MEMLOCK is "));
+        assert!(text.contains("unpinned"));
+        assert!(text.contains("ulimit -l"));
+        assert!(text.contains("1048576-byte"));
     }
 }
