@@ -127,7 +127,7 @@ impl Clock for FakeClock {
 /// Device memory as a byte vector. Every read that touches the flow-control block is recorded
 /// with the message the block held, so a test can count and check the device's head reads
 /// (edge D5).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct FakeDeviceMemory {
     bytes: Vec<u8>,
     flow_control_reads: RefCell<Vec<FlowControlMessage>>,
@@ -150,6 +150,26 @@ impl FakeDeviceMemory {
     /// The last flow-control message the firmware read, if any.
     pub fn last_flow_control_read(&self) -> Option<FlowControlMessage> {
         self.flow_control_reads.borrow().last().copied()
+    }
+
+    /// Copies as much of `data` as fits at `address` (set-up from arbitrary input: never
+    /// fails, never panics).
+    pub fn fill(&mut self, address: u64, data: &[u8]) {
+        let Ok(start) = usize::try_from(address) else {
+            return;
+        };
+        let end = start.saturating_add(data.len()).min(self.bytes.len());
+        if let (Some(target), Some(source)) = (
+            self.bytes.get_mut(start..end),
+            data.get(..end.saturating_sub(start)),
+        ) {
+            target.copy_from_slice(source);
+        }
+    }
+
+    /// All of device memory.
+    pub fn contents(&self) -> &[u8] {
+        &self.bytes
     }
 
     /// The bytes of `[address, address + length)`; panics outside memory (a test error).

@@ -100,8 +100,8 @@ fn execute_some(command: &CommandDescriptor, kernel: &Kernel, memory_size: u64, 
     }
     let start = command.result_address as usize;
     let end = start + command.result_length as usize;
-    assert_eq!(&memory.bytes[..start], &before.bytes[..start]);
-    assert_eq!(&memory.bytes[end..], &before.bytes[end..]);
+    assert_eq!(&memory.contents()[..start], &before.contents()[..start]);
+    assert_eq!(&memory.contents()[end..], &before.contents()[end..]);
 }
 
 fn check_validate(command: &CommandDescriptor, expected: LaunchMode, memory_size: u64) {
@@ -214,7 +214,7 @@ fuzz_target!(|data: &[u8]| {
         Ok(read) => {
             let start = address as usize;
             assert!(start + 64 <= small);
-            assert_eq!(read.as_bytes(), &memory.bytes[start..start + 64]);
+            assert_eq!(read.as_bytes(), &memory.contents()[start..start + 64]);
         }
         Err(status) => {
             assert_eq!(status, Status::ArgumentOutOfRange);

@@ -51,7 +51,7 @@ const MEMORY: usize = device_map::RP_DESCRIPTOR.0 as usize;
 fn reference(memory: &FakeDeviceMemory) -> Option<(RingLayout, Vec<(u64, ScatterGatherEntry)>)> {
     let header_at = device_map::SHADOW_DESCRIPTOR.0 as usize;
     let header =
-        ShadowRegionDescriptor::read_from_bytes(memory.bytes.get(header_at..header_at + 64)?)
+        ShadowRegionDescriptor::read_from_bytes(memory.contents().get(header_at..header_at + 64)?)
             .ok()?;
     if header.magic != ABI_MAGIC {
         return None;
@@ -65,7 +65,8 @@ fn reference(memory: &FakeDeviceMemory) -> Option<(RingLayout, Vec<(u64, Scatter
     let mut offset: u128 = 0;
     for index in 0..count {
         let at = device_map::SHADOW_ENTRIES.0 as usize + index * 16;
-        let entry = ScatterGatherEntry::read_from_bytes(memory.bytes.get(at..at + 16)?).ok()?;
+        let entry =
+            ScatterGatherEntry::read_from_bytes(memory.contents().get(at..at + 16)?).ok()?;
         if entry.length == 0 || entry.length % 8 != 0 || entry.host_phys % 8 != 0 {
             return None;
         }

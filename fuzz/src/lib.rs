@@ -1,68 +1,9 @@
-//! Helpers shared by the fuzz targets: a plain byte-vector device memory and small input
+//! Helpers shared by the fuzz targets: the device memory test double and small input
 //! readers. Nothing here is fuzzed itself.
 
-use firmware::hal::{DeviceMemory, MemoryFault};
-use shared_abi::DeviceAddress;
-
-/// Device memory as a plain byte vector, bounds-checked like the emulator's DRAM: an access
-/// with any byte outside fails and touches nothing.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FakeDeviceMemory {
-    /// The bytes.
-    pub bytes: Vec<u8>,
-}
-
-impl FakeDeviceMemory {
-    /// `size` zeroed bytes.
-    pub fn new(size: usize) -> FakeDeviceMemory {
-        FakeDeviceMemory {
-            bytes: vec![0; size],
-        }
-    }
-
-    /// Copies as much of `data` as fits at `address` (test set-up, never fails).
-    pub fn fill(&mut self, address: u64, data: &[u8]) {
-        let Ok(start) = usize::try_from(address) else {
-            return;
-        };
-        if start >= self.bytes.len() {
-            return;
-        }
-        let end = start.saturating_add(data.len()).min(self.bytes.len());
-        self.bytes[start..end].copy_from_slice(&data[..end - start]);
-    }
-
-    fn range(&self, address: DeviceAddress, length: usize) -> Result<(usize, usize), MemoryFault> {
-        let fault = MemoryFault {
-            address,
-            length: length as u64,
-        };
-        let start = usize::try_from(address.0).map_err(|_| fault)?;
-        let end = start.checked_add(length).ok_or(fault)?;
-        if end > self.bytes.len() {
-            return Err(fault);
-        }
-        Ok((start, end))
-    }
-}
-
-impl DeviceMemory for FakeDeviceMemory {
-    fn size(&self) -> u64 {
-        self.bytes.len() as u64
-    }
-
-    fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
-        let (start, end) = self.range(address, buffer.len())?;
-        buffer.copy_from_slice(&self.bytes[start..end]);
-        Ok(())
-    }
-
-    fn write(&mut self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
-        let (start, end) = self.range(address, data.len())?;
-        self.bytes[start..end].copy_from_slice(data);
-        Ok(())
-    }
-}
+/// Device memory for the targets: the firmware's own test double (feature `test-utils`),
+/// bounds-checked like the emulator's DRAM.
+pub use firmware::testing::FakeDeviceMemory;
 
 /// Reads fixed-size pieces off the front of a fuzz input; past its end, zeros.
 #[derive(Debug)]
