@@ -2,7 +2,9 @@
 //! `axle` command-line tool and the end-to-end tests; the library part wires one run.
 #![forbid(unsafe_code)]
 
+pub mod bench;
 pub mod config;
 pub mod eval;
 pub mod report;
 pub mod run;
+pub mod wall;

@@ -4,7 +4,7 @@
 
 use anyhow::Context;
 use axle::config::{parse_duration_ns, AxleConfig};
-use axle::run::{run, run_attached, AttachTarget, RunRequest};
+use axle::run::{run, run_attached, run_wall, AttachTarget, RunRequest};
 use clap::{Parser, Subcommand, ValueEnum};
 use host_runtime::{HostScheduling, Mode};
 use std::path::PathBuf;
@@ -35,6 +35,8 @@ enum Command {
     /// Run the emulated device as its own process, serving hosts (`axle run --attach`) on a
     /// Unix socket, one at a time, until SIGINT or SIGTERM.
     Emu(EmuArgs),
+    /// Live wall-clock benchmarks (`axle bench ring`: the ring protocol across two processes).
+    Bench(axle::bench::BenchArgs),
     /// Print the default configuration (the paper's Table III) as TOML.
     Config,
     /// List the workloads.
@@ -51,6 +53,16 @@ enum ModeArg {
     Axle,
     /// AXLE with an interrupt (50 µs handling) per DMA request instead of polling.
     AxleIrq,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum ClockArg {
+    /// Deterministic virtual time (every figure the same, run after run).
+    #[default]
+    Virtual,
+    /// Device and host free-running on two threads against the real clock (stress and fault
+    /// finding; the figures are wall time and vary).
+    Wall,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -108,6 +120,13 @@ struct RunArgs {
     /// Claim another ABI version when attaching (tests of the refusal).
     #[arg(long, hide = true, requires = "attach")]
     abi_version_override: Option<u32>,
+    /// Virtual time (deterministic) or wall: the emulator and the host free-running against
+    /// the real clock over the same rings; its figures are wall time and vary.
+    #[arg(long, value_enum, default_value_t)]
+    clock: ClockArg,
+    /// Wall clock: add the standard seeded random delays on both sides (stress).
+    #[arg(long, hide = true, value_name = "SEED")]
+    stress_seed: Option<u64>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -212,7 +231,20 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         data: args.data.clone(),
     };
     let started = std::time::Instant::now();
+    if args.clock == ClockArg::Virtual && args.stress_seed.is_some() {
+        anyhow::bail!("--stress-seed needs --clock wall");
+    }
     let report = match &args.attach {
+        Some(_) if args.clock == ClockArg::Wall => anyhow::bail!(
+            "--clock wall runs the emulator in this process only; it cannot be combined with --attach"
+        ),
+        None if args.clock == ClockArg::Wall => {
+            let options = axle::wall::WallOptions {
+                stress: args.stress_seed.map(axle::wall::WallStress::standard),
+                ..Default::default()
+            };
+            run_wall(&request, &options)?.report
+        }
         Some(socket) => {
             let mut target = AttachTarget::new(socket.clone());
             if let Some(version) = args.abi_version_override {
@@ -264,6 +296,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run_command(args),
         Command::Emu(args) => emu_command(args),
         Command::Eval(args) => eval_command(args),
+        Command::Bench(args) => axle::bench::command(args),
         Command::Config => AxleConfig::default().to_toml().map(|text| {
             print!("{text}");
             ExitCode::SUCCESS

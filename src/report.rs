@@ -19,11 +19,12 @@ pub fn human(report: &RunReport) -> String {
     let m = &report.metrics;
     let total = m.end_to_end_ns;
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{} in mode {} (virtual time; deterministic)",
-        report.workload, report.mode
-    );
+    let clock = match (report.clock.as_deref(), report.stress_seed) {
+        (Some("wall"), Some(seed)) => format!("wall-clock time, stress seed {seed}; varies"),
+        (Some("wall"), None) => "wall-clock time; varies from run to run".into(),
+        _ => "virtual time; deterministic".into(),
+    };
+    let _ = writeln!(out, "{} in mode {} ({clock})", report.workload, report.mode);
     let _ = writeln!(out, "  end-to-end runtime   {:>14}", micros(total));
     let _ = writeln!(
         out,

@@ -6,6 +6,9 @@
 //! workload, the rings, host memory's size), the host runtime, and the checks and assembly
 //! of the report; only where the device lives differs, and the co-simulation contract makes
 //! the two print exactly the same report.
+//!
+//! [`run_wall`] is the in-process run in wall-clock mode ([`crate::wall`]): the same wiring,
+//! with the device and the host free-running on two threads against the real clock.
 
 use crate::config::AxleConfig;
 use anyhow::Context;
@@ -42,13 +45,21 @@ pub struct RunRequest {
     pub data: Option<PathBuf>,
 }
 
-/// What a run produced. Everything here is deterministic (virtual time).
+/// What a run produced. Everything here is deterministic (virtual time), except in a
+/// wall-clock run, whose figures are real time and say so (`clock`).
 #[derive(Clone, Debug, Serialize)]
 pub struct RunReport {
     /// Workload name.
     pub workload: String,
     /// Mechanism name.
     pub mode: String,
+    /// `Some("wall")` for a wall-clock run, whose figures are real time and vary from run to
+    /// run; absent (virtual time) otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock: Option<String>,
+    /// The seed of a wall-clock stress run's random delays (`--stress-seed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stress_seed: Option<u64>,
     /// Whether the answer matched the reference.
     pub verified: bool,
     /// What was compared.
@@ -171,6 +182,8 @@ impl Prepared {
         Ok(RunReport {
             workload: request.workload.clone(),
             mode: request.mode.name().into(),
+            clock: None,
+            stress_seed: None,
             verified: verification.passed,
             verification: verification.detail,
             metrics,
@@ -205,8 +218,9 @@ impl DeviceLoader for Loader<'_> {
     }
 }
 
-/// Runs one configuration in-process.
-pub fn run(request: &RunRequest) -> anyhow::Result<RunReport> {
+/// Prepares an in-process run: the workload, host memory with its ring, and the emulator
+/// with the data set loaded.
+fn in_process(request: &RunRequest) -> anyhow::Result<(Prepared, Option<AxleRing>, Emulator)> {
     let mut prepared = prepare(request)?;
     let config = &request.config;
     let memory = Arc::new(PhysicalMemory::new(prepared.host_bytes).context("host memory")?);
@@ -223,10 +237,58 @@ pub fn run(request: &RunRequest) -> anyhow::Result<RunReport> {
             emulator: &mut device,
         })
         .context("loading the data set into device memory")?;
+    Ok((prepared, ring, device))
+}
+
+/// Runs one configuration in-process.
+pub fn run(request: &RunRequest) -> anyhow::Result<RunReport> {
+    let (prepared, ring, mut device) = in_process(request)?;
     prepared.run_and_report(request, ring, |runtime| {
         let cosim = device.run(runtime, VIRTUAL_TIME_LIMIT);
         Ok((cosim.map_err(|error| error.to_string()), device.metrics()))
     })
+}
+
+/// Runs one configuration in-process in wall-clock mode ([`crate::wall`]): the device and the
+/// host on two threads against the real clock. Fails like [`run`] does, and also when the
+/// run outlives `options.limit` or an end-of-run check ([`crate::wall::EndState::violations`])
+/// fails.
+#[cfg(not(loom))]
+pub fn run_wall(
+    request: &RunRequest,
+    options: &crate::wall::WallOptions,
+) -> anyhow::Result<crate::wall::WallRun> {
+    let (prepared, ring, mut device) = in_process(request)?;
+    let mut side = crate::wall::HostSide::default();
+    let mut report = prepared.run_and_report(request, ring, |runtime| {
+        let outcome = crate::wall::drive(&mut device, runtime, options, &mut side);
+        Ok((outcome, device.metrics()))
+    })?;
+    report.clock = Some("wall".into());
+    report.stress_seed = options.stress.map(|stress| stress.seed);
+    let end = crate::wall::end_state(&device, side);
+    let violations = end.violations(&report);
+    if !violations.is_empty() {
+        anyhow::bail!(
+            "{} in mode {} (wall clock{}): end-of-run check failed: {}",
+            request.workload,
+            request.mode.name(),
+            report
+                .stress_seed
+                .map_or(String::new(), |seed| format!(", stress seed {seed}")),
+            violations.join("; ")
+        );
+    }
+    Ok(crate::wall::WallRun { report, end })
+}
+
+/// Wall-clock mode does not exist in a loom build.
+#[cfg(loom)]
+pub fn run_wall(
+    _: &RunRequest,
+    _: &crate::wall::WallOptions,
+) -> anyhow::Result<crate::wall::WallRun> {
+    anyhow::bail!("--clock wall is not available in a loom build")
 }
 
 #[cfg(not(loom))]

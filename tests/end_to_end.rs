@@ -342,3 +342,21 @@ fn a_ring_too_small_for_the_dependency_pattern_is_reported_as_a_deadlock() {
         assert!(started.elapsed() < WATCHDOG);
     }
 }
+
+/// An interrupt is a posted write behind the DMA writes it announces: even with a handling
+/// latency shorter than the DMA's own landing latency (175 ns one way), the handler must find
+/// the records there (it used to see nothing and the run ended in a false deadlock).
+#[test]
+fn interrupt_shorter_than_the_landing_latency_never_overtakes_its_writes() {
+    let mut config = AxleConfig::default();
+    config.device.interrupt_ns = 10;
+    config.workload.queries = 2;
+    let report = run(&RunRequest {
+        workload: "knn-a".into(),
+        mode: Mode::AxleIrq,
+        config,
+        data: None,
+    })
+    .expect("the run completes");
+    assert!(report.verified, "{}", report.verification);
+}

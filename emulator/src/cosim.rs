@@ -10,6 +10,11 @@
 //!
 //! In-process, the hand-off is the call to [`HostAgent::turn`]; across processes the same loop
 //! hands the turn over shared memory, so both give the same answer.
+//!
+//! The wall-clock mode (DESIGN.md section 3, last paragraph) has no hand-off:
+//! `Emulator::run_wall` is the device thread of a run in which device and host free-run
+//! against the real clock (`host_driver::wall`). It shares everything below the loop with
+//! [`Emulator::run`]: event processing, the link model (`LinkPort`), the firmware.
 
 use crate::ccm::Ccm;
 use crate::config::DeviceConfig;
@@ -47,6 +52,15 @@ pub enum CoSimError {
         /// The limit.
         limit_ns: u64,
     },
+    /// Wall-clock mode: the run took longer than its wall-clock limit.
+    #[error("no completion within the wall-clock limit of {limit_ns} ns")]
+    WallTimeLimit {
+        /// The limit.
+        limit_ns: u64,
+    },
+    /// Wall-clock mode: the host thread went away, or sent a turn that does not decode.
+    #[error("wall-clock run: {0}")]
+    Host(String),
 }
 
 /// What the device measured over a run.
@@ -128,6 +142,9 @@ impl Emulator {
             bulk_tokens: Default::default(),
             host_writable_end: DeviceAddress(scratch_base),
             interrupts: 0,
+            landing_jitter: None,
+            last_landing: Ticks::ZERO,
+            landings_unordered: false,
             dram,
             config,
         };
@@ -247,6 +264,107 @@ impl Emulator {
                 };
                 wake = host.turn(at, &mut port);
             }
+        }
+    }
+
+    /// Wall-clock stress: delays each DMA write's landing by a draw of `jitter` (keeping the
+    /// landings in order). `None` (the default) lands them at their modelled times.
+    pub fn set_landing_jitter(&mut self, jitter: Option<host_driver::jitter::Jitter>) {
+        self.hardware.landing_jitter = jitter;
+    }
+
+    /// Fault injection, for the tests of the wall-clock stress checks only: lets jittered DMA
+    /// landings overtake each other (a tail may land before the record or payload it
+    /// publishes), which breaks the posted-write ordering the protocol relies on.
+    pub fn break_landing_order(&mut self, broken: bool) {
+        self.hardware.landings_unordered = broken;
+    }
+
+    /// Wall-clock mode, the device thread: runs against the real `clock` until the host
+    /// thread, at the other end of `port`, is done.
+    ///
+    /// Each iteration takes the host turns that arrived and replays their link calls onto the
+    /// same link as [`Emulator::run`] (`LinkPort`), each stamped with the later of the
+    /// host's time and the device's; then runs every event whose time has come (device time
+    /// is the event's time, as in virtual time: an event the thread reaches late keeps its
+    /// modelled time, so the device's figures stay modelled durations on a timeline anchored
+    /// to the real clock), sending each response at once; then waits for its next event or
+    /// the next host turn. `stall` (stress only) holds the thread for a random real time at
+    /// each iteration.
+    ///
+    /// Ends with `Ok` when the host says it is done; with [`CoSimError::Deadlock`] when the
+    /// host waits for a response, has taken every response sent, and no device event is
+    /// left (exact, see `host_driver::wall`); with [`CoSimError::WallTimeLimit`] once the
+    /// clock passes `limit`. Both errors are sent to the host thread too, which then stops.
+    #[cfg(not(loom))]
+    pub fn run_wall(
+        &mut self,
+        port: &host_driver::wall::DevicePort,
+        clock: &host_driver::wall::WallClock,
+        limit: Ticks,
+        mut stall: Option<host_driver::jitter::Jitter>,
+    ) -> Result<(), CoSimError> {
+        use host_driver::turn::replay_host_turn;
+        let gone = |error: host_driver::wall::WallError| CoSimError::Host(error.to_string());
+        let mut host_wake = Wake::At(Ticks::ZERO);
+        let mut host_delivered = 0u64;
+        let mut sent = 0u64;
+        let mut arrived = None;
+        loop {
+            // The host's link calls, in the order it made them.
+            loop {
+                let turn = match arrived.take() {
+                    Some(turn) => turn,
+                    None => match port.try_take().map_err(gone)? {
+                        Some(turn) => turn,
+                        None => break,
+                    },
+                };
+                host_delivered = turn.delivered;
+                let floor = self.hardware.now;
+                let mut link = StampedNoEarlier {
+                    port: LinkPort {
+                        hardware: &mut self.hardware,
+                    },
+                    floor,
+                };
+                host_wake = replay_host_turn(&turn.message, &mut link)
+                    .map_err(|error| CoSimError::Host(error.to_string()))?;
+                if host_wake == Wake::Done {
+                    return Ok(());
+                }
+            }
+            // Every event whose time has come.
+            let now = clock.now();
+            while let Some(at) = self.hardware.queue.peek_time().filter(|&at| at <= now) {
+                let Some((_, event)) = self.hardware.queue.pop() else {
+                    break;
+                };
+                self.hardware.now = self.hardware.now.max(at);
+                if let Some(response) = self.process(event) {
+                    port.respond(at, response).map_err(gone)?;
+                    sent += 1;
+                }
+            }
+            let next = self.hardware.queue.peek_time();
+            let failure = if now > limit {
+                Some(CoSimError::WallTimeLimit {
+                    limit_ns: limit.as_ns(),
+                })
+            } else if next.is_none() && host_wake == Wake::OnResponse && host_delivered == sent {
+                Some(CoSimError::Deadlock { at_ns: now.as_ns() })
+            } else {
+                None
+            };
+            if let Some(failure) = failure {
+                port.end(failure.to_string());
+                return Err(failure);
+            }
+            if let Some(stall) = stall.as_mut() {
+                host_driver::wall::pause(stall.next_ns());
+            }
+            let until = next.unwrap_or(Ticks::NEVER).min(limit.plus(Ticks(1)));
+            arrived = port.wait(clock.instant(until)).map_err(gone)?;
         }
     }
 
@@ -401,6 +519,52 @@ impl Emulator {
             self.firmware.step(&mut self.hardware);
         }
         None
+    }
+}
+
+/// Wall-clock mode: the host's calls go onto the [`LinkPort`] stamped no earlier than the
+/// device's time (a call the host made before the device's clock reached it happens now).
+#[cfg(not(loom))]
+struct StampedNoEarlier<'a> {
+    port: LinkPort<'a>,
+    floor: Ticks,
+}
+
+#[cfg(not(loom))]
+impl DeviceLink for StampedNoEarlier<'_> {
+    fn mem_store(&mut self, now: Ticks, address: DeviceAddress, data: &[u8]) {
+        self.port.mem_store(now.max(self.floor), address, data);
+    }
+
+    fn mem_store_synchronous(
+        &mut self,
+        now: Ticks,
+        address: DeviceAddress,
+        data: &[u8],
+        token: u64,
+    ) {
+        self.port
+            .mem_store_synchronous(now.max(self.floor), address, data, token);
+    }
+
+    fn mem_load(
+        &mut self,
+        now: Ticks,
+        address: DeviceAddress,
+        length: u64,
+        outstanding: u32,
+        token: u64,
+    ) {
+        self.port
+            .mem_load(now.max(self.floor), address, length, outstanding, token);
+    }
+
+    fn io_write(&mut self, now: Ticks, register: u64, value: u64) {
+        self.port.io_write(now.max(self.floor), register, value);
+    }
+
+    fn io_read(&mut self, now: Ticks, register: u64, token: u64) {
+        self.port.io_read(now.max(self.floor), register, token);
     }
 }
 

@@ -129,6 +129,17 @@ pub struct Hardware {
     pub host_writable_end: DeviceAddress,
     /// Interrupts raised.
     pub interrupts: u64,
+    /// Wall-clock stress only (`None` in virtual time): a random extra delay of each DMA
+    /// write's landing. Landings keep their order (each lands no earlier than the one before,
+    /// the posted-write ordering the protocol relies on), and an interrupt never reaches the
+    /// host before the writes it announces.
+    pub landing_jitter: Option<host_driver::jitter::Jitter>,
+    /// The latest landing time handed out so far: an interrupt is posted behind the DMA
+    /// writes before it and never reaches the host ahead of them.
+    pub last_landing: Ticks,
+    /// Fault injection (tests of the stress checks only): the jittered landings may overtake
+    /// each other, breaking the posted-write ordering the protocol relies on.
+    pub landings_unordered: bool,
 }
 
 impl Hardware {
@@ -198,6 +209,13 @@ impl Hardware {
             );
             last_on_wire = on_wire;
             last_landed = on_wire.plus(latency);
+            if let Some(jitter) = self.landing_jitter.as_mut() {
+                last_landed = last_landed.plus(jitter.next_ticks());
+                if !self.landings_unordered {
+                    last_landed = last_landed.max(self.last_landing);
+                }
+            }
+            self.last_landing = self.last_landing.max(last_landed);
             self.dma.writes += 1;
             self.queue.push(
                 last_landed,
@@ -358,7 +376,12 @@ impl Registers for Hardware {
 
     fn raise_interrupt(&mut self, message: u64) {
         self.interrupts += 1;
-        let at = self.now.plus(Ticks::from_ns(self.config.interrupt_ns));
+        // The MSI-X write is posted behind the DMA writes: it never overtakes them, however
+        // short the configured handling latency.
+        let at = self
+            .now
+            .plus(Ticks::from_ns(self.config.interrupt_ns))
+            .max(self.last_landing);
         self.respond(at, LinkResponse::Interrupt { message });
     }
 }

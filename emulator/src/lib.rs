@@ -8,7 +8,7 @@
 //! | [`ccm`] | processing units x µthreads and the CCM scheduler |
 //! | [`dma`] | the DMA engine |
 //! | [`hal_impl`] | the firmware HAL on all of the above |
-//! | [`cosim`] | the co-simulation loop with the host |
+//! | [`cosim`] | the co-simulation loop with the host (and the wall-clock loop) |
 //! | [`config`] | the device parameters |
 //! | [`shm`] | device memory as a mapped segment (the crate's only `unsafe`) |
 //! | `server` | the emulator as its own process: `axle emu` (not under loom) |

@@ -114,6 +114,23 @@ impl Firmware {
         self.broken
     }
 
+    /// Whether the DMA executor has nothing left to do: no request in flight, no batch open.
+    pub fn streaming_idle(&self) -> bool {
+        self.executor.idle()
+    }
+
+    /// Whether the DMA executor waits for ring credit now (a back-pressure interval is open
+    /// and not yet counted in [`Counters::backpressure_ticks`]).
+    pub fn waiting_for_credit(&self) -> bool {
+        self.executor.blocked()
+    }
+
+    /// Records and payloads the executor has published so far (its metadata and payload
+    /// tails).
+    pub fn stream_tails(&self) -> (u64, u64) {
+        (self.executor.metadata_tail(), self.executor.payload_tail())
+    }
+
     /// Does everything that can be done now: DMA completions, host events, finished work
     /// items, streaming. Never waits.
     pub fn step<H: Hal>(&mut self, hw: &mut H) -> StepOutcome {

@@ -4,6 +4,7 @@
 //! - [`phys`]: the memory that stands for host physical memory (atomic words, bounds-checked);
 //! - [`frames`]: the page-frame allocator, which scatters regions on purpose;
 //! - [`dma`]: DMA regions, contiguous in region offsets and scattered physically;
+//! - [`jitter`]: seeded random delays for the wall-clock stress runs;
 //! - [`sgl`]: the scatter-gather list of a region;
 //! - [`shadow`]: the CXL.mem stores that program a region into the device, and the region's
 //!   control block;
@@ -16,6 +17,7 @@
 //! - [`mmio`]: the device's memory window mapped into the host (volatile accessors);
 //! - [`hdm`]: the allocator of the device's data memory (shared with the in-process emulator);
 //! - [`turn`]: the co-simulation turn over shared memory, and the host's side of it;
+//! - [`wall`]: the wall-clock mode's channels, clock and host thread;
 //! - [`attach`]: the attach handshake with an emulator process over its Unix socket.
 //!
 //! `unsafe` lives in [`dma`] and [`mmio`] only; every other module forbids it.
@@ -27,6 +29,7 @@ pub mod attach;
 pub mod dma;
 pub mod frames;
 pub mod hdm;
+pub mod jitter;
 pub mod link;
 #[cfg(not(loom))]
 #[allow(unsafe_code)]
@@ -37,3 +40,5 @@ pub mod shadow;
 pub mod sync;
 #[cfg(not(loom))]
 pub mod turn;
+#[cfg(not(loom))]
+pub mod wall;

@@ -454,6 +454,11 @@ pub struct RecordingLink {
 }
 
 impl RecordingLink {
+    /// Whether a call was recorded since the last [`RecordingLink::finish`].
+    pub fn has_calls(&self) -> bool {
+        !self.writer.bytes.is_empty()
+    }
+
     /// The message that ends the turn: the recorded calls, then `wake`; empties `self`.
     pub fn finish(&mut self, wake: Wake) -> Vec<u8> {
         let w = &mut self.writer;

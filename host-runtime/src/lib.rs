@@ -30,4 +30,4 @@ pub mod tasks;
 
 pub use config::{HostConfig, HostScheduling};
 pub use metrics::RunMetrics;
-pub use runtime::{HostMeasurements, Mode, Runtime, RuntimeError};
+pub use runtime::{HostMeasurements, Mode, Runtime, RuntimeError, Stretch};

@@ -164,6 +164,19 @@ struct Launch {
     finishing: bool,
 }
 
+/// Where a wall-clock stress run stretches the host's modelled timing
+/// ([`Runtime::set_stretch`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stretch {
+    /// A host task's completion: added to its modelled duration.
+    TaskCompletion,
+    /// The next local poll (AXLE): added to its start time.
+    Poll,
+}
+
+/// A source of extra delays for [`Runtime::set_stretch`].
+pub type StretchFn<'a> = Box<dyn FnMut(Stretch) -> Ticks + 'a>;
+
 /// Result chunk size used to track RP/BS launches (their results arrive all at once).
 const BULK_CHUNK: u64 = 64;
 
@@ -192,6 +205,7 @@ pub struct Runtime<'a> {
     measured: HostMeasurements,
     started: bool,
     failure: Option<RuntimeError>,
+    stretch: Option<StretchFn<'a>>,
 }
 
 impl std::fmt::Debug for Runtime<'_> {
@@ -235,7 +249,25 @@ impl<'a> Runtime<'a> {
             measured: HostMeasurements::default(),
             started: false,
             failure: None,
+            stretch: None,
         }
+    }
+
+    /// Wall-clock stress only: `stretch` adds an extra delay at each [`Stretch`] point (host
+    /// task completions, local polls). Without it (always in virtual time) nothing is added.
+    pub fn set_stretch(&mut self, stretch: StretchFn<'a>) {
+        self.stretch = Some(stretch);
+    }
+
+    fn stretched(&mut self, point: Stretch) -> Ticks {
+        self.stretch
+            .as_mut()
+            .map_or(Ticks::ZERO, |stretch| stretch(point))
+    }
+
+    /// The AXLE rings as both sides left them (`None` in RP and BS).
+    pub fn ring_state(&self) -> Option<Result<crate::modes::axle::RingState, String>> {
+        self.ring.as_ref().map(AxleRing::state)
     }
 
     /// What the host measured.
@@ -670,7 +702,11 @@ impl<'a> Runtime<'a> {
                 (bytes, read)
             };
             let cost = self.app.run_task(&spec, &bytes);
-            let duration = self.cost.work(cost).plus(read_time);
+            let duration = self
+                .cost
+                .work(cost)
+                .plus(read_time)
+                .plus(self.stretched(Stretch::TaskCompletion));
             self.host_busy.start(now);
             self.measured.tasks += 1;
             self.at(now.plus(duration), Timer::TaskDone { worker, task });
@@ -764,7 +800,8 @@ impl<'a> Runtime<'a> {
                         .poll_started
                         .plus(interval)
                         .max(self.control_free)
-                        .max(now);
+                        .max(now)
+                        .plus(self.stretched(Stretch::Poll));
                     self.at(next, Timer::LocalPoll);
                 }
             }

@@ -6,9 +6,39 @@ use crate::ready_pool::ReadyPool;
 use crate::ring::{publish_heads, read_payload, MetadataConsumer, PayloadHeadTracker};
 use host_driver::dma::DmaRegion;
 use host_driver::shadow::{init_control_block, shadow_stores, DeviceStore, ShadowError};
+use host_driver::sync::Ordering;
 use shared_abi::region::RingLayout;
 use shared_abi::{device_map, DeviceAddress, FlowControlMessage, MetadataRecord, RingIndex};
 use std::ops::Range;
+
+/// The rings as both sides left them: the device's words in the control block and the
+/// host's own indexes. The end-of-run checks of a wall-clock stress run compare them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingState {
+    /// The metadata tail the device published (control block, loaded with Acquire).
+    pub metadata_tail: u64,
+    /// The payload tail the device published.
+    pub payload_tail: u64,
+    /// The device status word (0: not BROKEN).
+    pub device_status: u64,
+    /// The metadata head the host mirrored into the control block at its last flow-control
+    /// store (edge H2).
+    pub published_metadata_head: u64,
+    /// The payload head mirrored likewise (edge H3).
+    pub published_payload_head: u64,
+    /// Records the poller has read: the host's metadata head.
+    pub metadata_head: u64,
+    /// The host's gap-aware payload head (the oldest unconsumed payload index).
+    pub payload_head: u64,
+    /// Payload slots consumed behind an unconsumed one (the gap, in slots).
+    pub gap_slots: u64,
+    /// Records in the ready pool, not yet taken by the scheduler.
+    pub pooled: usize,
+    /// Records per metadata ring.
+    pub metadata_capacity: u32,
+    /// Slots per payload ring.
+    pub payload_capacity: u32,
+}
 
 /// One ring pair in a pinned DMA region.
 #[derive(Debug)]
@@ -170,6 +200,33 @@ impl AxleRing {
     /// The largest gap seen, in bytes.
     pub fn max_gap_bytes(&self) -> u64 {
         self.max_gap_slots * u64::from(self.layout.slot_size())
+    }
+
+    /// The rings as both sides left them (control-block words and the host's indexes).
+    pub fn state(&self) -> Result<RingState, String> {
+        use shared_abi::control::{
+            DEVICE_STATUS_OFFSET, METADATA_HEAD_OFFSET, METADATA_TAIL_OFFSET, PAYLOAD_HEAD_OFFSET,
+            PAYLOAD_TAIL_OFFSET,
+        };
+        let control = self.layout.control_offset();
+        let load = |offset: u64| {
+            self.region
+                .load_u64(control + offset, Ordering::Acquire)
+                .map_err(|e| e.to_string())
+        };
+        Ok(RingState {
+            metadata_tail: load(METADATA_TAIL_OFFSET)?,
+            payload_tail: load(PAYLOAD_TAIL_OFFSET)?,
+            device_status: load(DEVICE_STATUS_OFFSET)?,
+            published_metadata_head: load(METADATA_HEAD_OFFSET)?,
+            published_payload_head: load(PAYLOAD_HEAD_OFFSET)?,
+            metadata_head: self.consumer.head(),
+            payload_head: self.payloads.head(),
+            gap_slots: self.payloads.gap_slots(),
+            pooled: self.pool.len(),
+            metadata_capacity: self.layout.metadata_capacity(),
+            payload_capacity: self.layout.payload_capacity(),
+        })
     }
 
     /// Payload slots between the payload head and the newest record (held by the host).
