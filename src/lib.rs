@@ -8,3 +8,12 @@ pub mod eval;
 pub mod report;
 pub mod run;
 pub mod wall;
+
+/// Writes `text` to standard output. A reader that went away (`axle eval | head`) makes this
+/// return a `BrokenPipe` error, which the CLI turns into a quiet exit instead of a panic.
+pub fn write_stdout(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}

@@ -167,13 +167,13 @@ fn eval_command(args: EvalArgs) -> anyhow::Result<ExitCode> {
     let started = std::time::Instant::now();
     let figure = axle::eval::figure10(workloads::names(), &config, &args.data)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&figure)?);
+        axle::write_stdout(&format!("{}\n", serde_json::to_string_pretty(&figure)?))?;
     } else {
-        print!("{}", axle::eval::render(&figure));
-        println!(
-            "\nevery run verified against its reference; wall time {:.1} s",
+        axle::write_stdout(&axle::eval::render(&figure))?;
+        axle::write_stdout(&format!(
+            "\nevery run verified against its reference; wall time {:.1} s\n",
             started.elapsed().as_secs_f64()
-        );
+        ))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -255,13 +255,13 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         None => run(&request)?,
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        axle::write_stdout(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
     } else {
-        print!("{}", axle::report::human(&report));
-        println!(
-            "  wall time: {:.2} s (host machine, not modelled time)",
+        axle::write_stdout(&axle::report::human(&report))?;
+        axle::write_stdout(&format!(
+            "  wall time: {:.2} s (host machine, not modelled time)\n",
             started.elapsed().as_secs_f64()
-        );
+        ))?;
     }
     if !report.verified {
         eprintln!(
@@ -284,6 +284,25 @@ fn emu_command(_: EmuArgs) -> anyhow::Result<ExitCode> {
     anyhow::bail!("axle emu is not available in a loom build")
 }
 
+fn list_command() -> anyhow::Result<ExitCode> {
+    let mut text = String::new();
+    for name in workloads::names() {
+        if let Some(info) = workloads::describe(name) {
+            text.push_str(&format!(
+                "{:<8} {:<16} {:<10} {:<28} CCM: {}; host: {}\n",
+                info.name,
+                info.domain,
+                info.application,
+                info.characteristics,
+                info.offloaded,
+                info.host_task
+            ));
+        }
+    }
+    axle::write_stdout(&text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The emulator process logs each attach and detach.
@@ -297,29 +316,22 @@ fn main() -> ExitCode {
         Command::Emu(args) => emu_command(args),
         Command::Eval(args) => eval_command(args),
         Command::Bench(args) => axle::bench::command(args),
-        Command::Config => AxleConfig::default().to_toml().map(|text| {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }),
-        Command::List => {
-            for name in workloads::names() {
-                if let Some(info) = workloads::describe(name) {
-                    println!(
-                        "{:<8} {:<16} {:<10} {:<28} CCM: {}; host: {}",
-                        info.name,
-                        info.domain,
-                        info.application,
-                        info.characteristics,
-                        info.offloaded,
-                        info.host_task
-                    );
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Config => AxleConfig::default()
+            .to_toml()
+            .and_then(|text| Ok(axle::write_stdout(&text)?))
+            .map(|()| ExitCode::SUCCESS),
+        Command::List => list_command(),
     };
     match result {
         Ok(code) => code,
+        // The reader went away (`axle eval | head`): nothing more to say.
+        Err(error)
+            if error
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::from(2)

@@ -350,3 +350,25 @@ fn real_embeddings_knn_b_axle_verifies() {
         "the run did not use the real embeddings: {verification}"
     );
 }
+
+/// `axle eval | head -1`: the reader goes away after one line; the tool must stop quietly,
+/// not panic on the broken pipe.
+#[test]
+fn a_reader_that_goes_away_is_not_a_panic() {
+    let mut child = std::process::Command::new(AXLE)
+        .arg("eval")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("axle starts");
+    // Close our end of the pipe at once: every write of the child fails with EPIPE.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("axle finishes");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        output.status.success(),
+        "status {:?}: {stderr}",
+        output.status
+    );
+}

@@ -313,9 +313,9 @@ fn ring_command(args: &RingArgs) -> anyhow::Result<ExitCode> {
     let plan = Plan::from_args(args)?;
     let report = host::run(&plan)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::write_stdout(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
     } else {
-        print!("{}", report.human());
+        crate::write_stdout(&report.human())?;
     }
     Ok(ExitCode::SUCCESS)
 }

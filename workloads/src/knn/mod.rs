@@ -113,7 +113,7 @@ impl KnnShape {
                 self.dim, self.rows
             ),
             offloaded: "squared L2 distance per (query, row) (4 B each)",
-            host_task: "top-k selection per chunk of rows, then a per-query merge",
+            host_task: "top-k selection on one application thread, folding each arriving chunk into its query's top-k",
         }
     }
 }
