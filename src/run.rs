@@ -26,8 +26,11 @@ use shared_abi::region::RingLayout;
 use shared_abi::{DeviceAddress, Ticks};
 use std::path::PathBuf;
 
-/// Host "physical" memory beyond the DMA region (room for the frame allocator's scatter).
-const HOST_MEMORY_SLACK: u64 = 4 << 20;
+/// Host "physical" memory beyond twice the DMA region. Twice, because the frame allocator
+/// leaves at least one free frame after every run of frames it hands out (runs are never
+/// physically adjacent); the slack covers the reserved frame 0 and rounding. Keeping host
+/// memory this small matters across processes, where all of it is pinned with `mlock`.
+const HOST_MEMORY_SLACK: u64 = 64 << 10;
 
 /// Virtual-time limit of a run: far beyond any workload, so hitting it means a bug.
 const VIRTUAL_TIME_LIMIT: Ticks = Ticks::from_ns(100_000_000_000);
@@ -119,7 +122,7 @@ fn prepare(request: &RunRequest) -> anyhow::Result<Prepared> {
         None
     };
     let region_length = layout.map_or(0, |l| l.region_length());
-    let host_bytes = (region_length + HOST_MEMORY_SLACK).next_multiple_of(4096) * 2;
+    let host_bytes = (region_length * 2 + HOST_MEMORY_SLACK).next_multiple_of(4096);
     Ok(Prepared {
         app,
         layout,

@@ -35,7 +35,7 @@
 //!
 //! # Waiting
 //!
-//! The waiting side spins briefly, then yields, then sleeps with a growing backoff (at most
+//! The waiting side spins briefly, then yields for up to [`BUSY_WAIT`], then sleeps with a growing backoff (at most
 //! [`MAX_SLEEP`]). At least every [`LIVENESS_PERIOD`] it checks that the peer is alive: a
 //! non-blocking `MSG_PEEK` on the socket returns end-of-file once the peer process has died
 //! (the kernel closes its descriptors), so a dead peer is noticed within milliseconds.
@@ -64,6 +64,8 @@ const FLAG_WORD: usize = 0;
 /// Word holding the message length.
 const LENGTH_WORD: usize = 1;
 
+/// How long a waiter spins and yields before it starts to sleep.
+pub const BUSY_WAIT: Duration = Duration::from_micros(500);
 /// Longest sleep between two looks at the flag.
 pub const MAX_SLEEP: Duration = Duration::from_micros(200);
 /// Longest time between two checks that the peer is alive.
@@ -206,7 +208,8 @@ impl TurnPage {
     ) -> Result<Turn, TurnError> {
         let mut looks: u64 = 0;
         let mut sleep = Duration::from_micros(1);
-        let mut last_check = Instant::now();
+        let started = Instant::now();
+        let mut last_check = started;
         loop {
             let flag = self.flag().load(Ordering::Acquire);
             if flag == mine {
@@ -220,7 +223,9 @@ impl TurnPage {
             looks += 1;
             if looks < 2_000 {
                 std::hint::spin_loop();
-            } else if looks < 2_100 {
+            } else if looks < 2_100 || started.elapsed() < BUSY_WAIT {
+                // A peer's turn usually ends within microseconds, and a sleep costs at least
+                // the kernel's timer slack (about 50 µs): keep yielding until BUSY_WAIT.
                 std::thread::yield_now();
             } else {
                 std::thread::sleep(sleep);
