@@ -495,22 +495,7 @@ pub fn host_records(
     warmup: u64,
     watch: &mut Watch<'_>,
 ) -> anyhow::Result<Timed> {
-    let mut clock = Clockwork::new(warmup);
-    while clock.received() < total {
-        let count = consumer.poll(|record, payload| {
-            check_record(record, total, 8)?;
-            if !holds(record.sequence, payload, true) {
-                bail!("payload {} holds the wrong bytes", record.sequence);
-            }
-            Ok(())
-        })?;
-        if count == 0 {
-            watch.tick()?;
-        } else {
-            clock.arrived(count as u64);
-        }
-    }
-    Ok(clock.finish())
+    consume_timed(consumer, total, warmup, 8, 1, watch)
 }
 
 /// The host's side of the latency phase: one-way latencies (ns) of the records after
@@ -557,11 +542,25 @@ pub fn host_payloads(
     watch: &mut Watch<'_>,
 ) -> anyhow::Result<Timed> {
     let length = u64::from(consumer.layout.slot_size());
+    consume_timed(consumer, total, warmup, length, verify_every, watch)
+}
+
+/// Consumes `total` records with payloads of `length` bytes, checking every record's fields,
+/// the first and last words of every payload and every `verify_every`-th payload in full;
+/// timed after `warmup` records.
+fn consume_timed(
+    consumer: &mut Consumer<'_>,
+    total: u64,
+    warmup: u64,
+    length: u64,
+    verify_every: u64,
+    watch: &mut Watch<'_>,
+) -> anyhow::Result<Timed> {
     let mut clock = Clockwork::new(warmup);
     while clock.received() < total {
         let count = consumer.poll(|record, payload| {
             check_record(record, total, length)?;
-            let full = record.sequence % verify_every == 0;
+            let full = record.sequence % verify_every.max(1) == 0;
             if !holds(record.sequence, payload, full) {
                 bail!("payload {} holds the wrong bytes", record.sequence);
             }
