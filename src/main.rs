@@ -4,7 +4,7 @@
 
 use anyhow::Context;
 use axle::config::{parse_duration_ns, AxleConfig};
-use axle::run::{run, run_attached, run_wall, AttachTarget, RunRequest};
+use axle::run::{run, run_attached, run_wall, run_wall_attached, AttachTarget, RunRequest};
 use clap::{Parser, Subcommand, ValueEnum};
 use host_runtime::{HostScheduling, Mode};
 use std::path::PathBuf;
@@ -235,9 +235,18 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--stress-seed needs --clock wall");
     }
     let report = match &args.attach {
-        Some(_) if args.clock == ClockArg::Wall => anyhow::bail!(
-            "--clock wall runs the emulator in this process only; it cannot be combined with --attach"
-        ),
+        Some(socket) if args.clock == ClockArg::Wall => {
+            if args.stress_seed.is_some() {
+                anyhow::bail!(
+                    "--stress-seed runs in-process only; it cannot be combined with --attach"
+                );
+            }
+            let mut target = AttachTarget::new(socket.clone());
+            if let Some(version) = args.abi_version_override {
+                target.abi_version = version;
+            }
+            run_wall_attached(&request, &target, &axle::wall::WallOptions::default())?.report
+        }
         None if args.clock == ClockArg::Wall => {
             let options = axle::wall::WallOptions {
                 stress: args.stress_seed.map(axle::wall::WallStress::standard),

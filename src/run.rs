@@ -8,7 +8,8 @@
 //! the two print exactly the same report.
 //!
 //! [`run_wall`] is the in-process run in wall-clock mode ([`crate::wall`]): the same wiring,
-//! with the device and the host free-running on two threads against the real clock.
+//! with the device and the host free-running on two threads against the real clock;
+//! [`run_wall_attached`] the same with the device in the emulator process.
 
 use crate::config::AxleConfig;
 use anyhow::Context;
@@ -336,11 +337,13 @@ mod attached {
             streaming_factor: config.streaming_factor()?.into(),
             out_of_order: config.axle.out_of_order,
             limit_ns: VIRTUAL_TIME_LIMIT.as_ns(),
+            wall: None,
         };
         let options = AttachOptions {
             abi_version: target.abi_version,
             host_memory_bytes: prepared.host_bytes,
             device_setup: serde_json::to_string(&setup)?,
+            interrupt_line: false,
         };
         let mut attachment = Attachment::connect(&target.socket, &options)?;
         let memory = Arc::clone(attachment.host_memory());
@@ -359,10 +362,96 @@ mod attached {
             ))
         })
     }
+
+    /// Runs one configuration in wall-clock mode ([`crate::wall`]) with the host here and the
+    /// device in the emulator process serving on `target.socket`
+    /// (`host_driver::wall_socket`). Fails like [`run_wall`] does, and also when the
+    /// interrupts the host saw on its eventfd differ from those the device raised.
+    pub fn run_wall_attached(
+        request: &RunRequest,
+        target: &AttachTarget,
+        options: &crate::wall::WallOptions,
+    ) -> anyhow::Result<crate::wall::WallRun> {
+        if options.stress.is_some() {
+            anyhow::bail!(
+                "--stress-seed runs in-process only; it cannot be combined with --attach"
+            );
+        }
+        let limit = Ticks::from_ns(u64::try_from(options.limit.as_nanos()).unwrap_or(u64::MAX));
+        let mut prepared = prepare(request)?;
+        let config = &request.config;
+        let setup = Setup {
+            device: config.device.clone(),
+            streaming_factor: config.streaming_factor()?.into(),
+            out_of_order: config.axle.out_of_order,
+            limit_ns: VIRTUAL_TIME_LIMIT.as_ns(),
+            wall: Some(emulator::server::WallSetup {
+                limit_ns: limit.as_ns(),
+            }),
+        };
+        let attach = AttachOptions {
+            abi_version: target.abi_version,
+            host_memory_bytes: prepared.host_bytes,
+            device_setup: serde_json::to_string(&setup)?,
+            interrupt_line: true,
+        };
+        let mut attachment = Attachment::connect(&target.socket, &attach)?;
+        let memory = Arc::clone(attachment.host_memory());
+        let ring = prepared.ring(&memory)?;
+        prepared
+            .app
+            .load(&mut RemoteLoader {
+                attachment: &mut attachment,
+            })
+            .context("loading the data set into device memory")?;
+        let mut side = crate::wall::HostSide::default();
+        let mut device_end = None;
+        let mut report = prepared.run_and_report(request, ring, |runtime| {
+            let ended = attachment.run_wall(runtime, limit)?;
+            side.ring = runtime
+                .ring_state()
+                .transpose()
+                .map_err(anyhow::Error::msg)?;
+            let metrics = DeviceMetrics::from(&ended.end.device);
+            let outcome = crate::wall::combine_attached(&ended, &mut side);
+            device_end = ended.end.wall.map(|end| (end, metrics));
+            Ok((outcome, metrics))
+        })?;
+        report.clock = Some("wall".into());
+        let (device_end, metrics) = device_end
+            .ok_or_else(|| anyhow::anyhow!("the emulator sent no wall-clock end state"))?;
+        let end = crate::wall::remote_end_state(&device_end, metrics, side);
+        let mut violations = end.violations(&report);
+        if end.host.signalled != end.device.interrupts {
+            violations.push(format!(
+                "the device raised {} interrupts, the eventfd signalled {}",
+                end.device.interrupts, end.host.signalled
+            ));
+        }
+        if !violations.is_empty() {
+            anyhow::bail!(
+                "{} in mode {} (wall clock, attached): end-of-run check failed: {}",
+                request.workload,
+                request.mode.name(),
+                violations.join("; ")
+            );
+        }
+        Ok(crate::wall::WallRun { report, end })
+    }
 }
 
 #[cfg(not(loom))]
-pub use attached::run_attached;
+pub use attached::{run_attached, run_wall_attached};
+
+/// The multi-process transport does not exist in a loom build.
+#[cfg(loom)]
+pub fn run_wall_attached(
+    _: &RunRequest,
+    _: &AttachTarget,
+    _: &crate::wall::WallOptions,
+) -> anyhow::Result<crate::wall::WallRun> {
+    anyhow::bail!("--attach is not available in a loom build")
+}
 
 /// The multi-process transport does not exist in a loom build.
 #[cfg(loom)]

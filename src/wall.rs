@@ -13,6 +13,10 @@
 //! - the host thread (the calling thread) runs the unchanged [`Runtime`] under
 //!   `host_driver::wall::serve_host`: responses in, `turn(real now)`, link calls out, wait.
 //!
+//! Attached (`--clock wall --attach PATH`, [`crate::run::run_wall_attached`]), the device
+//! thread is the emulator process's and the two ports are carried over the session's socket
+//! (`host_driver::wall_socket`); the device's end state comes back with the outcome.
+//!
 //! Its figures are **wall-clock figures** and vary from run to run: the end-to-end runtime,
 //! host busy time and host stall are measured by the host on the real clock; the device's
 //! components (CCM busy, data movement, back-pressure) are the device's modelled durations on
@@ -160,6 +164,8 @@ pub struct HostCounts {
     pub sent: u64,
     /// Responses delivered to the runtime.
     pub delivered: u64,
+    /// Attached runs: interrupts the emulator signalled on the host's eventfd (0 in-process).
+    pub signalled: u64,
 }
 
 impl EndState {
@@ -363,6 +369,7 @@ pub(crate) fn drive(
                 turns: end.turns,
                 sent: end.sent,
                 delivered: end.delivered,
+                signalled: 0,
             };
             Ok(())
         }
@@ -389,6 +396,54 @@ pub(crate) fn end_state(device: &Emulator, side: HostSide) -> EndState {
         stream_tails: firmware.stream_tails(),
         device: device.metrics(),
         device_time: device.now(),
+        host: side.host,
+    }
+}
+
+/// The outcome of an attached wall-clock run (the error's message), as [`drive`] combines the
+/// two sides' outcomes; fills `side.host`.
+#[cfg(not(loom))]
+pub(crate) fn combine_attached(
+    ended: &host_driver::attach::WallSessionEnd,
+    side: &mut HostSide,
+) -> Result<(), String> {
+    side.host.signalled = ended.signalled;
+    if let Ok(end) = &ended.host {
+        side.host.turns = end.turns;
+        side.host.sent = end.sent;
+        side.host.delivered = end.delivered;
+    }
+    match (&ended.host, &ended.end.error) {
+        (Ok(_), None) => Ok(()),
+        // The device's own error says most (deadlock, time limit).
+        (_, Some(error)) => Err(error.clone()),
+        (Err(error), None) => Err(error.to_string()),
+    }
+}
+
+/// The end state of an attached wall-clock run: the device's part as the emulator sent it.
+#[cfg(not(loom))]
+pub(crate) fn remote_end_state(
+    device: &host_driver::attach::WallDeviceEnd,
+    metrics: DeviceMetrics,
+    side: HostSide,
+) -> EndState {
+    EndState {
+        ring: side.ring,
+        firmware: firmware::trace::Counters {
+            launches: device.launches,
+            refused: device.refused,
+            payloads: device.payloads,
+            dma_requests: device.dma_requests,
+            head_reads: device.head_reads,
+            backpressure_ticks: device.backpressure_ticks,
+        },
+        streaming_idle: device.streaming_idle,
+        waiting_for_credit: device.waiting_for_credit,
+        broken: device.broken,
+        stream_tails: device.stream_tails,
+        device: metrics,
+        device_time: Ticks(device.device_time),
         host: side.host,
     }
 }

@@ -1,7 +1,9 @@
 //! The emulator as its own process (`axle emu`) and the host attached to it (`axle run
 //! --attach`): the same JSON as an in-process run, byte for byte, for every mode of every
 //! workload; the attach handshake and its refusal; the socket's mode and removal; and the
-//! faults (either process killed mid-run).
+//! faults (either process killed mid-run); and wall-clock mode attached (`--clock wall
+//! --attach`): every mode of every workload verifies, AXLE_Interrupt's eventfd path, a host
+//! killed mid-run.
 //!
 //! Every test spawns `axle` processes with a socket in its own temporary directory, bounds
 //! every wait by a wall-clock deadline, and kills its children when it ends, passing or not.
@@ -455,4 +457,102 @@ fn attaching_to_nothing_fails_with_a_clear_message() {
         "{}",
         text(&output.stderr)
     );
+}
+
+/// `axle run ARGS --clock wall --attach SOCKET` to completion.
+fn wall_attached(args: &[&str], socket: &Path) -> Output {
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    all.extend(["--clock", "wall", "--attach", socket.to_str().unwrap()]);
+    axle(&all)
+}
+
+#[test]
+fn attached_wall_clock_runs_of_every_workload_in_every_mode_verify() {
+    let scratch = Scratch::new("wall-all");
+    let emulator = EmulatorProcess::start(&scratch);
+    let mut runs = 0;
+    for workload in workloads::names() {
+        for mode in MODES {
+            let run = wall_attached(
+                &[workload, "--mode", mode, "--queries", "2", "--json"],
+                &emulator.socket,
+            );
+            assert!(
+                run.status.success(),
+                "attached wall-clock {workload} {mode}: {}\nemulator log:\n{}",
+                text(&run.stderr),
+                emulator.log()
+            );
+            let stdout = text(&run.stdout);
+            assert!(stdout.contains("\"verified\": true"), "{stdout}");
+            assert!(stdout.contains("\"clock\": \"wall\""), "{stdout}");
+            runs += 1;
+        }
+    }
+    assert_eq!(runs, 12);
+    emulator.wait_for_log("detached after its run (wall clock", 12);
+}
+
+#[test]
+fn an_attached_wall_clock_run_of_axle_irq_delivers_its_interrupts_through_the_eventfd() {
+    let scratch = Scratch::new("wall-irq");
+    let emulator = EmulatorProcess::start(&scratch);
+    // The run fails when the interrupts signalled on the host's eventfd differ from those the
+    // device raised, so a verified run here is the eventfd path working.
+    for workload in ["knn-a", "knn-b"] {
+        let run = wall_attached(
+            &[workload, "--mode", "axle-irq", "--queries", "2", "--json"],
+            &emulator.socket,
+        );
+        assert!(
+            run.status.success(),
+            "attached wall-clock {workload} axle-irq: {}\nemulator log:\n{}",
+            text(&run.stderr),
+            emulator.log()
+        );
+        let stdout = text(&run.stdout);
+        assert!(stdout.contains("\"verified\": true"), "{stdout}");
+        assert!(stdout.contains("\"clock\": \"wall\""), "{stdout}");
+    }
+}
+
+#[test]
+fn a_host_killed_during_an_attached_wall_clock_run_leaves_the_emulator_serving() {
+    let scratch = Scratch::new("wall-killed");
+    let emulator = EmulatorProcess::start(&scratch);
+    let idle_descriptors = emulator.open_descriptors();
+    let mut args = LONG_RUN.to_vec();
+    args.extend(["--clock", "wall"]);
+    let mut host = spawn_attached(&args, &emulator.socket);
+    emulator.wait_for_log("the run starts", 1);
+    std::thread::sleep(Duration::from_millis(150));
+    assert!(
+        host.0.try_wait().unwrap().is_none(),
+        "the run ended before the host could be killed: make LONG_RUN longer"
+    );
+    host.0.kill().unwrap();
+    host.wait_for_exit(DEADLINE).unwrap();
+    emulator.wait_for_log("died mid-run", 1);
+    let started = Instant::now();
+    while emulator.host_memory_mappings() > 0 || emulator.open_descriptors() > idle_descriptors {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the emulator kept the dead host's segments: {} mappings, {} descriptors (idle: {idle_descriptors})",
+            emulator.host_memory_mappings(),
+            emulator.open_descriptors()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let next = wall_attached(
+        &["knn-a", "--mode", "axle", "--queries", "1", "--json"],
+        &emulator.socket,
+    );
+    assert!(
+        next.status.success(),
+        "the next host failed: {}\nemulator log:\n{}",
+        text(&next.stderr),
+        emulator.log()
+    );
+    assert!(text(&next.stdout).contains("\"verified\": true"));
 }

@@ -346,7 +346,7 @@ fn rp_and_bs_verify_in_wall_clock_mode() {
 }
 
 /// A wall-clock report says so (`"clock": "wall"`), a virtual one does not change at all; the
-/// CLI runs wall-clock mode and refuses it with `--attach`.
+/// CLI runs wall-clock mode; its stress delays are refused with `--attach`.
 #[test]
 fn wall_clock_output_is_labelled_and_virtual_output_is_not() {
     let _serial = serial();
@@ -419,6 +419,7 @@ fn wall_clock_output_is_labelled_and_virtual_output_is_not() {
     assert!(human.status.success(), "{human:?}");
     assert!(String::from_utf8_lossy(&human.stdout).contains("wall-clock time"));
 
+    // `--clock wall --attach` runs (tests/multiprocess.rs); its stress delays stay in-process.
     let refused = cli(&[
         "run",
         "knn-a",
@@ -426,13 +427,15 @@ fn wall_clock_output_is_labelled_and_virtual_output_is_not() {
         "axle",
         "--clock",
         "wall",
+        "--stress-seed",
+        "1",
         "--attach",
         "/nonexistent.sock",
     ]);
     assert_eq!(refused.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        stderr.contains("--clock wall") && stderr.contains("--attach"),
+        stderr.contains("--stress-seed") && stderr.contains("--attach"),
         "{stderr}"
     );
     let seedless = cli(&["run", "knn-a", "--mode", "axle", "--stress-seed", "1"]);

@@ -19,6 +19,13 @@
 //! 4. the page is marked finished and a [`SessionEnd`] carries the outcome and the device's
 //!    counters back; the host closes.
 //!
+//! A wall-clock session (`axle run --clock wall --attach`; [`Setup::wall`]) attaches the same
+//! way, with the host's eventfd (its interrupt line) as a second descriptor in step 2; step 3
+//! is then [`Emulator::run_wall`] against a clock started at the host's `CLOCK_MONOTONIC`
+//! start instant, with link calls and responses framed over the socket
+//! (`host_driver::wall_socket`), the eventfd written once per interrupt delivered, and a stop
+//! signal ending the run; step 4 also carries the device's end-of-run state.
+//!
 //! Nothing here names a file in `/dev/shm`: the segments are memfds, and they disappear with
 //! the last descriptor and mapping, whichever process dies first.
 //!
@@ -27,18 +34,20 @@
 //! signalled. The attach steps before the run do time out ([`ATTACH_STEP_TIMEOUT`]).
 
 use crate::config::DeviceConfig;
-use crate::cosim::{DeviceMetrics, Emulator};
+use crate::cosim::{CoSimError, DeviceMetrics, Emulator};
 use crate::dram::DeviceDram;
 use crate::shm::DeviceSegment;
 use host_driver::attach::{
-    receive_message, send_message, AttachError, DeviceCounters, Hello, HelloAnswer, MessageKind,
-    SessionEnd, SessionReady, SessionRequest,
+    receive_message_with, send_message, AttachError, DeviceCounters, Hello, HelloAnswer,
+    MessageKind, SessionEnd, SessionReady, SessionRequest, WallDeviceEnd,
 };
 use host_driver::dma::MappedWords;
 use host_driver::link::{DeviceLink, HostAgent, LinkResponse, Wake};
 use host_driver::phys::PhysicalMemory;
 use host_driver::sync::Arc;
 use host_driver::turn::{replay_host_turn, DeviceTurn, Turn, TurnError, TurnPage, DEVICE, HOST};
+use host_driver::wall::WallClock;
+use host_driver::wall_socket::{device_side, receive_start, DeviceReaderEnd};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -99,6 +108,16 @@ pub struct Setup {
     /// Out-of-order streaming.
     pub out_of_order: bool,
     /// Virtual-time limit of the run, in nanoseconds.
+    pub limit_ns: u64,
+    /// A wall-clock run (absent: virtual time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall: Option<WallSetup>,
+}
+
+/// The wall-clock part of a [`Setup`] (`axle run --clock wall --attach`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WallSetup {
+    /// Wall-clock limit of the run, in nanoseconds.
     pub limit_ns: u64,
 }
 
@@ -345,10 +364,10 @@ fn session(stream: &UnixStream, pid: i32, signals: &mut Signals) -> Result<Strin
         .write_all(HelloAnswer::new(Status::Ok).as_bytes())
         .map_err(|e| closed(e, "during the hello"))?;
 
-    let (request, fds): (SessionRequest, _) = receive_message(
+    let (request, mut fds): (SessionRequest, _) = receive_message_with(
         stream,
         MessageKind::Session,
-        1,
+        1..=2,
         AttachError::HostDied("before its session request"),
     )
     .map_err(|error| match error {
@@ -363,6 +382,12 @@ fn session(stream: &UnixStream, pid: i32, signals: &mut Signals) -> Result<Strin
         }
     };
     let (host_memory, setup) = setup;
+    // A wall-clock run's interrupt line (its eventfd) came second.
+    let interrupt_line = if setup.wall.is_some() {
+        fds.pop()
+    } else {
+        None
+    };
     let device_bytes = Emulator::device_memory_bytes(&setup.device);
     let segment = DeviceSegment::shared(device_bytes)?;
     let dram = DeviceDram::from_segment(segment, device_bytes);
@@ -395,6 +420,10 @@ fn session(stream: &UnixStream, pid: i32, signals: &mut Signals) -> Result<Strin
     stream.set_read_timeout(None)?;
     log::info!("emu: host pid {pid}: segments exchanged; the run starts");
 
+    if let (Some(wall), Some(line)) = (setup.wall, interrupt_line) {
+        return wall_session(stream, &mut emulator, wall, line, signals);
+    }
+
     let mut host = RemoteHost {
         page: &page,
         peer: stream,
@@ -419,6 +448,7 @@ fn session(stream: &UnixStream, pid: i32, signals: &mut Signals) -> Result<Strin
         &SessionEnd {
             error: outcome.as_ref().err().map(ToString::to_string),
             device: DeviceCounters::from(&metrics),
+            wall: None,
         },
         &[],
     )?;
@@ -435,6 +465,68 @@ fn session(stream: &UnixStream, pid: i32, signals: &mut Signals) -> Result<Strin
     })
 }
 
+/// The run of a wall-clock session (`host_driver::wall_socket`): the host's start instant,
+/// then [`Emulator::run_wall`] over the socket, then the outcome.
+fn wall_session(
+    stream: &UnixStream,
+    emulator: &mut Emulator,
+    wall: WallSetup,
+    interrupt_line: std::os::fd::OwnedFd,
+    signals: &mut Signals,
+) -> Result<String, SessionError> {
+    let start = receive_start(stream).map_err(|error| match error {
+        AttachError::HostDied(when) => SessionError::HostDied(when),
+        other => other.into(),
+    })?;
+    let clock = WallClock::from_monotonic_ns(start);
+    let wake = signals.fd.as_fd().try_clone_to_owned()?;
+    let (port, transport) = device_side(stream, interrupt_line, Some(wake))?;
+    let outcome = emulator.run_wall(&port, &clock, Ticks::from_ns(wall.limit_ns), None);
+    drop(port);
+    let (written, reader) = transport.finish_writing();
+    if signals.stop_requested() {
+        reader.stop();
+        return Err(SessionError::Stopped);
+    }
+    let firmware = emulator.firmware();
+    let counters = firmware.counters();
+    let end = SessionEnd {
+        error: outcome.as_ref().err().map(ToString::to_string),
+        device: DeviceCounters::from(&emulator.metrics()),
+        wall: Some(WallDeviceEnd {
+            launches: counters.launches,
+            refused: counters.refused,
+            payloads: counters.payloads,
+            dma_requests: counters.dma_requests,
+            head_reads: counters.head_reads,
+            backpressure_ticks: counters.backpressure_ticks,
+            streaming_idle: firmware.streaming_idle(),
+            waiting_for_credit: firmware.waiting_for_credit(),
+            broken: firmware.broken().map(Status::code),
+            stream_tails: firmware.stream_tails(),
+            device_time: emulator.now().0,
+        }),
+    };
+    let sent = written
+        .map_err(|e| closed(e, "mid-run"))
+        .and_then(|_| send_message(stream, MessageKind::End, &end, &[]).map_err(Into::into));
+    let read = reader.stop();
+    match (sent, outcome) {
+        (Err(_), _) if read == DeviceReaderEnd::HostClosed => {
+            Err(SessionError::HostDied("mid-run"))
+        }
+        (Err(error), _) => Err(error),
+        (Ok(()), Ok(())) => Ok(format!(
+            "wall clock, {} ns of device time",
+            emulator.now().as_ns()
+        )),
+        (Ok(()), Err(CoSimError::Host(_))) if read == DeviceReaderEnd::HostClosed => {
+            Err(SessionError::HostDied("mid-run"))
+        }
+        (Ok(()), Err(error)) => Ok(format!("wall clock, the run failed: {error}")),
+    }
+}
+
 /// Checks the session request and maps the host's memory.
 fn prepare(
     request: &SessionRequest,
@@ -443,6 +535,13 @@ fn prepare(
     let setup: Setup = serde_json::from_str(&request.device_setup)
         .map_err(|e| format!("invalid device set-up: {e}"))?;
     setup.device.validate()?;
+    let wanted = if setup.wall.is_some() { 2 } else { 1 };
+    if fds.len() != wanted {
+        return Err(format!(
+            "expected {wanted} descriptors with the session request, got {}",
+            fds.len()
+        ));
+    }
     let fd = fds.first().ok_or("no host memory segment")?;
     let mapped = MappedWords::map(fd.as_fd(), request.host_memory_bytes)
         .map_err(|e| format!("host memory segment: {e}"))?;

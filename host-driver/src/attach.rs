@@ -31,6 +31,7 @@ use crate::mmio::{DeviceWindow, WindowFault};
 use crate::phys::PhysicalMemory;
 use crate::sync::Arc;
 use crate::turn::{serve_host, TurnError, TurnPage};
+use nix::sys::eventfd::{EfdFlags, EventFd};
 use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -156,6 +157,37 @@ pub struct SessionEnd {
     pub error: Option<String>,
     /// The device's counters.
     pub device: DeviceCounters,
+    /// A wall-clock run: the device's side of the end-of-run checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall: Option<WallDeviceEnd>,
+}
+
+/// What the device left behind at the end of a wall-clock run (for the host's end-of-run
+/// checks), as plain numbers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WallDeviceEnd {
+    /// Firmware: launches accepted.
+    pub launches: u64,
+    /// Firmware: launches refused.
+    pub refused: u64,
+    /// Firmware: payloads streamed.
+    pub payloads: u64,
+    /// Firmware: DMA requests submitted.
+    pub dma_requests: u64,
+    /// Firmware: reads of the heads.
+    pub head_reads: u64,
+    /// Firmware: ticks of back-pressure.
+    pub backpressure_ticks: u64,
+    /// The DMA executor has nothing in flight and no batch open.
+    pub streaming_idle: bool,
+    /// The executor waits for ring credit.
+    pub waiting_for_credit: bool,
+    /// The status code the firmware latched the ring BROKEN with, if it did.
+    pub broken: Option<u32>,
+    /// The executor's metadata and payload tails.
+    pub stream_tails: (u64, u64),
+    /// The device's clock at the end, in ticks.
+    pub device_time: u64,
 }
 
 /// A control message's kind.
@@ -276,8 +308,18 @@ pub fn receive_message<T: DeserializeOwned>(
     fds: usize,
     closed: AttachError,
 ) -> Result<(T, Vec<OwnedFd>), AttachError> {
+    receive_message_with(socket, expected, fds..=fds, closed)
+}
+
+/// [`receive_message`], accepting any number of descriptors in `fds`.
+pub fn receive_message_with<T: DeserializeOwned>(
+    socket: &UnixStream,
+    expected: MessageKind,
+    fds: std::ops::RangeInclusive<usize>,
+    closed: AttachError,
+) -> Result<(T, Vec<OwnedFd>), AttachError> {
     let mut header = [0u8; 8];
-    let (received, descriptors) = receive_with_fds(socket, &mut header, fds)?;
+    let (received, descriptors) = receive_with_fds(socket, &mut header, *fds.end())?;
     if received == 0 {
         return Err(closed);
     }
@@ -309,9 +351,9 @@ pub fn receive_message<T: DeserializeOwned>(
             "expected message {expected:?}, got kind {kind}"
         )));
     }
-    if descriptors.len() != fds {
+    if !fds.contains(&descriptors.len()) {
         return Err(AttachError::Protocol(format!(
-            "expected {fds} descriptors with {expected:?}, got {}",
+            "expected {fds:?} descriptors with {expected:?}, got {}",
             descriptors.len()
         )));
     }
@@ -329,6 +371,8 @@ pub struct AttachOptions {
     pub host_memory_bytes: u64,
     /// The device set-up for the emulator (JSON it defines).
     pub device_setup: String,
+    /// A wall-clock run: also send an eventfd, the interrupt line the emulator writes.
+    pub interrupt_line: bool,
 }
 
 /// A host attached to an emulator process.
@@ -340,6 +384,7 @@ pub struct Attachment {
     turn_page: TurnPage,
     allocator: DataAllocator,
     data_base: DeviceAddress,
+    interrupts: Option<EventFd>,
 }
 
 impl Attachment {
@@ -382,6 +427,16 @@ impl Attachment {
         if let Err(error) = memory.lock() {
             log::warn!("{}", memlock_advice(options.host_memory_bytes, &error));
         }
+        let interrupts = if options.interrupt_line {
+            Some(
+                EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+                    .map_err(std::io::Error::from)?,
+            )
+        } else {
+            None
+        };
+        let mut fds = vec![std::os::fd::AsFd::as_fd(&memory_fd)];
+        fds.extend(interrupts.as_ref().map(std::os::fd::AsFd::as_fd));
         send_message(
             &socket,
             MessageKind::Session,
@@ -389,8 +444,9 @@ impl Attachment {
                 host_memory_bytes: options.host_memory_bytes,
                 device_setup: options.device_setup.clone(),
             },
-            &[std::os::fd::AsFd::as_fd(&memory_fd)],
+            &fds,
         )?;
+        drop(fds);
         drop(memory_fd);
         let (ready, fds): (SessionReady, _) = receive_message(
             &socket,
@@ -426,6 +482,7 @@ impl Attachment {
                 DeviceAddress(ready.data_end),
             ),
             data_base: DeviceAddress(ready.data_base),
+            interrupts,
         })
     }
 
@@ -473,6 +530,50 @@ impl Attachment {
         )?;
         Ok(end)
     }
+
+    /// Runs a wall-clock run ([`crate::wall_socket`]) with `agent` as the host until it is
+    /// done or the run fails, then receives the emulator's outcome and counters. Needs an
+    /// attachment made with [`AttachOptions::interrupt_line`]. Returns the outcome, what the
+    /// host loop did (or why it ended early), and the interrupts signalled on the eventfd.
+    pub fn run_wall(
+        &mut self,
+        agent: &mut dyn HostAgent,
+        limit: shared_abi::Ticks,
+    ) -> Result<WallSessionEnd, AttachError> {
+        let interrupts = self.interrupts.take().ok_or_else(|| {
+            AttachError::Protocol("a wall-clock run needs the interrupt line".into())
+        })?;
+        let start = crate::wall_socket::monotonic_now_ns();
+        crate::wall_socket::send_start(&self.socket, start)?;
+        let clock = crate::wall::WallClock::from_monotonic_ns(start);
+        let (port, transport) = crate::wall_socket::host_side(&self.socket, interrupts)?;
+        let host = crate::wall::serve_host(
+            agent,
+            port,
+            &clock,
+            crate::wall::HostOptions {
+                limit,
+                turn_jitter: None,
+            },
+        );
+        let (end, signalled) = transport.finish()?;
+        Ok(WallSessionEnd {
+            end,
+            host,
+            signalled,
+        })
+    }
+}
+
+/// How an attached wall-clock run ended ([`Attachment::run_wall`]).
+#[derive(Debug)]
+pub struct WallSessionEnd {
+    /// The emulator's outcome and counters.
+    pub end: SessionEnd,
+    /// What the host loop did, or why it ended early.
+    pub host: Result<crate::wall::HostEnd, crate::wall::WallError>,
+    /// Interrupts the emulator signalled on the eventfd.
+    pub signalled: u64,
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@
 //! - [`hdm`]: the allocator of the device's data memory (shared with the in-process emulator);
 //! - [`turn`]: the co-simulation turn over shared memory, and the host's side of it;
 //! - [`wall`]: the wall-clock mode's channels, clock and host thread;
+//! - [`wall_socket`]: those channels over an attached session's socket;
 //! - [`attach`]: the attach handshake with an emulator process over its Unix socket.
 //!
 //! `unsafe` lives in [`dma`] and [`mmio`] only; every other module forbids it.
@@ -42,3 +43,5 @@ pub mod sync;
 pub mod turn;
 #[cfg(not(loom))]
 pub mod wall;
+#[cfg(not(loom))]
+pub mod wall_socket;

@@ -51,6 +51,11 @@ impl WallClock {
         }
     }
 
+    /// A clock whose time zero is `start`.
+    pub fn starting_at(start: Instant) -> WallClock {
+        WallClock { start }
+    }
+
     /// The current time.
     pub fn now(&self) -> Ticks {
         let ns = self.start.elapsed().as_nanos();
@@ -113,15 +118,15 @@ pub enum WallError {
 /// The host thread's end of the two channels.
 #[derive(Debug)]
 pub struct HostPort {
-    to_device: Sender<HostTurn>,
-    from_device: Receiver<ToHost>,
+    pub(crate) to_device: Sender<HostTurn>,
+    pub(crate) from_device: Receiver<ToHost>,
 }
 
 /// The device thread's end of the two channels.
 #[derive(Debug)]
 pub struct DevicePort {
-    from_host: Receiver<HostTurn>,
-    to_host: Sender<ToHost>,
+    pub(crate) from_host: Receiver<HostTurn>,
+    pub(crate) to_host: Sender<ToHost>,
 }
 
 /// A connected pair of ports.
