@@ -6,7 +6,7 @@
 //! Every method is non-blocking: the firmware is driven by [`crate::Firmware::step`] from the
 //! board's main loop or the emulator's event queue, and never waits inside a call.
 
-use shared_abi::{DeviceAddress, HostPhysAddr, Status, Ticks};
+use shared_abi::{DeviceAddress, Status, Ticks};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// The device clock.
@@ -223,8 +223,3 @@ pub trait Registers {
 pub trait Hal: Clock + DeviceMemory + DmaEngine + ComputeUnits + Registers {}
 
 impl<T: Clock + DeviceMemory + DmaEngine + ComputeUnits + Registers> Hal for T {}
-
-/// Host physical addresses never cross as bare `u64` into the HAL's callers.
-pub const fn host_phys(value: u64) -> HostPhysAddr {
-    HostPhysAddr(value)
-}

@@ -120,16 +120,15 @@ impl ResultMonitor {
                 .min(end);
             let added = chunk_end.saturating_sub(position);
             let chunk = u32::try_from(chunk).map_err(|_| Status::ArgumentOutOfRange)?;
-            let counter_address =
-                ScratchLayout::cell(scratch.counters_base(), u64::from(chunk), u32::MAX, 4);
-            let count: u32 = memory.read_value(counter_address)?;
+            let address = counter_address(scratch, chunk);
+            let count: u32 = memory.read_value(address)?;
             let count = u64::from(count).saturating_add(added);
             let full = self.chunk_length(chunk);
             if count > full {
                 // Two items claimed the same bytes: a kernel bug, reported, never a panic.
                 return Err(Status::ArgumentOutOfRange);
             }
-            memory.write(counter_address, &(count as u32).to_le_bytes())?;
+            memory.write(address, &(count as u32).to_le_bytes())?;
             if count == full && !self.in_order {
                 let entry = ScratchLayout::cell(
                     scratch.ready_base(),
@@ -156,9 +155,7 @@ impl ResultMonitor {
             return Ok(None);
         }
         if self.in_order {
-            let counter_address =
-                ScratchLayout::cell(scratch.counters_base(), u64::from(self.taken), u32::MAX, 4);
-            let count: u32 = memory.read_value(counter_address)?;
+            let count: u32 = memory.read_value(counter_address(scratch, self.taken))?;
             return Ok((u64::from(count) == self.chunk_length(self.taken)).then_some(self.taken));
         }
         if self.taken >= self.completed {
@@ -175,7 +172,7 @@ impl ResultMonitor {
     }
 }
 
-/// Device address helper for tests and tools.
+/// Device address of chunk `chunk`'s population counter.
 pub const fn counter_address(scratch: &ScratchLayout, chunk: u32) -> DeviceAddress {
     ScratchLayout::cell(scratch.counters_base(), chunk as u64, u32::MAX, 4)
 }
