@@ -36,6 +36,8 @@ impl Default for StreamingConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WorkloadConfig {
+    /// Input size: `paper` (Table IV, the default) or `small` (tests).
+    pub scale: workloads::Scale,
     /// Seed of every generated input.
     pub seed: u64,
     /// KNN: queries in the batch.
@@ -49,6 +51,7 @@ pub struct WorkloadConfig {
 impl Default for WorkloadConfig {
     fn default() -> Self {
         WorkloadConfig {
+            scale: workloads::Scale::Paper,
             seed: 42,
             queries: workloads::knn::DEFAULT_QUERIES,
             k: workloads::knn::DEFAULT_K,

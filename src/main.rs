@@ -39,8 +39,8 @@ enum Command {
     Bench(axle::bench::BenchArgs),
     /// Print the default configuration (the paper's Table III) as TOML.
     Config,
-    /// List the workloads.
-    List,
+    /// List the nine workloads: Table IV's characteristics and the sizes a run would use.
+    List(ListArgs),
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -110,6 +110,10 @@ struct RunArgs {
     /// KNN queries in the batch.
     #[arg(long)]
     queries: Option<u32>,
+    /// Input size: paper (Table IV sizes, the default) or small (a quick instance of the
+    /// same shape, as the tests use).
+    #[arg(long, value_name = "paper|small")]
+    scale: Option<workloads::Scale>,
     /// Print one JSON object instead of the human report.
     #[arg(long)]
     json: bool,
@@ -127,6 +131,16 @@ struct RunArgs {
     /// Wall clock: add the standard seeded random delays on both sides (stress).
     #[arg(long, hide = true, value_name = "SEED")]
     stress_seed: Option<u64>,
+}
+
+#[derive(clap::Args, Debug)]
+struct ListArgs {
+    /// The sizes of this scale.
+    #[arg(long, value_name = "paper|small", default_value = "paper")]
+    scale: workloads::Scale,
+    /// Real data directory (as for `axle run --data`): the sizes say which file is used.
+    #[arg(long, value_name = "PATH")]
+    data: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -208,6 +222,9 @@ fn build_config(args: &RunArgs) -> anyhow::Result<AxleConfig> {
     }
     if let Some(seed) = args.seed {
         config.workload.seed = seed;
+    }
+    if let Some(scale) = args.scale {
+        config.workload.scale = scale;
     }
     if let Some(queries) = args.queries {
         config.workload.queries = queries;
@@ -293,20 +310,29 @@ fn emu_command(_: EmuArgs) -> anyhow::Result<ExitCode> {
     anyhow::bail!("axle emu is not available in a loom build")
 }
 
-fn list_command() -> anyhow::Result<ExitCode> {
+fn list_command(args: ListArgs) -> anyhow::Result<ExitCode> {
+    let options = workloads::WorkloadOptions {
+        scale: args.scale,
+        data_dir: args.data,
+        ..workloads::WorkloadOptions::default()
+    };
     let mut text = String::new();
-    for name in workloads::names() {
-        if let Some(info) = workloads::describe(name) {
-            text.push_str(&format!(
-                "{:<8} {:<16} {:<10} {:<28} CCM: {}; host: {}\n",
-                info.name,
-                info.domain,
-                info.application,
-                info.characteristics,
-                info.offloaded,
-                info.host_task
-            ));
-        }
+    for (index, name) in workloads::names().iter().enumerate() {
+        let Some(info) = workloads::describe(name, &options) else {
+            continue;
+        };
+        let annotation = char::from(b'a' + index as u8);
+        text.push_str(&format!(
+            "({annotation}) {:<9} {} / {}\n    Table IV: {}\n    used ({}): {}\n    CCM: {}\n    host: {}\n",
+            info.name,
+            info.domain,
+            info.application,
+            info.table_iv,
+            args.scale,
+            info.characteristics,
+            info.offloaded,
+            info.host_task
+        ));
     }
     axle::write_stdout(&text)?;
     Ok(ExitCode::SUCCESS)
@@ -329,7 +355,7 @@ fn main() -> ExitCode {
             .to_toml()
             .and_then(|text| Ok(axle::write_stdout(&text)?))
             .map(|()| ExitCode::SUCCESS),
-        Command::List => list_command(),
+        Command::List(args) => list_command(args),
     };
     match result {
         Ok(code) => code,

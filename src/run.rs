@@ -100,13 +100,20 @@ struct Prepared {
     app: Box<dyn host_runtime::app::Application>,
     layout: Option<RingLayout>,
     host_bytes: u64,
+    /// The device configuration, with device memory grown to what the workload needs.
+    device: emulator::DeviceConfig,
 }
+
+/// Device memory beyond a workload's data: the register windows below `DATA_BASE`, the
+/// firmware scratch area at the top, and allocation alignment.
+const DEVICE_MEMORY_MARGIN_MIB: u64 = 64;
 
 /// Validates the configuration, builds the workload and sizes host memory and the rings.
 fn prepare(request: &RunRequest) -> anyhow::Result<Prepared> {
     let config = &request.config;
     config.validate()?;
     let options = workloads::WorkloadOptions {
+        scale: config.workload.scale,
         seed: config.workload.seed,
         data_dir: request.data.clone(),
         queries: Some(config.workload.queries),
@@ -124,10 +131,21 @@ fn prepare(request: &RunRequest) -> anyhow::Result<Prepared> {
     };
     let region_length = layout.map_or(0, |l| l.region_length());
     let host_bytes = (region_length * 2 + HOST_MEMORY_SLACK).next_multiple_of(4096);
+    let mut device = config.device.clone();
+    let needed_mib = app.device_bytes().div_ceil(1 << 20) + DEVICE_MEMORY_MARGIN_MIB;
+    if needed_mib > device.device_memory_mib {
+        log::info!(
+            "{}: device memory grown from {} to {needed_mib} MiB for the data set",
+            request.workload,
+            device.device_memory_mib
+        );
+        device.device_memory_mib = needed_mib;
+    }
     Ok(Prepared {
         app,
         layout,
         host_bytes,
+        device,
     })
 }
 
@@ -230,7 +248,7 @@ fn in_process(request: &RunRequest) -> anyhow::Result<(Prepared, Option<AxleRing
     let memory = Arc::new(PhysicalMemory::new(prepared.host_bytes).context("host memory")?);
     let ring = prepared.ring(&memory)?;
     let mut device = Emulator::new(
-        config.device.clone(),
+        prepared.device.clone(),
         Arc::clone(&memory),
         config.streaming_factor()?,
         config.axle.out_of_order,
@@ -333,7 +351,7 @@ mod attached {
         let mut prepared = prepare(request)?;
         let config = &request.config;
         let setup = Setup {
-            device: config.device.clone(),
+            device: prepared.device.clone(),
             streaming_factor: config.streaming_factor()?.into(),
             out_of_order: config.axle.out_of_order,
             limit_ns: VIRTUAL_TIME_LIMIT.as_ns(),
@@ -381,7 +399,7 @@ mod attached {
         let mut prepared = prepare(request)?;
         let config = &request.config;
         let setup = Setup {
-            device: config.device.clone(),
+            device: prepared.device.clone(),
             streaming_factor: config.streaming_factor()?.into(),
             out_of_order: config.axle.out_of_order,
             limit_ns: VIRTUAL_TIME_LIMIT.as_ns(),

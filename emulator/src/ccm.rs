@@ -22,6 +22,9 @@ use std::collections::VecDeque;
 struct Running {
     kernel: Kernel,
     tag: u32,
+    /// The stage's first item.
+    first: u32,
+    /// Items in the stage.
     items: u32,
     /// FIFO: the next item to hand out.
     next_item: u32,
@@ -110,11 +113,22 @@ impl Ccm {
         compute.max(memory).plus(self.latency)
     }
 
-    /// Starts a launch at `now`; returns the items that started (to schedule their ends).
-    pub fn dispatch(&mut self, now: Ticks, kernel: Kernel, tag: u32, items: u32) -> Vec<Started> {
+    /// Starts the items `items` of a launch (one stage) at `now`; returns the items that
+    /// started (to schedule their ends). `memory` is read for the items' descriptions.
+    pub fn dispatch<M: firmware::hal::DeviceMemory>(
+        &mut self,
+        now: Ticks,
+        kernel: Kernel,
+        tag: u32,
+        items: core::ops::Range<u32>,
+        memory: &M,
+    ) -> Vec<Started> {
+        let first = items.start;
+        let items = items.end.saturating_sub(items.start);
         self.running = Some(Running {
             kernel,
             tag,
+            first,
             items,
             next_item: 0,
             unit_taken: vec![0; self.units as usize],
@@ -126,7 +140,7 @@ impl Ccm {
         }
         let mut started = Vec::new();
         for unit in 0..self.units {
-            self.fill(now, unit, &mut started);
+            self.fill(now, unit, memory, &mut started);
         }
         started
     }
@@ -138,20 +152,26 @@ impl Ccm {
         match self.scheduling {
             Scheduling::Fifo => (running.next_item < running.items).then(|| {
                 running.next_item += 1;
-                running.next_item - 1
+                running.first + running.next_item - 1
             }),
             Scheduling::Rr => {
                 let taken = running.unit_taken.get_mut(unit as usize)?;
                 let item = u64::from(*taken) * u64::from(units) + u64::from(unit);
                 (item < u64::from(running.items)).then(|| {
                     *taken += 1;
-                    item as u32
+                    running.first + item as u32
                 })
             }
         }
     }
 
-    fn fill(&mut self, now: Ticks, unit: u32, started: &mut Vec<Started>) {
+    fn fill<M: firmware::hal::DeviceMemory>(
+        &mut self,
+        now: Ticks,
+        unit: u32,
+        memory: &M,
+        started: &mut Vec<Started>,
+    ) {
         while self.free.get(unit as usize).copied().unwrap_or(0) > 0 {
             let Some(item) = self.next_for(unit) else {
                 break;
@@ -159,7 +179,7 @@ impl Ccm {
             let Some(running) = self.running.as_ref() else {
                 break;
             };
-            let ends_at = match running.kernel.item(item) {
+            let ends_at = match running.kernel.item(item, memory) {
                 Ok(spec) => now.plus(self.duration(&spec)),
                 // A kernel that cannot describe its item fails it at once.
                 Err(_) => now,
@@ -215,10 +235,10 @@ impl Ccm {
         }
         let mut started = Vec::new();
         match self.scheduling {
-            Scheduling::Rr => self.fill(now, unit, &mut started),
+            Scheduling::Rr => self.fill(now, unit, &*memory, &mut started),
             Scheduling::Fifo => {
                 for unit in 0..self.units {
-                    self.fill(now, unit, &mut started);
+                    self.fill(now, unit, &*memory, &mut started);
                 }
             }
         }
@@ -256,7 +276,13 @@ mod tests {
     #[test]
     fn dispatch_fills_every_uthread_and_no_more() {
         let mut ccm = Ccm::new(&config(2, 3, Scheduling::Fifo));
-        let started = ccm.dispatch(Ticks::ZERO, knn(10, 1), 1, 10);
+        let started = ccm.dispatch(
+            Ticks::ZERO,
+            knn(10, 1),
+            1,
+            0..10,
+            &firmware::testing::FakeDeviceMemory::new(1 << 20),
+        );
         assert_eq!(started.len(), 6);
         assert!(ccm.is_running());
     }
@@ -264,7 +290,13 @@ mod tests {
     #[test]
     fn round_robin_gives_item_i_to_unit_i_mod_units() {
         let mut ccm = Ccm::new(&config(4, 1, Scheduling::Rr));
-        let started = ccm.dispatch(Ticks::ZERO, knn(8, 1), 1, 8);
+        let started = ccm.dispatch(
+            Ticks::ZERO,
+            knn(8, 1),
+            1,
+            0..8,
+            &firmware::testing::FakeDeviceMemory::new(1 << 20),
+        );
         let pairs: Vec<(u32, u32)> = started.iter().map(|s| (s.unit, s.item)).collect();
         assert_eq!(pairs, vec![(0, 0), (1, 1), (2, 2), (3, 3)]);
         let mut memory = firmware::testing::FakeDeviceMemory::new(1 << 20);
@@ -279,7 +311,13 @@ mod tests {
     #[test]
     fn fifo_gives_the_next_item_by_offset_to_whichever_unit_frees() {
         let mut ccm = Ccm::new(&config(4, 1, Scheduling::Fifo));
-        let started = ccm.dispatch(Ticks::ZERO, knn(8, 1), 1, 8);
+        let started = ccm.dispatch(
+            Ticks::ZERO,
+            knn(8, 1),
+            1,
+            0..8,
+            &firmware::testing::FakeDeviceMemory::new(1 << 20),
+        );
         let mut memory = firmware::testing::FakeDeviceMemory::new(1 << 20);
         let next = ccm.finish(started[2].ends_at, 2, 2, &mut memory);
         assert_eq!(
@@ -314,7 +352,13 @@ mod tests {
     #[test]
     fn busy_time_is_the_union_of_running_items_and_each_item_reports_once() {
         let mut ccm = Ccm::new(&config(1, 2, Scheduling::Fifo));
-        let started = ccm.dispatch(Ticks::ZERO, knn(2, 1), 7, 2);
+        let started = ccm.dispatch(
+            Ticks::ZERO,
+            knn(2, 1),
+            7,
+            0..2,
+            &firmware::testing::FakeDeviceMemory::new(1 << 20),
+        );
         let mut memory = firmware::testing::FakeDeviceMemory::new(1 << 20);
         let end = started.iter().map(|s| s.ends_at).max().unwrap();
         for s in &started {
@@ -330,5 +374,37 @@ mod tests {
             .completions
             .iter()
             .all(|c| c.tag == 7 && c.status == shared_abi::Status::Ok));
+    }
+}
+
+#[cfg(test)]
+mod stage_tests {
+    use super::*;
+    use firmware::kernels::knn::{pack_shape, KnnKernel};
+    use shared_abi::{CommandDescriptor, KernelId};
+
+    #[test]
+    fn a_later_stage_hands_out_its_own_items_only() {
+        let command = CommandDescriptor {
+            kernel: KernelId::KnnDistance as u32,
+            result_address: 0x8_0000,
+            result_length: 12 * 4,
+            args: [0x1000, 0x4_0000, pack_shape(12, 16), 1],
+            ..CommandDescriptor::default()
+        };
+        let kernel = Kernel::Knn(KnnKernel::decode(&command, 1 << 20).unwrap());
+        let memory = firmware::testing::FakeDeviceMemory::new(1 << 20);
+        for scheduling in [Scheduling::Rr, Scheduling::Fifo] {
+            let mut ccm = Ccm::new(&DeviceConfig {
+                ccm_units: 2,
+                ccm_uthreads: 4,
+                scheduling,
+                ..DeviceConfig::default()
+            });
+            let started = ccm.dispatch(Ticks::ZERO, kernel, 1, 8..11, &memory);
+            let mut items: Vec<u32> = started.iter().map(|s| s.item).collect();
+            items.sort_unstable();
+            assert_eq!(items, vec![8, 9, 10], "{scheduling:?}");
+        }
     }
 }

@@ -318,10 +318,14 @@ impl ComputeUnits for Hardware {
         }
         let mut command = launch.command;
         command.flags = 0;
-        let kernel = firmware::kernels::Kernel::decode(&command, self.dram.size())?;
-        let started = self
-            .ccm
-            .dispatch(self.now, kernel, launch.command.tag, launch.items);
+        let kernel = firmware::kernels::Kernel::decode(&command, &self.dram)?;
+        let started = self.ccm.dispatch(
+            self.now,
+            kernel,
+            launch.command.tag,
+            launch.item_range(),
+            &self.dram,
+        );
         self.schedule_started(started);
         Ok(())
     }

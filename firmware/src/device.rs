@@ -61,6 +61,10 @@ struct Active {
     monitor: ResultMonitor,
     status: Status,
     completion_sent: bool,
+    /// The stage the compute units run (see [`crate::kernels`]).
+    stage: u32,
+    /// Items of that stage not finished yet.
+    stage_left: u32,
 }
 
 /// The firmware.
@@ -229,7 +233,7 @@ impl Firmware {
 
     /// Validates a command and queues it, or reports why not on its path.
     fn accept<H: Hal>(&mut self, hw: &mut H, command: &CommandDescriptor, mode: LaunchMode) {
-        let checked = command::validate(command, mode, hw.size()).and_then(|valid| {
+        let checked = command::validate(command, mode, &*hw).and_then(|valid| {
             if valid.mode == LaunchMode::BackStreaming {
                 if self.region.is_none() {
                     return Err(Status::NoRegion);
@@ -308,13 +312,13 @@ impl Firmware {
                 return;
             }
         };
-        if let Err(status) = hw.dispatch(KernelLaunch {
-            command: valid.command,
-            items,
-        }) {
-            self.refuse(hw, &valid.command, valid.mode, status);
-            return;
-        }
+        let (stage, stage_left) = match Self::dispatch_stage(hw, &valid, 0) {
+            Ok(dispatched) => dispatched,
+            Err(status) => {
+                self.refuse(hw, &valid.command, valid.mode, status);
+                return;
+            }
+        };
         self.executor.set_streaming_factor(
             self.config
                 .streaming_factor
@@ -330,7 +334,33 @@ impl Firmware {
             monitor,
             status: Status::Ok,
             completion_sent: false,
+            stage,
+            stage_left,
         });
+    }
+
+    /// Dispatches the first non-empty stage at or after `stage`; returns it and its item
+    /// count. Past the last stage there is nothing to dispatch: `(stages, 0)`.
+    fn dispatch_stage<H: Hal>(
+        hw: &mut H,
+        valid: &ValidCommand,
+        mut stage: u32,
+    ) -> Result<(u32, u32), Status> {
+        let stages = valid.kernel.stages();
+        while stage < stages {
+            let range = valid.kernel.stage_items(stage);
+            let items = range.end.saturating_sub(range.start);
+            if items > 0 {
+                hw.dispatch(KernelLaunch {
+                    command: valid.command,
+                    first_item: range.start,
+                    items,
+                })?;
+                return Ok((stage, items));
+            }
+            stage += 1;
+        }
+        Ok((stages, 0))
     }
 
     fn on_item<H: Hal>(&mut self, hw: &mut H, item: u32, status: Status) {
@@ -341,17 +371,44 @@ impl Firmware {
         if status != Status::Ok && active.status == Status::Ok {
             active.status = status;
         }
-        let result = active.valid.kernel.item(item).and_then(|spec| {
-            active.monitor.populated(
+        let result = match active.valid.kernel.item(item, &*hw) {
+            Ok(spec) => active.monitor.populated(
                 hw,
                 &scratch,
                 spec.result_offset,
                 u64::from(spec.result_length),
-            )
-        });
+            ),
+            Err(status) => {
+                active.monitor.item_failed();
+                Err(status)
+            }
+        };
         if let Err(error) = result {
             if active.status == Status::Ok {
                 active.status = error;
+            }
+        }
+        active.stage_left = active.stage_left.saturating_sub(1);
+        if active.stage_left == 0 && active.stage + 1 < active.valid.kernel.stages() {
+            // The barrier: the whole stage finished, so the next one may read its output.
+            match Self::dispatch_stage(hw, &active.valid, active.stage + 1) {
+                Ok((stage, left)) => {
+                    active.stage = stage;
+                    active.stage_left = left;
+                }
+                Err(status) => {
+                    if active.status == Status::Ok {
+                        active.status = status;
+                    }
+                    // Nothing will run the remaining items: count them as finished (failed)
+                    // so that the launch completes with the error instead of hanging.
+                    let total = active.valid.kernel.items();
+                    let next = active.valid.kernel.stage_items(active.stage + 1).start;
+                    for _ in next..total {
+                        active.monitor.item_failed();
+                    }
+                    active.stage = active.valid.kernel.stages();
+                }
             }
         }
     }

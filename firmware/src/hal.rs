@@ -177,13 +177,23 @@ pub struct ItemCompletion {
 pub struct KernelLaunch {
     /// The decoded, validated command.
     pub command: shared_abi::CommandDescriptor,
-    /// Work items in the launch.
+    /// The first item to run: items `first_item .. first_item + items` form one stage of the
+    /// launch (see [`crate::kernels`]); a single-stage kernel is dispatched once, from item 0.
+    pub first_item: u32,
+    /// Work items to run.
     pub items: u32,
+}
+
+impl KernelLaunch {
+    /// The item indices of this dispatch (saturating at `u32::MAX`).
+    pub fn item_range(&self) -> core::ops::Range<u32> {
+        self.first_item..self.first_item.saturating_add(self.items)
+    }
 }
 
 /// The CCM processing units and their µthreads, with the CCM scheduler.
 pub trait ComputeUnits {
-    /// Starts running every work item of `launch`. The scheduler (round-robin or FIFO) is the
+    /// Starts running the work items of `launch` (one stage). The scheduler (round-robin or FIFO) is the
     /// implementation's; it MUST report each item exactly once.
     fn dispatch(&mut self, launch: KernelLaunch) -> Result<(), Status>;
     /// The next finished work item, in completion order.

@@ -470,7 +470,9 @@ impl FakeComputeUnits {
     /// Items of the current launch not reported yet.
     pub fn unfinished_items(&self) -> Vec<u32> {
         self.running.as_ref().map_or_else(Vec::new, |running| {
-            (0..running.launch.items)
+            running
+                .launch
+                .item_range()
                 .filter(|&item| !running.finished[item as usize])
                 .collect()
         })
@@ -667,7 +669,10 @@ impl FakeHal {
     pub fn finish_items(&mut self, items: impl IntoIterator<Item = u32>) {
         for item in items {
             let running = self.compute.running.as_mut().expect("no launch dispatched");
-            assert!(item < running.launch.items, "item {item} out of range");
+            assert!(
+                running.launch.item_range().contains(&item),
+                "item {item} out of range"
+            );
             assert!(
                 !running.finished[item as usize],
                 "item {item} reported twice"
@@ -695,7 +700,10 @@ impl FakeHal {
     ) {
         for item in items {
             let running = self.compute.running.as_mut().expect("no launch dispatched");
-            assert!(item < running.launch.items, "item {item} out of range");
+            assert!(
+                running.launch.item_range().contains(&item),
+                "item {item} out of range"
+            );
             assert!(
                 !running.finished[item as usize],
                 "item {item} reported twice"
@@ -821,12 +829,12 @@ impl ComputeUnits for FakeHal {
         }
         let mut command = launch.command;
         command.flags = 0;
-        let kernel = Kernel::decode(&command, self.memory.size()).ok();
+        let kernel = Kernel::decode(&command, &self.memory).ok();
         self.compute.launches.push(launch);
         self.compute.running = Some(Running {
             launch,
             kernel,
-            finished: std::vec![false; launch.items as usize],
+            finished: std::vec![false; launch.item_range().end as usize],
         });
         Ok(())
     }

@@ -45,9 +45,25 @@ pub struct HostTask {
     pub chain: Option<u32>,
 }
 
+/// Bytes the host writes into device memory before a launch (an iteration's input that
+/// depends on the previous iteration's host results: SSSP's frontier, PageRank's ranks, the
+/// OPT hidden state after the host's MLP, DLRM's bag indices).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInput {
+    /// Where, in device data memory.
+    pub address: DeviceAddress,
+    /// What.
+    pub bytes: Vec<u8>,
+}
+
 /// One offload iteration.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LaunchPlan {
+    /// Host-to-device writes that must land before the command runs. The runtime issues them
+    /// as posted CXL.mem stores of 64-byte lines from the control thread (timed: the thread
+    /// streams them at `HostConfig::input_store_gbps`, the link carries them in order, and
+    /// the launch follows them), and counts their time as data movement and host stall.
+    pub inputs: Vec<DeviceInput>,
     /// The command. The runtime sets `mode` and `tag`; the application sets the rest.
     pub command: CommandDescriptor,
     /// The host tasks over the result. Together they must cover every result byte (a byte no
@@ -97,6 +113,11 @@ pub struct Verification {
 pub trait Application {
     /// Short name (`knn-a`).
     fn name(&self) -> &str;
+    /// Bytes of device data memory the data set, results and workspaces need (the run sizes
+    /// device memory to at least this). Default: none beyond the configured size.
+    fn device_bytes(&self) -> u64 {
+        0
+    }
     /// Loads the data set into device memory (untimed).
     fn load(&mut self, device: &mut dyn DeviceLoader) -> Result<(), LoadError>;
     /// The next offload iteration, or `None` when the application has finished. Called once

@@ -35,6 +35,9 @@ pub struct HostConfig {
     pub uncached_load_ns: u64,
     /// Cost to the control thread of issuing one posted store (flow control, launch).
     pub posted_store_ns: u64,
+    /// Rate at which the control thread streams a launch's inputs into device memory with
+    /// posted (write-combining) CXL.mem stores, before the link's own bandwidth limit.
+    pub input_store_gbps: f64,
     /// Lines of CXL.mem loads one core keeps in flight when loading results (RP, BS).
     pub load_outstanding: u32,
     /// Cost of moving one record into the ready pool.
@@ -62,6 +65,7 @@ impl Default for HostConfig {
             host_memory_gbps: 614.4,
             uncached_load_ns: 80,
             posted_store_ns: 10,
+            input_store_gbps: 32.0,
             load_outstanding: 10,
             ready_pool_push_ns: 5,
             task_dispatch_ns: 20,
@@ -90,6 +94,7 @@ impl HostConfig {
         for (name, value) in [
             ("host_ipc", self.host_ipc),
             ("host_memory_gbps", self.host_memory_gbps),
+            ("input_store_gbps", self.input_store_gbps),
         ] {
             if !(value.is_finite() && value > 0.0) {
                 return Err(format!(

@@ -13,6 +13,7 @@ pub struct CostModel {
     thread_gbps: f64,
     uncached_load: Ticks,
     dispatch: Ticks,
+    input_store_gbps: f64,
 }
 
 impl CostModel {
@@ -25,6 +26,7 @@ impl CostModel {
             thread_gbps: config.host_memory_gbps / threads,
             uncached_load: Ticks::from_ns(config.uncached_load_ns),
             dispatch: Ticks::from_ns(config.task_dispatch_ns),
+            input_store_gbps: config.input_store_gbps,
         }
     }
 
@@ -41,6 +43,11 @@ impl CostModel {
     /// Reading `bytes` of ordinary cached host memory (results loaded by RP/BS).
     pub fn cached_read(&self, bytes: u64) -> Ticks {
         emulator_free_transfer(bytes, self.thread_gbps)
+    }
+
+    /// The control thread's time to issue `bytes` of posted stores of launch inputs.
+    pub fn input_store(&self, bytes: u64) -> Ticks {
+        emulator_free_transfer(bytes, self.input_store_gbps)
     }
 
     /// `loads` dependent uncached loads (each waits for the previous): the poller's tail load.

@@ -14,9 +14,12 @@ pub struct RunMetrics {
     pub end_to_end_ns: u64,
     /// CCM processing: time during which at least one CCM µthread ran a work item.
     pub ccm_busy_ns: u64,
-    /// Data movement of results to the host. RP and BS: the time the control thread spent
-    /// loading results with CXL.mem (issue of the first load to arrival of the last byte).
-    /// AXLE: the union of the intervals during which DMA writes were on the link or landing.
+    /// Data movement between host and device. Results to the host: RP and BS, the time the
+    /// control thread spent loading results with CXL.mem (issue of the first load to arrival
+    /// of the last byte); AXLE, the union of the intervals during which DMA writes were on
+    /// the link or landing. Plus, in every mode, the time the control thread spent storing
+    /// launch inputs into device memory (iterative workloads; they precede their launch and
+    /// overlap nothing of it).
     pub data_movement_ns: u64,
     /// Host processing: time during which at least one host worker ran a host task or a
     /// launch's final step.
@@ -87,7 +90,8 @@ impl RunMetrics {
             device.dma_busy
         } else {
             host.result_load
-        };
+        }
+        .plus(host.input_store);
         let serial = device.ccm_busy.plus(data_movement).plus(host.host_busy);
         RunMetrics {
             end_to_end_ns: end_to_end.as_ns(),

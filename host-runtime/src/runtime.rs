@@ -115,6 +115,8 @@ pub struct HostMeasurements {
     pub stall: Ticks,
     /// RP/BS result-load time.
     pub result_load: Ticks,
+    /// Time the control thread spent storing launch inputs into device memory.
+    pub input_store: Ticks,
     /// Launches completed.
     pub launches: u64,
     /// Host tasks run.
@@ -356,6 +358,7 @@ impl<'a> Runtime<'a> {
         if self.mode == Mode::AxleIrq {
             command.flags |= CommandFlags::INTERRUPT.bits();
         }
+        let now = self.store_inputs(now, &plan.inputs, link);
         let chunk = match &self.ring {
             Some(ring) if self.mode.streams() => u64::from(ring.slot_size()),
             _ => BULK_CHUNK,
@@ -417,6 +420,32 @@ impl<'a> Runtime<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Streams a launch's inputs into device memory, one posted 64-byte store per line, each
+    /// stamped when the control thread issues it; returns when the thread is done (the launch
+    /// store follows the last line on the link, so the device sees the inputs first).
+    fn store_inputs(
+        &mut self,
+        now: Ticks,
+        inputs: &[crate::app::DeviceInput],
+        link: &mut dyn DeviceLink,
+    ) -> Ticks {
+        const LINE: usize = 64;
+        let mut at = now;
+        for input in inputs {
+            for (index, line) in input.bytes.chunks(LINE).enumerate() {
+                let address = DeviceAddress(input.address.0.saturating_add((index * LINE) as u64));
+                link.mem_store(at, address, line);
+                at = at.plus(self.cost.input_store(line.len() as u64));
+            }
+        }
+        let spent = at.since(now);
+        if spent > Ticks::ZERO {
+            self.stall(spent);
+            self.measured.input_store = self.measured.input_store.plus(spent);
+        }
+        at
     }
 
     /// Programs the shadow descriptors with CXL.mem stores (the driver's part of attach).

@@ -11,6 +11,16 @@ use crate::status::Status;
 pub enum KernelId {
     /// Squared L2 distance of each (query, row) pair: `args = [database, queries, rows | dim << 32, query_count]`.
     KnnDistance = 1,
+    /// SSSP edge relaxation over a frontier with the vertex update (`firmware::kernels::sssp`).
+    SsspRelax = 2,
+    /// PageRank neighbour gather and accumulation (`firmware::kernels::pagerank`).
+    PageRankGather = 3,
+    /// SSB predicate filtering into a row bitmap (`firmware::kernels::ssb`).
+    SsbFilter = 4,
+    /// OPT decoder attention block of one layer for one token (`firmware::kernels::opt`).
+    OptAttention = 5,
+    /// DLRM embedding sparse length sum (`firmware::kernels::dlrm`).
+    DlrmSls = 6,
 }
 
 impl TryFrom<u32> for KernelId {
@@ -18,6 +28,11 @@ impl TryFrom<u32> for KernelId {
     fn try_from(value: u32) -> Result<Self, Status> {
         match value {
             1 => Ok(KernelId::KnnDistance),
+            2 => Ok(KernelId::SsspRelax),
+            3 => Ok(KernelId::PageRankGather),
+            4 => Ok(KernelId::SsbFilter),
+            5 => Ok(KernelId::OptAttention),
+            6 => Ok(KernelId::DlrmSls),
             _ => Err(Status::UnknownKernel),
         }
     }

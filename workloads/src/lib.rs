@@ -9,15 +9,65 @@
 //! [`build`] makes one ready to load.
 #![forbid(unsafe_code)]
 
+pub mod dlrm;
+pub mod graph;
 pub mod knn;
+pub mod opt;
+pub mod pagerank;
+pub mod ssb;
+pub mod sssp;
 
+use std::fmt;
 use std::path::PathBuf;
+use std::str::FromStr;
 
 use host_runtime::app::Application;
+
+/// The size of a workload's input.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Scale {
+    /// Table IV sizes (the default).
+    #[default]
+    Paper,
+    /// A small instance of the same shape, for tests: seconds for all nine in every mode.
+    Small,
+}
+
+impl Scale {
+    /// `paper` or `small`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scale::Paper => "paper",
+            Scale::Small => "small",
+        }
+    }
+}
+
+impl fmt::Display for Scale {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Scale {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Scale, String> {
+        match text {
+            "paper" => Ok(Scale::Paper),
+            "small" => Ok(Scale::Small),
+            other => Err(format!("unknown scale `{other}`; valid: paper, small")),
+        }
+    }
+}
 
 /// Options that shape a workload instance (CLI flags map onto these).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WorkloadOptions {
+    /// Input size.
+    pub scale: Scale,
     /// Seed of every generator (data and, where a workload needs them, synthetic weights).
     pub seed: u64,
     /// Explicit path to the real data: the `shared/data` directory, or the data file itself.
@@ -34,6 +84,7 @@ pub struct WorkloadOptions {
 impl Default for WorkloadOptions {
     fn default() -> Self {
         WorkloadOptions {
+            scale: Scale::Paper,
             seed: 42,
             data_dir: None,
             queries: None,
@@ -52,7 +103,9 @@ pub struct WorkloadInfo {
     pub domain: &'static str,
     /// Application (`KNN`).
     pub application: &'static str,
-    /// Input characteristics (`Dim: 2048, #Rows: 128, ...`).
+    /// Table IV's characteristics, as the paper prints them (`Dim: 2048, #Rows: 128`).
+    pub table_iv: &'static str,
+    /// The sizes this instance actually uses (scale, options, real data or generator).
     pub characteristics: String,
     /// What runs on the CCM.
     pub offloaded: &'static str,
@@ -84,16 +137,50 @@ pub enum WorkloadError {
     /// The real data could not be used.
     #[error(transparent)]
     Data(#[from] knn::data::DataError),
+    /// A workload's input file could not be read or parsed.
+    #[error("{workload}: {path}: {reason}")]
+    Input {
+        /// The workload.
+        workload: &'static str,
+        /// The file.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 /// Every workload name, in Table IV order.
 pub fn names() -> &'static [&'static str] {
-    &["knn-a", "knn-b", "knn-c"]
+    const NAMES: &[&str] = &[
+        "knn-a",
+        "knn-b",
+        "knn-c",
+        sssp::NAME,
+        pagerank::NAME,
+        ssb::Query::Q1_1.name(),
+        ssb::Query::Q1_2.name(),
+        opt::NAME,
+        dlrm::NAME,
+    ];
+    NAMES
 }
 
-/// What workload `name` is, or `None` for an unknown name.
-pub fn describe(name: &str) -> Option<WorkloadInfo> {
-    knn::KnnShape::by_name(name).map(knn::KnnShape::info)
+/// What workload `name` is with `options` (the sizes it would use), or `None` for an unknown
+/// name. Reads no data file: with real data, the characteristics name the file.
+pub fn describe(name: &str, options: &WorkloadOptions) -> Option<WorkloadInfo> {
+    if let Some(shape) = knn::KnnShape::by_name(name) {
+        return Some(shape.info());
+    }
+    if let Some(query) = ssb::Query::by_name(name) {
+        return Some(ssb::info(query, options));
+    }
+    match name {
+        sssp::NAME => Some(sssp::info(options)),
+        pagerank::NAME => Some(pagerank::info(options)),
+        opt::NAME => Some(opt::info(options)),
+        dlrm::NAME => Some(dlrm::info(options)),
+        _ => None,
+    }
 }
 
 /// Builds workload `name` with `options` (generating or reading its data now, so that data
@@ -102,10 +189,19 @@ pub fn build(name: &str, options: &WorkloadOptions) -> Result<Box<dyn Applicatio
     if let Some(shape) = knn::KnnShape::by_name(name) {
         return Ok(Box::new(knn::KnnApplication::new(shape, options)?));
     }
-    Err(WorkloadError::UnknownWorkload {
-        name: name.to_owned(),
-        valid: names().join(", "),
-    })
+    if let Some(query) = ssb::Query::by_name(name) {
+        return ssb::build(query, options);
+    }
+    match name {
+        sssp::NAME => sssp::build(options),
+        pagerank::NAME => pagerank::build(options),
+        opt::NAME => opt::build(options),
+        dlrm::NAME => dlrm::build(options),
+        _ => Err(WorkloadError::UnknownWorkload {
+            name: name.to_owned(),
+            valid: names().join(", "),
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -113,31 +209,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_name_is_described_and_builds() {
+    fn every_name_is_described() {
         for name in names() {
-            let info = describe(name).unwrap();
+            let info = describe(name, &WorkloadOptions::default()).unwrap();
             assert_eq!(info.name, *name);
+        }
+    }
+
+    #[test]
+    fn knn_builds() {
+        for name in ["knn-a", "knn-b", "knn-c"] {
             let options = WorkloadOptions {
                 queries: Some(2),
                 ..WorkloadOptions::default()
             };
-            assert_eq!(build(name, &options).unwrap().name(), *name);
+            assert_eq!(build(name, &options).unwrap().name(), name);
         }
     }
 
     #[test]
     fn unknown_name_lists_the_valid_ones() {
-        assert!(describe("knn-z").is_none());
+        assert!(describe("knn-z", &WorkloadOptions::default()).is_none());
         let error = build("knn-z", &WorkloadOptions::default()).err().unwrap();
         let text = error.to_string();
         assert!(
-            text.contains("knn-z") && text.contains("knn-a, knn-b, knn-c"),
+            text.contains("knn-z") && text.contains("knn-a, knn-b, knn-c, sssp"),
             "{text}"
         );
     }
 
     #[test]
-    fn default_seed_is_42() {
+    fn default_seed_is_42_and_scale_paper() {
         assert_eq!(WorkloadOptions::default().seed, 42);
+        assert_eq!(WorkloadOptions::default().scale, Scale::Paper);
+        assert_eq!("small".parse::<Scale>(), Ok(Scale::Small));
+        assert!("huge".parse::<Scale>().is_err());
     }
 }

@@ -26,10 +26,10 @@ pub struct ValidCommand {
 }
 
 /// Validates `command` arriving on the path of `expected` mode.
-pub fn validate(
+pub fn validate<M: DeviceMemory>(
     command: &CommandDescriptor,
     expected: LaunchMode,
-    memory_size: u64,
+    memory: &M,
 ) -> Result<ValidCommand, Status> {
     let mode = LaunchMode::try_from(command.mode)?;
     if mode != expected {
@@ -42,7 +42,7 @@ pub fn validate(
     // Kernels see the command without the processor's flags.
     let mut for_kernel = *command;
     for_kernel.flags = 0;
-    let kernel = Kernel::decode(&for_kernel, memory_size)?;
+    let kernel = Kernel::decode(&for_kernel, memory)?;
     Ok(ValidCommand {
         command: *command,
         mode,

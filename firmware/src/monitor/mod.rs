@@ -93,6 +93,12 @@ impl ResultMonitor {
         self.taken >= self.chunks
     }
 
+    /// Records that an item finished without a result to count (its description failed, or
+    /// a later stage could not be dispatched), so that the launch still completes.
+    pub fn item_failed(&mut self) {
+        self.items_done = self.items_done.saturating_add(1);
+    }
+
     /// Records that an item wrote `[offset, offset + length)` of the result space.
     pub fn populated<M: DeviceMemory>(
         &mut self,

@@ -108,6 +108,11 @@ impl KnnShape {
             name: self.name,
             domain: "VectorDB",
             application: "KNN",
+            table_iv: match self.dim {
+                2048 => "Dim: 2048, #Rows: 128",
+                1024 => "Dim: 1024, #Rows: 256",
+                _ => "Dim: 512, #Rows: 512",
+            },
             characteristics: format!(
                 "Dim: {}, #Rows: {}; a batch of {DEFAULT_QUERIES} queries, top-{DEFAULT_K} (both options)",
                 self.dim, self.rows
@@ -368,6 +373,7 @@ impl Application for KnnApplication {
             ],
         };
         Some(LaunchPlan {
+            inputs: Vec::new(),
             command,
             tasks: self.tasks(),
         })
@@ -574,7 +580,7 @@ mod tests {
         let mut device = FakeDevice::new(4 << 20);
         app.load(&mut device).unwrap();
         let plan = app.next_launch().unwrap();
-        let kernel = Kernel::decode(&plan.command, device.size()).unwrap();
+        let kernel = Kernel::decode(&plan.command, &device).unwrap();
         assert_eq!(u64::from(kernel.items()) * 4, plan.command.result_length);
         for item in 0..kernel.items() {
             kernel.execute(item, &mut device).unwrap();
