@@ -161,6 +161,9 @@ struct EvalArgs {
     /// Real data directory (e.g. ../shared/data).
     #[arg(long, value_name = "PATH")]
     data: Option<PathBuf>,
+    /// Input size of every workload: paper (Table IV, the default) or small.
+    #[arg(long, value_name = "paper|small")]
+    scale: Option<workloads::Scale>,
     /// Print one JSON object instead of the tables.
     #[arg(long)]
     json: bool,
@@ -173,10 +176,13 @@ fn eval_command(args: EvalArgs) -> anyhow::Result<ExitCode> {
             args.figure
         );
     }
-    let config = match &args.config {
+    let mut config = match &args.config {
         Some(path) => AxleConfig::load(path)?,
         None => AxleConfig::default(),
     };
+    if let Some(scale) = args.scale {
+        config.workload.scale = scale;
+    }
     config.validate()?;
     let started = std::time::Instant::now();
     let figure = axle::eval::figure10(workloads::names(), &config, &args.data)?;

@@ -175,12 +175,20 @@ fn help_succeeds_and_names_the_mechanisms() {
 #[test]
 fn list_names_every_workload() {
     let text = axle_ok(&["list"]);
-    for name in ["knn-a", "knn-b", "knn-c"] {
+    let names = [
+        "knn-a", "knn-b", "knn-c", "sssp", "pagerank", "ssb-q1.1", "ssb-q1.2", "opt-2.7b", "dlrm",
+    ];
+    for (index, name) in names.iter().enumerate() {
+        let annotation = format!("({}) {name} ", char::from(b'a' + index as u8));
         assert!(
-            text.lines().any(|line| line.starts_with(name)),
-            "`axle list` lacks {name}:\n{text}"
+            text.lines().any(|line| line.starts_with(&annotation)),
+            "`axle list` lacks {annotation}:\n{text}"
         );
     }
+    assert!(text.contains("Table IV: #V: 264346, #E: 733846"), "{text}");
+    assert!(text.contains("used (paper):"), "{text}");
+    let small = axle_ok(&["list", "--scale", "small"]);
+    assert!(small.contains("used (small):"), "{small}");
 }
 
 #[test]
@@ -356,7 +364,7 @@ fn real_embeddings_knn_b_axle_verifies() {
 #[test]
 fn a_reader_that_goes_away_is_not_a_panic() {
     let mut child = std::process::Command::new(AXLE)
-        .arg("eval")
+        .args(["eval", "--scale", "small"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

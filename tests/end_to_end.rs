@@ -96,6 +96,30 @@ fn every_knn_workload_verifies_in_every_mode() {
     }
 }
 
+/// All nine workloads of Table IV, small scale, every mode: each verifies against its
+/// reference, and the iterative ones (several launches, inputs written before each) still
+/// stream in the AXLE modes.
+#[test]
+fn every_workload_verifies_in_every_mode_at_small_scale() {
+    let names = workloads::names();
+    assert_eq!(names.len(), 9, "Table IV has nine workloads: {names:?}");
+    for workload in names {
+        for mode in MODES {
+            let mut config = config_with_queries(2);
+            config.workload.scale = workloads::Scale::Small;
+            let report = run_verified(&request(workload, mode, config));
+            let m = &report.metrics;
+            assert!(m.launches >= 1 && m.host_tasks >= m.launches, "{workload} {mode:?}: {m:?}");
+            assert!(m.end_to_end_ns > 0 && m.ccm_busy_ns > 0, "{workload} {mode:?}: {m:?}");
+            assert_eq!(
+                m.payloads > 0,
+                mode.streams(),
+                "{workload} {mode:?}: streaming only in the AXLE modes: {m:?}"
+            );
+        }
+    }
+}
+
 /// Paper Figure 10(a): on knn-a, AXLE (p1) < BS < RP < AXLE_Interrupt.
 #[test]
 fn knn_a_default_runtimes_follow_figure_10a() {

@@ -138,6 +138,8 @@ impl Emulator {
             link: Link::default(),
             host_memory,
             mailbox: [0; (mailbox::WINDOW_LENGTH / 8) as usize],
+            #[cfg(not(loom))]
+            register_page: None,
             host_events: Default::default(),
             bulk_tokens: Default::default(),
             host_writable_end: DeviceAddress(scratch_base),
@@ -158,6 +160,22 @@ impl Emulator {
     /// The device data window, `[DATA_BASE, start of the firmware scratch area)`.
     pub fn data_window(&self) -> (DeviceAddress, DeviceAddress) {
         (device_map::DATA_BASE, self.allocator.end())
+    }
+
+    /// Serves the device's register window: a shared page with this device's identity and a
+    /// mirror of its mailbox from now on. Returns the page (its fd goes to the host).
+    #[cfg(not(loom))]
+    pub fn serve_registers(&mut self) -> std::io::Result<&crate::registers::RegisterPage> {
+        let (data_base, data_end) = self.data_window();
+        let page = crate::registers::RegisterPage::create(crate::registers::DeviceIdentity {
+            device_memory_bytes: self.hardware.dram.size(),
+            data_base: data_base.0,
+            data_end: data_end.0,
+        })?;
+        for (index, value) in self.hardware.mailbox.iter().enumerate() {
+            page.mirror_mailbox(index as u64 * 8, *value);
+        }
+        Ok(self.hardware.register_page.insert(page))
     }
 
     /// Device memory.

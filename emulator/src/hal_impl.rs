@@ -119,6 +119,9 @@ pub struct Hardware {
     pub host_memory: Arc<PhysicalMemory>,
     /// Mailbox registers.
     pub mailbox: [u64; (mailbox::WINDOW_LENGTH / 8) as usize],
+    /// The register page served to an attached host, which mirrors the mailbox.
+    #[cfg(not(loom))]
+    pub register_page: Option<crate::registers::RegisterPage>,
     /// Host events for the firmware.
     pub host_events: VecDeque<HostEvent>,
     /// Synchronous launch stores waiting for their response, by tag.
@@ -262,10 +265,14 @@ impl Hardware {
         let _ = DmaKind::Payload;
     }
 
-    /// Sets a mailbox register now.
+    /// Sets a mailbox register now (and its mirror in the register page, if one is served).
     pub fn set_mailbox(&mut self, offset: u64, value: u64) {
         if let Some(register) = self.mailbox.get_mut((offset / 8) as usize) {
             *register = value;
+            #[cfg(not(loom))]
+            if let Some(page) = &self.register_page {
+                page.mirror_mailbox(offset, value);
+            }
         }
     }
 

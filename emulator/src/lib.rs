@@ -22,6 +22,8 @@ pub mod dram;
 pub mod hal_impl;
 pub mod link;
 #[cfg(not(loom))]
+pub mod registers;
+#[cfg(not(loom))]
 pub mod server;
 #[allow(unsafe_code)]
 pub mod shm;

@@ -400,6 +400,11 @@ fn session(stream: &UnixStream, pid: i32, signals: &mut Signals) -> Result<Strin
         setup.out_of_order,
     );
     let (data_base, data_end) = emulator.data_window();
+    let register_fd = emulator
+        .serve_registers()?
+        .fd()
+        .ok_or_else(|| SessionError::Refused("the register page is not shared".into()))?
+        .try_clone_to_owned()?;
     let device_fd = emulator
         .dram()
         .segment()
@@ -414,8 +419,9 @@ fn session(stream: &UnixStream, pid: i32, signals: &mut Signals) -> Result<Strin
             data_end: data_end.0,
             turn_page_bytes: host_driver::turn::TURN_PAGE_BYTES,
         },
-        &[device_fd, page_fd.as_fd()],
+        &[device_fd, page_fd.as_fd(), register_fd.as_fd()],
     )?;
+    drop(register_fd);
     drop(page_fd);
     stream.set_read_timeout(None)?;
     log::info!("emu: host pid {pid}: segments exchanged; the run starts");

@@ -885,6 +885,38 @@ fn rp_unknown_kernel_completes_with_its_code_in_the_status_register() {
     assert_eq!(tag, 6);
 }
 
+/// The register page an attached host maps mirrors the mailbox: through the mapping it reads
+/// what its timed CXL.io reads returned.
+#[test]
+fn the_register_window_mirrors_the_mailbox_the_link_reads() {
+    let memory = host_memory();
+    let mut device = device(&memory);
+    let page_fd = device
+        .serve_registers()
+        .expect("register page")
+        .fd()
+        .expect("shared")
+        .try_clone_to_owned()
+        .expect("dup");
+    let window = host_driver::registers::RegisterWindow::new(
+        host_driver::mmio::DeviceWindow::map(
+            std::os::fd::AsFd::as_fd(&page_fd),
+            shared_abi::registers::WINDOW_BYTES,
+        )
+        .expect("mapping"),
+    )
+    .expect("a whole page");
+    assert_eq!(window.mailbox(mailbox::STATUS), Ok(mailbox::status::IDLE));
+    let command = unknown_kernel(&mut device, LaunchMode::RemotePolling, 9);
+    let (status, code, tag) = rp_registers(&mut device, command, device_map::RP_DESCRIPTOR.0);
+    assert_eq!(status & 0xffff_ffff, mailbox::status::COMPLETE);
+    // The host dequeued after its read: the mailbox is idle again, the completion stays.
+    assert_eq!(window.mailbox(mailbox::STATUS), Ok(mailbox::status::IDLE));
+    assert_eq!(window.mailbox(mailbox::COMPLETION_CODE), Ok(code));
+    assert_eq!(window.mailbox(mailbox::COMPLETION_TAG), Ok(tag));
+    assert_eq!(tag, 9);
+}
+
 #[test]
 fn rp_malformed_descriptors_complete_with_their_code_in_the_status_register() {
     let memory = host_memory();

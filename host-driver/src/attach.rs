@@ -29,6 +29,7 @@ use crate::hdm::DataAllocator;
 use crate::link::HostAgent;
 use crate::mmio::{DeviceWindow, WindowFault};
 use crate::phys::PhysicalMemory;
+use crate::registers::{ExpectedIdentity, RegisterWindow};
 use crate::sync::Arc;
 use crate::turn::{serve_host, TurnError, TurnPage};
 use nix::sys::eventfd::{EfdFlags, EventFd};
@@ -381,6 +382,7 @@ pub struct Attachment {
     socket: UnixStream,
     host_memory: Arc<PhysicalMemory>,
     device: DeviceWindow,
+    registers: RegisterWindow,
     turn_page: TurnPage,
     allocator: DataAllocator,
     data_base: DeviceAddress,
@@ -451,11 +453,27 @@ impl Attachment {
         let (ready, fds): (SessionReady, _) = receive_message(
             &socket,
             MessageKind::Ready,
-            2,
+            3,
             AttachError::EmulatorDied("before the session was ready"),
         )?;
-        let [device_fd, turn_fd] = <[OwnedFd; 2]>::try_from(fds)
-            .map_err(|_| AttachError::Protocol("two descriptors expected".into()))?;
+        let [device_fd, turn_fd, register_fd] = <[OwnedFd; 3]>::try_from(fds).map_err(|_| {
+            AttachError::Protocol(
+                "three descriptors expected (device memory, turn page, register window)".into(),
+            )
+        })?;
+        let registers = RegisterWindow::new(DeviceWindow::map(
+            std::os::fd::AsFd::as_fd(&register_fd),
+            shared_abi::registers::WINDOW_BYTES,
+        )?)
+        .map_err(AttachError::Protocol)?;
+        drop(register_fd);
+        registers
+            .probe(&ExpectedIdentity {
+                device_memory_bytes: ready.device_memory_bytes,
+                data_base: ready.data_base,
+                data_end: ready.data_end,
+            })
+            .map_err(AttachError::Protocol)?;
         let device = DeviceWindow::map(
             std::os::fd::AsFd::as_fd(&device_fd),
             ready.device_memory_bytes,
@@ -476,6 +494,7 @@ impl Attachment {
             socket,
             host_memory,
             device,
+            registers,
             turn_page,
             allocator: DataAllocator::new(
                 DeviceAddress(ready.data_base),
@@ -484,6 +503,11 @@ impl Attachment {
             data_base: DeviceAddress(ready.data_base),
             interrupts,
         })
+    }
+
+    /// The device's register window, mapped (probed at attach).
+    pub fn registers(&self) -> &RegisterWindow {
+        &self.registers
     }
 
     /// Host physical memory (shared with the emulator, which lands DMA writes in it).

@@ -36,6 +36,8 @@ pub mod link;
 #[allow(unsafe_code)]
 pub mod mmio;
 pub mod phys;
+#[cfg(not(loom))]
+pub mod registers;
 pub mod sgl;
 pub mod shadow;
 pub mod sync;

@@ -8,8 +8,9 @@
 //! discipline through [`volatile::VolatilePtr`]: every access is a volatile load or store of a
 //! byte or of an aligned 8-byte word, bounds-checked, and never a reference into the window.
 //!
-//! The host uses this mapping only for the untimed bulk set-up (loading a data set before the
-//! run, DESIGN.md section 4). Every timed access (launch stores, flow control, RP and BS result
+//! The host uses this mapping for the untimed bulk set-up (loading a data set before the run,
+//! DESIGN.md section 4) and, mapping the device's register page the same way, for the attach
+//! probe of its identity registers ([`crate::registers`]). Every timed access (launch stores, flow control, RP and BS result
 //! loads) goes through the link model, over the co-simulation turn ([`crate::turn`]).
 
 use crate::dma::SegmentError;

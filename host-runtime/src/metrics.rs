@@ -169,4 +169,21 @@ mod tests {
         busy.stop(Ticks(25));
         assert_eq!(busy.total(Ticks(30)), Ticks(17));
     }
+
+    #[test]
+    fn input_stores_count_as_data_movement_in_every_mode() {
+        let host = crate::runtime::HostMeasurements {
+            start: Ticks::from_ns(0),
+            end: Ticks::from_ns(1000),
+            result_load: Ticks::from_ns(100),
+            input_store: Ticks::from_ns(30),
+            ..Default::default()
+        };
+        let device = DeviceFigures {
+            dma_busy: Ticks::from_ns(200),
+            ..Default::default()
+        };
+        assert_eq!(RunMetrics::assemble(false, &host, &device).data_movement_ns, 130);
+        assert_eq!(RunMetrics::assemble(true, &host, &device).data_movement_ns, 230);
+    }
 }

@@ -26,7 +26,7 @@ const fn fold(hash: u64, value: u64) -> u64 {
 }
 
 const fn compute_layout_hash() -> u64 {
-    let fields: [u64; 30] = [
+    let fields: [u64; 31] = [
         size_of::<RingControlBlock>() as u64,
         control::METADATA_TAIL_OFFSET,
         control::PAYLOAD_TAIL_OFFSET,
@@ -56,6 +56,10 @@ const fn compute_layout_hash() -> u64 {
         crate::device_map::RP_DESCRIPTOR.0,
         crate::device_map::DATA_BASE.0,
         crate::mailbox::DOORBELL | crate::mailbox::STATUS << 8 | crate::mailbox::DEQUEUE << 16,
+        crate::registers::MAGIC
+            | crate::registers::DATA_END << 8
+            | crate::registers::MAILBOX_MIRROR << 16
+            | crate::registers::WINDOW_BYTES << 32,
         ABI_VERSION as u64,
     ];
     let mut hash = 0xcbf2_9ce4_8422_2325;

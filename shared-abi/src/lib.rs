@@ -29,6 +29,7 @@ pub mod layout;
 pub mod mailbox;
 pub mod metadata;
 pub mod region;
+pub mod registers;
 pub mod ring;
 pub mod sgl;
 pub mod status;
