@@ -7,6 +7,7 @@ pub mod config;
 pub mod eval;
 pub mod report;
 pub mod run;
+pub mod trace;
 pub mod wall;
 
 /// Writes `text` to standard output. A reader that went away (`axle eval | head`) makes this

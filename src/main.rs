@@ -30,7 +30,8 @@ struct Cli {
 enum Command {
     /// Run one workload under one offload mechanism.
     Run(RunArgs),
-    /// Run the paper's evaluation (Figure 10) on every workload that exists.
+    /// Run the paper's evaluation (Section V, Figures 10 to 16) on the embedded emulator:
+    /// tables on the terminal; CSV, JSON and SVG per figure in --out.
     Eval(EvalArgs),
     /// Run the emulated device as its own process, serving hosts (`axle run --attach`) on a
     /// Unix socket, one at a time, until SIGINT or SIGTERM.
@@ -131,6 +132,11 @@ struct RunArgs {
     /// Wall clock: add the standard seeded random delays on both sides (stress).
     #[arg(long, hide = true, value_name = "SEED")]
     stress_seed: Option<u64>,
+    /// Write the run's timeline to FILE as a Chrome / Perfetto trace (open it in
+    /// ui.perfetto.dev): CCM µthreads, DMA, the link, host polls, flow control and workers.
+    /// In-process virtual time only.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -152,30 +158,41 @@ struct EmuArgs {
 
 #[derive(clap::Args, Debug)]
 struct EvalArgs {
-    /// Which figure (only 10 exists so far).
-    #[arg(long, default_value = "10")]
+    /// Which figures: 10 to 16, a comma-separated list, or all.
+    #[arg(long, default_value = "all", value_name = "10|11|...|16|all")]
     figure: String,
+    /// Input size of every workload: paper (Table IV, the default) or small.
+    #[arg(long, value_name = "paper|small")]
+    scale: Option<workloads::Scale>,
+    /// Directory for the CSV, JSON and SVG files of every figure (created if missing).
+    #[arg(long, value_name = "DIR", default_value = "axle-eval")]
+    out: PathBuf,
+    /// Configurations run in parallel (default: the machine's cores). Results do not depend
+    /// on it.
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
+    /// Only these workloads (comma-separated; default: all nine).
+    #[arg(long, value_name = "NAMES")]
+    workloads: Option<String>,
+    /// Also write REPRODUCTION.md (the paper's Section V numbers beside ours) to this path.
+    #[arg(long, value_name = "FILE")]
+    reproduction: Option<PathBuf>,
     /// A TOML configuration (see `axle config`) as the base of every run.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Real data directory (e.g. ../shared/data).
     #[arg(long, value_name = "PATH")]
     data: Option<PathBuf>,
-    /// Input size of every workload: paper (Table IV, the default) or small.
-    #[arg(long, value_name = "paper|small")]
-    scale: Option<workloads::Scale>,
-    /// Print one JSON object instead of the tables.
+    /// Print the tables as one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// No progress bar (it is drawn only on a terminal anyway).
+    #[arg(long)]
+    quiet: bool,
 }
 
 fn eval_command(args: EvalArgs) -> anyhow::Result<ExitCode> {
-    if args.figure != "10" {
-        anyhow::bail!(
-            "--figure {}: only Figure 10 is implemented so far",
-            args.figure
-        );
-    }
+    let figures = axle::eval::figures::Figure::parse(&args.figure)?;
     let mut config = match &args.config {
         Some(path) => AxleConfig::load(path)?,
         None => AxleConfig::default(),
@@ -184,14 +201,60 @@ fn eval_command(args: EvalArgs) -> anyhow::Result<ExitCode> {
         config.workload.scale = scale;
     }
     config.validate()?;
+    let names: Vec<String> = match &args.workloads {
+        Some(list) => {
+            let names: Vec<String> = list.split(',').map(|n| n.trim().to_owned()).collect();
+            for name in &names {
+                if !workloads::names().contains(&name.as_str()) {
+                    anyhow::bail!(
+                        "--workloads: unknown workload `{name}`; valid names: {}",
+                        workloads::names().join(", ")
+                    );
+                }
+            }
+            names
+        }
+        None => workloads::names().iter().map(|n| (*n).to_owned()).collect(),
+    };
+    let jobs = match args.jobs {
+        Some(0) => anyhow::bail!("--jobs must be at least 1"),
+        Some(jobs) => jobs,
+        None => std::thread::available_parallelism().map_or(1, usize::from),
+    };
     let started = std::time::Instant::now();
-    let figure = axle::eval::figure10(workloads::names(), &config, &args.data)?;
+    let evaluation = axle::eval::evaluate(&axle::eval::EvalOptions {
+        figures,
+        config,
+        workloads: names,
+        data: args.data.clone(),
+        jobs,
+        progress: !args.quiet && !args.json,
+    })?;
+    let written = axle::eval::write_outputs(&evaluation, &args.out)?;
+    if let Some(path) = &args.reproduction {
+        let command = format!(
+            "axle eval --figure {} --scale {} --reproduction {}",
+            args.figure,
+            evaluation.config.workload.scale,
+            path.display()
+        );
+        std::fs::write(path, axle::eval::reproduction::render(&evaluation, &command))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     if args.json {
-        axle::write_stdout(&format!("{}\n", serde_json::to_string_pretty(&figure)?))?;
+        let tables: Vec<&axle::eval::table::Table> = evaluation
+            .figures
+            .iter()
+            .flat_map(|figure| &figure.tables)
+            .collect();
+        axle::write_stdout(&format!("{}\n", serde_json::to_string_pretty(&tables)?))?;
     } else {
-        axle::write_stdout(&axle::eval::render(&figure))?;
+        axle::write_stdout(&axle::eval::render(&evaluation))?;
         axle::write_stdout(&format!(
-            "\nevery run verified against its reference; wall time {:.1} s\n",
+            "{} distinct runs, every one verified against its reference; {} files in {}; wall time {:.1} s with {jobs} jobs\n",
+            evaluation.results.len(),
+            written.len(),
+            args.out.display(),
             started.elapsed().as_secs_f64()
         ))?;
     }
@@ -257,6 +320,11 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
     if args.clock == ClockArg::Virtual && args.stress_seed.is_some() {
         anyhow::bail!("--stress-seed needs --clock wall");
     }
+    if args.trace.is_some() && (args.attach.is_some() || args.clock == ClockArg::Wall) {
+        anyhow::bail!(
+            "--trace records an in-process virtual-time run only; it cannot be combined with --attach or --clock wall"
+        );
+    }
     let report = match &args.attach {
         Some(socket) if args.clock == ClockArg::Wall => {
             if args.stress_seed.is_some() {
@@ -284,7 +352,10 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
             }
             run_attached(&request, &target)?
         }
-        None => run(&request)?,
+        None => match &args.trace {
+            Some(path) => axle::run::run_traced(&request, path)?,
+            None => run(&request)?,
+        },
     };
     if args.json {
         axle::write_stdout(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;

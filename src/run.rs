@@ -7,6 +7,9 @@
 //! of the report; only where the device lives differs, and the co-simulation contract makes
 //! the two print exactly the same report.
 //!
+//! [`run_traced`] is [`run`] that also writes the run's timeline as a Chrome / Perfetto trace
+//! ([`crate::trace`]).
+//!
 //! [`run_wall`] is the in-process run in wall-clock mode ([`crate::wall`]): the same wiring,
 //! with the device and the host free-running on two threads against the real clock;
 //! [`run_wall_attached`] the same with the device in the emulator process.
@@ -25,7 +28,7 @@ use host_runtime::{Mode, RunMetrics, Runtime};
 use serde::Serialize;
 use shared_abi::region::RingLayout;
 use shared_abi::{DeviceAddress, Ticks};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Host "physical" memory beyond twice the DMA region. Twice, because the frame allocator
 /// leaves at least one free frame after every run of frames it hands out (runs are never
@@ -269,6 +272,35 @@ pub fn run(request: &RunRequest) -> anyhow::Result<RunReport> {
         let cosim = device.run(runtime, VIRTUAL_TIME_LIMIT);
         Ok((cosim.map_err(|error| error.to_string()), device.metrics()))
     })
+}
+
+/// Runs one configuration in-process, as [`run`] does, and writes its timeline to `trace` as
+/// a Chrome / Perfetto trace ([`crate::trace`]). The file is created before the run starts
+/// (a path that cannot be written fails at once), and written even when the run fails, which
+/// is when a timeline helps most. Tracing changes no timing: the report is [`run`]'s.
+pub fn run_traced(request: &RunRequest, trace: &Path) -> anyhow::Result<RunReport> {
+    let file = std::fs::File::create(trace)
+        .with_context(|| format!("creating the trace file {}", trace.display()))?;
+    let (prepared, ring, mut device) = in_process(request)?;
+    device.enable_trace();
+    let mut host_trace = None;
+    let report = prepared.run_and_report(request, ring, |runtime| {
+        runtime.enable_trace();
+        let cosim = device.run(runtime, VIRTUAL_TIME_LIMIT);
+        host_trace = runtime.take_trace();
+        Ok((cosim.map_err(|error| error.to_string()), device.metrics()))
+    });
+    let device_trace = device.take_trace().unwrap_or_default();
+    let host_trace = host_trace.unwrap_or_default();
+    let written = crate::trace::write_chrome_trace(
+        std::io::BufWriter::with_capacity(1 << 20, file),
+        &device_trace,
+        &host_trace,
+    )
+    .with_context(|| format!("writing the trace file {}", trace.display()));
+    let report = report?;
+    written?;
+    Ok(report)
 }
 
 /// Runs one configuration in-process in wall-clock mode ([`crate::wall`]): the device and the

@@ -92,6 +92,11 @@ impl Ccm {
         self.running.is_some()
     }
 
+    /// The tag of the launch executing, if any.
+    pub fn running_tag(&self) -> Option<u32> {
+        self.running.as_ref().map(|running| running.tag)
+    }
+
     /// Time during which at least one µthread ran an item.
     pub fn busy(&self, now: Ticks) -> Ticks {
         if self.active_items > 0 {

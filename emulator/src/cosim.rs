@@ -24,6 +24,7 @@ use crate::hal_impl::{Event, Hardware};
 use crate::link::Link;
 use crate::sim::queue::EventQueue;
 use crate::sim::time::one_way;
+use crate::trace::{DeviceInstant, DeviceTrace, LinkDirection, LinkTraffic};
 use firmware::hal::{DeviceMemory, HostEvent};
 use firmware::scratch::ScratchLayout;
 use firmware::{Firmware, FirmwareConfig};
@@ -147,6 +148,7 @@ impl Emulator {
             landing_jitter: None,
             last_landing: Ticks::ZERO,
             landings_unordered: false,
+            trace: None,
             dram,
             config,
         };
@@ -208,6 +210,17 @@ impl Emulator {
             });
         }
         self.hardware.dram.write(address, data)
+    }
+
+    /// Starts recording the device's timeline (`axle run --trace`): CCM items, DMA requests,
+    /// link transfers and control-plane instants from now on. Recording changes no timing.
+    pub fn enable_trace(&mut self) {
+        self.hardware.trace = Some(Box::new(DeviceTrace::new(&self.hardware.config)));
+    }
+
+    /// The timeline recorded since [`Emulator::enable_trace`] (and stops recording).
+    pub fn take_trace(&mut self) -> Option<DeviceTrace> {
+        self.hardware.trace.take().map(|trace| *trace)
     }
 
     /// The firmware (counters, trace).
@@ -401,6 +414,12 @@ impl Emulator {
                     // The packet filter: a launch store never reaches memory.
                     match (CommandDescriptor::read_from_bytes(&data), token) {
                         (Ok(command), Some(token)) => {
+                            if let Some(trace) = hw.trace.as_deref_mut() {
+                                trace.instant(
+                                    hw.now,
+                                    DeviceInstant::LaunchStore { tag: command.tag },
+                                );
+                            }
                             hw.bulk_tokens
                                 .entry(command.tag)
                                 .or_default()
@@ -408,6 +427,12 @@ impl Emulator {
                             hw.host_events.push_back(HostEvent::LaunchStore(command));
                         }
                         (Ok(command), None) => {
+                            if let Some(trace) = hw.trace.as_deref_mut() {
+                                trace.instant(
+                                    hw.now,
+                                    DeviceInstant::LaunchStore { tag: command.tag },
+                                );
+                            }
                             hw.host_events.push_back(HostEvent::LaunchStore(command));
                         }
                         (Err(_), Some(token)) => {
@@ -456,8 +481,14 @@ impl Emulator {
                     if !written {
                         step = false;
                     } else if address == device_map::FLOW_CONTROL {
+                        if let Some(trace) = hw.trace.as_deref_mut() {
+                            trace.instant(hw.now, DeviceInstant::FlowControl);
+                        }
                         hw.host_events.push_back(HostEvent::FlowControl);
                     } else if address == device_map::SHADOW_DESCRIPTOR {
+                        if let Some(trace) = hw.trace.as_deref_mut() {
+                            trace.instant(hw.now, DeviceInstant::RegionProgrammed);
+                        }
                         hw.host_events.push_back(HostEvent::RegionProgrammed);
                     } else {
                         step = false;
@@ -487,6 +518,13 @@ impl Emulator {
                     mailbox::DEQUEUE => Some(HostEvent::Dequeue),
                     _ => None,
                 };
+                if let Some(trace) = hw.trace.as_deref_mut() {
+                    match register {
+                        mailbox::DOORBELL => trace.instant(hw.now, DeviceInstant::Doorbell),
+                        mailbox::DEQUEUE => trace.instant(hw.now, DeviceInstant::Dequeue),
+                        _ => {}
+                    }
+                }
                 if let Some(event) = event {
                     let handling = Ticks::from_cycles(
                         hw.config.firmware_mailbox_cycles,
@@ -502,11 +540,20 @@ impl Emulator {
                     .get((register / 8) as usize)
                     .copied()
                     .unwrap_or(u64::MAX);
-                let back = hw.link.upstream.send(
+                let (wire_start, back) = hw.link.upstream.send_span(
                     hw.now,
                     8 + hw.config.link_overhead_bytes,
                     hw.config.link_gbps,
                 );
+                if let Some(trace) = hw.trace.as_deref_mut() {
+                    trace.link(
+                        LinkDirection::Upstream,
+                        LinkTraffic::IoReadResponse,
+                        8,
+                        wire_start,
+                        back,
+                    );
+                }
                 let at = back.plus(one_way(hw.config.cxl_io_round_trip_ns));
                 hw.respond(at, LinkResponse::IoReadDone { token, value });
                 step = false;
@@ -592,13 +639,28 @@ struct LinkPort<'a> {
 }
 
 impl LinkPort<'_> {
-    fn downstream(&mut self, now: Ticks, bytes: u64, round_trip_ns: u64) -> Ticks {
+    fn downstream(
+        &mut self,
+        now: Ticks,
+        bytes: u64,
+        round_trip_ns: u64,
+        traffic: LinkTraffic,
+    ) -> Ticks {
         let hw = &mut *self.hardware;
-        let on_wire = hw.link.downstream.send(
+        let (wire_start, on_wire) = hw.link.downstream.send_span(
             now,
             bytes + hw.config.link_overhead_bytes,
             hw.config.link_gbps,
         );
+        if let Some(trace) = hw.trace.as_deref_mut() {
+            trace.link(
+                LinkDirection::Downstream,
+                traffic,
+                bytes,
+                wire_start,
+                on_wire,
+            );
+        }
         on_wire.plus(one_way(round_trip_ns))
     }
 }
@@ -606,7 +668,7 @@ impl LinkPort<'_> {
 impl DeviceLink for LinkPort<'_> {
     fn mem_store(&mut self, now: Ticks, address: DeviceAddress, data: &[u8]) {
         let rtt = self.hardware.config.cxl_mem_round_trip_ns;
-        let at = self.downstream(now, data.len() as u64, rtt);
+        let at = self.downstream(now, data.len() as u64, rtt, LinkTraffic::MemStore);
         self.hardware.queue.push(
             at,
             Event::HostStore {
@@ -625,7 +687,12 @@ impl DeviceLink for LinkPort<'_> {
         token: u64,
     ) {
         let rtt = self.hardware.config.cxl_mem_round_trip_ns;
-        let at = self.downstream(now, data.len() as u64, rtt);
+        let at = self.downstream(
+            now,
+            data.len() as u64,
+            rtt,
+            LinkTraffic::MemStoreSynchronous,
+        );
         self.hardware.queue.push(
             at,
             Event::HostStore {
@@ -654,11 +721,20 @@ impl DeviceLink for LinkPort<'_> {
             .plus(Ticks(issue_gap.0.saturating_mul(lines - 1)))
             .plus(round_trip);
         let arrives = now.plus(one_way(hw.config.cxl_mem_round_trip_ns));
-        let on_wire = hw.link.upstream.send(
+        let (wire_start, on_wire) = hw.link.upstream.send_span(
             arrives,
             length + lines * hw.config.link_overhead_bytes,
             hw.config.link_gbps,
         );
+        if let Some(trace) = hw.trace.as_deref_mut() {
+            trace.link(
+                LinkDirection::Upstream,
+                LinkTraffic::MemLoadResponse,
+                length,
+                wire_start,
+                on_wire,
+            );
+        }
         let link_bound = on_wire.plus(one_way(hw.config.cxl_mem_round_trip_ns));
         let respond_at = issue_bound.max(link_bound);
         hw.queue.push(
@@ -674,7 +750,7 @@ impl DeviceLink for LinkPort<'_> {
 
     fn io_write(&mut self, now: Ticks, register: u64, value: u64) {
         let rtt = self.hardware.config.cxl_io_round_trip_ns;
-        let at = self.downstream(now, 8, rtt);
+        let at = self.downstream(now, 8, rtt, LinkTraffic::IoWrite);
         self.hardware
             .queue
             .push(at, Event::IoWrite { register, value });
@@ -682,7 +758,7 @@ impl DeviceLink for LinkPort<'_> {
 
     fn io_read(&mut self, now: Ticks, register: u64, token: u64) {
         let rtt = self.hardware.config.cxl_io_round_trip_ns;
-        let at = self.downstream(now, 8, rtt);
+        let at = self.downstream(now, 8, rtt, LinkTraffic::IoRead);
         self.hardware
             .queue
             .push(at, Event::IoRead { register, token });

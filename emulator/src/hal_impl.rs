@@ -11,6 +11,7 @@ use crate::dram::DeviceDram;
 use crate::link::Link;
 use crate::sim::queue::EventQueue;
 use crate::sim::time::one_way;
+use crate::trace::{DeviceInstant, DeviceTrace, LinkDirection, LinkTraffic};
 use firmware::hal::{
     Clock, ComputeUnits, DeviceMemory, DmaCompletion, DmaEngine, DmaError, DmaKind, DmaRequest,
     DmaTag, HostEvent, ItemCompletion, KernelLaunch, MemoryFault, Registers,
@@ -143,10 +144,18 @@ pub struct Hardware {
     /// Fault injection (tests of the stress checks only): the jittered landings may overtake
     /// each other, breaking the posted-write ordering the protocol relies on.
     pub landings_unordered: bool,
+    /// The run's timeline (`axle run --trace`); `None`, recording nothing, unless enabled.
+    pub trace: Option<Box<DeviceTrace>>,
 }
 
 impl Hardware {
     fn schedule_started(&mut self, started: Vec<Started>) {
+        if let Some(trace) = self.trace.as_deref_mut() {
+            let tag = self.ccm.running_tag().unwrap_or(0);
+            for item in &started {
+                trace.item(item.unit, tag, item.item, self.now, item.ends_at);
+            }
+        }
         for item in started {
             self.queue.push(
                 item.ends_at,
@@ -195,6 +204,8 @@ impl Hardware {
         let mut last_on_wire = self.now;
         let mut last_landed = self.now;
         let latency = one_way(self.config.cxl_io_round_trip_ns);
+        let mut first_on_wire = None;
+        let mut written = (0u32, 0u64);
         for (descriptor, kind) in writes {
             let mut bytes = vec![0; descriptor.length as usize];
             if self
@@ -205,11 +216,13 @@ impl Hardware {
                 status = Status::DeviceMemoryFault;
                 break;
             }
-            let on_wire = self.link.upstream.send(
+            let (wire_start, on_wire) = self.link.upstream.send_span(
                 self.now,
                 u64::from(descriptor.length) + self.config.link_overhead_bytes,
                 self.config.link_gbps,
             );
+            first_on_wire.get_or_insert(wire_start);
+            written = (written.0 + 1, written.1 + u64::from(descriptor.length));
             last_on_wire = on_wire;
             last_landed = on_wire.plus(latency);
             if let Some(jitter) = self.landing_jitter.as_mut() {
@@ -227,6 +240,25 @@ impl Hardware {
                     bytes,
                     kind,
                 }),
+            );
+        }
+        if let Some(trace) = self.trace.as_deref_mut() {
+            if let Some(first) = first_on_wire {
+                trace.link(
+                    LinkDirection::Upstream,
+                    LinkTraffic::Dma,
+                    written.1,
+                    first,
+                    last_on_wire,
+                );
+            }
+            trace.dma_sent(
+                tag.0,
+                started,
+                last_landed,
+                written.0,
+                written.1,
+                status.code(),
             );
         }
         self.queue.push(
@@ -308,6 +340,9 @@ impl DmaEngine for Hardware {
         let (tag, prepared_at) = self
             .dma
             .accept(self.now, Ticks::from_ns(self.config.dma_preparation_ns));
+        if let Some(trace) = self.trace.as_deref_mut() {
+            trace.dma_submitted(tag.0, self.now);
+        }
         self.queue
             .push(prepared_at, Event::DmaPrepared { tag, request });
         Ok(tag)
@@ -387,6 +422,9 @@ impl Registers for Hardware {
 
     fn raise_interrupt(&mut self, message: u64) {
         self.interrupts += 1;
+        if let Some(trace) = self.trace.as_deref_mut() {
+            trace.instant(self.now, DeviceInstant::Interrupt { message });
+        }
         // The MSI-X write is posted behind the DMA writes: it never overtakes them, however
         // short the configured handling latency.
         let at = self

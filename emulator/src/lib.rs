@@ -9,6 +9,7 @@
 //! | [`dma`] | the DMA engine |
 //! | [`hal_impl`] | the firmware HAL on all of the above |
 //! | [`cosim`] | the co-simulation loop with the host (and the wall-clock loop) |
+//! | [`trace`] | the device's timeline of a run (`axle run --trace`), off by default |
 //! | [`config`] | the device parameters |
 //! | [`shm`] | device memory as a mapped segment (the crate's only `unsafe`) |
 //! | `server` | the emulator as its own process: `axle emu` (not under loom) |
@@ -28,6 +29,7 @@ pub mod server;
 #[allow(unsafe_code)]
 pub mod shm;
 pub mod sim;
+pub mod trace;
 
 pub use config::{DeviceConfig, Scheduling};
 pub use cosim::{CoSimError, DeviceMetrics, Emulator};

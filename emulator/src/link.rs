@@ -18,12 +18,17 @@ impl Direction {
     /// Sends `bytes` (payload plus the configured overhead) no earlier than `ready`; returns
     /// when the last byte leaves the wire.
     pub fn send(&mut self, ready: Ticks, bytes: u64, gbps: f64) -> Ticks {
+        self.send_span(ready, bytes, gbps).1
+    }
+
+    /// [`Direction::send`], returning also when the first byte goes on the wire.
+    pub fn send_span(&mut self, ready: Ticks, bytes: u64, gbps: f64) -> (Ticks, Ticks) {
         let start = ready.max(self.free_at);
         let duration = transfer(bytes, gbps);
         let end = start.plus(duration);
         self.free_at = end;
         self.busy = self.busy.plus(duration);
-        end
+        (start, end)
     }
 
     /// Total time the direction carried data.

@@ -358,7 +358,7 @@ impl Firmware {
                 })?;
                 return Ok((stage, items));
             }
-            stage += 1;
+            stage = stage.saturating_add(1);
         }
         Ok((stages, 0))
     }
@@ -389,9 +389,10 @@ impl Firmware {
             }
         }
         active.stage_left = active.stage_left.saturating_sub(1);
-        if active.stage_left == 0 && active.stage + 1 < active.valid.kernel.stages() {
+        let next_stage = active.stage.saturating_add(1);
+        if active.stage_left == 0 && next_stage < active.valid.kernel.stages() {
             // The barrier: the whole stage finished, so the next one may read its output.
-            match Self::dispatch_stage(hw, &active.valid, active.stage + 1) {
+            match Self::dispatch_stage(hw, &active.valid, next_stage) {
                 Ok((stage, left)) => {
                     active.stage = stage;
                     active.stage_left = left;
@@ -403,7 +404,7 @@ impl Firmware {
                     // Nothing will run the remaining items: count them as finished (failed)
                     // so that the launch completes with the error instead of hanging.
                     let total = active.valid.kernel.items();
-                    let next = active.valid.kernel.stage_items(active.stage + 1).start;
+                    let next = active.valid.kernel.stage_items(next_stage).start;
                     for _ in next..total {
                         active.monitor.item_failed();
                     }

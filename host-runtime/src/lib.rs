@@ -13,6 +13,7 @@
 //! | [`modes`] | mechanism-specific state (the AXLE ring) |
 //! | [`cost`] | the host cost model |
 //! | [`metrics`] | the metrics, each defined once |
+//! | [`trace`] | the host's timeline of a run (`axle run --trace`), off by default |
 //! | [`config`] | host parameters |
 #![forbid(unsafe_code)]
 
@@ -27,6 +28,7 @@ pub mod ring;
 pub mod runtime;
 pub mod sched;
 pub mod tasks;
+pub mod trace;
 
 pub use config::{HostConfig, HostScheduling};
 pub use metrics::RunMetrics;

@@ -26,6 +26,7 @@ use crate::metrics::BusyTracker;
 use crate::modes::axle::AxleRing;
 use crate::sched::Scheduler;
 use crate::tasks::{LaunchTracker, TrackError};
+use crate::trace::{HostInstant, HostSpanKind, HostTrace};
 use host_driver::link::{DeviceLink, HostAgent, LinkResponse, Wake};
 use shared_abi::command::CommandFlags;
 use shared_abi::{
@@ -208,6 +209,8 @@ pub struct Runtime<'a> {
     started: bool,
     failure: Option<RuntimeError>,
     stretch: Option<StretchFn<'a>>,
+    /// The run's timeline (`axle run --trace`); `None`, recording nothing, unless enabled.
+    trace: Option<HostTrace>,
 }
 
 impl std::fmt::Debug for Runtime<'_> {
@@ -252,6 +255,30 @@ impl<'a> Runtime<'a> {
             started: false,
             failure: None,
             stretch: None,
+            trace: None,
+        }
+    }
+
+    /// Starts recording the host's timeline (`axle run --trace`): control-thread work, host
+    /// tasks, launches. Recording changes no timing and no measurement.
+    pub fn enable_trace(&mut self) {
+        self.trace = Some(HostTrace::new(self.config.workers()));
+    }
+
+    /// The timeline recorded since [`Runtime::enable_trace`] (and stops recording).
+    pub fn take_trace(&mut self) -> Option<HostTrace> {
+        self.trace.take()
+    }
+
+    fn trace_span(&mut self, kind: HostSpanKind, start: Ticks, end: Ticks) {
+        if let Some(trace) = self.trace.as_mut() {
+            trace.span(kind, start, end);
+        }
+    }
+
+    fn trace_instant(&mut self, at: Ticks, instant: HostInstant) {
+        if let Some(trace) = self.trace.as_mut() {
+            trace.instant(at, instant);
         }
     }
 
@@ -358,6 +385,7 @@ impl<'a> Runtime<'a> {
         if self.mode == Mode::AxleIrq {
             command.flags |= CommandFlags::INTERRUPT.bits();
         }
+        self.trace_instant(now, HostInstant::Launch { tag });
         let now = self.store_inputs(now, &plan.inputs, link);
         let chunk = match &self.ring {
             Some(ring) if self.mode.streams() => u64::from(ring.slot_size()),
@@ -407,7 +435,10 @@ impl<'a> Runtime<'a> {
                     self.program_ring(now, link)?;
                 }
                 link.mem_store(now, device_map::LAUNCH_WINDOW, command.as_bytes());
-                self.occupy_control(now, Ticks::from_ns(self.config.posted_store_ns));
+                let posted = Ticks::from_ns(self.config.posted_store_ns);
+                let start = self.control_free.max(now);
+                self.trace_span(HostSpanKind::LaunchStore { tag }, start, start.plus(posted));
+                self.occupy_control(now, posted);
                 self.control = Control::Streaming;
                 self.last_progress = now;
                 if self.mode == Mode::Axle && !self.poll_scheduled {
@@ -444,6 +475,10 @@ impl<'a> Runtime<'a> {
         if spent > Ticks::ZERO {
             self.stall(spent);
             self.measured.input_store = self.measured.input_store.plus(spent);
+            if self.trace.is_some() {
+                let bytes = inputs.iter().map(|input| input.bytes.len() as u64).sum();
+                self.trace_span(HostSpanKind::InputStore { bytes }, now, at);
+            }
         }
         at
     }
@@ -470,6 +505,9 @@ impl<'a> Runtime<'a> {
         match (self.control, response) {
             (Control::RpDescriptor { issued }, LinkResponse::StoreDone { .. }) => {
                 self.stall(now.since(issued));
+                let tag = self.launch.as_ref().map_or(0, |launch| launch.tag);
+                self.trace_span(HostSpanKind::DescriptorStore { tag }, issued, now);
+                self.trace_instant(now, HostInstant::Doorbell);
                 link.io_write(now, mailbox::DOORBELL, device_map::RP_DESCRIPTOR.0);
                 self.stall(Ticks::from_ns(self.config.posted_store_ns));
                 self.control = Control::RpRunning;
@@ -480,12 +518,15 @@ impl<'a> Runtime<'a> {
             }
             (Control::RpPolling { issued }, LinkResponse::IoReadDone { value, .. }) => {
                 self.stall(now.since(issued));
-                if value & 0xffff_ffff == mailbox::status::COMPLETE {
+                let complete = value & 0xffff_ffff == mailbox::status::COMPLETE;
+                self.trace_span(HostSpanKind::RemotePoll { complete }, issued, now);
+                if complete {
                     let code = (value >> 32) as u32;
                     if code != Status::Ok.code() {
                         self.device_error(now, code);
                         return;
                     }
+                    self.trace_instant(now, HostInstant::Dequeue);
                     link.io_write(now, mailbox::DEQUEUE, 1);
                     self.stall(Ticks::from_ns(self.config.posted_store_ns));
                     self.load_results(now, link);
@@ -499,6 +540,8 @@ impl<'a> Runtime<'a> {
             }
             (Control::BsLaunched { issued }, LinkResponse::StoreDone { status, .. }) => {
                 self.stall(now.since(issued));
+                let tag = self.launch.as_ref().map_or(0, |launch| launch.tag);
+                self.trace_span(HostSpanKind::BulkWait { tag }, issued, now);
                 if status != Status::Ok.code() {
                     self.device_error(now, status);
                     return;
@@ -509,6 +552,8 @@ impl<'a> Runtime<'a> {
                 let elapsed = now.since(issued);
                 self.stall(elapsed);
                 self.measured.result_load = self.measured.result_load.plus(elapsed);
+                let bytes = data.len() as u64;
+                self.trace_span(HostSpanKind::ResultLoad { bytes }, issued, now);
                 let Some(launch) = self.launch.as_mut() else {
                     return;
                 };
@@ -592,6 +637,17 @@ impl<'a> Runtime<'a> {
             .plus(Ticks::from_ns(
                 self.config.ready_pool_push_ns * polled as u64,
             ));
+        if self.trace.is_some() {
+            // Shown where the control thread's busy time is counted: after what it was doing.
+            let records = u32::try_from(polled).unwrap_or(u32::MAX);
+            let kind = if limit.is_some() {
+                HostSpanKind::InterruptHandler { records }
+            } else {
+                HostSpanKind::LocalPoll { records }
+            };
+            let start = self.control_free.max(now);
+            self.trace_span(kind, start, start.plus(duration));
+        }
         self.occupy_control(now, duration);
         if polled > 0 {
             self.last_progress = now;
@@ -655,18 +711,32 @@ impl<'a> Runtime<'a> {
         let sent = if let Some((address, message)) = ring.flow_control_due() {
             link.mem_store(now, address, message.as_bytes());
             ring.flow_control_sent(message);
-            true
+            Some(message)
         } else {
-            false
+            None
         };
         self.measured.max_gap_bytes = self.measured.max_gap_bytes.max(ring.max_gap_bytes());
         self.measured.flow_control_stores = ring.flow_control_stores();
-        if sent {
+        if let Some(message) = sent {
+            let posted = Ticks::from_ns(self.config.posted_store_ns);
+            let start = if self.mode == Mode::AxleIrq {
+                now
+            } else {
+                self.control_free.max(now)
+            };
+            self.trace_span(
+                HostSpanKind::FlowControl {
+                    metadata_head: message.metadata_head,
+                    payload_head: message.payload_head,
+                },
+                start,
+                start.plus(posted),
+            );
             if self.mode == Mode::AxleIrq {
                 // Sent by the worker that freed the slots, not the control thread.
-                self.stall(Ticks::from_ns(self.config.posted_store_ns));
+                self.stall(posted);
             } else {
-                self.occupy_control(now, Ticks::from_ns(self.config.posted_store_ns));
+                self.occupy_control(now, posted);
             }
         }
     }
@@ -730,12 +800,18 @@ impl<'a> Runtime<'a> {
                 let read = self.cost.cached_read(bytes.len() as u64);
                 (bytes, read)
             };
+            let tag = launch.tag;
             let cost = self.app.run_task(&spec, &bytes);
             let duration = self
                 .cost
                 .work(cost)
                 .plus(read_time)
                 .plus(self.stretched(Stretch::TaskCompletion));
+            self.trace_span(
+                HostSpanKind::Task { worker, tag, task },
+                now,
+                now.plus(duration),
+            );
             self.host_busy.start(now);
             self.measured.tasks += 1;
             self.at(now.plus(duration), Timer::TaskDone { worker, task });
@@ -786,9 +862,12 @@ impl<'a> Runtime<'a> {
             return;
         };
         launch.finishing = true;
+        let tag = launch.tag;
         let cost: HostCost = self.app.finish_launch();
+        let end = now.plus(self.cost.work(cost));
+        self.trace_span(HostSpanKind::FinishLaunch { worker, tag }, now, end);
         self.host_busy.start(now);
-        self.at(now.plus(self.cost.work(cost)), Timer::FinishDone { worker });
+        self.at(end, Timer::FinishDone { worker });
     }
 
     fn finish_done(&mut self, now: Ticks, worker: u32, link: &mut dyn DeviceLink) {

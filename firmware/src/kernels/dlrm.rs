@@ -1,41 +1,869 @@
-//! DLRM sparse length sum kernel.
+//! DLRM sparse length sum (SLS) kernel: embedding-table lookup and sum pooling per bag.
 //!
-//! (Being written: see the workload issue. The decoder refuses every command until then.)
+//! A *bag* is one sample's list of categorical feature values (row indices into one embedding
+//! table); the kernel sums the bag's rows into one pooled vector, the input of the model's
+//! dense part (which runs on the host).
+//!
+//! # Command ([`shared_abi::KernelId::DlrmSls`])
+//!
+//! | field | meaning |
+//! |---|---|
+//! | `args[0]` | device address of the embedding table: `rows` vectors of `dim` little-endian `f32`, row-major |
+//! | `args[1]` | `rows` in the low 32 bits, `dim` in the high 32 bits (see [`pack_shape`]) |
+//! | `args[2]` | device address of the batch: `bags + 1` little-endian `u32` offsets, then `index_count` `u32` row indices |
+//! | `args[3]` | `bags` in the low 32 bits, `index_count` in the high 32 bits (see [`pack_batch`]) |
+//! | `result_address`, `result_length` | the result space: exactly `bags * dim * 4` bytes |
+//! | `flags` | reserved, must be zero |
+//!
+//! The batch is the sparse features of a mini-batch, in the usual compressed layout: bag `b`
+//! looks up `indices[offsets[b]..offsets[b + 1]]`, in that order. `offsets[0]` must be 0 and
+//! `offsets[bags]` must be `index_count`. The host writes the batch before each launch (it is
+//! the launch's input); the table is loaded once.
+//!
+//! `mode` and `tag` belong to the command processor and are not looked at here.
+//!
+//! # Work items
+//!
+//! One item per bag: item `b` writes the pooled vector of bag `b`, `dim` little-endian `f32`
+//! (`dim * 4` bytes), at `result_address + b * dim * 4`. An empty bag pools to all `+0.0`.
+//!
+//! # Validation (everything a hostile host can send)
+//!
+//! At decode:
+//! - `kernel` is not SLS: [`Status::UnknownKernel`]; `flags != 0`: [`Status::MalformedDescriptor`].
+//! - `rows`, `dim` or `bags` zero, `dim` not a multiple of [`LANES`], `dim * 4` not fitting a
+//!   `u32` (an item's result length), any address not 4-byte aligned, the table, batch or
+//!   result byte range overflowing or ending beyond device memory, the result space
+//!   overlapping the table or the batch, `result_length` other than `bags * dim * 4`, or the
+//!   batch's `offsets[0] != 0` or `offsets[bags] != index_count`: [`Status::ArgumentOutOfRange`].
+//!
+//! Per item (the batch is data, read when the item is described and run):
+//! - `offsets[b] > offsets[b + 1]` or `offsets[b + 1] > index_count`: the item is refused
+//!   with [`Status::ArgumentOutOfRange`].
+//! - Any index of the bag `>= rows`: [`Status::ArgumentOutOfRange`] at execute, before any read
+//!   of that row. A bag whose `dim` fits one slice ([`SLICE_ELEMENTS`], the paper's 256) then
+//!   writes nothing; a wider one may have written its earlier slices.
+//!
+//! Every size is computed with checked arithmetic; nothing here can panic. A memory smaller
+//! than the one the command was validated against yields [`Status::DeviceMemoryFault`].
+//!
+//! # Arithmetic and summation order (bit-exact contract with the host reference)
+//!
+//! Element `e` of the pooled vector is `((+0.0 + row[i0][e]) + row[i1][e]) + ...` over the
+//! bag's indices in batch order, each addition one rounded `f32` addition (a lane-wise
+//! `vfadd.vv` per 16 elements: the lanes are independent, so the vector width does not change
+//! the result). A host reference that adds in the same order in `f32` is bit-identical.
 
 use crate::hal::DeviceMemory;
-use crate::kernels::ItemSpec;
-use shared_abi::{CommandDescriptor, Status};
+use crate::kernels::{ItemCost, ItemSpec};
+use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
 
-/// A decoded, validated launch of this kernel.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// Vector lanes of the modelled µthread (`f32` lanes per 512-bit vector instruction). `dim`
+/// must be a multiple of it so every vector instruction is full.
+pub const LANES: usize = 16;
+
+/// Elements of the pooled vector a µthread accumulates at once: 16 vector registers of
+/// [`LANES`] lanes (half of RISC-V V's 32 registers, leaving room for the row loads). A wider
+/// `dim` is pooled slice by slice, walking the bag's indices once per slice.
+pub const SLICE_ELEMENTS: usize = 256;
+
+/// Indices the kernel reads per chunk into its stack buffer (one 256-byte burst).
+pub const INDEX_CHUNK: usize = 64;
+
+/// Bytes of one `f32` element, `u32` index and `u32` offset.
+pub const ELEMENT_BYTES: u64 = 4;
+
+/// Instructions per lane group per lookup: `vle32.v` of 16 elements of the row from device
+/// memory and `vfadd.vv` into the slice's accumulator register.
+pub const OPERATIONS_PER_LANE_GROUP: u64 = 2;
+
+/// Instructions per lookup per slice, besides its lane groups: load the index (`lw`), the
+/// bounds check against `rows` (`bgeu`), the row address (`mul` by the row stride, `add` of
+/// the table and slice base: 2), and the loop's increment and compare-and-branch (2).
+pub const OPERATIONS_PER_LOOKUP: u64 = 6;
+
+/// Instructions per slice, besides its lane groups: `vsetvli`, the slice's result address
+/// and first-index pointer (2), and the slice loop's increment and branch (2).
+pub const OPERATIONS_PER_SLICE: u64 = 5;
+
+/// Instructions per lane group of the pooled vector, once per item: clearing its accumulator
+/// register (`vmv.v.i`) and storing it to the result space (`vse32.v`).
+pub const OPERATIONS_PER_RESULT_LANE_GROUP: u64 = 2;
+
+/// Fixed instructions per item: the two offset loads (2), the bag length and its two range
+/// checks (3), the offsets, indices and result addresses as multiply-adds (6) and the return (1).
+pub const FIXED_OPERATIONS: u64 = 12;
+
+/// Alignment every address of the command must have (the `f32` and `u32` natural alignment).
+pub const ADDRESS_ALIGNMENT: u64 = 4;
+
+/// `args[1]` for a table of `rows` vectors of `dim` elements.
+pub const fn pack_shape(rows: u32, dim: u32) -> u64 {
+    (rows as u64) | ((dim as u64) << 32)
+}
+
+/// `args[3]` for a batch of `bags` bags holding `index_count` indices in all.
+pub const fn pack_batch(bags: u32, index_count: u32) -> u64 {
+    (bags as u64) | ((index_count as u64) << 32)
+}
+
+/// Bytes of a batch of `bags` bags and `index_count` indices: `(bags + 1 + index_count) * 4`.
+/// (Cannot overflow: at most `(2^33 - 1) * 4`.)
+pub fn batch_bytes(bags: u32, index_count: u32) -> u64 {
+    u64::from(bags)
+        .saturating_add(1)
+        .saturating_add(u64::from(index_count))
+        .saturating_mul(ELEMENT_BYTES)
+}
+
+/// The modelled cost of pooling a bag of `lookups` rows of `dim` elements (see the
+/// `OPERATIONS_*` constants; `S = ceil(dim / 256)` slices, `G = dim / 16` lane groups):
+/// `FIXED + S * PER_SLICE + G * PER_RESULT_LANE_GROUP + lookups * (S * PER_LOOKUP + G *
+/// PER_LANE_GROUP)` instructions. Bytes: each lookup reads its row (`dim * 4`) and its index
+/// once per slice (4 per slice), plus the two offsets (8) and the pooled vector written
+/// (`dim * 4`). Nothing is cached: Zipf-hot rows are read again, as a µthread without a data
+/// cache would. Saturates instead of overflowing.
+pub fn item_cost(lookups: u32, dim: u32) -> ItemCost {
+    let lookups = u64::from(lookups);
+    let dim = u64::from(dim);
+    let slices = dim.div_ceil(SLICE_ELEMENTS as u64);
+    let lane_groups = dim.div_ceil(LANES as u64);
+    let per_lookup = slices
+        .saturating_mul(OPERATIONS_PER_LOOKUP)
+        .saturating_add(lane_groups.saturating_mul(OPERATIONS_PER_LANE_GROUP));
+    let operations = FIXED_OPERATIONS
+        .saturating_add(slices.saturating_mul(OPERATIONS_PER_SLICE))
+        .saturating_add(lane_groups.saturating_mul(OPERATIONS_PER_RESULT_LANE_GROUP))
+        .saturating_add(lookups.saturating_mul(per_lookup));
+    let row_bytes = dim.saturating_mul(ELEMENT_BYTES);
+    let per_lookup_bytes = row_bytes.saturating_add(slices.saturating_mul(ELEMENT_BYTES));
+    let bytes = lookups
+        .saturating_mul(per_lookup_bytes)
+        .saturating_add(ELEMENT_BYTES.saturating_mul(2))
+        .saturating_add(row_bytes);
+    ItemCost { operations, bytes }
+}
+
+/// Adds `row` into `accumulator` element-wise (one rounded `f32` addition each), over
+/// `min(accumulator.len(), row.len())` elements: one step of the kernel's pooling order.
+pub fn accumulate(accumulator: &mut [f32], row: &[f32]) {
+    for (sum, value) in accumulator.iter_mut().zip(row) {
+        *sum += *value;
+    }
+}
+
+/// A decoded, validated SLS launch.
+///
+/// # Invariants
+///
+/// `rows`, `dim`, `bags` are non-zero, `dim % LANES == 0`, `dim * 4` fits a `u32`, and the
+/// table, batch and result byte ranges lie inside the device memory the command was decoded
+/// against (the result disjoint from both inputs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DlrmKernel {
-    items: u32,
+    table: DeviceAddress,
+    batch: DeviceAddress,
+    result: DeviceAddress,
+    rows: u32,
+    dim: u32,
+    bags: u32,
+    index_count: u32,
+}
+
+/// `[start, start + length)` if it neither overflows nor ends beyond `memory_size`, and
+/// `start` is aligned.
+fn checked_range(start: u64, length: u64, memory_size: u64) -> Result<(u64, u64), Status> {
+    if start.checked_rem(ADDRESS_ALIGNMENT) != Some(0) {
+        return Err(Status::ArgumentOutOfRange);
+    }
+    let end = start
+        .checked_add(length)
+        .ok_or(Status::ArgumentOutOfRange)?;
+    if end > memory_size {
+        return Err(Status::ArgumentOutOfRange);
+    }
+    Ok((start, end))
+}
+
+/// Whether two half-open ranges share a byte.
+fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
+    a.0 < b.1 && b.0 < a.1
+}
+
+/// The low and high 32 bits of `value`.
+fn split(value: u64) -> (u32, u32) {
+    let low = u32::try_from(value & 0xFFFF_FFFF).unwrap_or(0);
+    let high = u32::try_from(value >> 32).unwrap_or(0);
+    (low, high)
+}
+
+/// `base + index * stride`, checked.
+fn offset_address(base: DeviceAddress, index: u64, stride: u64) -> Result<DeviceAddress, Status> {
+    index
+        .checked_mul(stride)
+        .and_then(|offset| base.checked_add(offset))
+        .ok_or(Status::ArgumentOutOfRange)
+}
+
+/// Reads the little-endian `u32` at `address`.
+fn read_u32<M: DeviceMemory>(memory: &M, address: DeviceAddress) -> Result<u32, Status> {
+    let mut word = [0_u8; 4];
+    memory.read(address, &mut word)?;
+    Ok(u32::from_le_bytes(word))
 }
 
 impl DlrmKernel {
-    /// Decodes and validates `command` against device memory (read only).
+    /// Decodes and validates `command` against device memory (see the module docs for every
+    /// rule); reads the batch's first and last offsets. Never panics.
     pub fn decode<M: DeviceMemory>(
         command: &CommandDescriptor,
         memory: &M,
-    ) -> Result<Self, Status> {
-        let _ = (command, memory);
-        Err(Status::UnknownKernel)
+    ) -> Result<DlrmKernel, Status> {
+        if command.kernel != KernelId::DlrmSls as u32 {
+            return Err(Status::UnknownKernel);
+        }
+        if command.flags != 0 {
+            return Err(Status::MalformedDescriptor);
+        }
+        let [table, shape, batch, counts] = command.args;
+        let (rows, dim) = split(shape);
+        let (bags, index_count) = split(counts);
+        if rows == 0 || dim == 0 || bags == 0 {
+            return Err(Status::ArgumentOutOfRange);
+        }
+        if usize::try_from(dim)
+            .ok()
+            .and_then(|dim| dim.checked_rem(LANES))
+            != Some(0)
+        {
+            return Err(Status::ArgumentOutOfRange);
+        }
+        let row_bytes = dim.checked_mul(4).ok_or(Status::ArgumentOutOfRange)?;
+        let memory_size = memory.size();
+        let table_range = checked_range(
+            table,
+            u64::from(rows)
+                .checked_mul(u64::from(row_bytes))
+                .ok_or(Status::ArgumentOutOfRange)?,
+            memory_size,
+        )?;
+        let batch_range = checked_range(batch, batch_bytes(bags, index_count), memory_size)?;
+        let result_length = u64::from(bags)
+            .checked_mul(u64::from(row_bytes))
+            .ok_or(Status::ArgumentOutOfRange)?;
+        if command.result_length != result_length {
+            return Err(Status::ArgumentOutOfRange);
+        }
+        let result_range = checked_range(command.result_address, result_length, memory_size)?;
+        if overlaps(result_range, table_range) || overlaps(result_range, batch_range) {
+            return Err(Status::ArgumentOutOfRange);
+        }
+        let kernel = DlrmKernel {
+            table: DeviceAddress(table),
+            batch: DeviceAddress(batch),
+            result: DeviceAddress(command.result_address),
+            rows,
+            dim,
+            bags,
+            index_count,
+        };
+        let first =
+            read_u32(memory, kernel.offset_address(0)?).map_err(|_| Status::ArgumentOutOfRange)?;
+        let last = read_u32(memory, kernel.offset_address(bags)?)
+            .map_err(|_| Status::ArgumentOutOfRange)?;
+        if first != 0 || last != index_count {
+            return Err(Status::ArgumentOutOfRange);
+        }
+        Ok(kernel)
     }
 
-    /// Work items.
+    /// Device address of the table.
+    pub fn table(&self) -> DeviceAddress {
+        self.table
+    }
+
+    /// Device address of the batch (its offsets; the indices follow them).
+    pub fn batch(&self) -> DeviceAddress {
+        self.batch
+    }
+
+    /// Device address of the result space.
+    pub fn result_address(&self) -> DeviceAddress {
+        self.result
+    }
+
+    /// Table rows.
+    pub fn rows(&self) -> u32 {
+        self.rows
+    }
+
+    /// Elements per row (and per pooled vector).
+    pub fn dim(&self) -> u32 {
+        self.dim
+    }
+
+    /// Bags in the batch.
+    pub fn bags(&self) -> u32 {
+        self.bags
+    }
+
+    /// Indices in the batch.
+    pub fn index_count(&self) -> u32 {
+        self.index_count
+    }
+
+    /// Work items: one per bag.
     pub fn items(&self) -> u32 {
-        self.items
+        self.bags
     }
 
-    /// Item `index`.
+    /// Address of `offsets[bag]`.
+    fn offset_address(&self, bag: u32) -> Result<DeviceAddress, Status> {
+        offset_address(self.batch, u64::from(bag), ELEMENT_BYTES)
+    }
+
+    /// Address of `indices[position]`.
+    fn index_address(&self, position: u32) -> Result<DeviceAddress, Status> {
+        let first_index = u64::from(self.bags)
+            .checked_add(1)
+            .ok_or(Status::ArgumentOutOfRange)?;
+        offset_address(
+            self.batch,
+            first_index
+                .checked_add(u64::from(position))
+                .ok_or(Status::ArgumentOutOfRange)?,
+            ELEMENT_BYTES,
+        )
+    }
+
+    /// The positions in `indices` of bag `bag`'s lookups, validated against the batch.
+    fn bag_positions<M: DeviceMemory>(&self, bag: u32, memory: &M) -> Result<(u32, u32), Status> {
+        if bag >= self.bags {
+            return Err(Status::ArgumentOutOfRange);
+        }
+        let next = bag.checked_add(1).ok_or(Status::ArgumentOutOfRange)?;
+        let start = read_u32(memory, self.offset_address(bag)?)?;
+        let end = read_u32(memory, self.offset_address(next)?)?;
+        if start > end || end > self.index_count {
+            return Err(Status::ArgumentOutOfRange);
+        }
+        Ok((start, end))
+    }
+
+    /// Item `index` (bag `index`): result offset `index * dim * 4`, `dim * 4` bytes, cost
+    /// [`item_cost`] of the bag's length (read from the batch's offsets).
     pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, Status> {
-        let _ = (index, memory);
-        Err(Status::ArgumentOutOfRange)
+        let (start, end) = self.bag_positions(index, memory)?;
+        let lookups = end.checked_sub(start).ok_or(Status::ArgumentOutOfRange)?;
+        let result_length = self.dim.checked_mul(4).ok_or(Status::ArgumentOutOfRange)?;
+        let result_offset = u64::from(index)
+            .checked_mul(u64::from(result_length))
+            .ok_or(Status::ArgumentOutOfRange)?;
+        Ok(ItemSpec {
+            result_offset,
+            result_length,
+            cost: item_cost(lookups, self.dim),
+        })
     }
 
-    /// Runs item `index`.
+    /// Runs item `index`: pools the bag slice by slice ([`SLICE_ELEMENTS`] elements) through
+    /// fixed-size stack buffers, reading the indices [`INDEX_CHUNK`] at a time and each
+    /// looked-up row's slice, and writes each pooled slice (little-endian) to the result.
     pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &mut M) -> Result<(), Status> {
-        let _ = (index, memory);
-        Err(Status::ArgumentOutOfRange)
+        let item = self.item(index, memory)?;
+        let (start, end) = self.bag_positions(index, memory)?;
+        let row_bytes = u64::from(self.dim)
+            .checked_mul(ELEMENT_BYTES)
+            .ok_or(Status::ArgumentOutOfRange)?;
+        let pooled_address = self
+            .result
+            .checked_add(item.result_offset)
+            .ok_or(Status::ArgumentOutOfRange)?;
+
+        let mut accumulator = [0.0_f32; SLICE_ELEMENTS];
+        let mut row_values = [0.0_f32; SLICE_ELEMENTS];
+        let mut row_buffer = [0_u8; SLICE_BYTES];
+        let mut index_buffer = [0_u8; INDEX_CHUNK_BYTES];
+        let mut slice_offset = 0_u64;
+        while slice_offset < row_bytes {
+            let remaining = row_bytes
+                .checked_sub(slice_offset)
+                .ok_or(Status::ArgumentOutOfRange)?;
+            let length = usize::try_from(remaining.min(SLICE_BYTES as u64))
+                .map_err(|_| Status::ArgumentOutOfRange)?;
+            let elements = length.checked_div(4).ok_or(Status::ArgumentOutOfRange)?;
+            let sums = accumulator
+                .get_mut(..elements)
+                .ok_or(Status::ArgumentOutOfRange)?;
+            sums.fill(0.0);
+            let row_slice = row_buffer
+                .get_mut(..length)
+                .ok_or(Status::ArgumentOutOfRange)?;
+            let values = row_values
+                .get_mut(..elements)
+                .ok_or(Status::ArgumentOutOfRange)?;
+
+            let mut position = start;
+            while position < end {
+                let count = usize::try_from(end.saturating_sub(position))
+                    .map_err(|_| Status::ArgumentOutOfRange)?
+                    .min(INDEX_CHUNK);
+                let chunk_bytes = count.checked_mul(4).ok_or(Status::ArgumentOutOfRange)?;
+                let chunk = index_buffer
+                    .get_mut(..chunk_bytes)
+                    .ok_or(Status::ArgumentOutOfRange)?;
+                memory.read(self.index_address(position)?, chunk)?;
+                for word in chunk.chunks_exact(4) {
+                    let word = <[u8; 4]>::try_from(word).map_err(|_| Status::ArgumentOutOfRange)?;
+                    let row = u32::from_le_bytes(word);
+                    if row >= self.rows {
+                        return Err(Status::ArgumentOutOfRange);
+                    }
+                    let row_address = offset_address(self.table, u64::from(row), row_bytes)?
+                        .checked_add(slice_offset)
+                        .ok_or(Status::ArgumentOutOfRange)?;
+                    memory.read(row_address, row_slice)?;
+                    for (value, bytes) in values.iter_mut().zip(row_slice.chunks_exact(4)) {
+                        let bytes =
+                            <[u8; 4]>::try_from(bytes).map_err(|_| Status::ArgumentOutOfRange)?;
+                        *value = f32::from_le_bytes(bytes);
+                    }
+                    accumulate(sums, values);
+                }
+                position = position
+                    .checked_add(u32::try_from(count).map_err(|_| Status::ArgumentOutOfRange)?)
+                    .ok_or(Status::ArgumentOutOfRange)?;
+            }
+
+            for (bytes, sum) in row_slice.chunks_exact_mut(4).zip(sums.iter()) {
+                bytes.copy_from_slice(&sum.to_le_bytes());
+            }
+            let slice_address = pooled_address
+                .checked_add(slice_offset)
+                .ok_or(Status::ArgumentOutOfRange)?;
+            memory.write(slice_address, row_slice)?;
+            slice_offset = slice_offset
+                .checked_add(u64::try_from(length).map_err(|_| Status::ArgumentOutOfRange)?)
+                .ok_or(Status::ArgumentOutOfRange)?;
+        }
+        Ok(())
+    }
+}
+
+/// Bytes of one slice buffer.
+const SLICE_BYTES: usize = SLICE_ELEMENTS * 4;
+
+/// Bytes of the index buffer.
+const INDEX_CHUNK_BYTES: usize = INDEX_CHUNK * 4;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Device memory for the tests: the crate's test double.
+    type FakeMemory = crate::testing::FakeDeviceMemory;
+
+    const MEMORY: u64 = 1 << 20;
+    const TABLE: u64 = 0x1000;
+    const BATCH: u64 = 0x8_0000;
+    const RESULT: u64 = 0x9_0000;
+
+    fn write_words<T: Copy>(
+        memory: &mut FakeMemory,
+        address: u64,
+        values: &[T],
+        to: fn(T) -> [u8; 4],
+    ) {
+        let bytes: Vec<u8> = values.iter().flat_map(|v| to(*v)).collect();
+        memory.write(DeviceAddress(address), &bytes).unwrap();
+    }
+
+    fn read_floats(memory: &FakeMemory, address: u64, count: usize) -> Vec<f32> {
+        let mut bytes = vec![0; count * 4];
+        memory.read(DeviceAddress(address), &mut bytes).unwrap();
+        bytes
+            .chunks_exact(4)
+            .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            .collect()
+    }
+
+    fn value(seed: u32) -> f32 {
+        // Values in [-1, 1) whose sums depend on the order (no quarter-step exactness).
+        (seed.wrapping_mul(2_654_435_761) >> 8) as f32 / (1 << 23) as f32 - 1.0
+    }
+
+    fn command(rows: u32, dim: u32, bags: u32, index_count: u32) -> CommandDescriptor {
+        CommandDescriptor {
+            kernel: KernelId::DlrmSls as u32,
+            mode: 0,
+            tag: 0,
+            flags: 0,
+            result_address: RESULT,
+            result_length: u64::from(bags) * u64::from(dim) * 4,
+            args: [
+                TABLE,
+                pack_shape(rows, dim),
+                BATCH,
+                pack_batch(bags, index_count),
+            ],
+        }
+    }
+
+    /// A memory with a table of `rows x dim` values and the batch `offsets` / `indices`.
+    fn memory_with(
+        rows: u32,
+        dim: u32,
+        offsets: &[u32],
+        indices: &[u32],
+    ) -> (FakeMemory, Vec<f32>) {
+        let mut memory = FakeMemory::new(MEMORY as usize);
+        let table: Vec<f32> = (0..rows * dim).map(value).collect();
+        write_words(&mut memory, TABLE, &table, f32::to_le_bytes);
+        write_words(&mut memory, BATCH, offsets, u32::to_le_bytes);
+        write_words(
+            &mut memory,
+            BATCH + 4 * offsets.len() as u64,
+            indices,
+            u32::to_le_bytes,
+        );
+        (memory, table)
+    }
+
+    /// Bags of 3, 0, 5 and 2 lookups over a 10-row, 32-dim table (repeats included).
+    const OFFSETS: [u32; 5] = [0, 3, 3, 8, 10];
+    const INDICES: [u32; 10] = [4, 1, 4, 9, 0, 0, 7, 2, 3, 9];
+
+    fn valid() -> (CommandDescriptor, FakeMemory, Vec<f32>) {
+        let (memory, table) = memory_with(10, 32, &OFFSETS, &INDICES);
+        (command(10, 32, 4, 10), memory, table)
+    }
+
+    fn plain_pool(table: &[f32], dim: usize, rows: &[u32]) -> Vec<f32> {
+        let mut sums = vec![0.0_f32; dim];
+        for &row in rows {
+            for (e, sum) in sums.iter_mut().enumerate() {
+                *sum += table[row as usize * dim + e];
+            }
+        }
+        sums
+    }
+
+    #[test]
+    fn valid_command_decodes_with_its_fields() {
+        let (command, memory, _) = valid();
+        let kernel = DlrmKernel::decode(&command, &memory).unwrap();
+        assert_eq!(kernel.rows(), 10);
+        assert_eq!(kernel.dim(), 32);
+        assert_eq!(kernel.bags(), 4);
+        assert_eq!(kernel.index_count(), 10);
+        assert_eq!(kernel.items(), 4);
+        assert_eq!(kernel.table(), DeviceAddress(TABLE));
+        assert_eq!(kernel.batch(), DeviceAddress(BATCH));
+        assert_eq!(kernel.result_address(), DeviceAddress(RESULT));
+    }
+
+    #[test]
+    fn items_are_bags_of_dim_floats_costed_by_their_length() {
+        let (command, memory, _) = valid();
+        let kernel = DlrmKernel::decode(&command, &memory).unwrap();
+        let spec = kernel.item(2, &memory).unwrap();
+        assert_eq!(spec.result_offset, 2 * 128);
+        assert_eq!(spec.result_length, 128);
+        assert_eq!(spec.cost, item_cost(5, 32));
+        assert_eq!(kernel.item(1, &memory).unwrap().cost, item_cost(0, 32));
+        assert_eq!(kernel.item(4, &memory), Err(Status::ArgumentOutOfRange));
+        assert_eq!(
+            kernel.item(u32::MAX, &memory),
+            Err(Status::ArgumentOutOfRange)
+        );
+    }
+
+    #[test]
+    fn paper_bag_cost() {
+        // dim 256: one slice, 16 lane groups; 128 lookups.
+        let cost = item_cost(128, 256);
+        assert_eq!(cost.operations, 12 + 5 + 16 * 2 + 128 * (6 + 16 * 2));
+        assert_eq!(cost.bytes, 128 * (1024 + 4) + 8 + 1024);
+        // dim 512: two slices, the indices read twice.
+        let wide = item_cost(1, 512);
+        assert_eq!(wide.operations, 12 + 2 * 5 + 32 * 2 + (2 * 6 + 32 * 2));
+        assert_eq!(wide.bytes, (2048 + 8) + 8 + 2048);
+        // Saturates rather than overflowing.
+        assert_eq!(item_cost(u32::MAX, u32::MAX).bytes, u64::MAX);
+    }
+
+    #[test]
+    fn execute_pools_every_bag_in_order() {
+        let (command, mut memory, table) = valid();
+        let kernel = DlrmKernel::decode(&command, &memory).unwrap();
+        for bag in (0..kernel.items()).rev() {
+            kernel.execute(bag, &mut memory).unwrap();
+        }
+        for bag in 0..4 {
+            let rows = &INDICES[OFFSETS[bag] as usize..OFFSETS[bag + 1] as usize];
+            let expected = plain_pool(&table, 32, rows);
+            let got = read_floats(&memory, RESULT + 128 * bag as u64, 32);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&expected), "bag {bag}");
+        }
+        // The empty bag is +0.0 everywhere.
+        assert!(read_floats(&memory, RESULT + 128, 32)
+            .iter()
+            .all(|x| x.to_bits() == 0));
+    }
+
+    #[test]
+    fn wide_rows_pool_slice_by_slice_and_long_bags_chunk_their_indices() {
+        // dim 272 (two slices, the second partial), one bag of 150 lookups (three index chunks).
+        let indices: Vec<u32> = (0..150).map(|j| (j * 7) % 12).collect();
+        let (mut memory, table) = memory_with(12, 272, &[0, 150], &indices);
+        let kernel = DlrmKernel::decode(&command(12, 272, 1, 150), &memory).unwrap();
+        kernel.execute(0, &mut memory).unwrap();
+        let expected = plain_pool(&table, 272, &indices);
+        let got = read_floats(&memory, RESULT, 272);
+        assert!(got
+            .iter()
+            .zip(&expected)
+            .all(|(a, b)| a.to_bits() == b.to_bits()));
+    }
+
+    #[test]
+    fn accumulate_is_one_f32_addition_per_element() {
+        let mut sums = [1.0e8_f32, 1.0];
+        accumulate(&mut sums, &[1.0, 1.0e-8]);
+        assert_eq!(sums, [1.0e8, 1.0]);
+        accumulate(&mut sums, &[-1.0e8]);
+        assert_eq!(sums, [0.0, 1.0]);
+    }
+
+    #[test]
+    fn out_of_range_index_is_an_error_without_a_write() {
+        let (mut memory, _) = memory_with(10, 32, &[0, 2], &[3, 10]);
+        let kernel = DlrmKernel::decode(&command(10, 32, 1, 2), &memory).unwrap();
+        memory.write(DeviceAddress(RESULT), &[0xEE; 128]).unwrap();
+        assert_eq!(
+            kernel.execute(0, &mut memory),
+            Err(Status::ArgumentOutOfRange)
+        );
+        let mut after = [0_u8; 128];
+        memory.read(DeviceAddress(RESULT), &mut after).unwrap();
+        assert_eq!(after, [0xEE; 128]);
+        let (mut memory, _) = memory_with(10, 32, &[0, 1], &[u32::MAX]);
+        let kernel = DlrmKernel::decode(&command(10, 32, 1, 1), &memory).unwrap();
+        assert_eq!(
+            kernel.execute(0, &mut memory),
+            Err(Status::ArgumentOutOfRange)
+        );
+    }
+
+    #[test]
+    fn offsets_out_of_order_or_beyond_the_indices_refuse_the_item() {
+        // Bag 0 runs backwards; bag 1 ends beyond index_count... decoded with 4 indices.
+        let (mut memory, _) = memory_with(10, 32, &[0, 3, 1, 4], &[1, 2, 3, 4]);
+        let kernel = DlrmKernel::decode(&command(10, 32, 3, 4), &memory).unwrap();
+        assert!(kernel.item(0, &memory).is_ok());
+        assert_eq!(kernel.item(1, &memory), Err(Status::ArgumentOutOfRange));
+        assert_eq!(
+            kernel.execute(1, &mut memory),
+            Err(Status::ArgumentOutOfRange)
+        );
+        let (mut memory, _) = memory_with(10, 32, &[0, 9, 4], &[1, 2, 3, 4]);
+        let kernel = DlrmKernel::decode(&command(10, 32, 2, 4), &memory).unwrap();
+        assert_eq!(kernel.item(0, &memory), Err(Status::ArgumentOutOfRange));
+        assert_eq!(
+            kernel.execute(0, &mut memory),
+            Err(Status::ArgumentOutOfRange)
+        );
+    }
+
+    fn assert_rejected(command: CommandDescriptor, memory: &FakeMemory, status: Status) {
+        assert_eq!(
+            DlrmKernel::decode(&command, memory),
+            Err(status),
+            "{command:?}"
+        );
+    }
+
+    #[test]
+    fn wrong_kernel_or_reserved_flags_are_rejected() {
+        let (command, memory, _) = valid();
+        let mut wrong = command;
+        wrong.kernel = KernelId::KnnDistance as u32;
+        assert_rejected(wrong, &memory, Status::UnknownKernel);
+        let mut flags = command;
+        flags.flags = 1;
+        assert_rejected(flags, &memory, Status::MalformedDescriptor);
+    }
+
+    #[test]
+    fn zero_sizes_and_partial_vectors_are_rejected() {
+        let (_, memory, _) = valid();
+        for (rows, dim, bags) in [(0, 32, 4), (10, 0, 4), (10, 32, 0), (10, 24, 4), (10, 8, 4)] {
+            assert_rejected(
+                command(rows, dim, bags, 10),
+                &memory,
+                Status::ArgumentOutOfRange,
+            );
+        }
+        // dim * 4 not fitting a u32.
+        let mut huge = command(1, 0x4000_0000, 1, 10);
+        huge.result_length = 1 << 32;
+        assert_rejected(huge, &memory, Status::ArgumentOutOfRange);
+    }
+
+    #[test]
+    fn result_length_other_than_bags_times_dim_times_four_is_rejected() {
+        let (command, memory, _) = valid();
+        for length in [0, 508, 511, 513, 516, 1024] {
+            let mut wrong = command;
+            wrong.result_length = length;
+            assert_rejected(wrong, &memory, Status::ArgumentOutOfRange);
+        }
+    }
+
+    #[test]
+    fn batch_offsets_inconsistent_with_its_counts_are_rejected() {
+        let (command, memory, _) = valid();
+        // index_count 9 while offsets[4] is 10, and 11.
+        for count in [9, 11] {
+            let mut wrong = command;
+            wrong.args[3] = pack_batch(4, count);
+            assert_rejected(wrong, &memory, Status::ArgumentOutOfRange);
+        }
+        // offsets[0] not 0.
+        let (memory, _) = memory_with(10, 32, &[1, 3], &[1, 2, 3]);
+        assert_rejected(command_for(1, 3), &memory, Status::ArgumentOutOfRange);
+    }
+
+    fn command_for(bags: u32, index_count: u32) -> CommandDescriptor {
+        command(10, 32, bags, index_count)
+    }
+
+    #[test]
+    fn ranges_beyond_memory_unaligned_or_overlapping_are_rejected() {
+        let (command, memory, _) = valid();
+        let with = |f: &dyn Fn(&mut CommandDescriptor)| {
+            let mut c = command;
+            f(&mut c);
+            c
+        };
+        let cases = [
+            with(&|c| c.args[0] = MEMORY - 1276), // table ends 4 bytes beyond
+            with(&|c| c.args[0] = TABLE + 2),     // unaligned
+            with(&|c| c.args[0] = u64::MAX - 3),  // overflow
+            with(&|c| c.args[2] = MEMORY - 56),   // batch (60 bytes) beyond
+            with(&|c| c.args[2] = BATCH + 1),     // unaligned
+            with(&|c| c.args[2] = u64::MAX - 3),  // overflow
+            with(&|c| c.result_address = MEMORY - 508), // result beyond
+            with(&|c| c.result_address = RESULT + 3), // unaligned
+            with(&|c| c.result_address = u64::MAX - 3), // overflow
+            with(&|c| c.result_address = TABLE + 1276), // overlaps the table's end
+            with(&|c| c.result_address = BATCH - 508), // overlaps the batch's start
+        ];
+        for case in cases {
+            assert_rejected(case, &memory, Status::ArgumentOutOfRange);
+        }
+        // Touching is fine.
+        assert!(DlrmKernel::decode(&with(&|c| c.result_address = TABLE + 1280), &memory).is_ok());
+        assert!(DlrmKernel::decode(&with(&|c| c.result_address = BATCH + 60), &memory).is_ok());
+        // Nothing fits a tiny memory.
+        assert_rejected(command, &FakeMemory::new(0x100), Status::ArgumentOutOfRange);
+    }
+
+    #[test]
+    fn execute_on_a_smaller_memory_than_validated_reports_a_fault() {
+        let (command, memory, _) = valid();
+        let kernel = DlrmKernel::decode(&command, &memory).unwrap();
+        let mut small = FakeMemory::new(0x2000);
+        assert_eq!(
+            kernel.execute(0, &mut small),
+            Err(Status::DeviceMemoryFault)
+        );
+        assert_eq!(kernel.item(0, &small), Err(Status::DeviceMemoryFault));
+    }
+
+    proptest! {
+        #[test]
+        fn decode_of_arbitrary_commands_never_panics(
+            kernel in prop_oneof![Just(KernelId::DlrmSls as u32), any::<u32>()],
+            flags in prop_oneof![Just(0_u32), any::<u32>()],
+            result_address in any::<u64>(),
+            result_length in any::<u64>(),
+            args in any::<[u64; 4]>(),
+        ) {
+            let (_, memory, _) = valid();
+            let command = CommandDescriptor { kernel, mode: 0, tag: 0, flags, result_address, result_length, args };
+            if let Ok(kernel) = DlrmKernel::decode(&command, &memory) {
+                prop_assert_eq!(u64::from(kernel.items()) * u64::from(kernel.dim()) * 4, command.result_length);
+                let _ = kernel.item(0, &memory);
+                let _ = kernel.item(u32::MAX, &memory);
+            }
+        }
+
+        /// Small, mostly plausible commands over well-formed or hostile batches in a real
+        /// memory: whatever decodes runs every item without panicking; an item either
+        /// succeeds or reports a status, and well-formed batches over in-range rows succeed.
+        #[test]
+        fn plausible_commands_with_hostile_batches_never_panic(
+            table in prop_oneof![3 => (0_u64..0x100).prop_map(|a| a * 4), 1 => 0_u64..0x10000],
+            batch in prop_oneof![3 => (0x2000_u64..0x2100).prop_map(|a| a * 4), 1 => 0_u64..0x10000],
+            result in prop_oneof![3 => (0x3000_u64..0x3100).prop_map(|a| a * 4), 1 => 0_u64..0x10000],
+            rows in 0_u32..12,
+            dim in prop_oneof![3 => (1_u32..20).prop_map(|d| d * 16), 1 => 0_u32..300],
+            bags in 0_u32..6,
+            lengths in proptest::collection::vec(0_u32..5, 6),
+            indices in proptest::collection::vec(prop_oneof![4 => 0_u32..12, 1 => any::<u32>()], 30),
+            hostile in proptest::option::of((0_u32..20, proptest::collection::vec(prop_oneof![0_u32..24, any::<u32>()], 7))),
+            length_delta in prop_oneof![3 => Just(0_i64), 1 => -8_i64..8],
+        ) {
+            // Well-formed offsets from the lengths, or hostile ones with consistent ends (so
+            // that the command decodes and the middle offsets reach the items).
+            let well_formed_batch = hostile.is_none();
+            let (offsets, index_count) = match hostile {
+                None => {
+                    let mut offsets = vec![0_u32];
+                    for length in &lengths[..bags as usize] {
+                        offsets.push(offsets.last().unwrap() + length);
+                    }
+                    let count = *offsets.last().unwrap();
+                    (offsets, count)
+                }
+                Some((count, mut words)) => {
+                    words.truncate(bags as usize + 1);
+                    words[0] = 0;
+                    words[bags as usize] = count;
+                    (words, count)
+                }
+            };
+            let mut memory = FakeMemory::new(0x1_0000);
+            let words: Vec<u32> = offsets.iter().chain(&indices).copied().collect();
+            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            let _ = memory.write(DeviceAddress(batch), &bytes);
+            let mut command = command(rows, dim, bags, index_count);
+            command.args[0] = table;
+            command.args[2] = batch;
+            command.result_address = result;
+            command.result_length = command.result_length.wrapping_add_signed(length_delta);
+            if let Ok(kernel) = DlrmKernel::decode(&command, &memory) {
+                for item in 0..kernel.items() {
+                    let described = kernel.item(item, &memory);
+                    let outcome = kernel.execute(item, &mut memory);
+                    prop_assert!(outcome == Ok(()) || outcome == Err(Status::ArgumentOutOfRange));
+                    if described.is_err() {
+                        prop_assert_eq!(outcome, Err(Status::ArgumentOutOfRange));
+                    }
+                    let item = item as usize;
+                    let well_formed = well_formed_batch
+                        && indices[offsets[item] as usize..offsets[item + 1] as usize]
+                            .iter()
+                            .all(|&row| row < rows);
+                    if well_formed {
+                        prop_assert_eq!(outcome, Ok(()));
+                    }
+                }
+                prop_assert_eq!(kernel.execute(kernel.items(), &mut memory), Err(Status::ArgumentOutOfRange));
+            }
+        }
     }
 }

@@ -1,10 +1,70 @@
-//! SSB Q1.1 and Q1.2, paper Table IV (f), (g).
+//! SSB Q1.1 and Q1.2, paper Table IV (f), (g): OLAP on the Star Schema Benchmark.
 //!
-//! (Being written: see the workload issue.)
+//! ```sql
+//! -- Q1.1
+//! select sum(lo_extendedprice * lo_discount) as revenue from lineorder, date
+//! where lo_orderdate = d_datekey and d_year = 1993
+//!   and lo_discount between 1 and 3 and lo_quantity < 25;
+//! -- Q1.2
+//! ... and d_yearmonthnum = 199401 and lo_discount between 4 and 6
+//!   and lo_quantity between 26 and 35;
+//! ```
+//!
+//! # Data
+//!
+//! [`data`]: a clean-room, seeded generator of the LINEORDER columns the queries read and of
+//! the DATE table, at SF 1 for the paper scale (1.5 M orders, about 6 M rows) and SF 0.002
+//! for the small one (about 12,000 rows). Both queries run on the same data for a seed.
+//!
+//! # The offload: predicate filtering (boolean marking)
+//!
+//! Device memory holds the two filter columns, `lo_quantity` and `lo_discount`, as the
+//! schema's 4-byte integers (uncompressed, as a plain column store keeps them), loaded once
+//! by [`Application::load`]. One launch of [`firmware::kernels::ssb`] marks
+//! the rows passing the query's lineorder predicates in a bitmap of one bit per row (about
+//! 750 KB at SF 1), in items of [`Granularity::rows_per_item`] rows.
+//!
+//! # Host tasks: the join with DATE and the aggregate
+//!
+//! The host holds its own copy of the columns the rest of the query reads (`lo_orderdate`,
+//! `lo_extendedprice`, `lo_discount`) and the DATE table, as a host-side query engine over
+//! its in-memory table would: the filter is offloaded, the join and aggregate read the host's
+//! columns for the marked rows only. Each task covers [`Granularity::task_bytes`] bytes of the
+//! bitmap (the last one the rest), joins its marked rows with DATE and keeps a partial sum
+//! ([`host::join_and_aggregate`], whose cost model is documented there). Tasks are
+//! independent (no chain: each writes its own partial, as morsel-driven query workers do);
+//! the launch's final step adds the partials. One launch per query; no device inputs.
+//!
+//! # Checking
+//!
+//! [`reference::evaluate`] evaluates the whole SQL by a plain scan; the revenue, the number of
+//! marked rows and the number of selected rows must match exactly.
 
-use host_runtime::app::Application;
+pub mod data;
+pub mod host;
+pub mod reference;
 
-use crate::{WorkloadError, WorkloadInfo, WorkloadOptions};
+use std::fmt;
+
+use firmware::kernels::ssb::{bitmap_bytes, pack_rows, Predicate, VALUE_BYTES};
+use host_runtime::app::{
+    Application, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError, Verification,
+};
+use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
+
+use crate::{Scale, WorkloadError, WorkloadInfo, WorkloadOptions};
+use data::{ScaleFactor, SsbData};
+use host::{DateFilter, DateIndex, HostTables, Partial};
+
+/// Alignment of every device allocation (a 64-byte cache line).
+pub const DEVICE_ALIGNMENT: u64 = 64;
+
+/// Instructions per partial in the final step: load the three counters (3), add them (3),
+/// loop control (2).
+pub const FINISH_OPERATIONS_PER_PARTIAL: u64 = 8;
+
+/// Bytes of one stored partial: three `u64`.
+pub const PARTIAL_BYTES: u64 = 24;
 
 /// The two queries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -13,6 +73,16 @@ pub enum Query {
     Q1_1,
     /// Q1.2 (Table IV (g)).
     Q1_2,
+}
+
+/// What a query asks: the lineorder predicate the device evaluates and the DATE predicate
+/// the host's join applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct QuerySpec {
+    /// `lo_quantity` and `lo_discount` bounds (inclusive).
+    pub filter: Predicate,
+    /// The predicate on DATE.
+    pub date: DateFilter,
 }
 
 impl Query {
@@ -30,11 +100,70 @@ impl Query {
             .into_iter()
             .find(|query| query.name() == name)
     }
+
+    /// Its predicates: Q1.1 `lo_quantity < 25` (0..=24), `lo_discount between 1 and 3`,
+    /// `d_year = 1993`; Q1.2 `lo_quantity between 26 and 35`, `lo_discount between 4 and 6`,
+    /// `d_yearmonthnum = 199401`.
+    pub const fn spec(self) -> QuerySpec {
+        match self {
+            Query::Q1_1 => QuerySpec {
+                filter: Predicate {
+                    quantity_low: 0,
+                    quantity_high: 24,
+                    discount_low: 1,
+                    discount_high: 3,
+                },
+                date: DateFilter::Year(1993),
+            },
+            Query::Q1_2 => QuerySpec {
+                filter: Predicate {
+                    quantity_low: 26,
+                    quantity_high: 35,
+                    discount_low: 4,
+                    discount_high: 6,
+                },
+                date: DateFilter::YearMonth(199401),
+            },
+        }
+    }
+}
+
+/// How the work is cut: rows per CCM item and bitmap bytes per host task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Granularity {
+    /// Rows per work item (a multiple of 64).
+    pub rows_per_item: u32,
+    /// Bitmap bytes per host task (a multiple of 8).
+    pub task_bytes: u64,
+}
+
+impl Granularity {
+    /// Paper scale: items of 4,096 rows (512 bitmap bytes, about 1,500 items at SF 1, some
+    /// six per CCM µthread, so results stream out from early on) and tasks of 2 KiB of bitmap
+    /// (16,384 rows, about 370 tasks, some six per host worker).
+    pub const PAPER: Granularity = Granularity {
+        rows_per_item: 4096,
+        task_bytes: 2048,
+    };
+    /// Small scale: items of 512 rows and tasks of 256 bytes (2,048 rows), so the small
+    /// instance still has several items and tasks.
+    pub const SMALL: Granularity = Granularity {
+        rows_per_item: 512,
+        task_bytes: 256,
+    };
+}
+
+/// The scale factor and granularity of `scale`.
+fn sizes(scale: Scale) -> (ScaleFactor, Granularity) {
+    match scale {
+        Scale::Paper => (ScaleFactor::PAPER, Granularity::PAPER),
+        Scale::Small => (ScaleFactor::SMALL, Granularity::SMALL),
+    }
 }
 
 /// The catalog entry with the sizes `options` would use.
 pub fn info(query: Query, options: &WorkloadOptions) -> WorkloadInfo {
-    let _ = options;
+    let (scale, granularity) = sizes(options.scale);
     WorkloadInfo {
         name: query.name(),
         domain: "OLAP",
@@ -43,9 +172,18 @@ pub fn info(query: Query, options: &WorkloadOptions) -> WorkloadInfo {
             Query::Q1_1 => "Query: Q1_1",
             Query::Q1_2 => "Query: Q1_2",
         },
-        characteristics: String::new(),
-        offloaded: "predicate filtering (boolean marking)",
-        host_task: "join with date, revenue aggregate",
+        characteristics: format!(
+            "SF {scale}: {} orders, about {} lineorder rows (clean-room seeded generator, seed {}); \
+             device filter columns lo_quantity, lo_discount (4 B/row each); bitmap result 1 bit/row; \
+             items of {} rows, host tasks of {} bitmap bytes",
+            scale.orders(),
+            scale.orders() * 4,
+            options.seed,
+            granularity.rows_per_item,
+            granularity.task_bytes
+        ),
+        offloaded: "predicate filtering (boolean marking) on lo_quantity, lo_discount: 1-bit-per-row bitmap",
+        host_task: "join of the marked rows with DATE (dense datekey index) and the revenue partial sum; final add of the partials",
     }
 }
 
@@ -54,10 +192,581 @@ pub fn build(
     query: Query,
     options: &WorkloadOptions,
 ) -> Result<Box<dyn Application>, WorkloadError> {
-    let _ = (query, options);
-    Err(WorkloadError::InvalidOption {
-        workload: query.name(),
-        option: "name",
-        reason: "not implemented yet".into(),
-    })
+    if options.data_dir.is_some() {
+        log::warn!(
+            "{}: no real SSB data exists; the data directory is ignored and the seeded generator used",
+            query.name()
+        );
+    }
+    let (scale, granularity) = sizes(options.scale);
+    let data = SsbData::generate(scale, options.seed);
+    Ok(Box::new(SsbApplication::new(query, data, granularity)?))
+}
+
+/// Where the data set lives in device memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct DeviceBuffers {
+    quantity: DeviceAddress,
+    discount: DeviceAddress,
+    result: DeviceAddress,
+}
+
+/// An SSB query instance: data, plan, host-task state and answer.
+pub struct SsbApplication {
+    query: Query,
+    granularity: Granularity,
+    data: SsbData,
+    index: DateIndex,
+    device: Option<DeviceBuffers>,
+    launched: bool,
+    partials: Vec<Option<Partial>>,
+    answer: Option<Partial>,
+    problems: Vec<String>,
+}
+
+impl fmt::Debug for SsbApplication {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SsbApplication")
+            .field("query", &self.query)
+            .field("granularity", &self.granularity)
+            .field("data", &self.data)
+            .field("device", &self.device)
+            .field("launched", &self.launched)
+            .field("answer", &self.answer)
+            .field("problems", &self.problems)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SsbApplication {
+    /// `query` over `data`, cut by `granularity`.
+    pub fn new(
+        query: Query,
+        data: SsbData,
+        granularity: Granularity,
+    ) -> Result<SsbApplication, WorkloadError> {
+        let invalid = |option: &'static str, reason: String| WorkloadError::InvalidOption {
+            workload: query.name(),
+            option,
+            reason,
+        };
+        if granularity.rows_per_item == 0 || granularity.rows_per_item % 64 != 0 {
+            return Err(invalid(
+                "rows_per_item",
+                format!(
+                    "{} is not a positive multiple of 64",
+                    granularity.rows_per_item
+                ),
+            ));
+        }
+        if granularity.task_bytes == 0 || granularity.task_bytes % 8 != 0 {
+            return Err(invalid(
+                "task_bytes",
+                format!("{} is not a positive multiple of 8", granularity.task_bytes),
+            ));
+        }
+        if data.rows() == 0 {
+            return Err(invalid("scale", "the table has no rows".into()));
+        }
+        log::info!(
+            "ssb: {} SF {} seed {}: {} orders, {} rows, {} items of {} rows, tasks of {} bitmap bytes",
+            query.name(),
+            data.scale(),
+            data.seed(),
+            data.orders(),
+            data.rows(),
+            data.rows().div_ceil(granularity.rows_per_item),
+            granularity.rows_per_item,
+            granularity.task_bytes
+        );
+        let index = DateIndex::new(&data.date);
+        let tasks = bitmap_bytes(data.rows()).div_ceil(granularity.task_bytes) as usize;
+        Ok(SsbApplication {
+            query,
+            granularity,
+            data,
+            index,
+            device: None,
+            launched: false,
+            partials: vec![None; tasks],
+            answer: None,
+            problems: Vec::new(),
+        })
+    }
+
+    /// The query.
+    pub fn query(&self) -> Query {
+        self.query
+    }
+
+    /// The data set.
+    pub fn data(&self) -> &SsbData {
+        &self.data
+    }
+
+    /// The final aggregate, once the launch is finished.
+    pub fn answer(&self) -> Option<Partial> {
+        self.answer
+    }
+
+    /// Bytes of the result space: the bitmap.
+    pub fn result_length(&self) -> u64 {
+        bitmap_bytes(self.data.rows())
+    }
+
+    /// The bitmap bytes task `id` covers.
+    fn task_bytes(&self, id: usize) -> std::ops::Range<u64> {
+        let length = self.result_length();
+        let start = (id as u64 * self.granularity.task_bytes).min(length);
+        start..(start + self.granularity.task_bytes).min(length)
+    }
+
+    /// The host tasks of the launch.
+    pub fn tasks(&self) -> Vec<HostTask> {
+        (0..self.partials.len())
+            .map(|id| HostTask {
+                id: id as u32,
+                needs: self.task_bytes(id),
+                chain: None,
+            })
+            .collect()
+    }
+
+    /// Records something that went wrong on the host side (verify then fails with it).
+    fn problem(&mut self, text: String) {
+        log::error!("ssb: {text}");
+        self.problems.push(text);
+    }
+}
+
+impl Application for SsbApplication {
+    fn name(&self) -> &str {
+        self.query.name()
+    }
+
+    fn device_bytes(&self) -> u64 {
+        2 * VALUE_BYTES * u64::from(self.data.rows()) + self.result_length() + 3 * DEVICE_ALIGNMENT
+    }
+
+    fn load(&mut self, device: &mut dyn DeviceLoader) -> Result<(), LoadError> {
+        let rows = u64::from(self.data.rows());
+        let column_bytes = rows * VALUE_BYTES;
+        let quantity = device.allocate(column_bytes, DEVICE_ALIGNMENT)?;
+        device.write(quantity, &data::to_u32_le_bytes(&self.data.quantity))?;
+        let discount = device.allocate(column_bytes, DEVICE_ALIGNMENT)?;
+        device.write(discount, &data::to_u32_le_bytes(&self.data.discount))?;
+        let result_length = self.result_length();
+        let result = device.allocate(result_length, DEVICE_ALIGNMENT)?;
+        device.write(result, &vec![0; result_length as usize])?;
+        log::debug!(
+            "ssb: loaded lo_quantity at {:#x}, lo_discount at {:#x} ({column_bytes} B each), bitmap {result_length} B at {:#x}",
+            quantity.0,
+            discount.0,
+            result.0
+        );
+        self.device = Some(DeviceBuffers {
+            quantity,
+            discount,
+            result,
+        });
+        self.launched = false;
+        self.partials = vec![None; self.partials.len()];
+        self.answer = None;
+        self.problems.clear();
+        Ok(())
+    }
+
+    fn next_launch(&mut self) -> Option<LaunchPlan> {
+        if self.launched {
+            return None;
+        }
+        let Some(buffers) = self.device else {
+            self.problem("next_launch called before load".into());
+            return None;
+        };
+        self.launched = true;
+        let command = CommandDescriptor {
+            kernel: KernelId::SsbFilter as u32,
+            mode: 0,
+            tag: 0,
+            flags: 0,
+            result_address: buffers.result.0,
+            result_length: self.result_length(),
+            args: [
+                buffers.quantity.0,
+                buffers.discount.0,
+                pack_rows(self.data.rows(), self.granularity.rows_per_item),
+                self.query.spec().filter.pack(),
+            ],
+        };
+        Some(LaunchPlan {
+            inputs: Vec::new(),
+            command,
+            tasks: self.tasks(),
+        })
+    }
+
+    fn run_task(&mut self, task: &HostTask, result: &[u8]) -> HostCost {
+        let id = task.id as usize;
+        if id >= self.partials.len() {
+            self.problem(format!(
+                "task {id} does not exist ({} tasks)",
+                self.partials.len()
+            ));
+            return HostCost::default();
+        }
+        let needs = self.task_bytes(id);
+        if task.needs != needs {
+            self.problem(format!(
+                "task {id}: needs {:?}, planned {needs:?}",
+                task.needs
+            ));
+        }
+        if result.len() as u64 != needs.end - needs.start {
+            self.problem(format!(
+                "task {id}: {} result bytes, {} expected",
+                result.len(),
+                needs.end - needs.start
+            ));
+            return HostCost::default();
+        }
+        let tables = HostTables {
+            orderdate: &self.data.orderdate,
+            extendedprice: &self.data.extendedprice,
+            discount: &self.data.discount,
+            date: &self.data.date,
+            index: &self.index,
+        };
+        let outcome =
+            host::join_and_aggregate(needs.start * 8, result, &tables, self.query.spec().date);
+        if let Some(row) = outcome.stray_row {
+            self.problem(format!(
+                "task {id}: row {row} is marked but the table has {} rows",
+                self.data.rows()
+            ));
+        }
+        log::trace!(
+            "ssb: task {id} bytes {needs:?} marked {} selected {}",
+            outcome.partial.marked,
+            outcome.partial.selected
+        );
+        if self.partials[id].replace(outcome.partial).is_some() {
+            self.problem(format!("task {id} ran twice"));
+        }
+        outcome.cost
+    }
+
+    fn finish_launch(&mut self) -> HostCost {
+        let missing = self.partials.iter().filter(|p| p.is_none()).count();
+        if let Some(first) = self.partials.iter().position(Option::is_none) {
+            self.problem(format!("{missing} tasks never ran (first: task {first})"));
+        }
+        let answer = self
+            .partials
+            .iter()
+            .flatten()
+            .fold(Partial::default(), |sum, partial| sum.plus(*partial));
+        let partials = self.partials.len() as u64;
+        log::debug!(
+            "ssb: {} revenue {} marked {} selected {}",
+            self.query.name(),
+            answer.revenue,
+            answer.marked,
+            answer.selected
+        );
+        self.answer = Some(answer);
+        HostCost {
+            operations: partials * FINISH_OPERATIONS_PER_PARTIAL,
+            memory_bytes: partials * PARTIAL_BYTES,
+        }
+    }
+
+    fn verify(&self) -> Verification {
+        let name = self.query.name();
+        let fail = |detail: String| Verification {
+            passed: false,
+            detail,
+        };
+        if let Some(problem) = self.problems.first() {
+            return fail(format!("{name}: {problem}"));
+        }
+        let Some(answer) = self.answer else {
+            return fail(format!("{name}: the launch never finished"));
+        };
+        let expected = reference::evaluate(&self.data, &self.query.spec());
+        let got = (u128::from(answer.revenue), answer.marked, answer.selected);
+        let want = (expected.revenue, expected.marked, expected.selected);
+        if got != want {
+            return fail(format!(
+                "{name}: revenue {} marked {} selected {}, expected revenue {} marked {} selected {}",
+                got.0, got.1, got.2, want.0, want.1, want.2
+            ));
+        }
+        let rows = f64::from(self.data.rows());
+        Verification {
+            passed: true,
+            detail: format!(
+                "{name}: revenue {} matches the plain scan; {} rows marked by the filter ({:.3}%), {} selected ({:.3}%); SF {}, {} rows, seed {}",
+                answer.revenue,
+                answer.marked,
+                100.0 * answer.marked as f64 / rows,
+                answer.selected,
+                100.0 * answer.selected as f64 / rows,
+                self.data.scale(),
+                self.data.rows(),
+                self.data.seed()
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use firmware::hal::DeviceMemory;
+    use firmware::kernels::Kernel;
+    use firmware::testing::FakeDeviceMemory;
+
+    /// A bump allocator over a [`FakeDeviceMemory`]: the runtime's loader and the firmware's
+    /// view of memory.
+    struct FakeDevice {
+        memory: FakeDeviceMemory,
+        next: u64,
+    }
+
+    impl FakeDevice {
+        fn new(size: usize) -> Self {
+            FakeDevice {
+                memory: FakeDeviceMemory::new(size),
+                next: 0x1000,
+            }
+        }
+    }
+
+    impl DeviceLoader for FakeDevice {
+        fn allocate(&mut self, length: u64, align: u64) -> Result<DeviceAddress, LoadError> {
+            let start = self.next.next_multiple_of(align);
+            let end = start + length;
+            if end > self.memory.size() {
+                return Err(LoadError::OutOfMemory {
+                    requested: length,
+                    available: self.memory.size().saturating_sub(start),
+                });
+            }
+            self.next = end;
+            Ok(DeviceAddress(start))
+        }
+
+        fn write(&mut self, address: DeviceAddress, bytes: &[u8]) -> Result<(), LoadError> {
+            self.memory
+                .write(address, bytes)
+                .map_err(|_| LoadError::OutOfRange {
+                    address: address.0,
+                    length: bytes.len() as u64,
+                })
+        }
+    }
+
+    fn small(query: Query, seed: u64) -> SsbApplication {
+        let data = SsbData::generate(ScaleFactor::SMALL, seed);
+        SsbApplication::new(query, data, Granularity::SMALL).unwrap()
+    }
+
+    /// Loads `app`, runs its launch's items on the fake device, returns device and plan.
+    fn load_and_compute(app: &mut SsbApplication) -> (FakeDevice, LaunchPlan) {
+        let mut device = FakeDevice::new(1 << 20);
+        app.load(&mut device).unwrap();
+        let plan = app.next_launch().unwrap();
+        let kernel = Kernel::decode(&plan.command, &device.memory).unwrap();
+        for item in 0..kernel.items() {
+            kernel.execute(item, &mut device.memory).unwrap();
+        }
+        (device, plan)
+    }
+
+    /// Feeds every task its bytes (in reverse order), then finishes the launch.
+    fn run_tasks(app: &mut SsbApplication, device: &FakeDevice, plan: &LaunchPlan) -> HostCost {
+        let base = plan.command.result_address;
+        let mut cost = HostCost::default();
+        for task in plan.tasks.iter().rev() {
+            let mut bytes = vec![0; (task.needs.end - task.needs.start) as usize];
+            device
+                .memory
+                .read(DeviceAddress(base + task.needs.start), &mut bytes)
+                .unwrap();
+            cost = cost.plus(app.run_task(task, &bytes));
+        }
+        cost.plus(app.finish_launch())
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for query in [Query::Q1_1, Query::Q1_2] {
+            assert_eq!(Query::by_name(query.name()), Some(query));
+        }
+        assert_eq!(Query::by_name("ssb-q1.3"), None);
+    }
+
+    #[test]
+    fn both_queries_end_to_end_on_a_fake_device_match_the_plain_scan() {
+        for query in [Query::Q1_1, Query::Q1_2] {
+            let mut app = small(query, 42);
+            let (device, plan) = load_and_compute(&mut app);
+            let cost = run_tasks(&mut app, &device, &plan);
+            assert!(cost.operations > 0);
+            assert!(app.next_launch().is_none(), "exactly one launch");
+            let verification = app.verify();
+            assert!(verification.passed, "{}", verification.detail);
+            let expected = reference::evaluate(app.data(), &query.spec());
+            let answer = app.answer().unwrap();
+            assert_eq!(u128::from(answer.revenue), expected.revenue);
+            assert!(answer.selected > 0, "{query:?} selects something");
+        }
+    }
+
+    #[test]
+    fn selectivities_are_near_the_specification() {
+        // At SF 0.02 (about 120,000 rows) the counts are large enough to compare.
+        let data = SsbData::generate(ScaleFactor { millis: 20 }, 42);
+        let rows = f64::from(data.rows());
+        let q1_1 = reference::evaluate(&data, &Query::Q1_1.spec());
+        let q1_2 = reference::evaluate(&data, &Query::Q1_2.spec());
+        let percent = |count: u64| 100.0 * count as f64 / rows;
+        // Filter: 24/50 x 3/11 = 13.1%; with 1993: x 365/2406 = 1.99% (README: about 1.95%).
+        assert!((12.6..13.6).contains(&percent(q1_1.marked)));
+        assert!((1.8..2.2).contains(&percent(q1_1.selected)));
+        // Filter: 10/50 x 3/11 = 5.45%; with January 1994: x 31/2406 = 0.070% (about 0.065%).
+        assert!((5.1..5.8).contains(&percent(q1_2.marked)));
+        assert!((0.05..0.09).contains(&percent(q1_2.selected)));
+    }
+
+    #[test]
+    fn plan_covers_the_bitmap_with_the_command_fields() {
+        let mut app = small(Query::Q1_2, 3);
+        let mut device = FakeDevice::new(1 << 20);
+        app.load(&mut device).unwrap();
+        assert!(app.device_bytes() >= 8 * u64::from(app.data().rows()) + app.result_length());
+        let plan = app.next_launch().unwrap();
+        let command = plan.command;
+        let rows = app.data().rows();
+        assert_eq!(command.kernel, KernelId::SsbFilter as u32);
+        assert_eq!((command.mode, command.tag, command.flags), (0, 0, 0));
+        assert_eq!(command.args[2], u64::from(rows) | 512 << 32);
+        assert_eq!(command.args[3], Query::Q1_2.spec().filter.pack());
+        assert_eq!(command.result_length, u64::from(rows).div_ceil(64) * 8);
+        assert!(plan.inputs.is_empty());
+        let mut next = 0;
+        for (id, task) in plan.tasks.iter().enumerate() {
+            assert_eq!(task.id as usize, id);
+            assert_eq!(task.needs.start, next);
+            assert_eq!(task.chain, None);
+            assert!(task.needs.end - task.needs.start <= 256);
+            assert_eq!(task.needs.start % 8, 0);
+            next = task.needs.end;
+        }
+        assert_eq!(next, command.result_length);
+        assert!(plan.tasks.len() > 4);
+    }
+
+    #[test]
+    fn a_flipped_bit_fails_verification() {
+        let mut app = small(Query::Q1_1, 42);
+        let (mut device, plan) = load_and_compute(&mut app);
+        // Flip the bit of row 77.
+        let address = DeviceAddress(plan.command.result_address + 77 / 8);
+        let mut byte = [0];
+        device.memory.read(address, &mut byte).unwrap();
+        byte[0] ^= 1 << (77 % 8);
+        device.memory.write(address, &byte).unwrap();
+        run_tasks(&mut app, &device, &plan);
+        let verification = app.verify();
+        assert!(!verification.passed);
+        assert!(
+            verification.detail.contains("marked"),
+            "{}",
+            verification.detail
+        );
+    }
+
+    #[test]
+    fn a_bit_past_the_table_fails_verification() {
+        let mut app = small(Query::Q1_1, 42);
+        let (mut device, plan) = load_and_compute(&mut app);
+        let rows = u64::from(app.data().rows());
+        assert_ne!(rows % 64, 0, "the test needs a partial last word");
+        let last = DeviceAddress(plan.command.result_address + plan.command.result_length - 1);
+        device.memory.write(last, &[0x80]).unwrap();
+        run_tasks(&mut app, &device, &plan);
+        let verification = app.verify();
+        assert!(!verification.passed);
+        assert!(
+            verification.detail.contains("is marked but"),
+            "{}",
+            verification.detail
+        );
+    }
+
+    #[test]
+    fn missing_or_repeated_tasks_fail_verification() {
+        let mut app = small(Query::Q1_2, 1);
+        let tasks = app.tasks();
+        app.run_task(&tasks[0], &vec![0; 256]);
+        app.finish_launch();
+        let verification = app.verify();
+        assert!(!verification.passed);
+        assert!(
+            verification.detail.contains("never ran"),
+            "{}",
+            verification.detail
+        );
+
+        let mut app = small(Query::Q1_2, 1);
+        app.run_task(&tasks[0], &vec![0; 256]);
+        app.run_task(&tasks[0], &vec![0; 256]);
+        assert!(app.verify().detail.contains("ran twice"));
+
+        let mut app = small(Query::Q1_2, 1);
+        assert_eq!(app.run_task(&tasks[0], &[0; 8]), HostCost::default());
+        assert!(!app.verify().passed);
+    }
+
+    #[test]
+    fn unfinished_launch_fails_verification() {
+        let app = small(Query::Q1_1, 42);
+        assert!(app.verify().detail.contains("never finished"));
+    }
+
+    #[test]
+    fn invalid_granularity_is_an_error() {
+        let data = SsbData::generate(ScaleFactor::SMALL, 1);
+        for granularity in [
+            Granularity {
+                rows_per_item: 100,
+                task_bytes: 256,
+            },
+            Granularity {
+                rows_per_item: 512,
+                task_bytes: 12,
+            },
+        ] {
+            assert!(SsbApplication::new(Query::Q1_1, data.clone(), granularity).is_err());
+        }
+    }
+
+    #[test]
+    fn info_describes_the_scale() {
+        let paper = info(Query::Q1_1, &WorkloadOptions::default());
+        assert_eq!(paper.name, "ssb-q1.1");
+        assert!(paper
+            .characteristics
+            .starts_with("SF 1.000: 1500000 orders"));
+        let small = info(
+            Query::Q1_2,
+            &WorkloadOptions {
+                scale: Scale::Small,
+                ..WorkloadOptions::default()
+            },
+        );
+        assert!(small.characteristics.starts_with("SF 0.002: 3000 orders"));
+    }
 }

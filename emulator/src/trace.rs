@@ -1,0 +1,320 @@
+//! The device's timeline of a run, for `axle run --trace` (a Chrome / Perfetto trace).
+//!
+//! Off by default: [`crate::Emulator::enable_trace`] turns it on, and until then the hardware
+//! model holds `None` and records nothing. Recording only appends compact `Copy` records to a
+//! vector; it never reads the clock, schedules an event or changes a model's state, so a
+//! traced run has exactly the timing of an untraced one.
+//!
+//! What is recorded, all in virtual time:
+//!
+//! - every CCM work item, from its start to its end, on a µthread *lane* of its processing
+//!   unit. The CCM model shares a unit statically among its µthreads and does not name them;
+//!   the trace gives each item the lowest lane of its unit that is free at its start, which
+//!   is a valid assignment because a unit never runs more items than it has µthreads;
+//! - every DMA request: preparation (submission to the end of preparation) and transfer (end
+//!   of preparation to the last write landed in host memory), on a lane allocated the same
+//!   way (the engine's channels are a latency model, not named queues);
+//! - the link's serialisation intervals, per direction: host stores, CXL.io accesses and
+//!   their responses, CXL.mem load responses, and each DMA request's writes (back to back on
+//!   the upstream wire, so one interval per request);
+//! - instants: launch stores, flow-control stores and mailbox doorbells reaching the device,
+//!   interrupts raised.
+
+use crate::config::DeviceConfig;
+use shared_abi::Ticks;
+use std::collections::VecDeque;
+
+/// Which way a link transfer goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkDirection {
+    /// Host to device.
+    Downstream,
+    /// Device to host.
+    Upstream,
+}
+
+/// What a link transfer carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkTraffic {
+    /// A posted host CXL.mem store (inputs, launch, flow control, shadow descriptors).
+    MemStore,
+    /// A synchronous host CXL.mem store (RP descriptor, BS launch).
+    MemStoreSynchronous,
+    /// The response of a host CXL.mem load (RP/BS result load).
+    MemLoadResponse,
+    /// A host CXL.io register write (doorbell, dequeue).
+    IoWrite,
+    /// A host CXL.io register read (RP remote poll).
+    IoRead,
+    /// The response of a CXL.io register read.
+    IoReadResponse,
+    /// The writes of one DMA request (payloads, records, tails).
+    Dma,
+}
+
+/// Something the device's control plane saw, at one instant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceInstant {
+    /// A launch store passed the packet filter.
+    LaunchStore {
+        /// The launch tag.
+        tag: u32,
+    },
+    /// A flow-control store (the host's heads) reached device memory.
+    FlowControl,
+    /// The shadow DMA descriptors were programmed.
+    RegionProgrammed,
+    /// An RP doorbell reached the mailbox.
+    Doorbell,
+    /// An RP dequeue reached the mailbox.
+    Dequeue,
+    /// An interrupt was raised.
+    Interrupt {
+        /// Its message (the metadata tail it announces).
+        message: u64,
+    },
+}
+
+/// What a device span is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceSpanKind {
+    /// A CCM work item.
+    Item {
+        /// Processing unit.
+        unit: u32,
+        /// µthread lane within the unit.
+        lane: u32,
+        /// The launch tag.
+        tag: u32,
+        /// The item index.
+        item: u32,
+    },
+    /// A DMA request's preparation.
+    DmaPrepare {
+        /// Lane.
+        lane: u32,
+        /// The request's tag.
+        request: u64,
+    },
+    /// A DMA request's writes, from the end of preparation to the last landing.
+    DmaTransfer {
+        /// Lane.
+        lane: u32,
+        /// The request's tag.
+        request: u64,
+        /// Writes (descriptors) in it.
+        writes: u32,
+        /// Bytes written to host memory.
+        bytes: u64,
+        /// Its status code (0: success).
+        status: u32,
+    },
+    /// The link serialising a transfer.
+    Link {
+        /// Direction.
+        direction: LinkDirection,
+        /// What it carries.
+        traffic: LinkTraffic,
+        /// Bytes, without per-transaction overhead.
+        bytes: u64,
+    },
+}
+
+/// One interval of the device's timeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceSpan {
+    /// What.
+    pub kind: DeviceSpanKind,
+    /// Start.
+    pub start: Ticks,
+    /// End (not before `start`).
+    pub end: Ticks,
+}
+
+/// The device's timeline of a run.
+#[derive(Debug, Default)]
+pub struct DeviceTrace {
+    /// µthreads per processing unit (sizes the CCM lanes).
+    pub uthreads: u32,
+    /// Spans, in the order they were recorded.
+    pub spans: Vec<DeviceSpan>,
+    /// Instants, in time order.
+    pub instants: Vec<(Ticks, DeviceInstant)>,
+    /// Per processing unit, when each lane frees up.
+    item_lanes: Vec<Vec<Ticks>>,
+    /// When each DMA lane frees up.
+    dma_lanes: Vec<Ticks>,
+    /// DMA requests submitted and not yet sent: tag and submission time.
+    submitted: VecDeque<(u64, Ticks)>,
+}
+
+/// The lowest lane free at `start` (growing the lanes if none is), now busy until `end`.
+fn take_lane(lanes: &mut Vec<Ticks>, start: Ticks, end: Ticks) -> u32 {
+    let index = match lanes.iter().position(|&free_at| free_at <= start) {
+        Some(index) => index,
+        None => {
+            lanes.push(Ticks::ZERO);
+            lanes.len() - 1
+        }
+    };
+    if let Some(free_at) = lanes.get_mut(index) {
+        *free_at = end;
+    }
+    u32::try_from(index).unwrap_or(u32::MAX)
+}
+
+impl DeviceTrace {
+    /// An empty trace for a device of `config`.
+    pub fn new(config: &DeviceConfig) -> DeviceTrace {
+        DeviceTrace {
+            uthreads: config.ccm_uthreads,
+            item_lanes: vec![Vec::new(); config.ccm_units as usize],
+            ..DeviceTrace::default()
+        }
+    }
+
+    /// A CCM item of launch `tag` started on `unit` at `start` and ends at `end`.
+    pub fn item(&mut self, unit: u32, tag: u32, item: u32, start: Ticks, end: Ticks) {
+        let index = unit as usize;
+        if self.item_lanes.len() <= index {
+            self.item_lanes.resize(index + 1, Vec::new());
+        }
+        let lane = self
+            .item_lanes
+            .get_mut(index)
+            .map_or(0, |lanes| take_lane(lanes, start, end));
+        self.spans.push(DeviceSpan {
+            kind: DeviceSpanKind::Item {
+                unit,
+                lane,
+                tag,
+                item,
+            },
+            start,
+            end,
+        });
+    }
+
+    /// DMA request `request` was submitted at `at`.
+    pub fn dma_submitted(&mut self, request: u64, at: Ticks) {
+        self.submitted.push_back((request, at));
+    }
+
+    /// DMA request `request` finished preparing at `prepared`; its `writes` writes of `bytes`
+    /// bytes in all landed by `landed`, with `status`.
+    pub fn dma_sent(
+        &mut self,
+        request: u64,
+        prepared: Ticks,
+        landed: Ticks,
+        writes: u32,
+        bytes: u64,
+        status: u32,
+    ) {
+        // Requests are sent in submission order, so this is almost always the front.
+        let submitted = match self.submitted.iter().position(|&(tag, _)| tag == request) {
+            Some(index) => self.submitted.remove(index).map_or(prepared, |(_, at)| at),
+            None => prepared,
+        };
+        let lane = take_lane(&mut self.dma_lanes, submitted, landed.max(prepared));
+        self.spans.push(DeviceSpan {
+            kind: DeviceSpanKind::DmaPrepare { lane, request },
+            start: submitted,
+            end: prepared,
+        });
+        self.spans.push(DeviceSpan {
+            kind: DeviceSpanKind::DmaTransfer {
+                lane,
+                request,
+                writes,
+                bytes,
+                status,
+            },
+            start: prepared,
+            end: landed.max(prepared),
+        });
+    }
+
+    /// The link carried `bytes` of `traffic` in `direction` over `[start, end]`.
+    pub fn link(
+        &mut self,
+        direction: LinkDirection,
+        traffic: LinkTraffic,
+        bytes: u64,
+        start: Ticks,
+        end: Ticks,
+    ) {
+        self.spans.push(DeviceSpan {
+            kind: DeviceSpanKind::Link {
+                direction,
+                traffic,
+                bytes,
+            },
+            start,
+            end,
+        });
+    }
+
+    /// Something happened at `at`.
+    pub fn instant(&mut self, at: Ticks, instant: DeviceInstant) {
+        self.instants.push((at, instant));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lanes_of(trace: &DeviceTrace) -> Vec<(u32, u32)> {
+        trace
+            .spans
+            .iter()
+            .filter_map(|span| match span.kind {
+                DeviceSpanKind::Item { unit, lane, .. } => Some((unit, lane)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_item_takes_the_lowest_lane_free_at_its_start() {
+        let mut trace = DeviceTrace::new(&DeviceConfig {
+            ccm_units: 2,
+            ccm_uthreads: 2,
+            ..DeviceConfig::default()
+        });
+        trace.item(0, 1, 0, Ticks(0), Ticks(10));
+        trace.item(0, 1, 2, Ticks(0), Ticks(20));
+        trace.item(1, 1, 1, Ticks(0), Ticks(5));
+        // Lane 0 of unit 0 frees at 10: the item starting then takes it.
+        trace.item(0, 1, 4, Ticks(10), Ticks(30));
+        assert_eq!(lanes_of(&trace), vec![(0, 0), (0, 1), (1, 0), (0, 0)]);
+    }
+
+    #[test]
+    fn a_dma_request_spans_preparation_then_transfer_on_one_lane() {
+        let mut trace = DeviceTrace::new(&DeviceConfig::default());
+        trace.dma_submitted(0, Ticks(0));
+        trace.dma_submitted(1, Ticks(5));
+        trace.dma_sent(0, Ticks(100), Ticks(200), 3, 72, 0);
+        trace.dma_sent(1, Ticks(105), Ticks(210), 3, 72, 0);
+        let lanes: Vec<(u32, Ticks, Ticks)> = trace
+            .spans
+            .iter()
+            .map(|span| match span.kind {
+                DeviceSpanKind::DmaPrepare { lane, .. }
+                | DeviceSpanKind::DmaTransfer { lane, .. } => (lane, span.start, span.end),
+                _ => (u32::MAX, span.start, span.end),
+            })
+            .collect();
+        assert_eq!(
+            lanes,
+            vec![
+                (0, Ticks(0), Ticks(100)),
+                (0, Ticks(100), Ticks(200)),
+                (1, Ticks(5), Ticks(105)),
+                (1, Ticks(105), Ticks(210)),
+            ]
+        );
+    }
+}

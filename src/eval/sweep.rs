@@ -1,0 +1,172 @@
+//! Running a sweep: the distinct configurations every selected figure needs, each run once,
+//! in parallel on `--jobs` threads, with a progress bar.
+//!
+//! Every run is virtual time and deterministic, and results are looked up by the
+//! configuration that produced them, never by completion order: the figures are identical
+//! whatever `--jobs` is.
+
+use crate::config::AxleConfig;
+use crate::run::{run, RunReport, RunRequest};
+use anyhow::Context;
+use host_runtime::Mode;
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// One configuration to run.
+#[derive(Clone, Debug)]
+pub struct Point {
+    /// Workload name.
+    pub workload: String,
+    /// Mechanism.
+    pub mode: Mode,
+    /// The whole configuration.
+    pub config: AxleConfig,
+}
+
+impl Point {
+    /// A point.
+    pub fn new(workload: &str, mode: Mode, config: &AxleConfig) -> Point {
+        Point {
+            workload: workload.to_owned(),
+            mode,
+            config: config.clone(),
+        }
+    }
+
+    /// Identifies the run: two points with the same key are the same run.
+    pub fn key(&self) -> String {
+        let config = toml::to_string(&self.config).unwrap_or_else(|e| format!("{e}"));
+        format!("{}|{}|{config}", self.workload, self.mode.name())
+    }
+}
+
+/// How a run ended.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    /// It finished and its answer verified.
+    Done(Box<RunReport>),
+    /// The runtime detected a deadlock (a ring too small for the dependency pattern): a
+    /// result of Figure 16, not a failure.
+    Deadlock(String),
+}
+
+/// The results of a sweep, by [`Point::key`].
+#[derive(Debug, Default)]
+pub struct Results {
+    outcomes: BTreeMap<String, Outcome>,
+}
+
+impl Results {
+    /// The outcome of `point` (it must have been part of the sweep).
+    pub fn outcome(&self, point: &Point) -> anyhow::Result<&Outcome> {
+        self.outcomes.get(&point.key()).with_context(|| {
+            format!(
+                "internal: {} in mode {} was not part of the sweep",
+                point.workload,
+                point.mode.name()
+            )
+        })
+    }
+
+    /// The report of `point`, which must have finished.
+    pub fn report(&self, point: &Point) -> anyhow::Result<&RunReport> {
+        match self.outcome(point)? {
+            Outcome::Done(report) => Ok(report),
+            Outcome::Deadlock(message) => anyhow::bail!(
+                "{} in mode {}: {message}",
+                point.workload,
+                point.mode.name()
+            ),
+        }
+    }
+
+    /// Distinct runs made.
+    pub fn len(&self) -> usize {
+        self.outcomes.len()
+    }
+
+    /// Whether no run was made.
+    pub fn is_empty(&self) -> bool {
+        self.outcomes.is_empty()
+    }
+}
+
+/// Runs every distinct point of `points` on `jobs` threads. A run that fails (other than
+/// with a detected deadlock) or gives a wrong answer fails the sweep, naming it.
+pub fn run_all(
+    points: &[Point],
+    data: &Option<PathBuf>,
+    jobs: usize,
+    progress: bool,
+) -> anyhow::Result<Results> {
+    let mut distinct: BTreeMap<String, &Point> = BTreeMap::new();
+    for point in points {
+        distinct.entry(point.key()).or_insert(point);
+    }
+    let work: Vec<(String, &Point)> = distinct.into_iter().collect();
+    let bar = if progress {
+        let bar = ProgressBar::new(work.len() as u64);
+        bar.set_style(
+            ProgressStyle::with_template("{prefix} [{bar:40}] {pos}/{len} runs, {elapsed} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        bar.set_prefix("axle eval");
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs.max(1))
+        .build()
+        .context("starting the sweep's threads")?;
+    let outcomes: Vec<anyhow::Result<(String, Outcome)>> = pool.install(|| {
+        work.par_iter()
+            .map(|(key, point)| {
+                let outcome = one(point, data);
+                bar.inc(1);
+                bar.set_message(format!("{} {}", point.workload, point.mode.name()));
+                outcome.map(|outcome| (key.clone(), outcome))
+            })
+            .collect()
+    });
+    bar.finish_and_clear();
+    let mut results = Results::default();
+    for outcome in outcomes {
+        let (key, outcome) = outcome?;
+        results.outcomes.insert(key, outcome);
+    }
+    Ok(results)
+}
+
+fn one(point: &Point, data: &Option<PathBuf>) -> anyhow::Result<Outcome> {
+    let request = RunRequest {
+        workload: point.workload.clone(),
+        mode: point.mode,
+        config: point.config.clone(),
+        data: data.clone(),
+    };
+    match run(&request) {
+        Ok(report) if report.verified => Ok(Outcome::Done(Box::new(report))),
+        Ok(report) => anyhow::bail!(
+            "{} in mode {} produced a wrong answer: {}",
+            point.workload,
+            point.mode.name(),
+            report.verification
+        ),
+        Err(error) => {
+            let message = format!("{error:#}");
+            if message.contains("deadlock detected") {
+                Ok(Outcome::Deadlock(message))
+            } else {
+                Err(error.context(format!(
+                    "{} in mode {}",
+                    point.workload,
+                    point.mode.name()
+                )))
+            }
+        }
+    }
+}

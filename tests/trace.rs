@@ -1,0 +1,426 @@
+//! `axle run --trace FILE` (`axle::run::run_traced`): the file is valid Chrome trace JSON
+//! that Perfetto opens, it shows every track of the paper's Figure 9, one span per CCM work
+//! item, and tracing changes nothing about the run: the report is the same and two runs write
+//! the same bytes.
+//!
+//! Run: `cargo test --release --test trace`.
+
+use axle::config::AxleConfig;
+use axle::run::{run, run_traced, RunRequest};
+use host_runtime::Mode;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+const MODES: [Mode; 4] = [Mode::Rp, Mode::Bs, Mode::Axle, Mode::AxleIrq];
+
+fn request(workload: &str, mode: Mode) -> RunRequest {
+    RunRequest {
+        workload: workload.into(),
+        mode,
+        config: AxleConfig::default(),
+        data: None,
+    }
+}
+
+/// A trace file path of this test process.
+fn trace_path(label: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "axle-trace-test-{}-{label}.json",
+        std::process::id()
+    ))
+}
+
+/// Runs `request` traced; returns the report (verified) and the trace's bytes.
+fn traced(request: &RunRequest, label: &str) -> (axle::run::RunReport, Vec<u8>) {
+    let path = trace_path(label);
+    let report = run_traced(request, &path).unwrap_or_else(|error| {
+        panic!(
+            "{} in mode {} failed: {error:#}",
+            request.workload,
+            request.mode.name()
+        )
+    });
+    assert!(report.verified, "{}", report.verification);
+    let bytes = std::fs::read(&path).expect("the trace file was written");
+    let _ = std::fs::remove_file(&path);
+    (report, bytes)
+}
+
+/// A parsed trace: its events and the named tracks.
+struct Trace {
+    events: Vec<Value>,
+    /// (pid, tid) -> thread name.
+    tracks: BTreeMap<(u64, u64), String>,
+}
+
+impl Trace {
+    /// Parses `bytes` and checks the format every event must follow.
+    fn parse(bytes: &[u8]) -> Trace {
+        let value: Value = serde_json::from_slice(bytes).expect("the trace is JSON");
+        assert_eq!(value["displayTimeUnit"], "ns");
+        let events = value["traceEvents"]
+            .as_array()
+            .expect("a traceEvents array")
+            .clone();
+        let mut tracks = BTreeMap::new();
+        let mut processes = BTreeSet::new();
+        for event in &events {
+            if event["ph"] == "M" {
+                let pid = event["pid"].as_u64().expect("metadata pid");
+                match event["name"].as_str() {
+                    Some("thread_name") => {
+                        let tid = event["tid"].as_u64().expect("thread_name tid");
+                        let name = event["args"]["name"].as_str().expect("a thread name");
+                        tracks.insert((pid, tid), name.to_string());
+                    }
+                    Some("process_name") => {
+                        processes.insert(pid);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        assert_eq!(processes, BTreeSet::from([1, 2]), "device and host named");
+        let trace = Trace { events, tracks };
+        for event in &trace.events {
+            let ph = event["ph"].as_str().expect("every event has a phase");
+            if ph == "M" {
+                continue;
+            }
+            assert!(
+                matches!(ph, "X" | "i"),
+                "only complete events and instants: {event}"
+            );
+            assert!(event["name"].is_string(), "{event}");
+            let ts = event["ts"].as_f64().expect("numeric ts");
+            assert!(ts >= 0.0, "{event}");
+            if ph == "X" {
+                let dur = event["dur"].as_f64().expect("numeric dur");
+                assert!(dur >= 0.0, "{event}");
+            }
+            assert!(
+                trace.tracks.contains_key(&trace.key(event)),
+                "event on an unnamed track: {event}"
+            );
+        }
+        trace
+    }
+
+    fn key(&self, event: &Value) -> (u64, u64) {
+        (
+            event["pid"].as_u64().unwrap_or(u64::MAX),
+            event["tid"].as_u64().unwrap_or(u64::MAX),
+        )
+    }
+
+    /// Complete events named `name`.
+    fn spans(&self, name: &str) -> Vec<&Value> {
+        self.events
+            .iter()
+            .filter(|event| event["ph"] == "X" && event["name"] == name)
+            .collect()
+    }
+
+    /// Instants named `name`.
+    fn instants(&self, name: &str) -> usize {
+        self.events
+            .iter()
+            .filter(|event| event["ph"] == "i" && event["name"] == name)
+            .count()
+    }
+
+    /// Names of the tracks that carry at least one event.
+    fn used_tracks(&self) -> BTreeSet<&str> {
+        self.events
+            .iter()
+            .filter(|event| event["ph"] != "M")
+            .filter_map(|event| self.tracks.get(&self.key(event)).map(String::as_str))
+            .collect()
+    }
+
+    /// Whether some used track's name starts with `prefix`.
+    fn has_track(&self, prefix: &str) -> bool {
+        self.used_tracks()
+            .iter()
+            .any(|name| name.starts_with(prefix))
+    }
+}
+
+/// Device memory that keeps nothing: enough to plan a workload's launches.
+struct Discard {
+    next: u64,
+}
+
+impl host_runtime::app::DeviceLoader for Discard {
+    fn allocate(
+        &mut self,
+        length: u64,
+        align: u64,
+    ) -> Result<shared_abi::DeviceAddress, host_runtime::app::LoadError> {
+        let address = self.next.next_multiple_of(align.max(1));
+        self.next = address + length;
+        Ok(shared_abi::DeviceAddress(address))
+    }
+
+    fn write(
+        &mut self,
+        _: shared_abi::DeviceAddress,
+        _: &[u8],
+    ) -> Result<(), host_runtime::app::LoadError> {
+        Ok(())
+    }
+}
+
+/// CCM work items of every launch of `workload`: KNN computes one 4-byte distance per item.
+fn knn_items(workload: &str) -> u64 {
+    let config = AxleConfig::default();
+    let options = workloads::WorkloadOptions {
+        scale: config.workload.scale,
+        seed: config.workload.seed,
+        data_dir: None,
+        queries: Some(config.workload.queries),
+        k: Some(config.workload.k),
+        task_rows: Some(config.workload.task_rows),
+    };
+    let mut app = workloads::build(workload, &options).expect("the workload builds");
+    app.load(&mut Discard { next: 1 << 20 })
+        .expect("the data set loads");
+    let mut items = 0;
+    while let Some(plan) = app.next_launch() {
+        items += plan.command.result_length / 4;
+    }
+    items
+}
+
+#[test]
+fn axle_trace_is_chrome_json_with_every_figure_9_track() {
+    let (_, bytes) = traced(&request("knn-c", Mode::Axle), "axle-tracks");
+    let trace = Trace::parse(&bytes);
+    for prefix in [
+        "CCM unit ",
+        "DMA lane ",
+        "link: host → device",
+        "link: device → host",
+        "host control: launches",
+        "host control: polls",
+        "host control: flow-control stores",
+        "host worker ",
+        "device control plane",
+    ] {
+        assert!(
+            trace.has_track(prefix),
+            "no track {prefix:?} in {:?}",
+            trace.used_tracks()
+        );
+    }
+    for name in [
+        "item",
+        "DMA prepare",
+        "DMA transfer",
+        "DMA writes",
+        "CXL.mem store",
+        "local poll",
+        "flow-control store",
+        "task",
+        "launch store",
+    ] {
+        assert!(!trace.spans(name).is_empty(), "no {name:?} span");
+    }
+    assert!(trace.instants("flow control arrives") > 0);
+    assert!(trace.instants("launch") > 0);
+    // Every flow-control store the host sent reached the device.
+    assert_eq!(
+        trace.spans("flow-control store").len(),
+        trace.instants("flow control arrives")
+    );
+    // Polls say how many records they moved, and together they moved one per payload.
+    let records: u64 = trace
+        .spans("local poll")
+        .iter()
+        .map(|poll| poll["args"]["records"].as_u64().expect("records"))
+        .sum();
+    assert_eq!(records, trace.spans("DMA transfer").len() as u64);
+}
+
+#[test]
+fn rp_trace_shows_remote_polls_result_loads_and_the_mailbox() {
+    let (report, bytes) = traced(&request("knn-a", Mode::Rp), "rp");
+    let trace = Trace::parse(&bytes);
+    let polls = trace.spans("remote poll");
+    assert!(!polls.is_empty());
+    // Only the last poll of each launch finds it complete.
+    let complete = polls
+        .iter()
+        .filter(|poll| poll["args"]["complete"] == true)
+        .count();
+    assert_eq!(complete as u64, report.metrics.launches);
+    assert_eq!(
+        trace.spans("result load").len() as u64,
+        report.metrics.launches
+    );
+    assert_eq!(trace.spans("CXL.io read").len(), polls.len());
+    assert_eq!(
+        trace.instants("doorbell arrives"),
+        trace.instants("doorbell")
+    );
+    assert!(trace.has_track("host control: polls"));
+    assert!(trace.spans("DMA transfer").is_empty(), "RP streams nothing");
+}
+
+#[test]
+fn bs_trace_shows_the_synchronous_wait_and_the_result_load() {
+    let (report, bytes) = traced(&request("knn-a", Mode::Bs), "bs");
+    let trace = Trace::parse(&bytes);
+    assert_eq!(
+        trace.spans("synchronous wait (BS)").len() as u64,
+        report.metrics.launches
+    );
+    assert_eq!(
+        trace.spans("result load").len() as u64,
+        report.metrics.launches
+    );
+    assert!(!trace.spans("CXL.mem load response").is_empty());
+}
+
+#[test]
+fn axle_interrupt_trace_shows_one_handler_per_raised_interrupt() {
+    let (_, bytes) = traced(&request("knn-a", Mode::AxleIrq), "irq");
+    let trace = Trace::parse(&bytes);
+    let raised = trace.instants("interrupt raised");
+    assert!(raised > 0);
+    assert_eq!(trace.spans("interrupt handler").len(), raised);
+    assert!(trace.spans("local poll").is_empty());
+}
+
+#[test]
+fn one_item_span_per_ccm_work_item() {
+    for workload in ["knn-a", "knn-c"] {
+        let (_, bytes) = traced(&request(workload, Mode::Axle), &format!("items-{workload}"));
+        let trace = Trace::parse(&bytes);
+        let items = trace.spans("item");
+        assert_eq!(items.len() as u64, knn_items(workload), "{workload}");
+        let distinct: BTreeSet<(u64, u64)> = items
+            .iter()
+            .map(|item| {
+                (
+                    item["args"]["launch"].as_u64().expect("launch"),
+                    item["args"]["item"].as_u64().expect("item"),
+                )
+            })
+            .collect();
+        assert_eq!(distinct.len(), items.len(), "{workload}: each item once");
+        for item in &items {
+            let track = &trace.tracks[&trace.key(item)];
+            assert!(track.starts_with("CCM unit "), "{track}");
+        }
+    }
+}
+
+#[test]
+fn spans_on_one_track_never_overlap() {
+    for mode in MODES {
+        let (_, bytes) = traced(&request("knn-a", mode), &format!("overlap-{}", mode.name()));
+        let trace = Trace::parse(&bytes);
+        let mut by_track: BTreeMap<(u64, u64), Vec<(u64, u64)>> = BTreeMap::new();
+        for event in trace.events.iter().filter(|event| event["ph"] == "X") {
+            // Whole nanoseconds, exactly: ts and dur are written to the nanosecond.
+            let start = (event["ts"].as_f64().unwrap_or(0.0) * 1000.0).round() as u64;
+            let length = (event["dur"].as_f64().unwrap_or(0.0) * 1000.0).round() as u64;
+            by_track
+                .entry(trace.key(event))
+                .or_default()
+                .push((start, start + length));
+        }
+        for (track, mut spans) in by_track {
+            spans.sort_unstable();
+            for pair in spans.windows(2) {
+                assert!(
+                    pair[1].0 >= pair[0].1,
+                    "{}: overlapping spans on {}: {:?}",
+                    mode.name(),
+                    trace.tracks[&track],
+                    pair
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn tracing_leaves_the_report_unchanged() {
+    for mode in MODES {
+        let request = request("knn-a", mode);
+        let plain = run(&request).expect("the untraced run");
+        let (traced_report, _) = traced(&request, &format!("report-{}", mode.name()));
+        assert_eq!(
+            serde_json::to_string(&plain).expect("report JSON"),
+            serde_json::to_string(&traced_report).expect("report JSON"),
+            "{}",
+            mode.name()
+        );
+    }
+}
+
+#[test]
+fn identical_runs_write_identical_trace_files() {
+    let request = request("knn-c", Mode::Axle);
+    let (_, first) = traced(&request, "identical-1");
+    let (_, second) = traced(&request, "identical-2");
+    assert!(first == second, "two runs of one configuration differ");
+}
+
+#[test]
+fn a_trace_file_that_cannot_be_created_fails_before_the_run() {
+    let path = std::env::temp_dir()
+        .join(format!("axle-no-such-directory-{}", std::process::id()))
+        .join("trace.json");
+    let error = run_traced(&request("knn-a", Mode::Axle), &path)
+        .expect_err("an uncreatable trace file is an error");
+    assert!(
+        format!("{error:#}").contains("creating the trace file"),
+        "{error:#}"
+    );
+}
+
+#[test]
+fn the_cli_refuses_trace_with_attach_or_wall_clock() {
+    let path = trace_path("cli-refused");
+    for extra in [
+        &["--attach", "/nonexistent/axle.sock"][..],
+        &["--clock", "wall"][..],
+    ] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_axle"))
+            .args(["run", "knn-a", "--mode", "axle", "--trace"])
+            .arg(&path)
+            .args(extra)
+            .output()
+            .expect("the axle binary runs");
+        assert!(!output.status.success(), "{extra:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("--trace records an in-process virtual-time run only"),
+            "{extra:?}: {stderr}"
+        );
+        assert!(!path.exists(), "{extra:?}: nothing written");
+    }
+}
+
+#[test]
+fn the_cli_writes_a_trace_and_prints_the_same_report() {
+    let path = trace_path("cli");
+    let run_cli = |trace: bool| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_axle"));
+        command.args(["run", "knn-a", "--mode", "axle", "--json"]);
+        if trace {
+            command.arg("--trace").arg(&path);
+        }
+        let output = command.output().expect("the axle binary runs");
+        assert!(output.status.success(), "{output:?}");
+        output.stdout
+    };
+    assert_eq!(run_cli(false), run_cli(true));
+    let bytes = std::fs::read(&path).expect("the trace file was written");
+    let _ = std::fs::remove_file(&path);
+    Trace::parse(&bytes);
+}
