@@ -1,4 +1,751 @@
 //! Graphs shared by SSSP and PageRank: the CSR form, the real inputs' readers and the seeded
 //! generators.
 //!
-//! (Being written: see the workload issue.)
+//! Both inputs of the paper are undirected graphs; every undirected edge `{u, v}` becomes the
+//! two arcs `u -> v` and `v -> u` of a [`Csr`] (so "out-neighbours" and "in-neighbours" are the
+//! same lists). Adjacency lists are sorted by target, so the CSR of an edge set does not depend
+//! on the order the edges were read or generated in.
+//!
+//! # Readers
+//!
+//! - [`read_pace_gr_xz`]: the PACE-2016 `.gr` format (`p tw <vertices> <edges>`, then one
+//!   `u v` line per undirected edge, 1-based, `c` comment lines), xz-compressed: the New York
+//!   road network `NY.pace16.gr.xz` (264,346 vertices, 365,050 edges).
+//! - [`read_mtx_tar_gz`]: a Matrix Market `coordinate pattern symmetric` matrix (one triangle,
+//!   1-based, `%` comments) inside a gzip tarball: `coAuthorsDBLP.tar.gz` (299,067 vertices,
+//!   977,676 edges).
+//!
+//! Both reject self-loops, duplicate edges, ids outside `1..=vertices` and an edge count other
+//! than the header's, with a reason.
+//!
+//! # Generators (seeded, ChaCha8)
+//!
+//! - [`road_like`]: a planar, low-degree, large-diameter graph: vertices on a near-square
+//!   grid, a random spanning tree of the grid edges (Kruskal over a seeded shuffle) so every
+//!   vertex is reachable, then further grid edges in the same shuffled order up to the edge
+//!   count. Mean degree and diameter resemble a road network's (degree 2.8 for SSSP's sizes,
+//!   diameter in the hundreds of hops at 264,346 vertices).
+//! - [`power_law`]: a co-authorship-like graph: a random recursive tree (vertex `i` joins a
+//!   uniform earlier vertex, so none is isolated), then Chung-Lu edges whose endpoints are
+//!   drawn with density proportional to `(x + 30)^-1/2` over the vertex range (degree
+//!   exponent about 3, maximum degree in the hundreds, like DBLP's), without self-loops or
+//!   duplicates, and finally a seeded relabelling so hubs are spread over the id range.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// An undirected graph as an edge list: 0-based vertex pairs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EdgeList {
+    /// Vertices.
+    pub vertices: u32,
+    /// Undirected edges `(u, v)`, `u != v`, each once.
+    pub edges: Vec<(u32, u32)>,
+}
+
+/// A directed graph in compressed sparse row form, optionally with arc weights.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Csr {
+    offsets: Vec<u32>,
+    targets: Vec<u32>,
+    weights: Vec<u32>,
+}
+
+impl Csr {
+    /// The symmetric CSR of `graph`: two arcs per edge, adjacency sorted by target. With
+    /// `weights` (one per edge), both arcs of edge `e` get `weights[e]`. Fails on a vertex out
+    /// of range, a self-loop, a duplicate edge, more than `u32::MAX` arcs, or a weight count
+    /// other than the edge count.
+    pub fn symmetric(graph: &EdgeList, weights: Option<&[u32]>) -> Result<Csr, String> {
+        let vertices = graph.vertices as usize;
+        if let Some(weights) = weights {
+            if weights.len() != graph.edges.len() {
+                return Err(format!(
+                    "{} weights for {} edges",
+                    weights.len(),
+                    graph.edges.len()
+                ));
+            }
+        }
+        let arcs = graph
+            .edges
+            .len()
+            .checked_mul(2)
+            .filter(|arcs| u32::try_from(*arcs).is_ok())
+            .ok_or_else(|| format!("{} edges are too many arcs", graph.edges.len()))?;
+        let mut degree = vec![0_u32; vertices + 1];
+        for (index, &(u, v)) in graph.edges.iter().enumerate() {
+            if u as usize >= vertices || v as usize >= vertices {
+                return Err(format!(
+                    "edge {index} ({u}, {v}) names a vertex beyond {}",
+                    graph.vertices
+                ));
+            }
+            if u == v {
+                return Err(format!("edge {index} is a self-loop at vertex {u}"));
+            }
+            degree[u as usize] += 1;
+            degree[v as usize] += 1;
+        }
+        let mut offsets = Vec::with_capacity(vertices + 1);
+        let mut running = 0_u32;
+        offsets.push(0);
+        for d in &degree[..vertices] {
+            running += d;
+            offsets.push(running);
+        }
+        let mut cursor: Vec<u32> = offsets[..vertices].to_vec();
+        let mut pairs = vec![(0_u32, 0_u32); arcs];
+        for (index, &(u, v)) in graph.edges.iter().enumerate() {
+            let weight = weights.map_or(0, |w| w[index]);
+            for (from, to) in [(u, v), (v, u)] {
+                let slot = &mut cursor[from as usize];
+                pairs[*slot as usize] = (to, weight);
+                *slot += 1;
+            }
+        }
+        for vertex in 0..vertices {
+            let list = &mut pairs[offsets[vertex] as usize..offsets[vertex + 1] as usize];
+            list.sort_unstable();
+            if let Some(pair) = list.windows(2).find(|pair| pair[0].0 == pair[1].0) {
+                return Err(format!(
+                    "duplicate edge between vertices {vertex} and {}",
+                    pair[0].0
+                ));
+            }
+        }
+        let targets = pairs.iter().map(|pair| pair.0).collect();
+        let weights = if weights.is_some() {
+            pairs.iter().map(|pair| pair.1).collect()
+        } else {
+            Vec::new()
+        };
+        Ok(Csr {
+            offsets,
+            targets,
+            weights,
+        })
+    }
+
+    /// Vertices.
+    pub fn vertices(&self) -> u32 {
+        (self.offsets.len() - 1) as u32
+    }
+
+    /// Arcs.
+    pub fn arcs(&self) -> u32 {
+        self.targets.len() as u32
+    }
+
+    /// The `vertices + 1` offsets.
+    pub fn offsets(&self) -> &[u32] {
+        &self.offsets
+    }
+
+    /// Every arc's target.
+    pub fn targets(&self) -> &[u32] {
+        &self.targets
+    }
+
+    /// Every arc's weight (empty for an unweighted graph).
+    pub fn weights(&self) -> &[u32] {
+        &self.weights
+    }
+
+    /// The arcs of `vertex`: `offsets[vertex]..offsets[vertex + 1]`.
+    pub fn arc_range(&self, vertex: u32) -> std::ops::Range<usize> {
+        self.offsets[vertex as usize] as usize..self.offsets[vertex as usize + 1] as usize
+    }
+
+    /// The neighbours of `vertex`.
+    pub fn neighbors(&self, vertex: u32) -> &[u32] {
+        &self.targets[self.arc_range(vertex)]
+    }
+
+    /// The degree of `vertex`.
+    pub fn degree(&self, vertex: u32) -> u32 {
+        self.offsets[vertex as usize + 1] - self.offsets[vertex as usize]
+    }
+}
+
+/// `words` as little-endian bytes (the device layout).
+pub fn words_to_le_bytes(words: &[u32]) -> Vec<u8> {
+    words.iter().flat_map(|word| word.to_le_bytes()).collect()
+}
+
+/// The file to read: `data` itself if it is not a directory, else `data/file_name`.
+pub fn resolve(data: &Path, file_name: &str) -> PathBuf {
+    if data.is_dir() {
+        data.join(file_name)
+    } else {
+        data.to_path_buf()
+    }
+}
+
+/// A 1-based vertex id of a line, as 0-based.
+fn vertex_id(token: Option<&str>, vertices: u32, line: usize) -> Result<u32, String> {
+    let token = token.ok_or_else(|| format!("line {line}: missing vertex id"))?;
+    let id: u32 = token
+        .parse()
+        .map_err(|_| format!("line {line}: `{token}` is not a vertex id"))?;
+    if id == 0 || id > vertices {
+        return Err(format!("line {line}: vertex {id} is not in 1..={vertices}"));
+    }
+    Ok(id - 1)
+}
+
+/// Parses a PACE-2016 `.gr` graph (see the module docs).
+pub fn parse_pace_gr(reader: impl BufRead) -> Result<EdgeList, String> {
+    let mut header: Option<(u32, usize)> = None;
+    let mut edges = Vec::new();
+    for (index, line) in reader.lines().enumerate() {
+        let number = index + 1;
+        let line = line.map_err(|error| format!("line {number}: {error}"))?;
+        let mut tokens = line.split_ascii_whitespace();
+        match tokens.next() {
+            None | Some("c") => continue,
+            Some("p") => {
+                if header.is_some() {
+                    return Err(format!("line {number}: a second `p` line"));
+                }
+                let (Some("tw"), Some(v), Some(e)) = (tokens.next(), tokens.next(), tokens.next())
+                else {
+                    return Err(format!("line {number}: expected `p tw <vertices> <edges>`"));
+                };
+                let vertices = v
+                    .parse()
+                    .map_err(|_| format!("line {number}: bad vertex count `{v}`"))?;
+                let count = e
+                    .parse()
+                    .map_err(|_| format!("line {number}: bad edge count `{e}`"))?;
+                edges.reserve(count);
+                header = Some((vertices, count));
+            }
+            Some(first) => {
+                let Some((vertices, _)) = header else {
+                    return Err(format!("line {number}: an edge before the `p` line"));
+                };
+                let u = vertex_id(Some(first), vertices, number)?;
+                let v = vertex_id(tokens.next(), vertices, number)?;
+                edges.push((u, v));
+            }
+        }
+    }
+    let Some((vertices, count)) = header else {
+        return Err("no `p tw` header line".into());
+    };
+    if edges.len() != count {
+        return Err(format!("{} edges, the header says {count}", edges.len()));
+    }
+    Ok(EdgeList { vertices, edges })
+}
+
+/// Parses a Matrix Market `coordinate pattern symmetric` square matrix as an undirected graph
+/// (see the module docs).
+pub fn parse_mtx(reader: impl BufRead) -> Result<EdgeList, String> {
+    let mut lines = reader.lines().enumerate();
+    let banner = match lines.next() {
+        Some((_, line)) => line.map_err(|error| format!("line 1: {error}"))?,
+        None => return Err("empty file".into()),
+    };
+    let banner_words: Vec<String> = banner
+        .split_ascii_whitespace()
+        .map(str::to_ascii_lowercase)
+        .collect();
+    if banner_words
+        != [
+            "%%matrixmarket",
+            "matrix",
+            "coordinate",
+            "pattern",
+            "symmetric",
+        ]
+    {
+        return Err(format!(
+            "line 1: `{banner}` is not a `matrix coordinate pattern symmetric` banner"
+        ));
+    }
+    let mut size: Option<(u32, usize)> = None;
+    let mut edges = Vec::new();
+    for (index, line) in lines {
+        let number = index + 1;
+        let line = line.map_err(|error| format!("line {number}: {error}"))?;
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('%') {
+            continue;
+        }
+        let mut tokens = trimmed.split_ascii_whitespace();
+        match size {
+            None => {
+                let numbers: Result<Vec<u64>, _> = tokens.map(str::parse::<u64>).collect();
+                let numbers = numbers.map_err(|_| format!("line {number}: bad size line"))?;
+                let [rows, columns, entries] = numbers[..] else {
+                    return Err(format!("line {number}: expected `rows columns entries`"));
+                };
+                if rows != columns {
+                    return Err(format!("line {number}: {rows} x {columns} is not square"));
+                }
+                let vertices = u32::try_from(rows)
+                    .map_err(|_| format!("line {number}: {rows} vertices is too many"))?;
+                let entries = usize::try_from(entries)
+                    .map_err(|_| format!("line {number}: {entries} entries is too many"))?;
+                edges.reserve(entries);
+                size = Some((vertices, entries));
+            }
+            Some((vertices, _)) => {
+                let u = vertex_id(tokens.next(), vertices, number)?;
+                let v = vertex_id(tokens.next(), vertices, number)?;
+                edges.push((u, v));
+            }
+        }
+    }
+    let Some((vertices, entries)) = size else {
+        return Err("no size line".into());
+    };
+    if edges.len() != entries {
+        return Err(format!(
+            "{} entries, the size line says {entries}",
+            edges.len()
+        ));
+    }
+    Ok(EdgeList { vertices, edges })
+}
+
+/// Reads an xz-compressed PACE `.gr` file.
+pub fn read_pace_gr_xz(path: &Path) -> Result<EdgeList, String> {
+    let file = File::open(path).map_err(|error| error.to_string())?;
+    parse_pace_gr(BufReader::new(xz2::read::XzDecoder::new(file)))
+}
+
+/// Reads the first `.mtx` entry of a gzip-compressed tarball.
+pub fn read_mtx_tar_gz(path: &Path) -> Result<EdgeList, String> {
+    let file = File::open(path).map_err(|error| error.to_string())?;
+    read_mtx_tar(flate2::read::GzDecoder::new(file))
+}
+
+/// Reads the first `.mtx` entry of a tar stream.
+pub fn read_mtx_tar(stream: impl Read) -> Result<EdgeList, String> {
+    let mut archive = tar::Archive::new(stream);
+    let entries = archive.entries().map_err(|error| error.to_string())?;
+    for entry in entries {
+        let entry = entry.map_err(|error| error.to_string())?;
+        let is_mtx = entry
+            .path()
+            .map_err(|error| error.to_string())?
+            .extension()
+            .is_some_and(|extension| extension == "mtx");
+        if is_mtx {
+            return parse_mtx(BufReader::new(entry));
+        }
+    }
+    Err("the archive holds no .mtx file".into())
+}
+
+/// A road-like graph with exactly `vertices` vertices and `edges` undirected edges (see the
+/// module docs). `edges` must be at least `vertices - 1` and at most the grid's edge count.
+pub fn road_like(vertices: u32, edges: usize, seed: u64) -> Result<EdgeList, String> {
+    if vertices == 0 {
+        return Err("no vertices".into());
+    }
+    let width = (f64::from(vertices).sqrt().ceil() as u32).max(1);
+    let mut candidates = Vec::new();
+    for vertex in 0..vertices {
+        if vertex % width + 1 < width && vertex + 1 < vertices {
+            candidates.push((vertex, vertex + 1));
+        }
+        if let Some(below) = vertex.checked_add(width).filter(|below| *below < vertices) {
+            candidates.push((vertex, below));
+        }
+    }
+    let tree = vertices as usize - 1;
+    if edges < tree || edges > candidates.len() {
+        return Err(format!(
+            "{edges} edges is not in {tree}..={} for a {vertices}-vertex grid",
+            candidates.len()
+        ));
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    candidates.shuffle(&mut rng);
+    let mut parent: Vec<u32> = (0..vertices).collect();
+    fn root(parent: &mut [u32], mut vertex: u32) -> u32 {
+        while parent[vertex as usize] != vertex {
+            let grand = parent[parent[vertex as usize] as usize];
+            parent[vertex as usize] = grand;
+            vertex = grand;
+        }
+        vertex
+    }
+    let mut chosen = Vec::with_capacity(edges);
+    let mut rest = Vec::new();
+    for (u, v) in candidates {
+        let (a, b) = (root(&mut parent, u), root(&mut parent, v));
+        if a == b {
+            rest.push((u, v));
+        } else {
+            parent[a as usize] = b;
+            chosen.push((u, v));
+        }
+    }
+    chosen.extend(rest.into_iter().take(edges - tree));
+    Ok(EdgeList {
+        vertices,
+        edges: chosen,
+    })
+}
+
+/// Offset of the power-law endpoint density `(x + OFFSET)^-1/2`: bounds the largest expected
+/// degree (about 50 times the mean at 299,067 vertices).
+const POWER_LAW_OFFSET: f64 = 30.0;
+
+/// A power-law graph with exactly `vertices` vertices and `edges` undirected edges (see the
+/// module docs). `edges` must be at least `vertices - 1` and well below `vertices^2 / 2`.
+pub fn power_law(vertices: u32, edges: usize, seed: u64) -> Result<EdgeList, String> {
+    let tree = (vertices as usize).saturating_sub(1);
+    let possible = (vertices as usize).saturating_mul((vertices as usize).saturating_sub(1)) / 2;
+    if vertices < 2 || edges < tree || edges > possible / 4 {
+        return Err(format!(
+            "{edges} edges is not in {tree}..={} for {vertices} vertices",
+            possible / 4
+        ));
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut seen: HashSet<u64> = HashSet::with_capacity(edges);
+    let key = |u: u32, v: u32| (u64::from(u.min(v)) << 32) | u64::from(u.max(v));
+    let mut list = Vec::with_capacity(edges);
+    for vertex in 1..vertices {
+        let earlier = rng.gen_range(0..vertex);
+        seen.insert(key(vertex, earlier));
+        list.push((vertex, earlier));
+    }
+    let low = POWER_LAW_OFFSET.sqrt();
+    let high = (f64::from(vertices) + POWER_LAW_OFFSET).sqrt();
+    let endpoint = |rng: &mut ChaCha8Rng| -> u32 {
+        let root = low + rng.gen::<f64>() * (high - low);
+        let x = root * root - POWER_LAW_OFFSET;
+        (x.max(0.0) as u32).min(vertices - 1)
+    };
+    while list.len() < edges {
+        let u = endpoint(&mut rng);
+        let v = endpoint(&mut rng);
+        if u != v && seen.insert(key(u, v)) {
+            list.push((u, v));
+        }
+    }
+    let mut label: Vec<u32> = (0..vertices).collect();
+    label.shuffle(&mut rng);
+    for edge in &mut list {
+        *edge = (label[edge.0 as usize], label[edge.1 as usize]);
+    }
+    Ok(EdgeList {
+        vertices,
+        edges: list,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn triangle_plus_tail() -> EdgeList {
+        EdgeList {
+            vertices: 5,
+            edges: vec![(0, 1), (2, 0), (1, 2), (3, 2)],
+        }
+    }
+
+    #[test]
+    fn symmetric_csr_has_two_sorted_arcs_per_edge_and_shared_weights() {
+        let graph = triangle_plus_tail();
+        let csr = Csr::symmetric(&graph, Some(&[10, 20, 30, 40])).unwrap();
+        assert_eq!(csr.vertices(), 5);
+        assert_eq!(csr.arcs(), 8);
+        assert_eq!(csr.offsets(), [0, 2, 4, 7, 8, 8]);
+        assert_eq!(csr.targets(), [1, 2, 0, 2, 0, 1, 3, 2]);
+        assert_eq!(csr.weights(), [10, 20, 10, 30, 20, 30, 40, 40]);
+        assert_eq!(csr.neighbors(2), [0, 1, 3]);
+        assert_eq!(csr.degree(4), 0);
+        let unweighted = Csr::symmetric(&graph, None).unwrap();
+        assert!(unweighted.weights().is_empty());
+        assert_eq!(unweighted.targets(), csr.targets());
+    }
+
+    #[test]
+    fn csr_rejects_bad_edges() {
+        let bad = |edges: Vec<(u32, u32)>| {
+            Csr::symmetric(&EdgeList { vertices: 3, edges }, None).unwrap_err()
+        };
+        assert!(bad(vec![(0, 3)]).contains("beyond"));
+        assert!(bad(vec![(1, 1)]).contains("self-loop"));
+        assert!(bad(vec![(0, 1), (1, 0)]).contains("duplicate"));
+        assert!(Csr::symmetric(&triangle_plus_tail(), Some(&[1])).is_err());
+    }
+
+    #[test]
+    fn pace_reader_reads_one_based_edges() {
+        let text = "c a comment\np tw 4 3\n1 2\n2 3\nc another\n4 1\n";
+        let graph = parse_pace_gr(text.as_bytes()).unwrap();
+        assert_eq!(graph.vertices, 4);
+        assert_eq!(graph.edges, [(0, 1), (1, 2), (3, 0)]);
+    }
+
+    #[test]
+    fn pace_reader_rejects_malformed_input() {
+        for (text, reason) in [
+            ("1 2\n", "before the `p` line"),
+            ("p tw 3 2\n1 2\n", "1 edges, the header says 2"),
+            ("p tw 3 1\n1 4\n", "not in 1..=3"),
+            ("p tw 3 1\n0 1\n", "not in 1..=3"),
+            ("p tw 3 1\n1 x\n", "not a vertex id"),
+            ("p tw 3 1\n1\n", "missing vertex id"),
+            ("p cep 3 1\n", "expected `p tw"),
+            ("", "no `p tw` header"),
+        ] {
+            let error = parse_pace_gr(text.as_bytes()).unwrap_err();
+            assert!(error.contains(reason), "{text:?}: {error}");
+        }
+    }
+
+    const MTX: &str =
+        "%%MatrixMarket matrix coordinate pattern symmetric\n% comment\n4 4 3\n2 1\n3 1\n4 3\n";
+
+    #[test]
+    fn mtx_reader_reads_one_triangle() {
+        let graph = parse_mtx(MTX.as_bytes()).unwrap();
+        assert_eq!(graph.vertices, 4);
+        assert_eq!(graph.edges, [(1, 0), (2, 0), (3, 2)]);
+    }
+
+    #[test]
+    fn mtx_reader_rejects_malformed_input() {
+        for (text, reason) in [
+            (
+                "%%MatrixMarket matrix coordinate real general\n1 1 0\n",
+                "banner",
+            ),
+            (
+                "%%MatrixMarket matrix coordinate pattern symmetric\n3 4 1\n1 2\n",
+                "not square",
+            ),
+            (
+                "%%MatrixMarket matrix coordinate pattern symmetric\n3 3 2\n1 2\n",
+                "size line says 2",
+            ),
+            (
+                "%%MatrixMarket matrix coordinate pattern symmetric\n3 3 1\n1 5\n",
+                "not in 1..=3",
+            ),
+            (
+                "%%MatrixMarket matrix coordinate pattern symmetric\n",
+                "no size line",
+            ),
+            ("", "empty"),
+        ] {
+            let error = parse_mtx(text.as_bytes()).unwrap_err();
+            assert!(error.contains(reason), "{text:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn mtx_inside_a_tarball_is_found() {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (name, body) in [("x/readme.txt", "hello"), ("x/g.mtx", MTX)] {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(body.len() as u64);
+            header.set_mode(0o644);
+            header.set_cksum();
+            builder
+                .append_data(&mut header, name, body.as_bytes())
+                .unwrap();
+        }
+        let archive = builder.into_inner().unwrap();
+        let graph = read_mtx_tar(archive.as_slice()).unwrap();
+        assert_eq!(graph.edges.len(), 3);
+        let empty = tar::Builder::new(Vec::new()).into_inner().unwrap();
+        assert!(read_mtx_tar(empty.as_slice())
+            .unwrap_err()
+            .contains("no .mtx"));
+    }
+
+    #[test]
+    fn missing_files_are_errors() {
+        let path = std::env::temp_dir().join("axle-graph-no-such-file.xz");
+        assert!(read_pace_gr_xz(&path).is_err());
+        assert!(read_mtx_tar_gz(&path).is_err());
+    }
+
+    /// Vertices reachable from vertex 0.
+    fn reachable(csr: &Csr) -> usize {
+        let mut seen = vec![false; csr.vertices() as usize];
+        let mut stack = vec![0_u32];
+        seen[0] = true;
+        let mut count = 1;
+        while let Some(vertex) = stack.pop() {
+            for &next in csr.neighbors(vertex) {
+                if !seen[next as usize] {
+                    seen[next as usize] = true;
+                    count += 1;
+                    stack.push(next);
+                }
+            }
+        }
+        count
+    }
+
+    #[test]
+    fn road_like_has_exact_sizes_is_connected_and_seeded() {
+        let graph = road_like(1000, 1400, 7).unwrap();
+        assert_eq!(graph.vertices, 1000);
+        assert_eq!(graph.edges.len(), 1400);
+        let csr = Csr::symmetric(&graph, None).unwrap();
+        assert_eq!(csr.arcs(), 2800);
+        assert_eq!(reachable(&csr), 1000);
+        assert!((0..1000).all(|v| csr.degree(v) <= 4));
+        assert_eq!(graph, road_like(1000, 1400, 7).unwrap());
+        assert_ne!(graph, road_like(1000, 1400, 8).unwrap());
+        assert!(road_like(1000, 998, 7).is_err());
+        assert!(road_like(1000, 5000, 7).is_err());
+    }
+
+    #[test]
+    fn power_law_has_exact_sizes_no_isolated_vertex_and_a_heavy_tail() {
+        let graph = power_law(4096, 13_390, 3).unwrap();
+        assert_eq!(graph.edges.len(), 13_390);
+        let csr = Csr::symmetric(&graph, None).unwrap();
+        assert_eq!(csr.arcs(), 26_780);
+        assert_eq!(reachable(&csr), 4096);
+        let max = (0..4096).map(|v| csr.degree(v)).max().unwrap();
+        assert!(max > 30, "max degree {max}");
+        assert_eq!(graph, power_law(4096, 13_390, 3).unwrap());
+        assert_ne!(graph, power_law(4096, 13_390, 4).unwrap());
+        assert!(power_law(10, 100, 3).is_err());
+    }
+}
+
+/// A fake device for the graph workloads' tests: a byte vector with a bump allocator that is
+/// both the loader and the kernels' device memory, and a driver that runs a whole application
+/// on it (items and tasks in reverse order, as out-of-order completion would).
+#[cfg(test)]
+pub(crate) mod testing {
+    use firmware::hal::{DeviceMemory, MemoryFault};
+    use firmware::kernels::Kernel;
+    use host_runtime::app::{Application, DeviceLoader, HostCost, LoadError};
+    use shared_abi::DeviceAddress;
+
+    pub(crate) struct FakeDevice {
+        pub(crate) memory: Vec<u8>,
+        next: u64,
+    }
+
+    impl FakeDevice {
+        pub(crate) fn new(size: usize) -> Self {
+            FakeDevice {
+                memory: vec![0xA5; size],
+                next: 0x1000,
+            }
+        }
+
+        fn range(&self, address: u64, length: usize) -> Option<std::ops::Range<usize>> {
+            let start = usize::try_from(address).ok()?;
+            let end = start.checked_add(length)?;
+            (end <= self.memory.len()).then_some(start..end)
+        }
+    }
+
+    impl DeviceLoader for FakeDevice {
+        fn allocate(&mut self, length: u64, align: u64) -> Result<DeviceAddress, LoadError> {
+            let start = self.next.next_multiple_of(align);
+            if start + length > self.memory.len() as u64 {
+                return Err(LoadError::OutOfMemory {
+                    requested: length,
+                    available: 0,
+                });
+            }
+            self.next = start + length;
+            Ok(DeviceAddress(start))
+        }
+
+        fn write(&mut self, address: DeviceAddress, bytes: &[u8]) -> Result<(), LoadError> {
+            let range = self
+                .range(address.0, bytes.len())
+                .ok_or(LoadError::OutOfRange {
+                    address: address.0,
+                    length: bytes.len() as u64,
+                })?;
+            self.memory[range].copy_from_slice(bytes);
+            Ok(())
+        }
+    }
+
+    impl DeviceMemory for FakeDevice {
+        fn size(&self) -> u64 {
+            self.memory.len() as u64
+        }
+
+        fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
+            let range = self.range(address.0, buffer.len()).ok_or(MemoryFault {
+                address,
+                length: buffer.len() as u64,
+            })?;
+            buffer.copy_from_slice(&self.memory[range]);
+            Ok(())
+        }
+
+        fn write(&mut self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
+            let range = self.range(address.0, data.len()).ok_or(MemoryFault {
+                address,
+                length: data.len() as u64,
+            })?;
+            self.memory[range].copy_from_slice(data);
+            Ok(())
+        }
+    }
+
+    /// Runs `app` to the end on a fresh fake device; `corrupt` may change each launch's result
+    /// bytes before the tasks see them. Checks every plan's tasks cover the result exactly
+    /// once. Returns the launches and the total host cost.
+    pub(crate) fn run(
+        app: &mut dyn Application,
+        mut corrupt: impl FnMut(u32, &mut [u8]),
+    ) -> (u32, HostCost) {
+        let mut device = FakeDevice::new(app.device_bytes() as usize + 0x2000);
+        app.load(&mut device).unwrap();
+        let mut launches = 0;
+        let mut cost = HostCost::default();
+        while let Some(plan) = app.next_launch() {
+            for input in &plan.inputs {
+                DeviceLoader::write(&mut device, input.address, &input.bytes).unwrap();
+            }
+            let kernel = Kernel::decode(&plan.command, &device).unwrap();
+            let mut covered = 0;
+            for item in (0..kernel.items()).rev() {
+                let spec = kernel.item(item, &device).unwrap();
+                covered += u64::from(spec.result_length);
+                kernel.execute(item, &mut device).unwrap();
+            }
+            assert_eq!(covered, plan.command.result_length);
+            let mut next = 0;
+            for (id, task) in plan.tasks.iter().enumerate() {
+                assert_eq!((task.id as usize, task.needs.start), (id, next));
+                next = task.needs.end;
+            }
+            assert_eq!(next, plan.command.result_length);
+            let base = plan.command.result_address as usize;
+            let mut result =
+                device.memory[base..base + plan.command.result_length as usize].to_vec();
+            corrupt(launches, &mut result);
+            for task in plan.tasks.iter().rev() {
+                let bytes = &result[task.needs.start as usize..task.needs.end as usize];
+                cost = cost.plus(app.run_task(task, bytes));
+            }
+            cost = cost.plus(app.finish_launch());
+            launches += 1;
+        }
+        (launches, cost)
+    }
+}

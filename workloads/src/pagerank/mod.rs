@@ -1,34 +1,554 @@
-//! PageRank, paper Table IV (e).
+//! PageRank, paper Table IV (e): Graph Analytics, the coAuthorsDBLP co-authorship graph.
 //!
-//! (Being written: see the workload issue.)
+//! # Input
+//!
+//! With real data (`options.data_dir` is the data directory or the file itself) the graph is
+//! [`DATA_FILE`], DIMACS10 coAuthorsDBLP from the SuiteSparse collection: a Matrix Market
+//! pattern (one triangle of a symmetric matrix) of 299,067 vertices and 977,676 undirected
+//! edges = 1,955,352 arcs. Without it, [`crate::graph::power_law`] generates a seeded
+//! power-law graph of exactly the same size. `--scale small` always uses the generator with
+//! [`SMALL_VERTICES`] vertices and the same edge-to-vertex ratio.
+//!
+//! # The offload: pull-based PageRank
+//!
+//! The in-neighbour CSR (the graph is symmetric: the same lists) lives in device memory; each
+//! launch gathers, for every vertex, the sum of its in-neighbours' contributions
+//! `c[u] = rank[u] / degree(u)` ([`firmware::kernels::pagerank`]): the CCM's neighbour
+//! traversal and accumulation. Items are blocks of [`VERTICES_PER_ITEM`] vertices; the result
+//! is one `f32` per vertex in vertex order (1.2 MB at paper scale). The contributions are the
+//! launch's input: the first launch's are loaded with the graph, every later one's are written
+//! by the host ([`LaunchPlan::inputs`]) from the previous iteration's ranks.
+//!
+//! Damping [`DAMPING`] = 0.85, ranks start at `1 / n`, vertices without arcs spread their
+//! rank uniformly (the dangling share), and the run performs a fixed [`ITERATIONS`] = 10
+//! launches (the L1 change of the last one is reported; a fixed count keeps every mode's work
+//! identical).
+//!
+//! # Host tasks
+//!
+//! Tasks of [`TASK_VERTICES`] consecutive vertices (4 KB of sums) update their ranks and the
+//! next contributions and measure their L1 change ([`host::update_ranks`]); they are
+//! independent (disjoint vertices). The final step adds the L1 changes in task order and
+//! computes the next dangling share; the next launch depends on every task of this one.
+//!
+//! # Checking
+//!
+//! The ranks must equal [`reference::mirrored`] bit for bit (the same `f32` arithmetic in the
+//! same order), and be within an L1 distance of [`F64_TOLERANCE`] of [`reference::plain_f64`],
+//! plain power iteration in `f64`.
 
-use host_runtime::app::Application;
+pub mod host;
+pub mod reference;
 
-use crate::{WorkloadError, WorkloadInfo, WorkloadOptions};
+use std::fmt;
+
+use firmware::kernels::pagerank::PageRankParameters;
+use host_runtime::app::{
+    Application, DeviceInput, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError, Verification,
+};
+use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
+
+use crate::graph::{self, words_to_le_bytes, Csr, EdgeList};
+use crate::{Scale, WorkloadError, WorkloadInfo, WorkloadOptions};
 
 /// Catalog name.
 pub const NAME: &str = "pagerank";
 
+/// The real input's file name in the data directory.
+pub const DATA_FILE: &str = "coAuthorsDBLP.tar.gz";
+
+/// Table IV's vertices.
+pub const PAPER_VERTICES: u32 = 299_067;
+
+/// Table IV's undirected edges.
+pub const PAPER_EDGES: usize = 977_676;
+
+/// Vertices at `--scale small`.
+pub const SMALL_VERTICES: u32 = 4096;
+
+/// The damping factor.
+pub const DAMPING: f64 = 0.85;
+
+/// Launches (power iterations) per run.
+pub const ITERATIONS: u32 = 10;
+
+/// Vertices per CCM work item: 256 vertices carry about 1,700 in-arcs at the paper graph's
+/// mean degree, about 80 µs of µthread time, and the 1,169 items keep all 256 µthreads busy
+/// for several rounds.
+pub const VERTICES_PER_ITEM: u32 = 256;
+
+/// Vertices per host task: 1,024 sums, 4 KB, 128 DMA slots.
+pub const TASK_VERTICES: u32 = 1024;
+
+/// Largest accepted L1 distance between the `f32` ranks and the `f64` power iteration.
+pub const F64_TOLERANCE: f64 = 1e-4;
+
+/// Alignment of every device allocation (a 64-byte line).
+pub const DEVICE_ALIGNMENT: u64 = 64;
+
+/// The undirected edge count the generator uses for `vertices` (Table IV's ratio).
+fn generated_edges(vertices: u32) -> usize {
+    (u64::from(vertices) * PAPER_EDGES as u64 / u64::from(PAPER_VERTICES)) as usize
+}
+
+/// Where the instance's graph comes from.
+fn source_description(options: &WorkloadOptions) -> String {
+    match (&options.data_dir, options.scale) {
+        (Some(path), Scale::Paper) => format!(
+            "{} (DIMACS10 coAuthorsDBLP, SuiteSparse): 299067 vertices, 977676 edges = 1955352 arcs",
+            graph::resolve(path, DATA_FILE).display()
+        ),
+        (data, scale) => {
+            let vertices = match scale {
+                Scale::Paper => PAPER_VERTICES,
+                Scale::Small => SMALL_VERTICES,
+            };
+            let edges = generated_edges(vertices);
+            format!(
+                "seeded power-law graph (seed {}): {vertices} vertices, {edges} edges = {} arcs{}",
+                options.seed,
+                2 * edges,
+                if data.is_some() { "; --data is not used at small scale" } else { "" }
+            )
+        }
+    }
+}
+
 /// The catalog entry with the sizes `options` would use.
 pub fn info(options: &WorkloadOptions) -> WorkloadInfo {
-    let _ = options;
     WorkloadInfo {
         name: NAME,
         domain: "Graph Analytics",
         application: "PageRank",
         table_iv: "#V: 299067, #E: 977676",
-        characteristics: "#V: 299067, #E: 977676".into(),
-        offloaded: "neighbour traversal and accumulation",
-        host_task: "rank update and convergence",
+        characteristics: format!(
+            "{}; damping {DAMPING}, {ITERATIONS} iterations, {VERTICES_PER_ITEM} vertices per item, {TASK_VERTICES} vertices per host task",
+            source_description(options)
+        ),
+        offloaded: "neighbour traversal and accumulation: the sum of in-neighbour contributions per vertex (4 B each)",
+        host_task: "rank update, next contributions and L1 change (convergence); contributions written back to the device",
     }
 }
 
 /// Builds the workload.
 pub fn build(options: &WorkloadOptions) -> Result<Box<dyn Application>, WorkloadError> {
-    let _ = options;
-    Err(WorkloadError::InvalidOption {
-        workload: NAME,
-        option: "name",
-        reason: "not implemented yet".into(),
-    })
+    Ok(Box::new(PageRankApplication::new(options)?))
+}
+
+/// Where the data lives in device memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct DeviceBuffers {
+    parameters: DeviceAddress,
+    contributions: DeviceAddress,
+    result: DeviceAddress,
+}
+
+/// A PageRank instance.
+pub struct PageRankApplication {
+    graph: Csr,
+    description: String,
+    device: Option<DeviceBuffers>,
+    rank: Vec<f32>,
+    contributions: Vec<f32>,
+    base: f32,
+    dangling_share: f32,
+    iterations: u32,
+    in_flight: bool,
+    changes: Vec<Option<f64>>,
+    last_change: f64,
+    problems: Vec<String>,
+}
+
+impl fmt::Debug for PageRankApplication {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PageRankApplication")
+            .field("vertices", &self.graph.vertices())
+            .field("arcs", &self.graph.arcs())
+            .field("iterations", &self.iterations)
+            .field("problems", &self.problems)
+            .finish()
+    }
+}
+
+impl PageRankApplication {
+    /// An instance with `options` (see the module docs for the input).
+    pub fn new(options: &WorkloadOptions) -> Result<PageRankApplication, WorkloadError> {
+        let input_error = |path: String, reason: String| WorkloadError::Input {
+            workload: NAME,
+            path,
+            reason,
+        };
+        let (edges, path): (EdgeList, String) = match (&options.data_dir, options.scale) {
+            (Some(data), Scale::Paper) => {
+                let path = graph::resolve(data, DATA_FILE);
+                let text = path.display().to_string();
+                let edges = graph::read_mtx_tar_gz(&path)
+                    .map_err(|reason| input_error(text.clone(), reason))?;
+                (edges, text)
+            }
+            (_, scale) => {
+                let vertices = match scale {
+                    Scale::Paper => PAPER_VERTICES,
+                    Scale::Small => SMALL_VERTICES,
+                };
+                let edges = graph::power_law(vertices, generated_edges(vertices), options.seed)
+                    .map_err(|reason| input_error("(generator)".into(), reason))?;
+                (edges, "(generator)".into())
+            }
+        };
+        let graph = Csr::symmetric(&edges, None).map_err(|reason| input_error(path, reason))?;
+        let description = source_description(options);
+        log::info!(
+            "pagerank: {} vertices {} arcs ({description})",
+            graph.vertices(),
+            graph.arcs()
+        );
+        Ok(Self::from_graph(graph, description))
+    }
+
+    /// An instance over a ready graph (tests).
+    pub fn from_graph(graph: Csr, description: String) -> PageRankApplication {
+        PageRankApplication {
+            base: reference::base(graph.vertices()),
+            graph,
+            description,
+            device: None,
+            rank: Vec::new(),
+            contributions: Vec::new(),
+            dangling_share: 0.0,
+            iterations: 0,
+            in_flight: false,
+            changes: Vec::new(),
+            last_change: f64::NAN,
+            problems: Vec::new(),
+        }
+    }
+
+    /// The graph.
+    pub fn graph(&self) -> &Csr {
+        &self.graph
+    }
+
+    /// The current ranks.
+    pub fn rank(&self) -> &[f32] {
+        &self.rank
+    }
+
+    /// The host tasks of a launch over `vertices` vertices.
+    pub fn tasks(vertices: u32) -> Vec<HostTask> {
+        let mut tasks = Vec::new();
+        let mut first = 0_u32;
+        while first < vertices {
+            let last = (first + TASK_VERTICES).min(vertices);
+            tasks.push(HostTask {
+                id: tasks.len() as u32,
+                needs: u64::from(first) * 4..u64::from(last) * 4,
+                chain: None,
+            });
+            first = last;
+        }
+        tasks
+    }
+
+    fn problem(&mut self, text: String) {
+        log::error!("pagerank: {text}");
+        self.problems.push(text);
+    }
+
+    fn contribution_bytes(&self) -> Vec<u8> {
+        self.contributions
+            .iter()
+            .flat_map(|c| c.to_le_bytes())
+            .collect()
+    }
+}
+
+impl Application for PageRankApplication {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn device_bytes(&self) -> u64 {
+        let vertices = u64::from(self.graph.vertices());
+        let arcs = u64::from(self.graph.arcs());
+        // Parameters, offsets, sources, contributions, result, with alignment slack.
+        64 + 4 * (vertices + 1) + 4 * arcs + 8 * vertices + 5 * DEVICE_ALIGNMENT
+    }
+
+    fn load(&mut self, device: &mut dyn DeviceLoader) -> Result<(), LoadError> {
+        let n = self.graph.vertices();
+        self.rank = vec![(1.0 / f64::from(n)) as f32; n as usize];
+        self.contributions = (0..n)
+            .map(|v| reference::contribution(self.rank[v as usize], self.graph.degree(v)))
+            .collect();
+        self.dangling_share = reference::dangling_share(&self.graph, &self.rank);
+        let contribution_bytes = self.contribution_bytes();
+        let mut place = |bytes: &[u8]| -> Result<DeviceAddress, LoadError> {
+            let address = device.allocate(bytes.len().max(4) as u64, DEVICE_ALIGNMENT)?;
+            device.write(address, bytes)?;
+            Ok(address)
+        };
+        let offsets = place(&words_to_le_bytes(self.graph.offsets()))?;
+        let sources = place(&words_to_le_bytes(self.graph.targets()))?;
+        let contributions = place(&contribution_bytes)?;
+        let result = place(&vec![0; 4 * n as usize])?;
+        let parameters = PageRankParameters {
+            vertices: u64::from(n),
+            arcs: u64::from(self.graph.arcs()),
+            offsets: offsets.0,
+            sources: sources.0,
+        };
+        let parameters = place(&parameters.to_bytes())?;
+        self.device = Some(DeviceBuffers {
+            parameters,
+            contributions,
+            result,
+        });
+        self.iterations = 0;
+        self.in_flight = false;
+        self.changes.clear();
+        self.last_change = f64::NAN;
+        self.problems.clear();
+        Ok(())
+    }
+
+    fn next_launch(&mut self) -> Option<LaunchPlan> {
+        let Some(buffers) = self.device else {
+            self.problem("next_launch called before load".into());
+            return None;
+        };
+        if self.in_flight {
+            self.problem("next_launch called before the launch finished".into());
+            return None;
+        }
+        if self.iterations >= ITERATIONS {
+            log::info!(
+                "pagerank: {} iterations, last L1 change {:e}",
+                self.iterations,
+                self.last_change
+            );
+            return None;
+        }
+        let inputs = if self.iterations == 0 {
+            Vec::new()
+        } else {
+            vec![DeviceInput {
+                address: buffers.contributions,
+                bytes: self.contribution_bytes(),
+            }]
+        };
+        self.iterations += 1;
+        let n = self.graph.vertices();
+        let tasks = Self::tasks(n);
+        self.changes = vec![None; tasks.len()];
+        self.in_flight = true;
+        Some(LaunchPlan {
+            inputs,
+            command: CommandDescriptor {
+                kernel: KernelId::PageRankGather as u32,
+                mode: 0,
+                tag: 0,
+                flags: 0,
+                result_address: buffers.result.0,
+                result_length: u64::from(n) * 4,
+                args: [
+                    buffers.parameters.0,
+                    buffers.contributions.0,
+                    u64::from(VERTICES_PER_ITEM),
+                    0,
+                ],
+            },
+            tasks,
+        })
+    }
+
+    fn run_task(&mut self, task: &HostTask, result: &[u8]) -> HostCost {
+        let length = task.needs.end.saturating_sub(task.needs.start);
+        if !self.in_flight
+            || result.len() as u64 != length
+            || task.needs.start % 4 != 0
+            || length % 4 != 0
+            || task.needs.end > u64::from(self.graph.vertices()) * 4
+        {
+            self.problem(format!(
+                "task {} over {:?} with {} bytes does not fit the launch",
+                task.id,
+                task.needs,
+                result.len()
+            ));
+            return HostCost::default();
+        }
+        let (change, cost) = host::update_ranks(
+            &self.graph,
+            (task.needs.start / 4) as u32,
+            result,
+            self.base,
+            self.dangling_share,
+            &mut self.rank,
+            &mut self.contributions,
+        );
+        match self.changes.get_mut(task.id as usize) {
+            Some(slot) if slot.is_none() => *slot = Some(change),
+            _ => self.problem(format!("task {} ran twice or does not exist", task.id)),
+        }
+        cost
+    }
+
+    fn finish_launch(&mut self) -> HostCost {
+        if let Some(missing) = self.changes.iter().position(Option::is_none) {
+            self.problem(format!(
+                "launch {}: task {missing} never ran",
+                self.iterations
+            ));
+        }
+        self.last_change = self.changes.iter().flatten().sum();
+        self.dangling_share = reference::dangling_share(&self.graph, &self.rank);
+        self.in_flight = false;
+        let dangling = (0..self.graph.vertices())
+            .filter(|v| self.graph.degree(*v) == 0)
+            .count() as u64;
+        log::debug!(
+            "pagerank: iteration {} L1 change {:e}",
+            self.iterations,
+            self.last_change
+        );
+        HostCost {
+            operations: self.changes.len() as u64 * host::OPERATIONS_PER_TASK_TOTAL
+                + dangling * host::OPERATIONS_PER_DANGLING_VERTEX,
+            memory_bytes: dangling * 64,
+        }
+    }
+
+    fn verify(&self) -> Verification {
+        let fail = |detail: String| Verification {
+            passed: false,
+            detail,
+        };
+        if let Some(problem) = self.problems.first() {
+            return fail(format!("pagerank: {problem}"));
+        }
+        if self.iterations != ITERATIONS || self.in_flight {
+            return fail(format!(
+                "pagerank: {} of {ITERATIONS} iterations finished",
+                self.iterations
+            ));
+        }
+        let mirrored = reference::mirrored(&self.graph);
+        if let Some(v) =
+            (0..mirrored.len()).find(|v| self.rank[*v].to_bits() != mirrored[*v].to_bits())
+        {
+            return fail(format!(
+                "pagerank: vertex {v}: rank {:e}, the reference says {:e}",
+                self.rank[v], mirrored[v]
+            ));
+        }
+        let exact = reference::plain_f64(&self.graph);
+        let distance: f64 = self
+            .rank
+            .iter()
+            .zip(&exact)
+            .map(|(a, b)| (f64::from(*a) - b).abs())
+            .sum();
+        if distance > F64_TOLERANCE {
+            return fail(format!(
+                "pagerank: L1 distance {distance:e} to the f64 power iteration exceeds {F64_TOLERANCE:e}"
+            ));
+        }
+        Verification {
+            passed: true,
+            detail: format!(
+                "{} ranks after {ITERATIONS} iterations match the mirrored f32 reference bit for bit and the f64 power iteration within L1 {distance:.2e} (tolerance {F64_TOLERANCE:e}); last L1 change {:.3e}; {}",
+                self.rank.len(),
+                self.last_change,
+                self.description
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::testing;
+
+    fn small() -> WorkloadOptions {
+        WorkloadOptions {
+            scale: Scale::Small,
+            ..WorkloadOptions::default()
+        }
+    }
+
+    #[test]
+    fn small_instance_end_to_end_on_a_fake_device_matches_the_references() {
+        let mut app = PageRankApplication::new(&small()).unwrap();
+        assert_eq!(app.graph().vertices(), SMALL_VERTICES);
+        assert_eq!(
+            app.graph().arcs() as usize,
+            2 * generated_edges(SMALL_VERTICES)
+        );
+        let (launches, cost) = testing::run(&mut app, |_, _| {});
+        assert_eq!(launches, ITERATIONS);
+        assert!(cost.operations > 0);
+        let verification = app.verify();
+        assert!(verification.passed, "{}", verification.detail);
+        let sum: f64 = app.rank().iter().map(|r| f64::from(*r)).sum();
+        assert!((sum - 1.0).abs() < 1e-4, "{sum}");
+    }
+
+    #[test]
+    fn one_wrong_sum_fails_verification() {
+        let mut app = PageRankApplication::new(&small()).unwrap();
+        testing::run(&mut app, |launch, bytes| {
+            if launch == ITERATIONS - 1 {
+                bytes[40..44].copy_from_slice(&1.0_f32.to_le_bytes());
+            }
+        });
+        let verification = app.verify();
+        assert!(!verification.passed);
+        assert!(
+            verification.detail.contains("vertex 10"),
+            "{}",
+            verification.detail
+        );
+    }
+
+    #[test]
+    fn tasks_cover_the_result_in_order() {
+        let tasks = PageRankApplication::tasks(TASK_VERTICES + 5);
+        let needs: Vec<_> = tasks.iter().map(|t| t.needs.clone()).collect();
+        let bytes = u64::from(TASK_VERTICES) * 4;
+        assert_eq!(needs, [0..bytes, bytes..bytes + 20]);
+    }
+
+    #[test]
+    fn generator_sizes_are_table_iv_and_seeded() {
+        assert_eq!(generated_edges(PAPER_VERTICES), PAPER_EDGES);
+        let a = PageRankApplication::new(&small()).unwrap();
+        let b = PageRankApplication::new(&small()).unwrap();
+        assert_eq!(a.graph(), b.graph());
+    }
+
+    #[test]
+    fn missing_data_file_is_an_input_error() {
+        let options = WorkloadOptions {
+            data_dir: Some(std::env::temp_dir().join("axle-pagerank-no-such-file.tar.gz")),
+            ..WorkloadOptions::default()
+        };
+        let error = PageRankApplication::new(&options).unwrap_err();
+        assert!(matches!(error, WorkloadError::Input { .. }), "{error}");
+    }
+
+    /// The real coAuthorsDBLP graph, when the repository's shared data is present.
+    #[test]
+    fn real_file_when_present() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/data")
+            .join(DATA_FILE);
+        if !path.exists() {
+            return;
+        }
+        let graph = crate::graph::read_mtx_tar_gz(&path).unwrap();
+        assert_eq!(graph.vertices, PAPER_VERTICES);
+        assert_eq!(graph.edges.len(), PAPER_EDGES);
+    }
 }
