@@ -1,35 +1,960 @@
-//! OPT-2.7B decode step, paper Table IV (h).
+//! OPT-2.7B decode step, paper Table IV (h): LLM inference, one token against a 1K-token KV
+//! cache through all 32 decoder layers (hidden 2560, 32 heads of 80, FFN 10240 with ReLU,
+//! pre-LayerNorm, Q/K/V/O projections 2560 x 2560 with bias).
 //!
-//! (Being written: see the workload issue.)
+//! # The offload
+//!
+//! One launch per layer (32 launches) of the staged device kernel
+//! [`firmware::kernels::opt`]: LayerNorm0 and the Q/K/V projections (appending the token's key
+//! and value to the layer's cache), Attention1 (scores), Attention2 (softmax, weighted values),
+//! and the output projection split by head (split-K, as tensor-parallel attention computes it
+//! before its all-reduce): its result is every head's partial output projection, `[heads,
+//! hidden]` `f32` (32 x 10 KB = 320 KB per layer at paper scale), head 0's partial carrying
+//! the output bias and the residual, so that their sum in head order is the attention block's
+//! output. The device items of that last stage alternate heads, so under round-robin
+//! scheduling and out-of-order streaming the heads' partials reach the host interleaved. The
+//! host reduces the partials and runs the MLP (LayerNorm1, FC1 + ReLU, FC2, residual); its
+//! output is the next layer's input, which the next launch's [`LaunchPlan::inputs`] write into
+//! device memory (10 KB); layer 0's input (the token's embedding) is loaded with the data.
+//!
+//! The KV cache holds 1023 past tokens per layer, seeded; the kernel appends the current
+//! token's key and value at position 1023, so attention covers 1024 tokens. **One seeded set
+//! of layer weights is shared by all 32 layers** (distinct weights would take 10 GB); every
+//! layer has its own seeded KV cache (671 MB in all, on the device) and its own input, so
+//! every layer computes different values. See [`data`].
+//!
+//! # Host tasks
+//!
+//! The dependency is the sparse one the paper describes: the MLP needs the whole attention
+//! output, hence every head's partial, so every host task needs the whole result range (320
+//! KB), and there are far fewer host tasks ([`OptShape::mlp_tasks`], 32 at paper scale) than
+//! device items (928 per layer). With a ring smaller than one layer's result (the paper's
+//! Figure 16(h): 12.5% of 50,000 slots x 32 B = 200 KB) the ring fills with partials no task
+//! can consume yet, and the run deadlocks; 25% (400 KB) still works. Each task first reduces
+//! the partials in head order ([`host::reduce_head_partials`]), then computes its slice of FC1 units and their partial FC2 contribution; the launch's
+//! final step adds the partials in task order, the bias and the residual ([`host`]). Tasks
+//! are independent (no chain): with 63 host workers all 32 run at once, and with fewer
+//! workers they queue.
+//!
+//! # Checking
+//!
+//! [`reference::decode_step`] recomputes the whole step on the host with the same arithmetic
+//! helpers; the final hidden state must match bit for bit (a naive `f64` version agrees with
+//! the reference to 1e-4 in the tests).
 
-use host_runtime::app::Application;
+pub mod data;
+pub mod host;
+pub mod reference;
 
-use crate::{WorkloadError, WorkloadInfo, WorkloadOptions};
+use std::fmt;
+
+use firmware::kernels::opt::{cache_bytes, workspace_bytes, OptParameters, PARAMETER_BYTES};
+use host_runtime::app::{
+    Application, DeviceInput, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError, Verification,
+};
+use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
+
+use crate::{Scale, WorkloadError, WorkloadInfo, WorkloadOptions};
+use data::{from_le_bytes, kv_cache, to_le_bytes, OptWeights};
 
 /// Catalog name.
 pub const NAME: &str = "opt-2.7b";
 
+/// Alignment of every device allocation (a 64-byte cache line).
+pub const DEVICE_ALIGNMENT: u64 = 64;
+
+/// The model's shape and the work split of one instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OptShape {
+    /// Hidden size.
+    pub hidden: u32,
+    /// Attention heads.
+    pub heads: u32,
+    /// Dimensions per head.
+    pub head_dim: u32,
+    /// FFN size.
+    pub ffn: u32,
+    /// Decoder layers (one launch each).
+    pub layers: u32,
+    /// Positions each layer's KV cache holds.
+    pub capacity: u32,
+    /// Past tokens in the cache: the current token's position.
+    pub position: u32,
+    /// Device stage 0: Q/K/V output rows per item.
+    pub qkv_rows_per_item: u32,
+    /// Device stage 1: tokens per scores item.
+    pub score_tokens_per_item: u32,
+    /// Device stage 3: rows of one head's partial output projection per item.
+    pub output_rows_per_item: u32,
+    /// Host MLP tasks per layer (dividing `ffn`).
+    pub mlp_tasks: u32,
+}
+
+/// Table IV (h): OPT-2.7B, 1K tokens. Device items per layer: 256 (7680 rows / 30), 256 (32
+/// heads x 8 blocks of 128 tokens), 160 (32 heads x 5 blocks of 16 dimensions), 256 (32 heads
+/// x 8 blocks of 320 rows of the head's partial): every stage but Attention2 fills the 256
+/// µthreads once. The result: 32 x 2560 x 4 B = 320 KB per layer.
+pub const PAPER: OptShape = OptShape {
+    hidden: 2560,
+    heads: 32,
+    head_dim: 80,
+    ffn: 10240,
+    layers: 32,
+    capacity: 1024,
+    position: 1023,
+    qkv_rows_per_item: 30,
+    score_tokens_per_item: 128,
+    output_rows_per_item: 320,
+    mlp_tasks: 32,
+};
+
+/// The small scale: the same structure in miniature (hidden 64, 4 heads of 16, FFN 256, 4
+/// layers, 32 positions, 8 MLP tasks; stage 3: 4 heads x 4 blocks of 16 rows, a 1 KB
+/// result).
+pub const SMALL: OptShape = OptShape {
+    hidden: 64,
+    heads: 4,
+    head_dim: 16,
+    ffn: 256,
+    layers: 4,
+    capacity: 32,
+    position: 31,
+    qkv_rows_per_item: 12,
+    score_tokens_per_item: 8,
+    output_rows_per_item: 16,
+    mlp_tasks: 8,
+};
+
+impl OptShape {
+    /// The shape for `scale`.
+    pub fn for_scale(scale: Scale) -> OptShape {
+        match scale {
+            Scale::Paper => PAPER,
+            Scale::Small => SMALL,
+        }
+    }
+
+    /// Bytes of one hidden-state vector.
+    pub fn vector_bytes(&self) -> u64 {
+        u64::from(self.hidden) * 4
+    }
+
+    /// Bytes of a launch's result: every head's partial output projection (`heads x hidden`
+    /// `f32`).
+    pub fn result_bytes(&self) -> u64 {
+        u64::from(self.heads) * self.vector_bytes()
+    }
+
+    /// Bytes of one layer's key (or value) cache.
+    pub fn cache_bytes(&self) -> u64 {
+        cache_bytes(self.heads, self.capacity, self.head_dim).unwrap_or(u64::MAX)
+    }
+
+    /// Bytes of the kernel's workspace.
+    pub fn workspace_bytes(&self) -> u64 {
+        workspace_bytes(self.hidden, self.heads, self.capacity).unwrap_or(u64::MAX)
+    }
+
+    /// Every device allocation's size, in load order: parameters, input, LayerNorm0 gamma and
+    /// beta, Q/K/V weight and bias, output weight and bias, workspace, result, then each
+    /// layer's key and value caches.
+    fn allocation_sizes(&self) -> Vec<u64> {
+        let vector = self.vector_bytes();
+        let hidden = u64::from(self.hidden);
+        let mut sizes = vec![
+            PARAMETER_BYTES,
+            vector,
+            vector,
+            vector,
+            3 * hidden * vector,
+            3 * vector,
+            hidden * vector,
+            vector,
+            self.workspace_bytes(),
+            self.result_bytes(),
+        ];
+        for _ in 0..self.layers {
+            sizes.push(self.cache_bytes());
+            sizes.push(self.cache_bytes());
+        }
+        sizes
+    }
+}
+
 /// The catalog entry with the sizes `options` would use.
 pub fn info(options: &WorkloadOptions) -> WorkloadInfo {
-    let _ = options;
+    let shape = OptShape::for_scale(options.scale);
     WorkloadInfo {
         name: NAME,
         domain: "LLM Inference",
         application: "OPT 2.7b",
         table_iv: "#Tokens: 1K",
-        characteristics: "#Tokens: 1K".into(),
+        characteristics: format!(
+            "{} scale: hidden {}, {} heads x {}, FFN {}, {} layers (one launch each), KV cache {} past tokens + the current one; seeded weights shared by all layers, a seeded KV cache per layer; result per layer: every head's partial output projection ({} B); {} MLP tasks per layer, each needing all of it",
+            options.scale,
+            shape.hidden,
+            shape.heads,
+            shape.head_dim,
+            shape.ffn,
+            shape.layers,
+            shape.position,
+            shape.result_bytes(),
+            shape.mlp_tasks
+        ),
         offloaded:
-            "LayerNorm0, QKV projection, Attention1, Attention2, output projection, residual",
-        host_task: "the MLP",
+            "LayerNorm0, QKV projection, Attention1, Attention2, per-head partial output projections (head 0's with bias and residual)",
+        host_task: "the MLP: the head partials reduced, LayerNorm1, a slice of FC1 + ReLU and its partial FC2 per task; the FC2 partials, bias and residual summed after the tasks",
     }
 }
 
 /// Builds the workload.
 pub fn build(options: &WorkloadOptions) -> Result<Box<dyn Application>, WorkloadError> {
-    let _ = options;
-    Err(WorkloadError::InvalidOption {
-        workload: NAME,
-        option: "name",
-        reason: "not implemented yet".into(),
-    })
+    Ok(Box::new(OptApplication::new(options)?))
+}
+
+/// Where the model lives in device memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct DeviceBuffers {
+    parameters: DeviceAddress,
+    input: DeviceAddress,
+    result: DeviceAddress,
+    key_caches: Vec<DeviceAddress>,
+    value_caches: Vec<DeviceAddress>,
+}
+
+/// An OPT decode-step instance: weights, plan, host-task state and answer.
+pub struct OptApplication {
+    shape: OptShape,
+    seed: u64,
+    weights: OptWeights,
+    device: Option<DeviceBuffers>,
+    /// The layer whose launch is next or running.
+    layer: u32,
+    /// Whether that layer's launch was handed out.
+    launched: bool,
+    /// The current layer's input hidden state.
+    hidden_state: Vec<f32>,
+    /// The current launch's result (the attention block's output), once a task saw it.
+    attention_output: Option<Vec<f32>>,
+    partials: Vec<Option<Vec<f32>>>,
+    answer: Option<Vec<f32>>,
+    problems: Vec<String>,
+}
+
+impl fmt::Debug for OptApplication {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OptApplication")
+            .field("shape", &self.shape)
+            .field("seed", &self.seed)
+            .field("device", &self.device)
+            .field("layer", &self.layer)
+            .field("launched", &self.launched)
+            .field("answered", &self.answer.is_some())
+            .field("problems", &self.problems)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OptApplication {
+    /// An instance with `options` (scale and seed; OPT has no real data).
+    pub fn new(options: &WorkloadOptions) -> Result<OptApplication, WorkloadError> {
+        Self::with_shape(OptShape::for_scale(options.scale), options)
+    }
+
+    /// An instance of an explicit shape (tests).
+    pub fn with_shape(
+        shape: OptShape,
+        options: &WorkloadOptions,
+    ) -> Result<OptApplication, WorkloadError> {
+        if let Some(path) = &options.data_dir {
+            log::info!(
+                "opt: no real weights exist; {} is not read, the weights are seeded",
+                path.display()
+            );
+        }
+        if shape.mlp_tasks == 0 || shape.ffn % shape.mlp_tasks != 0 {
+            return Err(WorkloadError::InvalidOption {
+                workload: NAME,
+                option: "mlp_tasks",
+                reason: format!(
+                    "{} does not divide the FFN size {}",
+                    shape.mlp_tasks, shape.ffn
+                ),
+            });
+        }
+        let weights = OptWeights::generate(&shape, options.seed);
+        log::info!(
+            "opt: hidden {} heads {}x{} ffn {} layers {} position {} tasks {} (seed {})",
+            shape.hidden,
+            shape.heads,
+            shape.head_dim,
+            shape.ffn,
+            shape.layers,
+            shape.position,
+            shape.mlp_tasks,
+            options.seed
+        );
+        Ok(OptApplication {
+            hidden_state: weights.input.clone(),
+            shape,
+            seed: options.seed,
+            weights,
+            device: None,
+            layer: 0,
+            launched: false,
+            attention_output: None,
+            partials: vec![None; shape.mlp_tasks as usize],
+            answer: None,
+            problems: Vec::new(),
+        })
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> OptShape {
+        self.shape
+    }
+
+    /// The weights.
+    pub fn weights(&self) -> &OptWeights {
+        &self.weights
+    }
+
+    /// The final hidden state, once the last layer finished.
+    pub fn answer(&self) -> Option<&[f32]> {
+        self.answer.as_deref()
+    }
+
+    /// The host tasks of every launch: each needs the whole result (every head's partial).
+    pub fn tasks(&self) -> Vec<HostTask> {
+        (0..self.shape.mlp_tasks)
+            .map(|id| HostTask {
+                id,
+                needs: 0..self.shape.result_bytes(),
+                chain: None,
+            })
+            .collect()
+    }
+
+    /// Records something that went wrong on the host side (verify then fails with it).
+    fn problem(&mut self, text: String) {
+        log::error!("opt: {text}");
+        self.problems.push(text);
+    }
+}
+
+impl Application for OptApplication {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn device_bytes(&self) -> u64 {
+        self.shape
+            .allocation_sizes()
+            .iter()
+            .map(|size| size.saturating_add(DEVICE_ALIGNMENT))
+            .fold(0, u64::saturating_add)
+    }
+
+    fn load(&mut self, device: &mut dyn DeviceLoader) -> Result<(), LoadError> {
+        let shape = self.shape;
+        let weights = &self.weights;
+        let mut put = |values: &[f32]| -> Result<DeviceAddress, LoadError> {
+            let bytes = to_le_bytes(values);
+            let address = device.allocate(bytes.len() as u64, DEVICE_ALIGNMENT)?;
+            device.write(address, &bytes)?;
+            Ok(address)
+        };
+        let input = put(&weights.input)?;
+        let ln_gamma = put(&weights.ln0_gamma)?;
+        let ln_beta = put(&weights.ln0_beta)?;
+        let qkv_weight = put(&weights.qkv_weight)?;
+        let qkv_bias = put(&weights.qkv_bias)?;
+        let output_weight = put(&weights.output_weight)?;
+        let output_bias = put(&weights.output_bias)?;
+        let workspace = put(&vec![0.0; (shape.workspace_bytes() / 4) as usize])?;
+        let result = put(&vec![0.0; (shape.result_bytes() / 4) as usize])?;
+        let mut key_caches = Vec::new();
+        let mut value_caches = Vec::new();
+        for layer in 0..shape.layers {
+            let (keys, values) = kv_cache(&shape, self.seed, layer);
+            key_caches.push(put(&keys)?);
+            value_caches.push(put(&values)?);
+        }
+        let parameters = OptParameters {
+            hidden: shape.hidden,
+            heads: shape.heads,
+            head_dim: shape.head_dim,
+            capacity: shape.capacity,
+            qkv_rows_per_item: shape.qkv_rows_per_item,
+            score_tokens_per_item: shape.score_tokens_per_item,
+            output_rows_per_item: shape.output_rows_per_item,
+            reserved: 0,
+            input: input.0,
+            ln_gamma: ln_gamma.0,
+            ln_beta: ln_beta.0,
+            qkv_weight: qkv_weight.0,
+            qkv_bias: qkv_bias.0,
+            output_weight: output_weight.0,
+            output_bias: output_bias.0,
+            workspace: workspace.0,
+        };
+        let parameter_address = device.allocate(PARAMETER_BYTES, DEVICE_ALIGNMENT)?;
+        device.write(parameter_address, parameters.bytes())?;
+        log::debug!(
+            "opt: loaded {} layers of KV cache ({} B each), parameters at {:#x}",
+            shape.layers,
+            2 * shape.cache_bytes(),
+            parameter_address.0
+        );
+        self.device = Some(DeviceBuffers {
+            parameters: parameter_address,
+            input,
+            result,
+            key_caches,
+            value_caches,
+        });
+        self.layer = 0;
+        self.launched = false;
+        self.hidden_state = self.weights.input.clone();
+        self.attention_output = None;
+        self.partials = vec![None; shape.mlp_tasks as usize];
+        self.answer = None;
+        self.problems.clear();
+        Ok(())
+    }
+
+    fn next_launch(&mut self) -> Option<LaunchPlan> {
+        if self.layer >= self.shape.layers {
+            return None;
+        }
+        let Some(buffers) = &self.device else {
+            self.problem("next_launch called before load".into());
+            return None;
+        };
+        if self.launched {
+            let layer = self.layer;
+            self.problem(format!("layer {layer} launched twice without finishing"));
+            return None;
+        }
+        let layer = self.layer as usize;
+        let (Some(keys), Some(values)) = (
+            buffers.key_caches.get(layer).copied(),
+            buffers.value_caches.get(layer).copied(),
+        ) else {
+            return None;
+        };
+        let inputs = if self.layer == 0 {
+            // The token's embedding was loaded with the data.
+            Vec::new()
+        } else {
+            vec![DeviceInput {
+                address: buffers.input,
+                bytes: to_le_bytes(&self.hidden_state),
+            }]
+        };
+        let command = CommandDescriptor {
+            kernel: KernelId::OptAttention as u32,
+            mode: 0,
+            tag: 0,
+            flags: 0,
+            result_address: buffers.result.0,
+            result_length: self.shape.result_bytes(),
+            args: [
+                buffers.parameters.0,
+                keys.0,
+                values.0,
+                u64::from(self.shape.position),
+            ],
+        };
+        self.launched = true;
+        self.attention_output = None;
+        self.partials = vec![None; self.shape.mlp_tasks as usize];
+        Some(LaunchPlan {
+            inputs,
+            command,
+            tasks: self.tasks(),
+        })
+    }
+
+    fn run_task(&mut self, task: &HostTask, result: &[u8]) -> HostCost {
+        if task.id >= self.shape.mlp_tasks {
+            self.problem(format!(
+                "task {} does not exist ({} tasks)",
+                task.id, self.shape.mlp_tasks
+            ));
+            return HostCost::default();
+        }
+        let needs = 0..self.shape.result_bytes();
+        if task.needs != needs || result.len() as u64 != self.shape.result_bytes() {
+            self.problem(format!(
+                "task {}: needs {:?} with {} bytes, planned {needs:?}",
+                task.id,
+                task.needs,
+                result.len()
+            ));
+            return HostCost::default();
+        }
+        let attention_output = host::reduce_head_partials(&self.shape, &from_le_bytes(result));
+        match &self.attention_output {
+            None => self.attention_output = Some(attention_output.clone()),
+            Some(seen) if *seen != attention_output => {
+                let (layer, id) = (self.layer, task.id);
+                self.problem(format!(
+                    "layer {layer} task {id}: result bytes differ from another task's"
+                ));
+            }
+            Some(_) => {}
+        }
+        let partial = host::mlp_task(&self.shape, &self.weights, &attention_output, task.id);
+        if let Some(slot) = self.partials.get_mut(task.id as usize) {
+            *slot = Some(partial);
+        }
+        log::trace!("opt: layer {} task {} done", self.layer, task.id);
+        host::task_cost(&self.shape)
+    }
+
+    fn finish_launch(&mut self) -> HostCost {
+        let layer = self.layer;
+        self.launched = false;
+        self.layer += 1;
+        let missing = self.partials.iter().filter(|p| p.is_none()).count();
+        let Some(attention_output) = self.attention_output.take() else {
+            self.problem(format!("layer {layer}: no task ran"));
+            return HostCost::default();
+        };
+        if missing > 0 {
+            self.problem(format!("layer {layer}: {missing} MLP tasks never ran"));
+            return HostCost::default();
+        }
+        let partials: Vec<Vec<f32>> = self.partials.iter_mut().filter_map(Option::take).collect();
+        self.hidden_state = host::finish(&self.weights, &attention_output, &partials);
+        log::debug!("opt: layer {layer} finished");
+        if self.layer == self.shape.layers {
+            self.answer = Some(self.hidden_state.clone());
+        }
+        host::finish_cost(&self.shape)
+    }
+
+    fn verify(&self) -> Verification {
+        let fail = |detail: String| Verification {
+            passed: false,
+            detail: format!("{NAME}: {detail}"),
+        };
+        if let Some(problem) = self.problems.first() {
+            return fail(problem.clone());
+        }
+        let Some(answer) = &self.answer else {
+            return fail(format!(
+                "the decode step never finished ({} of {} layers)",
+                self.layer, self.shape.layers
+            ));
+        };
+        let states = reference::decode_step(&self.shape, &self.weights, self.seed);
+        let Some(expected) = states.last() else {
+            return fail("the model has no layers".into());
+        };
+        match reference::compare(answer, expected) {
+            Ok(()) => {
+                let largest = answer.iter().fold(0.0_f32, |m, v| m.max(v.abs()));
+                Verification {
+                    passed: true,
+                    detail: format!(
+                        "final hidden state after {} layers ({} values, max |x| {largest:.3}) matches the reference bit for bit (seeded weights, seed {})",
+                        self.shape.layers,
+                        answer.len(),
+                        self.seed
+                    ),
+                }
+            }
+            Err(difference) => fail(format!("final hidden state: {difference}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use firmware::hal::{DeviceMemory, MemoryFault};
+    use firmware::kernels::Kernel;
+
+    /// Device memory as a byte vector with a bump allocator.
+    struct FakeDevice {
+        memory: Vec<u8>,
+        next: u64,
+    }
+
+    impl FakeDevice {
+        fn new(size: usize) -> Self {
+            FakeDevice {
+                memory: vec![0xA5; size],
+                next: 0x1000,
+            }
+        }
+
+        fn range(&self, address: DeviceAddress, length: usize) -> Option<std::ops::Range<usize>> {
+            let start = usize::try_from(address.0).ok()?;
+            let end = start.checked_add(length)?;
+            (end <= self.memory.len()).then_some(start..end)
+        }
+    }
+
+    impl DeviceLoader for FakeDevice {
+        fn allocate(&mut self, length: u64, align: u64) -> Result<DeviceAddress, LoadError> {
+            let start = self.next.next_multiple_of(align);
+            let end = start + length;
+            if end > self.memory.len() as u64 {
+                return Err(LoadError::OutOfMemory {
+                    requested: length,
+                    available: (self.memory.len() as u64).saturating_sub(start),
+                });
+            }
+            self.next = end;
+            Ok(DeviceAddress(start))
+        }
+
+        fn write(&mut self, address: DeviceAddress, bytes: &[u8]) -> Result<(), LoadError> {
+            let range = self
+                .range(address, bytes.len())
+                .ok_or(LoadError::OutOfRange {
+                    address: address.0,
+                    length: bytes.len() as u64,
+                })?;
+            self.memory[range].copy_from_slice(bytes);
+            Ok(())
+        }
+    }
+
+    impl DeviceMemory for FakeDevice {
+        fn size(&self) -> u64 {
+            self.memory.len() as u64
+        }
+
+        fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
+            let range = self.range(address, buffer.len()).ok_or(MemoryFault {
+                address,
+                length: buffer.len() as u64,
+            })?;
+            buffer.copy_from_slice(&self.memory[range]);
+            Ok(())
+        }
+
+        fn write(&mut self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
+            let range = self.range(address, data.len()).ok_or(MemoryFault {
+                address,
+                length: data.len() as u64,
+            })?;
+            self.memory[range].copy_from_slice(data);
+            Ok(())
+        }
+    }
+
+    /// Device memory of a given size that holds only a parameter block (reads elsewhere
+    /// give zeros; writes are dropped).
+    struct SparseMemory {
+        size: u64,
+        parameters: DeviceAddress,
+        block: Vec<u8>,
+    }
+
+    impl DeviceMemory for SparseMemory {
+        fn size(&self) -> u64 {
+            self.size
+        }
+
+        fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
+            buffer.fill(0);
+            for (offset, byte) in buffer.iter_mut().enumerate() {
+                let at = address.0 + offset as u64;
+                if let Some(index) = at.checked_sub(self.parameters.0) {
+                    if let Some(value) = self.block.get(index as usize) {
+                        *byte = *value;
+                    }
+                }
+            }
+            Ok(())
+        }
+
+        fn write(&mut self, _: DeviceAddress, _: &[u8]) -> Result<(), MemoryFault> {
+            Ok(())
+        }
+    }
+
+    /// Layer 0's command of `shape` with the load's layout (allocations in load order) and a
+    /// sparse memory holding its parameter block.
+    fn layout_only(shape: &OptShape) -> (CommandDescriptor, SparseMemory) {
+        let mut next = 0x1000_u64;
+        let addresses: Vec<u64> = shape
+            .allocation_sizes()
+            .iter()
+            .map(|size| {
+                let start = next.next_multiple_of(DEVICE_ALIGNMENT);
+                next = start + size;
+                start
+            })
+            .collect();
+        let parameters = OptParameters {
+            hidden: shape.hidden,
+            heads: shape.heads,
+            head_dim: shape.head_dim,
+            capacity: shape.capacity,
+            qkv_rows_per_item: shape.qkv_rows_per_item,
+            score_tokens_per_item: shape.score_tokens_per_item,
+            output_rows_per_item: shape.output_rows_per_item,
+            reserved: 0,
+            input: addresses[1],
+            ln_gamma: addresses[2],
+            ln_beta: addresses[3],
+            qkv_weight: addresses[4],
+            qkv_bias: addresses[5],
+            output_weight: addresses[6],
+            output_bias: addresses[7],
+            workspace: addresses[8],
+        };
+        let command = CommandDescriptor {
+            kernel: KernelId::OptAttention as u32,
+            mode: 0,
+            tag: 0,
+            flags: 0,
+            result_address: addresses[9],
+            result_length: shape.result_bytes(),
+            args: [
+                addresses[0],
+                addresses[10],
+                addresses[11],
+                u64::from(shape.position),
+            ],
+        };
+        let memory = SparseMemory {
+            size: next,
+            parameters: DeviceAddress(addresses[0]),
+            block: parameters.bytes().to_vec(),
+        };
+        (command, memory)
+    }
+
+    fn small() -> WorkloadOptions {
+        WorkloadOptions {
+            scale: Scale::Small,
+            seed: 9,
+            ..WorkloadOptions::default()
+        }
+    }
+
+    /// Runs every launch on the fake device: inputs written, items stage by stage, then the
+    /// tasks in reverse order with their bytes, then the final step.
+    fn run_all(app: &mut OptApplication, device: &mut FakeDevice) -> usize {
+        let mut launches = 0;
+        while let Some(plan) = app.next_launch() {
+            launches += 1;
+            for input in &plan.inputs {
+                DeviceLoader::write(device, input.address, &input.bytes).unwrap();
+            }
+            let kernel = Kernel::decode(&plan.command, &*device).unwrap();
+            assert_eq!(kernel.stages(), 4);
+            let mut covered = vec![0_u32; plan.command.result_length as usize];
+            for stage in 0..kernel.stages() {
+                for item in kernel.stage_items(stage) {
+                    let spec = kernel.item(item, &*device).unwrap();
+                    if stage < 3 {
+                        assert_eq!(spec.result_length, 0);
+                    }
+                    for byte in
+                        spec.result_offset..spec.result_offset + u64::from(spec.result_length)
+                    {
+                        covered[byte as usize] += 1;
+                    }
+                    kernel.execute(item, device).unwrap();
+                }
+            }
+            assert!(
+                covered.iter().all(|c| *c == 1),
+                "items cover the result once"
+            );
+            let base = plan.command.result_address as usize;
+            for task in plan.tasks.iter().rev() {
+                let bytes = device.memory
+                    [base + task.needs.start as usize..base + task.needs.end as usize]
+                    .to_vec();
+                let cost = app.run_task(task, &bytes);
+                assert!(cost.operations > 0 && cost.memory_bytes > 0);
+            }
+            app.finish_launch();
+        }
+        launches
+    }
+
+    #[test]
+    fn small_decode_step_end_to_end_matches_the_reference_bit_for_bit() {
+        let mut app = OptApplication::new(&small()).unwrap();
+        let mut device = FakeDevice::new(app.device_bytes() as usize + 0x2000);
+        app.load(&mut device).unwrap();
+        assert_eq!(run_all(&mut app, &mut device), SMALL.layers as usize);
+        let verification = app.verify();
+        assert!(verification.passed, "{}", verification.detail);
+        assert!(verification.detail.contains("bit for bit"));
+        // Loading again starts over and gives the same answer.
+        let first = app.answer().unwrap().to_vec();
+        let mut device = FakeDevice::new(app.device_bytes() as usize + 0x2000);
+        app.load(&mut device).unwrap();
+        assert!(app.answer().is_none());
+        run_all(&mut app, &mut device);
+        assert_eq!(app.answer().unwrap(), first.as_slice());
+    }
+
+    #[test]
+    fn plan_inputs_and_tasks_cover_the_result() {
+        let mut app = OptApplication::new(&small()).unwrap();
+        let mut device = FakeDevice::new(app.device_bytes() as usize + 0x2000);
+        app.load(&mut device).unwrap();
+        let plan = app.next_launch().unwrap();
+        assert!(plan.inputs.is_empty(), "layer 0's input is loaded");
+        assert_eq!(plan.command.kernel, KernelId::OptAttention as u32);
+        assert_eq!(
+            (plan.command.mode, plan.command.tag, plan.command.flags),
+            (0, 0, 0)
+        );
+        assert_eq!(plan.command.result_length, 4 * 64 * 4);
+        assert_eq!(plan.command.args[3], 31);
+        assert_eq!(plan.tasks.len(), 8);
+        for (id, task) in plan.tasks.iter().enumerate() {
+            assert_eq!(task.id as usize, id);
+            assert_eq!(task.needs, 0..1024);
+            assert_eq!(task.chain, None);
+        }
+        // Finishing the launch by hand (every task on zeros) makes the next plan carry the
+        // MLP's output as the device input.
+        for task in &plan.tasks {
+            app.run_task(task, &[0; 1024]);
+        }
+        app.finish_launch();
+        let next = app.next_launch().unwrap();
+        assert_eq!(next.inputs.len(), 1);
+        assert_eq!(next.inputs[0].bytes.len(), 256);
+        assert_ne!(
+            next.command.args[1], plan.command.args[1],
+            "layer 1's own cache"
+        );
+        // Item counts: 192/12 + 4 heads x 4 blocks + 4 x 1 + 4 heads x 64/16.
+        let kernel = Kernel::decode(&next.command, &device).unwrap();
+        assert_eq!(kernel.items(), 16 + 16 + 4 + 16);
+    }
+
+    #[test]
+    fn last_stage_items_alternate_heads_and_tile_the_head_partials() {
+        for shape in [SMALL, PAPER] {
+            // Only the parameter block matters for the plan: a sparse memory of the layout's
+            // size holding just that block is enough to decode (no weights generated).
+            let (command, device) = layout_only(&shape);
+            let kernel = Kernel::decode(&command, &device).unwrap();
+            let stage = kernel.stage_items(3);
+            let heads = shape.heads;
+            let rows = shape.output_rows_per_item;
+            assert_eq!(
+                stage.len() as u32,
+                heads * shape.hidden.div_ceil(rows),
+                "items"
+            );
+            let mut covered = vec![0_u8; shape.result_bytes() as usize];
+            for (local, item) in stage.enumerate() {
+                let local = local as u32;
+                let spec = kernel.item(item, &device).unwrap();
+                let (head, block) = (local % heads, local / heads);
+                let first = block * rows;
+                let count = rows.min(shape.hidden - first);
+                assert_eq!(
+                    spec.result_offset,
+                    u64::from(head * shape.hidden + first) * 4
+                );
+                assert_eq!(spec.result_length, count * 4);
+                for byte in spec.result_offset..spec.result_offset + u64::from(spec.result_length) {
+                    covered[byte as usize] += 1;
+                }
+            }
+            assert!(covered.iter().all(|c| *c == 1), "every byte once");
+        }
+        // Paper scale: 256 items of 320 rows, a 320 KB result: more than 12.5% of the default
+        // ring (6,250 x 32 B = 200 KB), at most 25% (400 KB).
+        assert_eq!(PAPER.result_bytes(), 32 * 2560 * 4);
+        assert!(PAPER.result_bytes() > 6_250 * 32 && PAPER.result_bytes() <= 12_500 * 32);
+    }
+
+    #[test]
+    fn paper_scale_layout_fits_the_budget() {
+        let app = OptApplication::new(&WorkloadOptions::default()).unwrap();
+        // 32 layers x 2 caches x 1024 x 2560 x 4 B plus about 105 MB of attention weights.
+        let bytes = app.device_bytes();
+        assert!(bytes > 671 << 20 && bytes < 800 << 20, "{bytes}");
+        assert_eq!(app.tasks().len(), 32);
+        let kernel_items = 256 + 256 + 160 + 256;
+        assert!(app.tasks().len() * 20 < kernel_items);
+    }
+
+    #[test]
+    fn a_corrupted_result_or_missing_task_fails_verification() {
+        let mut app = OptApplication::new(&small()).unwrap();
+        let mut device = FakeDevice::new(app.device_bytes() as usize + 0x2000);
+        app.load(&mut device).unwrap();
+        let plan = app.next_launch().unwrap();
+        let kernel = Kernel::decode(&plan.command, &device).unwrap();
+        for item in 0..kernel.items() {
+            kernel.execute(item, &mut device).unwrap();
+        }
+        let base = plan.command.result_address as usize;
+        let mut bytes = device.memory[base..base + 1024].to_vec();
+        bytes[0] ^= 1;
+        for task in &plan.tasks {
+            app.run_task(task, &bytes);
+        }
+        app.finish_launch();
+        run_all(&mut app, &mut device);
+        let verification = app.verify();
+        assert!(!verification.passed);
+        assert!(
+            verification.detail.contains("final hidden state"),
+            "{}",
+            verification.detail
+        );
+
+        let mut app = OptApplication::new(&small()).unwrap();
+        let mut device = FakeDevice::new(app.device_bytes() as usize + 0x2000);
+        app.load(&mut device).unwrap();
+        let plan = app.next_launch().unwrap();
+        app.run_task(&plan.tasks[0], &[0; 1024]);
+        app.finish_launch();
+        let verification = app.verify();
+        assert!(!verification.passed);
+        assert!(
+            verification.detail.contains("never ran"),
+            "{}",
+            verification.detail
+        );
+    }
+
+    #[test]
+    fn unfinished_run_and_bad_tasks_fail_verification() {
+        let mut app = OptApplication::new(&small()).unwrap();
+        assert!(app.verify().detail.contains("never finished"));
+        assert_eq!(app.next_launch(), None, "no launch before load");
+        let task = HostTask {
+            id: 99,
+            needs: 0..256,
+            chain: None,
+        };
+        assert_eq!(app.run_task(&task, &[0; 256]), HostCost::default());
+        assert!(!app.verify().passed);
+    }
+
+    #[test]
+    fn info_names_the_sizes() {
+        let info = info(&small());
+        assert_eq!(info.name, NAME);
+        assert!(
+            info.characteristics.contains("hidden 64"),
+            "{}",
+            info.characteristics
+        );
+        let paper = super::info(&WorkloadOptions::default());
+        assert!(paper.characteristics.contains("hidden 2560"));
+        assert!(paper.characteristics.contains("1023 past tokens"));
+    }
 }

@@ -1,0 +1,363 @@
+//! The plain reference: the whole decode step on the host, layer by layer, in the device's and
+//! the MLP tasks' exact arithmetic (the firmware's public helpers: [`dot`], [`layer_norm`],
+//! [`softmax_weights`], [`accumulate_weighted`]), so a correct run matches it bit for bit.
+//!
+//! It shares no code with the offload path beyond those arithmetic helpers and the data
+//! generators: the stages, the KV cache append, the attention loops and the MLP split are
+//! written out again here in their plainest form.
+
+use firmware::kernels::opt::{
+    accumulate_weighted, attention_scale, dot, head_partial, layer_norm, project, residual, score,
+    softmax_weights,
+};
+
+use super::data::{kv_cache, OptWeights};
+use super::host::relu;
+use super::OptShape;
+
+/// The hidden state after every layer of one decode step (the last one is the answer).
+pub fn decode_step(shape: &OptShape, weights: &OptWeights, seed: u64) -> Vec<Vec<f32>> {
+    let mut states = Vec::with_capacity(shape.layers as usize);
+    let mut x = weights.input.clone();
+    for layer in 0..shape.layers {
+        let (mut keys, mut values) = kv_cache(shape, seed, layer);
+        let attention_output = attention_block(shape, weights, &x, &mut keys, &mut values);
+        x = mlp_block(shape, weights, &attention_output);
+        states.push(x.clone());
+    }
+    states
+}
+
+/// The device half of a layer: LayerNorm0, Q/K/V (the token's key and value appended to the
+/// caches at `position`), attention over positions `0..=position`, the output projection as
+/// per-head partials (head 0's with the bias and the residual) added in head order.
+pub fn attention_block(
+    shape: &OptShape,
+    weights: &OptWeights,
+    x: &[f32],
+    keys: &mut [f32],
+    values: &mut [f32],
+) -> Vec<f32> {
+    let hidden = shape.hidden as usize;
+    let head_dim = shape.head_dim as usize;
+    let capacity = shape.capacity as usize;
+    let position = shape.position as usize;
+
+    let mut normalized = vec![0.0; hidden];
+    layer_norm(x, &weights.ln0_gamma, &weights.ln0_beta, &mut normalized);
+    let qkv: Vec<f32> = (0..3 * hidden)
+        .map(|row| {
+            project(
+                dot(weights.qkv_row(shape, row), &normalized),
+                weights.qkv_bias[row],
+            )
+        })
+        .collect();
+    let (query, rest) = qkv.split_at(hidden);
+    let (key, value) = rest.split_at(hidden);
+    let cache_index = |head: usize, token: usize| (head * capacity + token) * head_dim;
+    for head in 0..shape.heads as usize {
+        let at = cache_index(head, position);
+        let own = head * head_dim..(head + 1) * head_dim;
+        keys[at..at + head_dim].copy_from_slice(&key[own.clone()]);
+        values[at..at + head_dim].copy_from_slice(&value[own]);
+    }
+
+    let scale = attention_scale(shape.head_dim);
+    let mut attention = vec![0.0_f32; hidden];
+    for head in 0..shape.heads as usize {
+        let q = &query[head * head_dim..(head + 1) * head_dim];
+        let mut weights_of_tokens: Vec<f32> = (0..=position)
+            .map(|token| {
+                let at = cache_index(head, token);
+                score(q, &keys[at..at + head_dim], scale)
+            })
+            .collect();
+        let sum = softmax_weights(&mut weights_of_tokens);
+        let mut accumulator = vec![0.0_f32; head_dim];
+        for (token, weight) in weights_of_tokens.iter().enumerate() {
+            let at = cache_index(head, token);
+            accumulate_weighted(&mut accumulator, *weight, &values[at..at + head_dim]);
+        }
+        for (out, sum_of_dim) in attention[head * head_dim..(head + 1) * head_dim]
+            .iter_mut()
+            .zip(&accumulator)
+        {
+            *out = sum_of_dim / sum;
+        }
+    }
+
+    let partials = output_partials(shape, weights, x, &attention);
+    let mut output = partials[0].clone();
+    for partial in &partials[1..] {
+        for (sum, value) in output.iter_mut().zip(partial) {
+            *sum += value;
+        }
+    }
+    output
+}
+
+/// The output projection split by head: `partials[h][row]` is the dot product of row `row`'s
+/// columns `[h d, (h + 1) d)` of the output weight with head `h`'s attention output (`d =
+/// head_dim`); head 0's also gets the bias and the residual: `x[row] + (dot + bias[row])`.
+pub fn output_partials(
+    shape: &OptShape,
+    weights: &OptWeights,
+    x: &[f32],
+    attention: &[f32],
+) -> Vec<Vec<f32>> {
+    let hidden = shape.hidden as usize;
+    let head_dim = shape.head_dim as usize;
+    (0..shape.heads)
+        .map(|head| {
+            let columns = head as usize * head_dim..(head as usize + 1) * head_dim;
+            (0..hidden)
+                .map(|row| {
+                    let sum = dot(
+                        &weights.output_row(shape, row)[columns.clone()],
+                        &attention[columns.clone()],
+                    );
+                    head_partial(head, sum, weights.output_bias[row], x[row])
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The host half of a layer: LayerNorm1, FC1 and ReLU, FC2 as `mlp_tasks` partial sums over
+/// consecutive equal slices of the FFN units added in slice order after the bias, the
+/// residual.
+pub fn mlp_block(shape: &OptShape, weights: &OptWeights, attention_output: &[f32]) -> Vec<f32> {
+    let hidden = shape.hidden as usize;
+    let mut normalized = vec![0.0; hidden];
+    layer_norm(
+        attention_output,
+        &weights.ln1_gamma,
+        &weights.ln1_beta,
+        &mut normalized,
+    );
+    let activations: Vec<f32> = (0..shape.ffn as usize)
+        .map(|unit| {
+            relu(project(
+                dot(weights.fc1_row(shape, unit), &normalized),
+                weights.fc1_bias[unit],
+            ))
+        })
+        .collect();
+    let per_slice = (shape.ffn / shape.mlp_tasks) as usize;
+    let mut output = weights.fc2_bias.clone();
+    for slice in activations.chunks_exact(per_slice).enumerate() {
+        let (index, slice) = slice;
+        let mut partial = vec![0.0_f32; hidden];
+        for (offset, activation) in slice.iter().enumerate() {
+            let unit = index * per_slice + offset;
+            accumulate_weighted(&mut partial, *activation, weights.fc2_row(shape, unit));
+        }
+        for (sum, value) in output.iter_mut().zip(&partial) {
+            *sum += value;
+        }
+    }
+    attention_output
+        .iter()
+        .zip(&output)
+        .map(|(input, output)| residual(*input, *output))
+        .collect()
+}
+
+/// The first difference between `answer` and `expected`, bit for bit, as text.
+pub fn compare(answer: &[f32], expected: &[f32]) -> Result<(), String> {
+    if answer.len() != expected.len() {
+        return Err(format!(
+            "{} values, {} expected",
+            answer.len(),
+            expected.len()
+        ));
+    }
+    let mismatches = answer
+        .iter()
+        .zip(expected)
+        .filter(|(a, e)| a.to_bits() != e.to_bits())
+        .count();
+    match answer
+        .iter()
+        .zip(expected)
+        .position(|(a, e)| a.to_bits() != e.to_bits())
+    {
+        None => Ok(()),
+        Some(index) => Err(format!(
+            "element {index}: {} but the reference has {} ({mismatches} of {} differ)",
+            answer[index],
+            expected[index],
+            answer.len()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::opt::SMALL;
+
+    /// The same decode step in `f64` with plain sequential sums and `exp`, no shared helpers.
+    fn naive_f64(shape: &OptShape, weights: &OptWeights, seed: u64) -> Vec<f64> {
+        let hidden = shape.hidden as usize;
+        let head_dim = shape.head_dim as usize;
+        let capacity = shape.capacity as usize;
+        let position = shape.position as usize;
+        let w = |v: &[f32]| v.iter().map(|x| f64::from(*x)).collect::<Vec<f64>>();
+        let layer_norm = |x: &[f64], gamma: &[f32], beta: &[f32]| -> Vec<f64> {
+            let n = x.len() as f64;
+            let mean = x.iter().sum::<f64>() / n;
+            let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+            let r = 1.0 / (var + 1e-5).sqrt();
+            x.iter()
+                .zip(gamma)
+                .zip(beta)
+                .map(|((v, g), b)| (v - mean) * r * f64::from(*g) + f64::from(*b))
+                .collect()
+        };
+        let matvec = |m: &[f32], v: &[f64], bias: &[f32]| -> Vec<f64> {
+            m.chunks_exact(v.len())
+                .zip(bias)
+                .map(|(row, b)| {
+                    row.iter()
+                        .zip(v)
+                        .map(|(a, x)| f64::from(*a) * x)
+                        .sum::<f64>()
+                        + f64::from(*b)
+                })
+                .collect()
+        };
+        let mut x = w(&weights.input);
+        for layer in 0..shape.layers {
+            let (keys, values) = kv_cache(shape, seed, layer);
+            let (mut keys, mut values) = (w(&keys), w(&values));
+            let n = layer_norm(&x, &weights.ln0_gamma, &weights.ln0_beta);
+            let qkv = matvec(&weights.qkv_weight, &n, &weights.qkv_bias);
+            let mut attention = vec![0.0; hidden];
+            for head in 0..shape.heads as usize {
+                let at = (head * capacity + position) * head_dim;
+                for d in 0..head_dim {
+                    keys[at + d] = qkv[hidden + head * head_dim + d];
+                    values[at + d] = qkv[2 * hidden + head * head_dim + d];
+                }
+                let q = &qkv[head * head_dim..(head + 1) * head_dim];
+                let scores: Vec<f64> = (0..=position)
+                    .map(|t| {
+                        let k = &keys[(head * capacity + t) * head_dim..][..head_dim];
+                        q.iter().zip(k).map(|(a, b)| a * b).sum::<f64>() / (head_dim as f64).sqrt()
+                    })
+                    .collect();
+                let max = scores.iter().cloned().fold(f64::MIN, f64::max);
+                let e: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+                let sum: f64 = e.iter().sum();
+                for d in 0..head_dim {
+                    attention[head * head_dim + d] = (0..=position)
+                        .map(|t| e[t] * values[(head * capacity + t) * head_dim + d])
+                        .sum::<f64>()
+                        / sum;
+                }
+            }
+            let o = matvec(&weights.output_weight, &attention, &weights.output_bias);
+            let h: Vec<f64> = x.iter().zip(&o).map(|(a, b)| a + b).collect();
+            let n = layer_norm(&h, &weights.ln1_gamma, &weights.ln1_beta);
+            let act: Vec<f64> = matvec(&weights.fc1_weight, &n, &weights.fc1_bias)
+                .into_iter()
+                .map(|v| v.max(0.0))
+                .collect();
+            let mut out: Vec<f64> = w(&weights.fc2_bias);
+            for (unit, a) in act.iter().enumerate() {
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o += a * f64::from(weights.fc2_weight[unit * hidden + i]);
+                }
+            }
+            x = h.iter().zip(&out).map(|(a, b)| a + b).collect();
+        }
+        x
+    }
+
+    #[test]
+    fn reference_agrees_with_a_naive_f64_decode_step() {
+        let shape = SMALL;
+        let weights = OptWeights::generate(&shape, 11);
+        let states = decode_step(&shape, &weights, 11);
+        assert_eq!(states.len(), shape.layers as usize);
+        let answer = states.last().unwrap();
+        let expected = naive_f64(&shape, &weights, 11);
+        let largest = expected.iter().fold(0.0_f64, |m, v| m.max(v.abs()));
+        for (a, e) in answer.iter().zip(&expected) {
+            assert!(
+                (f64::from(*a) - e).abs() <= 1e-4 * largest.max(1.0),
+                "{a} vs {e}"
+            );
+        }
+        // The layers really change the state.
+        assert!(states[0] != states[1]);
+    }
+
+    #[test]
+    fn one_head_one_token_attention_is_its_own_value() {
+        // With a single cached position (position 0: only the current token), the softmax
+        // weight is 1 and the attention output is the token's own value projection.
+        let shape = OptShape {
+            capacity: 1,
+            position: 0,
+            ..SMALL
+        };
+        let weights = OptWeights::generate(&shape, 3);
+        let (mut keys, mut values) = kv_cache(&shape, 3, 0);
+        let x = weights.input.clone();
+        let out = attention_block(&shape, &weights, &x, &mut keys, &mut values);
+        let hidden = shape.hidden as usize;
+        let mut normalized = vec![0.0; hidden];
+        layer_norm(&x, &weights.ln0_gamma, &weights.ln0_beta, &mut normalized);
+        let value: Vec<f32> = (0..hidden)
+            .map(|j| {
+                project(
+                    dot(weights.qkv_row(&shape, 2 * hidden + j), &normalized),
+                    weights.qkv_bias[2 * hidden + j],
+                )
+            })
+            .collect();
+        // The cache now holds that value (head-major, capacity 1).
+        assert_eq!(values, value);
+        // Weight exp(0) = 1 and sum 1: the attention output is the value itself; the output
+        // is x + (dot_0 + bias) + dot_1 + ... + dot_3 (each head's 16 columns).
+        let expected: Vec<f32> = (0..hidden)
+            .map(|row| {
+                let head_dot = |head: usize| {
+                    let columns = head * 16..(head + 1) * 16;
+                    dot(
+                        &weights.output_row(&shape, row)[columns.clone()],
+                        &value[columns],
+                    )
+                };
+                let first = residual(x[row], project(head_dot(0), weights.output_bias[row]));
+                (1..4).fold(first, |sum, head| sum + head_dot(head))
+            })
+            .collect();
+        assert_eq!(out, expected);
+        // Within f32 rounding of the unsplit projection.
+        for (row, got) in out.iter().enumerate() {
+            let whole = residual(
+                x[row],
+                project(
+                    dot(weights.output_row(&shape, row), &value),
+                    weights.output_bias[row],
+                ),
+            );
+            assert!((got - whole).abs() <= 1e-4 * whole.abs().max(1.0));
+        }
+    }
+
+    #[test]
+    fn compare_reports_the_first_difference() {
+        assert!(compare(&[1.0, 2.0], &[1.0, 2.0]).is_ok());
+        let error = compare(&[1.0, 2.5, 3.0], &[1.0, 2.0, 4.0]).unwrap_err();
+        assert!(
+            error.contains("element 1") && error.contains("2 of 3"),
+            "{error}"
+        );
+        assert!(compare(&[1.0], &[1.0, 2.0]).is_err());
+    }
+}
