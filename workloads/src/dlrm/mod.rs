@@ -54,8 +54,10 @@ use data::{Batch, DlrmShape, TableRows, TopMlp};
 /// Catalog name.
 pub const NAME: &str = "dlrm";
 
-/// Bags per host task (2 KiB of pooled vectors).
-pub const BAGS_PER_TASK: u32 = 2;
+/// Bags per host task: one item's 1 KiB pooled vector. A task never waits for the results of
+/// several items: with out-of-order streaming, tasks that each hold part of their bytes could
+/// fill a small ring between them and none could run (Figure 16's LLM deadlock pattern).
+pub const BAGS_PER_TASK: u32 = 1;
 
 /// Alignment of every device allocation (a 64-byte cache line).
 pub const DEVICE_ALIGNMENT: u64 = 64;
@@ -658,13 +660,13 @@ mod tests {
         assert_eq!(plan.inputs.len(), 1);
         assert_eq!(plan.inputs[0].address.0, command.args[2]);
         assert_eq!(plan.inputs[0].bytes, batch.to_le_bytes());
-        // 16 independent tasks of 2 bags, contiguous, covering every byte once.
-        assert_eq!(plan.tasks.len(), 16);
+        // 32 independent tasks of one bag, contiguous, covering every byte once.
+        assert_eq!(plan.tasks.len(), 32);
         let mut next = 0;
         for (id, task) in plan.tasks.iter().enumerate() {
             assert_eq!(task.id as usize, id);
             assert_eq!(task.chain, None);
-            assert_eq!(task.needs, next..next + 2048);
+            assert_eq!(task.needs, next..next + 1024);
             next = task.needs.end;
         }
         assert_eq!(next, command.result_length);
@@ -683,7 +685,7 @@ mod tests {
         let verification = app.verify();
         assert!(!verification.passed);
         assert!(
-            verification.detail.contains("15 tasks never ran"),
+            verification.detail.contains("31 tasks never ran"),
             "{}",
             verification.detail
         );
@@ -709,7 +711,7 @@ mod tests {
         assert_eq!(app.shape().table_bytes(), 1 << 30);
         assert!(app.device_bytes() > 1 << 30);
         assert!(app.device_bytes() < (1 << 30) + (2 << 20));
-        assert_eq!(app.tasks().len(), 256);
+        assert_eq!(app.tasks().len(), 512);
         let lookups: usize = app.batches().iter().map(|b| b.indices.len()).sum();
         assert!((2 * 512 * 64..=2 * 512 * 192).contains(&lookups));
     }

@@ -26,7 +26,7 @@
 //!
 //! # Host tasks
 //!
-//! Tasks of [`TASK_VERTICES`] consecutive vertices (4 KB of sums) update their ranks and the
+//! Tasks of [`TASK_VERTICES`] consecutive vertices (one item's 1 KB of sums) update their ranks and the
 //! next contributions and measure their L1 change ([`host::update_ranks`]); they are
 //! independent (disjoint vertices). The final step adds the L1 changes in task order and
 //! computes the next dangling share; the next launch depends on every task of this one.
@@ -77,8 +77,11 @@ pub const ITERATIONS: u32 = 10;
 /// for several rounds.
 pub const VERTICES_PER_ITEM: u32 = 256;
 
-/// Vertices per host task: 1,024 sums, 4 KB, 128 DMA slots.
-pub const TASK_VERTICES: u32 = 1024;
+/// Vertices per host task: one item's 256 sums, 1 KB, 32 DMA slots. A task never waits for
+/// the results of several items: with out-of-order streaming, tasks that each hold part of
+/// their bytes could fill a small ring between them and none could run (the dependency pattern
+/// that makes the paper's LLM case deadlock at 12.5% slot capacity, Figure 16).
+pub const TASK_VERTICES: u32 = VERTICES_PER_ITEM;
 
 /// Largest accepted L1 distance between the `f32` ranks and the `f64` power iteration.
 pub const F64_TOLERANCE: f64 = 1e-4;
