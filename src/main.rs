@@ -76,7 +76,8 @@ enum SchedArg {
 
 #[derive(clap::Args, Debug)]
 struct RunArgs {
-    /// Workload: knn-a, knn-b or knn-c (`axle list` describes them).
+    /// Workload: knn-a, knn-b, knn-c, sssp, pagerank, ssb-q1.1, ssb-q1.2, opt-2.7b or dlrm
+    /// (`axle list` describes them).
     workload: String,
     /// Offload mechanism.
     #[arg(long, value_enum)]
@@ -238,8 +239,11 @@ fn eval_command(args: EvalArgs) -> anyhow::Result<ExitCode> {
             evaluation.config.workload.scale,
             path.display()
         );
-        std::fs::write(path, axle::eval::reproduction::render(&evaluation, &command))
-            .with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(
+            path,
+            axle::eval::reproduction::render(&evaluation, &command),
+        )
+        .with_context(|| format!("writing {}", path.display()))?;
     }
     if args.json {
         let tables: Vec<&axle::eval::table::Table> = evaluation

@@ -109,8 +109,14 @@ fn every_workload_verifies_in_every_mode_at_small_scale() {
             config.workload.scale = workloads::Scale::Small;
             let report = run_verified(&request(workload, mode, config));
             let m = &report.metrics;
-            assert!(m.launches >= 1 && m.host_tasks >= m.launches, "{workload} {mode:?}: {m:?}");
-            assert!(m.end_to_end_ns > 0 && m.ccm_busy_ns > 0, "{workload} {mode:?}: {m:?}");
+            assert!(
+                m.launches >= 1 && m.host_tasks >= m.launches,
+                "{workload} {mode:?}: {m:?}"
+            );
+            assert!(
+                m.end_to_end_ns > 0 && m.ccm_busy_ns > 0,
+                "{workload} {mode:?}: {m:?}"
+            );
             assert_eq!(
                 m.payloads > 0,
                 mode.streams(),

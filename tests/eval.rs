@@ -69,12 +69,14 @@ fn every_figure_leaves_csv_json_and_svg_and_reproduction_lists_every_claim() {
             "no Figure {figure} table on the terminal:\n{stdout}"
         );
         let json = scratch.0.join(format!("fig{figure}.json"));
-        let text = std::fs::read_to_string(&json)
-            .unwrap_or_else(|e| panic!("{}: {e}", json.display()));
+        let text =
+            std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("{}: {e}", json.display()));
         let value: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
         assert_eq!(value["figure"], figure);
         assert!(
-            value["runs"].as_array().is_some_and(|runs| !runs.is_empty()),
+            value["runs"]
+                .as_array()
+                .is_some_and(|runs| !runs.is_empty()),
             "fig{figure}.json lists no run"
         );
         let prefix = format!("fig{figure}");
@@ -130,7 +132,13 @@ fn results_do_not_depend_on_jobs() {
     second.extend(["--jobs", "2"]);
     ok(&axle(&first, &one.0), "--jobs 1");
     ok(&axle(&second, &two.0), "--jobs 2");
-    for name in ["fig14.csv", "fig14.json", "fig16a.csv", "fig16b.csv", "fig16.json"] {
+    for name in [
+        "fig14.csv",
+        "fig14.json",
+        "fig16a.csv",
+        "fig16b.csv",
+        "fig16.json",
+    ] {
         assert_eq!(
             std::fs::read(one.0.join(name)).unwrap(),
             std::fs::read(two.0.join(name)).unwrap(),

@@ -233,7 +233,15 @@ fn attached_runs_print_exactly_the_in_process_json_for_every_mode_of_every_workl
     for workload in workloads::names() {
         for mode in MODES {
             let args = [
-                "run", workload, "--mode", mode, "--scale", "small", "--queries", "2", "--json",
+                "run",
+                workload,
+                "--mode",
+                mode,
+                "--scale",
+                "small",
+                "--queries",
+                "2",
+                "--json",
             ];
             let in_process = axle(&args);
             assert!(
@@ -478,7 +486,14 @@ fn attached_wall_clock_runs_of_every_workload_in_every_mode_verify() {
         for mode in MODES {
             let run = wall_attached(
                 &[
-                    workload, "--mode", mode, "--scale", "small", "--queries", "2", "--json",
+                    workload,
+                    "--mode",
+                    mode,
+                    "--scale",
+                    "small",
+                    "--queries",
+                    "2",
+                    "--json",
                 ],
                 &emulator.socket,
             );

@@ -32,10 +32,7 @@ impl RegisterPage {
             segment: DeviceSegment::shared(registers::WINDOW_BYTES)?,
         };
         page.set(registers::MAGIC, shared_abi::ABI_MAGIC);
-        page.set(
-            registers::ABI_VERSION,
-            u64::from(shared_abi::ABI_VERSION),
-        );
+        page.set(registers::ABI_VERSION, u64::from(shared_abi::ABI_VERSION));
         page.set(registers::LAYOUT_HASH, shared_abi::LAYOUT_HASH);
         page.set(registers::DEVICE_MEMORY_BYTES, identity.device_memory_bytes);
         page.set(registers::DATA_BASE, identity.data_base);

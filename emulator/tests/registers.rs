@@ -81,4 +81,3 @@ fn a_page_with_another_magic_is_refused() {
     let error = window.probe(&expected).unwrap_err();
     assert!(error.contains("magic"), "{error}");
 }
-

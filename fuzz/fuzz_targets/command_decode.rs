@@ -82,11 +82,16 @@ fn check_decoded(command: &CommandDescriptor, kernel: &Kernel, memory_size: u64)
     assert_eq!(knn.result_address().0, command.result_address);
     let last = kernel.items() - 1;
     for index in [0, last / 2, last] {
-        let item = kernel.item(index).expect("an item below items() exists");
+        let item = kernel
+            .item(index, &SizeOnly(memory_size))
+            .expect("an item below items() exists");
         assert_eq!(item.result_length, RESULT_BYTES_PER_ITEM);
         assert!(item.result_offset + u64::from(item.result_length) <= command.result_length);
     }
-    assert_eq!(kernel.item(kernel.items()), Err(Status::ArgumentOutOfRange));
+    assert_eq!(
+        kernel.item(kernel.items(), &SizeOnly(memory_size)),
+        Err(Status::ArgumentOutOfRange)
+    );
 }
 
 /// Executes a few items of a decoded kernel in a memory of exactly `memory_size` bytes.

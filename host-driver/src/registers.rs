@@ -60,7 +60,11 @@ impl RegisterWindow {
                 registers::ABI_VERSION,
                 u64::from(shared_abi::ABI_VERSION),
             ),
-            ("layout hash", registers::LAYOUT_HASH, shared_abi::LAYOUT_HASH),
+            (
+                "layout hash",
+                registers::LAYOUT_HASH,
+                shared_abi::LAYOUT_HASH,
+            ),
             (
                 "device memory size",
                 registers::DEVICE_MEMORY_BYTES,

@@ -183,7 +183,13 @@ mod tests {
             dma_busy: Ticks::from_ns(200),
             ..Default::default()
         };
-        assert_eq!(RunMetrics::assemble(false, &host, &device).data_movement_ns, 130);
-        assert_eq!(RunMetrics::assemble(true, &host, &device).data_movement_ns, 230);
+        assert_eq!(
+            RunMetrics::assemble(false, &host, &device).data_movement_ns,
+            130
+        );
+        assert_eq!(
+            RunMetrics::assemble(true, &host, &device).data_movement_ns,
+            230
+        );
     }
 }

@@ -309,7 +309,12 @@ fn figure10_row(
     let mut row: Vec<Cell> = vec![label.into(), base.into()];
     let mut bars = Vec::new();
     for m in [rp, bs] {
-        let parts = [m.ccm_busy_ns, m.data_movement_ns, m.host_busy_ns, m.overhead_ns];
+        let parts = [
+            m.ccm_busy_ns,
+            m.data_movement_ns,
+            m.host_busy_ns,
+            m.overhead_ns,
+        ];
         row.push(percent(m.end_to_end_ns, base).into());
         row.extend(parts.iter().map(|&p| Cell::from(percent(p, base))));
         bars.push(parts.iter().map(|&p| percent(p, base)).collect());
@@ -327,7 +332,12 @@ fn figure10_row(
     Ok((row, bars))
 }
 
-fn figure10_chart(id: &str, title: &str, groups: Vec<String>, bars: Vec<Vec<Vec<f64>>>) -> BarChart {
+fn figure10_chart(
+    id: &str,
+    title: &str,
+    groups: Vec<String>,
+    bars: Vec<Vec<Vec<f64>>>,
+) -> BarChart {
     BarChart {
         id: id.to_owned(),
         title: title.to_owned(),
@@ -346,7 +356,11 @@ fn figure10_chart(id: &str, title: &str, groups: Vec<String>, bars: Vec<Vec<Vec<
     }
 }
 
-fn figure10(base: &AxleConfig, workloads: &[&str], results: &Results) -> anyhow::Result<FigureOutput> {
+fn figure10(
+    base: &AxleConfig,
+    workloads: &[&str],
+    results: &Results,
+) -> anyhow::Result<FigureOutput> {
     let mut table = Table::new(
         "fig10",
         "Figure 10 (a)-(i): end-to-end runtime in % of RP's; RP and BS split into CCM + data movement + host + overhead",
@@ -372,13 +386,17 @@ fn figure10(base: &AxleConfig, workloads: &[&str], results: &Results) -> anyhow:
         for baseline in [Mode::Rp, Mode::Bs] {
             let mut ratios = Vec::new();
             for workload in workloads {
-                let axle = metrics(results, &Point::new(workload, Mode::Axle, &with_poll(base, ns)))?;
+                let axle = metrics(
+                    results,
+                    &Point::new(workload, Mode::Axle, &with_poll(base, ns)),
+                )?;
                 let reference = metrics(results, &Point::new(workload, baseline, base))?;
                 ratios.push(ratio(axle.end_to_end_ns, reference.end_to_end_ns));
             }
             let count = ratios.len().max(1) as f64;
             let average = ratios.iter().map(|r| 1.0 - r).sum::<f64>() / count * 100.0;
-            let geomean = (1.0 - (ratios.iter().map(|r| r.ln()).sum::<f64>() / count).exp()) * 100.0;
+            let geomean =
+                (1.0 - (ratios.iter().map(|r| r.ln()).sum::<f64>() / count).exp()) * 100.0;
             let maximum = ratios.iter().map(|r| 1.0 - r).fold(f64::MIN, f64::max) * 100.0;
             reductions.push(vec![
                 label.into(),
@@ -389,7 +407,12 @@ fn figure10(base: &AxleConfig, workloads: &[&str], results: &Results) -> anyhow:
             ]);
         }
     }
-    let chart = figure10_chart("fig10", "Figure 10: end-to-end runtime (% of RP)", groups, bars);
+    let chart = figure10_chart(
+        "fig10",
+        "Figure 10: end-to-end runtime (% of RP)",
+        groups,
+        bars,
+    );
     Ok(FigureOutput {
         figure: Figure::F10,
         tables: vec![table, reductions],
@@ -397,7 +420,11 @@ fn figure10(base: &AxleConfig, workloads: &[&str], results: &Results) -> anyhow:
     })
 }
 
-fn figure11(base: &AxleConfig, workloads: &[&str], results: &Results) -> anyhow::Result<FigureOutput> {
+fn figure11(
+    base: &AxleConfig,
+    workloads: &[&str],
+    results: &Results,
+) -> anyhow::Result<FigureOutput> {
     let mut table = Table::new(
         "fig11",
         "Figure 11: the LLM case (opt-2.7b) with fewer processing units, % of RP's end-to-end runtime in the same hardware",
@@ -408,7 +435,13 @@ fn figure11(base: &AxleConfig, workloads: &[&str], results: &Results) -> anyhow:
     if workloads.contains(&LLM) {
         let reduced = figure11_config(base);
         for (label, config) in [
-            (format!("{LLM} ({} CCM, {} host units)", base.device.ccm_units, base.host.host_units), base.clone()),
+            (
+                format!(
+                    "{LLM} ({} CCM, {} host units)",
+                    base.device.ccm_units, base.host.host_units
+                ),
+                base.clone(),
+            ),
             (
                 format!("{LLM} ({FIGURE11_CCM_UNITS} CCM, {FIGURE11_HOST_UNITS} host units)"),
                 reduced,
@@ -423,7 +456,12 @@ fn figure11(base: &AxleConfig, workloads: &[&str], results: &Results) -> anyhow:
     table.notes.push(format!(
         "the caption reduces the CCM from 32 to 8 and the host from 16 to 4 processing units, while Table III gives 16 CCM and 32 host units; we run Table III's hardware (first row) and the caption's reduced one ({FIGURE11_CCM_UNITS} CCM units, {FIGURE11_HOST_UNITS} host units, second row)"
     ));
-    let chart = figure10_chart("fig11", "Figure 11: opt-2.7b with fewer processing units (% of RP)", groups, bars);
+    let chart = figure10_chart(
+        "fig11",
+        "Figure 11: opt-2.7b with fewer processing units (% of RP)",
+        groups,
+        bars,
+    );
     Ok(FigureOutput {
         figure: Figure::F11,
         tables: vec![table],
@@ -433,7 +471,11 @@ fn figure11(base: &AxleConfig, workloads: &[&str], results: &Results) -> anyhow:
 
 // ----- Figure 12 and 13 -----------------------------------------------------------------------
 
-fn figure12(base: &AxleConfig, workloads: &[&str], results: &Results) -> anyhow::Result<FigureOutput> {
+fn figure12(
+    base: &AxleConfig,
+    workloads: &[&str],
+    results: &Results,
+) -> anyhow::Result<FigureOutput> {
     let mut table = Table::new(
         "fig12",
         "Figure 12: CCM and host idle time in % of RP's end-to-end runtime (AXLE at p10)",
@@ -475,22 +517,43 @@ fn figure12(base: &AxleConfig, workloads: &[&str], results: &Results) -> anyhow:
     let mut summary = Table::new(
         "fig12-reductions",
         "Figure 12: AXLE's idle-time reduction (x), per workload and on average",
-        &["workload", "CCM idle vs RP", "CCM idle vs BS", "host idle vs RP", "host idle vs BS"],
+        &[
+            "workload",
+            "CCM idle vs RP",
+            "CCM idle vs BS",
+            "host idle vs RP",
+            "host idle vs BS",
+        ],
     );
     for (index, workload) in workloads.iter().enumerate() {
         let mut cells: Vec<Cell> = vec![(*workload).into()];
-        cells.extend(reductions.iter().map(|r| Cell::from(r.get(index).copied().unwrap_or(f64::NAN))));
+        cells.extend(
+            reductions
+                .iter()
+                .map(|r| Cell::from(r.get(index).copied().unwrap_or(f64::NAN))),
+        );
         summary.push(cells);
     }
     let mut average: Vec<Cell> = vec!["average".into()];
-    average.extend(reductions.iter().map(|r| Cell::from(r.iter().sum::<f64>() / r.len().max(1) as f64)));
+    average.extend(
+        reductions
+            .iter()
+            .map(|r| Cell::from(r.iter().sum::<f64>() / r.len().max(1) as f64)),
+    );
     summary.push(average);
     let chart = BarChart::simple(
         "fig12",
         "Figure 12: idle time at p10 (% of RP end-to-end)",
         "% of RP end-to-end",
         workloads,
-        &["RP CCM", "BS CCM", "AXLE CCM", "RP host", "BS host", "AXLE host"],
+        &[
+            "RP CCM",
+            "BS CCM",
+            "AXLE CCM",
+            "RP host",
+            "BS host",
+            "AXLE host",
+        ],
         values,
     );
     Ok(FigureOutput {
@@ -500,7 +563,11 @@ fn figure12(base: &AxleConfig, workloads: &[&str], results: &Results) -> anyhow:
     })
 }
 
-fn figure13(base: &AxleConfig, workloads: &[&str], results: &Results) -> anyhow::Result<FigureOutput> {
+fn figure13(
+    base: &AxleConfig,
+    workloads: &[&str],
+    results: &Results,
+) -> anyhow::Result<FigureOutput> {
     let mut table = Table::new(
         "fig13",
         "Figure 13: host core stall in % of each run's end-to-end runtime (RP polls remotely every 1 µs)",
@@ -540,7 +607,11 @@ fn figure13(base: &AxleConfig, workloads: &[&str], results: &Results) -> anyhow:
 
 // ----- Figures 14 to 16 -----------------------------------------------------------------------
 
-fn figure14(base: &AxleConfig, workloads: &[&str], results: &Results) -> anyhow::Result<FigureOutput> {
+fn figure14(
+    base: &AxleConfig,
+    workloads: &[&str],
+    results: &Results,
+) -> anyhow::Result<FigureOutput> {
     let configs = streaming_factor_configs(base);
     let mut columns = vec!["workload".to_owned(), "SF1 (ns)".to_owned()];
     columns.extend(configs.iter().map(|(label, _)| label.clone()));
@@ -588,7 +659,11 @@ fn figure14(base: &AxleConfig, workloads: &[&str], results: &Results) -> anyhow:
     })
 }
 
-fn figure15(base: &AxleConfig, workloads: &[&str], results: &Results) -> anyhow::Result<FigureOutput> {
+fn figure15(
+    base: &AxleConfig,
+    workloads: &[&str],
+    results: &Results,
+) -> anyhow::Result<FigureOutput> {
     let configs = scheduling_configs(base);
     let mut table = Table::new(
         "fig15",
@@ -633,7 +708,11 @@ fn figure15(base: &AxleConfig, workloads: &[&str], results: &Results) -> anyhow:
     })
 }
 
-fn figure16(base: &AxleConfig, workloads: &[&str], results: &Results) -> anyhow::Result<FigureOutput> {
+fn figure16(
+    base: &AxleConfig,
+    workloads: &[&str],
+    results: &Results,
+) -> anyhow::Result<FigureOutput> {
     let configs = capacity_configs(base);
     let mut runtime = Table::new(
         "fig16a",
@@ -652,7 +731,8 @@ fn figure16(base: &AxleConfig, workloads: &[&str], results: &Results) -> anyhow:
             Outcome::Done(report) => Some(report.metrics.end_to_end_ns),
             Outcome::Deadlock(_) => None,
         };
-        let mut runtime_row: Vec<Cell> = vec![(*workload).into(), u64::from(base.axle.slots).into()];
+        let mut runtime_row: Vec<Cell> =
+            vec![(*workload).into(), u64::from(base.axle.slots).into()];
         let mut pressure_row: Vec<Cell> = vec![(*workload).into()];
         let mut runtime_bars = Vec::new();
         let mut pressure_bars = Vec::new();
@@ -714,7 +794,10 @@ mod tests {
     #[test]
     fn figure_lists_parse_and_bad_ones_say_what_is_valid() {
         assert_eq!(Figure::parse("all").unwrap(), Figure::ALL.to_vec());
-        assert_eq!(Figure::parse("12, 10,12").unwrap(), vec![Figure::F10, Figure::F12]);
+        assert_eq!(
+            Figure::parse("12, 10,12").unwrap(),
+            vec![Figure::F10, Figure::F12]
+        );
         let error = Figure::parse("9").unwrap_err().to_string();
         assert!(error.contains("10 to 16"), "{error}");
     }
@@ -730,7 +813,10 @@ mod tests {
             factors,
             ["32", "64", "128", "256", "512", "1024", "2048", "25%", "50%", "100%"]
         );
-        let slots: Vec<u32> = capacity_configs(&base).into_iter().map(|(_, c)| c.axle.slots).collect();
+        let slots: Vec<u32> = capacity_configs(&base)
+            .into_iter()
+            .map(|(_, c)| c.axle.slots)
+            .collect();
         assert_eq!(slots, [50_000, 25_000, 12_500, 6_250]);
         let reduced = figure11_config(&base);
         assert_eq!((reduced.device.ccm_units, reduced.host.host_units), (8, 4));

@@ -157,8 +157,8 @@ impl BarChart {
                 }
             }
         }
-        let label_style = TextStyle::from(("sans-serif", 13).into_font())
-            .pos(Pos::new(HPos::Center, VPos::Top));
+        let label_style =
+            TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
         for (group_index, name) in self.groups.iter().enumerate() {
             let centre = (group_index * per_group) as f64 + (per_group as f64 - 1.0) / 2.0 + 0.5;
             let (px, py) = chart.backend_coord(&(centre, 0.0));
@@ -217,7 +217,11 @@ impl BarChart {
                 [(right, y), (right + 12, y + 12)],
                 fill.filled(),
             ))?;
-            root.draw(&Text::new(name.clone(), (right + 18, y), legend_style.clone()))?;
+            root.draw(&Text::new(
+                name.clone(),
+                (right + 18, y),
+                legend_style.clone(),
+            ))?;
         }
         Ok(())
     }
@@ -247,7 +251,15 @@ mod tests {
         chart.write_svg(&path).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..100.min(svg.len())]);
-        for text in ["Title", "knn-a", "sssp", "CCM", "host", "AXLE", "stacked: RP"] {
+        for text in [
+            "Title",
+            "knn-a",
+            "sssp",
+            "CCM",
+            "host",
+            "AXLE",
+            "stacked: RP",
+        ] {
             assert!(svg.contains(text), "missing {text}");
         }
         std::fs::remove_dir_all(&directory).unwrap();

@@ -161,11 +161,7 @@ fn one(point: &Point, data: &Option<PathBuf>) -> anyhow::Result<Outcome> {
             if message.contains("deadlock detected") {
                 Ok(Outcome::Deadlock(message))
             } else {
-                Err(error.context(format!(
-                    "{} in mode {}",
-                    point.workload,
-                    point.mode.name()
-                )))
+                Err(error.context(format!("{} in mode {}", point.workload, point.mode.name())))
             }
         }
     }

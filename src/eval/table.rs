@@ -30,7 +30,9 @@ impl Cell {
     fn render(&self) -> String {
         match self {
             Cell::Text(text) => text.clone(),
-            Cell::Number(value) if value.fract() == 0.0 && (1000.0..1e15).contains(&value.abs()) => {
+            Cell::Number(value)
+                if value.fract() == 0.0 && (1000.0..1e15).contains(&value.abs()) =>
+            {
                 format!("{value:.0}")
             }
             Cell::Number(value) => format!("{value:.2}"),

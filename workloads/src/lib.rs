@@ -16,6 +16,8 @@ pub mod opt;
 pub mod pagerank;
 pub mod ssb;
 pub mod sssp;
+#[cfg(test)]
+pub(crate) mod testing;
 
 use std::fmt;
 use std::path::PathBuf;

@@ -85,7 +85,7 @@ pub fn info(options: &WorkloadOptions) -> WorkloadInfo {
         application: "Criteo",
         table_iv: "Dim: 256, #Rows: 1M",
         characteristics: format!(
-            "Dim: {}, #Rows: {} ({} MiB of seeded f32 in [-1, 1)); {} batches x {} bags of {}..={} lookups, Zipf {} over the rows; top MLP {}-128-64-1 on the host, {BAGS_PER_TASK} bags per task",
+            "Dim: {}, #Rows: {} ({} MiB of seeded f32 in [-1, 1)); {} batches x {} bags of {}..={} lookups, Zipf {} over the rows; top MLP {}-128-64-1 on the host, {BAGS_PER_TASK} bag(s) per host task",
             shape.dim,
             shape.rows,
             shape.table_bytes() >> 20,
@@ -508,48 +508,7 @@ impl Application for DlrmApplication {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use firmware::hal::DeviceMemory;
-    use firmware::kernels::Kernel;
-    use firmware::testing::FakeDeviceMemory;
-
-    /// The fake device memory with a bump allocator, as the runtime's loader.
-    struct FakeDevice {
-        memory: FakeDeviceMemory,
-        next: u64,
-    }
-
-    impl FakeDevice {
-        fn new(size: usize) -> Self {
-            FakeDevice {
-                memory: FakeDeviceMemory::new(size),
-                next: 0x1000,
-            }
-        }
-    }
-
-    impl DeviceLoader for FakeDevice {
-        fn allocate(&mut self, length: u64, align: u64) -> Result<DeviceAddress, LoadError> {
-            let start = self.next.next_multiple_of(align);
-            let end = start + length;
-            if end > self.memory.size() {
-                return Err(LoadError::OutOfMemory {
-                    requested: length,
-                    available: self.memory.size().saturating_sub(start),
-                });
-            }
-            self.next = end;
-            Ok(DeviceAddress(start))
-        }
-
-        fn write(&mut self, address: DeviceAddress, bytes: &[u8]) -> Result<(), LoadError> {
-            self.memory
-                .write(address, bytes)
-                .map_err(|_| LoadError::OutOfRange {
-                    address: address.0,
-                    length: bytes.len() as u64,
-                })
-        }
-    }
+    use crate::testing::{self, FakeDevice};
 
     fn small() -> DlrmApplication {
         DlrmApplication::new(
@@ -562,40 +521,16 @@ mod tests {
         .unwrap()
     }
 
-    /// Writes the plan's inputs and runs its kernel on the fake device.
-    fn launch(device: &mut FakeDevice, plan: &LaunchPlan) {
-        for input in &plan.inputs {
-            device.memory.write(input.address, &input.bytes).unwrap();
-        }
-        let kernel = Kernel::decode(&plan.command, &device.memory).unwrap();
-        for item in 0..kernel.items() {
-            kernel.execute(item, &mut device.memory).unwrap();
-        }
-    }
-
-    fn result_bytes(device: &FakeDevice, plan: &LaunchPlan, task: &HostTask) -> Vec<u8> {
-        let mut bytes = vec![0; (task.needs.end - task.needs.start) as usize];
-        device
-            .memory
-            .read(
-                DeviceAddress(plan.command.result_address + task.needs.start),
-                &mut bytes,
-            )
-            .unwrap();
-        bytes
-    }
-
     /// Loads and runs every launch, tasks in reverse order; `corrupt` may change a launch's
     /// result first.
     fn run_all(app: &mut DlrmApplication, corrupt: impl Fn(usize, &mut FakeDevice, &LaunchPlan)) {
-        let mut device = FakeDevice::new(app.device_bytes() as usize + 0x2000);
-        app.load(&mut device).unwrap();
+        let mut device = FakeDevice::loaded(app);
         let mut index = 0;
         while let Some(plan) = app.next_launch() {
-            launch(&mut device, &plan);
+            testing::launch(&mut device, &plan);
             corrupt(index, &mut device, &plan);
             for task in plan.tasks.iter().rev() {
-                let bytes = result_bytes(&device, &plan, task);
+                let bytes = testing::result_bytes(&device, &plan, task);
                 let cost = app.run_task(task, &bytes);
                 assert!(cost.operations > 0);
             }
@@ -626,11 +561,8 @@ mod tests {
         let mut app = small();
         run_all(&mut app, |index, device, plan| {
             if index == 1 {
-                let address = DeviceAddress(plan.command.result_address + 5 * 1024 + 12);
-                let mut word = [0; 4];
-                device.memory.read(address, &mut word).unwrap();
-                word[0] ^= 1;
-                device.memory.write(address, &word).unwrap();
+                let address = (plan.command.result_address + 5 * 1024 + 12) as usize;
+                device.memory[address] ^= 1;
             }
         });
         let verification = app.verify();
@@ -647,8 +579,7 @@ mod tests {
     #[test]
     fn plan_command_inputs_and_tasks() {
         let mut app = small();
-        let mut device = FakeDevice::new(app.device_bytes() as usize + 0x2000);
-        app.load(&mut device).unwrap();
+        FakeDevice::loaded(&mut app);
         let plan = app.next_launch().unwrap();
         let command = plan.command;
         assert_eq!(command.kernel, KernelId::DlrmSls as u32);
@@ -675,12 +606,11 @@ mod tests {
     #[test]
     fn a_task_that_never_ran_or_got_wrong_bytes_fails_verification() {
         let mut app = small();
-        let mut device = FakeDevice::new(app.device_bytes() as usize + 0x2000);
-        app.load(&mut device).unwrap();
+        let mut device = FakeDevice::loaded(&mut app);
         let plan = app.next_launch().unwrap();
-        launch(&mut device, &plan);
+        testing::launch(&mut device, &plan);
         let task = &plan.tasks[1];
-        app.run_task(task, &result_bytes(&device, &plan, task));
+        app.run_task(task, &testing::result_bytes(&device, &plan, task));
         app.finish_launch();
         let verification = app.verify();
         assert!(!verification.passed);
@@ -691,8 +621,7 @@ mod tests {
         );
 
         let mut app = small();
-        let mut device = FakeDevice::new(app.device_bytes() as usize + 0x2000);
-        app.load(&mut device).unwrap();
+        FakeDevice::loaded(&mut app);
         let plan = app.next_launch().unwrap();
         assert_eq!(app.run_task(&plan.tasks[0], &[0; 12]), HostCost::default());
         assert!(!app.verify().passed);

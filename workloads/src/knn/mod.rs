@@ -491,81 +491,8 @@ impl Application for KnnApplication {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use firmware::hal::{DeviceMemory, MemoryFault};
-    use firmware::kernels::Kernel;
-
-    /// Device memory as a byte vector with a bump allocator: both the runtime's loader and
-    /// the firmware's view of memory.
-    struct FakeDevice {
-        memory: Vec<u8>,
-        next: u64,
-    }
-
-    impl FakeDevice {
-        fn new(size: usize) -> Self {
-            // Start allocations away from address 0 so a zero address is never valid data.
-            FakeDevice {
-                memory: vec![0xA5; size],
-                next: 0x1000,
-            }
-        }
-
-        fn range(&self, address: DeviceAddress, length: usize) -> Option<std::ops::Range<usize>> {
-            let start = usize::try_from(address.0).ok()?;
-            let end = start.checked_add(length)?;
-            (end <= self.memory.len()).then_some(start..end)
-        }
-    }
-
-    impl DeviceLoader for FakeDevice {
-        fn allocate(&mut self, length: u64, align: u64) -> Result<DeviceAddress, LoadError> {
-            let start = self.next.next_multiple_of(align);
-            let end = start + length;
-            if end > self.memory.len() as u64 {
-                return Err(LoadError::OutOfMemory {
-                    requested: length,
-                    available: (self.memory.len() as u64).saturating_sub(start),
-                });
-            }
-            self.next = end;
-            Ok(DeviceAddress(start))
-        }
-
-        fn write(&mut self, address: DeviceAddress, bytes: &[u8]) -> Result<(), LoadError> {
-            let range = self
-                .range(address, bytes.len())
-                .ok_or(LoadError::OutOfRange {
-                    address: address.0,
-                    length: bytes.len() as u64,
-                })?;
-            self.memory[range].copy_from_slice(bytes);
-            Ok(())
-        }
-    }
-
-    impl DeviceMemory for FakeDevice {
-        fn size(&self) -> u64 {
-            self.memory.len() as u64
-        }
-
-        fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
-            let range = self.range(address, buffer.len()).ok_or(MemoryFault {
-                address,
-                length: buffer.len() as u64,
-            })?;
-            buffer.copy_from_slice(&self.memory[range]);
-            Ok(())
-        }
-
-        fn write(&mut self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
-            let range = self.range(address, data.len()).ok_or(MemoryFault {
-                address,
-                length: data.len() as u64,
-            })?;
-            self.memory[range].copy_from_slice(data);
-            Ok(())
-        }
-    }
+    use crate::testing::{self, FakeDevice};
+    use firmware::hal::DeviceMemory;
 
     fn options(queries: u32) -> WorkloadOptions {
         WorkloadOptions {
@@ -577,28 +504,16 @@ mod tests {
     /// Loads `app`, runs its one launch's kernel items on the fake device, and returns the
     /// device and the plan (tasks not yet run).
     fn load_and_compute(app: &mut KnnApplication) -> (FakeDevice, LaunchPlan) {
+        // KNN does not size device memory (no `device_bytes`): 4 MiB holds every shape.
         let mut device = FakeDevice::new(4 << 20);
         app.load(&mut device).unwrap();
         let plan = app.next_launch().unwrap();
-        let kernel = Kernel::decode(&plan.command, &device).unwrap();
-        assert_eq!(u64::from(kernel.items()) * 4, plan.command.result_length);
-        for item in 0..kernel.items() {
-            kernel.execute(item, &mut device).unwrap();
-        }
+        let launched = testing::launch(&mut device, &plan);
+        assert_eq!(
+            u64::from(launched.kernel.items()) * 4,
+            plan.command.result_length
+        );
         (device, plan)
-    }
-
-    /// Feeds every task its result bytes (in reverse order, as out-of-order arrival would),
-    /// then finishes the launch.
-    fn run_tasks(app: &mut KnnApplication, device: &FakeDevice, plan: &LaunchPlan) -> HostCost {
-        let base = plan.command.result_address;
-        let mut cost = HostCost::default();
-        for task in plan.tasks.iter().rev() {
-            let bytes = &device.memory
-                [(base + task.needs.start) as usize..(base + task.needs.end) as usize];
-            cost = cost.plus(app.run_task(task, bytes));
-        }
-        cost.plus(app.finish_launch())
     }
 
     #[test]
@@ -606,7 +521,7 @@ mod tests {
         for shape in SHAPES {
             let mut app = KnnApplication::new(shape, &options(3)).unwrap();
             let (device, plan) = load_and_compute(&mut app);
-            let cost = run_tasks(&mut app, &device, &plan);
+            let cost = testing::run_tasks(&mut app, &device, &plan);
             assert!(cost.operations > 0);
             assert!(app.next_launch().is_none(), "exactly one launch");
             let verification = app.verify();
@@ -626,7 +541,7 @@ mod tests {
         let mut app = KnnApplication::new(KNN_B, &WorkloadOptions::default()).unwrap();
         let (device, plan) = load_and_compute(&mut app);
         assert_eq!(plan.tasks.len(), DEFAULT_QUERIES as usize * 256 / 32);
-        run_tasks(&mut app, &device, &plan);
+        testing::run_tasks(&mut app, &device, &plan);
         let verification = app.verify();
         assert!(verification.passed, "{}", verification.detail);
         assert!(verification.detail.starts_with(&format!(
@@ -642,7 +557,7 @@ mod tests {
         let worst = reference::brute_force(app.data(), 512)[1][511].row;
         let offset = plan.command.result_address + 4 * (512 + u64::from(worst));
         DeviceMemory::write(&mut device, DeviceAddress(offset), &0.0_f32.to_le_bytes()).unwrap();
-        run_tasks(&mut app, &device, &plan);
+        testing::run_tasks(&mut app, &device, &plan);
         let verification = app.verify();
         assert!(!verification.passed);
         assert!(
@@ -664,8 +579,7 @@ mod tests {
             },
         )
         .unwrap();
-        let mut device = FakeDevice::new(4 << 20);
-        app.load(&mut device).unwrap();
+        app.load(&mut FakeDevice::new(4 << 20)).unwrap();
         let plan = app.next_launch().unwrap();
         let command = plan.command;
         assert_eq!(command.kernel, KernelId::KnnDistance as u32);
@@ -820,7 +734,7 @@ mod tests {
             };
             let mut app = KnnApplication::new(shape, &options).unwrap();
             let (device, plan) = load_and_compute(&mut app);
-            run_tasks(&mut app, &device, &plan);
+            testing::run_tasks(&mut app, &device, &plan);
             let verification = app.verify();
             assert!(verification.passed, "{}", verification.detail);
             assert!(

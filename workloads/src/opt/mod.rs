@@ -574,79 +574,9 @@ impl Application for OptApplication {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{self, FakeDevice};
     use firmware::hal::{DeviceMemory, MemoryFault};
     use firmware::kernels::Kernel;
-
-    /// Device memory as a byte vector with a bump allocator.
-    struct FakeDevice {
-        memory: Vec<u8>,
-        next: u64,
-    }
-
-    impl FakeDevice {
-        fn new(size: usize) -> Self {
-            FakeDevice {
-                memory: vec![0xA5; size],
-                next: 0x1000,
-            }
-        }
-
-        fn range(&self, address: DeviceAddress, length: usize) -> Option<std::ops::Range<usize>> {
-            let start = usize::try_from(address.0).ok()?;
-            let end = start.checked_add(length)?;
-            (end <= self.memory.len()).then_some(start..end)
-        }
-    }
-
-    impl DeviceLoader for FakeDevice {
-        fn allocate(&mut self, length: u64, align: u64) -> Result<DeviceAddress, LoadError> {
-            let start = self.next.next_multiple_of(align);
-            let end = start + length;
-            if end > self.memory.len() as u64 {
-                return Err(LoadError::OutOfMemory {
-                    requested: length,
-                    available: (self.memory.len() as u64).saturating_sub(start),
-                });
-            }
-            self.next = end;
-            Ok(DeviceAddress(start))
-        }
-
-        fn write(&mut self, address: DeviceAddress, bytes: &[u8]) -> Result<(), LoadError> {
-            let range = self
-                .range(address, bytes.len())
-                .ok_or(LoadError::OutOfRange {
-                    address: address.0,
-                    length: bytes.len() as u64,
-                })?;
-            self.memory[range].copy_from_slice(bytes);
-            Ok(())
-        }
-    }
-
-    impl DeviceMemory for FakeDevice {
-        fn size(&self) -> u64 {
-            self.memory.len() as u64
-        }
-
-        fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
-            let range = self.range(address, buffer.len()).ok_or(MemoryFault {
-                address,
-                length: buffer.len() as u64,
-            })?;
-            buffer.copy_from_slice(&self.memory[range]);
-            Ok(())
-        }
-
-        fn write(&mut self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
-            let range = self.range(address, data.len()).ok_or(MemoryFault {
-                address,
-                length: data.len() as u64,
-            })?;
-            self.memory[range].copy_from_slice(data);
-            Ok(())
-        }
-    }
 
     /// Device memory of a given size that holds only a parameter block (reads elsewhere
     /// give zeros; writes are dropped).
@@ -746,36 +676,23 @@ mod tests {
         let mut launches = 0;
         while let Some(plan) = app.next_launch() {
             launches += 1;
-            for input in &plan.inputs {
-                DeviceLoader::write(device, input.address, &input.bytes).unwrap();
-            }
-            let kernel = Kernel::decode(&plan.command, &*device).unwrap();
-            assert_eq!(kernel.stages(), 4);
+            let launched = testing::launch(device, &plan);
+            assert_eq!(launched.kernel.stages(), 4);
             let mut covered = vec![0_u32; plan.command.result_length as usize];
-            for stage in 0..kernel.stages() {
-                for item in kernel.stage_items(stage) {
-                    let spec = kernel.item(item, &*device).unwrap();
-                    if stage < 3 {
-                        assert_eq!(spec.result_length, 0);
-                    }
-                    for byte in
-                        spec.result_offset..spec.result_offset + u64::from(spec.result_length)
-                    {
-                        covered[byte as usize] += 1;
-                    }
-                    kernel.execute(item, device).unwrap();
+            for (stage, spec) in &launched.items {
+                if *stage < 3 {
+                    assert_eq!(spec.result_length, 0);
+                }
+                for byte in spec.result_offset..spec.result_offset + u64::from(spec.result_length) {
+                    covered[byte as usize] += 1;
                 }
             }
             assert!(
                 covered.iter().all(|c| *c == 1),
                 "items cover the result once"
             );
-            let base = plan.command.result_address as usize;
             for task in plan.tasks.iter().rev() {
-                let bytes = device.memory
-                    [base + task.needs.start as usize..base + task.needs.end as usize]
-                    .to_vec();
-                let cost = app.run_task(task, &bytes);
+                let cost = app.run_task(task, &testing::result_bytes(device, &plan, task));
                 assert!(cost.operations > 0 && cost.memory_bytes > 0);
             }
             app.finish_launch();
@@ -786,16 +703,14 @@ mod tests {
     #[test]
     fn small_decode_step_end_to_end_matches_the_reference_bit_for_bit() {
         let mut app = OptApplication::new(&small()).unwrap();
-        let mut device = FakeDevice::new(app.device_bytes() as usize + 0x2000);
-        app.load(&mut device).unwrap();
+        let mut device = FakeDevice::loaded(&mut app);
         assert_eq!(run_all(&mut app, &mut device), SMALL.layers as usize);
         let verification = app.verify();
         assert!(verification.passed, "{}", verification.detail);
         assert!(verification.detail.contains("bit for bit"));
         // Loading again starts over and gives the same answer.
         let first = app.answer().unwrap().to_vec();
-        let mut device = FakeDevice::new(app.device_bytes() as usize + 0x2000);
-        app.load(&mut device).unwrap();
+        let mut device = FakeDevice::loaded(&mut app);
         assert!(app.answer().is_none());
         run_all(&mut app, &mut device);
         assert_eq!(app.answer().unwrap(), first.as_slice());
@@ -804,8 +719,7 @@ mod tests {
     #[test]
     fn plan_inputs_and_tasks_cover_the_result() {
         let mut app = OptApplication::new(&small()).unwrap();
-        let mut device = FakeDevice::new(app.device_bytes() as usize + 0x2000);
-        app.load(&mut device).unwrap();
+        let device = FakeDevice::loaded(&mut app);
         let plan = app.next_launch().unwrap();
         assert!(plan.inputs.is_empty(), "layer 0's input is loaded");
         assert_eq!(plan.command.kernel, KernelId::OptAttention as u32);
@@ -892,13 +806,9 @@ mod tests {
     #[test]
     fn a_corrupted_result_or_missing_task_fails_verification() {
         let mut app = OptApplication::new(&small()).unwrap();
-        let mut device = FakeDevice::new(app.device_bytes() as usize + 0x2000);
-        app.load(&mut device).unwrap();
+        let mut device = FakeDevice::loaded(&mut app);
         let plan = app.next_launch().unwrap();
-        let kernel = Kernel::decode(&plan.command, &device).unwrap();
-        for item in 0..kernel.items() {
-            kernel.execute(item, &mut device).unwrap();
-        }
+        testing::launch(&mut device, &plan);
         let base = plan.command.result_address as usize;
         let mut bytes = device.memory[base..base + 1024].to_vec();
         bytes[0] ^= 1;
@@ -916,8 +826,7 @@ mod tests {
         );
 
         let mut app = OptApplication::new(&small()).unwrap();
-        let mut device = FakeDevice::new(app.device_bytes() as usize + 0x2000);
-        app.load(&mut device).unwrap();
+        FakeDevice::loaded(&mut app);
         let plan = app.next_launch().unwrap();
         app.run_task(&plan.tasks[0], &[0; 1024]);
         app.finish_launch();

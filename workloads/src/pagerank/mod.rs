@@ -472,7 +472,7 @@ impl Application for PageRankApplication {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::testing;
+    use crate::testing;
 
     fn small() -> WorkloadOptions {
         WorkloadOptions {

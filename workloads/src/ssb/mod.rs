@@ -523,49 +523,7 @@ impl Application for SsbApplication {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use firmware::hal::DeviceMemory;
-    use firmware::kernels::Kernel;
-    use firmware::testing::FakeDeviceMemory;
-
-    /// A bump allocator over a [`FakeDeviceMemory`]: the runtime's loader and the firmware's
-    /// view of memory.
-    struct FakeDevice {
-        memory: FakeDeviceMemory,
-        next: u64,
-    }
-
-    impl FakeDevice {
-        fn new(size: usize) -> Self {
-            FakeDevice {
-                memory: FakeDeviceMemory::new(size),
-                next: 0x1000,
-            }
-        }
-    }
-
-    impl DeviceLoader for FakeDevice {
-        fn allocate(&mut self, length: u64, align: u64) -> Result<DeviceAddress, LoadError> {
-            let start = self.next.next_multiple_of(align);
-            let end = start + length;
-            if end > self.memory.size() {
-                return Err(LoadError::OutOfMemory {
-                    requested: length,
-                    available: self.memory.size().saturating_sub(start),
-                });
-            }
-            self.next = end;
-            Ok(DeviceAddress(start))
-        }
-
-        fn write(&mut self, address: DeviceAddress, bytes: &[u8]) -> Result<(), LoadError> {
-            self.memory
-                .write(address, bytes)
-                .map_err(|_| LoadError::OutOfRange {
-                    address: address.0,
-                    length: bytes.len() as u64,
-                })
-        }
-    }
+    use crate::testing::{self, FakeDevice};
 
     fn small(query: Query, seed: u64) -> SsbApplication {
         let data = SsbData::generate(ScaleFactor::SMALL, seed);
@@ -574,29 +532,10 @@ mod tests {
 
     /// Loads `app`, runs its launch's items on the fake device, returns device and plan.
     fn load_and_compute(app: &mut SsbApplication) -> (FakeDevice, LaunchPlan) {
-        let mut device = FakeDevice::new(1 << 20);
-        app.load(&mut device).unwrap();
+        let mut device = FakeDevice::loaded(app);
         let plan = app.next_launch().unwrap();
-        let kernel = Kernel::decode(&plan.command, &device.memory).unwrap();
-        for item in 0..kernel.items() {
-            kernel.execute(item, &mut device.memory).unwrap();
-        }
+        testing::launch(&mut device, &plan);
         (device, plan)
-    }
-
-    /// Feeds every task its bytes (in reverse order), then finishes the launch.
-    fn run_tasks(app: &mut SsbApplication, device: &FakeDevice, plan: &LaunchPlan) -> HostCost {
-        let base = plan.command.result_address;
-        let mut cost = HostCost::default();
-        for task in plan.tasks.iter().rev() {
-            let mut bytes = vec![0; (task.needs.end - task.needs.start) as usize];
-            device
-                .memory
-                .read(DeviceAddress(base + task.needs.start), &mut bytes)
-                .unwrap();
-            cost = cost.plus(app.run_task(task, &bytes));
-        }
-        cost.plus(app.finish_launch())
     }
 
     #[test]
@@ -612,7 +551,7 @@ mod tests {
         for query in [Query::Q1_1, Query::Q1_2] {
             let mut app = small(query, 42);
             let (device, plan) = load_and_compute(&mut app);
-            let cost = run_tasks(&mut app, &device, &plan);
+            let cost = testing::run_tasks(&mut app, &device, &plan);
             assert!(cost.operations > 0);
             assert!(app.next_launch().is_none(), "exactly one launch");
             let verification = app.verify();
@@ -643,8 +582,7 @@ mod tests {
     #[test]
     fn plan_covers_the_bitmap_with_the_command_fields() {
         let mut app = small(Query::Q1_2, 3);
-        let mut device = FakeDevice::new(1 << 20);
-        app.load(&mut device).unwrap();
+        FakeDevice::loaded(&mut app);
         assert!(app.device_bytes() >= 8 * u64::from(app.data().rows()) + app.result_length());
         let plan = app.next_launch().unwrap();
         let command = plan.command;
@@ -673,12 +611,9 @@ mod tests {
         let mut app = small(Query::Q1_1, 42);
         let (mut device, plan) = load_and_compute(&mut app);
         // Flip the bit of row 77.
-        let address = DeviceAddress(plan.command.result_address + 77 / 8);
-        let mut byte = [0];
-        device.memory.read(address, &mut byte).unwrap();
-        byte[0] ^= 1 << (77 % 8);
-        device.memory.write(address, &byte).unwrap();
-        run_tasks(&mut app, &device, &plan);
+        let address = (plan.command.result_address + 77 / 8) as usize;
+        device.memory[address] ^= 1 << (77 % 8);
+        testing::run_tasks(&mut app, &device, &plan);
         let verification = app.verify();
         assert!(!verification.passed);
         assert!(
@@ -694,9 +629,9 @@ mod tests {
         let (mut device, plan) = load_and_compute(&mut app);
         let rows = u64::from(app.data().rows());
         assert_ne!(rows % 64, 0, "the test needs a partial last word");
-        let last = DeviceAddress(plan.command.result_address + plan.command.result_length - 1);
-        device.memory.write(last, &[0x80]).unwrap();
-        run_tasks(&mut app, &device, &plan);
+        let last = (plan.command.result_address + plan.command.result_length - 1) as usize;
+        device.memory[last] = 0x80;
+        testing::run_tasks(&mut app, &device, &plan);
         let verification = app.verify();
         assert!(!verification.passed);
         assert!(

@@ -519,7 +519,7 @@ impl Application for SsspApplication {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::testing;
+    use crate::testing;
 
     fn small() -> WorkloadOptions {
         WorkloadOptions {
