@@ -1446,6 +1446,61 @@ mod tests {
         }
     }
 
+    /// The command processor's barrier (`crate::device`): a staged launch is dispatched one
+    /// stage at a time, the next only once every item of the previous one has finished, and
+    /// the launch completes only after the last stage.
+    #[test]
+    fn the_firmware_dispatches_each_stage_only_after_the_previous_one_finished() {
+        use crate::testing::{test_firmware, BulkCompletion, FakeHal};
+        use shared_abi::LaunchMode;
+        let mut hal = FakeHal::with_memory(crate::testing::DEVICE_MEMORY_BYTES as usize);
+        let fixture = loaded(&layer());
+        let bytes = fixture.bytes(DeviceAddress(0), MEMORY);
+        hal.memory.write(DeviceAddress(0), &bytes).unwrap();
+        let mut firmware = test_firmware(crate::StreamingFactor::Bytes(32), true);
+        let mut launch = command();
+        launch.mode = LaunchMode::BulkSynchronous as u32;
+        launch.tag = 7;
+        hal.launch_store(launch);
+        firmware.step(&mut hal);
+        let expected = [0..14, 14..18, 18..20, 20..34];
+        for (stage, items) in expected.iter().enumerate() {
+            let dispatched = hal.compute.launches();
+            assert_eq!(
+                dispatched.len(),
+                stage + 1,
+                "stage {stage} not dispatched alone"
+            );
+            let current = dispatched[stage];
+            assert_eq!(current.item_range(), items.clone(), "stage {stage}");
+            // All but one item: the next stage must not start, nor the launch complete.
+            let mut pending: Vec<u32> = items.clone().rev().collect();
+            let last = pending.pop().unwrap();
+            hal.finish_items(pending);
+            firmware.step(&mut hal);
+            assert_eq!(
+                hal.compute.launches().len(),
+                stage + 1,
+                "stage {stage} overlapped"
+            );
+            assert!(hal.registers.bulk_completions().is_empty());
+            hal.finish_items([last]);
+            firmware.step(&mut hal);
+        }
+        assert_eq!(hal.compute.launches().len(), 4);
+        assert_eq!(
+            hal.registers.bulk_completions(),
+            [BulkCompletion {
+                tag: 7,
+                status: Status::Ok
+            }]
+        );
+        // The stages ran in order on real data: the result is the layer's answer.
+        let (partials, _, _, _) = plain(&layer());
+        let got = get_floats(&hal.memory, RESULT, (HEADS * HIDDEN) as usize);
+        assert_close(&got, &partials, "partial");
+    }
+
     #[test]
     fn valid_command_decodes_into_four_stages_with_the_documented_items() {
         let memory = loaded(&layer());
