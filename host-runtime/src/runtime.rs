@@ -325,7 +325,9 @@ impl<'a> Runtime<'a> {
     }
 
     fn fail(&mut self, now: Ticks, error: RuntimeError) {
-        log::error!("runtime: {error}");
+        // The caller reports the failure (`Runtime::failure`); logging it as an error too would
+        // print it twice, and in the middle of `axle eval`'s progress for an expected deadlock.
+        log::debug!("runtime: {error}");
         if self.failure.is_none() {
             self.failure = Some(error);
         }
