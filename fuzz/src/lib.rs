@@ -1,9 +1,12 @@
-//! Helpers shared by the fuzz targets: the device memory test double and small input
-//! readers. Nothing here is fuzzed itself.
+//! Helpers shared by the fuzz targets: the device memory test double, small input readers,
+//! and the kernel decoder targets' common pieces ([`kernel_check`]). Nothing here is fuzzed
+//! itself.
 
 /// Device memory for the targets: the firmware's own test double (feature `test-utils`),
 /// bounds-checked like the emulator's DRAM.
 pub use firmware::testing::FakeDeviceMemory;
+
+pub mod kernel_check;
 
 /// Reads fixed-size pieces off the front of a fuzz input; past its end, zeros.
 #[derive(Debug)]

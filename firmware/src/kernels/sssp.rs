@@ -216,7 +216,7 @@ pub(crate) fn checked_range(
 
 /// Whether two half-open ranges share a byte (empty ranges share none).
 pub(crate) fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
-    a.0 < b.1 && b.0 < a.1
+    a.0 < a.1 && b.0 < b.1 && a.0 < b.1 && b.0 < a.1
 }
 
 /// `base + index * 4`, checked.
@@ -567,6 +567,14 @@ impl SsspKernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_range_overlaps_nothing_even_inside_another() {
+        assert!(!overlaps((0x808, 0x808), (0x800, 0x810)));
+        assert!(!overlaps((0x800, 0x810), (0x808, 0x808)));
+        assert!(overlaps((0x800, 0x810), (0x80f, 0x811)));
+        assert!(!overlaps((0x800, 0x810), (0x810, 0x820)));
+    }
 
     type FakeMemory = crate::testing::FakeDeviceMemory;
 
