@@ -381,3 +381,23 @@ fn a_reader_that_goes_away_is_not_a_panic() {
         output.status
     );
 }
+
+/// A wall-clock run from the CLI waits at least 2 s of real time before it calls a silence a
+/// deadlock (an emulator behind the clock is not a deadlock); a virtual run keeps the
+/// configured 20 ms.
+#[test]
+fn wall_clock_runs_raise_the_stall_timeout_and_virtual_runs_keep_it() {
+    let wall = axle_json(&[
+        "run", "pagerank", "--mode", "axle", "--scale", "small", "--clock", "wall",
+    ]);
+    assert_eq!(wall["verified"], true);
+    assert_eq!(
+        wall["config"]["host"]["stall_timeout_ns"],
+        2_000_000_000_u64
+    );
+    let virtual_run = axle_json(&["run", "pagerank", "--mode", "axle", "--scale", "small"]);
+    assert_eq!(
+        virtual_run["config"]["host"]["stall_timeout_ns"],
+        20_000_000_u64
+    );
+}
