@@ -56,17 +56,6 @@ impl RegisterPage {
         }
     }
 
-    /// Reads register `offset` (0 outside the page or unaligned).
-    pub fn get(&self, offset: u64) -> u64 {
-        if offset % 8 != 0 {
-            return 0;
-        }
-        self.segment
-            .words()
-            .get((offset / 8) as usize)
-            .map_or(0, |word| word.load(Ordering::Acquire))
-    }
-
     /// Mirrors mailbox register `offset` ([`shared_abi::mailbox`]).
     pub fn mirror_mailbox(&self, offset: u64, value: u64) {
         self.set(registers::MAILBOX_MIRROR.saturating_add(offset), value);

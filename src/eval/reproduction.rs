@@ -157,31 +157,29 @@ fn ours(evaluation: &Evaluation, ours: &Ours) -> Option<Cell> {
             let values = values?;
             values.iter().sum::<f64>() / values.len().max(1) as f64
         }
-        Ours::ColumnMax(id, column) => {
-            let table = table(evaluation, id)?;
-            let index = table.columns.iter().position(|c| c == column)?;
-            table
-                .rows
-                .iter()
-                .filter_map(|row| row.get(index)?.number())
-                .fold(None, |best: Option<f64>, v| {
-                    Some(best.map_or(v, |b| b.max(v)))
-                })?
-        }
+        Ours::ColumnMax(id, column) => column_max(evaluation, id, column, |v| v)?,
         Ours::ColumnMaxDeviation(id, column) => {
-            let table = table(evaluation, id)?;
-            let index = table.columns.iter().position(|c| c == column)?;
-            table
-                .rows
-                .iter()
-                .filter_map(|row| row.get(index)?.number())
-                .map(|v| (v - 1.0).abs())
-                .fold(None, |best: Option<f64>, v| {
-                    Some(best.map_or(v, |b| b.max(v)))
-                })?
+            column_max(evaluation, id, column, |v| (v - 1.0).abs())?
         }
     };
     Some(Cell::Number(value))
+}
+
+/// The largest `measure(value)` over the numbers of column `column` of table `id`.
+fn column_max(
+    evaluation: &Evaluation,
+    id: &str,
+    column: &str,
+    measure: fn(f64) -> f64,
+) -> Option<f64> {
+    let table = table(evaluation, id)?;
+    let index = table.columns.iter().position(|c| c == column)?;
+    table
+        .rows
+        .iter()
+        .filter_map(|row| row.get(index)?.number())
+        .map(measure)
+        .reduce(f64::max)
 }
 
 fn show(cell: &Option<Cell>) -> String {
@@ -280,7 +278,11 @@ pub fn render(evaluation: &Evaluation, command: &str) -> String {
         (
             "(AXLE) local polling interval",
             "50 ns, 500 ns, 5 µs",
-            "50, 500, 5000 ns (p1, p10, p100)".to_owned(),
+            super::POLLING_INTERVALS_NS
+                .iter()
+                .map(|(label, ns)| format!("{ns} ns ({label})"))
+                .collect::<Vec<_>>()
+                .join(", "),
         ),
         (
             "(AXLE) streaming factor",

@@ -55,6 +55,7 @@
 //! the result). A host reference that adds in the same order in `f32` is bit-identical.
 
 use crate::hal::DeviceMemory;
+use crate::kernels::ranges::{checked_range, offset_address, overlaps};
 use crate::kernels::{ItemCost, ItemSpec};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
 
@@ -170,39 +171,11 @@ pub struct DlrmKernel {
     index_count: u32,
 }
 
-/// `[start, start + length)` if it neither overflows nor ends beyond `memory_size`, and
-/// `start` is aligned.
-fn checked_range(start: u64, length: u64, memory_size: u64) -> Result<(u64, u64), Status> {
-    if start.checked_rem(ADDRESS_ALIGNMENT) != Some(0) {
-        return Err(Status::ArgumentOutOfRange);
-    }
-    let end = start
-        .checked_add(length)
-        .ok_or(Status::ArgumentOutOfRange)?;
-    if end > memory_size {
-        return Err(Status::ArgumentOutOfRange);
-    }
-    Ok((start, end))
-}
-
-/// Whether two half-open ranges share a byte.
-fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
-    a.0 < b.1 && b.0 < a.1
-}
-
 /// The low and high 32 bits of `value`.
 fn split(value: u64) -> (u32, u32) {
     let low = u32::try_from(value & 0xFFFF_FFFF).unwrap_or(0);
     let high = u32::try_from(value >> 32).unwrap_or(0);
     (low, high)
-}
-
-/// `base + index * stride`, checked.
-fn offset_address(base: DeviceAddress, index: u64, stride: u64) -> Result<DeviceAddress, Status> {
-    index
-        .checked_mul(stride)
-        .and_then(|offset| base.checked_add(offset))
-        .ok_or(Status::ArgumentOutOfRange)
 }
 
 /// Reads the little-endian `u32` at `address`.
@@ -245,16 +218,27 @@ impl DlrmKernel {
             u64::from(rows)
                 .checked_mul(u64::from(row_bytes))
                 .ok_or(Status::ArgumentOutOfRange)?,
+            ADDRESS_ALIGNMENT,
             memory_size,
         )?;
-        let batch_range = checked_range(batch, batch_bytes(bags, index_count), memory_size)?;
+        let batch_range = checked_range(
+            batch,
+            batch_bytes(bags, index_count),
+            ADDRESS_ALIGNMENT,
+            memory_size,
+        )?;
         let result_length = u64::from(bags)
             .checked_mul(u64::from(row_bytes))
             .ok_or(Status::ArgumentOutOfRange)?;
         if command.result_length != result_length {
             return Err(Status::ArgumentOutOfRange);
         }
-        let result_range = checked_range(command.result_address, result_length, memory_size)?;
+        let result_range = checked_range(
+            command.result_address,
+            result_length,
+            ADDRESS_ALIGNMENT,
+            memory_size,
+        )?;
         if overlaps(result_range, table_range) || overlaps(result_range, batch_range) {
             return Err(Status::ArgumentOutOfRange);
         }

@@ -50,6 +50,7 @@
 //! accumulation) would differ in the last bits and break exact verification.
 
 use crate::hal::DeviceMemory;
+use crate::kernels::ranges::{checked_range, offset_address, overlaps};
 use crate::kernels::{ItemCost, ItemSpec};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
 
@@ -183,26 +184,6 @@ pub struct KnnKernel {
     items: u32,
 }
 
-/// `[start, start + length)` if it neither overflows nor ends beyond `memory_size`, and
-/// `start` is aligned.
-fn checked_range(start: u64, length: u64, memory_size: u64) -> Result<(u64, u64), Status> {
-    if start.checked_rem(ADDRESS_ALIGNMENT) != Some(0) {
-        return Err(Status::ArgumentOutOfRange);
-    }
-    let end = start
-        .checked_add(length)
-        .ok_or(Status::ArgumentOutOfRange)?;
-    if end > memory_size {
-        return Err(Status::ArgumentOutOfRange);
-    }
-    Ok((start, end))
-}
-
-/// Whether two half-open ranges share a byte.
-fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
-    a.0 < b.1 && b.0 < a.1
-}
-
 impl KnnKernel {
     /// Decodes and validates `command` against a device memory of `memory_size` bytes (see the
     /// module docs for every rule). Never panics.
@@ -246,9 +227,15 @@ impl KnnKernel {
         if command.result_length != result_bytes {
             return Err(Status::ArgumentOutOfRange);
         }
-        let database_range = checked_range(database, database_bytes, memory_size)?;
-        let query_range = checked_range(queries, query_bytes, memory_size)?;
-        let result_range = checked_range(command.result_address, result_bytes, memory_size)?;
+        let database_range =
+            checked_range(database, database_bytes, ADDRESS_ALIGNMENT, memory_size)?;
+        let query_range = checked_range(queries, query_bytes, ADDRESS_ALIGNMENT, memory_size)?;
+        let result_range = checked_range(
+            command.result_address,
+            result_bytes,
+            ADDRESS_ALIGNMENT,
+            memory_size,
+        )?;
         if overlaps(result_range, database_range) || overlaps(result_range, query_range) {
             return Err(Status::ArgumentOutOfRange);
         }
@@ -386,14 +373,6 @@ impl KnnKernel {
 
 /// Bytes of one chunk buffer.
 const CHUNK_BYTES: usize = CHUNK_ELEMENTS * 4;
-
-/// `base + index * stride`, checked.
-fn offset_address(base: DeviceAddress, index: u64, stride: u64) -> Result<DeviceAddress, Status> {
-    index
-        .checked_mul(stride)
-        .and_then(|offset| base.checked_add(offset))
-        .ok_or(Status::ArgumentOutOfRange)
-}
 
 /// Reads `bytes.len()` bytes at `address` and decodes them as little-endian `f32` into the
 /// front of `values`; returns the number of elements decoded.

@@ -28,6 +28,7 @@ pub mod dlrm;
 pub mod knn;
 pub mod opt;
 pub mod pagerank;
+mod ranges;
 pub mod ssb;
 pub mod sssp;
 

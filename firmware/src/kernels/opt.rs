@@ -87,6 +87,7 @@
 use core::ops::Range;
 
 use crate::hal::DeviceMemory;
+use crate::kernels::ranges::{checked_range, overlaps};
 use crate::kernels::{ItemCost, ItemSpec};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
@@ -597,31 +598,6 @@ pub struct OptKernel {
     stage_starts: [u32; 5],
 }
 
-/// `[start, start + length)` if `start` is aligned and the range neither overflows nor ends
-/// beyond `memory_size`.
-fn checked_range(
-    start: u64,
-    length: u64,
-    memory_size: u64,
-    alignment: u64,
-) -> Result<(u64, u64), Status> {
-    if start.checked_rem(alignment) != Some(0) {
-        return Err(Status::ArgumentOutOfRange);
-    }
-    let end = start
-        .checked_add(length)
-        .ok_or(Status::ArgumentOutOfRange)?;
-    if end > memory_size {
-        return Err(Status::ArgumentOutOfRange);
-    }
-    Ok((start, end))
-}
-
-/// Whether two half-open ranges share a byte.
-fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
-    a.0 < b.1 && b.0 < a.1
-}
-
 /// `a * b` as `u64`, or out of range.
 fn product(a: u64, b: u64) -> Result<u64, Status> {
     a.checked_mul(b).ok_or(Status::ArgumentOutOfRange)
@@ -645,8 +621,8 @@ impl OptKernel {
         let parameter_range = checked_range(
             parameter_address,
             PARAMETER_BYTES,
-            memory_size,
             PARAMETER_ALIGNMENT,
+            memory_size,
         )?;
         let parameters: OptParameters = memory.read_value(DeviceAddress(parameter_address))?;
         let p = parameters;
@@ -683,7 +659,7 @@ impl OptKernel {
         let workspace =
             workspace_bytes(p.hidden, p.heads, p.capacity).ok_or(Status::ArgumentOutOfRange)?;
         let range =
-            |start: u64, length: u64| checked_range(start, length, memory_size, ADDRESS_ALIGNMENT);
+            |start: u64, length: u64| checked_range(start, length, ADDRESS_ALIGNMENT, memory_size);
         let read_only = [
             parameter_range,
             range(p.input, vector_bytes)?,

@@ -52,9 +52,8 @@
 //! Every size is computed with checked arithmetic; nothing here can panic.
 
 use crate::hal::DeviceMemory;
-use crate::kernels::sssp::{
-    checked_range, overlaps, read_word, read_words, word_address, CHUNK_WORDS, RANDOM_ACCESS_BYTES,
-};
+use crate::kernels::ranges::{checked_range, overlaps};
+use crate::kernels::sssp::{read_word, read_words, word_address, CHUNK_WORDS, RANDOM_ACCESS_BYTES};
 use crate::kernels::{ItemCost, ItemSpec};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};

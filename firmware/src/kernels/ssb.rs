@@ -53,6 +53,7 @@
 //! `operations x µthreads` cycles charges.
 
 use crate::hal::DeviceMemory;
+use crate::kernels::ranges::{checked_range, overlaps};
 use crate::kernels::{ItemCost, ItemSpec};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
 
@@ -185,31 +186,6 @@ pub struct SsbKernel {
     rows_per_item: u32,
     items: u32,
     predicate: Predicate,
-}
-
-/// `[start, start + length)` if it neither overflows nor ends beyond `memory_size`, and
-/// `start` is a multiple of `alignment`.
-fn checked_range(
-    start: u64,
-    length: u64,
-    alignment: u64,
-    memory_size: u64,
-) -> Result<(u64, u64), Status> {
-    if start.checked_rem(alignment) != Some(0) {
-        return Err(Status::ArgumentOutOfRange);
-    }
-    let end = start
-        .checked_add(length)
-        .ok_or(Status::ArgumentOutOfRange)?;
-    if end > memory_size {
-        return Err(Status::ArgumentOutOfRange);
-    }
-    Ok((start, end))
-}
-
-/// Whether two half-open ranges share a byte.
-fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
-    a.0 < b.1 && b.0 < a.1
 }
 
 impl SsbKernel {

@@ -71,6 +71,7 @@
 //! Every size is computed with checked arithmetic; nothing here can panic.
 
 use crate::hal::DeviceMemory;
+use crate::kernels::ranges::{checked_range, overlaps};
 use crate::kernels::{ItemCost, ItemSpec};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
@@ -192,31 +193,6 @@ pub const fn candidate(distance: u32, weight: u32) -> u32 {
         Some(sum) if sum < CLAIMED => sum,
         _ => INFINITY,
     }
-}
-
-/// `[start, start + length)` if `start` is a multiple of `alignment` and the range neither
-/// overflows nor ends beyond `memory_size`.
-pub(crate) fn checked_range(
-    start: u64,
-    length: u64,
-    alignment: u64,
-    memory_size: u64,
-) -> Result<(u64, u64), Status> {
-    if start.checked_rem(alignment) != Some(0) {
-        return Err(Status::ArgumentOutOfRange);
-    }
-    let end = start
-        .checked_add(length)
-        .ok_or(Status::ArgumentOutOfRange)?;
-    if end > memory_size {
-        return Err(Status::ArgumentOutOfRange);
-    }
-    Ok((start, end))
-}
-
-/// Whether two half-open ranges share a byte (empty ranges share none).
-pub(crate) fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
-    a.0 < a.1 && b.0 < b.1 && a.0 < b.1 && b.0 < a.1
 }
 
 /// `base + index * 4`, checked.
@@ -567,14 +543,6 @@ impl SsspKernel {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_empty_range_overlaps_nothing_even_inside_another() {
-        assert!(!overlaps((0x808, 0x808), (0x800, 0x810)));
-        assert!(!overlaps((0x800, 0x810), (0x808, 0x808)));
-        assert!(overlaps((0x800, 0x810), (0x80f, 0x811)));
-        assert!(!overlaps((0x800, 0x810), (0x810, 0x820)));
-    }
 
     type FakeMemory = crate::testing::FakeDeviceMemory;
 

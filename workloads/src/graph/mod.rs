@@ -188,6 +188,61 @@ pub fn resolve(data: &Path, file_name: &str) -> PathBuf {
     }
 }
 
+/// Where a graph workload's input comes from: the real file, read by an explicit data path at
+/// paper scale, or otherwise a seeded generator of `vertices` vertices.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GraphSource {
+    /// The real input.
+    File(PathBuf),
+    /// A seeded generator.
+    Generator {
+        /// Vertices to generate.
+        vertices: u32,
+        /// Whether a data path was given but not used (small scale).
+        data_ignored: bool,
+    },
+}
+
+impl GraphSource {
+    /// The source `options` select for a workload whose real input is `file_name`.
+    pub fn of(
+        options: &crate::WorkloadOptions,
+        file_name: &str,
+        paper_vertices: u32,
+        small_vertices: u32,
+    ) -> GraphSource {
+        match (&options.data_dir, options.scale) {
+            (Some(data), crate::Scale::Paper) => GraphSource::File(resolve(data, file_name)),
+            (data, crate::Scale::Paper) => GraphSource::Generator {
+                vertices: paper_vertices,
+                data_ignored: data.is_some(),
+            },
+            (data, crate::Scale::Small) => GraphSource::Generator {
+                vertices: small_vertices,
+                data_ignored: data.is_some(),
+            },
+        }
+    }
+
+    /// The file, or `(generator)`, as input errors name it.
+    pub fn path_text(&self) -> String {
+        match self {
+            GraphSource::File(path) => path.display().to_string(),
+            GraphSource::Generator { .. } => "(generator)".into(),
+        }
+    }
+
+    /// `"; --data is not used at small scale"` when a data path was ignored, else nothing.
+    pub fn ignored_note(&self) -> &'static str {
+        match self {
+            GraphSource::Generator {
+                data_ignored: true, ..
+            } => "; --data is not used at small scale",
+            _ => "",
+        }
+    }
+}
+
 /// A 1-based vertex id of a line, as 0-based.
 fn vertex_id(token: Option<&str>, vertices: u32, line: usize) -> Result<u32, String> {
     let token = token.ok_or_else(|| format!("line {line}: missing vertex id"))?;

@@ -48,8 +48,8 @@ use host_runtime::app::{
 };
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
-use crate::graph::{self, words_to_le_bytes, Csr, EdgeList};
-use crate::{Scale, WorkloadError, WorkloadInfo, WorkloadOptions};
+use crate::graph::{self, words_to_le_bytes, Csr, EdgeList, GraphSource};
+use crate::{WorkloadError, WorkloadInfo, WorkloadOptions};
 
 /// Catalog name.
 pub const NAME: &str = "pagerank";
@@ -95,23 +95,25 @@ fn generated_edges(vertices: u32) -> usize {
 }
 
 /// Where the instance's graph comes from.
+fn source(options: &WorkloadOptions) -> GraphSource {
+    GraphSource::of(options, DATA_FILE, PAPER_VERTICES, SMALL_VERTICES)
+}
+
+/// The source, as the output states it.
 fn source_description(options: &WorkloadOptions) -> String {
-    match (&options.data_dir, options.scale) {
-        (Some(path), Scale::Paper) => format!(
+    let source = source(options);
+    match &source {
+        GraphSource::File(path) => format!(
             "{} (DIMACS10 coAuthorsDBLP, SuiteSparse): 299067 vertices, 977676 edges = 1955352 arcs",
-            graph::resolve(path, DATA_FILE).display()
+            path.display()
         ),
-        (data, scale) => {
-            let vertices = match scale {
-                Scale::Paper => PAPER_VERTICES,
-                Scale::Small => SMALL_VERTICES,
-            };
-            let edges = generated_edges(vertices);
+        GraphSource::Generator { vertices, .. } => {
+            let edges = generated_edges(*vertices);
             format!(
                 "seeded power-law graph (seed {}): {vertices} vertices, {edges} edges = {} arcs{}",
                 options.seed,
                 2 * edges,
-                if data.is_some() { "; --data is not used at small scale" } else { "" }
+                source.ignored_note()
             )
         }
     }
@@ -181,25 +183,16 @@ impl PageRankApplication {
             path,
             reason,
         };
-        let (edges, path): (EdgeList, String) = match (&options.data_dir, options.scale) {
-            (Some(data), Scale::Paper) => {
-                let path = graph::resolve(data, DATA_FILE);
-                let text = path.display().to_string();
-                let edges = graph::read_mtx_tar_gz(&path)
-                    .map_err(|reason| input_error(text.clone(), reason))?;
-                (edges, text)
+        let source = source(options);
+        let edges: EdgeList = match &source {
+            GraphSource::File(path) => graph::read_mtx_tar_gz(path),
+            GraphSource::Generator { vertices, .. } => {
+                graph::power_law(*vertices, generated_edges(*vertices), options.seed)
             }
-            (_, scale) => {
-                let vertices = match scale {
-                    Scale::Paper => PAPER_VERTICES,
-                    Scale::Small => SMALL_VERTICES,
-                };
-                let edges = graph::power_law(vertices, generated_edges(vertices), options.seed)
-                    .map_err(|reason| input_error("(generator)".into(), reason))?;
-                (edges, "(generator)".into())
-            }
-        };
-        let graph = Csr::symmetric(&edges, None).map_err(|reason| input_error(path, reason))?;
+        }
+        .map_err(|reason| input_error(source.path_text(), reason))?;
+        let graph = Csr::symmetric(&edges, None)
+            .map_err(|reason| input_error(source.path_text(), reason))?;
         let description = source_description(options);
         log::info!(
             "pagerank: {} vertices {} arcs ({description})",
@@ -473,6 +466,7 @@ impl Application for PageRankApplication {
 mod tests {
     use super::*;
     use crate::testing;
+    use crate::Scale;
 
     fn small() -> WorkloadOptions {
         WorkloadOptions {

@@ -49,7 +49,6 @@ pub mod host;
 pub mod reference;
 
 use std::fmt;
-use std::path::PathBuf;
 
 use firmware::kernels::sssp::{pack_frontier, SsspParameters, INFINITY};
 use host_runtime::app::{
@@ -59,8 +58,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
-use crate::graph::{self, words_to_le_bytes, Csr, EdgeList};
-use crate::{Scale, WorkloadError, WorkloadInfo, WorkloadOptions};
+use crate::graph::{self, words_to_le_bytes, Csr, EdgeList, GraphSource};
+use crate::{WorkloadError, WorkloadInfo, WorkloadOptions};
 
 /// Catalog name.
 pub const NAME: &str = "sssp";
@@ -109,23 +108,25 @@ fn generated_edges(vertices: u32) -> usize {
 }
 
 /// Where the instance's graph comes from.
+fn source(options: &WorkloadOptions) -> GraphSource {
+    GraphSource::of(options, DATA_FILE, PAPER_VERTICES, SMALL_VERTICES)
+}
+
+/// The source, as the output states it.
 fn source_description(options: &WorkloadOptions) -> String {
-    match (&options.data_dir, options.scale) {
-        (Some(path), Scale::Paper) => format!(
+    let source = source(options);
+    match &source {
+        GraphSource::File(path) => format!(
             "{} (DIMACS NY road network, PACE-2016 form): 264346 vertices, 365050 edges = 730100 arcs",
-            graph::resolve(path, DATA_FILE).display()
+            path.display()
         ),
-        (data, scale) => {
-            let vertices = match scale {
-                Scale::Paper => PAPER_VERTICES,
-                Scale::Small => SMALL_VERTICES,
-            };
-            let edges = generated_edges(vertices);
+        GraphSource::Generator { vertices, .. } => {
+            let edges = generated_edges(*vertices);
             format!(
                 "seeded road-like grid graph (seed {}): {vertices} vertices, {edges} edges = {} arcs{}",
                 options.seed,
                 2 * edges,
-                if data.is_some() { "; --data is not used at small scale" } else { "" }
+                source.ignored_note()
             )
         }
     }
@@ -209,30 +210,17 @@ impl SsspApplication {
             path,
             reason,
         };
-        let edges: EdgeList = match (&options.data_dir, options.scale) {
-            (Some(data), Scale::Paper) => {
-                let path = graph::resolve(data, DATA_FILE);
-                graph::read_pace_gr_xz(&path)
-                    .map_err(|reason| input_error(path.display().to_string(), reason))?
+        let source = source(options);
+        let edges: EdgeList = match &source {
+            GraphSource::File(path) => graph::read_pace_gr_xz(path),
+            GraphSource::Generator { vertices, .. } => {
+                graph::road_like(*vertices, generated_edges(*vertices), options.seed)
             }
-            (_, scale) => {
-                let vertices = match scale {
-                    Scale::Paper => PAPER_VERTICES,
-                    Scale::Small => SMALL_VERTICES,
-                };
-                graph::road_like(vertices, generated_edges(vertices), options.seed)
-                    .map_err(|reason| input_error("(generator)".into(), reason))?
-            }
-        };
-        let path_text = |options: &WorkloadOptions| {
-            options.data_dir.as_ref().map_or_else(
-                || "(generator)".to_owned(),
-                |p: &PathBuf| p.display().to_string(),
-            )
-        };
+        }
+        .map_err(|reason| input_error(source.path_text(), reason))?;
         let weights = weights(edges.edges.len(), options.seed);
         let graph = Csr::symmetric(&edges, Some(&weights))
-            .map_err(|reason| input_error(path_text(options), reason))?;
+            .map_err(|reason| input_error(source.path_text(), reason))?;
         let description = source_description(options);
         log::info!(
             "sssp: {} vertices {} arcs ({description})",
@@ -520,6 +508,7 @@ impl Application for SsspApplication {
 mod tests {
     use super::*;
     use crate::testing;
+    use crate::Scale;
 
     fn small() -> WorkloadOptions {
         WorkloadOptions {

@@ -1,0 +1,74 @@
+//! Byte-range checks every kernel's decoder shares: a command's buffer must be aligned and lie
+//! inside device memory, and the result space must not overlap an input.
+
+use shared_abi::{DeviceAddress, Status};
+
+/// `[start, start + length)` if `start` is a multiple of `alignment` and the range neither
+/// overflows nor ends beyond `memory_size`; otherwise [`Status::ArgumentOutOfRange`].
+pub(crate) fn checked_range(
+    start: u64,
+    length: u64,
+    alignment: u64,
+    memory_size: u64,
+) -> Result<(u64, u64), Status> {
+    if start.checked_rem(alignment) != Some(0) {
+        return Err(Status::ArgumentOutOfRange);
+    }
+    let end = start
+        .checked_add(length)
+        .ok_or(Status::ArgumentOutOfRange)?;
+    if end > memory_size {
+        return Err(Status::ArgumentOutOfRange);
+    }
+    Ok((start, end))
+}
+
+/// Whether two half-open ranges share a byte (an empty range shares none, even one lying
+/// strictly inside the other).
+pub(crate) fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
+    a.0 < a.1 && b.0 < b.1 && a.0 < b.1 && b.0 < a.1
+}
+
+/// `base + index * stride`, checked.
+pub(crate) fn offset_address(
+    base: DeviceAddress,
+    index: u64,
+    stride: u64,
+) -> Result<DeviceAddress, Status> {
+    index
+        .checked_mul(stride)
+        .and_then(|offset| base.checked_add(offset))
+        .ok_or(Status::ArgumentOutOfRange)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_range_overlaps_nothing_even_inside_another() {
+        assert!(!overlaps((0x808, 0x808), (0x800, 0x810)));
+        assert!(!overlaps((0x800, 0x810), (0x808, 0x808)));
+        assert!(overlaps((0x800, 0x810), (0x80f, 0x811)));
+        assert!(!overlaps((0x800, 0x810), (0x810, 0x820)));
+    }
+
+    #[test]
+    fn ranges_must_be_aligned_and_inside_memory() {
+        assert_eq!(checked_range(8, 8, 4, 16), Ok((8, 16)));
+        assert_eq!(checked_range(6, 8, 4, 16), Err(Status::ArgumentOutOfRange));
+        assert_eq!(checked_range(12, 8, 4, 16), Err(Status::ArgumentOutOfRange));
+        assert_eq!(
+            checked_range(u64::MAX - 3, 8, 4, u64::MAX),
+            Err(Status::ArgumentOutOfRange)
+        );
+        assert_eq!(
+            offset_address(DeviceAddress(8), 3, 4),
+            Ok(DeviceAddress(20))
+        );
+        assert_eq!(
+            offset_address(DeviceAddress(8), u64::MAX, 4),
+            Err(Status::ArgumentOutOfRange)
+        );
+    }
+}
