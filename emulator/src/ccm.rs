@@ -1,21 +1,105 @@
-//! The CCM: processing units of µthreads, with the CCM scheduler.
+//! The CCM: processing units of sub-cores of µthreads, as M²NDP configures them, with the CCM
+//! scheduler.
 //!
-//! Each work item runs on one µthread. A µthread's share of its processing unit is static: a
-//! unit issues one instruction per cycle, interleaved over its µthreads (fine-grained
-//! multithreading), so an item of `n` operations takes `n x µthreads` cycles; the device's
-//! memory bandwidth is likewise split evenly over all µthreads. An item's duration is the
-//! larger of its compute and memory times plus one DRAM access latency. Static shares keep the
-//! model deterministic and event-cheap; they are exact when every µthread is busy, which is the
-//! regime the paper's kernels run in, and pessimistic for a lone straggler.
+//! # Organisation (paper Table III; M²NDP `config/performance/M2NDP/m2ndp.config`)
 //!
-//! The kernel's real code runs when an item finishes, so results appear in device memory at
-//! their modelled completion time.
+//! The CCM has [`DeviceConfig::ccm_units`] processing units; each has
+//! [`DeviceConfig::ccm_sub_cores`] sub-cores, and each sub-core holds
+//! [`DeviceConfig::ccm_uthreads_per_sub_core`] µthread slots, issues up to
+//! [`DeviceConfig::ccm_issue_width`] instructions per cycle (at most one per µthread) and has
+//! its own functional units: scalar, scalar address, vector and vector address units (see
+//! [`firmware::kernels::ItemCost`] for which instruction goes where). A work item runs on one
+//! µthread from start to end.
+//!
+//! # How long an item takes: the resources it shares with what actually runs beside it
+//!
+//! An item needs two resources, consumed in parallel (a µthread's loads stream while its
+//! arithmetic issues, and the sub-core interleaves µthreads to hide the latency):
+//!
+//! - **Its sub-core's issue and functional units.** Alone, the item would occupy its sub-core
+//!   for `D = max(instructions / issue width, scalar / scalar units, scalar memory / scalar
+//!   address units, vector / vector units, vector memory / vector address units)` cycles, but
+//!   one µthread issues at most one instruction per cycle, so it can use at most the fraction
+//!   `D / instructions` of the sub-core. The sub-core's capacity is shared among the items
+//!   that still have instructions to issue on it, max-min fairly (water-filling: each gets an
+//!   equal share unless its own cap is smaller, and what a capped item leaves goes to the
+//!   others), the fluid form of M²NDP's issue loop, which visits the µthreads' instruction
+//!   columns in turn and takes at most one instruction from each per cycle.
+//! - **Device memory bandwidth** ([`DeviceConfig::ccm_memory_gbps`]), shared equally by every
+//!   item of the device that still has bytes to move (processor sharing; the channels are
+//!   interleaved finely enough, M²NDP `channel_interleave_size=256`, that any item's traffic
+//!   spreads over all of them). The per-µthread issue limit on loads is already in the
+//!   vector-memory count of the first resource.
+//!
+//! Shares change whenever an item starts or finishes a part anywhere, and the model recomputes
+//! the affected ends then: a sparse launch runs its few items at full sub-core and memory
+//! speed, and a straggler speeds up as the others finish. The item ends
+//! [`DeviceConfig::ccm_memory_latency_ns`] after the later of its two parts (the latency of
+//! its first access, which bandwidth does not cover).
+//!
+//! Completion order is therefore physical: items differ in work (a vertex's degree, a bag's
+//! length: the kernels' costs depend on the data) and contend for their sub-core and for
+//! memory with whatever else runs; nothing random is added.
+//!
+//! The fluid model is deterministic: shares are `f64` computed in a fixed order, and every
+//! projected end is rounded up to a whole tick.
+//!
+//! # Scheduling
+//!
+//! - Round-robin ([`Scheduling::Rr`]): item `i` belongs to unit `i mod units`; a unit's free
+//!   µthread takes the unit's next item in order.
+//! - FIFO ([`Scheduling::Fifo`]): one queue; a free µthread anywhere takes the next item by
+//!   offset. At dispatch the first items are dealt to the units in turn.
+//!
+//! Within a unit, an item goes to the sub-core with the fewest items (ties: the lowest), as
+//! M²NDP's µthread generator balances its sub-cores.
+//!
+//! The kernel's real code runs when an item ends, so results appear in device memory at their
+//! modelled completion time.
 
 use crate::config::{DeviceConfig, Scheduling};
-use crate::sim::time::transfer;
-use firmware::kernels::{ItemSpec, Kernel};
+use firmware::kernels::{ItemCost, Kernel};
 use shared_abi::Ticks;
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// A timed event the CCM asks the emulator to deliver back to [`Ccm::on_event`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CcmEvent {
+    /// The earliest projected end of an item's instructions on sub-core `sub_core` (ignored if
+    /// the sub-core's shares changed since: `generation` is stale).
+    Compute {
+        /// Global sub-core index (`unit * sub_cores + sub_core`).
+        sub_core: u32,
+        /// The sub-core's share generation when this was scheduled.
+        generation: u64,
+    },
+    /// The earliest projected end of an item's memory traffic (stale if `generation` moved on).
+    Memory {
+        /// The memory share generation when this was scheduled.
+        generation: u64,
+    },
+    /// The item in µthread slot `slot` ends (both parts done, plus the access latency).
+    ItemEnd {
+        /// Global µthread slot.
+        slot: u32,
+    },
+}
+
+/// An item that ended: where it ran and when it started (for the trace).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ended {
+    /// Processing unit.
+    pub unit: u32,
+    /// µthread slot within the unit.
+    pub lane: u32,
+    /// Item index.
+    pub item: u32,
+    /// When it started.
+    pub started: Ticks,
+    /// The launch tag.
+    pub tag: u32,
+}
 
 /// A launch being executed.
 #[derive(Debug)]
@@ -33,51 +117,108 @@ struct Running {
     finished: u32,
 }
 
-/// An item that started: when it ends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Started {
-    /// Processing unit.
-    pub unit: u32,
-    /// Item index.
-    pub item: u32,
-    /// When it finishes.
-    pub ends_at: Ticks,
+/// An item on a µthread.
+#[derive(Clone, Copy, Debug)]
+struct Active {
+    item: u32,
+    started: Ticks,
+    /// Sub-core cycles of exclusive use the item still needs.
+    compute_left: f64,
+    /// The largest fraction of its sub-core the item's single µthread can use.
+    cap: f64,
+    /// Its current fraction of the sub-core.
+    share: f64,
+    /// When its instructions end at the current share.
+    compute_end: Ticks,
+    compute_done: bool,
+    memory_done: bool,
+}
+
+/// One sub-core: the items issuing on it.
+#[derive(Debug, Default)]
+struct SubCore {
+    /// Slots whose items still have instructions to issue, in arrival order.
+    issuing: Vec<u32>,
+    /// Slots in use (issuing, waiting for memory, or in their final latency).
+    occupied: u32,
+    /// Time up to which `compute_left` is accounted.
+    updated: Ticks,
+    generation: u64,
+}
+
+/// Device memory bandwidth, shared equally by the items with traffic outstanding.
+#[derive(Debug, Default)]
+struct MemoryShare {
+    /// Bytes each sharing item has been served since the start (the processor-sharing virtual
+    /// time): an item that joins at `v` with `b` bytes is done when this reaches `v + b`.
+    served: f64,
+    updated: Ticks,
+    /// `(finish tag as f64 bits, slot)`: tags are non-negative, so their bits order like them.
+    finishing: BinaryHeap<Reverse<(u64, u32)>>,
+    generation: u64,
 }
 
 /// The CCM model.
 #[derive(Debug)]
 pub struct Ccm {
     units: u32,
-    uthreads: u32,
-    mhz: u64,
-    uthread_gbps: f64,
+    sub_cores: u32,
+    slots_per_sub_core: u32,
+    issue_width: f64,
+    scalar_units: f64,
+    scalar_memory_units: f64,
+    vector_units: f64,
+    vector_memory_units: f64,
+    /// Ticks per CCM cycle.
+    ticks_per_cycle: f64,
+    /// Device memory bandwidth in bytes per tick.
+    bytes_per_tick: f64,
     latency: Ticks,
     scheduling: Scheduling,
-    free: Vec<u32>,
     running: Option<Running>,
+    sub: Vec<SubCore>,
+    slots: Vec<Option<Active>>,
+    memory: MemoryShare,
+    /// Whether an item joined the memory share since its end was last scheduled.
+    memory_joined: bool,
     active_items: u32,
     busy_since: Ticks,
     busy_total: Ticks,
+    scheduled: Vec<(Ticks, CcmEvent)>,
     /// Finished items, for the firmware (`ComputeUnits::poll_item`).
     pub completions: VecDeque<firmware::hal::ItemCompletion>,
 }
 
+/// Relative slack when comparing served bytes with a finish tag (floating-point rounding).
+const MEMORY_SLACK: f64 = 1e-9;
+
 impl Ccm {
-    /// An idle CCM.
+    /// An idle CCM. `config` must have passed [`DeviceConfig::validate`].
     pub fn new(config: &DeviceConfig) -> Ccm {
-        let total = f64::from(config.ccm_units) * f64::from(config.ccm_uthreads);
+        let sub_cores = config.ccm_units.saturating_mul(config.ccm_sub_cores);
+        let slots = sub_cores.saturating_mul(config.ccm_uthreads_per_sub_core);
         Ccm {
             units: config.ccm_units,
-            uthreads: config.ccm_uthreads,
-            mhz: config.ccm_mhz,
-            uthread_gbps: config.ccm_memory_gbps / total,
+            sub_cores: config.ccm_sub_cores,
+            slots_per_sub_core: config.ccm_uthreads_per_sub_core,
+            issue_width: f64::from(config.ccm_issue_width.max(1)),
+            scalar_units: f64::from(config.ccm_scalar_units.max(1)),
+            scalar_memory_units: f64::from(config.ccm_scalar_memory_units.max(1)),
+            vector_units: f64::from(config.ccm_vector_units.max(1)),
+            vector_memory_units: f64::from(config.ccm_vector_memory_units.max(1)),
+            ticks_per_cycle: (Ticks::PER_NS * 1000) as f64 / config.ccm_mhz.max(1) as f64,
+            bytes_per_tick: config.ccm_memory_gbps / Ticks::PER_NS as f64,
             latency: Ticks::from_ns(config.ccm_memory_latency_ns),
             scheduling: config.scheduling,
-            free: vec![config.ccm_uthreads; config.ccm_units as usize],
             running: None,
+            sub: (0..sub_cores).map(|_| SubCore::default()).collect(),
+            slots: vec![None; slots as usize],
+            memory: MemoryShare::default(),
+            memory_joined: false,
             active_items: 0,
             busy_since: Ticks::ZERO,
             busy_total: Ticks::ZERO,
+            scheduled: Vec::new(),
             completions: VecDeque::new(),
         }
     }
@@ -97,6 +238,11 @@ impl Ccm {
         self.running.as_ref().map(|running| running.tag)
     }
 
+    /// µthread slots per processing unit.
+    pub fn slots_per_unit(&self) -> u32 {
+        self.sub_cores.saturating_mul(self.slots_per_sub_core)
+    }
+
     /// Time during which at least one µthread ran an item.
     pub fn busy(&self, now: Ticks) -> Ticks {
         if self.active_items > 0 {
@@ -106,20 +252,37 @@ impl Ccm {
         }
     }
 
-    /// The modelled duration of an item.
-    pub fn duration(&self, spec: &ItemSpec) -> Ticks {
-        let compute = Ticks::from_cycles(
-            spec.cost
-                .operations
-                .saturating_mul(u64::from(self.uthreads)),
-            self.mhz,
-        );
-        let memory = transfer(spec.cost.bytes, self.uthread_gbps);
+    /// The events to schedule since the last call (for the emulator's queue).
+    pub fn take_scheduled(&mut self) -> std::vec::Drain<'_, (Ticks, CcmEvent)> {
+        self.scheduled.drain(..)
+    }
+
+    /// The item's exclusive demand on a sub-core in cycles, and the largest fraction of the
+    /// sub-core its one µthread can use (see the module docs).
+    pub fn compute_demand(&self, cost: &ItemCost) -> (f64, f64) {
+        let instructions = cost.instructions() as f64;
+        if instructions == 0.0 {
+            return (0.0, 1.0);
+        }
+        let demand = (instructions / self.issue_width)
+            .max(cost.scalar as f64 / self.scalar_units)
+            .max(cost.scalar_memory as f64 / self.scalar_memory_units)
+            .max(cost.vector as f64 / self.vector_units)
+            .max(cost.vector_memory as f64 / self.vector_memory_units);
+        (demand, (demand / instructions).min(1.0))
+    }
+
+    /// How long `cost` takes on an otherwise idle CCM (one item alone: the whole of its
+    /// sub-core that one µthread can use, all of the memory bandwidth), plus the latency.
+    pub fn solo_duration(&self, cost: &ItemCost) -> Ticks {
+        let (demand, cap) = self.compute_demand(cost);
+        let compute = ceil_ticks(demand / cap * self.ticks_per_cycle);
+        let memory = ceil_ticks(cost.bytes as f64 / self.bytes_per_tick);
         compute.max(memory).plus(self.latency)
     }
 
-    /// Starts the items `items` of a launch (one stage) at `now`; returns the items that
-    /// started (to schedule their ends). `memory` is read for the items' descriptions.
+    /// Starts the items `items` of a launch (one stage) at `now`. `memory` is read for the
+    /// items' descriptions.
     pub fn dispatch<M: firmware::hal::DeviceMemory>(
         &mut self,
         now: Ticks,
@@ -127,9 +290,13 @@ impl Ccm {
         tag: u32,
         items: core::ops::Range<u32>,
         memory: &M,
-    ) -> Vec<Started> {
+    ) {
         let first = items.start;
         let items = items.end.saturating_sub(items.start);
+        if items == 0 {
+            self.running = None;
+            return;
+        }
         self.running = Some(Running {
             kernel,
             tag,
@@ -139,16 +306,57 @@ impl Ccm {
             unit_taken: vec![0; self.units as usize],
             finished: 0,
         });
-        if items == 0 {
-            self.running = None;
-            return Vec::new();
+        let mut touched = Vec::new();
+        match self.scheduling {
+            Scheduling::Rr => {
+                for unit in 0..self.units {
+                    self.fill(now, unit, memory, &mut touched);
+                }
+            }
+            Scheduling::Fifo => {
+                // Deal the first items to the units in turn, one per unit per round.
+                loop {
+                    let mut placed = false;
+                    for unit in 0..self.units {
+                        if self.start_next(now, unit, memory, &mut touched) {
+                            placed = true;
+                        }
+                    }
+                    if !placed {
+                        break;
+                    }
+                }
+            }
         }
-        let mut started = Vec::new();
-        for unit in 0..self.units {
-            self.fill(now, unit, memory, &mut started);
-        }
-        started
+        self.reshare(now, &touched);
     }
+
+    /// Delivers an event scheduled earlier. Items that end run their kernel code on `memory`
+    /// and are reported in [`Ccm::completions`]; the units' next items start. Returns the
+    /// items that ended.
+    pub fn on_event<M: firmware::hal::DeviceMemory>(
+        &mut self,
+        now: Ticks,
+        event: CcmEvent,
+        memory: &mut M,
+    ) -> Vec<Ended> {
+        match event {
+            CcmEvent::Compute {
+                sub_core,
+                generation,
+            } => {
+                self.compute_event(now, sub_core, generation);
+                Vec::new()
+            }
+            CcmEvent::Memory { generation } => {
+                self.memory_event(now, generation);
+                Vec::new()
+            }
+            CcmEvent::ItemEnd { slot } => self.item_end(now, slot, memory).into_iter().collect(),
+        }
+    }
+
+    // ----- scheduling ---------------------------------------------------------------------
 
     /// The next item for a free µthread of `unit`, by the scheduling policy.
     fn next_for(&mut self, unit: u32) -> Option<u32> {
@@ -170,244 +378,658 @@ impl Ccm {
         }
     }
 
+    /// The sub-core of `unit` with the fewest items and a free slot (ties: the lowest).
+    fn free_sub_core(&self, unit: u32) -> Option<u32> {
+        let first = unit.saturating_mul(self.sub_cores);
+        (first..first.saturating_add(self.sub_cores))
+            .filter_map(|index| Some((self.sub.get(index as usize)?.occupied, index)))
+            .filter(|&(occupied, _)| occupied < self.slots_per_sub_core)
+            .min()
+            .map(|(_, index)| index)
+    }
+
+    /// Starts items on `unit` while it has free µthreads and the policy gives it items.
     fn fill<M: firmware::hal::DeviceMemory>(
         &mut self,
         now: Ticks,
         unit: u32,
         memory: &M,
-        started: &mut Vec<Started>,
+        touched: &mut Vec<u32>,
     ) {
-        while self.free.get(unit as usize).copied().unwrap_or(0) > 0 {
-            let Some(item) = self.next_for(unit) else {
+        while self.free_sub_core(unit).is_some() {
+            if !self.start_next(now, unit, memory, touched) {
                 break;
-            };
-            let Some(running) = self.running.as_ref() else {
-                break;
-            };
-            let ends_at = match running.kernel.item(item, memory) {
-                Ok(spec) => now.plus(self.duration(&spec)),
-                // A kernel that cannot describe its item fails it at once.
-                Err(_) => now,
-            };
-            if let Some(free) = self.free.get_mut(unit as usize) {
-                *free -= 1;
             }
-            if self.active_items == 0 {
-                self.busy_since = now;
-            }
-            self.active_items += 1;
-            started.push(Started {
-                unit,
-                item,
-                ends_at,
-            });
         }
     }
 
-    /// An item finished at `now`: runs its kernel code on `memory`, reports it, and starts the
-    /// unit's next items.
-    pub fn finish<M: firmware::hal::DeviceMemory>(
+    /// Starts the policy's next item for `unit` on its least-loaded sub-core; `false` when
+    /// there is none (or no free µthread).
+    fn start_next<M: firmware::hal::DeviceMemory>(
         &mut self,
         now: Ticks,
         unit: u32,
-        item: u32,
-        memory: &mut M,
-    ) -> Vec<Started> {
-        let Some(running) = self.running.as_mut() else {
-            return Vec::new();
+        memory: &M,
+        touched: &mut Vec<u32>,
+    ) -> bool {
+        let Some(sub_core) = self.free_sub_core(unit) else {
+            return false;
         };
-        let status = match running.kernel.execute(item, memory) {
-            Ok(()) => shared_abi::Status::Ok,
-            Err(status) => status,
+        let Some(item) = self.next_for(unit) else {
+            return false;
         };
-        self.completions.push_back(firmware::hal::ItemCompletion {
-            tag: running.tag,
+        let Some(running) = self.running.as_ref() else {
+            return false;
+        };
+        // A kernel that cannot describe its item fails it at once (no work).
+        let cost = running
+            .kernel
+            .item(item, memory)
+            .map_or(ItemCost::ZERO, |spec| spec.cost);
+        let Some(slot) = self.free_slot(sub_core) else {
+            return false;
+        };
+        let (demand, cap) = self.compute_demand(&cost);
+        if let Some(entry) = self.sub.get_mut(sub_core as usize) {
+            entry.occupied += 1;
+        }
+        if self.active_items == 0 {
+            self.busy_since = now;
+        }
+        self.active_items += 1;
+        let mut active = Active {
             item,
-            status,
-        });
-        running.finished += 1;
-        let all_done = running.finished >= running.items;
-        if let Some(free) = self.free.get_mut(unit as usize) {
-            *free += 1;
+            started: now,
+            compute_left: demand,
+            cap,
+            share: 0.0,
+            compute_end: now,
+            compute_done: demand <= 0.0,
+            memory_done: cost.bytes == 0,
+        };
+        if !active.compute_done {
+            self.advance_sub_core(now, sub_core);
+            if let Some(entry) = self.sub.get_mut(sub_core as usize) {
+                entry.issuing.push(slot);
+            }
+            if !touched.contains(&sub_core) {
+                touched.push(sub_core);
+            }
+        }
+        if !active.memory_done {
+            self.advance_memory(now);
+            let tag = self.memory.served + cost.bytes as f64;
+            self.memory.finishing.push(Reverse((tag.to_bits(), slot)));
+            self.memory_joined = true;
+        }
+        if active.compute_done && active.memory_done {
+            active.compute_end = now;
+            self.scheduled
+                .push((now.plus(self.latency), CcmEvent::ItemEnd { slot }));
+        }
+        if let Some(entry) = self.slots.get_mut(slot as usize) {
+            *entry = Some(active);
+        }
+        true
+    }
+
+    /// A free µthread slot of `sub_core`.
+    fn free_slot(&self, sub_core: u32) -> Option<u32> {
+        let first = sub_core.saturating_mul(self.slots_per_sub_core);
+        (first..first.saturating_add(self.slots_per_sub_core))
+            .find(|&slot| matches!(self.slots.get(slot as usize), Some(None)))
+    }
+
+    // ----- the shared resources ------------------------------------------------------------
+
+    /// Accounts the issue progress of `sub_core`'s items up to `now`.
+    fn advance_sub_core(&mut self, now: Ticks, sub_core: u32) {
+        let Some(entry) = self.sub.get_mut(sub_core as usize) else {
+            return;
+        };
+        let elapsed = now.since(entry.updated).0 as f64 / self.ticks_per_cycle;
+        entry.updated = now;
+        if elapsed <= 0.0 {
+            return;
+        }
+        for &slot in &entry.issuing {
+            if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
+                active.compute_left = (active.compute_left - active.share * elapsed).max(0.0);
+            }
+        }
+    }
+
+    /// Accounts the memory served up to `now`.
+    fn advance_memory(&mut self, now: Ticks) {
+        let sharing = self.memory.finishing.len();
+        let elapsed = now.since(self.memory.updated).0 as f64;
+        self.memory.updated = now;
+        if sharing > 0 && elapsed > 0.0 {
+            self.memory.served += elapsed * self.bytes_per_tick / sharing as f64;
+        }
+    }
+
+    /// Recomputes the shares of the sub-cores in `touched` and of memory, and schedules their
+    /// next ends.
+    fn reshare(&mut self, now: Ticks, touched: &[u32]) {
+        for &sub_core in touched {
+            self.reshare_sub_core(now, sub_core);
+        }
+        if std::mem::take(&mut self.memory_joined) {
+            self.reschedule_memory(now);
+        }
+    }
+
+    /// Water-fills `sub_core`'s capacity over its issuing items (max-min fair with each item's
+    /// cap) and schedules the earliest projected end.
+    fn reshare_sub_core(&mut self, now: Ticks, sub_core: u32) {
+        self.advance_sub_core(now, sub_core);
+        let Some(entry) = self.sub.get_mut(sub_core as usize) else {
+            return;
+        };
+        entry.generation += 1;
+        let generation = entry.generation;
+        let mut caps: Vec<(f64, u32)> = entry
+            .issuing
+            .iter()
+            .filter_map(|&slot| Some((self.slots.get(slot as usize)?.as_ref()?.cap, slot)))
+            .collect();
+        caps.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut capacity = 1.0_f64;
+        let mut left = caps.len();
+        let mut earliest: Option<Ticks> = None;
+        for (cap, slot) in caps {
+            let fair = capacity / left as f64;
+            let share = cap.min(fair);
+            capacity -= share;
+            left -= 1;
+            if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
+                active.share = share;
+                let ticks = active.compute_left / share * self.ticks_per_cycle;
+                active.compute_end = now.plus(ceil_ticks(ticks));
+                earliest = Some(earliest.map_or(active.compute_end, |e| e.min(active.compute_end)));
+            }
+        }
+        if let Some(at) = earliest {
+            self.scheduled.push((
+                at,
+                CcmEvent::Compute {
+                    sub_core,
+                    generation,
+                },
+            ));
+        }
+    }
+
+    /// Schedules the earliest projected end of memory traffic.
+    fn reschedule_memory(&mut self, now: Ticks) {
+        self.advance_memory(now);
+        self.memory.generation += 1;
+        let Some(&Reverse((bits, _))) = self.memory.finishing.peek() else {
+            return;
+        };
+        let sharing = self.memory.finishing.len() as f64;
+        let left = (f64::from_bits(bits) - self.memory.served).max(0.0);
+        let at = now.plus(ceil_ticks(left * sharing / self.bytes_per_tick));
+        self.scheduled.push((
+            at,
+            CcmEvent::Memory {
+                generation: self.memory.generation,
+            },
+        ));
+    }
+
+    fn compute_event(&mut self, now: Ticks, sub_core: u32, generation: u64) {
+        if self
+            .sub
+            .get(sub_core as usize)
+            .is_none_or(|entry| entry.generation != generation)
+        {
+            return;
+        }
+        self.advance_sub_core(now, sub_core);
+        let issuing = self
+            .sub
+            .get(sub_core as usize)
+            .map(|entry| entry.issuing.clone())
+            .unwrap_or_default();
+        let mut still = Vec::with_capacity(issuing.len());
+        for slot in issuing {
+            let done = match self.slots.get_mut(slot as usize) {
+                Some(Some(active)) if active.compute_end <= now => {
+                    active.compute_done = true;
+                    active.compute_left = 0.0;
+                    true
+                }
+                Some(Some(_)) => false,
+                _ => true,
+            };
+            if done {
+                self.part_done(now, slot);
+            } else {
+                still.push(slot);
+            }
+        }
+        if let Some(entry) = self.sub.get_mut(sub_core as usize) {
+            entry.issuing = still;
+        }
+        self.reshare_sub_core(now, sub_core);
+    }
+
+    fn memory_event(&mut self, now: Ticks, generation: u64) {
+        if generation != self.memory.generation {
+            return;
+        }
+        self.advance_memory(now);
+        let limit = self.memory.served * (1.0 + MEMORY_SLACK) + MEMORY_SLACK;
+        while let Some(&Reverse((bits, slot))) = self.memory.finishing.peek() {
+            if f64::from_bits(bits) > limit {
+                break;
+            }
+            self.memory.finishing.pop();
+            if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
+                active.memory_done = true;
+            }
+            self.part_done(now, slot);
+        }
+        self.reschedule_memory(now);
+    }
+
+    /// One part of the item in `slot` finished at `now`: if both have, its end is scheduled.
+    fn part_done(&mut self, now: Ticks, slot: u32) {
+        if let Some(Some(active)) = self.slots.get(slot as usize) {
+            if active.compute_done && active.memory_done {
+                self.scheduled
+                    .push((now.plus(self.latency), CcmEvent::ItemEnd { slot }));
+            }
+        }
+    }
+
+    /// The item in `slot` ends at `now`: runs its kernel code, reports it, frees the µthread
+    /// and starts the unit's next items.
+    fn item_end<M: firmware::hal::DeviceMemory>(
+        &mut self,
+        now: Ticks,
+        slot: u32,
+        memory: &mut M,
+    ) -> Option<Ended> {
+        let active = self.slots.get_mut(slot as usize)?.take()?;
+        let sub_core = slot / self.slots_per_sub_core.max(1);
+        let unit = sub_core / self.sub_cores.max(1);
+        if let Some(entry) = self.sub.get_mut(sub_core as usize) {
+            entry.occupied = entry.occupied.saturating_sub(1);
         }
         self.active_items = self.active_items.saturating_sub(1);
         if self.active_items == 0 {
             self.busy_total = self.busy_total.plus(now.since(self.busy_since));
         }
-        if all_done {
+        let lane = slot.saturating_sub(unit.saturating_mul(self.slots_per_unit()));
+        let running = self.running.as_mut()?;
+        let status = match running.kernel.execute(active.item, memory) {
+            Ok(()) => shared_abi::Status::Ok,
+            Err(status) => status,
+        };
+        let tag = running.tag;
+        self.completions.push_back(firmware::hal::ItemCompletion {
+            tag,
+            item: active.item,
+            status,
+        });
+        running.finished += 1;
+        let ended = Ended {
+            unit,
+            lane,
+            item: active.item,
+            started: active.started,
+            tag,
+        };
+        if running.finished >= running.items {
             self.running = None;
-            return Vec::new();
+            return Some(ended);
         }
-        let mut started = Vec::new();
-        match self.scheduling {
-            Scheduling::Rr => self.fill(now, unit, &*memory, &mut started),
-            Scheduling::Fifo => {
-                for unit in 0..self.units {
-                    self.fill(now, unit, &*memory, &mut started);
-                }
-            }
-        }
-        started
+        let mut touched = Vec::new();
+        self.fill(now, unit, &*memory, &mut touched);
+        self.reshare(now, &touched);
+        Some(ended)
     }
+}
+
+/// `ticks` rounded up to a whole tick (at least one for a positive duration).
+fn ceil_ticks(ticks: f64) -> Ticks {
+    if ticks.is_nan() || ticks <= 0.0 {
+        return Ticks::ZERO;
+    }
+    if ticks >= u64::MAX as f64 {
+        return Ticks::NEVER;
+    }
+    Ticks(ticks.ceil() as u64)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use firmware::kernels::knn::{pack_shape, KnnKernel};
+    use crate::sim::queue::EventQueue;
+    use firmware::kernels::knn::{item_cost, pack_shape, KnnKernel};
+    use firmware::testing::FakeDeviceMemory;
     use shared_abi::{CommandDescriptor, KernelId};
 
-    /// A KNN launch of `rows` rows of dim 16 and `queries` queries in a 1 MiB memory.
-    fn knn(rows: u32, queries: u32) -> Kernel {
+    const MEMORY: u64 = 1 << 22;
+
+    /// A KNN launch of `rows` rows of `dim` elements and one query (one item per row).
+    fn knn(rows: u32, dim: u32) -> Kernel {
         let command = CommandDescriptor {
             kernel: KernelId::KnnDistance as u32,
-            result_address: 0x8_0000,
-            result_length: u64::from(rows * queries) * 4,
-            args: [0x1000, 0x4_0000, pack_shape(rows, 16), u64::from(queries)],
+            result_address: 0x30_0000,
+            result_length: u64::from(rows) * 4,
+            args: [0x1000, 0x20_0000, pack_shape(rows, dim), 1],
             ..CommandDescriptor::default()
         };
-        Kernel::Knn(KnnKernel::decode(&command, 1 << 20).unwrap())
+        Kernel::Knn(KnnKernel::decode(&command, MEMORY).unwrap())
     }
 
-    fn config(units: u32, uthreads: u32, scheduling: Scheduling) -> DeviceConfig {
+    fn config(units: u32, sub_cores: u32, uthreads: u32, scheduling: Scheduling) -> DeviceConfig {
         DeviceConfig {
             ccm_units: units,
-            ccm_uthreads: uthreads,
+            ccm_sub_cores: sub_cores,
+            ccm_uthreads_per_sub_core: uthreads,
             scheduling,
             ..DeviceConfig::default()
         }
     }
 
+    /// Runs `items` of `kernel` to the end; returns `(item, unit, end)` in completion order.
+    fn run(ccm: &mut Ccm, kernel: Kernel, items: u32) -> Vec<(u32, u32, Ticks)> {
+        run_with(
+            ccm,
+            kernel,
+            items,
+            &mut FakeDeviceMemory::new(MEMORY as usize),
+        )
+    }
+
+    /// [`run`] over `memory`.
+    fn run_with(
+        ccm: &mut Ccm,
+        kernel: Kernel,
+        items: u32,
+        memory: &mut FakeDeviceMemory,
+    ) -> Vec<(u32, u32, Ticks)> {
+        let mut queue = EventQueue::default();
+        ccm.dispatch(Ticks::ZERO, kernel, 1, 0..items, &*memory);
+        let mut ended = Vec::new();
+        loop {
+            for (at, event) in ccm.take_scheduled() {
+                queue.push(at, event);
+            }
+            let Some((at, event)) = queue.pop() else {
+                break;
+            };
+            for item in ccm.on_event(at, event, memory) {
+                ended.push((item.item, item.unit, at));
+            }
+        }
+        ended
+    }
+
+    fn cycles(config: &DeviceConfig, cycles: f64) -> Ticks {
+        ceil_ticks(cycles * (Ticks::PER_NS * 1000) as f64 / config.ccm_mhz as f64)
+    }
+
+    /// A configuration whose memory is so fast that every KNN item is bound by its sub-core.
+    fn compute_bound(units: u32, sub_cores: u32, uthreads: u32) -> DeviceConfig {
+        DeviceConfig {
+            ccm_memory_gbps: 1e9,
+            ccm_memory_latency_ns: 0,
+            ..config(units, sub_cores, uthreads, Scheduling::Rr)
+        }
+    }
+
     #[test]
-    fn dispatch_fills_every_uthread_and_no_more() {
-        let mut ccm = Ccm::new(&config(2, 3, Scheduling::Fifo));
-        let started = ccm.dispatch(
-            Ticks::ZERO,
-            knn(10, 1),
-            1,
-            0..10,
-            &firmware::testing::FakeDeviceMemory::new(1 << 20),
+    fn an_item_alone_runs_at_the_speed_of_one_uthread_not_a_static_share() {
+        // One item on a 16 x 4 x 16 CCM: a sparse launch. It issues one instruction per
+        // cycle, so it takes its instruction count in cycles: not 16 or 1024 times that.
+        let config = compute_bound(16, 4, 16);
+        let mut ccm = Ccm::new(&config);
+        let ended = run(&mut ccm, knn(1, 64), 1);
+        let instructions = item_cost(64).instructions() as f64;
+        assert_eq!(ended, vec![(0, 0, cycles(&config, instructions))]);
+        assert_eq!(ended[0].2, ccm.solo_duration(&item_cost(64)));
+    }
+
+    #[test]
+    fn items_on_one_sub_core_share_its_vector_unit() {
+        // 16 KNN items of dim 64 on one sub-core: each needs 8 x 2 + 3 = 19 cycles of the one
+        // vector unit (its bottleneck among the sub-core's units: 51 instructions / 4 issue =
+        // 12.75), so together they need 16 x 19 cycles; equal items finish together.
+        let config = compute_bound(1, 1, 16);
+        let mut ccm = Ccm::new(&config);
+        let cost = item_cost(64);
+        assert_eq!(cost.vector, 19);
+        let ended = run(&mut ccm, knn(16, 64), 16);
+        assert_eq!(ended.len(), 16);
+        let end = cycles(&config, 16.0 * 19.0);
+        assert!(ended.iter().all(|&(_, _, at)| at == end), "{ended:?}");
+    }
+
+    #[test]
+    fn a_few_items_on_a_sub_core_are_limited_by_their_own_issue_rate() {
+        // 2 items: each could have half the sub-core (2 x 19 = 38 cycles) but one µthread
+        // issues one instruction per cycle, so each still takes its 51 instructions.
+        let config = compute_bound(1, 1, 16);
+        let mut ccm = Ccm::new(&config);
+        let instructions = item_cost(64).instructions();
+        assert_eq!(instructions, 51);
+        let ended = run(&mut ccm, knn(2, 64), 2);
+        let end = cycles(&config, 51.0);
+        assert_eq!(ended, vec![(0, 0, end), (1, 0, end)]);
+    }
+
+    /// A configuration whose sub-cores are so fast that every item is bound by memory, which
+    /// moves 6 bytes per tick.
+    fn memory_bound(units: u32) -> DeviceConfig {
+        DeviceConfig {
+            ccm_memory_gbps: 36.0,
+            ccm_memory_latency_ns: 0,
+            ccm_mhz: 1_000_000,
+            ..config(units, 1, 2, Scheduling::Rr)
+        }
+    }
+
+    #[test]
+    fn memory_bandwidth_is_shared_equally_by_the_items_moving_bytes() {
+        // Two equal KNN items of dim 64 (260 bytes each) on two units share 6 bytes per tick:
+        // both end at 520 / 6 -> 87 ticks. Alone, one ends at 260 / 6 -> 44.
+        let config = memory_bound(2);
+        assert_eq!(item_cost(64).bytes, 260);
+        let mut ccm = Ccm::new(&config);
+        let ended = run(&mut ccm, knn(2, 64), 2);
+        assert_eq!(ended, vec![(0, 0, Ticks(87)), (1, 1, Ticks(87))]);
+        let mut alone = Ccm::new(&config);
+        assert_eq!(run(&mut alone, knn(2, 64), 1), vec![(0, 0, Ticks(44))]);
+    }
+
+    #[test]
+    fn a_long_transfer_speeds_up_when_the_short_one_beside_it_ends() {
+        // Items of b0 < b1 bytes share memory until the short one ends at t0 = 2 b0 / 6 ticks
+        // (rounded up to a tick, by which each has been served 3 t0 bytes); the long one then
+        // has all of it for its b1 - 3 t0 bytes left: about (b0 + b1) / 6 in all, where a
+        // static half share would take 2 b1 / 6.
+        let config = memory_bound(1);
+        let (kernel, mut memory) = uneven_items();
+        let short = kernel.item(0, &memory).unwrap().cost.bytes as f64;
+        let long = kernel.item(1, &memory).unwrap().cost.bytes as f64;
+        assert!(long > short * 1.5, "{short} {long}");
+        let mut ccm = Ccm::new(&config);
+        let ended = run_with(&mut ccm, kernel, 2, &mut memory);
+        let first = ceil_ticks(2.0 * short / 6.0);
+        assert_eq!(
+            ended,
+            vec![
+                (0, 0, first),
+                (
+                    1,
+                    0,
+                    first.plus(ceil_ticks((long - 3.0 * first.0 as f64) / 6.0))
+                )
+            ]
         );
-        assert_eq!(started.len(), 6);
-        assert!(ccm.is_running());
+        assert!(ended[1].2 < ceil_ticks(2.0 * long / 6.0));
+    }
+
+    #[test]
+    fn a_uthread_freed_by_fifo_takes_the_next_item_which_then_runs_alone() {
+        // FIFO on one sub-core with 2 µthreads and 3 items: the first two run together, the
+        // third starts when they end and runs alone at one instruction per cycle.
+        let config = DeviceConfig {
+            scheduling: Scheduling::Fifo,
+            ..compute_bound(1, 1, 2)
+        };
+        let mut ccm = Ccm::new(&config);
+        let ended = run(&mut ccm, knn(3, 64), 3);
+        let first = cycles(&config, 51.0);
+        assert_eq!(ended[0], (0, 0, first));
+        assert_eq!(ended[1], (1, 0, first));
+        assert_eq!(ended[2], (2, 0, first.plus(cycles(&config, 51.0))));
+    }
+
+    /// A PageRank launch over two vertices with 1 and 9 in-arcs, one vertex per item: two
+    /// items of very different length.
+    fn uneven_items() -> (Kernel, FakeDeviceMemory) {
+        use firmware::hal::DeviceMemory;
+        use firmware::kernels::pagerank::{PageRankKernel, PageRankParameters};
+        let mut memory = FakeDeviceMemory::new(MEMORY as usize);
+        let parameters = PageRankParameters {
+            vertices: 2,
+            arcs: 10,
+            offsets: 0x200,
+            sources: 0x400,
+        };
+        memory
+            .write(shared_abi::DeviceAddress(0x100), &parameters.to_bytes())
+            .unwrap();
+        let words =
+            |values: &[u32]| -> Vec<u8> { values.iter().flat_map(|w| w.to_le_bytes()).collect() };
+        memory
+            .write(shared_abi::DeviceAddress(0x200), &words(&[0, 1, 10]))
+            .unwrap();
+        memory
+            .write(
+                shared_abi::DeviceAddress(0x400),
+                &words(&[1, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+            )
+            .unwrap();
+        let command = CommandDescriptor {
+            kernel: KernelId::PageRankGather as u32,
+            result_address: 0x1000,
+            result_length: 8,
+            args: [0x100, 0x800, 1, 0],
+            ..CommandDescriptor::default()
+        };
+        let kernel = Kernel::PageRank(PageRankKernel::decode(&command, &memory).unwrap());
+        (kernel, memory)
+    }
+
+    #[test]
+    fn a_long_item_speeds_up_when_the_short_one_beside_it_ends() {
+        // One sub-core that issues one instruction per cycle in all, shared by a short item
+        // (s instructions) and a long one (l): both get half until the short one ends at 2s,
+        // then the long one has the whole sub-core and ends at s + l. A static half share
+        // would end it at 2l.
+        let config = DeviceConfig {
+            ccm_issue_width: 1,
+            ccm_scalar_units: 1024,
+            ccm_scalar_memory_units: 1024,
+            ccm_vector_units: 1024,
+            ccm_vector_memory_units: 1024,
+            ..compute_bound(1, 1, 2)
+        };
+        let (kernel, mut memory) = uneven_items();
+        let short = kernel.item(0, &memory).unwrap().cost.instructions() as f64;
+        let long = kernel.item(1, &memory).unwrap().cost.instructions() as f64;
+        assert!(long > short * 1.5, "{short} {long}");
+        let mut ccm = Ccm::new(&config);
+        let ended = run_with(&mut ccm, kernel, 2, &mut memory);
+        assert_eq!(
+            ended,
+            vec![
+                (0, 0, cycles(&config, 2.0 * short)),
+                (1, 0, cycles(&config, short + long))
+            ]
+        );
     }
 
     #[test]
     fn round_robin_gives_item_i_to_unit_i_mod_units() {
-        let mut ccm = Ccm::new(&config(4, 1, Scheduling::Rr));
-        let started = ccm.dispatch(
-            Ticks::ZERO,
-            knn(8, 1),
-            1,
-            0..8,
-            &firmware::testing::FakeDeviceMemory::new(1 << 20),
-        );
-        let pairs: Vec<(u32, u32)> = started.iter().map(|s| (s.unit, s.item)).collect();
-        assert_eq!(pairs, vec![(0, 0), (1, 1), (2, 2), (3, 3)]);
-        let mut memory = firmware::testing::FakeDeviceMemory::new(1 << 20);
-        // Unit 2 finishes first: round-robin hands it its own next item, 6.
-        let next = ccm.finish(started[2].ends_at, 2, 2, &mut memory);
+        let config = compute_bound(4, 1, 1);
+        let mut ccm = Ccm::new(&config);
+        let ended = run(&mut ccm, knn(8, 64), 8);
+        let mut by_item: Vec<(u32, u32)> = ended.iter().map(|&(i, u, _)| (i, u)).collect();
+        by_item.sort_unstable();
         assert_eq!(
-            next.iter().map(|s| (s.unit, s.item)).collect::<Vec<_>>(),
-            vec![(2, 6)]
+            by_item,
+            (0..8).map(|i| (i, i % 4)).collect::<Vec<_>>(),
+            "{ended:?}"
         );
     }
 
     #[test]
-    fn fifo_gives_the_next_item_by_offset_to_whichever_unit_frees() {
-        let mut ccm = Ccm::new(&config(4, 1, Scheduling::Fifo));
-        let started = ccm.dispatch(
-            Ticks::ZERO,
-            knn(8, 1),
-            1,
-            0..8,
-            &firmware::testing::FakeDeviceMemory::new(1 << 20),
-        );
-        let mut memory = firmware::testing::FakeDeviceMemory::new(1 << 20);
-        let next = ccm.finish(started[2].ends_at, 2, 2, &mut memory);
-        assert_eq!(
-            next.iter().map(|s| (s.unit, s.item)).collect::<Vec<_>>(),
-            vec![(2, 4)]
-        );
+    fn fifo_deals_the_first_items_to_the_units_in_turn() {
+        let config = DeviceConfig {
+            scheduling: Scheduling::Fifo,
+            ..compute_bound(4, 1, 2)
+        };
+        let mut ccm = Ccm::new(&config);
+        let ended = run(&mut ccm, knn(4, 64), 4);
+        let mut by_item: Vec<(u32, u32)> = ended.iter().map(|&(i, u, _)| (i, u)).collect();
+        by_item.sort_unstable();
+        assert_eq!(by_item, vec![(0, 0), (1, 1), (2, 2), (3, 3)]);
     }
 
     #[test]
-    fn item_duration_is_the_larger_of_compute_and_memory_plus_latency() {
-        let ccm = Ccm::new(&DeviceConfig::default());
-        let compute_bound = ItemSpec {
-            cost: firmware::kernels::ItemCost {
-                operations: 1000,
-                bytes: 0,
-            },
-            ..ItemSpec::default()
-        };
-        // 1000 operations x 16 µthreads sharing the unit = 16000 cycles at 2 GHz = 8 µs.
-        assert_eq!(ccm.duration(&compute_bound), Ticks::from_ns(8000 + 100));
-        let memory_bound = ItemSpec {
-            cost: firmware::kernels::ItemCost {
-                operations: 1,
-                bytes: 2400,
-            },
-            ..ItemSpec::default()
-        };
-        // 614.4 GB/s over 256 µthreads = 2.4 GB/s: 2400 bytes take 1 µs.
-        assert_eq!(ccm.duration(&memory_bound), Ticks::from_ns(1000 + 100));
+    fn items_spread_over_the_sub_cores_of_their_unit() {
+        // 4 items on one unit of 4 sub-cores: one per sub-core, so each runs alone.
+        let config = compute_bound(1, 4, 16);
+        let mut ccm = Ccm::new(&config);
+        let ended = run(&mut ccm, knn(4, 64), 4);
+        let end = cycles(&config, 51.0);
+        assert!(ended.iter().all(|&(_, _, at)| at == end), "{ended:?}");
     }
 
     #[test]
     fn busy_time_is_the_union_of_running_items_and_each_item_reports_once() {
-        let mut ccm = Ccm::new(&config(1, 2, Scheduling::Fifo));
-        let started = ccm.dispatch(
-            Ticks::ZERO,
-            knn(2, 1),
-            7,
-            0..2,
-            &firmware::testing::FakeDeviceMemory::new(1 << 20),
-        );
-        let mut memory = firmware::testing::FakeDeviceMemory::new(1 << 20);
-        let end = started.iter().map(|s| s.ends_at).max().unwrap();
-        for s in &started {
-            assert!(ccm
-                .finish(s.ends_at, s.unit, s.item, &mut memory)
-                .is_empty());
-        }
+        let config = config(1, 1, 2, Scheduling::Fifo);
+        let mut ccm = Ccm::new(&config);
+        let ended = run(&mut ccm, knn(2, 64), 2);
+        let end = ended.iter().map(|&(_, _, at)| at).max().unwrap();
         assert_eq!(ccm.busy(end.plus(Ticks(1000))), end);
         assert!(!ccm.is_running());
-        let reported: Vec<u32> = ccm.completions.iter().map(|c| c.item).collect();
+        let mut reported: Vec<u32> = ccm.completions.iter().map(|c| c.item).collect();
+        reported.sort_unstable();
         assert_eq!(reported, vec![0, 1]);
         assert!(ccm
             .completions
             .iter()
-            .all(|c| c.tag == 7 && c.status == shared_abi::Status::Ok));
+            .all(|c| c.tag == 1 && c.status == shared_abi::Status::Ok));
     }
-}
-
-#[cfg(test)]
-mod stage_tests {
-    use super::*;
-    use firmware::kernels::knn::{pack_shape, KnnKernel};
-    use shared_abi::{CommandDescriptor, KernelId};
 
     #[test]
     fn a_later_stage_hands_out_its_own_items_only() {
-        let command = CommandDescriptor {
-            kernel: KernelId::KnnDistance as u32,
-            result_address: 0x8_0000,
-            result_length: 12 * 4,
-            args: [0x1000, 0x4_0000, pack_shape(12, 16), 1],
-            ..CommandDescriptor::default()
-        };
-        let kernel = Kernel::Knn(KnnKernel::decode(&command, 1 << 20).unwrap());
-        let memory = firmware::testing::FakeDeviceMemory::new(1 << 20);
+        let memory = FakeDeviceMemory::new(MEMORY as usize);
         for scheduling in [Scheduling::Rr, Scheduling::Fifo] {
-            let mut ccm = Ccm::new(&DeviceConfig {
-                ccm_units: 2,
-                ccm_uthreads: 4,
-                scheduling,
-                ..DeviceConfig::default()
-            });
-            let started = ccm.dispatch(Ticks::ZERO, kernel, 1, 8..11, &memory);
-            let mut items: Vec<u32> = started.iter().map(|s| s.item).collect();
+            let mut ccm = Ccm::new(&config(2, 2, 2, scheduling));
+            let mut queue = EventQueue::default();
+            ccm.dispatch(Ticks::ZERO, knn(12, 64), 1, 8..11, &memory);
+            let mut memory = FakeDeviceMemory::new(MEMORY as usize);
+            let mut items = Vec::new();
+            loop {
+                for (at, event) in ccm.take_scheduled() {
+                    queue.push(at, event);
+                }
+                let Some((at, event)) = queue.pop() else {
+                    break;
+                };
+                items.extend(ccm.on_event(at, event, &mut memory).iter().map(|e| e.item));
+            }
             items.sort_unstable();
             assert_eq!(items, vec![8, 9, 10], "{scheduling:?}");
         }

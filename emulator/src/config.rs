@@ -14,20 +14,49 @@ pub enum Scheduling {
     Fifo,
 }
 
+/// Most CCM µthreads a configuration may ask for (the model keeps a slot per µthread).
+pub const MAX_UTHREADS: u64 = 1 << 20;
+
+/// Most functional units (or issue slots) of one kind a sub-core may have.
+pub const MAX_UNITS_PER_SUB_CORE: u32 = 1024;
+
 /// Device and link parameters. Times are nanoseconds, frequencies megahertz, bandwidths bytes
 /// per nanosecond (= GB/s).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DeviceConfig {
-    /// CCM processing units.
+    /// CCM processing units (paper Table III: 16).
     pub ccm_units: u32,
-    /// µthreads per CCM processing unit.
-    pub ccm_uthreads: u32,
-    /// CCM clock.
+    /// Sub-cores per processing unit, each with its own instruction queue, issue logic and
+    /// functional units (M²NDP `config/performance/M2NDP/m2ndp.config`: `enable_sub_core=1`,
+    /// `num_sub_core=4`).
+    pub ccm_sub_cores: u32,
+    /// µthread slots per sub-core (paper Table III, "16 µthreads per subcore"; M²NDP
+    /// `uthread_slots=16`, the depth of a sub-core's instruction queue).
+    pub ccm_uthreads_per_sub_core: u32,
+    /// Instructions a sub-core issues per cycle, at most one per µthread (M²NDP
+    /// `max_inst_issue=4`; its issue loop takes one instruction from each µthread in turn).
+    pub ccm_issue_width: u32,
+    /// Scalar units per sub-core: integer, branch and (unified ALU) scalar floating-point
+    /// instructions (M²NDP `num_i_units=2`, `use_unified_alu=1`).
+    pub ccm_scalar_units: u32,
+    /// Scalar address (load/store) units per sub-core (M²NDP `num_address_units=1`).
+    pub ccm_scalar_memory_units: u32,
+    /// Vector units per sub-core: vector arithmetic of every type, moves and reductions
+    /// (M²NDP `num_v_f_units=1`, which also takes vector integer operations).
+    pub ccm_vector_units: u32,
+    /// Vector address (load/store) units per sub-core (M²NDP `num_v_address_units=1`).
+    pub ccm_vector_memory_units: u32,
+    /// CCM clock (paper Table III: 2 GHz).
     pub ccm_mhz: u64,
-    /// CXL memory bandwidth (DDR5-4800 x 16 channels = 614.4 GB/s).
+    /// CXL memory bandwidth: paper Table III's DDR5-4800 x 16 channels, 4800 MT/s x 8 bytes x
+    /// 16 = 614.4 GB/s, shared by the µthreads that have device-memory traffic outstanding.
     pub ccm_memory_gbps: f64,
-    /// Latency of a device DRAM access, charged once per work item.
+    /// Latency added once per work item for its first device-memory access, which the
+    /// bandwidth share does not cover: a DDR5-4800 row miss (tRP + tRCD + CL = 3 x 16.25 ns at
+    /// JEDEC 40-39-39) plus the unit's cache and crossbar traversal (M²NDP L1 and L2 hit
+    /// latencies of 4 and 8 cycles, the crossbar) and the controller's queueing; our
+    /// round figure of that sum.
     pub ccm_memory_latency_ns: u64,
     /// Device memory size in MiB (data sets, results and the firmware scratch area).
     pub device_memory_mib: u64,
@@ -60,7 +89,13 @@ impl Default for DeviceConfig {
     fn default() -> Self {
         DeviceConfig {
             ccm_units: 16,
-            ccm_uthreads: 16,
+            ccm_sub_cores: 4,
+            ccm_uthreads_per_sub_core: 16,
+            ccm_issue_width: 4,
+            ccm_scalar_units: 2,
+            ccm_scalar_memory_units: 1,
+            ccm_vector_units: 1,
+            ccm_vector_memory_units: 1,
             ccm_mhz: 2000,
             ccm_memory_gbps: 614.4,
             ccm_memory_latency_ns: 100,
@@ -84,7 +119,22 @@ impl DeviceConfig {
     pub fn validate(&self) -> Result<(), String> {
         let positive = [
             ("ccm_units", u64::from(self.ccm_units)),
-            ("ccm_uthreads", u64::from(self.ccm_uthreads)),
+            ("ccm_sub_cores", u64::from(self.ccm_sub_cores)),
+            (
+                "ccm_uthreads_per_sub_core",
+                u64::from(self.ccm_uthreads_per_sub_core),
+            ),
+            ("ccm_issue_width", u64::from(self.ccm_issue_width)),
+            ("ccm_scalar_units", u64::from(self.ccm_scalar_units)),
+            (
+                "ccm_scalar_memory_units",
+                u64::from(self.ccm_scalar_memory_units),
+            ),
+            ("ccm_vector_units", u64::from(self.ccm_vector_units)),
+            (
+                "ccm_vector_memory_units",
+                u64::from(self.ccm_vector_memory_units),
+            ),
             ("ccm_mhz", self.ccm_mhz),
             ("firmware_mhz", self.firmware_mhz),
             ("device_memory_mib", self.device_memory_mib),
@@ -101,6 +151,27 @@ impl DeviceConfig {
             if !(value.is_finite() && value > 0.0) {
                 return Err(format!(
                     "device.{name} must be a positive number, not {value}"
+                ));
+            }
+        }
+        let uthreads = u64::from(self.ccm_units)
+            .saturating_mul(u64::from(self.ccm_sub_cores))
+            .saturating_mul(u64::from(self.ccm_uthreads_per_sub_core));
+        if uthreads > MAX_UTHREADS {
+            return Err(format!(
+                "device.ccm_units x ccm_sub_cores x ccm_uthreads_per_sub_core = {uthreads} µthreads; the model allows at most {MAX_UTHREADS}"
+            ));
+        }
+        for (name, value) in [
+            ("ccm_issue_width", self.ccm_issue_width),
+            ("ccm_scalar_units", self.ccm_scalar_units),
+            ("ccm_scalar_memory_units", self.ccm_scalar_memory_units),
+            ("ccm_vector_units", self.ccm_vector_units),
+            ("ccm_vector_memory_units", self.ccm_vector_memory_units),
+        ] {
+            if value > MAX_UNITS_PER_SUB_CORE {
+                return Err(format!(
+                    "device.{name} = {value}; a sub-core has at most {MAX_UNITS_PER_SUB_CORE}"
                 ));
             }
         }

@@ -559,7 +559,7 @@ impl Emulator {
                 step = false;
             }
             Event::Firmware(event) => hw.host_events.push_back(event),
-            Event::ItemDone { unit, item } => hw.item_done(unit, item),
+            Event::Ccm(event) => step = hw.ccm_event(event),
             Event::DmaPrepared { tag, request } => {
                 hw.send_request(tag, request);
                 step = false;

@@ -4,7 +4,7 @@
 //! the CCM, the DMA engine, the link, the mailbox registers and the event queue. The firmware
 //! borrows it for each [`firmware::Firmware::step`].
 
-use crate::ccm::{Ccm, Started};
+use crate::ccm::{Ccm, CcmEvent};
 use crate::config::DeviceConfig;
 use crate::dma::DmaEngineModel;
 use crate::dram::DeviceDram;
@@ -61,13 +61,9 @@ pub enum Event {
     },
     /// The firmware may look at a host event (after its handling latency).
     Firmware(HostEvent),
-    /// A work item finishes.
-    ItemDone {
-        /// Processing unit.
-        unit: u32,
-        /// Item.
-        item: u32,
-    },
+    /// A CCM event: a projected end of an item's instructions or memory traffic, or an
+    /// item's end.
+    Ccm(CcmEvent),
     /// A DMA request finished preparation and goes on the wire.
     DmaPrepared {
         /// Its tag.
@@ -149,29 +145,24 @@ pub struct Hardware {
 }
 
 impl Hardware {
-    fn schedule_started(&mut self, started: Vec<Started>) {
-        if let Some(trace) = self.trace.as_deref_mut() {
-            let tag = self.ccm.running_tag().unwrap_or(0);
-            for item in &started {
-                trace.item(item.unit, tag, item.item, self.now, item.ends_at);
-            }
-        }
-        for item in started {
-            self.queue.push(
-                item.ends_at,
-                Event::ItemDone {
-                    unit: item.unit,
-                    item: item.item,
-                },
-            );
+    /// Moves the CCM's newly scheduled events into the event queue.
+    fn schedule_ccm(&mut self) {
+        for (at, event) in self.ccm.take_scheduled() {
+            self.queue.push(at, Event::Ccm(event));
         }
     }
 
-    /// An item finished now.
-    pub fn item_done(&mut self, unit: u32, item: u32) {
+    /// A CCM event is due now; returns whether an item ended (the firmware has work).
+    pub fn ccm_event(&mut self, event: CcmEvent) -> bool {
         let now = self.now;
-        let started = self.ccm.finish(now, unit, item, &mut self.dram);
-        self.schedule_started(started);
+        let ended = self.ccm.on_event(now, event, &mut self.dram);
+        self.schedule_ccm();
+        if let Some(trace) = self.trace.as_deref_mut() {
+            for item in &ended {
+                trace.item(item.unit, item.tag, item.item, item.started, now);
+            }
+        }
+        !ended.is_empty()
     }
 
     /// A prepared request goes on the wire.
@@ -361,14 +352,14 @@ impl ComputeUnits for Hardware {
         let mut command = launch.command;
         command.flags = 0;
         let kernel = firmware::kernels::Kernel::decode(&command, &self.dram)?;
-        let started = self.ccm.dispatch(
+        self.ccm.dispatch(
             self.now,
             kernel,
             launch.command.tag,
             launch.item_range(),
             &self.dram,
         );
-        self.schedule_started(started);
+        self.schedule_ccm();
         Ok(())
     }
 

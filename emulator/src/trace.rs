@@ -167,7 +167,9 @@ impl DeviceTrace {
     /// An empty trace for a device of `config`.
     pub fn new(config: &DeviceConfig) -> DeviceTrace {
         DeviceTrace {
-            uthreads: config.ccm_uthreads,
+            uthreads: config
+                .ccm_sub_cores
+                .saturating_mul(config.ccm_uthreads_per_sub_core),
             item_lanes: vec![Vec::new(); config.ccm_units as usize],
             ..DeviceTrace::default()
         }
@@ -280,7 +282,8 @@ mod tests {
     fn an_item_takes_the_lowest_lane_free_at_its_start() {
         let mut trace = DeviceTrace::new(&DeviceConfig {
             ccm_units: 2,
-            ccm_uthreads: 2,
+            ccm_sub_cores: 1,
+            ccm_uthreads_per_sub_core: 2,
             ..DeviceConfig::default()
         });
         trace.item(0, 1, 0, Ticks(0), Ticks(10));

@@ -233,10 +233,13 @@ pub fn render(evaluation: &Evaluation, command: &str) -> String {
         ),
         (
             "CCM processing units x µthreads, clock",
-            "16 x 16, 2 GHz",
+            "16 x 16 (\"16 µthreads per subcore\", M²NDP: 4 sub-cores), 2 GHz",
             format!(
-                "{} x {}, {} MHz",
-                c.device.ccm_units, c.device.ccm_uthreads, c.device.ccm_mhz
+                "{} x {} sub-cores x {} µthreads, {} MHz",
+                c.device.ccm_units,
+                c.device.ccm_sub_cores,
+                c.device.ccm_uthreads_per_sub_core,
+                c.device.ccm_mhz
             ),
         ),
         (

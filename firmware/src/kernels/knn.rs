@@ -35,15 +35,16 @@
 //!
 //! # Arithmetic and summation order (bit-exact contract with the host reference)
 //!
-//! The modelled µthread computes a distance with 16-lane (512-bit) `f32` vector instructions, and
+//! The modelled µthread computes a distance with 8-lane (256-bit, M²NDP's `simd_width`) `f32`
+//! vector instructions, and
 //! [`DistanceAccumulator`] reproduces that order exactly, in `f32`:
 //!
-//! 1. Element `j` of the vectors (counting from 0) belongs to lane `j % 16`.
+//! 1. Element `j` of the vectors (counting from 0) belongs to lane `j % 8`.
 //! 2. For `j = 0, 1, 2, ...` in increasing order: `d = a[j] - b[j]` (one `f32` subtraction,
-//!    rounded), then `lane[j % 16] = fma(d, d, lane[j % 16])` (one fused multiply-add, rounded
+//!    rounded), then `lane[j % 8] = fma(d, d, lane[j % 8])` (one fused multiply-add, rounded
 //!    once, as a `vfmacc.vv` does). Every lane starts at `+0.0`.
 //! 3. The ordered horizontal reduction (`vfredosum`): `s = +0.0`, then `s = s + lane[0]`,
-//!    `s = s + lane[1]`, ..., `s = s + lane[15]`, each addition rounded in `f32`.
+//!    `s = s + lane[1]`, ..., `s = s + lane[7]`, each addition rounded in `f32`.
 //!
 //! The host reference (crate `workloads`) calls the same [`squared_distance`], so device and
 //! reference results are bit-identical; any other order (a plain sequential sum, `f64`
@@ -54,12 +55,13 @@ use crate::kernels::ranges::{checked_range, offset_address, overlaps};
 use crate::kernels::{ItemCost, ItemSpec};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
 
-/// Vector lanes of the modelled µthread (`f32` lanes per vector instruction). `dim` must be a
-/// multiple of it so every vector instruction is full.
-pub const LANES: usize = 16;
+/// Vector lanes of the modelled µthread (`f32` lanes per vector instruction, M²NDP's
+/// `simd_width=256`: [`super::VECTOR_LANES`]). `dim` must be a multiple of it so every vector
+/// instruction is full.
+pub const LANES: usize = super::VECTOR_LANES;
 
 /// Elements the kernel reads per chunk into its stack buffers (one unrolled loop iteration of
-/// the modelled µthread: 4 lane groups). 256 bytes per operand.
+/// the modelled µthread: 8 lane groups). 256 bytes per operand.
 pub const CHUNK_ELEMENTS: usize = 64;
 
 /// Bytes of one `f32` element.
@@ -69,21 +71,34 @@ pub const ELEMENT_BYTES: u64 = 4;
 pub const RESULT_BYTES_PER_ITEM: u32 = 4;
 
 /// Instructions per group of [`LANES`] elements: `vle32.v` of the row chunk from device
-/// memory, `vle32.v` of the query chunk from µthread scratch (the query is copied there on
-/// the item's first touch and is not counted as device-memory bytes), `vfsub.vv` for the
-/// difference and `vfmacc.vv` accumulating its square into the 16 lane partial sums.
-pub const OPERATIONS_PER_LANE_GROUP: u64 = 4;
+/// memory and `vle32.v` of the query chunk from the µthread's scratchpad (the query is copied
+/// there on the item's first touch; no device-memory bytes) on the vector address unit,
+/// `vfsub.vv` for the difference and `vfmacc.vv` accumulating its square into the lane partial
+/// sums on the vector unit. (The structure of M²NDP's own distance-like kernels, e.g.
+/// `examples/benchmarks/kmeans`.)
+pub const PER_LANE_GROUP: ItemCost = ItemCost {
+    vector: 2,
+    vector_memory: 2,
+    ..ItemCost::ZERO
+};
 
 /// Loop control per chunk of [`CHUNK_ELEMENTS`] elements: the inner loop is unrolled over the
-/// chunk's 4 lane groups, leaving one pointer bump, one remaining-count decrement and one
-/// compare-and-branch per chunk.
-pub const OPERATIONS_PER_CHUNK: u64 = 3;
+/// chunk's lane groups, leaving one pointer bump, one remaining-count decrement and one
+/// compare-and-branch per chunk (scalar).
+pub const PER_CHUNK: ItemCost = ItemCost::scalar(3);
 
 /// Fixed instructions per item: item index to (query, row) by a division and a remainder (2),
-/// row, query and result addresses as multiply-adds (6), `vsetvli` and clearing the lane
-/// accumulator (2), loop set-up (2), the ordered horizontal reduction `vfredosum.vs` plus
-/// `vfmv.f.s` (2), the 4-byte result store `fsw` (1) and the return (1).
-pub const FIXED_OPERATIONS: u64 = 16;
+/// row, query and result addresses as multiply-adds (6), `vsetvli` (1), loop set-up (2) and the
+/// return (1) on the scalar units; clearing the lane accumulator (`vmv.v.i`), the ordered
+/// horizontal reduction `vfredosum.vs` and `vfmv.f.s` on the vector unit (3); the 4-byte result
+/// store `fsw` (1, scalar memory). 16 in all.
+pub const FIXED: ItemCost = ItemCost {
+    scalar: 12,
+    scalar_memory: 1,
+    vector: 3,
+    vector_memory: 0,
+    bytes: 0,
+};
 
 /// Alignment every address of the command must have (the `f32` natural alignment).
 pub const ADDRESS_ALIGNMENT: u64 = 4;
@@ -94,25 +109,25 @@ pub const fn pack_shape(rows: u32, dim: u32) -> u64 {
 }
 
 /// The modelled cost of one item of a launch with vectors of `dim` elements: see
-/// [`OPERATIONS_PER_LANE_GROUP`], [`OPERATIONS_PER_CHUNK`] and [`FIXED_OPERATIONS`]; the
-/// bytes are the row's `dim * 4` bytes read plus the 4-byte result written (the query lives in
-/// scratch after the first touch and is not counted). Saturates instead of overflowing.
+/// [`PER_LANE_GROUP`], [`PER_CHUNK`] and [`FIXED`]; the bytes are the row's `dim * 4` bytes
+/// read plus the 4-byte result written (the query lives in scratch after the first touch and
+/// is not counted). Saturates instead of overflowing.
 pub fn item_cost(dim: u32) -> ItemCost {
     let dim = u64::from(dim);
     let lane_groups = dim.div_ceil(LANES as u64);
     let chunks = dim.div_ceil(CHUNK_ELEMENTS as u64);
-    let operations = lane_groups
-        .saturating_mul(OPERATIONS_PER_LANE_GROUP)
-        .saturating_add(chunks.saturating_mul(OPERATIONS_PER_CHUNK))
-        .saturating_add(FIXED_OPERATIONS);
-    let bytes = dim
-        .saturating_mul(ELEMENT_BYTES)
-        .saturating_add(u64::from(RESULT_BYTES_PER_ITEM));
-    ItemCost { operations, bytes }
+    PER_LANE_GROUP
+        .times(lane_groups)
+        .plus(PER_CHUNK.times(chunks))
+        .plus(FIXED)
+        .plus(ItemCost::bytes(
+            dim.saturating_mul(ELEMENT_BYTES)
+                .saturating_add(u64::from(RESULT_BYTES_PER_ITEM)),
+        ))
 }
 
 /// The running state of one squared L2 distance in the kernel's fixed summation order (see
-/// the module docs): 16 lane partial sums and the lane the next element goes to. Feeding the
+/// the module docs): [`LANES`] lane partial sums and the lane the next element goes to. Feeding the
 /// elements in several calls of [`DistanceAccumulator::add`] gives exactly the result of one
 /// call with all of them.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -467,11 +482,12 @@ mod tests {
         let spec = kernel.item(7).unwrap();
         assert_eq!(spec.result_offset, 28);
         assert_eq!(spec.result_length, 4);
-        // 80 elements: 5 lane groups, 2 chunks.
+        // 80 elements: 10 lane groups, 2 chunks.
         assert_eq!(
-            spec.cost.operations,
-            5 * OPERATIONS_PER_LANE_GROUP + 2 * OPERATIONS_PER_CHUNK + FIXED_OPERATIONS
+            spec.cost.instructions(),
+            10 * PER_LANE_GROUP.instructions() + 2 * PER_CHUNK.instructions() + 16
         );
+        assert_eq!(spec.cost.vector, 10 * 2 + 3);
         assert_eq!(spec.cost.bytes, 80 * 4 + 4);
         assert_eq!(kernel.item(15), Err(Status::ArgumentOutOfRange));
         assert_eq!(kernel.item(u32::MAX), Err(Status::ArgumentOutOfRange));
@@ -480,7 +496,10 @@ mod tests {
     #[test]
     fn knn_a_item_cost() {
         let cost = item_cost(2048);
-        assert_eq!(cost.operations, 128 * 4 + 32 * 3 + 16);
+        // 256 lane groups of 8, 32 chunks of 64 elements.
+        assert_eq!(cost.instructions(), 256 * 4 + 32 * 3 + 16);
+        assert_eq!(cost.vector, 256 * 2 + 3);
+        assert_eq!(cost.vector_memory, 256 * 2);
         assert_eq!(cost.bytes, 2048 * 4 + 4);
     }
 

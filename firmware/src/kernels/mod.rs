@@ -1,9 +1,10 @@
 //! Device compute kernels.
 //!
 //! A launch is split by the CCM scheduler into *work items*; each item runs on one µthread,
-//! produces one contiguous range of the launch's result space, and has a cost (operations and
-//! bytes) from which the emulator derives its duration. The kernel code really runs: results
-//! in device memory are the real answer the host verifies.
+//! produces one contiguous range of the launch's result space, and has a cost ([`ItemCost`]:
+//! instructions by functional unit, and bytes) from which the emulator derives its duration.
+//! The kernel code really runs: results in device memory are the real answer the host
+//! verifies.
 //!
 //! Adding a kernel: a module here, a [`shared_abi::KernelId`] variant, and an arm in each
 //! method of [`Kernel`].
@@ -37,13 +38,125 @@ use core::ops::Range;
 use crate::hal::DeviceMemory;
 use shared_abi::{CommandDescriptor, KernelId, Status};
 
-/// The modelled cost of one work item.
+/// Vector lanes of a CCM µthread: `f32` (or `u32`) elements per vector instruction. M²NDP's
+/// performance configuration (`config/performance/M2NDP/m2ndp.config`) has `simd_width=256`
+/// bits, 8 lanes of 32 bits, as its kernels' `vle32.v` over 32-byte packets show. Every kernel's
+/// vector arithmetic (and so its summation order, the bit-exact contract with the host
+/// references) is written for this width.
+pub const VECTOR_LANES: usize = 8;
+
+/// The modelled cost of one work item: the instructions its µthread issues, by the functional
+/// unit of an M²NDP sub-core that executes them, and the bytes of device memory it moves.
+///
+/// The classes follow M²NDP's execution unit (`src/execution_unit.cc`, `get_unit`) and its
+/// performance configuration: scalar integer, floating-point (`use_unified_alu=1`) and branch
+/// instructions go to the two scalar units (`num_i_units=2`); scalar loads and stores to the
+/// address unit (`num_address_units=1`); vector arithmetic of every type, vector moves,
+/// masks and reductions to the one vector unit (`num_v_f_units=1`; M²NDP sends vector integer
+/// operations there too); vector loads and stores, unit-stride or indexed, to the vector address
+/// unit (`num_v_address_units=1`). The emulator turns these counts into a duration with the
+/// sub-core's issue width and unit counts and the µthreads sharing it (`emulator::ccm`).
+/// Special-function instructions (division, square root, exponent) are counted in the class
+/// of their operands (scalar or vector); their longer initiation interval is not modelled.
+///
+/// `bytes` is device-memory traffic in DRAM bursts: a streamed array costs its size, a random
+/// 4-byte access a whole burst (see [`sssp::RANDOM_ACCESS_BYTES`]); reads of the µthread's
+/// scratchpad cost instructions but no bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ItemCost {
-    /// Instructions the µthread issues.
-    pub operations: u64,
+    /// Scalar integer, floating-point and branch instructions.
+    pub scalar: u64,
+    /// Scalar loads and stores.
+    pub scalar_memory: u64,
+    /// Vector arithmetic, logic, move, mask and reduction instructions.
+    pub vector: u64,
+    /// Vector loads and stores (unit-stride, strided or indexed).
+    pub vector_memory: u64,
     /// Bytes of device memory the item reads and writes.
     pub bytes: u64,
+}
+
+impl ItemCost {
+    /// No work.
+    pub const ZERO: ItemCost = ItemCost {
+        scalar: 0,
+        scalar_memory: 0,
+        vector: 0,
+        vector_memory: 0,
+        bytes: 0,
+    };
+
+    /// `count` scalar instructions.
+    pub const fn scalar(count: u64) -> ItemCost {
+        ItemCost {
+            scalar: count,
+            ..ItemCost::ZERO
+        }
+    }
+
+    /// `count` scalar loads or stores.
+    pub const fn scalar_memory(count: u64) -> ItemCost {
+        ItemCost {
+            scalar_memory: count,
+            ..ItemCost::ZERO
+        }
+    }
+
+    /// `count` vector arithmetic instructions.
+    pub const fn vector(count: u64) -> ItemCost {
+        ItemCost {
+            vector: count,
+            ..ItemCost::ZERO
+        }
+    }
+
+    /// `count` vector loads or stores.
+    pub const fn vector_memory(count: u64) -> ItemCost {
+        ItemCost {
+            vector_memory: count,
+            ..ItemCost::ZERO
+        }
+    }
+
+    /// `count` bytes of device memory.
+    pub const fn bytes(count: u64) -> ItemCost {
+        ItemCost {
+            bytes: count,
+            ..ItemCost::ZERO
+        }
+    }
+
+    /// Every instruction the µthread issues.
+    pub const fn instructions(&self) -> u64 {
+        self.scalar
+            .saturating_add(self.scalar_memory)
+            .saturating_add(self.vector)
+            .saturating_add(self.vector_memory)
+    }
+
+    /// Both costs together (saturating).
+    #[must_use]
+    pub const fn plus(self, other: ItemCost) -> ItemCost {
+        ItemCost {
+            scalar: self.scalar.saturating_add(other.scalar),
+            scalar_memory: self.scalar_memory.saturating_add(other.scalar_memory),
+            vector: self.vector.saturating_add(other.vector),
+            vector_memory: self.vector_memory.saturating_add(other.vector_memory),
+            bytes: self.bytes.saturating_add(other.bytes),
+        }
+    }
+
+    /// `count` times this cost (saturating).
+    #[must_use]
+    pub const fn times(self, count: u64) -> ItemCost {
+        ItemCost {
+            scalar: self.scalar.saturating_mul(count),
+            scalar_memory: self.scalar_memory.saturating_mul(count),
+            vector: self.vector.saturating_mul(count),
+            vector_memory: self.vector_memory.saturating_mul(count),
+            bytes: self.bytes.saturating_mul(count),
+        }
+    }
 }
 
 /// One work item: the result bytes it produces and its cost.

@@ -235,7 +235,13 @@ pub fn qkv_item_cost(hidden: u32, rows: u32) -> ItemCost {
     let bytes = hidden
         .saturating_mul(3 * ELEMENT_BYTES)
         .saturating_add(rows.saturating_mul(row_bytes));
-    ItemCost { operations, bytes }
+    // Interim: every instruction counted as scalar until this kernel's cost is split by
+    // functional unit.
+    ItemCost {
+        scalar: operations,
+        bytes,
+        ..ItemCost::ZERO
+    }
 }
 
 /// Stage 1 item of `tokens` tokens: the query loaded once into registers, then per token a
@@ -255,7 +261,13 @@ pub fn score_item_cost(head_dim: u32, tokens: u32) -> ItemCost {
     let bytes = head_dim
         .saturating_mul(ELEMENT_BYTES)
         .saturating_add(tokens.saturating_mul(token_bytes));
-    ItemCost { operations, bytes }
+    // Interim: every instruction counted as scalar until this kernel's cost is split by
+    // functional unit.
+    ItemCost {
+        scalar: operations,
+        bytes,
+        ..ItemCost::ZERO
+    }
 }
 
 /// Stage 2 item over `tokens` tokens: the max and exponent passes over the scores (read once
@@ -276,7 +288,13 @@ pub fn value_item_cost(tokens: u32) -> ItemCost {
     let bytes = tokens
         .saturating_mul(ELEMENT_BYTES.saturating_add(lane_bytes))
         .saturating_add(lane_bytes);
-    ItemCost { operations, bytes }
+    // Interim: every instruction counted as scalar until this kernel's cost is split by
+    // functional unit.
+    ItemCost {
+        scalar: operations,
+        bytes,
+        ..ItemCost::ZERO
+    }
 }
 
 /// Stage 3 item of `rows` rows of one head's partial: the head's attention output (`head_dim`
@@ -308,7 +326,13 @@ pub fn output_item_cost(head_dim: u32, rows: u32, head_zero: bool) -> ItemCost {
     let bytes = head_dim
         .saturating_mul(ELEMENT_BYTES)
         .saturating_add(rows.saturating_mul(row_bytes));
-    ItemCost { operations, bytes }
+    // Interim: every instruction counted as scalar until this kernel's cost is split by
+    // functional unit.
+    ItemCost {
+        scalar: operations,
+        bytes,
+        ..ItemCost::ZERO
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1502,7 +1526,7 @@ mod tests {
         for item in 0..20 {
             let spec = kernel.item(item, &memory).unwrap();
             assert_eq!((spec.result_offset, spec.result_length), (0, 0));
-            assert!(spec.cost.operations > 0 && spec.cost.bytes > 0);
+            assert!(spec.cost.instructions() > 0 && spec.cost.bytes > 0);
         }
         // Local item i: head i % 2, rows [5 (i / 2), ..): the heads alternate, each item's
         // result is contiguous inside its head's partial, and together they tile [2][32] f32.
@@ -1546,22 +1570,22 @@ mod tests {
         // Stage 0: 30 rows of 2560 (160 groups, 40 unrolled iterations).
         let qkv = qkv_item_cost(2560, 30);
         assert_eq!(
-            qkv.operations,
+            qkv.instructions(),
             160 * 14 + 12 + 30 * (160 * 4 + 40 * 3 + 10) + 16
         );
         assert_eq!(qkv.bytes, 3 * 2560 * 4 + 30 * (2560 + 2) * 4);
         let scores = score_item_cost(80, 128);
-        assert_eq!(scores.operations, 5 + 128 * (5 * 3 + 7) + 16);
+        assert_eq!(scores.instructions(), 5 + 128 * (5 * 3 + 7) + 16);
         assert_eq!(scores.bytes, 80 * 4 + 128 * 81 * 4);
         let values = value_item_cost(1024);
-        assert_eq!(values.operations, 64 * 18 + 1024 * 6 + 9 + 16);
+        assert_eq!(values.instructions(), 64 * 18 + 1024 * 6 + 9 + 16);
         assert_eq!(values.bytes, 1024 * 68 + 64);
         // Stage 3: 320 rows of one head (80 columns, 5 register groups).
         let output = output_item_cost(80, 320, false);
-        assert_eq!(output.operations, 5 + 320 * (5 * 3 + 7) + 16);
+        assert_eq!(output.instructions(), 5 + 320 * (5 * 3 + 7) + 16);
         assert_eq!(output.bytes, 80 * 4 + 320 * 81 * 4);
         let head0 = output_item_cost(80, 320, true);
-        assert_eq!(head0.operations, 5 + 320 * (5 * 3 + 7 + 4) + 16);
+        assert_eq!(head0.instructions(), 5 + 320 * (5 * 3 + 7 + 4) + 16);
         assert_eq!(head0.bytes, 80 * 4 + 320 * (81 * 4 + 8));
     }
 

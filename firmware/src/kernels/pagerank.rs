@@ -116,13 +116,16 @@ impl PageRankParameters {
 /// [`FIXED_OPERATIONS`], [`OPERATIONS_PER_VERTEX`], [`OPERATIONS_PER_ARC`], [`BYTES_PER_VERTEX`]
 /// and [`BYTES_PER_ARC`]. Saturates instead of overflowing.
 pub fn item_cost(vertices: u64, arcs: u64) -> ItemCost {
+    // Interim: every instruction counted as scalar until this kernel's cost is split by
+    // functional unit.
     ItemCost {
-        operations: FIXED_OPERATIONS
+        scalar: FIXED_OPERATIONS
             .saturating_add(vertices.saturating_mul(OPERATIONS_PER_VERTEX))
             .saturating_add(arcs.saturating_mul(OPERATIONS_PER_ARC)),
         bytes: vertices
             .saturating_mul(BYTES_PER_VERTEX)
             .saturating_add(arcs.saturating_mul(BYTES_PER_ARC)),
+        ..ItemCost::ZERO
     }
 }
 
@@ -408,7 +411,7 @@ mod tests {
         let second = kernel.item(1, &memory).unwrap();
         assert_eq!((second.result_offset, second.result_length), (12, 4));
         assert_eq!(
-            second.cost.operations,
+            second.cost.instructions(),
             FIXED_OPERATIONS + OPERATIONS_PER_VERTEX + OPERATIONS_PER_ARC
         );
         assert_eq!(second.cost.bytes, BYTES_PER_VERTEX + BYTES_PER_ARC);

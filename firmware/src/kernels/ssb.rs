@@ -166,7 +166,13 @@ pub fn item_cost(rows: u32) -> ItemCost {
     let bytes = u64::from(rows)
         .saturating_mul(COLUMN_BYTES_PER_ROW)
         .saturating_add(words.saturating_mul(WORD_BYTES));
-    ItemCost { operations, bytes }
+    // Interim: every instruction counted as scalar until this kernel's cost is split by
+    // functional unit.
+    ItemCost {
+        scalar: operations,
+        bytes,
+        ..ItemCost::ZERO
+    }
 }
 
 /// A decoded, validated SSB filter launch.
@@ -504,7 +510,7 @@ mod tests {
         assert_eq!(first.result_length, 16);
         // 128 rows: 2 groups, 1 loop iteration.
         assert_eq!(
-            first.cost.operations,
+            first.cost.instructions(),
             2 * OPERATIONS_PER_WORD + OPERATIONS_PER_LOOP + FIXED_OPERATIONS
         );
         assert_eq!(first.cost.bytes, 8 * 128 + 16);
@@ -522,7 +528,7 @@ mod tests {
     #[test]
     fn item_cost_of_a_paper_scale_item() {
         let cost = item_cost(4096);
-        assert_eq!(cost.operations, 64 * 29 + 16 * 5 + 21);
+        assert_eq!(cost.instructions(), 64 * 29 + 16 * 5 + 21);
         assert_eq!(cost.bytes, 4096 * 8 + 512);
     }
 

@@ -175,13 +175,16 @@ pub const fn pack_frontier(count: u32, stamp: u32) -> u64 {
 /// all: see [`FIXED_OPERATIONS`], [`OPERATIONS_PER_VERTEX`], [`OPERATIONS_PER_ARC`],
 /// [`BYTES_PER_VERTEX`] and [`BYTES_PER_ARC`]. Saturates instead of overflowing.
 pub fn item_cost(vertices: u64, arcs: u64) -> ItemCost {
+    // Interim: every instruction counted as scalar until this kernel's cost is split by
+    // functional unit.
     ItemCost {
-        operations: FIXED_OPERATIONS
+        scalar: FIXED_OPERATIONS
             .saturating_add(vertices.saturating_mul(OPERATIONS_PER_VERTEX))
             .saturating_add(arcs.saturating_mul(OPERATIONS_PER_ARC)),
         bytes: vertices
             .saturating_mul(BYTES_PER_VERTEX)
             .saturating_add(arcs.saturating_mul(BYTES_PER_ARC)),
+        ..ItemCost::ZERO
     }
 }
 
@@ -714,7 +717,7 @@ mod tests {
         let second = kernel.item(1, &memory).unwrap();
         assert_eq!((second.result_offset, second.result_length), (20, 0));
         assert_eq!(
-            second.cost.operations,
+            second.cost.instructions(),
             FIXED_OPERATIONS + OPERATIONS_PER_VERTEX
         );
         assert_eq!(kernel.item(2, &memory), Err(Status::ArgumentOutOfRange));
