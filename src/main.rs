@@ -181,9 +181,14 @@ struct EvalArgs {
     /// A TOML configuration (see `axle config`) as the base of every run.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Real data directory (e.g. ../shared/data).
-    #[arg(long, value_name = "PATH")]
+    /// The real data directory (see shared/data/README.md). Default: ../shared/data relative
+    /// to the current directory, else to the repository root, when it exists; without one,
+    /// every workload uses its seeded generator (and the output says so).
+    #[arg(long, value_name = "DIR", conflicts_with = "no_data")]
     data: Option<PathBuf>,
+    /// Use the seeded generators for every workload, even where real data is found.
+    #[arg(long)]
+    no_data: bool,
     /// Print the tables as one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -222,19 +227,37 @@ fn eval_command(args: EvalArgs) -> anyhow::Result<ExitCode> {
         Some(jobs) => jobs,
         None => std::thread::available_parallelism().map_or(1, usize::from),
     };
-    let started = std::time::Instant::now();
-    let evaluation = axle::eval::evaluate(&axle::eval::EvalOptions {
+    let data = axle::eval::DataChoice::choose(
+        args.data.as_deref(),
+        args.no_data,
+        &axle::eval::default_data_dirs(),
+    )?;
+    let options = axle::eval::EvalOptions {
         figures,
         config,
         workloads: names,
-        data: args.data.clone(),
+        data,
         jobs,
         progress: !args.quiet && !args.json,
-    })?;
+    };
+    let inputs = options.inputs()?;
+    let width = inputs.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
+    let mut message = format!("axle eval: inputs: {}\n", options.data.describe());
+    for (name, input) in &inputs {
+        message.push_str(&format!("  {name:<width$}  {input}\n"));
+    }
+    eprint!("{message}");
+    let started = std::time::Instant::now();
+    let evaluation = axle::eval::evaluate(&options)?;
     let written = axle::eval::write_outputs(&evaluation, &args.out)?;
     if let Some(path) = &args.reproduction {
+        let data = match &args.data {
+            Some(dir) => format!(" --data {}", dir.display()),
+            None if args.no_data => " --no-data".to_owned(),
+            None => String::new(),
+        };
         let command = format!(
-            "axle eval --figure {} --scale {} --reproduction {}",
+            "axle eval --figure {} --scale {}{data} --reproduction {}",
             args.figure,
             evaluation.config.workload.scale,
             path.display()

@@ -364,7 +364,15 @@ fn real_embeddings_knn_b_axle_verifies() {
 #[test]
 fn a_reader_that_goes_away_is_not_a_panic() {
     let mut child = std::process::Command::new(AXLE)
-        .args(["eval", "--scale", "small", "--figure", "10", "--out"])
+        .args([
+            "eval",
+            "--scale",
+            "small",
+            "--figure",
+            "10",
+            "--no-data",
+            "--out",
+        ])
         .arg(std::env::temp_dir().join(format!("axle-cli-eval-{}", std::process::id())))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -1,5 +1,9 @@
-//! `axle eval`: every figure's files at small scale, REPRODUCTION.md, results independent of
-//! `--jobs`, and clear errors for bad arguments.
+//! `axle eval`: every figure's files at small scale, REPRODUCTION.md (its summary computed from
+//! its claims), results independent of `--jobs`, the choice of real data or generators, and
+//! clear errors for bad arguments.
+//!
+//! The tests pass `--no-data` (or a data directory they make) so that they do not depend on
+//! the real data beside the checkout.
 //!
 //! Run: `cargo test --release --test eval`.
 
@@ -8,14 +12,40 @@ use std::process::{Command, Output};
 
 const AXLE: &str = env!("CARGO_BIN_EXE_axle");
 
-fn axle(args: &[&str], out: &Path) -> Output {
-    Command::new(AXLE)
+fn axle_in(args: &[&str], out: &Path, directory: Option<&Path>) -> Output {
+    let mut command = Command::new(AXLE);
+    command
         .args(args)
         .arg("--out")
         .arg(out)
-        .env_remove("RUST_LOG")
+        .env_remove("RUST_LOG");
+    if let Some(directory) = directory {
+        command.current_dir(directory);
+    }
+    command
         .output()
         .unwrap_or_else(|error| panic!("cannot start {AXLE}: {error}"))
+}
+
+fn axle(args: &[&str], out: &Path) -> Output {
+    axle_in(args, out, None)
+}
+
+/// The number before `after` in the line of `text` that contains `line`.
+fn count_in(text: &str, line: &str, after: &str) -> usize {
+    let line = text
+        .lines()
+        .find(|l| l.contains(line))
+        .unwrap_or_else(|| panic!("no line with `{line}`:\n{text}"));
+    let rest = line
+        .split(after)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no `{after}` in {line}"));
+    rest.trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number after `{after}` in {line}"))
 }
 
 /// A fresh directory under the system's temporary directory, removed when dropped.
@@ -56,6 +86,7 @@ fn every_figure_leaves_csv_json_and_svg_and_reproduction_lists_every_claim() {
                 "eval",
                 "--scale",
                 "small",
+                "--no-data",
                 "--reproduction",
                 reproduction.to_str().unwrap(),
             ],
@@ -110,6 +141,55 @@ fn every_figure_leaves_csv_json_and_svg_and_reproduction_lists_every_claim() {
     let reproduction = std::fs::read_to_string(&reproduction).unwrap();
     assert!(reproduction.contains("| 10(a) | KNN (a): AXLE (p1) end-to-end, % of RP | 63.41 |"));
     assert!(!reproduction.contains("not run"), "{reproduction}");
+    // The summary's counts are those of the results table below it.
+    let results = reproduction
+        .split("## The results")
+        .nth(1)
+        .expect("a results section");
+    let rows: Vec<&str> = results.lines().filter(|l| l.starts_with("| 1")).collect();
+    let within_10 = rows.iter().filter(|r| r.contains("(within 10%)")).count();
+    let within_25 = within_10 + rows.iter().filter(|r| r.contains("(within 25%)")).count();
+    let held = rows.iter().filter(|r| r.contains("| held |")).count();
+    let not_held = rows.iter().filter(|r| r.contains("**not held**")).count();
+    let same = rows.iter().filter(|r| r.contains("| same: ")).count();
+    let opposite = rows.iter().filter(|r| r.contains("**opposite**")).count();
+    assert_eq!(
+        count_in(&reproduction, "**Numbers**", "within 10% for"),
+        within_10
+    );
+    assert_eq!(
+        count_in(&reproduction, "**Numbers**", "within 25% for"),
+        within_25
+    );
+    assert_eq!(count_in(&reproduction, "**Statements**", "words):"), held);
+    assert_eq!(
+        count_in(&reproduction, "**Statements**", "of"),
+        held + not_held
+    );
+    assert_eq!(
+        count_in(&reproduction, "**Direction**", "**Direction**:"),
+        same
+    );
+    assert_eq!(
+        count_in(&reproduction, "**Direction**", "of"),
+        same + opposite
+    );
+    // Inequalities and words are held or not, never compared within 10%.
+    for row in rows
+        .iter()
+        .filter(|r| r.contains("| single-digit") || r.contains("| deadlock |"))
+    {
+        assert!(row.contains("held"), "{row}");
+        assert!(!row.contains("within"), "{row}");
+    }
+    // Figure 11 runs Table III's hardware and host 8, CCM 4.
+    let fig11 = std::fs::read_to_string(scratch.0.join("fig11.csv")).unwrap();
+    assert!(fig11.contains("opt-2.7b (4 CCM, 8 host units)"), "{fig11}");
+    assert!(reproduction.contains("## Choices made with a figure in view"));
+    assert!(
+        reproduction.contains("| knn-a | seeded generator"),
+        "{reproduction}"
+    );
 }
 
 #[test]
@@ -123,21 +203,27 @@ fn results_do_not_depend_on_jobs() {
         "--figure",
         "14,16",
         "--workloads",
-        "knn-a,knn-c",
+        "knn-a,knn-c,sssp",
+        "--no-data",
         "--quiet",
+        "--reproduction",
+        "REPRODUCTION.md",
     ];
     let mut first = args.to_vec();
     first.extend(["--jobs", "1"]);
     let mut second = args.to_vec();
     second.extend(["--jobs", "2"]);
-    ok(&axle(&first, &one.0), "--jobs 1");
-    ok(&axle(&second, &two.0), "--jobs 2");
+    // Each run in its own directory, so that the relative REPRODUCTION.md (and the command
+    // it quotes) are the same.
+    ok(&axle_in(&first, &one.0, Some(&one.0)), "--jobs 1");
+    ok(&axle_in(&second, &two.0, Some(&two.0)), "--jobs 2");
     for name in [
         "fig14.csv",
         "fig14.json",
         "fig16a.csv",
         "fig16b.csv",
         "fig16.json",
+        "REPRODUCTION.md",
     ] {
         assert_eq!(
             std::fs::read(one.0.join(name)).unwrap(),
@@ -160,4 +246,140 @@ fn bad_arguments_are_refused_with_what_is_valid() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
     }
+}
+
+#[test]
+fn no_data_runs_the_generators_and_says_so() {
+    let scratch = Scratch::new("nodata");
+    let reproduction = scratch.0.join("REPRODUCTION.md");
+    let output = axle(
+        &[
+            "eval",
+            "--scale",
+            "small",
+            "--figure",
+            "13",
+            "--workloads",
+            "knn-a,sssp",
+            "--no-data",
+            "--quiet",
+            "--reproduction",
+            reproduction.to_str().unwrap(),
+        ],
+        &scratch.0,
+    );
+    ok(&output, "--no-data");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--no-data: every workload uses its seeded generator"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("knn-a") && stderr.contains("seeded generator"),
+        "{stderr}"
+    );
+    let reproduction = std::fs::read_to_string(&reproduction).unwrap();
+    assert!(reproduction.contains("--no-data: every workload uses its seeded generator"));
+    assert!(reproduction.contains("Generated by `axle eval --figure 13 --scale small --no-data"));
+    assert!(
+        reproduction.contains("| sssp | seeded generator"),
+        "{reproduction}"
+    );
+    let json = std::fs::read_to_string(scratch.0.join("fig13.json")).unwrap();
+    assert!(json.contains("\"input\": \"seeded generator"), "{json}");
+}
+
+#[test]
+fn a_bad_data_directory_is_an_error_naming_it() {
+    let scratch = Scratch::new("baddata");
+    let missing = scratch.0.join("no-such-data");
+    let file = scratch.0.join("a-file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    for (path, needle) in [(&missing, "No such file"), (&file, "not a directory")] {
+        let output = axle(
+            &["eval", "--scale", "small", "--data", path.to_str().unwrap()],
+            &scratch.0,
+        );
+        assert!(
+            !output.status.success(),
+            "--data {} succeeded",
+            path.display()
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(&path.display().to_string()) && stderr.contains(needle),
+            "{stderr}"
+        );
+    }
+    // An existing directory without the embeddings KNN needs: an error naming the file.
+    let output = axle(
+        &[
+            "eval",
+            "--scale",
+            "small",
+            "--workloads",
+            "knn-a",
+            "--data",
+            scratch.0.to_str().unwrap(),
+        ],
+        &scratch.0,
+    );
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("bge-m3-1024d-paragraph-queries.vec"),
+        "{stderr}"
+    );
+    let output = axle(&["eval", "--data", "x", "--no-data"], &scratch.0);
+    assert!(!output.status.success(), "--data with --no-data succeeded");
+}
+
+/// With no `--data`, `axle eval` reads `../shared/data` relative to the current directory
+/// when it exists: here a directory of our own, holding a synthetic embeddings file.
+#[test]
+fn the_default_data_directory_beside_the_current_one_is_used() {
+    let scratch = Scratch::new("defaultdata");
+    let work = scratch.0.join("work");
+    let data = scratch.0.join("shared").join("data");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&data).unwrap();
+    // 300 embeddings of 1024 f32 (KNN (a) needs 136 vectors of 2048), finite values.
+    let bytes: Vec<u8> = (0..300 * 1024)
+        .flat_map(|i: u32| (((i * 7919) % 1000) as f32 / 1000.0 - 0.5).to_le_bytes())
+        .collect();
+    std::fs::write(data.join("bge-m3-1024d-paragraph-queries.vec"), bytes).unwrap();
+    let output = axle_in(
+        &[
+            "eval",
+            "--scale",
+            "small",
+            "--figure",
+            "13",
+            "--workloads",
+            "knn-a,ssb-q1.1",
+            "--quiet",
+            "--reproduction",
+            "REPRODUCTION.md",
+        ],
+        &scratch.0.join("out"),
+        Some(&work),
+    );
+    ok(&output, "axle eval with ../shared/data");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("real data from ../shared/data (the default data directory"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("real file ../shared/data/bge-m3-1024d-paragraph-queries.vec"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("no real data set exists"), "{stderr}");
+    let reproduction = std::fs::read_to_string(work.join("REPRODUCTION.md")).unwrap();
+    assert!(
+        reproduction.contains("| knn-a | real file ../shared/data/bge-m3"),
+        "{reproduction}"
+    );
+    let json = std::fs::read_to_string(scratch.0.join("out").join("fig13.json")).unwrap();
+    assert!(json.contains("real file ../shared/data/bge-m3"), "{json}");
 }

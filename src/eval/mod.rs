@@ -5,6 +5,10 @@
 //! the results into tables ([`table`]) and bar charts ([`plot`]); [`write_outputs`] leaves,
 //! per figure, CSV and JSON for each table and one SVG per chart; [`reproduction`] writes
 //! REPRODUCTION.md, the paper's Section V numbers beside ours.
+//!
+//! Inputs: the real data sets (`shared/data`, see its README) are used by default when the
+//! directory is found ([`DataChoice`]); every workload says which input it used
+//! ([`EvalOptions::inputs`]): a real file, or its seeded generator and why.
 
 pub mod figures;
 pub mod plot;
@@ -21,6 +25,98 @@ use sweep::{Outcome, Point, Results};
 
 pub use figures::POLLING_INTERVALS_NS;
 
+/// The real data directory `axle eval` looks for when no `--data` is given, relative to the
+/// current directory and then to the repository root (the layout of `shared/data` beside the
+/// checkout).
+pub const DEFAULT_DATA_DIR: &str = "../shared/data";
+
+/// Where the default data directory is looked for, in order: [`DEFAULT_DATA_DIR`] relative
+/// to the current directory, then relative to the repository root this binary was built
+/// from.
+pub fn default_data_dirs() -> Vec<PathBuf> {
+    vec![
+        PathBuf::from(DEFAULT_DATA_DIR),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(DEFAULT_DATA_DIR),
+    ]
+}
+
+/// Where `axle eval`'s real inputs come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DataChoice {
+    /// `--data DIR`.
+    Given(PathBuf),
+    /// The default directory, found at this path.
+    Found(PathBuf),
+    /// No `--data` and no default directory at any of these paths: every workload uses its
+    /// seeded generator.
+    NotFound(Vec<PathBuf>),
+    /// `--no-data`: every workload uses its seeded generator.
+    Disabled,
+}
+
+impl DataChoice {
+    /// Chooses the data directory: `given` (`--data`) if any, which must be a readable
+    /// directory; none with `no_data` (`--no-data`); otherwise the first of `defaults` that is
+    /// a directory, or none (not an error).
+    pub fn choose(
+        given: Option<&Path>,
+        no_data: bool,
+        defaults: &[PathBuf],
+    ) -> anyhow::Result<DataChoice> {
+        match (given, no_data) {
+            (Some(_), true) => anyhow::bail!("--data and --no-data exclude each other"),
+            (Some(path), false) => {
+                let metadata = std::fs::metadata(path)
+                    .with_context(|| format!("--data {}", path.display()))?;
+                if !metadata.is_dir() {
+                    anyhow::bail!(
+                        "--data {}: not a directory (axle eval takes the directory holding the data files, e.g. {DEFAULT_DATA_DIR})",
+                        path.display()
+                    );
+                }
+                std::fs::read_dir(path)
+                    .with_context(|| format!("--data {}: cannot read it", path.display()))?;
+                Ok(DataChoice::Given(path.to_path_buf()))
+            }
+            (None, true) => Ok(DataChoice::Disabled),
+            (None, false) => Ok(defaults.iter().find(|path| path.is_dir()).map_or_else(
+                || DataChoice::NotFound(defaults.to_vec()),
+                |path| DataChoice::Found(path.clone()),
+            )),
+        }
+    }
+
+    /// The directory the runs read, if any.
+    pub fn directory(&self) -> Option<&Path> {
+        match self {
+            DataChoice::Given(path) | DataChoice::Found(path) => Some(path),
+            DataChoice::NotFound(_) | DataChoice::Disabled => None,
+        }
+    }
+
+    /// One sentence saying where the inputs come from.
+    pub fn describe(&self) -> String {
+        match self {
+            DataChoice::Given(path) => format!("real data from {} (--data)", path.display()),
+            DataChoice::Found(path) => format!(
+                "real data from {} (the default data directory; --data DIR or --no-data to change)",
+                path.display()
+            ),
+            DataChoice::NotFound(tried) => format!(
+                "no data directory found (tried {}): every workload uses its seeded generator (--data DIR to give one)",
+                tried
+                    .iter()
+                    .map(|path| path.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            DataChoice::Disabled => {
+                "--no-data: every workload uses its seeded generator".to_owned()
+            }
+        }
+    }
+}
+
 /// What to evaluate.
 #[derive(Clone, Debug)]
 pub struct EvalOptions {
@@ -30,12 +126,43 @@ pub struct EvalOptions {
     pub config: AxleConfig,
     /// The workloads (Table IV order).
     pub workloads: Vec<String>,
-    /// Real data directory.
-    pub data: Option<PathBuf>,
+    /// Where the real inputs come from.
+    pub data: DataChoice,
     /// Parallel runs.
     pub jobs: usize,
     /// Show a progress bar on standard error.
     pub progress: bool,
+}
+
+impl EvalOptions {
+    /// Each workload's input, as its runs will read it. A real file that is not there is an
+    /// error naming it (before any run starts).
+    pub fn inputs(&self) -> anyhow::Result<Vec<(String, workloads::Input)>> {
+        let options = workloads::WorkloadOptions {
+            scale: self.config.workload.scale,
+            seed: self.config.workload.seed,
+            data_dir: self.data.directory().map(Path::to_path_buf),
+            queries: Some(self.config.workload.queries),
+            k: Some(self.config.workload.k),
+            task_rows: Some(self.config.workload.task_rows),
+        };
+        let mut inputs = Vec::new();
+        for name in &self.workloads {
+            let input = workloads::input(name, &options)
+                .with_context(|| format!("internal: no input description for {name}"))?;
+            if let workloads::Input::File { path, .. } = &input {
+                if !path.is_file() {
+                    anyhow::bail!(
+                        "{name}: its real input {} is not there ({}); --no-data runs the seeded generators",
+                        path.display(),
+                        self.data.describe()
+                    );
+                }
+            }
+            inputs.push((name.clone(), input));
+        }
+        Ok(inputs)
+    }
 }
 
 /// What `axle eval` produced.
@@ -49,10 +176,17 @@ pub struct Evaluation {
     pub results: Results,
     /// The base configuration.
     pub config: AxleConfig,
+    /// The workloads, in Table IV order.
+    pub workloads: Vec<String>,
+    /// Where the real inputs came from.
+    pub data: DataChoice,
+    /// Each workload's input.
+    pub inputs: Vec<(String, workloads::Input)>,
 }
 
 /// Runs the sweep and assembles the figures.
 pub fn evaluate(options: &EvalOptions) -> anyhow::Result<Evaluation> {
+    let inputs = options.inputs()?;
     let workloads: Vec<&str> = options.workloads.iter().map(String::as_str).collect();
     let mut runs = Vec::new();
     for figure in &options.figures {
@@ -61,7 +195,17 @@ pub fn evaluate(options: &EvalOptions) -> anyhow::Result<Evaluation> {
         }
     }
     let points: Vec<Point> = runs.iter().map(|(_, point)| point.clone()).collect();
-    let results = sweep::run_all(&points, &options.data, options.jobs, options.progress)?;
+    // Only the workloads that read a real file get the data directory: the others would
+    // ignore it (and say so in a log line per run); their input already says why.
+    let data: std::collections::BTreeMap<String, PathBuf> = match options.data.directory() {
+        Some(directory) => inputs
+            .iter()
+            .filter(|(_, input)| input.is_file())
+            .map(|(name, _)| (name.clone(), directory.to_path_buf()))
+            .collect(),
+        None => Default::default(),
+    };
+    let results = sweep::run_all(&points, &data, options.jobs, options.progress)?;
     let mut figures = Vec::new();
     for figure in &options.figures {
         figures.push(
@@ -75,6 +219,9 @@ pub fn evaluate(options: &EvalOptions) -> anyhow::Result<Evaluation> {
         runs,
         results,
         config: options.config.clone(),
+        workloads: options.workloads.clone(),
+        data: options.data.clone(),
+        inputs,
     })
 }
 
@@ -102,6 +249,8 @@ struct RunRecord<'a> {
     scheduling: String,
     ccm_units: u32,
     host_units: u32,
+    /// The workload's input: a real file or its seeded generator.
+    input: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     metrics: Option<&'a host_runtime::RunMetrics>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -150,6 +299,11 @@ pub fn write_outputs(evaluation: &Evaluation, directory: &Path) -> anyhow::Resul
                 scheduling: format!("{:?}", config.device.scheduling).to_lowercase(),
                 ccm_units: config.device.ccm_units,
                 host_units: config.host.host_units,
+                input: evaluation
+                    .inputs
+                    .iter()
+                    .find(|(name, _)| *name == point.workload)
+                    .map_or_else(String::new, |(_, input)| input.to_string()),
                 metrics: match outcome {
                     Outcome::Done(report) => Some(&report.metrics),
                     Outcome::Deadlock(_) => None,
@@ -179,4 +333,114 @@ pub fn write_outputs(evaluation: &Evaluation, directory: &Path) -> anyhow::Resul
         }
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh directory under the system's temporary directory, removed when dropped.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let path =
+                std::env::temp_dir().join(format!("axle-data-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&path);
+            std::fs::create_dir_all(&path).expect("scratch directory");
+            Scratch(path)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn the_first_default_directory_that_exists_is_used() {
+        let scratch = Scratch::new("found");
+        let missing = scratch.0.join("missing");
+        let found = scratch.0.join("data");
+        std::fs::create_dir_all(&found).unwrap();
+        let later = scratch.0.clone();
+        let choice =
+            DataChoice::choose(None, false, &[missing.clone(), found.clone(), later]).unwrap();
+        assert_eq!(choice, DataChoice::Found(found.clone()));
+        assert_eq!(choice.directory(), Some(found.as_path()));
+        assert!(choice.describe().contains("default data directory"));
+    }
+
+    #[test]
+    fn a_missing_default_directory_falls_back_to_the_generators_and_says_so() {
+        let scratch = Scratch::new("missing");
+        let missing = vec![scratch.0.join("a"), scratch.0.join("b")];
+        let choice = DataChoice::choose(None, false, &missing).unwrap();
+        assert_eq!(choice, DataChoice::NotFound(missing.clone()));
+        assert_eq!(choice.directory(), None);
+        let text = choice.describe();
+        assert!(
+            text.contains("seeded generator") && text.contains(&missing[1].display().to_string()),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn no_data_wins_over_a_default_directory_that_exists() {
+        let scratch = Scratch::new("disabled");
+        let choice = DataChoice::choose(None, true, std::slice::from_ref(&scratch.0)).unwrap();
+        assert_eq!(choice, DataChoice::Disabled);
+        assert_eq!(choice.directory(), None);
+    }
+
+    #[test]
+    fn a_given_directory_must_exist_and_be_a_directory() {
+        let scratch = Scratch::new("given");
+        let missing = scratch.0.join("no-such-dir");
+        let error = DataChoice::choose(Some(&missing), false, &[]).unwrap_err();
+        assert!(
+            format!("{error:#}").contains(&missing.display().to_string()),
+            "{error:#}"
+        );
+        let file = scratch.0.join("file");
+        std::fs::write(&file, b"x").unwrap();
+        let error = DataChoice::choose(Some(&file), false, &[]).unwrap_err();
+        let text = format!("{error:#}");
+        assert!(
+            text.contains("not a directory") && text.contains(&file.display().to_string()),
+            "{text}"
+        );
+        assert_eq!(
+            DataChoice::choose(Some(&scratch.0), false, &[]).unwrap(),
+            DataChoice::Given(scratch.0.clone())
+        );
+    }
+
+    #[test]
+    fn a_real_file_missing_from_the_data_directory_is_an_error_naming_it() {
+        let scratch = Scratch::new("incomplete");
+        let options = EvalOptions {
+            figures: vec![Figure::F10],
+            config: AxleConfig::default(),
+            workloads: vec!["knn-a".into(), "ssb-q1.1".into()],
+            data: DataChoice::Given(scratch.0.clone()),
+            jobs: 1,
+            progress: false,
+        };
+        let error = options.inputs().unwrap_err().to_string();
+        assert!(
+            error.contains("knn-a") && error.contains(workloads::knn::data::EMBEDDINGS_FILE),
+            "{error}"
+        );
+        let options = EvalOptions {
+            data: DataChoice::Disabled,
+            ..options
+        };
+        let inputs = options.inputs().unwrap();
+        assert!(
+            inputs.iter().all(|(_, input)| !input.is_file()),
+            "{inputs:?}"
+        );
+    }
 }

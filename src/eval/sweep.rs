@@ -93,11 +93,12 @@ impl Results {
     }
 }
 
-/// Runs every distinct point of `points` on `jobs` threads. A run that fails (other than
+/// Runs every distinct point of `points` on `jobs` threads, each workload with its real data
+/// path from `data` (a workload not in it uses its generator). A run that fails (other than
 /// with a detected deadlock) or gives a wrong answer fails the sweep, naming it.
 pub fn run_all(
     points: &[Point],
-    data: &Option<PathBuf>,
+    data: &BTreeMap<String, PathBuf>,
     jobs: usize,
     progress: bool,
 ) -> anyhow::Result<Results> {
@@ -141,12 +142,12 @@ pub fn run_all(
     Ok(results)
 }
 
-fn one(point: &Point, data: &Option<PathBuf>) -> anyhow::Result<Outcome> {
+fn one(point: &Point, data: &BTreeMap<String, PathBuf>) -> anyhow::Result<Outcome> {
     let request = RunRequest {
         workload: point.workload.clone(),
         mode: point.mode,
         config: point.config.clone(),
-        data: data.clone(),
+        data: data.get(&point.workload).cloned(),
     };
     match run(&request) {
         Ok(report) if report.verified => Ok(Outcome::Done(Box::new(report))),

@@ -5,8 +5,9 @@
 //! real input from an explicit path), the offload plan and [`host_runtime::app::Application`]
 //! implementation (`mod.rs`), the host tasks (`host`) and the reference (`reference`).
 //!
-//! The catalog: [`names`] lists the workloads, [`describe`] says what each one is, and
-//! [`build`] makes one ready to load.
+//! The catalog: [`names`] lists the workloads, [`describe`] says what each one is, [`input`]
+//! where its input comes from (a real file or a seeded generator), and [`build`] makes one
+//! ready to load.
 #![forbid(unsafe_code)]
 
 pub mod dlrm;
@@ -185,6 +186,99 @@ pub fn describe(name: &str, options: &WorkloadOptions) -> Option<WorkloadInfo> {
     }
 }
 
+/// Where a workload's input comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// A real data file (read when the workload is built).
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What it holds, and what is still generated beside it.
+        what: &'static str,
+    },
+    /// A seeded generator.
+    Generator {
+        /// What is generated.
+        what: &'static str,
+        /// Why no real file is read: none exists for this workload, or a data path was given
+        /// but this scale does not use it. `None`: no data path was given.
+        why: Option<&'static str>,
+    },
+}
+
+impl Input {
+    /// Whether this is a real file.
+    pub fn is_file(&self) -> bool {
+        matches!(self, Input::File { .. })
+    }
+}
+
+impl fmt::Display for Input {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Input::File { path, what } => write!(f, "real file {} ({what})", path.display()),
+            Input::Generator { what, why: None } => write!(f, "seeded generator ({what})"),
+            Input::Generator {
+                what,
+                why: Some(why),
+            } => write!(f, "seeded generator ({what}); {why}"),
+        }
+    }
+}
+
+/// Where workload `name`'s input comes from with `options` (the same choice [`build`] makes),
+/// or `None` for an unknown name. Reads no file.
+pub fn input(name: &str, options: &WorkloadOptions) -> Option<Input> {
+    const NO_REAL_DATA: Option<&str> = Some("no real data set exists for it");
+    let graph =
+        |source: graph::GraphSource, real: &'static str, generated: &'static str| match source {
+            graph::GraphSource::File(path) => Input::File { path, what: real },
+            graph::GraphSource::Generator { data_ignored, .. } => Input::Generator {
+                what: generated,
+                why: data_ignored.then_some("the real graph is used at paper scale only"),
+            },
+        };
+    if knn::KnnShape::by_name(name).is_some() {
+        return Some(match &options.data_dir {
+            Some(data) => Input::File {
+                path: knn::data::embeddings_path(data),
+                what: "bge-m3 paragraph embeddings, cut to the shape's dimension",
+            },
+            None => Input::Generator {
+                what: "uniform f32 vectors",
+                why: None,
+            },
+        });
+    }
+    if ssb::Query::by_name(name).is_some() {
+        return Some(Input::Generator {
+            what: "clean-room SSB lineorder generator",
+            why: options.data_dir.as_ref().and(NO_REAL_DATA),
+        });
+    }
+    match name {
+        sssp::NAME => Some(graph(
+            sssp::source(options),
+            "DIMACS NY road network; edge weights seeded",
+            "road-like grid graph and edge weights",
+        )),
+        pagerank::NAME => Some(graph(
+            pagerank::source(options),
+            "DIMACS10 coAuthorsDBLP graph",
+            "power-law graph",
+        )),
+        opt::NAME => Some(Input::Generator {
+            what: "layer weights and KV cache",
+            why: options.data_dir.as_ref().and(NO_REAL_DATA),
+        }),
+        dlrm::NAME => Some(Input::Generator {
+            what: "embedding table and Zipf lookups",
+            why: options.data_dir.as_ref().and(NO_REAL_DATA),
+        }),
+        _ => None,
+    }
+}
+
 /// Builds workload `name` with `options` (generating or reading its data now, so that data
 /// errors surface before any device is touched).
 pub fn build(name: &str, options: &WorkloadOptions) -> Result<Box<dyn Application>, WorkloadError> {
@@ -216,6 +310,40 @@ mod tests {
             let info = describe(name, &WorkloadOptions::default()).unwrap();
             assert_eq!(info.name, *name);
         }
+    }
+
+    #[test]
+    fn input_names_the_real_file_only_where_one_is_read() {
+        // An existing directory: the files are named inside it (and not read).
+        let data = std::env::temp_dir();
+        let with_data = |scale| WorkloadOptions {
+            scale,
+            data_dir: Some(data.clone()),
+            ..WorkloadOptions::default()
+        };
+        for name in names() {
+            let input = input(name, &WorkloadOptions::default()).unwrap();
+            assert!(!input.is_file(), "{name} without a data path: {input}");
+        }
+        let paper: Vec<&str> = names()
+            .iter()
+            .copied()
+            .filter(|name| input(name, &with_data(Scale::Paper)).unwrap().is_file())
+            .collect();
+        assert_eq!(paper, ["knn-a", "knn-b", "knn-c", "sssp", "pagerank"]);
+        let small: Vec<&str> = names()
+            .iter()
+            .copied()
+            .filter(|name| input(name, &with_data(Scale::Small)).unwrap().is_file())
+            .collect();
+        assert_eq!(small, ["knn-a", "knn-b", "knn-c"]);
+        let sssp = input("sssp", &with_data(Scale::Small)).unwrap().to_string();
+        assert!(sssp.contains("paper scale only"), "{sssp}");
+        let knn = input("knn-b", &with_data(Scale::Paper))
+            .unwrap()
+            .to_string();
+        assert!(knn.contains(knn::data::EMBEDDINGS_FILE), "{knn}");
+        assert!(input("knn-z", &WorkloadOptions::default()).is_none());
     }
 
     #[test]

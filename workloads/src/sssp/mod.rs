@@ -108,7 +108,7 @@ fn generated_edges(vertices: u32) -> usize {
 }
 
 /// Where the instance's graph comes from.
-fn source(options: &WorkloadOptions) -> GraphSource {
+pub(crate) fn source(options: &WorkloadOptions) -> GraphSource {
     GraphSource::of(options, DATA_FILE, PAPER_VERTICES, SMALL_VERTICES)
 }
 
