@@ -233,7 +233,9 @@ impl Hardware {
             }
             self.last_landing = self.last_landing.max(last_landed);
             self.dma.writes += 1;
-            self.queue.push(
+            // The link serialises the writes, so landings come in time order (jittered ones
+            // too, unless the fault injection lets them overtake): the queue's FIFO.
+            self.queue.push_in_order(
                 last_landed,
                 Event::DmaLand(crate::dma::Landing {
                     destination: descriptor.destination,
