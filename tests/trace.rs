@@ -195,7 +195,7 @@ fn knn_items(workload: &str) -> u64 {
 
 #[test]
 fn axle_trace_is_chrome_json_with_every_figure_9_track() {
-    let (_, bytes) = traced(&request("knn-c", Mode::Axle), "axle-tracks");
+    let (report, bytes) = traced(&request("knn-c", Mode::Axle), "axle-tracks");
     let trace = Trace::parse(&bytes);
     for prefix in [
         "CCM unit ",
@@ -229,10 +229,15 @@ fn axle_trace_is_chrome_json_with_every_figure_9_track() {
     }
     assert!(trace.instants("flow control arrives") > 0);
     assert!(trace.instants("launch") > 0);
-    // Every flow-control store the host sent reached the device.
-    assert_eq!(
+    // Every flow-control store the host sent reached the device, but for the last one, which
+    // may still be on the link when the run ends (the host sends it after its last task).
+    let (stores, arrivals) = (
         trace.spans("flow-control store").len(),
-        trace.instants("flow control arrives")
+        trace.instants("flow control arrives"),
+    );
+    assert!(
+        arrivals == stores || arrivals + 1 == stores,
+        "{stores} flow-control stores, {arrivals} arrivals"
     );
     // Polls say how many records they moved, and together they moved one per payload.
     let records: u64 = trace
@@ -240,7 +245,12 @@ fn axle_trace_is_chrome_json_with_every_figure_9_track() {
         .iter()
         .map(|poll| poll["args"]["records"].as_u64().expect("records"))
         .sum();
-    assert_eq!(records, trace.spans("DMA transfer").len() as u64);
+    assert_eq!(records, report.metrics.payloads);
+    // One transfer span per DMA request (several payloads each once the channels are busy).
+    assert_eq!(
+        trace.spans("DMA transfer").len() as u64,
+        report.metrics.dma_requests
+    );
 }
 
 #[test]

@@ -84,10 +84,18 @@ pub struct DeviceConfig {
     /// handler on a general-purpose core such as the prototype's Cortex-A72 (paper Section II).
     pub firmware_mailbox_cycles: u64,
     /// DMA preparation latency per request (paper Table III: 500 ns per request; Section V-A:
-    /// a one-way control-plane latency such as descriptor stores).
+    /// a one-way control-plane latency such as descriptor stores). The request's channel is
+    /// busy for it.
     pub dma_preparation_ns: u64,
-    /// DMA requests that may be in preparation at once; 0 = no limit (the preparation is a
-    /// pipelined control-plane latency, as the paper assumes).
+    /// DMA engine channels (1..=64): each takes one request at a time and is busy from the
+    /// start of its preparation until its last write is on the link; a request is accepted
+    /// only when a channel is free (see `emulator::dma`). The paper and M2NDP are silent (M2NDP
+    /// has no such engine); the default 4 is the card-to-host channel count of the DMA IP of
+    /// the paper's prototype class (a Versal-based CXL card, Section II): AMD's DMA/Bridge
+    /// Subsystem for PCI Express (XDMA, PG195: "up to four card-to-host (C2H/Write) data
+    /// channels"; Versal CPM's XDMA mode, PG347, likewise). The limit 64 is the firmware's
+    /// in-flight window (`firmware::executor::MAX_IN_FLIGHT`): more channels would never be
+    /// used.
     pub dma_channels: u32,
     /// Interrupt handling latency per DMA request (AXLE_Interrupt; paper Table III: 50 µs).
     pub interrupt_ns: u64,
@@ -116,7 +124,7 @@ impl Default for DeviceConfig {
             firmware_mhz: 2000,
             firmware_mailbox_cycles: 2000,
             dma_preparation_ns: 500,
-            dma_channels: 0,
+            dma_channels: 4,
             interrupt_ns: 50_000,
         }
     }
@@ -183,9 +191,39 @@ impl DeviceConfig {
                 ));
             }
         }
+        let channel_limit = firmware::executor::MAX_IN_FLIGHT as u32;
+        if self.dma_channels == 0 || self.dma_channels > channel_limit {
+            return Err(format!(
+                "device.dma_channels is {}, but must be 1..={channel_limit} (the firmware keeps at most {channel_limit} DMA requests in flight)",
+                self.dma_channels
+            ));
+        }
         if self.device_memory_mib > 64 * 1024 {
             return Err("device.device_memory_mib is limited to 64 GiB".into());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dma_channels_must_be_between_one_and_the_firmware_window() {
+        let with = |dma_channels| DeviceConfig {
+            dma_channels,
+            ..DeviceConfig::default()
+        };
+        assert_eq!(DeviceConfig::default().dma_channels, 4);
+        assert!(with(1).validate().is_ok());
+        assert!(with(64).validate().is_ok());
+        for refused in [0, 65] {
+            let error = with(refused).validate().unwrap_err();
+            assert!(
+                error.contains("dma_channels") && error.contains(&refused.to_string()),
+                "{error}"
+            );
+        }
     }
 }

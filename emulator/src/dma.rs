@@ -1,19 +1,41 @@
 //! The DMA engine: a bus master that writes host memory with CXL.io posted writes.
 //!
-//! A request waits for one of the engine's channels, spends the preparation latency there
-//! (descriptor fetch and set-up, the paper's 500 ns per request), then its descriptors go on
-//! the device-to-host direction of the link back to back, in chain order. Each write lands in
-//! host memory one half CXL.io round trip after it leaves the wire; publishing writes (tails,
-//! status) land as release stores, so they never become visible before the writes ahead of
-//! them (posted-write ordering). Requests are prepared and sent in submission order, so a tail
-//! of a later request never lands before one of an earlier request.
+//! **Channels.** The engine has `device.dma_channels` channels (default 4: the card-to-host
+//! channels of the DMA IP of the paper's prototype class, see
+//! [`crate::DeviceConfig::dma_channels`]). A channel takes one request at a time and is busy
+//! from the start of the request's preparation (descriptor fetch and set-up, the paper's
+//! 500 ns per request, `device.dma_preparation_ns`) until the request's last write is on the
+//! link. Preparations on different channels overlap; the writes of all channels share the
+//! device-to-host direction of the link.
+//!
+//! **No queue in front of the channels.** A request is accepted only when a channel is free
+//! to take it at once (the engine's queue depth is its channel count); otherwise
+//! [`firmware::hal::DmaEngine::submit`] answers `QueueFull`. The XDMA IP has no request queue
+//! either: software starts a channel on a descriptor list by setting the channel's Run bit, and
+//! the channel works through that list until a descriptor with the Stop bit completes, which
+//! its Status register reports (PG195, the H2C/C2H Channel Control and Status registers); only
+//! then does it take the next list. A result
+//! therefore never waits in an engine queue while it could still join the executor's open
+//! batch: the firmware keeps it and sends it with the next request (natural batching, see
+//! `firmware::executor`).
+//!
+//! **Order.** Requests complete in submission order (the firmware relies on it: a later
+//! request's tails must never land before an earlier one's). Every request is accepted on a
+//! free channel at its submission time and prepares for the same latency, so preparations end
+//! in submission order (an end is also never earlier than the previous request's, whatever the
+//! latency); the engine then puts a request's descriptors on the link back to back, in chain
+//! order, and the link's device-to-host direction is one FIFO serializer
+//! ([`crate::link::Direction`]), so a request's writes never go on the wire before an earlier
+//! request's. Its completion is posted when its last write is on the wire, hence also in
+//! submission order.
+//!
+//! **Landing.** Each write lands in host memory one half CXL.io round trip after it leaves
+//! the wire; publishing writes (tails, status) land as release stores, so they never become
+//! visible before the writes ahead of them (posted-write ordering).
 
 use firmware::hal::{DmaDescriptor, DmaKind, DmaRequest, DmaTag};
 use shared_abi::{Status, Ticks};
 use std::collections::VecDeque;
-
-/// Requests the engine queues at most (beyond that `submit` answers `QueueFull`).
-pub const QUEUE_DEPTH: usize = 128;
 
 /// One write on its way to host memory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,9 +52,12 @@ pub struct Landing {
 #[derive(Debug)]
 pub struct DmaEngineModel {
     next_tag: u64,
-    channels_free_at: Vec<Ticks>,
+    /// Channels (at least 1, see [`crate::DeviceConfig::validate`]).
+    channels: u32,
+    /// Channels holding a request: accepted, and not all of its writes on the link yet.
+    busy_channels: u32,
+    /// When the latest accepted request's preparation ends.
     last_prepared: Ticks,
-    queued: usize,
     /// Finished requests for the firmware, in submission order.
     pub completions: VecDeque<firmware::hal::DmaCompletion>,
     busy_until: Ticks,
@@ -44,13 +69,13 @@ pub struct DmaEngineModel {
 }
 
 impl DmaEngineModel {
-    /// An idle engine with `channels` preparation channels (0: unlimited).
+    /// An idle engine with `channels` channels.
     pub fn new(channels: u32) -> DmaEngineModel {
         DmaEngineModel {
             next_tag: 0,
-            channels_free_at: vec![Ticks::ZERO; channels as usize],
+            channels,
+            busy_channels: 0,
             last_prepared: Ticks::ZERO,
-            queued: 0,
             completions: VecDeque::new(),
             busy_until: Ticks::ZERO,
             busy_total: Ticks::ZERO,
@@ -59,43 +84,35 @@ impl DmaEngineModel {
         }
     }
 
-    /// Whether the queue has room.
+    /// Whether a channel is free to take a request now (the engine has no queue beyond its
+    /// channels).
     pub fn has_room(&self) -> bool {
-        self.queued < QUEUE_DEPTH
+        self.busy_channels < self.channels
     }
 
-    /// Accepts a request at `now`: returns its tag and when its preparation ends.
+    /// Channels holding a request now.
+    pub fn busy_channels(&self) -> u32 {
+        self.busy_channels
+    }
+
+    /// Accepts a request at `now` on a free channel (the caller checked
+    /// [`DmaEngineModel::has_room`]): returns its tag and when its preparation ends. The
+    /// channel stays busy until [`DmaEngineModel::finished`].
     pub fn accept(&mut self, now: Ticks, preparation: Ticks) -> (DmaTag, Ticks) {
         let tag = DmaTag(self.next_tag);
         self.next_tag += 1;
-        self.queued += 1;
-        if self.channels_free_at.is_empty() {
-            // Unlimited channels: a pure latency, still in submission order.
-            let end = now.plus(preparation).max(self.last_prepared);
-            self.last_prepared = end;
-            return (tag, end);
-        }
-        // The earliest free channel (ties: lowest index), never before an earlier request's
-        // preparation started, so requests finish preparing in submission order.
-        let (index, free_at) = self
-            .channels_free_at
-            .iter()
-            .copied()
-            .enumerate()
-            .min_by_key(|&(i, t)| (t, i))
-            .unwrap_or((0, Ticks::ZERO));
-        let start = now.max(free_at);
-        let end = start.plus(preparation).max(self.last_prepared);
-        if let Some(slot) = self.channels_free_at.get_mut(index) {
-            *slot = end;
-        }
+        self.busy_channels += 1;
+        // Never before an earlier request's preparation ends: requests go on the link, and
+        // complete, in submission order.
+        let end = now.plus(preparation).max(self.last_prepared);
         self.last_prepared = end;
         (tag, end)
     }
 
-    /// A request finished sending at `at` (its writes are all on the wire).
+    /// A request has all its writes on the wire: its channel is free, and its completion is
+    /// posted. `started`: its first byte on the wire; `landed`: its last write landed.
     pub fn finished(&mut self, tag: DmaTag, status: Status, started: Ticks, landed: Ticks) {
-        self.queued = self.queued.saturating_sub(1);
+        self.busy_channels = self.busy_channels.saturating_sub(1);
         self.requests += 1;
         self.completions
             .push_back(firmware::hal::DmaCompletion { tag, status });
@@ -170,32 +187,56 @@ mod tests {
     }
 
     #[test]
-    fn preparation_is_pipelined_and_ends_in_submission_order() {
-        let mut engine = DmaEngineModel::new(0);
-        let (_, first) = engine.accept(Ticks::ZERO, Ticks::from_ns(500));
-        let (_, second) = engine.accept(Ticks::from_ns(10), Ticks::from_ns(500));
-        assert_eq!(first, Ticks::from_ns(500));
-        assert_eq!(second, Ticks::from_ns(510));
+    fn a_channel_is_busy_from_its_preparation_until_its_request_finishes() {
+        let mut engine = DmaEngineModel::new(1);
+        assert!(engine.has_room());
+        let (tag, prepared) = engine.accept(Ticks::ZERO, Ticks::from_ns(500));
+        assert_eq!(prepared, Ticks::from_ns(500));
+        assert!(!engine.has_room(), "the only channel holds the request");
+        // Preparation is over, but the writes are not all on the link yet: still busy.
+        assert_eq!(engine.busy_channels(), 1);
+        engine.finished(tag, Status::Ok, Ticks::from_ns(500), Ticks::from_ns(700));
+        assert!(
+            engine.has_room(),
+            "the last write is on the link: the channel is free"
+        );
+        let (_, second) = engine.accept(Ticks::from_ns(503), Ticks::from_ns(500));
+        assert_eq!(second, Ticks::from_ns(1003));
     }
 
     #[test]
-    fn limited_channels_queue_requests_behind_each_other() {
-        let mut engine = DmaEngineModel::new(1);
+    fn channels_prepare_in_parallel_and_there_is_no_queue_beyond_them() {
+        let mut engine = DmaEngineModel::new(4);
+        let ends: Vec<Ticks> = (0..4)
+            .map(|i| engine.accept(Ticks::from_ns(10 * i), Ticks::from_ns(500)).1)
+            .collect();
+        assert_eq!(
+            ends,
+            [500, 510, 520, 530].map(Ticks::from_ns),
+            "four preparations overlap"
+        );
+        assert!(!engine.has_room(), "a fifth request has no channel");
+    }
+
+    #[test]
+    fn a_preparation_never_ends_before_an_earlier_requests() {
+        let mut engine = DmaEngineModel::new(2);
         let (_, first) = engine.accept(Ticks::ZERO, Ticks::from_ns(500));
-        let (_, second) = engine.accept(Ticks::ZERO, Ticks::from_ns(500));
+        let (_, second) = engine.accept(Ticks::from_ns(10), Ticks::from_ns(100));
         assert_eq!(first, Ticks::from_ns(500));
-        assert_eq!(second, Ticks::from_ns(1000));
+        assert_eq!(second, first, "held back to keep submission order");
     }
 
     #[test]
     fn data_movement_time_counts_overlapping_requests_once() {
-        let mut engine = DmaEngineModel::new(0);
+        let mut engine = DmaEngineModel::new(2);
         let (a, _) = engine.accept(Ticks::ZERO, Ticks::ZERO);
         let (b, _) = engine.accept(Ticks::ZERO, Ticks::ZERO);
         engine.finished(a, Status::Ok, Ticks(0), Ticks(100));
         engine.finished(b, Status::Ok, Ticks(50), Ticks(150));
         assert_eq!(engine.busy(), Ticks(150));
         assert_eq!(engine.completions.len(), 2);
+        assert_eq!(engine.busy_channels(), 0);
     }
 
     #[test]

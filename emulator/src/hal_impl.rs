@@ -224,7 +224,9 @@ impl Hardware {
             }
             self.last_landing = self.last_landing.max(last_landed);
             self.dma.writes += 1;
-            self.queue.push(
+            // The link serialises the writes, so landings come in time order (jittered ones
+            // too, unless the fault injection lets them overtake): the queue's FIFO.
+            self.queue.push_in_order(
                 last_landed,
                 Event::DmaLand(crate::dma::Landing {
                     destination: descriptor.destination,
@@ -423,5 +425,206 @@ impl Registers for Hardware {
             .plus(Ticks::from_ns(self.config.interrupt_ns))
             .max(self.last_landing);
         self.respond(at, LinkResponse::Interrupt { message });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use firmware::hal::DmaDescriptor;
+    use zerocopy::IntoBytes;
+
+    /// Descriptor ring of the tests, in device memory.
+    const RING: DeviceAddress = DeviceAddress(0x1000);
+    /// Its capacity.
+    const RING_CAPACITY: u32 = 256;
+    /// Where the payload bytes come from (and, after them, each tail value).
+    const SOURCE: u64 = 0x10000;
+
+    fn hardware(channels: u32) -> Hardware {
+        let config = DeviceConfig {
+            dma_channels: channels,
+            ..DeviceConfig::default()
+        };
+        Hardware {
+            now: Ticks::ZERO,
+            queue: EventQueue::default(),
+            dram: DeviceDram::new(1 << 20),
+            ccm: Ccm::new(&config),
+            dma: DmaEngineModel::new(config.dma_channels),
+            link: Link::default(),
+            host_memory: Arc::new(PhysicalMemory::new(1 << 20).unwrap()),
+            mailbox: [0; (mailbox::WINDOW_LENGTH / 8) as usize],
+            #[cfg(not(loom))]
+            register_page: None,
+            host_events: VecDeque::new(),
+            bulk_tokens: BTreeMap::new(),
+            host_writable_end: DeviceAddress(0x1000),
+            interrupts: 0,
+            landing_jitter: None,
+            last_landing: Ticks::ZERO,
+            landings_unordered: false,
+            trace: None,
+            config,
+        }
+    }
+
+    /// Writes a chain of `payloads` 32-byte payload writes and one payload-tail write (value
+    /// `tail`) at descriptor `first`; returns its request.
+    fn chain(hw: &mut Hardware, first: u64, payloads: u32, tail: u64) -> DmaRequest {
+        let tail_source = SOURCE + 8 * tail;
+        hw.dram
+            .write(DeviceAddress(tail_source), &tail.to_le_bytes())
+            .unwrap();
+        let mut descriptors: Vec<DmaDescriptor> = (0..payloads)
+            .map(|i| DmaDescriptor {
+                source: SOURCE,
+                destination: 0x1000 + 32 * u64::from(i),
+                length: 32,
+                kind: DmaKind::Payload as u32,
+                index: 0,
+            })
+            .collect();
+        descriptors.push(DmaDescriptor {
+            source: tail_source,
+            destination: 0x8000 + 8 * tail,
+            length: 8,
+            kind: DmaKind::PayloadTail as u32,
+            index: tail,
+        });
+        for (offset, descriptor) in descriptors.iter().enumerate() {
+            let request = DmaRequest {
+                ring_base: RING,
+                ring_capacity: RING_CAPACITY,
+                first,
+                count: 1,
+                payloads: 0,
+            };
+            let address = crate::dma::descriptor_address(&request, offset as u32);
+            hw.dram.write(address, descriptor.as_bytes()).unwrap();
+        }
+        DmaRequest {
+            ring_base: RING,
+            ring_capacity: RING_CAPACITY,
+            first,
+            count: payloads + 1,
+            payloads,
+        }
+    }
+
+    /// What the DMA events did, in the order they ran.
+    #[derive(Debug, Default)]
+    struct Observed {
+        /// (time, tail value) of each payload-tail landing.
+        tails: Vec<(Ticks, u64)>,
+        /// (time, request) of each request's first write on the wire (its preparation end).
+        prepared: Vec<(Ticks, DmaTag)>,
+        /// (time, request) of each completion.
+        completed: Vec<(Ticks, DmaTag)>,
+    }
+
+    /// Runs the DMA events due up to `until` (all of them with `None`).
+    fn run(hw: &mut Hardware, until: Option<Ticks>, seen: &mut Observed) {
+        while let Some(at) = hw.queue.peek_time() {
+            if until.is_some_and(|until| at > until) {
+                break;
+            }
+            let (at, event) = hw.queue.pop().unwrap();
+            hw.now = at;
+            match event {
+                Event::DmaPrepared { tag, request } => {
+                    seen.prepared.push((at, tag));
+                    hw.send_request(tag, request);
+                }
+                Event::DmaLand(landing) => {
+                    if landing.kind == DmaKind::PayloadTail {
+                        let mut word = [0; 8];
+                        word.copy_from_slice(&landing.bytes);
+                        seen.tails.push((at, u64::from_le_bytes(word)));
+                    }
+                    hw.land(&landing);
+                }
+                Event::DmaSent {
+                    tag,
+                    status,
+                    started,
+                    landed,
+                } => {
+                    assert_eq!(status, Status::Ok);
+                    seen.completed.push((at, tag));
+                    hw.dma.finished(tag, status, started, landed);
+                }
+                other => panic!("unexpected event {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn one_channel_serialises_preparation() {
+        let mut hw = hardware(1);
+        let preparation = Ticks::from_ns(hw.config.dma_preparation_ns);
+        let first = chain(&mut hw, 0, 2, 1);
+        let second = chain(&mut hw, 3, 2, 2);
+        let a = hw.submit(first).unwrap();
+        assert_eq!(
+            hw.submit(second),
+            Err(DmaError::QueueFull),
+            "the only channel prepares the first request: no queue takes the second"
+        );
+        let mut seen = Observed::default();
+        // Preparation ended but the writes are not all on the wire yet: still refused.
+        run(&mut hw, Some(preparation), &mut seen);
+        assert_eq!(seen.prepared, [(preparation, a)]);
+        assert!(seen.completed.is_empty());
+        assert_eq!(hw.submit(second), Err(DmaError::QueueFull));
+        run(&mut hw, None, &mut seen);
+        let (sent, tag) = seen.completed[0];
+        assert_eq!(tag, a);
+        assert!(sent > preparation);
+        // The channel is free once the first request's last write is on the wire.
+        hw.now = sent;
+        let b = hw.submit(second).unwrap();
+        run(&mut hw, None, &mut seen);
+        assert_eq!(seen.prepared[1], (sent.plus(preparation), b));
+        assert_eq!(seen.tails.iter().map(|t| t.1).collect::<Vec<_>>(), [1, 2]);
+    }
+
+    #[test]
+    fn requests_land_and_complete_in_submission_order_across_channels() {
+        let mut hw = hardware(4);
+        // A long request first, then three short ones a nanosecond apart: their preparations
+        // overlap on four channels, their writes follow each other on the link.
+        let mut first = 0;
+        let mut tags = Vec::new();
+        for (i, payloads) in [40u32, 1, 1, 1].into_iter().enumerate() {
+            hw.now = Ticks::from_ns(i as u64);
+            let request = chain(&mut hw, first, payloads, i as u64 + 1);
+            first += u64::from(payloads) + 1;
+            tags.push(hw.submit(request).unwrap());
+        }
+        let fifth = chain(&mut hw, first, 1, 5);
+        assert_eq!(
+            hw.submit(fifth),
+            Err(DmaError::QueueFull),
+            "four channels, four requests"
+        );
+        let mut seen = Observed::default();
+        run(&mut hw, None, &mut seen);
+        let prepared: Vec<DmaTag> = seen.prepared.iter().map(|p| p.1).collect();
+        let completed: Vec<DmaTag> = seen.completed.iter().map(|c| c.1).collect();
+        assert_eq!(prepared, tags);
+        assert_eq!(completed, tags, "completions in submission order");
+        let tail_values: Vec<u64> = seen.tails.iter().map(|t| t.1).collect();
+        assert_eq!(tail_values, [1, 2, 3, 4], "tails land in submission order");
+        assert!(
+            seen.tails.windows(2).all(|pair| pair[0].0 < pair[1].0),
+            "each tail lands after the one before: {:?}",
+            seen.tails
+        );
+        // The three short requests were prepared long before the first one's 40 writes were
+        // on the wire, and waited for them.
+        assert!(seen.prepared[3].0 < seen.completed[0].0);
+        assert_eq!(hw.dma.busy_channels(), 0);
+        assert!(hw.submit(fifth).is_ok());
     }
 }

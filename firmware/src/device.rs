@@ -141,6 +141,7 @@ impl Firmware {
         while let Some(completion) = hw.poll_completion() {
             self.on_dma_completion(hw, completion.tag, completion.status);
         }
+        self.publish_pending_status(hw);
         while let Some(event) = hw.take_event() {
             self.on_host_event(hw, event);
         }
@@ -480,8 +481,19 @@ impl Firmware {
         }
     }
 
+    /// A BROKEN status the DMA engine could not take yet goes out as soon as it can (after a
+    /// completion freed a channel).
+    fn publish_pending_status<H: Hal>(&mut self, hw: &mut H) {
+        if let Some(region) = self.region.as_ref() {
+            // Best effort: if even this fails there is no way left to tell the host.
+            let _ = self
+                .executor
+                .publish_pending_status(hw, region, &self.config.scratch);
+        }
+    }
+
     /// Latches the ring BROKEN: nothing more is streamed until the region is reprogrammed, and
-    /// the device status word tells the host why.
+    /// the device status word tells the host why (as soon as the DMA engine takes the write).
     fn latch_broken<H: Hal>(&mut self, hw: &mut H, status: Status) {
         if self.broken.is_some() {
             return;

@@ -136,7 +136,8 @@ pub struct DmaRequest {
 /// A DMA engine refused a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DmaError {
-    /// The engine's request queue is full; try again after a completion.
+    /// The engine cannot take a request now (every channel busy, or its request queue full);
+    /// try again after a completion.
     QueueFull,
 }
 
@@ -155,7 +156,7 @@ pub struct DmaCompletion {
 
 /// The device's DMA engine (a bus master writing host memory over CXL.io).
 pub trait DmaEngine {
-    /// Queues a request. Completions are reported in submission order.
+    /// Hands a request to the engine. Completions are reported in submission order.
     fn submit(&mut self, request: DmaRequest) -> Result<DmaTag, DmaError>;
     /// The next finished request, if any.
     fn poll_completion(&mut self) -> Option<DmaCompletion>;

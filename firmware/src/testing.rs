@@ -398,7 +398,8 @@ impl FakeDmaEngine {
     }
 
     /// Answers [`DmaError::QueueFull`] while `depth` requests are outstanding (`None`:
-    /// unlimited).
+    /// unlimited): an engine of `depth` channels and no queue beyond them, like the
+    /// emulator's.
     pub fn set_queue_depth(&mut self, depth: Option<usize>) {
         self.queue_depth = depth;
     }

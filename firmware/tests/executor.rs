@@ -1,6 +1,6 @@
 // The DMA executor against the fake HAL: slot packing, metadata records, chain order (edges
 // D1-D4), the streaming factor, out-of-order and in-order streaming, credits from flow control
-// (edge D5), back-pressure and BROKEN latching.
+// (edge D5), back-pressure, natural batching while the DMA engine is full, and BROKEN latching.
 //
 // This file is compiled twice (see `firmware::testing`): as a unit-test module of the firmware
 // crate and, with `--features test-utils`, as an integration test. It therefore uses only
@@ -596,6 +596,195 @@ fn queue_full_batch_is_resubmitted_after_a_dma_completion() {
     );
 }
 
+// Every metadata-tail and payload-tail value published, in submission and chain order.
+fn published_tails(bench: &AxleBench, kind: DmaKind) -> Vec<u64> {
+    bench
+        .hal
+        .dma
+        .all_writes()
+        .iter()
+        .filter(|write| write.kind == kind)
+        .map(DmaWrite::value)
+        .collect()
+}
+
+#[test]
+fn full_dma_engine_batches_the_chunks_that_complete_meanwhile() {
+    // Four channels, no queue beyond them (the emulator's engine).
+    let mut bench = bench(80, 64, 64, slots(1), true);
+    bench.hal.dma.set_queue_depth(Some(4));
+    bench.finish_chunks(0..4);
+    bench.step();
+    assert_eq!(
+        bench.payloads_per_request(),
+        [1, 1, 1, 1],
+        "SF1 while a channel is free"
+    );
+    // Every channel is busy: five chunks complete meanwhile and join the open batch.
+    bench.finish_chunks(4..9);
+    bench.step();
+    assert_eq!(bench.hal.dma.submitted().len(), 4);
+    assert_eq!(
+        bench.firmware.counters().payloads,
+        9,
+        "payloads keep forming while the engine is full"
+    );
+    // A channel frees: the five leave in one request, not five.
+    bench.hal.complete_dma(1);
+    bench.step();
+    assert_eq!(bench.payloads_per_request(), [1, 1, 1, 1, 5]);
+    let batch = bench.hal.dma.submitted().last().unwrap();
+    assert_eq!(batch.writes_of(DmaKind::Payload).count(), 5);
+    assert_eq!(
+        batch.writes_of(DmaKind::PayloadTail).count(),
+        1,
+        "one payload-tail write for the five"
+    );
+    assert_eq!(kinds(batch).last(), Some(&DmaKind::PayloadTail));
+    assert_eq!(batch.published_metadata_tail(), Some(9));
+    assert_eq!(bench.firmware.counters().dma_requests, 5);
+}
+
+#[test]
+fn full_in_flight_window_batches_the_chunks_that_complete_meanwhile() {
+    // The engine takes everything: the executor's own window is the limit.
+    let window = firmware::executor::MAX_IN_FLIGHT as u32;
+    let chunks = window + 6;
+    let mut bench = bench(chunks * 8, 128, 128, slots(1), true);
+    bench.finish_chunks(0..window);
+    bench.step();
+    assert_eq!(bench.hal.dma.outstanding(), window as usize);
+    bench.finish_chunks(window..chunks);
+    bench.step();
+    assert_eq!(bench.hal.dma.submitted().len(), window as usize);
+    assert_eq!(bench.firmware.counters().payloads, u64::from(chunks));
+    bench.hal.complete_dma(1);
+    bench.step();
+    let per_request = bench.payloads_per_request();
+    assert_eq!(per_request.len(), window as usize + 1);
+    assert_eq!(per_request.last(), Some(&6), "the six leave together");
+    assert!(bench
+        .records()
+        .last()
+        .unwrap()
+        .flag_set()
+        .contains(MetadataFlags::LAST));
+}
+
+#[test]
+fn streaming_factor_still_cuts_batches_while_the_engine_takes_requests() {
+    let mut bench = bench(80, 64, 64, slots(2), true);
+    bench.hal.dma.set_queue_depth(Some(4));
+    bench.finish_chunks(0..8);
+    bench.step();
+    assert_eq!(
+        bench.payloads_per_request(),
+        [2, 2, 2, 2],
+        "an idle engine gets SF-sized batches, not one batch of eight"
+    );
+}
+
+#[test]
+fn launch_end_held_by_a_full_engine_leaves_whole_with_one_last_record() {
+    // 10 chunks, SF of 4 slots, one channel.
+    let mut bench = bench(80, 64, 64, slots(4), true);
+    bench.hal.dma.set_queue_depth(Some(1));
+    bench.finish_chunks(0..4);
+    bench.step();
+    assert_eq!(bench.payloads_per_request(), [4]);
+    bench.finish_chunks(4..10);
+    bench.step();
+    assert_eq!(bench.payloads_per_request(), [4], "the channel is busy");
+    assert_eq!(bench.firmware.counters().payloads, 10);
+    bench.hal.complete_dma(1);
+    let outcome = bench.step();
+    assert_eq!(
+        bench.payloads_per_request(),
+        [4, 6],
+        "past the streaming factor, sent whole"
+    );
+    assert!(outcome.busy, "the last request is in flight");
+    let lasts: Vec<bool> = bench
+        .records()
+        .iter()
+        .map(|record| record.flag_set().contains(MetadataFlags::LAST))
+        .collect();
+    assert_eq!(lasts.iter().filter(|&&last| last).count(), 1);
+    assert_eq!(lasts.last(), Some(&true));
+    bench.hal.complete_all_dma();
+    assert!(!bench.step().busy);
+}
+
+#[test]
+fn spec_v_e_credit_returning_while_the_engine_is_busy_streams_few_large_requests() {
+    // 20 chunks, SF1, 8 payload slots, one channel.
+    let mut bench = bench(160, 64, 8, slots(1), true);
+    bench.hal.dma.set_queue_depth(Some(1));
+    bench.finish_chunks(0..20);
+    assert!(bench.step().waiting_for_credit);
+    assert_eq!(
+        bench.firmware.counters().payloads,
+        8,
+        "all eight slots filled while the channel was busy"
+    );
+    assert_eq!(bench.payloads_per_request(), [1]);
+    // The channel frees: the seven waiting payloads go out together, so the host can consume
+    // them; the executor still waits for credit.
+    bench.hal.complete_dma(1);
+    assert!(bench.step().waiting_for_credit);
+    assert_eq!(bench.payloads_per_request(), [1, 7]);
+    bench.hal.complete_dma(1);
+    // Credit returns: eight more payloads form at once; the first leaves alone (the channel
+    // is free, SF1), the seven after it batch behind it.
+    bench.hal.send_heads(8, 8);
+    assert!(bench.step().waiting_for_credit);
+    assert_eq!(bench.payloads_per_request(), [1, 7, 1]);
+    bench.hal.complete_dma(1);
+    bench.step();
+    assert_eq!(bench.payloads_per_request(), [1, 7, 1, 7]);
+    bench.hal.complete_all_dma();
+    bench.hal.send_heads(16, 16);
+    bench.hal.settle(&mut bench.firmware, 16);
+    assert_eq!(bench.payloads_per_request(), [1, 7, 1, 7, 1, 3]);
+    // Tails were published, and landed, in order.
+    let metadata_tails = published_tails(&bench, DmaKind::MetadataTail);
+    assert_eq!(metadata_tails, (1..=20).collect::<Vec<u64>>());
+    assert_eq!(
+        published_tails(&bench, DmaKind::PayloadTail),
+        [1, 8, 9, 16, 17, 20]
+    );
+    assert_eq!(bench.region.metadata_tail(&bench.hal.host), 20);
+    assert_eq!(bench.region.payload_tail(&bench.hal.host), 20);
+}
+
+#[test]
+fn broken_status_waits_for_a_free_channel_and_is_then_published() {
+    // Eight chunks, four payload slots, one channel.
+    let mut bench = credit_bench();
+    bench.hal.dma.set_queue_depth(Some(1));
+    bench.finish_chunks(0..6);
+    assert!(bench.step().waiting_for_credit);
+    assert_eq!(bench.payloads_per_request(), [1]);
+    // A payload head beyond the tail (4): BROKEN while the only channel is busy.
+    bench.hal.send_heads(4, 5);
+    let outcome = bench.step();
+    assert_eq!(bench.firmware.broken(), Some(Status::HeadBeyondTail));
+    assert!(
+        bench
+            .hal
+            .dma
+            .submitted()
+            .iter()
+            .all(|request| request.writes_of(DmaKind::DeviceStatus).count() == 0),
+        "no channel for the status write yet"
+    );
+    assert!(outcome.busy, "the status still has to go out");
+    // The channel frees: the status goes out at once.
+    bench.hal.complete_dma(1);
+    bench.step();
+    assert_broken_and_silent(&mut bench, Status::HeadBeyondTail);
+}
+
 #[test]
 fn short_final_chunk_payload_stays_inside_device_memory() {
     // 5 rows: 20 result bytes, one chunk of 20 bytes, padded to 24 on the wire.
@@ -782,11 +971,13 @@ impl GapAwareHost {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn streaming_run(
     rows: u32,
     metadata_capacity: u32,
     payload_capacity: u32,
     sf_slots: u64,
+    engine_channels: Option<usize>,
     item_order: Vec<u32>,
     mut choices: Vec<usize>,
     out_of_order: bool,
@@ -798,6 +989,7 @@ fn streaming_run(
         slots(sf_slots),
         out_of_order,
     );
+    bench.hal.dma.set_queue_depth(engine_channels);
     let expected = bench.launch.expected_result();
     let chunks = u64::from(bench.chunks());
     choices.extend(std::iter::repeat_n(1, 64));
@@ -878,6 +1070,15 @@ fn streaming_run(
     let all: Vec<u64> = (0..chunks).map(|chunk| chunk * u64::from(SLOT)).collect();
     prop_assert_eq!(offsets, all);
     prop_assert_eq!(host.records.len() as u64, chunks, "one record per chunk");
+    // Tails are published in submission order: the metadata tail counts up one by one, the
+    // payload tail never goes back, and the last of each names every chunk.
+    prop_assert_eq!(
+        published_tails(&bench, DmaKind::MetadataTail),
+        (1..=chunks).collect::<Vec<u64>>()
+    );
+    let payload_tails = published_tails(&bench, DmaKind::PayloadTail);
+    prop_assert!(payload_tails.windows(2).all(|pair| pair[0] < pair[1]));
+    prop_assert_eq!(payload_tails.last().copied(), Some(chunks));
     if !out_of_order {
         let in_metadata_order: Vec<u64> = host
             .records
@@ -928,9 +1129,10 @@ proptest! {
         metadata_capacity in 1u32..=16,
         payload_capacity in 1u32..=16,
         sf_slots in 1u64..=8,
+        engine_channels in proptest::option::of(1usize..=4),
         choices in proptest::collection::vec(0usize..1000, 1..64),
     ) {
-        streaming_run(rows, metadata_capacity, payload_capacity, sf_slots, item_order, choices, true)?;
+        streaming_run(rows, metadata_capacity, payload_capacity, sf_slots, engine_channels, item_order, choices, true)?;
     }
 
     #[test]
@@ -938,8 +1140,9 @@ proptest! {
         (rows, item_order) in run_shape(),
         payload_capacity in 1u32..=16,
         sf_slots in 1u64..=8,
+        engine_channels in proptest::option::of(1usize..=4),
         choices in proptest::collection::vec(0usize..1000, 1..64),
     ) {
-        streaming_run(rows, 16, payload_capacity, sf_slots, item_order, choices, false)?;
+        streaming_run(rows, 16, payload_capacity, sf_slots, engine_channels, item_order, choices, false)?;
     }
 }

@@ -3,17 +3,52 @@
 //!
 //! For each complete chunk (from the [`crate::monitor::ResultMonitor`]) the executor takes one
 //! payload slot and one metadata slot (if the cached heads grant them, see [`crate::flow`]) and
-//! appends three descriptors to the current batch's chain:
+//! appends three descriptors to the open batch's chain:
 //!
 //! 1. D1: the chunk's bytes from the result space to the payload slot;
 //! 2. D3: the metadata record (staged in scratch memory) to the metadata slot;
 //! 3. D4: the new metadata tail (a publishing write, ordered after 1 and 2).
 //!
-//! When the batch holds at least the streaming factor's bytes (or the launch's last chunk, or
-//! the rings are out of credit) it closes the chain with D2, the new payload tail, and submits
-//! it as one DMA request. The host therefore sees a record only after its payload (partial
+//! Submitting a batch closes its chain with D2, the new payload tail, and hands it to the DMA
+//! engine as one request. The host therefore sees a record only after its payload (partial
 //! writes are never visible), and one payload-tail update per batch but one metadata-tail
-//! update per payload, as the paper describes.
+//! update per payload, as the paper describes. Requests complete in submission order (a HAL
+//! guarantee), so tails land in the order they were published.
+//!
+//! # When a batch is submitted
+//!
+//! - When it holds at least the streaming factor's bytes, or the launch's last chunk, and the
+//!   engine takes a request: the streaming factor is honoured whenever the engine can take one.
+//! - When the executor cannot add to it: no ring credit (back-pressure: the batch is closed so
+//!   that the host can consume it and send credit back) or no descriptor-ring or staging room.
+//!
+//! # Natural batching
+//!
+//! A submission can be refused: the engine has no free channel ([`DmaError::QueueFull`]; the
+//! engine queues nothing beyond its channels) or the executor's own window of
+//! [`MAX_IN_FLIGHT`] requests is full. Then no further submission is tried in that
+//! [`DmaExecutor::pump`] (nothing frees a channel before the next DMA completion), and complete
+//! chunks keep joining the open batch, as far as ring credit, descriptor-ring and staging room
+//! allow. At the first later pump at which the engine takes a request (a later step, typically
+//! the one that handles a DMA completion) the whole open batch is submitted as one request,
+//! however far past the streaming factor it grew. So while the engine is busy results wait in
+//! the batch, not in an engine queue, and leave as few large requests: each pays the
+//! per-request preparation and one payload-tail write for many payloads. The same happens after back-pressure: when credit returns, the
+//! executor forms many payloads at once and, with the engine's channels busy, they go out as
+//! few large requests (the paper's "batching without additional overhead", Section V-E).
+//!
+//! # Ordering
+//!
+//! Edges D1-D5 hold for every batch whatever its size: within a chain each payload's D1
+//! precedes its D3 and D4, D2 is the chain's last write, and the host's heads are read (D5)
+//! only when the cached heads say a ring is full. Payload and metadata indices are assigned
+//! when a payload is formed, so batches carry consecutive indices in submission order.
+//!
+//! # BROKEN
+//!
+//! Latching BROKEN abandons the open batch and publishes the device status word with one
+//! publishing write. If the engine cannot take that request yet, the status stays pending and
+//! is published at the first later step that can ([`DmaExecutor::publish_pending_status`]).
 
 use crate::flow::Credits;
 use crate::hal::{
@@ -27,7 +62,11 @@ use heapless::Deque;
 use shared_abi::{control, DeviceAddress, MetadataFlags, MetadataRecord, Status, Ticks};
 use zerocopy::IntoBytes;
 
-/// Requests the executor keeps in flight at most.
+/// Requests the executor keeps in flight at most: its structural limit (the size of its
+/// fixed-capacity bookkeeping of submitted requests). The DMA engine usually refuses earlier
+/// (the emulator's engine takes one request per channel, `device.dma_channels`); either way,
+/// while no request can be submitted complete chunks keep joining the open batch (see the
+/// module docs), so this limit bounds requests, not streaming.
 pub const MAX_IN_FLIGHT: usize = 64;
 
 /// Descriptors one payload needs at most (D1 as whole words and a padded last word, D3, D4);
@@ -49,11 +88,13 @@ pub struct StreamTarget {
 /// Why [`DmaExecutor::pump`] stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PumpOutcome {
-    /// Nothing complete is waiting (or the batch is below the streaming factor).
+    /// Every complete chunk joined a batch, and every batch that was due went out (an open
+    /// batch, if any, is below the streaming factor).
     Drained,
     /// A complete chunk waits for ring credit (back-pressure).
     WaitingForCredit,
-    /// A complete chunk waits for DMA resources (descriptor ring, engine queue).
+    /// A complete chunk waits for descriptor-ring or staging room, or a due batch waits for
+    /// the engine to take a request (it is submitted at a later pump).
     WaitingForDma,
 }
 
@@ -81,6 +122,8 @@ pub struct DmaExecutor {
     batch_bytes: u64,
     in_flight: Deque<InFlight, MAX_IN_FLIGHT>,
     blocked_since: Option<Ticks>,
+    /// A device status to publish once the engine takes the request (BROKEN).
+    pending_status: Option<Status>,
 }
 
 impl DmaExecutor {
@@ -100,6 +143,7 @@ impl DmaExecutor {
             batch_bytes: 0,
             in_flight: Deque::new(),
             blocked_since: None,
+            pending_status: None,
         }
     }
 
@@ -118,9 +162,9 @@ impl DmaExecutor {
         self.payload_tail
     }
 
-    /// Whether no request is in flight and no batch is open.
+    /// Whether no request is in flight, no batch is open and no status waits to be published.
     pub fn idle(&self) -> bool {
-        self.in_flight.is_empty() && self.batch_payloads == 0
+        self.in_flight.is_empty() && self.batch_payloads == 0 && self.pending_status.is_none()
     }
 
     /// Whether the executor is waiting for credit.
@@ -128,8 +172,10 @@ impl DmaExecutor {
         self.blocked_since.is_some()
     }
 
-    /// Forms payloads from complete chunks while credit and DMA resources last, and submits
-    /// batches that reached the streaming factor (or end the launch, or cannot grow).
+    /// Forms payloads from complete chunks while ring credit and descriptor-ring and staging
+    /// room last, and submits batches that are due (see the module docs): a batch that waited
+    /// for the engine goes first, whole; while the engine takes no request, chunks keep
+    /// joining the open batch.
     #[allow(clippy::too_many_arguments)]
     pub fn pump<H: Clock + DeviceMemory + DmaEngine>(
         &mut self,
@@ -142,14 +188,13 @@ impl DmaExecutor {
         trace: &mut Trace,
     ) -> Result<PumpOutcome, Status> {
         let layout = *region.layout();
-        // A batch the engine refused (queue full) is retried first, now that a completion may
-        // have made room.
-        let batch_due = self.batch_bytes >= self.streaming_factor || monitor.all_chunks_taken();
-        if self.batch_payloads > 0
-            && batch_due
-            && !self.submit(hw, region, scratch, counters, trace)?
-        {
-            return Ok(PumpOutcome::WaitingForDma);
+        // Set once a submission is refused (no free engine channel, or the in-flight window is
+        // full): nothing frees a channel before the next DMA completion, so this pump tries
+        // no further submission and complete chunks join the open batch instead.
+        let mut engine_full = false;
+        // A batch that became due while the engine took no request goes out first, whole.
+        if self.batch_due(monitor) {
+            engine_full = !self.submit(hw, region, scratch, counters, trace)?;
         }
         while let Some(chunk) = monitor.peek(hw, scratch)? {
             if !self.has_credit(&layout) {
@@ -158,8 +203,11 @@ impl DmaExecutor {
                 self.credits
                     .refresh(hw, self.metadata_tail, self.payload_tail)?;
                 if !self.has_credit(&layout) {
-                    // Close the open batch so the host can consume it and send credit back.
-                    self.submit(hw, region, scratch, counters, trace)?;
+                    // Close the open batch so the host can consume it and send credit back
+                    // (if the engine takes no request now, at the first pump it does).
+                    if !engine_full {
+                        self.submit(hw, region, scratch, counters, trace)?;
+                    }
                     if self.blocked_since.is_none() {
                         let now = hw.now();
                         self.blocked_since = Some(now);
@@ -175,27 +223,31 @@ impl DmaExecutor {
                     .saturating_add(now.since(since).0);
                 trace.record(TraceEvent::CreditResume { at: now });
             }
-            if !self.has_room(scratch) {
-                self.submit(hw, region, scratch, counters, trace)?;
+            if !self.has_ring_room(scratch) {
+                if !engine_full {
+                    self.submit(hw, region, scratch, counters, trace)?;
+                }
                 return Ok(PumpOutcome::WaitingForDma);
             }
             monitor.take();
             let last = monitor.all_chunks_taken();
             self.form_payload(hw, monitor, region, scratch, target, chunk, last)?;
             counters.payloads = counters.payloads.saturating_add(1);
-            if self.batch_bytes >= self.streaming_factor
-                && !self.submit(hw, region, scratch, counters, trace)?
-            {
-                return Ok(PumpOutcome::WaitingForDma);
+            if !engine_full && self.batch_due(monitor) {
+                engine_full = !self.submit(hw, region, scratch, counters, trace)?;
             }
         }
-        if monitor.all_chunks_taken()
-            && self.batch_payloads > 0
-            && !self.submit(hw, region, scratch, counters, trace)?
-        {
+        if engine_full && self.batch_payloads > 0 {
             return Ok(PumpOutcome::WaitingForDma);
         }
         Ok(PumpOutcome::Drained)
+    }
+
+    /// Whether the open batch must go out as soon as the engine takes it: it holds the
+    /// streaming factor's bytes, or the launch's last chunk.
+    fn batch_due(&self, monitor: &ResultMonitor) -> bool {
+        self.batch_payloads > 0
+            && (self.batch_bytes >= self.streaming_factor || monitor.all_chunks_taken())
     }
 
     /// Handles one DMA completion: frees its descriptors and staging cells. Returns the
@@ -223,14 +275,20 @@ impl DmaExecutor {
         metadata_free > 0 && payload_free > 0
     }
 
-    fn has_room(&self, scratch: &ScratchLayout) -> bool {
+    /// Whether the descriptor ring and the staging cells have room for `descriptors` and
+    /// `cells` more (beside the open batch and the requests in flight).
+    fn has_scratch_room(&self, scratch: &ScratchLayout, descriptors: u64, cells: u64) -> bool {
         let descriptors_used = self.descriptor_tail.saturating_sub(self.descriptor_head);
         let cells_used = self.staging_tail.saturating_sub(self.staging_head);
-        descriptors_used.saturating_add(DESCRIPTORS_PER_PAYLOAD + 1)
-            <= u64::from(scratch.descriptor_capacity)
-            && cells_used.saturating_add(CELLS_PER_PAYLOAD + 1)
-                <= u64::from(scratch.staging_capacity)
-            && !self.in_flight.is_full()
+        descriptors_used.saturating_add(descriptors) <= u64::from(scratch.descriptor_capacity)
+            && cells_used.saturating_add(cells) <= u64::from(scratch.staging_capacity)
+    }
+
+    /// Whether one more payload fits the descriptor ring and the staging cells, with the
+    /// batch's D2 still to come. (A full in-flight window does not stop payloads from
+    /// forming: they join the open batch.)
+    fn has_ring_room(&self, scratch: &ScratchLayout) -> bool {
+        self.has_scratch_room(scratch, DESCRIPTORS_PER_PAYLOAD + 1, CELLS_PER_PAYLOAD + 1)
     }
 
     fn push_descriptor<M: DeviceMemory>(
@@ -387,7 +445,8 @@ impl DmaExecutor {
     }
 
     /// Closes the open batch with D2 (the payload tail) and submits it. `Ok(false)` when the
-    /// engine's queue is full (the batch stays open and is retried after a completion).
+    /// in-flight window is full or the engine refuses (no free channel): the batch stays open,
+    /// keeps growing, and is submitted at a later pump.
     fn submit<H: DeviceMemory + DmaEngine>(
         &mut self,
         hw: &mut H,
@@ -461,7 +520,9 @@ impl DmaExecutor {
         self.blocked_since = None;
     }
 
-    /// Writes the ring's device status word (latching BROKEN) with one publishing DMA write.
+    /// Writes the ring's device status word (latching BROKEN) with one publishing DMA write,
+    /// now if the engine takes the request, otherwise at a later
+    /// [`DmaExecutor::publish_pending_status`].
     pub fn publish_status<H: DeviceMemory + DmaEngine>(
         &mut self,
         hw: &mut H,
@@ -469,8 +530,24 @@ impl DmaExecutor {
         scratch: &ScratchLayout,
         status: Status,
     ) -> Result<(), Status> {
-        if !self.has_room(scratch) {
-            return Err(Status::Busy);
+        self.pending_status = Some(status);
+        self.publish_pending_status(hw, region, scratch)
+    }
+
+    /// Submits the pending device-status write, if any, when the in-flight window, the
+    /// scratch rings and the engine can take it; otherwise it stays pending (the next DMA
+    /// completion makes room).
+    pub fn publish_pending_status<H: DeviceMemory + DmaEngine>(
+        &mut self,
+        hw: &mut H,
+        region: &ShadowRegion,
+        scratch: &ScratchLayout,
+    ) -> Result<(), Status> {
+        let Some(status) = self.pending_status else {
+            return Ok(());
+        };
+        if self.in_flight.is_full() || !self.has_scratch_room(scratch, 1, 1) {
+            return Ok(());
         }
         let first = self.descriptor_tail;
         let cell = self.stage(hw, scratch, &u64::from(status.code()).to_le_bytes())?;
@@ -493,14 +570,25 @@ impl DmaExecutor {
             count: 1,
             payloads: 0,
         };
-        let tag = hw.submit(request).map_err(|_| Status::Busy)?;
-        self.in_flight
-            .push_back(InFlight {
-                tag,
-                descriptor_end: self.descriptor_tail,
-                staging_end: self.staging_tail,
-                metadata_end: self.metadata_tail,
-            })
-            .map_err(|_| Status::Busy)
+        match hw.submit(request) {
+            Ok(tag) => {
+                self.in_flight
+                    .push_back(InFlight {
+                        tag,
+                        descriptor_end: self.descriptor_tail,
+                        staging_end: self.staging_tail,
+                        metadata_end: self.metadata_tail,
+                    })
+                    .map_err(|_| Status::Busy)?;
+                self.pending_status = None;
+                Ok(())
+            }
+            Err(DmaError::QueueFull) => {
+                // Undo the descriptor and its cell; the status stays pending.
+                self.descriptor_tail = self.descriptor_tail.saturating_sub(1);
+                self.staging_tail = self.staging_tail.saturating_sub(1);
+                Ok(())
+            }
+        }
     }
 }

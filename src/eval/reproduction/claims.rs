@@ -1264,10 +1264,15 @@ fn note_sf64(c: &Ctx) -> Option<String> {
 fn note_sssp_sf(c: &Ctx) -> Option<String> {
     let sf1 = sf_run(c, SSSP, "SF1")?;
     let sf32 = sf_run(c, SSSP, "SF32")?;
+    let per_request =
+        |m: &host_runtime::RunMetrics| m.payloads as f64 / m.dma_requests.max(1) as f64;
     Some(format!(
-        "(d): SF1 makes {} DMA requests, SF32 {}, at {} of preparation each; data movement SF1 {}, SF32 {}.",
+        "(d): SF1 makes {} DMA requests ({:.1} payloads each: while the engine's {} channels are busy, results join the open batch), SF32 {} ({:.1} each), at {} of preparation each; data movement SF1 {}, SF32 {}.",
         sf1.dma_requests,
+        per_request(sf1),
+        c.config().device.dma_channels,
         sf32.dma_requests,
+        per_request(sf32),
         time(c.config().device.dma_preparation_ns),
         time(sf1.data_movement_ns),
         time(sf32.data_movement_ns)
