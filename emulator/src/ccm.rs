@@ -892,15 +892,15 @@ mod tests {
         assert_eq!(ended[2], (2, 0, first.plus(cycles(&config, 51.0))));
     }
 
-    /// A PageRank launch over two vertices with 1 and 9 in-arcs, one vertex per item: two
-    /// items of very different length.
+    /// A PageRank launch over two vertices with 1 and 25 in-arcs, one vertex per item: two
+    /// items of very different length (1 and 4 chunks of 8 in-arcs).
     fn uneven_items() -> (Kernel, FakeDeviceMemory) {
         use firmware::hal::DeviceMemory;
         use firmware::kernels::pagerank::{PageRankKernel, PageRankParameters};
         let mut memory = FakeDeviceMemory::new(MEMORY as usize);
         let parameters = PageRankParameters {
             vertices: 2,
-            arcs: 10,
+            arcs: 26,
             offsets: 0x200,
             sources: 0x400,
         };
@@ -910,13 +910,12 @@ mod tests {
         let words =
             |values: &[u32]| -> Vec<u8> { values.iter().flat_map(|w| w.to_le_bytes()).collect() };
         memory
-            .write(shared_abi::DeviceAddress(0x200), &words(&[0, 1, 10]))
+            .write(shared_abi::DeviceAddress(0x200), &words(&[0, 1, 26]))
             .unwrap();
+        let mut sources = [0_u32; 26];
+        sources[0] = 1;
         memory
-            .write(
-                shared_abi::DeviceAddress(0x400),
-                &words(&[1, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
-            )
+            .write(shared_abi::DeviceAddress(0x400), &words(&sources))
             .unwrap();
         let command = CommandDescriptor {
             kernel: KernelId::PageRankGather as u32,

@@ -5,18 +5,20 @@
 //! Input (`arbitrary`): the shape of a small valid launch (rows, `dim`, bags and their lengths,
 //! a seed for the bulk contents, gaps between the arrays, the memory's slack) and up to four
 //! mutations of the command's fields or of words of the batch (offsets or indices). With no
-//! mutation the launch is valid; `dim` goes past one 256-element slice.
+//! mutation the launch is valid.
 //!
 //! Checked, beyond "never panics":
 //! - `Kernel::decode` (and `DlrmKernel::decode`) is `Ok` exactly when a model of the module
 //!   docs' validation rules accepts, with the documented status otherwise;
-//! - an accepted launch has one item per bag, one stage; `item(items())` is refused;
-//! - for the first, a middle and the last bag: a bag whose offsets are consistent is described
-//!   as `dim * 4` bytes at `b * dim * 4` (inside the result space), one whose offsets are not
-//!   is refused with `ArgumentOutOfRange` when described and executed, writing nothing;
-//!   executing a consistent bag succeeds unless one of its indices is `>= rows` (then
-//!   `ArgumentOutOfRange`, and nothing written when `dim` fits one slice), and never writes
-//!   outside the bag's result bytes.
+//! - an accepted launch has one item per 32-byte packet of each bag (`bags * dim / 8`), one
+//!   stage; `item(items())` is refused;
+//! - for the first, a middle and the last item `i` (packet `i mod (dim / 8)` of bag `b = i /
+//!   (dim / 8)`): if bag `b`'s offsets are consistent, the item is described as the 32 bytes at
+//!   `32 i` (inside the result space, inside bag `b`'s pooled vector) with the documented cost
+//!   of the bag's length; if not, it is refused with `ArgumentOutOfRange` when described and
+//!   executed, writing nothing; executing a consistent bag's item succeeds unless one of the
+//!   bag's indices is `>= rows` (then `ArgumentOutOfRange`, writing nothing), and never writes
+//!   outside the item's 32 bytes.
 #![no_main]
 
 use arbitrary::Arbitrary;
@@ -25,14 +27,10 @@ use axle_fuzz::kernel_check::{
     TweakContext, Watched, MAX_MUTATIONS,
 };
 use axle_fuzz::FakeDeviceMemory;
-use firmware::kernels::dlrm::DlrmKernel;
+use firmware::kernels::dlrm::{item_cost, DlrmKernel};
 use firmware::kernels::Kernel;
 use libfuzzer_sys::fuzz_target;
 use shared_abi::{CommandDescriptor, KernelId, Status};
-
-/// Elements of one slice (the module docs' 256): a failing bag of at most this `dim` writes
-/// nothing.
-const SLICE_ELEMENTS: u64 = 256;
 
 #[derive(Arbitrary, Debug)]
 struct Input {
@@ -78,7 +76,13 @@ fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Model, Status> {
     let [table, shape, batch, counts] = command.args;
     let (rows, dim) = (shape & 0xFFFF_FFFF, shape >> 32);
     let (bags, index_count) = (counts & 0xFFFF_FFFF, counts >> 32);
-    if rows == 0 || dim == 0 || bags == 0 || dim % 16 != 0 || 4 * dim > u64::from(u32::MAX) {
+    if rows == 0
+        || dim == 0
+        || bags == 0
+        || dim % 8 != 0
+        || 4 * dim > u64::from(u32::MAX)
+        || bags * (dim / 8) > u64::from(u32::MAX)
+    {
         return refuse;
     }
     let row_bytes = 4 * u128::from(dim);
@@ -111,7 +115,7 @@ fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Model, Status> {
 fn build(input: &Input) -> (FakeDeviceMemory, CommandDescriptor, Layout, TweakContext) {
     let mut rng = Rng::new(input.seed);
     let rows = 1 + u64::from(input.rows % 48);
-    let dim = 16 * (1 + u64::from(input.dim % 18));
+    let dim = 8 * (1 + u64::from(input.dim % 36));
     let bags = 1 + u64::from(input.bags % 40);
     let mut offsets = vec![0_u32];
     for bag in 0..bags as usize {
@@ -220,7 +224,8 @@ fn check_items(
     command: &CommandDescriptor,
     memory: FakeDeviceMemory,
 ) {
-    assert_eq!(u64::from(kernel.items()), model.bags);
+    let packets = model.dim / 8;
+    assert_eq!(u64::from(kernel.items()), model.bags * packets);
     assert_eq!(kernel.stages(), 1);
     assert_eq!(kernel.stage_items(0), 0..kernel.items());
     assert!(kernel.stage_items(1).is_empty());
@@ -231,42 +236,43 @@ fn check_items(
     let result = Span::new(command.result_address, u128::from(command.result_length));
     let row_bytes = 4 * model.dim;
     let mut memory = Watched::new(memory);
-    for bag in first_middle_last(0..kernel.items()) {
+    for index in first_middle_last(0..kernel.items()) {
+        let bag = u64::from(index) / packets;
         let snapshot = memory.inner.contents();
         let batch_word =
             |i: u64| word(snapshot, u128::from(model.batch) + 4 * u128::from(i)).expect("inside");
-        let (start, end) = (
-            u64::from(batch_word(u64::from(bag))),
-            u64::from(batch_word(u64::from(bag) + 1)),
-        );
+        let (start, end) = (u64::from(batch_word(bag)), u64::from(batch_word(bag + 1)));
         let consistent = start <= end && end <= model.index_count;
-        let span = Span::new(
-            command.result_address + u64::from(bag) * row_bytes,
-            u128::from(row_bytes),
-        );
+        let span = Span::new(command.result_address + 32 * u64::from(index), 32);
         assert!(result.contains(&span));
-        let item = kernel.item(bag, &memory);
+        assert!(Span::new(
+            command.result_address + bag * row_bytes,
+            u128::from(row_bytes)
+        )
+        .contains(&span));
+        let item = kernel.item(index, &memory);
         let bad_index = consistent
             && (start..end).any(|p| u64::from(batch_word(model.bags + 1 + p)) >= model.rows);
         if consistent {
             let item = item.expect("a consistent bag");
-            assert_eq!(item.result_offset, u64::from(bag) * row_bytes, "bag {bag}");
-            assert_eq!(u64::from(item.result_length), row_bytes);
+            assert_eq!(item.result_offset, 32 * u64::from(index), "item {index}");
+            assert_eq!(item.result_length, 32);
+            assert_eq!(item.cost, item_cost((end - start) as u32), "item {index}");
         } else {
-            assert_eq!(item, Err(Status::ArgumentOutOfRange), "bag {bag}");
+            assert_eq!(item, Err(Status::ArgumentOutOfRange), "item {index}");
         }
-        let allowed: &[Span] = if !consistent || (bad_index && model.dim <= SLICE_ELEMENTS) {
+        let allowed: &[Span] = if !consistent || bad_index {
             &[]
         } else {
             &[span]
         };
         let outcome = execute_within(&mut memory, allowed, "dlrm item", |memory| {
-            kernel.execute(bag, memory)
+            kernel.execute(index, memory)
         });
         if consistent && !bad_index {
-            assert_eq!(outcome, Ok(()), "bag {bag}");
+            assert_eq!(outcome, Ok(()), "item {index}");
         } else {
-            assert_eq!(outcome, Err(Status::ArgumentOutOfRange), "bag {bag}");
+            assert_eq!(outcome, Err(Status::ArgumentOutOfRange), "item {index}");
         }
     }
     assert_eq!(

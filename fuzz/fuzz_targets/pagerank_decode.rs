@@ -2,21 +2,20 @@
 //! device memory holding an in-neighbour CSR graph and its contributions, then a few of the
 //! launch's items.
 //!
-//! Input (`arbitrary`): the shape of a small valid launch (vertices, in-degrees, vertices per
-//! item, a seed for the bulk contents, gaps between the arrays, the memory's slack) and up to
+//! Input (`arbitrary`): the shape of a small valid launch (vertices, in-degrees, a seed for the
+//! bulk contents, gaps between the arrays, the memory's slack) and up to
 //! four mutations of the command, the parameter block or words of the offsets and sources.
 //! With no mutation the launch is valid.
 //!
 //! Checked, beyond "never panics":
 //! - `Kernel::decode` (and `PageRankKernel::decode`) is `Ok` exactly when a model of the module
 //!   docs' validation rules accepts, with the documented status otherwise;
-//! - an accepted launch has `ceil(vertices / per_item)` items, one stage; `item(items())` is
-//!   refused;
-//! - for the first, a middle and the last item: an item whose offsets are consistent and whose
-//!   sources are `< vertices` is described as result bytes `4 first .. 4 end` (inside the
-//!   result space) and executes with `Ok`; any other item fails to execute with
-//!   `ArgumentOutOfRange` (and if it is described at all, it is described that way);
-//!   executing writes nothing outside the item's result bytes.
+//! - an accepted launch has one item per vertex, one stage; `item(items())` is refused;
+//! - for the first, a middle and the last item (vertex `v`): if its offsets are consistent and
+//!   its sources are `< vertices`, it is described as result bytes `4 v .. 4 v + 4` (inside the
+//!   result space) with the documented cost of its in-degree, and executes with `Ok`;
+//!   otherwise it fails to execute with `ArgumentOutOfRange` (and if it is described at all,
+//!   it is described that way); executing writes nothing outside the item's 4 result bytes.
 #![no_main]
 
 use arbitrary::Arbitrary;
@@ -25,7 +24,7 @@ use axle_fuzz::kernel_check::{
     Span, TweakContext, Watched, MAX_MUTATIONS,
 };
 use axle_fuzz::FakeDeviceMemory;
-use firmware::kernels::pagerank::{PageRankKernel, PageRankParameters};
+use firmware::kernels::pagerank::{item_cost, PageRankKernel, PageRankParameters};
 use firmware::kernels::Kernel;
 use libfuzzer_sys::fuzz_target;
 use shared_abi::{CommandDescriptor, KernelId, Status};
@@ -34,7 +33,6 @@ use shared_abi::{CommandDescriptor, KernelId, Status};
 struct Input {
     vertices: u8,
     degrees: Vec<u8>,
-    per_item: u8,
     seed: u64,
     start: u16,
     gaps: [u8; 5],
@@ -59,7 +57,6 @@ struct Model {
     arcs: u64,
     offsets: u64,
     sources: u64,
-    per_item: u64,
 }
 
 /// The module docs' validation rules, over a snapshot of device memory.
@@ -73,7 +70,7 @@ fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Model, Status> {
     let refuse = Err(Status::ArgumentOutOfRange);
     let size = memory.len() as u64;
     let [parameters_address, contributions, per_item, reserved] = command.args;
-    if reserved != 0 || !(1..=65_536).contains(&per_item) {
+    if reserved != 0 || per_item != 1 {
         return refuse;
     }
     let parameters = Span::new(parameters_address, 32);
@@ -108,7 +105,6 @@ fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Model, Status> {
         arcs,
         offsets,
         sources,
-        per_item,
     })
 }
 
@@ -159,12 +155,7 @@ fn build(input: &Input) -> (FakeDeviceMemory, CommandDescriptor, Layout, TweakCo
         flags: 0,
         result_address,
         result_length: 4 * vertices,
-        args: [
-            parameters_address,
-            contributions_address,
-            1 + u64::from(input.per_item % 70),
-            0,
-        ],
+        args: [parameters_address, contributions_address, 1, 0],
     };
     let layout = Layout {
         parameters: parameters_address,
@@ -226,17 +217,15 @@ fn mutate(
     }
 }
 
-/// Whether the vertices `first..end` have consistent offsets and sources `< vertices`.
-fn item_is_good(model: &Model, memory: &[u8], first: u64, end: u64) -> bool {
+/// Vertex `v`'s in-degree if its offsets are consistent and its sources `< vertices`.
+fn good_degree(model: &Model, memory: &[u8], v: u64) -> Option<u64> {
     let word_at =
         |base: u64, i: u64| word(memory, u128::from(base) + 4 * u128::from(i)).expect("inside");
-    (first..end).all(|v| {
-        let (start, stop) = (word_at(model.offsets, v), word_at(model.offsets, v + 1));
-        start <= stop
-            && u64::from(stop) <= model.arcs
-            && (start..stop)
-                .all(|k| u64::from(word_at(model.sources, u64::from(k))) < model.vertices)
-    })
+    let (start, stop) = (word_at(model.offsets, v), word_at(model.offsets, v + 1));
+    (start <= stop
+        && u64::from(stop) <= model.arcs
+        && (start..stop).all(|k| u64::from(word_at(model.sources, u64::from(k))) < model.vertices))
+    .then(|| u64::from(stop - start))
 }
 
 /// Checks the items of an accepted launch and runs a few of them.
@@ -246,10 +235,7 @@ fn check_items(
     command: &CommandDescriptor,
     memory: FakeDeviceMemory,
 ) {
-    assert_eq!(
-        u64::from(kernel.items()),
-        model.vertices.div_ceil(model.per_item)
-    );
+    assert_eq!(u64::from(kernel.items()), model.vertices);
     assert_eq!(kernel.stages(), 1);
     assert_eq!(kernel.stage_items(0), 0..kernel.items());
     assert!(kernel.stage_items(1).is_empty());
@@ -260,18 +246,18 @@ fn check_items(
     let result = Span::new(command.result_address, u128::from(command.result_length));
     let mut memory = Watched::new(memory);
     for index in first_middle_last(0..kernel.items()) {
-        let first = u64::from(index) * model.per_item;
-        let end = (first + model.per_item).min(model.vertices);
-        let good = item_is_good(model, memory.inner.contents(), first, end);
-        let item_span = Span::new(
-            command.result_address + 4 * first,
-            4 * u128::from(end - first),
-        );
+        let vertex = u64::from(index);
+        let degree = good_degree(model, memory.inner.contents(), vertex);
+        let good = degree.is_some();
+        let item_span = Span::new(command.result_address + 4 * vertex, 4);
         assert!(result.contains(&item_span));
         match kernel.item(index, &memory) {
             Ok(item) => {
-                assert_eq!(item.result_offset, 4 * first, "item {index}");
-                assert_eq!(u64::from(item.result_length), 4 * (end - first));
+                assert_eq!(item.result_offset, 4 * vertex, "item {index}");
+                assert_eq!(item.result_length, 4);
+                if let Some(degree) = degree {
+                    assert_eq!(item.cost, item_cost(degree), "item {index}");
+                }
             }
             Err(status) => {
                 assert!(

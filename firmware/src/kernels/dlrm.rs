@@ -22,17 +22,50 @@
 //!
 //! `mode` and `tag` belong to the command processor and are not looked at here.
 //!
-//! # Work items
+//! # Work items: one µthread per 32-byte packet of a bag's pooled vector, as M²NDP's SLS
 //!
-//! One item per bag: item `b` writes the pooled vector of bag `b`, `dim` little-endian `f32`
-//! (`dim * 4` bytes), at `result_address + b * dim * 4`. An empty bag pools to all `+0.0`.
+//! A bag's pooled vector of `dim` `f32` is cut into `dim / 8` packets of [`VECTOR_LANES`] = 8
+//! elements (32 bytes). Item `i` is packet `p = i mod (dim / 8)` of bag `b = i / (dim / 8)`: it
+//! sums elements `8p .. 8p + 8` of the bag's rows and writes them (32 bytes, little-endian) at
+//! result offset `32 i = b * dim * 4 + 32 p`, so the result is the bag-major array of pooled
+//! vectors. An empty bag pools to all `+0.0`. `bags * dim / 8` items (16,384 for a batch of 512
+//! bags of dim 256).
+//!
+//! This is the decomposition of M²NDP's sparse length sum (`examples/benchmarks/dlrm/
+//! dlrm_sls.py`: its base region is the output, one 32-byte packet per µthread): the µthread
+//! finds its bag and packet from its offset, reads the bag's two offsets, and per lookup loads
+//! the index, forms the row's address, loads the row's 32 bytes with one `vle32.v` and adds
+//! them with one `vfadd.vv`; at the end one `vse32.v` stores the packet. Its instructions, by
+//! functional unit:
+//!
+//! ```text
+//! FIXED       vsetvli; vmv.v.i + vfcvt (clear the accumulator); li spad; ld x3 (bases of
+//!             table, indices, offsets); divu + remu (bag and packet offset from the item's
+//!             result offset); add (table + packet offset); slli + add (offsets[b]'s address);
+//!             lw offsets[b + 1]; lw offsets[b]; bge (empty bag: to the store); vse32.v
+//! PER_LOOKUP  slli + add (index address); lw index; bgeu (index < rows); mul + add (row
+//!             address); vle32.v (the row's packet); vfadd.vv; addi + blt (loop)
+//! ```
+//!
+//! Item cost: [`FIXED`] + lookups × [`PER_LOOKUP`] ([`item_cost`]).
+//!
+//! Where ours differs from M²NDP's `dlrm_sls.py`, and why:
+//!
+//! - **Indices are `u32`**, loaded with `lw` after `slli 2` (M²NDP's are 64-bit, `ld` after a
+//!   multiply by 8): a 1M-row table needs 20 bits; same instruction count, half the bytes.
+//! - **The index is checked against `rows`** (one `bgeu` per lookup): a hostile host must not
+//!   make the kernel read beyond the table; M²NDP trusts its indices.
+//! - **An empty bag is allowed**: one `bge` before the loop (M²NDP's loop runs its body once
+//!   before its test, and its benchmark has no empty bag).
+//! - **The bag and packet come from a division by the row's bytes** (`divu`, `remu`): M²NDP's
+//!   `srli`/`andi` need a power-of-two `dim`; same count.
 //!
 //! # Validation (everything a hostile host can send)
 //!
 //! At decode:
 //! - `kernel` is not SLS: [`Status::UnknownKernel`]; `flags != 0`: [`Status::MalformedDescriptor`].
-//! - `rows`, `dim` or `bags` zero, `dim` not a multiple of [`LANES`], `dim * 4` not fitting a
-//!   `u32` (an item's result length), any address not 4-byte aligned, the table, batch or
+//! - `rows`, `dim` or `bags` zero, `dim` not a multiple of [`VECTOR_LANES`], `bags * dim / 8`
+//!   (the items) not fitting a `u32`, any address not 4-byte aligned, the table, batch or
 //!   result byte range overflowing or ending beyond device memory, the result space
 //!   overlapping the table or the batch, `result_length` other than `bags * dim * 4`, or the
 //!   batch's `offsets[0] != 0` or `offsets[bags] != index_count`: [`Status::ArgumentOutOfRange`].
@@ -41,8 +74,7 @@
 //! - `offsets[b] > offsets[b + 1]` or `offsets[b + 1] > index_count`: the item is refused
 //!   with [`Status::ArgumentOutOfRange`].
 //! - Any index of the bag `>= rows`: [`Status::ArgumentOutOfRange`] at execute, before any read
-//!   of that row. A bag whose `dim` fits one slice ([`SLICE_ELEMENTS`], the paper's 256) then
-//!   writes nothing; a wider one may have written its earlier slices.
+//!   of that row; the item writes nothing (it stores its packet only at the end).
 //!
 //! Every size is computed with checked arithmetic; nothing here can panic. A memory smaller
 //! than the one the command was validated against yields [`Status::DeviceMemoryFault`].
@@ -51,22 +83,20 @@
 //!
 //! Element `e` of the pooled vector is `((+0.0 + row[i0][e]) + row[i1][e]) + ...` over the
 //! bag's indices in batch order, each addition one rounded `f32` addition (a lane-wise
-//! `vfadd.vv` per 16 elements: the lanes are independent, so the vector width does not change
-//! the result). A host reference that adds in the same order in `f32` is bit-identical.
+//! `vfadd.vv`: the lanes are independent, so neither the vector width nor the cut into
+//! packets changes the result). A host reference that adds in the same order in `f32` is
+//! bit-identical.
 
 use crate::hal::DeviceMemory;
 use crate::kernels::ranges::{checked_range, offset_address, overlaps};
-use crate::kernels::{ItemCost, ItemSpec};
+use crate::kernels::{ItemCost, ItemSpec, VECTOR_LANES};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
 
-/// Vector lanes of the modelled µthread (`f32` lanes per 512-bit vector instruction). `dim`
-/// must be a multiple of it so every vector instruction is full.
-pub const LANES: usize = 16;
+/// Elements of one item's packet: one vector register of [`VECTOR_LANES`] `f32`.
+pub const PACKET_ELEMENTS: usize = VECTOR_LANES;
 
-/// Elements of the pooled vector a µthread accumulates at once: 16 vector registers of
-/// [`LANES`] lanes (half of RISC-V V's 32 registers, leaving room for the row loads). A wider
-/// `dim` is pooled slice by slice, walking the bag's indices once per slice.
-pub const SLICE_ELEMENTS: usize = 256;
+/// Bytes of one item's packet (M²NDP's `packet_size=32`).
+pub const PACKET_BYTES: u64 = PACKET_ELEMENTS as u64 * ELEMENT_BYTES;
 
 /// Indices the kernel reads per chunk into its stack buffer (one 256-byte burst).
 pub const INDEX_CHUNK: usize = 64;
@@ -74,26 +104,37 @@ pub const INDEX_CHUNK: usize = 64;
 /// Bytes of one `f32` element, `u32` index and `u32` offset.
 pub const ELEMENT_BYTES: u64 = 4;
 
-/// Instructions per lane group per lookup: `vle32.v` of 16 elements of the row from device
-/// memory and `vfadd.vv` into the slice's accumulator register.
-pub const OPERATIONS_PER_LANE_GROUP: u64 = 2;
+/// One lookup (M²NDP `dlrm_sls.py`'s `.LOOP1`): scalar: `slli` + `add` of the index's
+/// address, the bound check `bgeu` against `rows`, `mul` + `add` of the row packet's address,
+/// `addi` + `blt` of the loop (7); scalar memory: `lw` of the index (1); vector: `vfadd.vv`
+/// (1); vector memory: `vle32.v` of the row's 8 elements (1). Bytes: the 4-byte index
+/// (contiguous with the bag's others) and the row's 32-byte packet (contiguous; M²NDP's
+/// memory requests are 32-byte sectors, `packet_size=32`, and `l1d_config` is sectored).
+///
+/// Each of a bag's `dim / 8` items reads the bag's indices: there is no cache model, so the
+/// repeats are charged as DRAM traffic (where M²NDP's L1D would serve most of them); they are
+/// 4 of the lookup's 36 bytes.
+pub const PER_LOOKUP: ItemCost = ItemCost {
+    scalar: 7,
+    scalar_memory: 1,
+    vector: 1,
+    vector_memory: 1,
+    bytes: ELEMENT_BYTES + PACKET_BYTES,
+};
 
-/// Instructions per lookup per slice, besides its lane groups: load the index (`lw`), the
-/// bounds check against `rows` (`bgeu`), the row address (`mul` by the row stride, `add` of
-/// the table and slice base: 2), and the loop's increment and compare-and-branch (2).
-pub const OPERATIONS_PER_LOOKUP: u64 = 6;
-
-/// Instructions per slice, besides its lane groups: `vsetvli`, the slice's result address
-/// and first-index pointer (2), and the slice loop's increment and branch (2).
-pub const OPERATIONS_PER_SLICE: u64 = 5;
-
-/// Instructions per lane group of the pooled vector, once per item: clearing its accumulator
-/// register (`vmv.v.i`) and storing it to the result space (`vse32.v`).
-pub const OPERATIONS_PER_RESULT_LANE_GROUP: u64 = 2;
-
-/// Fixed instructions per item: the two offset loads (2), the bag length and its two range
-/// checks (3), the offsets, indices and result addresses as multiply-adds (6) and the return (1).
-pub const FIXED_OPERATIONS: u64 = 12;
+/// Per item, whatever its bag's length: scalar: `vsetvli`, `li` of the scratchpad address,
+/// `divu` + `remu` (bag and packet offset), `add` (table + packet offset), `slli` + `add` (the
+/// bag's offsets address), `bge` (empty bag) (8); scalar memory: the 3 base addresses from the
+/// scratchpad (`ld`) and the bag's two offsets (`lw`) (5); vector: `vmv.v.i` + `vfcvt.f.x.v`
+/// clearing the accumulator (2); vector memory: the packet's `vse32.v` (1). Bytes: the two
+/// offsets (8) and the 32-byte packet written; the scratchpad costs no bytes.
+pub const FIXED: ItemCost = ItemCost {
+    scalar: 8,
+    scalar_memory: 5,
+    vector: 2,
+    vector_memory: 1,
+    bytes: 2 * ELEMENT_BYTES + PACKET_BYTES,
+};
 
 /// Alignment every address of the command must have (the `f32` and `u32` natural alignment).
 pub const ADDRESS_ALIGNMENT: u64 = 4;
@@ -117,38 +158,11 @@ pub fn batch_bytes(bags: u32, index_count: u32) -> u64 {
         .saturating_mul(ELEMENT_BYTES)
 }
 
-/// The modelled cost of pooling a bag of `lookups` rows of `dim` elements (see the
-/// `OPERATIONS_*` constants; `S = ceil(dim / 256)` slices, `G = dim / 16` lane groups):
-/// `FIXED + S * PER_SLICE + G * PER_RESULT_LANE_GROUP + lookups * (S * PER_LOOKUP + G *
-/// PER_LANE_GROUP)` instructions. Bytes: each lookup reads its row (`dim * 4`) and its index
-/// once per slice (4 per slice), plus the two offsets (8) and the pooled vector written
-/// (`dim * 4`). Nothing is cached: Zipf-hot rows are read again, as a µthread without a data
-/// cache would. Saturates instead of overflowing.
-pub fn item_cost(lookups: u32, dim: u32) -> ItemCost {
-    let lookups = u64::from(lookups);
-    let dim = u64::from(dim);
-    let slices = dim.div_ceil(SLICE_ELEMENTS as u64);
-    let lane_groups = dim.div_ceil(LANES as u64);
-    let per_lookup = slices
-        .saturating_mul(OPERATIONS_PER_LOOKUP)
-        .saturating_add(lane_groups.saturating_mul(OPERATIONS_PER_LANE_GROUP));
-    let operations = FIXED_OPERATIONS
-        .saturating_add(slices.saturating_mul(OPERATIONS_PER_SLICE))
-        .saturating_add(lane_groups.saturating_mul(OPERATIONS_PER_RESULT_LANE_GROUP))
-        .saturating_add(lookups.saturating_mul(per_lookup));
-    let row_bytes = dim.saturating_mul(ELEMENT_BYTES);
-    let per_lookup_bytes = row_bytes.saturating_add(slices.saturating_mul(ELEMENT_BYTES));
-    let bytes = lookups
-        .saturating_mul(per_lookup_bytes)
-        .saturating_add(ELEMENT_BYTES.saturating_mul(2))
-        .saturating_add(row_bytes);
-    // Interim: every instruction counted as scalar until this kernel's cost is split by
-    // functional unit.
-    ItemCost {
-        scalar: operations,
-        bytes,
-        ..ItemCost::ZERO
-    }
+/// The modelled cost of one packet of a bag of `lookups` rows: [`FIXED`] + `lookups` ×
+/// [`PER_LOOKUP`]. Nothing is cached: Zipf-hot rows are read again, as a µthread without a
+/// data cache would. Saturates instead of overflowing.
+pub fn item_cost(lookups: u32) -> ItemCost {
+    FIXED.plus(PER_LOOKUP.times(u64::from(lookups)))
 }
 
 /// Adds `row` into `accumulator` element-wise (one rounded `f32` addition each), over
@@ -163,9 +177,9 @@ pub fn accumulate(accumulator: &mut [f32], row: &[f32]) {
 ///
 /// # Invariants
 ///
-/// `rows`, `dim`, `bags` are non-zero, `dim % LANES == 0`, `dim * 4` fits a `u32`, and the
-/// table, batch and result byte ranges lie inside the device memory the command was decoded
-/// against (the result disjoint from both inputs).
+/// `rows`, `dim`, `bags` are non-zero, `dim % 8 == 0`, `dim * 4` fits a `u32`, `items ==
+/// bags * dim / 8` fits a `u32`, and the table, batch and result byte ranges lie inside the
+/// device memory the command was decoded against (the result disjoint from both inputs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DlrmKernel {
     table: DeviceAddress,
@@ -175,6 +189,9 @@ pub struct DlrmKernel {
     dim: u32,
     bags: u32,
     index_count: u32,
+    /// Packets per bag: `dim / 8`.
+    packets: u32,
+    items: u32,
 }
 
 /// The low and high 32 bits of `value`.
@@ -212,12 +229,18 @@ impl DlrmKernel {
         }
         if usize::try_from(dim)
             .ok()
-            .and_then(|dim| dim.checked_rem(LANES))
+            .and_then(|dim| dim.checked_rem(PACKET_ELEMENTS))
             != Some(0)
         {
             return Err(Status::ArgumentOutOfRange);
         }
         let row_bytes = dim.checked_mul(4).ok_or(Status::ArgumentOutOfRange)?;
+        let packets = dim
+            .checked_div(PACKET_ELEMENTS as u32)
+            .ok_or(Status::ArgumentOutOfRange)?;
+        let items = bags
+            .checked_mul(packets)
+            .ok_or(Status::ArgumentOutOfRange)?;
         let memory_size = memory.size();
         let table_range = checked_range(
             table,
@@ -256,6 +279,8 @@ impl DlrmKernel {
             dim,
             bags,
             index_count,
+            packets,
+            items,
         };
         let first =
             read_u32(memory, kernel.offset_address(0)?).map_err(|_| Status::ArgumentOutOfRange)?;
@@ -302,9 +327,9 @@ impl DlrmKernel {
         self.index_count
     }
 
-    /// Work items: one per bag.
+    /// Work items: `bags * dim / 8`, one per 32-byte packet of a pooled vector.
     pub fn items(&self) -> u32 {
-        self.bags
+        self.items
     }
 
     /// Address of `offsets[bag]`.
@@ -331,117 +356,111 @@ impl DlrmKernel {
         if bag >= self.bags {
             return Err(Status::ArgumentOutOfRange);
         }
-        let next = bag.checked_add(1).ok_or(Status::ArgumentOutOfRange)?;
-        let start = read_u32(memory, self.offset_address(bag)?)?;
-        let end = read_u32(memory, self.offset_address(next)?)?;
+        let mut words = [0_u8; 8];
+        memory.read(self.offset_address(bag)?, &mut words)?;
+        let [a, b, c, d, e, f, g, h] = words;
+        let start = u32::from_le_bytes([a, b, c, d]);
+        let end = u32::from_le_bytes([e, f, g, h]);
         if start > end || end > self.index_count {
             return Err(Status::ArgumentOutOfRange);
         }
         Ok((start, end))
     }
 
-    /// Item `index` (bag `index`): result offset `index * dim * 4`, `dim * 4` bytes, cost
-    /// [`item_cost`] of the bag's length (read from the batch's offsets).
-    pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, Status> {
-        let (start, end) = self.bag_positions(index, memory)?;
-        let lookups = end.checked_sub(start).ok_or(Status::ArgumentOutOfRange)?;
-        let result_length = self.dim.checked_mul(4).ok_or(Status::ArgumentOutOfRange)?;
-        let result_offset = u64::from(index)
-            .checked_mul(u64::from(result_length))
+    /// The bag of item `index` and the packet's byte offset within the row.
+    fn bag_and_packet(&self, index: u32) -> Result<(u32, u64), Status> {
+        if index >= self.items {
+            return Err(Status::ArgumentOutOfRange);
+        }
+        let bag = index
+            .checked_div(self.packets)
             .ok_or(Status::ArgumentOutOfRange)?;
+        let packet = index
+            .checked_rem(self.packets)
+            .ok_or(Status::ArgumentOutOfRange)?;
+        Ok((
+            bag,
+            u64::from(packet)
+                .checked_mul(PACKET_BYTES)
+                .ok_or(Status::ArgumentOutOfRange)?,
+        ))
+    }
+
+    /// Item `index` (packet `index mod (dim / 8)` of bag `index / (dim / 8)`): result offset
+    /// `32 * index`, 32 bytes, cost [`item_cost`] of the bag's length (read from the batch's
+    /// offsets).
+    pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, Status> {
+        let (bag, _) = self.bag_and_packet(index)?;
+        let (start, end) = self.bag_positions(bag, memory)?;
+        let lookups = end.checked_sub(start).ok_or(Status::ArgumentOutOfRange)?;
         Ok(ItemSpec {
-            result_offset,
-            result_length,
-            cost: item_cost(lookups, self.dim),
+            result_offset: u64::from(index)
+                .checked_mul(PACKET_BYTES)
+                .ok_or(Status::ArgumentOutOfRange)?,
+            result_length: PACKET_BYTES as u32,
+            cost: item_cost(lookups),
         })
     }
 
-    /// Runs item `index`: pools the bag slice by slice ([`SLICE_ELEMENTS`] elements) through
-    /// fixed-size stack buffers, reading the indices [`INDEX_CHUNK`] at a time and each
-    /// looked-up row's slice, and writes each pooled slice (little-endian) to the result.
+    /// Runs item `index`: reads the bag's indices [`INDEX_CHUNK`] at a time, adds each
+    /// looked-up row's 32-byte packet into the 8-lane accumulator ([`accumulate`]), and writes
+    /// the packet (little-endian) to the result.
     pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &mut M) -> Result<(), Status> {
-        let item = self.item(index, memory)?;
-        let (start, end) = self.bag_positions(index, memory)?;
+        let (bag, packet_offset) = self.bag_and_packet(index)?;
+        let (start, end) = self.bag_positions(bag, memory)?;
         let row_bytes = u64::from(self.dim)
             .checked_mul(ELEMENT_BYTES)
             .ok_or(Status::ArgumentOutOfRange)?;
-        let pooled_address = self
-            .result
-            .checked_add(item.result_offset)
-            .ok_or(Status::ArgumentOutOfRange)?;
-
-        let mut accumulator = [0.0_f32; SLICE_ELEMENTS];
-        let mut row_values = [0.0_f32; SLICE_ELEMENTS];
-        let mut row_buffer = [0_u8; SLICE_BYTES];
+        let mut sums = [0.0_f32; PACKET_ELEMENTS];
+        let mut values = [0.0_f32; PACKET_ELEMENTS];
+        let mut packet = [0_u8; PACKET_BYTES as usize];
         let mut index_buffer = [0_u8; INDEX_CHUNK_BYTES];
-        let mut slice_offset = 0_u64;
-        while slice_offset < row_bytes {
-            let remaining = row_bytes
-                .checked_sub(slice_offset)
+        let mut position = start;
+        while position < end {
+            let count = usize::try_from(end.saturating_sub(position))
+                .map_err(|_| Status::ArgumentOutOfRange)?
+                .min(INDEX_CHUNK);
+            let chunk_bytes = count.checked_mul(4).ok_or(Status::ArgumentOutOfRange)?;
+            let chunk = index_buffer
+                .get_mut(..chunk_bytes)
                 .ok_or(Status::ArgumentOutOfRange)?;
-            let length = usize::try_from(remaining.min(SLICE_BYTES as u64))
-                .map_err(|_| Status::ArgumentOutOfRange)?;
-            let elements = length.checked_div(4).ok_or(Status::ArgumentOutOfRange)?;
-            let sums = accumulator
-                .get_mut(..elements)
-                .ok_or(Status::ArgumentOutOfRange)?;
-            sums.fill(0.0);
-            let row_slice = row_buffer
-                .get_mut(..length)
-                .ok_or(Status::ArgumentOutOfRange)?;
-            let values = row_values
-                .get_mut(..elements)
-                .ok_or(Status::ArgumentOutOfRange)?;
-
-            let mut position = start;
-            while position < end {
-                let count = usize::try_from(end.saturating_sub(position))
-                    .map_err(|_| Status::ArgumentOutOfRange)?
-                    .min(INDEX_CHUNK);
-                let chunk_bytes = count.checked_mul(4).ok_or(Status::ArgumentOutOfRange)?;
-                let chunk = index_buffer
-                    .get_mut(..chunk_bytes)
-                    .ok_or(Status::ArgumentOutOfRange)?;
-                memory.read(self.index_address(position)?, chunk)?;
-                for word in chunk.chunks_exact(4) {
-                    let word = <[u8; 4]>::try_from(word).map_err(|_| Status::ArgumentOutOfRange)?;
-                    let row = u32::from_le_bytes(word);
-                    if row >= self.rows {
-                        return Err(Status::ArgumentOutOfRange);
-                    }
-                    let row_address = offset_address(self.table, u64::from(row), row_bytes)?
-                        .checked_add(slice_offset)
-                        .ok_or(Status::ArgumentOutOfRange)?;
-                    memory.read(row_address, row_slice)?;
-                    for (value, bytes) in values.iter_mut().zip(row_slice.chunks_exact(4)) {
-                        let bytes =
-                            <[u8; 4]>::try_from(bytes).map_err(|_| Status::ArgumentOutOfRange)?;
-                        *value = f32::from_le_bytes(bytes);
-                    }
-                    accumulate(sums, values);
+            memory.read(self.index_address(position)?, chunk)?;
+            for word in chunk.chunks_exact(4) {
+                let word = <[u8; 4]>::try_from(word).map_err(|_| Status::ArgumentOutOfRange)?;
+                let row = u32::from_le_bytes(word);
+                if row >= self.rows {
+                    return Err(Status::ArgumentOutOfRange);
                 }
-                position = position
-                    .checked_add(u32::try_from(count).map_err(|_| Status::ArgumentOutOfRange)?)
+                let row_address = offset_address(self.table, u64::from(row), row_bytes)?
+                    .checked_add(packet_offset)
                     .ok_or(Status::ArgumentOutOfRange)?;
+                memory.read(row_address, &mut packet)?;
+                for (value, bytes) in values.iter_mut().zip(packet.chunks_exact(4)) {
+                    let bytes =
+                        <[u8; 4]>::try_from(bytes).map_err(|_| Status::ArgumentOutOfRange)?;
+                    *value = f32::from_le_bytes(bytes);
+                }
+                accumulate(&mut sums, &values);
             }
-
-            for (bytes, sum) in row_slice.chunks_exact_mut(4).zip(sums.iter()) {
-                bytes.copy_from_slice(&sum.to_le_bytes());
-            }
-            let slice_address = pooled_address
-                .checked_add(slice_offset)
-                .ok_or(Status::ArgumentOutOfRange)?;
-            memory.write(slice_address, row_slice)?;
-            slice_offset = slice_offset
-                .checked_add(u64::try_from(length).map_err(|_| Status::ArgumentOutOfRange)?)
+            position = position
+                .checked_add(u32::try_from(count).map_err(|_| Status::ArgumentOutOfRange)?)
                 .ok_or(Status::ArgumentOutOfRange)?;
         }
+        for (bytes, sum) in packet.chunks_exact_mut(4).zip(sums.iter()) {
+            bytes.copy_from_slice(&sum.to_le_bytes());
+        }
+        let packet_address = self
+            .result
+            .checked_add(
+                u64::from(index)
+                    .checked_mul(PACKET_BYTES)
+                    .ok_or(Status::ArgumentOutOfRange)?,
+            )
+            .ok_or(Status::ArgumentOutOfRange)?;
+        memory.write(packet_address, &packet)?;
         Ok(())
     }
 }
-
-/// Bytes of one slice buffer.
-const SLICE_BYTES: usize = SLICE_ELEMENTS * 4;
 
 /// Bytes of the index buffer.
 const INDEX_CHUNK_BYTES: usize = INDEX_CHUNK * 4;
@@ -547,22 +566,31 @@ mod tests {
         assert_eq!(kernel.dim(), 32);
         assert_eq!(kernel.bags(), 4);
         assert_eq!(kernel.index_count(), 10);
-        assert_eq!(kernel.items(), 4);
+        assert_eq!(kernel.items(), 4 * 32 / 8);
         assert_eq!(kernel.table(), DeviceAddress(TABLE));
         assert_eq!(kernel.batch(), DeviceAddress(BATCH));
         assert_eq!(kernel.result_address(), DeviceAddress(RESULT));
     }
 
     #[test]
-    fn items_are_bags_of_dim_floats_costed_by_their_length() {
+    fn an_item_covers_exactly_one_packet_of_one_bag_costed_by_the_bag_length() {
         let (command, memory, _) = valid();
         let kernel = DlrmKernel::decode(&command, &memory).unwrap();
-        let spec = kernel.item(2, &memory).unwrap();
-        assert_eq!(spec.result_offset, 2 * 128);
-        assert_eq!(spec.result_length, 128);
-        assert_eq!(spec.cost, item_cost(5, 32));
-        assert_eq!(kernel.item(1, &memory).unwrap().cost, item_cost(0, 32));
-        assert_eq!(kernel.item(4, &memory), Err(Status::ArgumentOutOfRange));
+        // dim 32: 4 packets per bag; item 9 is packet 1 of bag 2 (5 lookups).
+        for item in 0..16_u32 {
+            let spec = kernel.item(item, &memory).unwrap();
+            assert_eq!(spec.result_offset, 32 * u64::from(item));
+            assert_eq!(spec.result_length, 32);
+            let bag = (item / 4) as usize;
+            assert_eq!(
+                spec.cost,
+                item_cost(OFFSETS[bag + 1] - OFFSETS[bag]),
+                "item {item}"
+            );
+        }
+        assert_eq!(kernel.item(9, &memory).unwrap().cost, item_cost(5));
+        assert_eq!(kernel.item(4, &memory).unwrap().cost, item_cost(0));
+        assert_eq!(kernel.item(16, &memory), Err(Status::ArgumentOutOfRange));
         assert_eq!(
             kernel.item(u32::MAX, &memory),
             Err(Status::ArgumentOutOfRange)
@@ -570,25 +598,63 @@ mod tests {
     }
 
     #[test]
-    fn paper_bag_cost() {
-        // dim 256: one slice, 16 lane groups; 128 lookups.
-        let cost = item_cost(128, 256);
-        assert_eq!(cost.instructions(), 12 + 5 + 16 * 2 + 128 * (6 + 16 * 2));
-        assert_eq!(cost.bytes, 128 * (1024 + 4) + 8 + 1024);
-        // dim 512: two slices, the indices read twice.
-        let wide = item_cost(1, 512);
-        assert_eq!(wide.instructions(), 12 + 2 * 5 + 32 * 2 + (2 * 6 + 32 * 2));
-        assert_eq!(wide.bytes, (2048 + 8) + 8 + 2048);
+    fn an_item_writes_its_32_bytes_and_nothing_else() {
+        let (command, mut memory, table) = valid();
+        let kernel = DlrmKernel::decode(&command, &memory).unwrap();
+        memory.write(DeviceAddress(RESULT), &[0xEE; 512]).unwrap();
+        kernel.execute(9, &mut memory).unwrap();
+        let mut after = [0_u8; 512];
+        memory.read(DeviceAddress(RESULT), &mut after).unwrap();
+        let expected = plain_pool(&table, 32, &INDICES[3..8]);
+        for (offset, byte) in after.iter().enumerate() {
+            if (288..320).contains(&offset) {
+                let e = (offset - 288) / 4 + 8;
+                let bytes = expected[e].to_le_bytes();
+                assert_eq!(*byte, bytes[(offset - 288) % 4], "byte {offset}");
+            } else {
+                assert_eq!(*byte, 0xEE, "byte {offset}");
+            }
+        }
+    }
+
+    #[test]
+    fn costs_are_the_documented_instructions_and_bytes() {
+        assert_eq!(
+            FIXED,
+            ItemCost {
+                scalar: 8,
+                scalar_memory: 5,
+                vector: 2,
+                vector_memory: 1,
+                bytes: 40
+            }
+        );
+        assert_eq!(
+            PER_LOOKUP,
+            ItemCost {
+                scalar: 7,
+                scalar_memory: 1,
+                vector: 1,
+                vector_memory: 1,
+                bytes: 36
+            }
+        );
+        // A mean paper bag of 128 lookups, per packet.
+        let cost = item_cost(128);
+        assert_eq!(cost.instructions(), 16 + 128 * 10);
+        assert_eq!(cost.vector_memory, 1 + 128);
+        assert_eq!(cost.bytes, 40 + 128 * 36);
+        assert_eq!(item_cost(0), FIXED);
         // Saturates rather than overflowing.
-        assert_eq!(item_cost(u32::MAX, u32::MAX).bytes, u64::MAX);
+        assert_eq!(PER_LOOKUP.times(u64::MAX).plus(FIXED).bytes, u64::MAX);
     }
 
     #[test]
     fn execute_pools_every_bag_in_order() {
         let (command, mut memory, table) = valid();
         let kernel = DlrmKernel::decode(&command, &memory).unwrap();
-        for bag in (0..kernel.items()).rev() {
-            kernel.execute(bag, &mut memory).unwrap();
+        for item in (0..kernel.items()).rev() {
+            kernel.execute(item, &mut memory).unwrap();
         }
         for bag in 0..4 {
             let rows = &INDICES[OFFSETS[bag] as usize..OFFSETS[bag + 1] as usize];
@@ -604,12 +670,15 @@ mod tests {
     }
 
     #[test]
-    fn wide_rows_pool_slice_by_slice_and_long_bags_chunk_their_indices() {
-        // dim 272 (two slices, the second partial), one bag of 150 lookups (three index chunks).
+    fn wide_rows_have_many_packets_and_long_bags_chunk_their_indices() {
+        // dim 272 (34 packets), one bag of 150 lookups (three index chunks).
         let indices: Vec<u32> = (0..150).map(|j| (j * 7) % 12).collect();
         let (mut memory, table) = memory_with(12, 272, &[0, 150], &indices);
         let kernel = DlrmKernel::decode(&command(12, 272, 1, 150), &memory).unwrap();
-        kernel.execute(0, &mut memory).unwrap();
+        assert_eq!(kernel.items(), 34);
+        for item in 0..34 {
+            kernel.execute(item, &mut memory).unwrap();
+        }
         let expected = plain_pool(&table, 272, &indices);
         let got = read_floats(&memory, RESULT, 272);
         assert!(got
@@ -632,10 +701,12 @@ mod tests {
         let (mut memory, _) = memory_with(10, 32, &[0, 2], &[3, 10]);
         let kernel = DlrmKernel::decode(&command(10, 32, 1, 2), &memory).unwrap();
         memory.write(DeviceAddress(RESULT), &[0xEE; 128]).unwrap();
-        assert_eq!(
-            kernel.execute(0, &mut memory),
-            Err(Status::ArgumentOutOfRange)
-        );
+        for item in 0..4 {
+            assert_eq!(
+                kernel.execute(item, &mut memory),
+                Err(Status::ArgumentOutOfRange)
+            );
+        }
         let mut after = [0_u8; 128];
         memory.read(DeviceAddress(RESULT), &mut after).unwrap();
         assert_eq!(after, [0xEE; 128]);
@@ -649,15 +720,19 @@ mod tests {
 
     #[test]
     fn offsets_out_of_order_or_beyond_the_indices_refuse_the_item() {
-        // Bag 0 runs backwards; bag 1 ends beyond index_count... decoded with 4 indices.
+        // Bag 1 (items 4..8 at dim 32) runs backwards; bag 0 is fine.
         let (mut memory, _) = memory_with(10, 32, &[0, 3, 1, 4], &[1, 2, 3, 4]);
         let kernel = DlrmKernel::decode(&command(10, 32, 3, 4), &memory).unwrap();
-        assert!(kernel.item(0, &memory).is_ok());
-        assert_eq!(kernel.item(1, &memory), Err(Status::ArgumentOutOfRange));
-        assert_eq!(
-            kernel.execute(1, &mut memory),
-            Err(Status::ArgumentOutOfRange)
-        );
+        assert!(kernel.item(3, &memory).is_ok());
+        for item in 4..8 {
+            assert_eq!(kernel.item(item, &memory), Err(Status::ArgumentOutOfRange));
+            assert_eq!(
+                kernel.execute(item, &mut memory),
+                Err(Status::ArgumentOutOfRange)
+            );
+        }
+        assert!(kernel.item(8, &memory).is_ok());
+        // Bag 0 ends beyond index_count (decoded with 4 indices).
         let (mut memory, _) = memory_with(10, 32, &[0, 9, 4], &[1, 2, 3, 4]);
         let kernel = DlrmKernel::decode(&command(10, 32, 2, 4), &memory).unwrap();
         assert_eq!(kernel.item(0, &memory), Err(Status::ArgumentOutOfRange));
@@ -689,7 +764,7 @@ mod tests {
     #[test]
     fn zero_sizes_and_partial_vectors_are_rejected() {
         let (_, memory, _) = valid();
-        for (rows, dim, bags) in [(0, 32, 4), (10, 0, 4), (10, 32, 0), (10, 24, 4), (10, 8, 4)] {
+        for (rows, dim, bags) in [(0, 32, 4), (10, 0, 4), (10, 32, 0), (10, 12, 4), (10, 4, 4)] {
             assert_rejected(
                 command(rows, dim, bags, 10),
                 &memory,
@@ -700,6 +775,21 @@ mod tests {
         let mut huge = command(1, 0x4000_0000, 1, 10);
         huge.result_length = 1 << 32;
         assert_rejected(huge, &memory, Status::ArgumentOutOfRange);
+        // dim 8 (one packet per bag) and 24 are whole vectors of 8 lanes.
+        let (memory, _) = memory_with(10, 24, &OFFSETS, &INDICES);
+        assert_eq!(
+            DlrmKernel::decode(&command(10, 24, 4, 10), &memory)
+                .unwrap()
+                .items(),
+            12
+        );
+        let (memory, _) = memory_with(10, 8, &OFFSETS, &INDICES);
+        assert_eq!(
+            DlrmKernel::decode(&command(10, 8, 4, 10), &memory)
+                .unwrap()
+                .items(),
+            4
+        );
     }
 
     #[test]
@@ -785,7 +875,7 @@ mod tests {
             let (_, memory, _) = valid();
             let command = CommandDescriptor { kernel, mode: 0, tag: 0, flags, result_address, result_length, args };
             if let Ok(kernel) = DlrmKernel::decode(&command, &memory) {
-                prop_assert_eq!(u64::from(kernel.items()) * u64::from(kernel.dim()) * 4, command.result_length);
+                prop_assert_eq!(u64::from(kernel.items()) * 32, command.result_length);
                 let _ = kernel.item(0, &memory);
                 let _ = kernel.item(u32::MAX, &memory);
             }
@@ -800,7 +890,7 @@ mod tests {
             batch in prop_oneof![3 => (0x2000_u64..0x2100).prop_map(|a| a * 4), 1 => 0_u64..0x10000],
             result in prop_oneof![3 => (0x3000_u64..0x3100).prop_map(|a| a * 4), 1 => 0_u64..0x10000],
             rows in 0_u32..12,
-            dim in prop_oneof![3 => (1_u32..20).prop_map(|d| d * 16), 1 => 0_u32..300],
+            dim in prop_oneof![3 => (1_u32..40).prop_map(|d| d * 8), 1 => 0_u32..300],
             bags in 0_u32..6,
             lengths in proptest::collection::vec(0_u32..5, 6),
             indices in proptest::collection::vec(prop_oneof![4 => 0_u32..12, 1 => any::<u32>()], 30),
@@ -843,9 +933,9 @@ mod tests {
                     if described.is_err() {
                         prop_assert_eq!(outcome, Err(Status::ArgumentOutOfRange));
                     }
-                    let item = item as usize;
+                    let bag = (item / (dim / 8)) as usize;
                     let well_formed = well_formed_batch
-                        && indices[offsets[item] as usize..offsets[item + 1] as usize]
+                        && indices[offsets[bag] as usize..offsets[bag + 1] as usize]
                             .iter()
                             .all(|&row| row < rows);
                     if well_formed {

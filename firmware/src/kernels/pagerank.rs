@@ -20,30 +20,64 @@
 //! |---|---|
 //! | `args[0]` | device address of the [`PageRankParameters`] block (8-byte aligned) |
 //! | `args[1]` | device address of the contributions: `vertices` `f32` |
-//! | `args[2]` | vertices per item, `1..=`[`MAX_VERTICES_PER_ITEM`] |
+//! | `args[2]` | vertices per item: must be [`VERTICES_PER_ITEM`] (1) |
 //! | `args[3]` | reserved, must be zero |
 //! | `result_address`, `result_length` | the result space: exactly `4 * vertices` bytes |
 //! | `flags` | reserved, must be zero |
 //!
-//! # Work items and result layout
+//! # Work items and result layout: one µthread per vertex, as M²NDP's SpMV
 //!
-//! Item `i` covers vertices `i * per_item .. min((i + 1) * per_item, vertices)` and writes, for
-//! each vertex `v`, [`gather_sum`] of its in-neighbours' contributions (`f32`, little-endian) at
-//! result offset `4 v`: the result is the vertex-ordered array of sums.
+//! Item `v` is vertex `v` and writes [`gather_sum`] of its in-neighbours' contributions (`f32`,
+//! little-endian) at result offset `4 v`: the result is the vertex-ordered array of sums.
+//!
+//! This is the decomposition of M²NDP's PageRank SpMV (`examples/benchmarks/pagerank/
+//! kernel2.py`, whose base region gives each µthread one 32-byte packet and so one row): the
+//! µthread reads its row's two CSR offsets, then walks the row 8 in-arcs at a time with masked
+//! indexed loads ([`VECTOR_LANES`] lanes, `vluxei32.v` under the mask `index < end`), adds the
+//! gathered values into a lane accumulator, and ends with an ordered reduction
+//! (`vfredosum.vs`) and a scalar store. The µthread's instructions, by functional unit:
+//!
+//! ```text
+//! FIXED      vsetvli; li spad; ld x4 (bases of offsets, sources, contributions, result);
+//!            li 8; li -1; vmset.m; vid.v; vmv.v.i + vfcvt (M2NDP's unused v2, kept);
+//!            srli + add (offsets[v]'s address); lw offsets[v]; lw offsets[v + 1];
+//!            li 0; vmv.v.i + vfcvt (clear the lanes); ble (no in-arcs: to the reduction);
+//!            vmv.v.i (the reduction's zero); vfredosum.vs; vfmv.f.s; srli + add; fsw; li 1
+//! PER_CHUNK  vadd.vx + vmslt.vx (lane indices and mask); vsll.vi; vluxei32 sources;
+//!            vsll.vi; vluxei32 contributions; vfadd.vv; sub + addi + bgt (loop)
+//! ```
+//!
+//! Item cost: [`FIXED`] + `ceil(in-arcs / 8)` × [`PER_CHUNK`] + in-arcs × [`BYTES_PER_ARC`]
+//! bytes ([`item_cost`]).
+//!
+//! Where ours differs from M²NDP's kernel2, and why:
+//!
+//! - **No per-arc weight.** M²NDP multiplies `x[col[j]]` by a per-arc `data[j] = 1 /
+//!   outdeg(col[j])` that its kernel1 precomputes, and its kernel3 updates the ranks on the
+//!   device. Here the rank update is the host task (it is what AXLE streams the sums to), and
+//!   the host writes the per-vertex contribution `rank / outdeg` as the next launch's input:
+//!   the same quantity without the 4-byte-per-arc weight array (7.8 MB at paper scale), its
+//!   base-address load, its `vluxei32.v` per chunk and its 4 bytes per arc, and `vfadd.vv`
+//!   takes the place of `vfmacc.vv`.
+//! - **Every vertex writes its sum.** M²NDP's kernel2 skips a vertex without in-arcs and leaves
+//!   the output its kernel3 cleared; our result space is streamed to the host, so every item
+//!   writes its 4 bytes: a vertex without in-arcs branches to the reduction of the cleared
+//!   lanes and stores `+0.0`, at the same fixed cost.
 //!
 //! # Arithmetic and summation order (bit-exact contract with the host reference)
 //!
-//! The µthread gathers scalar-wise: `s = +0.0`, then `s = s + c[sources[k]]` for `k =
-//! offsets[v], offsets[v] + 1, ...` in increasing order, each addition rounded in `f32` (the
-//! mean degree of the paper's graph is 6.5, too short for full 16-lane vectors). The host
-//! reference calls the same [`gather_sum`] order, so results are bit-identical.
+//! In-arc `k` of a vertex (`k = 0, 1, ...` from `offsets[v]`) goes to lane `k mod 8`; each lane
+//! starts at `+0.0` and adds its contributions in increasing `k`, one rounded `f32` addition
+//! each (the masked `vfadd.vv`: a masked-off lane keeps its value). The sum is then the
+//! ordered reduction `((((+0.0 + lane[0]) + lane[1]) + ...) + lane[7])`. [`GatherSum`] is that
+//! order; the host reference calls the same [`gather_sum`], so results are bit-identical.
 //!
 //! # Validation (everything a hostile host can send)
 //!
 //! - `kernel` is not PageRank: [`Status::UnknownKernel`]; `flags != 0`: [`Status::MalformedDescriptor`].
 //! - Any address unaligned (parameters: 8, arrays and result: 4), any array or the result
 //!   overflowing or ending beyond device memory, `vertices` zero or `vertices + 1` not fitting
-//!   a `u32`, `arcs` not fitting a `u32`, vertices per item outside `1..=`[`MAX_VERTICES_PER_ITEM`],
+//!   a `u32`, `arcs` not fitting a `u32`, `args[2]` other than [`VERTICES_PER_ITEM`],
 //!   `args[3] != 0`, the result overlapping any input, or `result_length != 4 * vertices`:
 //!   [`Status::ArgumentOutOfRange`] at decode. An item whose offsets decrease or exceed `arcs`,
 //!   or whose source ids are `>= vertices`, fails with [`Status::ArgumentOutOfRange`] when it is
@@ -54,36 +88,54 @@
 use crate::hal::DeviceMemory;
 use crate::kernels::ranges::{checked_range, overlaps};
 use crate::kernels::sssp::{read_word, read_words, word_address, CHUNK_WORDS, RANDOM_ACCESS_BYTES};
-use crate::kernels::{ItemCost, ItemSpec};
+use crate::kernels::{ItemCost, ItemSpec, VECTOR_LANES};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-/// Largest vertices-per-item value accepted.
-pub const MAX_VERTICES_PER_ITEM: u32 = 65_536;
+/// Vertices per item: one, as M²NDP's kernel2 gives each µthread one row (`args[2]` must say
+/// so).
+pub const VERTICES_PER_ITEM: u32 = 1;
 
 /// Bytes of result per vertex: one `f32` sum.
 pub const RESULT_BYTES_PER_VERTEX: u64 = 4;
 
-/// Instructions per in-arc: `lw` the source id, `slli` + `add` its contribution's address (2),
-/// `flw` the contribution (a gather from a random line), `fadd.s`, and the loop's pointer bump
-/// and branch (2): 6.
-pub const OPERATIONS_PER_ARC: u64 = 6;
+/// In-arcs per loop iteration: one per vector lane.
+pub const ARCS_PER_CHUNK: u64 = VECTOR_LANES as u64;
 
-/// Bytes per in-arc: the 4-byte source id (streamed) and the contribution's line
-/// ([`RANDOM_ACCESS_BYTES`]: a random 4-byte read moves a 64-byte burst).
+/// One loop iteration over up to 8 in-arcs (M²NDP kernel2's `.LOOP0`): `vadd.vx` (lane
+/// indices), `vmslt.vx` (the mask `index < end`), `vsll.vi` (byte offsets), `vsll.vi` (the
+/// source ids to byte offsets) and `vfadd.vv` into the lane accumulator on the vector unit (5);
+/// `vluxei32.v` of the source ids and `vluxei32.v` of their contributions on the vector address
+/// unit (2); `sub` (arcs left), `addi` (next chunk) and `bgt` on the scalar units (3). The
+/// bytes are per arc ([`BYTES_PER_ARC`]): a masked-off lane loads nothing.
+pub const PER_CHUNK: ItemCost = ItemCost {
+    scalar: 3,
+    scalar_memory: 0,
+    vector: 5,
+    vector_memory: 2,
+    bytes: 0,
+};
+
+/// Bytes per in-arc: its 4-byte source id (the row's ids are contiguous: 8 lanes load 32
+/// consecutive bytes) and its contribution, gathered from a random line
+/// ([`RANDOM_ACCESS_BYTES`]).
 pub const BYTES_PER_ARC: u64 = 4 + RANDOM_ACCESS_BYTES;
 
-/// Instructions per vertex: `lw` the next offset (the previous one is kept in a register),
-/// clear the accumulator, loop set-up and bound check (3), `fsw` the sum, vertex loop bump and
-/// branch (2): 8.
-pub const OPERATIONS_PER_VERTEX: u64 = 8;
-
-/// Bytes per vertex: its offset word and its result word (both sequential).
-pub const BYTES_PER_VERTEX: u64 = 4 + RESULT_BYTES_PER_VERTEX;
-
-/// Fixed instructions per item: the first and last vertex from the index (3), the first
-/// offset and the base addresses (4), the return and call overhead (5).
-pub const FIXED_OPERATIONS: u64 = 12;
+/// Per vertex, whatever its degree (M²NDP kernel2 outside its loop, see the module docs):
+/// scalar: `vsetvli`, `li` of the scratchpad address, `li 8`, `li -1`, `srli` + `add` of the
+/// offsets' address, `ble`, `li 0`, `srli` + `add` of the result address and the closing
+/// `li 1` (11); scalar memory: the 4 base addresses from the scratchpad (`ld`), the two
+/// offsets (`lw`) and the sum (`fsw`) (7); vector: `vmset.m`, `vid.v`, `vmv.v.i` + `vfcvt` of
+/// M²NDP's unused `v2`, `vmv.v.i` + `vfcvt` clearing the lanes, `vmv.v.i` of the reduction's
+/// zero, `vfredosum.vs` and `vfmv.f.s` (9). Bytes: the two offsets (8, contiguous) and the sum
+/// (4); the scratchpad costs no bytes.
+pub const FIXED: ItemCost = ItemCost {
+    scalar: 11,
+    scalar_memory: 7,
+    vector: 9,
+    vector_memory: 0,
+    bytes: 8 + RESULT_BYTES_PER_VERTEX,
+};
 
 /// The parameter block of the in-neighbour graph (32 bytes, little-endian `u64` fields).
 #[derive(
@@ -112,29 +164,65 @@ impl PageRankParameters {
     }
 }
 
-/// The modelled cost of an item over `vertices` vertices with `arcs` in-arcs in all: see
-/// [`FIXED_OPERATIONS`], [`OPERATIONS_PER_VERTEX`], [`OPERATIONS_PER_ARC`], [`BYTES_PER_VERTEX`]
-/// and [`BYTES_PER_ARC`]. Saturates instead of overflowing.
-pub fn item_cost(vertices: u64, arcs: u64) -> ItemCost {
-    // Interim: every instruction counted as scalar until this kernel's cost is split by
-    // functional unit.
-    ItemCost {
-        scalar: FIXED_OPERATIONS
-            .saturating_add(vertices.saturating_mul(OPERATIONS_PER_VERTEX))
-            .saturating_add(arcs.saturating_mul(OPERATIONS_PER_ARC)),
-        bytes: vertices
-            .saturating_mul(BYTES_PER_VERTEX)
-            .saturating_add(arcs.saturating_mul(BYTES_PER_ARC)),
-        ..ItemCost::ZERO
+/// The modelled cost of the item of a vertex with `arcs` in-arcs: [`FIXED`], plus
+/// `ceil(arcs / 8)` × [`PER_CHUNK`], plus `arcs` × [`BYTES_PER_ARC`] bytes. Saturates instead
+/// of overflowing.
+pub fn item_cost(arcs: u64) -> ItemCost {
+    FIXED
+        .plus(PER_CHUNK.times(arcs.div_ceil(ARCS_PER_CHUNK)))
+        .plus(ItemCost::bytes(arcs.saturating_mul(BYTES_PER_ARC)))
+}
+
+/// The kernel's sum of one vertex's contributions, fed in in-arc order: in-arc `k` goes to lane
+/// `k mod 8` (each lane a running `f32` sum from `+0.0`), and [`GatherSum::sum`] is the ordered
+/// reduction of the lanes (see the module docs). Feeding the contributions in several batches
+/// equals feeding them at once.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GatherSum {
+    lanes: [f32; VECTOR_LANES],
+    next: usize,
+}
+
+impl Default for GatherSum {
+    fn default() -> Self {
+        GatherSum::new()
     }
 }
 
-/// The running sum of one vertex in the kernel's order: `s = s + c` per in-neighbour, in `f32`.
-/// Feeding contributions in several calls equals one call with all of them.
-pub fn gather_sum(sum: f32, contributions: impl IntoIterator<Item = f32>) -> f32 {
-    contributions
-        .into_iter()
-        .fold(sum, |sum, contribution| sum + contribution)
+impl GatherSum {
+    /// No contribution yet: every lane `+0.0`.
+    pub const fn new() -> GatherSum {
+        GatherSum {
+            lanes: [0.0; VECTOR_LANES],
+            next: 0,
+        }
+    }
+
+    /// Adds the next in-arc's contribution to its lane.
+    pub fn add(&mut self, contribution: f32) {
+        if let Some(lane) = self.lanes.get_mut(self.next) {
+            *lane += contribution;
+        }
+        self.next = match self.next.checked_add(1) {
+            Some(next) if next < VECTOR_LANES => next,
+            _ => 0,
+        };
+    }
+
+    /// The ordered reduction `(((+0.0 + lane[0]) + lane[1]) + ...) + lane[7]` (`vfredosum.vs`
+    /// with a zero start).
+    pub fn sum(&self) -> f32 {
+        self.lanes.iter().fold(0.0, |sum, lane| sum + *lane)
+    }
+}
+
+/// The kernel's sum of `contributions`, in in-arc order (see [`GatherSum`]).
+pub fn gather_sum(contributions: impl IntoIterator<Item = f32>) -> f32 {
+    let mut sum = GatherSum::new();
+    for contribution in contributions {
+        sum.add(contribution);
+    }
+    sum.sum()
 }
 
 /// A decoded, validated PageRank gather launch.
@@ -142,15 +230,14 @@ pub fn gather_sum(sum: f32, contributions: impl IntoIterator<Item = f32>) -> f32
 /// # Invariants
 ///
 /// The parameter block, offsets, sources, contributions and result lie inside the device
-/// memory the command was decoded against; the result overlaps none of them; `items ==
-/// ceil(vertices / per_item)`.
+/// memory the command was decoded against; the result overlaps none of them; `vertices` (the
+/// item count) fits a `u32`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PageRankKernel {
     parameters: PageRankParameters,
     contributions: u64,
     result: u64,
-    per_item: u32,
-    items: u32,
+    vertices: u32,
 }
 
 impl PageRankKernel {
@@ -168,11 +255,7 @@ impl PageRankKernel {
         }
         let size = memory.size();
         let [parameters_address, contributions, per_item, reserved] = command.args;
-        if reserved != 0 {
-            return Err(Status::ArgumentOutOfRange);
-        }
-        let per_item = u32::try_from(per_item).map_err(|_| Status::ArgumentOutOfRange)?;
-        if per_item == 0 || per_item > MAX_VERTICES_PER_ITEM {
+        if reserved != 0 || per_item != u64::from(VERTICES_PER_ITEM) {
             return Err(Status::ArgumentOutOfRange);
         }
         let parameters_range = checked_range(parameters_address, 32, 8, size)?;
@@ -214,8 +297,7 @@ impl PageRankKernel {
             parameters,
             contributions,
             result: command.result_address,
-            per_item,
-            items: vertices.div_ceil(per_item),
+            vertices,
         })
     }
 
@@ -224,108 +306,79 @@ impl PageRankKernel {
         self.parameters
     }
 
-    /// Vertices per item.
-    pub fn per_item(&self) -> u32 {
-        self.per_item
-    }
-
-    /// Work items: `ceil(vertices / per_item)`.
+    /// Work items: one per vertex.
     pub fn items(&self) -> u32 {
-        self.items
+        self.vertices
     }
 
-    /// Vertices of item `index`, and their first and last offsets (checked: not decreasing,
-    /// within the arcs).
-    fn span<M: DeviceMemory>(
-        &self,
-        index: u32,
-        memory: &M,
-    ) -> Result<(u64, u64, u64, u64), Status> {
-        if index >= self.items {
+    /// Vertex `index`'s in-arcs `offsets[index]..offsets[index + 1]` (checked: not decreasing,
+    /// within the arcs). Two words of device memory: the µthread's two `lw`.
+    fn arcs<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<(u64, u64), Status> {
+        if index >= self.vertices {
             return Err(Status::ArgumentOutOfRange);
         }
-        let first = u64::from(index)
-            .checked_mul(u64::from(self.per_item))
-            .ok_or(Status::ArgumentOutOfRange)?;
-        let last = first
-            .checked_add(u64::from(self.per_item))
-            .ok_or(Status::ArgumentOutOfRange)?
-            .min(self.parameters.vertices);
-        let arc_first = u64::from(read_word(memory, self.parameters.offsets, first)?);
-        let arc_last = u64::from(read_word(memory, self.parameters.offsets, last)?);
-        if arc_first > arc_last || arc_last > self.parameters.arcs {
+        let mut words = [0_u8; 8];
+        memory.read(
+            word_address(self.parameters.offsets, u64::from(index))?,
+            &mut words,
+        )?;
+        let [a, b, c, d, e, f, g, h] = words;
+        let first = u64::from(u32::from_le_bytes([a, b, c, d]));
+        let last = u64::from(u32::from_le_bytes([e, f, g, h]));
+        if first > last || last > self.parameters.arcs {
             return Err(Status::ArgumentOutOfRange);
         }
-        Ok((first, last, arc_first, arc_last))
+        Ok((first, last))
     }
 
-    /// Item `index`: result offset `4 * first`, `4 * vertices` bytes, cost [`item_cost`] (its
-    /// arc count read from the offsets).
+    /// Item `index` (vertex `index`): result offset `4 * index`, 4 bytes, cost [`item_cost`] of
+    /// its in-degree (read from the offsets).
     pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, Status> {
-        let (first, last, arc_first, arc_last) = self.span(index, memory)?;
-        let vertices = last.checked_sub(first).ok_or(Status::ArgumentOutOfRange)?;
+        let (first, last) = self.arcs(index, memory)?;
         Ok(ItemSpec {
-            result_offset: first
+            result_offset: u64::from(index)
                 .checked_mul(RESULT_BYTES_PER_VERTEX)
                 .ok_or(Status::ArgumentOutOfRange)?,
-            result_length: u32::try_from(
-                vertices
-                    .checked_mul(RESULT_BYTES_PER_VERTEX)
-                    .ok_or(Status::ArgumentOutOfRange)?,
-            )
-            .map_err(|_| Status::ArgumentOutOfRange)?,
-            cost: item_cost(
-                vertices,
-                arc_last
-                    .checked_sub(arc_first)
-                    .ok_or(Status::ArgumentOutOfRange)?,
-            ),
+            result_length: RESULT_BYTES_PER_VERTEX as u32,
+            cost: item_cost(last.checked_sub(first).ok_or(Status::ArgumentOutOfRange)?),
         })
     }
 
-    /// Runs item `index`: the [`gather_sum`] of every vertex of the item, written at `4 v` of
-    /// the result.
+    /// Runs item `index`: the [`gather_sum`] of vertex `index`'s in-neighbours' contributions,
+    /// written at `4 * index` of the result.
     pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &mut M) -> Result<(), Status> {
-        let (first, last, _, _) = self.span(index, memory)?;
+        let (first, last) = self.arcs(index, memory)?;
         let parameters = self.parameters;
         let mut sources = [0_u32; CHUNK_WORDS];
-        let mut arc_first = u64::from(read_word(memory, parameters.offsets, first)?);
-        for vertex in first..last {
-            let arc_last = u64::from(read_word(
-                memory,
-                parameters.offsets,
-                vertex.checked_add(1).ok_or(Status::ArgumentOutOfRange)?,
-            )?);
-            if arc_first > arc_last || arc_last > parameters.arcs {
-                return Err(Status::ArgumentOutOfRange);
-            }
-            let mut sum = 0.0_f32;
-            let mut arc = arc_first;
-            while arc < arc_last {
-                let chunk = usize::try_from(
-                    arc_last
-                        .checked_sub(arc)
-                        .ok_or(Status::ArgumentOutOfRange)?
-                        .min(CHUNK_WORDS as u64),
-                )
-                .map_err(|_| Status::ArgumentOutOfRange)?;
-                read_words(memory, parameters.sources, arc, chunk, &mut sources)?;
-                for source in sources.iter().take(chunk) {
-                    let source = u64::from(*source);
-                    if source >= parameters.vertices {
-                        return Err(Status::ArgumentOutOfRange);
-                    }
-                    let contribution =
-                        f32::from_bits(read_word(memory, self.contributions, source)?);
-                    sum = gather_sum(sum, [contribution]);
+        let mut sum = GatherSum::new();
+        let mut arc = first;
+        while arc < last {
+            let chunk = usize::try_from(
+                last.checked_sub(arc)
+                    .ok_or(Status::ArgumentOutOfRange)?
+                    .min(CHUNK_WORDS as u64),
+            )
+            .map_err(|_| Status::ArgumentOutOfRange)?;
+            read_words(memory, parameters.sources, arc, chunk, &mut sources)?;
+            for source in sources.iter().take(chunk) {
+                let source = u64::from(*source);
+                if source >= parameters.vertices {
+                    return Err(Status::ArgumentOutOfRange);
                 }
-                arc = arc
-                    .checked_add(chunk as u64)
-                    .ok_or(Status::ArgumentOutOfRange)?;
+                sum.add(f32::from_bits(read_word(
+                    memory,
+                    self.contributions,
+                    source,
+                )?));
             }
-            memory.write(word_address(self.result, vertex)?, &sum.to_le_bytes())?;
-            arc_first = arc_last;
+            arc = arc
+                .checked_add(chunk as u64)
+                .ok_or(Status::ArgumentOutOfRange)?;
         }
+        memory.write(
+            word_address(self.result, u64::from(index))?,
+            &sum.sum().to_le_bytes(),
+        )?;
         Ok(())
     }
 }
@@ -365,9 +418,21 @@ mod tests {
         }
     }
 
+    fn command(vertices: u64) -> CommandDescriptor {
+        CommandDescriptor {
+            kernel: KernelId::PageRankGather as u32,
+            mode: 0,
+            tag: 0,
+            flags: 0,
+            result_address: RESULT,
+            result_length: 4 * vertices,
+            args: [PARAMETERS, CONTRIBUTIONS, u64::from(VERTICES_PER_ITEM), 0],
+        }
+    }
+
     /// The undirected path 0 - 1 - 2 - 3 as in-neighbours: 0: {1}, 1: {0, 2}, 2: {1, 3},
     /// 3: {2}; contributions 0.5, 0.25, 0.125, 1.0 (sums exact in `f32`).
-    fn setup(per_item: u64) -> (FakeMemory, CommandDescriptor) {
+    fn setup() -> (FakeMemory, CommandDescriptor) {
         let mut memory = FakeMemory::new(MEMORY as usize);
         memory
             .write(DeviceAddress(PARAMETERS), &parameters().to_bytes())
@@ -376,64 +441,124 @@ mod tests {
         put_words(&mut memory, SOURCES, &[1, 0, 2, 1, 3, 2]);
         let contributions = [0.5_f32, 0.25, 0.125, 1.0];
         put_words(&mut memory, CONTRIBUTIONS, &contributions.map(f32::to_bits));
-        let command = CommandDescriptor {
-            kernel: KernelId::PageRankGather as u32,
-            mode: 0,
-            tag: 0,
-            flags: 0,
-            result_address: RESULT,
-            result_length: 16,
-            args: [PARAMETERS, CONTRIBUTIONS, per_item, 0],
-        };
-        (memory, command)
+        (memory, command(4))
     }
 
     #[test]
-    fn every_vertex_gets_the_sum_of_its_in_neighbours() {
-        for per_item in [1, 3, 4, 100] {
-            let (mut memory, command) = setup(per_item);
-            let kernel = PageRankKernel::decode(&command, &memory).unwrap();
-            assert_eq!(u64::from(kernel.items()), 4_u64.div_ceil(per_item));
-            for item in 0..kernel.items() {
-                kernel.execute(item, &mut memory).unwrap();
-            }
-            assert_eq!(floats(&memory, RESULT, 4), [0.25, 0.625, 1.25, 0.125]);
-        }
-    }
-
-    #[test]
-    fn items_cover_vertex_blocks_with_their_arc_counts() {
-        let (memory, command) = setup(3);
+    fn every_vertex_gets_the_sum_of_its_in_neighbours_in_any_item_order() {
+        let (mut memory, command) = setup();
         let kernel = PageRankKernel::decode(&command, &memory).unwrap();
-        let first = kernel.item(0, &memory).unwrap();
-        assert_eq!((first.result_offset, first.result_length), (0, 12));
-        assert_eq!(first.cost, item_cost(3, 5));
-        let second = kernel.item(1, &memory).unwrap();
-        assert_eq!((second.result_offset, second.result_length), (12, 4));
-        assert_eq!(
-            second.cost.instructions(),
-            FIXED_OPERATIONS + OPERATIONS_PER_VERTEX + OPERATIONS_PER_ARC
-        );
-        assert_eq!(second.cost.bytes, BYTES_PER_VERTEX + BYTES_PER_ARC);
-        assert_eq!(kernel.item(2, &memory), Err(Status::ArgumentOutOfRange));
+        assert_eq!(kernel.items(), 4);
+        for item in [2, 0, 3, 1] {
+            kernel.execute(item, &mut memory).unwrap();
+        }
+        assert_eq!(floats(&memory, RESULT, 4), [0.25, 0.625, 1.25, 0.125]);
     }
 
     #[test]
-    fn gather_sum_is_sequential_f32() {
-        let values = [1.0e8_f32, 1.0, -1.0e8, 1.0];
-        // Sequential f32: (1e8 + 1) rounds to 1e8, minus 1e8 is 0, plus 1 is 1.
-        assert_eq!(gather_sum(0.0, values), 1.0);
+    fn an_item_covers_exactly_its_vertex() {
+        let (mut memory, command) = setup();
+        let kernel = PageRankKernel::decode(&command, &memory).unwrap();
+        for vertex in 0..4_u32 {
+            let spec = kernel.item(vertex, &memory).unwrap();
+            assert_eq!(spec.result_offset, 4 * u64::from(vertex));
+            assert_eq!(spec.result_length, 4);
+        }
+        // Running vertex 2 writes its 4 bytes and nothing around them.
+        put_words(&mut memory, RESULT, &[0xAAAA_AAAA; 4]);
+        kernel.execute(2, &mut memory).unwrap();
+        let words: Vec<u32> = floats(&memory, RESULT, 4)
+            .iter()
+            .map(|f| f.to_bits())
+            .collect();
         assert_eq!(
-            gather_sum(
-                gather_sum(0.0, values[..2].iter().copied()),
-                values[2..].iter().copied()
-            ),
-            1.0
+            words,
+            [0xAAAA_AAAA, 0xAAAA_AAAA, 1.25_f32.to_bits(), 0xAAAA_AAAA]
+        );
+        assert_eq!(kernel.item(4, &memory), Err(Status::ArgumentOutOfRange));
+        assert_eq!(
+            kernel.execute(4, &mut memory),
+            Err(Status::ArgumentOutOfRange)
         );
     }
 
     #[test]
-    fn long_in_lists_cross_chunks() {
+    fn an_item_costs_the_fixed_part_and_one_chunk_per_eight_in_arcs() {
+        assert_eq!(
+            FIXED,
+            ItemCost {
+                scalar: 11,
+                scalar_memory: 7,
+                vector: 9,
+                vector_memory: 0,
+                bytes: 12
+            }
+        );
+        assert_eq!(PER_CHUNK.instructions(), 10);
+        assert_eq!(BYTES_PER_ARC, 68);
+        // No in-arcs: the fixed part only (it still stores its +0.0).
+        assert_eq!(item_cost(0), FIXED);
+        // 1..=8 in-arcs: one chunk; 9: two; bytes per arc.
+        assert_eq!(
+            item_cost(1),
+            FIXED.plus(PER_CHUNK).plus(ItemCost::bytes(68))
+        );
+        assert_eq!(
+            item_cost(8),
+            FIXED.plus(PER_CHUNK).plus(ItemCost::bytes(8 * 68))
+        );
+        let nine = item_cost(9);
+        assert_eq!(nine.vector_memory, 4);
+        assert_eq!(nine.scalar, 11 + 6);
+        assert_eq!(nine.vector, 9 + 10);
+        assert_eq!(nine.bytes, 12 + 9 * 68);
+        // Saturates rather than overflowing.
+        assert_eq!(item_cost(u64::MAX).bytes, u64::MAX);
+        // The items of the path graph: degrees 1, 2, 2, 1.
+        let (memory, command) = setup();
+        let kernel = PageRankKernel::decode(&command, &memory).unwrap();
+        let costs: Vec<ItemCost> = (0..4)
+            .map(|v| kernel.item(v, &memory).unwrap().cost)
+            .collect();
+        assert_eq!(
+            costs,
+            [item_cost(1), item_cost(2), item_cost(2), item_cost(1)]
+        );
+    }
+
+    #[test]
+    fn gather_sum_adds_lane_by_lane_then_reduces_in_lane_order() {
+        // Lane 0 gets 1e8 and -1e8 (arcs 0 and 8), lane 1 gets 1.0 (arc 1): the lanes are
+        // exact, 0 and 1, so the sum is 1. A running scalar sum would lose the 1.0 to 1e8 and
+        // give 0.
+        let mut values = [0.0_f32; 9];
+        values[0] = 1.0e8;
+        values[1] = 1.0;
+        values[8] = -1.0e8;
+        assert_eq!(gather_sum(values), 1.0);
+        assert_eq!(values.iter().fold(0.0_f32, |s, v| s + v), 0.0);
+        // The reduction adds the lanes in order, each addition rounded: lanes 1e8, 1, -1e8
+        // (arcs 0, 1, 2) give ((1e8 + 1) - 1e8) = 0 in f32 (exactly, 1).
+        assert_eq!(gather_sum([1.0e8, 1.0, -1.0e8]), 0.0);
+        // Feeding in batches equals feeding at once, across the lane wrap.
+        let many: Vec<f32> = (0..37).map(|k| 1.0 / (k as f32 + 3.0)).collect();
+        let mut split = GatherSum::new();
+        for value in &many[..13] {
+            split.add(*value);
+        }
+        for value in &many[13..] {
+            split.add(*value);
+        }
+        assert_eq!(
+            split.sum().to_bits(),
+            gather_sum(many.iter().copied()).to_bits()
+        );
+        // No contribution: +0.0.
+        assert_eq!(gather_sum([]).to_bits(), 0);
+    }
+
+    #[test]
+    fn long_in_lists_cross_chunks_in_the_lane_order() {
         let mut memory = FakeMemory::new(MEMORY as usize);
         let p = PageRankParameters {
             vertices: 2,
@@ -447,24 +572,23 @@ mod tests {
         put_words(&mut memory, OFFSETS, &[0, 150, 200]);
         let sources: Vec<u32> = (0..200).map(|k| k % 2).collect();
         put_words(&mut memory, SOURCES, &sources);
+        let contributions = [0.1_f32, 0.7];
         put_words(
             &mut memory,
             CONTRIBUTIONS + 0x400,
-            &[0.5_f32.to_bits(), 2.0_f32.to_bits()],
+            &contributions.map(f32::to_bits),
         );
-        let command = CommandDescriptor {
-            kernel: KernelId::PageRankGather as u32,
-            mode: 0,
-            tag: 0,
-            flags: 0,
-            result_address: RESULT,
-            result_length: 8,
-            args: [PARAMETERS, CONTRIBUTIONS + 0x400, 1, 0],
-        };
+        let mut command = command(2);
+        command.args[1] = CONTRIBUTIONS + 0x400;
         let kernel = PageRankKernel::decode(&command, &memory).unwrap();
         kernel.execute(0, &mut memory).unwrap();
         kernel.execute(1, &mut memory).unwrap();
-        assert_eq!(floats(&memory, RESULT, 2), [75.0 * 2.5, 25.0 * 2.5]);
+        let expected = |arcs: std::ops::Range<usize>| {
+            gather_sum(arcs.map(|k| contributions[sources[k] as usize]))
+        };
+        let got = floats(&memory, RESULT, 2);
+        assert_eq!(got[0].to_bits(), expected(0..150).to_bits());
+        assert_eq!(got[1].to_bits(), expected(150..200).to_bits());
     }
 
     fn rejected(memory: &FakeMemory, command: &CommandDescriptor) {
@@ -477,7 +601,7 @@ mod tests {
 
     #[test]
     fn malformed_commands_are_rejected() {
-        let (mut memory, valid) = setup(2);
+        let (mut memory, valid) = setup();
         let mut c = valid;
         c.kernel = KernelId::SsspRelax as u32;
         assert_eq!(
@@ -492,7 +616,9 @@ mod tests {
         );
         for (field, value) in [
             (2, 0),
-            (2, u64::from(MAX_VERTICES_PER_ITEM) + 1),
+            (2, 2),
+            (2, 256),
+            (2, u64::MAX),
             (3, 1),
             (0, PARAMETERS + 4),
             (0, MEMORY - 16),
@@ -551,24 +677,27 @@ mod tests {
     }
 
     #[test]
-    fn bad_offsets_or_sources_fail_the_item() {
-        let (mut memory, command) = setup(2);
+    fn bad_offsets_or_sources_fail_only_their_vertex() {
+        let (mut memory, command) = setup();
         let kernel = PageRankKernel::decode(&command, &memory).unwrap();
+        // offsets[1] = 4 > offsets[2] = 3: vertex 1 runs backwards; vertex 0 (0..4) is fine.
         put_words(&mut memory, OFFSETS, &[0, 4, 3, 5, 6]);
-        assert_eq!(
-            kernel.execute(0, &mut memory),
-            Err(Status::ArgumentOutOfRange)
-        );
-        put_words(&mut memory, OFFSETS, &[0, 1, 3, 5, 9]);
+        assert!(kernel.item(0, &memory).is_ok());
         assert_eq!(kernel.item(1, &memory), Err(Status::ArgumentOutOfRange));
-        put_words(&mut memory, OFFSETS, &[0, 1, 3, 5, 6]);
-        put_words(&mut memory, SOURCES, &[1, 0, 2, 1, 3, 4]);
         assert_eq!(
             kernel.execute(1, &mut memory),
             Err(Status::ArgumentOutOfRange)
         );
+        // offsets[4] = 9 beyond the 6 arcs: only vertex 3 fails.
+        put_words(&mut memory, OFFSETS, &[0, 1, 3, 5, 9]);
+        assert!(kernel.item(2, &memory).is_ok());
+        assert_eq!(kernel.item(3, &memory), Err(Status::ArgumentOutOfRange));
+        // A source id >= vertices fails its vertex at execute.
+        put_words(&mut memory, OFFSETS, &[0, 1, 3, 5, 6]);
+        put_words(&mut memory, SOURCES, &[1, 0, 2, 1, 3, 4]);
+        assert!(kernel.execute(2, &mut memory).is_ok());
         assert_eq!(
-            kernel.execute(2, &mut memory),
+            kernel.execute(3, &mut memory),
             Err(Status::ArgumentOutOfRange)
         );
     }
@@ -584,7 +713,7 @@ mod tests {
     fn hostile_commands_and_memory_never_panic() {
         let mut state = 0x2545_F491_4F6C_DD1D_u64;
         for round in 0..4000 {
-            let (mut memory, mut command) = setup(2);
+            let (mut memory, mut command) = setup();
             for _ in 0..(round % 4) {
                 let address = [PARAMETERS, OFFSETS, SOURCES][(next(&mut state) % 3) as usize]
                     + 4 * (next(&mut state) % 10);
@@ -609,8 +738,11 @@ mod tests {
             }
             if let Ok(kernel) = PageRankKernel::decode(&command, &memory) {
                 for item in 0..kernel.items().min(64) {
-                    let _ = kernel.item(item, &memory);
-                    let _ = kernel.execute(item, &mut memory);
+                    let described = kernel.item(item, &memory);
+                    let executed = kernel.execute(item, &mut memory);
+                    if described.is_err() {
+                        assert!(executed.is_err());
+                    }
                 }
                 assert_eq!(
                     kernel.item(kernel.items(), &memory),

@@ -40,7 +40,7 @@ pub const TOP_MLP_WIDTHS: [u32; 3] = [128, 64, 1];
 pub struct DlrmShape {
     /// Embedding table rows.
     pub rows: u32,
-    /// Elements per row (a multiple of 16, the kernel's lanes).
+    /// Elements per row (a multiple of 8, the kernel's vector lanes).
     pub dim: u32,
     /// Batches (one launch each).
     pub batches: u32,

@@ -5,7 +5,10 @@
 //!
 //! The CCM runs the sparse length sum, [`firmware::kernels::dlrm`]: for each bag of a batch it
 //! looks up the bag's rows in the table and sums them into one pooled vector of 256 `f32`
-//! (1 KiB per bag, bag-major in the result space). The host runs the dense part: the top MLP
+//! (1 KiB per bag, bag-major in the result space). As in M²NDP's SLS, a work item is one
+//! 32-byte packet of one bag's pooled vector (8 of its 256 elements): 32 items per bag, 16,384
+//! per paper batch, each walking the bag's lookups and loading 32 bytes of each row; the
+//! kernel's module docs compare it with M²NDP's kernel line by line. The host runs the dense part: the top MLP
 //! `256 -> 128 -> 64 -> 1` with ReLU and a sigmoid over each pooled vector, giving each
 //! sample's click probability (CTR). (A full DLRM also has a bottom MLP over dense features
 //! and a feature interaction; with one table and no dense features in Table IV, we keep the
@@ -18,9 +21,9 @@
 //! runs [`data::PAPER`]: 2 batches of 512 bags of 64..=192 lookups (mean 128); `--scale small`
 //! runs [`data::SMALL`] (4096 rows, 2 batches of 32 bags of 8..=24).
 //!
-//! With those sizes the CCM dominates, as in the paper: a mean bag reads 128 KiB of rows,
-//! about 55 µs at a µthread's 2.4 GB/s, 512 bags over 256 µthreads; the host's MLP is about
-//! 2.3 µs per bag over 63 workers.
+//! With those sizes the CCM dominates, as in the paper: a mean bag reads 128 KiB of rows (and
+//! each of its 32 items its 512 bytes of indices), 512 bags in 16,384 items over the CCM's
+//! 1,024 µthreads; the host's MLP is about 2.3 µs per bag over 63 workers.
 //!
 //! # Host tasks
 //!
@@ -28,6 +31,13 @@
 //! be shorter): it needs exactly those bags' pooled vectors, computes their CTRs, and is
 //! independent of every other task (no chain). Tasks are numbered in bag order and together
 //! cover every result byte once. `finish_launch` only closes the batch.
+//!
+//! One bag per task, so 32 items per task: the top MLP needs the whole pooled vector (every
+//! first-layer output reads all 256 elements), so a bag is the smallest unit of host work, and
+//! a larger one would only make a task wait for more bags. A task waits for its bag's 32
+//! packets, which are consecutive items handed out together, so few tasks are incomplete at any
+//! time (the bags whose items are still running: about the CCM's 1,024 µthreads / 32), far fewer
+//! than a small ring holds.
 //!
 //! # Checking
 //!
@@ -43,6 +53,7 @@ use std::fmt;
 use std::ops::Range;
 
 use firmware::kernels::dlrm::{batch_bytes, pack_batch, pack_shape};
+use firmware::kernels::VECTOR_LANES;
 use host_runtime::app::{
     Application, DeviceInput, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError, Verification,
 };
@@ -54,9 +65,7 @@ use data::{Batch, DlrmShape, TableRows, TopMlp};
 /// Catalog name.
 pub const NAME: &str = "dlrm";
 
-/// Bags per host task: one item's 1 KiB pooled vector. A task never waits for the results of
-/// several items: with out-of-order streaming, tasks that each hold part of their bytes could
-/// fill a small ring between them and none could run (Figure 16's LLM deadlock pattern).
+/// Bags per host task: one 1 KiB pooled vector, the top MLP's input (see the module docs).
 pub const BAGS_PER_TASK: u32 = 1;
 
 /// Alignment of every device allocation (a 64-byte cache line).
@@ -85,7 +94,7 @@ pub fn info(options: &WorkloadOptions) -> WorkloadInfo {
         application: "Criteo",
         table_iv: "Dim: 256, #Rows: 1M",
         characteristics: format!(
-            "Dim: {}, #Rows: {} ({} MiB of seeded f32 in [-1, 1)); {} batches x {} bags of {}..={} lookups, Zipf {} over the rows; top MLP {}-128-64-1 on the host, {BAGS_PER_TASK} bag(s) per host task",
+            "Dim: {}, #Rows: {} ({} MiB of seeded f32 in [-1, 1)); {} batches x {} bags of {}..={} lookups, Zipf {} over the rows; one item per 32-byte packet of a bag ({} per bag); top MLP {}-128-64-1 on the host, {BAGS_PER_TASK} bag(s) per host task",
             shape.dim,
             shape.rows,
             shape.table_bytes() >> 20,
@@ -94,6 +103,7 @@ pub fn info(options: &WorkloadOptions) -> WorkloadInfo {
             shape.min_pooling,
             shape.max_pooling,
             shape.zipf_exponent,
+            shape.dim / VECTOR_LANES as u32,
             shape.dim,
         ),
         offloaded: "embedding lookup, sparse length sum (one pooled 1 KiB vector per bag)",
@@ -162,7 +172,11 @@ impl DlrmApplication {
             option: "scale",
             reason,
         };
-        if shape.rows == 0 || shape.bags == 0 || shape.dim == 0 || shape.dim % 16 != 0 {
+        if shape.rows == 0
+            || shape.bags == 0
+            || shape.dim == 0
+            || shape.dim % VECTOR_LANES as u32 != 0
+        {
             return Err(invalid(format!("unusable DLRM shape {shape:?}")));
         }
         if shape.min_pooling > shape.max_pooling
@@ -601,6 +615,26 @@ mod tests {
             next = task.needs.end;
         }
         assert_eq!(next, command.result_length);
+    }
+
+    #[test]
+    fn each_task_needs_exactly_the_32_packet_items_of_its_bag() {
+        let mut app = small();
+        let mut device = FakeDevice::loaded(&mut app);
+        let plan = app.next_launch().unwrap();
+        testing::launch(&mut device, &plan);
+        let kernel = firmware::kernels::Kernel::decode(&plan.command, &device).unwrap();
+        assert_eq!(kernel.items(), 32 * 256 / 8);
+        for task in &plan.tasks {
+            let items = task.id * 32..task.id * 32 + 32;
+            let mut covered = task.needs.start;
+            for item in items {
+                let spec = kernel.item(item, &device).unwrap();
+                assert_eq!(spec.result_offset, covered, "task {} item {item}", task.id);
+                covered += u64::from(spec.result_length);
+            }
+            assert_eq!(covered, task.needs.end, "task {}", task.id);
+        }
     }
 
     #[test]

@@ -14,10 +14,14 @@
 //! The in-neighbour CSR (the graph is symmetric: the same lists) lives in device memory; each
 //! launch gathers, for every vertex, the sum of its in-neighbours' contributions
 //! `c[u] = rank[u] / degree(u)` ([`firmware::kernels::pagerank`]): the CCM's neighbour
-//! traversal and accumulation. Items are blocks of [`VERTICES_PER_ITEM`] vertices; the result
-//! is one `f32` per vertex in vertex order (1.2 MB at paper scale). The contributions are the
-//! launch's input: the first launch's are loaded with the graph, every later one's are written
-//! by the host ([`LaunchPlan::inputs`]) from the previous iteration's ranks.
+//! traversal and accumulation. One item per vertex, as M²NDP's PageRank SpMV gives each
+//! µthread one row (299,067 items per launch at paper scale), gathering 8 in-arcs per vector
+//! instruction; the kernel's module docs compare it with M²NDP's kernels line by line. The
+//! result is one `f32` per vertex in vertex order (1.2 MB at paper scale). The contributions
+//! are the launch's input: the first launch's are loaded with the graph, every later one's are
+//! written by the host ([`LaunchPlan::inputs`]) from the previous iteration's ranks. (M²NDP
+//! runs the rank update on the device, its kernel3; here it is the host task that the sums are
+//! streamed to, which is the point of the workload.)
 //!
 //! Damping [`DAMPING`] = 0.85, ranks start at `1 / n`, vertices without arcs spread their
 //! rank uniformly (the dangling share), and the run performs a fixed [`ITERATIONS`] = 10
@@ -26,10 +30,19 @@
 //!
 //! # Host tasks
 //!
-//! Tasks of [`TASK_VERTICES`] consecutive vertices (one item's 1 KB of sums) update their ranks and the
-//! next contributions and measure their L1 change ([`host::update_ranks`]); they are
-//! independent (disjoint vertices). The final step adds the L1 changes in task order and
-//! computes the next dangling share; the next launch depends on every task of this one.
+//! Tasks of [`TASK_VERTICES`] consecutive vertices update their ranks and the next
+//! contributions and measure their L1 change ([`host::update_ranks`]); they are independent
+//! (disjoint vertices), and each needs exactly its vertices' sums. The final step adds the L1
+//! changes in task order and computes the next dangling share; the next launch depends on
+//! every task of this one.
+//!
+//! Why 1,024 vertices: a task per item (4 bytes) would be absurd, and a task's sums, ranks and
+//! contributions are then one 4 KiB page each, so the task streams whole pages, and its fixed
+//! part ([`host::TASK_FIXED_OPERATIONS`] and the runtime's dispatch) is small against its 64
+//! vector steps. A task waits for 1,024 items; items are handed out in vertex order, so at any
+//! time only the tasks whose vertices are still running are incomplete (a window of about the
+//! CCM's 1,024 µthreads, stretched by the few high-degree vertices), far fewer than the
+//! tasks a small ring holds.
 //!
 //! # Checking
 //!
@@ -42,7 +55,7 @@ pub mod reference;
 
 use std::fmt;
 
-use firmware::kernels::pagerank::PageRankParameters;
+use firmware::kernels::pagerank::{PageRankParameters, VERTICES_PER_ITEM};
 use host_runtime::app::{
     Application, DeviceInput, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError, Verification,
 };
@@ -72,16 +85,9 @@ pub const DAMPING: f64 = 0.85;
 /// Launches (power iterations) per run.
 pub const ITERATIONS: u32 = 10;
 
-/// Vertices per CCM work item: 256 vertices carry about 1,700 in-arcs at the paper graph's
-/// mean degree, about 80 µs of µthread time, and the 1,169 items keep all 256 µthreads busy
-/// for several rounds.
-pub const VERTICES_PER_ITEM: u32 = 256;
-
-/// Vertices per host task: one item's 256 sums, 1 KB, 32 DMA slots. A task never waits for
-/// the results of several items: with out-of-order streaming, tasks that each hold part of
-/// their bytes could fill a small ring between them and none could run (the dependency pattern
-/// that makes the paper's LLM case deadlock at 12.5% slot capacity, Figure 16).
-pub const TASK_VERTICES: u32 = VERTICES_PER_ITEM;
+/// Vertices per host task: 1,024 sums, one 4 KiB page (128 DMA slots of 32 bytes); see the
+/// module docs for why.
+pub const TASK_VERTICES: u32 = 1024;
 
 /// Largest accepted L1 distance between the `f32` ranks and the `f64` power iteration.
 pub const F64_TOLERANCE: f64 = 1e-4;
@@ -127,7 +133,7 @@ pub fn info(options: &WorkloadOptions) -> WorkloadInfo {
         application: "PageRank",
         table_iv: "#V: 299067, #E: 977676",
         characteristics: format!(
-            "{}; damping {DAMPING}, {ITERATIONS} iterations, {VERTICES_PER_ITEM} vertices per item, {TASK_VERTICES} vertices per host task",
+            "{}; damping {DAMPING}, {ITERATIONS} iterations, one vertex per item (8-lane gather), {TASK_VERTICES} vertices per host task",
             source_description(options)
         ),
         offloaded: "neighbour traversal and accumulation: the sum of in-neighbour contributions per vertex (4 B each)",
@@ -515,6 +521,25 @@ mod tests {
         let needs: Vec<_> = tasks.iter().map(|t| t.needs.clone()).collect();
         let bytes = u64::from(TASK_VERTICES) * 4;
         assert_eq!(needs, [0..bytes, bytes..bytes + 20]);
+    }
+
+    #[test]
+    fn each_task_needs_exactly_the_items_of_its_1024_vertices() {
+        let mut app = PageRankApplication::new(&small()).unwrap();
+        let device = testing::FakeDevice::loaded(&mut app);
+        let plan = app.next_launch().unwrap();
+        let kernel = firmware::kernels::Kernel::decode(&plan.command, &device).unwrap();
+        assert_eq!(kernel.items(), SMALL_VERTICES);
+        assert_eq!(plan.tasks.len(), (SMALL_VERTICES / TASK_VERTICES) as usize);
+        for task in &plan.tasks {
+            let mut covered = task.needs.start;
+            for item in task.id * TASK_VERTICES..(task.id + 1) * TASK_VERTICES {
+                let spec = kernel.item(item, &device).unwrap();
+                assert_eq!(spec.result_offset, covered, "task {} item {item}", task.id);
+                covered += u64::from(spec.result_length);
+            }
+            assert_eq!(covered, task.needs.end, "task {}", task.id);
+        }
     }
 
     #[test]
