@@ -287,9 +287,8 @@ fn choices(out: &mut String, evaluation: &Evaluation) {
     let _ = writeln!(out, "{opt}");
     let _ = writeln!(
         out,
-        "- **PageRank (e) and DLRM (i)**: one host task per CCM item's result, so that a task never waits for the payloads of several items (PageRank: {} vertices per host task, {} per CCM item; DLRM: {} bag(s) per host task, one bag's pooled vector per CCM item). Chosen after they deadlocked at 12.5% slot capacity with coarser tasks; the paper reports that deadlock for (h) only.\n",
+        "- **PageRank (e) and DLRM (i)**: an earlier version gave each host task exactly one CCM item's result, chosen after both deadlocked at 12.5% slot capacity with coarser tasks. Since the items follow M²NDP's decomposition (PageRank one vertex per item, DLRM one 32-byte packet of a bag per item), the host tasks are chosen by what the host work needs, not by a figure: PageRank {} vertices per task (a 4 KiB page of sums), DLRM {} bag(s) per task (the top MLP needs a bag's whole pooled vector, 32 items). Figure 16 shows whether either still deadlocks.\n",
         workloads::pagerank::TASK_VERTICES,
-        workloads::pagerank::VERTICES_PER_ITEM,
         workloads::dlrm::BAGS_PER_TASK
     );
 }
