@@ -41,6 +41,11 @@
 //! length: the kernels' costs depend on the data) and contend for their sub-core and for
 //! memory with whatever else runs; nothing random is added.
 //!
+//! The CCM keeps its own timers (each sub-core's next end of an item's instructions, the next
+//! end of an item's memory traffic, the items' ends) and asks the emulator only to wake it at
+//! the earliest of them ([`Ccm::take_wakes`], [`Ccm::on_wake`]); a wake that finds nothing
+//! due does nothing, so one left behind by a later change is harmless.
+//!
 //! The fluid model is deterministic: shares are `f64` computed in a fixed order, and every
 //! projected end is rounded up to a whole tick.
 //!
@@ -62,29 +67,6 @@ use firmware::kernels::{ItemCost, Kernel};
 use shared_abi::Ticks;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
-
-/// A timed event the CCM asks the emulator to deliver back to [`Ccm::on_event`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CcmEvent {
-    /// The earliest projected end of an item's instructions on sub-core `sub_core` (ignored if
-    /// the sub-core's shares changed since: `generation` is stale).
-    Compute {
-        /// Global sub-core index (`unit * sub_cores + sub_core`).
-        sub_core: u32,
-        /// The sub-core's share generation when this was scheduled.
-        generation: u64,
-    },
-    /// The earliest projected end of an item's memory traffic (stale if `generation` moved on).
-    Memory {
-        /// The memory share generation when this was scheduled.
-        generation: u64,
-    },
-    /// The item in µthread slot `slot` ends (both parts done, plus the access latency).
-    ItemEnd {
-        /// Global µthread slot.
-        slot: u32,
-    },
-}
 
 /// An item that ended: where it ran and when it started (for the trace).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,7 +117,7 @@ struct Active {
 }
 
 /// One sub-core: the items issuing on it.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct SubCore {
     /// Slots whose items still have instructions to issue, in arrival order.
     issuing: Vec<u32>,
@@ -143,11 +125,10 @@ struct SubCore {
     occupied: u32,
     /// Time up to which `compute_left` is accounted.
     updated: Ticks,
-    generation: u64,
 }
 
 /// Device memory bandwidth, shared equally by the items with traffic outstanding.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct MemoryShare {
     /// Bytes each sharing item has been served since the start (the processor-sharing virtual
     /// time): an item that joins at `v` with `b` bytes is done when this reaches `v + b`.
@@ -155,7 +136,55 @@ struct MemoryShare {
     updated: Ticks,
     /// `(finish tag as f64 bits, slot)`: tags are non-negative, so their bits order like them.
     finishing: BinaryHeap<Reverse<(u64, u32)>>,
-    generation: u64,
+    /// The projected end of the earliest tag ([`Ticks::NEVER`]: none).
+    next_end: Ticks,
+}
+
+/// The earliest of a fixed set of timers (the sub-cores' next ends): a tournament tree, so a
+/// change and the minimum cost O(log n), not a scan.
+#[derive(Debug)]
+struct MinTree {
+    /// Leaves start at `leaves`; node `i` holds the minimum `(time, index)` of its subtree.
+    nodes: Vec<(Ticks, u32)>,
+    leaves: usize,
+}
+
+impl MinTree {
+    fn new(count: usize) -> MinTree {
+        let leaves = count.max(1).next_power_of_two();
+        let mut nodes = vec![(Ticks::NEVER, u32::MAX); 2 * leaves];
+        for index in 0..count {
+            if let Some(node) = nodes.get_mut(leaves + index) {
+                *node = (Ticks::NEVER, index as u32);
+            }
+        }
+        MinTree { nodes, leaves }
+    }
+
+    /// The earliest `(time, index)`.
+    fn min(&self) -> (Ticks, u32) {
+        self.nodes
+            .get(1)
+            .copied()
+            .unwrap_or((Ticks::NEVER, u32::MAX))
+    }
+
+    /// Sets timer `index` to `at`.
+    fn set(&mut self, index: u32, at: Ticks) {
+        let mut node = self.leaves + index as usize;
+        if let Some(leaf) = self.nodes.get_mut(node) {
+            *leaf = (at, index);
+        }
+        while node > 1 {
+            node /= 2;
+            let left = self.nodes.get(2 * node).copied();
+            let right = self.nodes.get(2 * node + 1).copied();
+            if let (Some(left), Some(right), Some(parent)) = (left, right, self.nodes.get_mut(node))
+            {
+                *parent = left.min(right);
+            }
+        }
+    }
 }
 
 /// The CCM model.
@@ -177,6 +206,8 @@ pub struct Ccm {
     scheduling: Scheduling,
     running: Option<Running>,
     sub: Vec<SubCore>,
+    /// Each sub-core's earliest projected end of an issuing item's instructions.
+    sub_timers: MinTree,
     slots: Vec<Option<Active>>,
     memory: MemoryShare,
     /// Whether an item joined the memory share since its end was last scheduled.
@@ -184,7 +215,13 @@ pub struct Ccm {
     active_items: u32,
     busy_since: Ticks,
     busy_total: Ticks,
-    scheduled: Vec<(Ticks, CcmEvent)>,
+    /// Items whose parts are both done, with their end (nondecreasing: each is the time the
+    /// later part finished plus the constant latency).
+    ends: VecDeque<(Ticks, u32)>,
+    /// The earliest wake asked for and not yet delivered.
+    wake_at: Option<Ticks>,
+    /// Wakes to hand to the emulator.
+    wakes: Vec<Ticks>,
     /// Finished items, for the firmware (`ComputeUnits::poll_item`).
     pub completions: VecDeque<firmware::hal::ItemCompletion>,
 }
@@ -211,14 +248,28 @@ impl Ccm {
             latency: Ticks::from_ns(config.ccm_memory_latency_ns),
             scheduling: config.scheduling,
             running: None,
-            sub: (0..sub_cores).map(|_| SubCore::default()).collect(),
+            sub: (0..sub_cores)
+                .map(|_| SubCore {
+                    issuing: Vec::new(),
+                    occupied: 0,
+                    updated: Ticks::ZERO,
+                })
+                .collect(),
+            sub_timers: MinTree::new(sub_cores as usize),
             slots: vec![None; slots as usize],
-            memory: MemoryShare::default(),
+            memory: MemoryShare {
+                served: 0.0,
+                updated: Ticks::ZERO,
+                finishing: BinaryHeap::new(),
+                next_end: Ticks::NEVER,
+            },
             memory_joined: false,
             active_items: 0,
             busy_since: Ticks::ZERO,
             busy_total: Ticks::ZERO,
-            scheduled: Vec::new(),
+            ends: VecDeque::new(),
+            wake_at: None,
+            wakes: Vec::new(),
             completions: VecDeque::new(),
         }
     }
@@ -252,9 +303,28 @@ impl Ccm {
         }
     }
 
-    /// The events to schedule since the last call (for the emulator's queue).
-    pub fn take_scheduled(&mut self) -> std::vec::Drain<'_, (Ticks, CcmEvent)> {
-        self.scheduled.drain(..)
+    /// The wakes asked for since the last call (for the emulator's queue).
+    pub fn take_wakes(&mut self) -> std::vec::Drain<'_, Ticks> {
+        self.wakes.drain(..)
+    }
+
+    /// The earliest of the CCM's timers.
+    fn next_time(&self) -> Ticks {
+        let sub_cores = self.sub_timers.min().0;
+        let ends = self.ends.front().map_or(Ticks::NEVER, |&(at, _)| at);
+        sub_cores.min(self.memory.next_end).min(ends)
+    }
+
+    /// Asks for a wake at the earliest timer unless one at or before it is pending.
+    fn ask_wake(&mut self) {
+        let next = self.next_time();
+        if next == Ticks::NEVER {
+            return;
+        }
+        if self.wake_at.is_none_or(|pending| next < pending) {
+            self.wake_at = Some(next);
+            self.wakes.push(next);
+        }
     }
 
     /// The item's exclusive demand on a sub-core in cycles, and the largest fraction of the
@@ -329,31 +399,43 @@ impl Ccm {
             }
         }
         self.reshare(now, &touched);
+        self.ask_wake();
     }
 
-    /// Delivers an event scheduled earlier. Items that end run their kernel code on `memory`
-    /// and are reported in [`Ccm::completions`]; the units' next items start. Returns the
-    /// items that ended.
-    pub fn on_event<M: firmware::hal::DeviceMemory>(
+    /// A wake asked for earlier is due at `now`: every timer due by then fires, in a fixed
+    /// order (the sub-cores, earliest first and by index at equal times, then memory, then
+    /// the items' ends, repeated until nothing is due). Items that end run their kernel code on `memory` and are reported in
+    /// [`Ccm::completions`]; the units' next items start. Returns the items that ended.
+    pub fn on_wake<M: firmware::hal::DeviceMemory>(
         &mut self,
         now: Ticks,
-        event: CcmEvent,
         memory: &mut M,
     ) -> Vec<Ended> {
-        match event {
-            CcmEvent::Compute {
-                sub_core,
-                generation,
-            } => {
-                self.compute_event(now, sub_core, generation);
-                Vec::new()
-            }
-            CcmEvent::Memory { generation } => {
-                self.memory_event(now, generation);
-                Vec::new()
-            }
-            CcmEvent::ItemEnd { slot } => self.item_end(now, slot, memory).into_iter().collect(),
+        if self.wake_at == Some(now) {
+            self.wake_at = None;
         }
+        let mut ended = Vec::new();
+        while self.next_time() <= now {
+            loop {
+                let (at, sub_core) = self.sub_timers.min();
+                if at > now {
+                    break;
+                }
+                self.compute_due(now, sub_core);
+            }
+            if self.memory.next_end <= now {
+                self.memory_due(now);
+            }
+            while let Some(&(at, slot)) = self.ends.front() {
+                if at > now {
+                    break;
+                }
+                self.ends.pop_front();
+                ended.extend(self.item_end(now, slot, memory));
+            }
+        }
+        self.ask_wake();
+        ended
     }
 
     // ----- scheduling ---------------------------------------------------------------------
@@ -464,8 +546,7 @@ impl Ccm {
         }
         if active.compute_done && active.memory_done {
             active.compute_end = now;
-            self.scheduled
-                .push((now.plus(self.latency), CcmEvent::ItemEnd { slot }));
+            self.ends.push_back((now.plus(self.latency), slot));
         }
         if let Some(entry) = self.slots.get_mut(slot as usize) {
             *entry = Some(active);
@@ -524,11 +605,9 @@ impl Ccm {
     /// cap) and schedules the earliest projected end.
     fn reshare_sub_core(&mut self, now: Ticks, sub_core: u32) {
         self.advance_sub_core(now, sub_core);
-        let Some(entry) = self.sub.get_mut(sub_core as usize) else {
+        let Some(entry) = self.sub.get(sub_core as usize) else {
             return;
         };
-        entry.generation += 1;
-        let generation = entry.generation;
         let mut caps: Vec<(f64, u32)> = entry
             .issuing
             .iter()
@@ -550,43 +629,28 @@ impl Ccm {
                 earliest = Some(earliest.map_or(active.compute_end, |e| e.min(active.compute_end)));
             }
         }
-        if let Some(at) = earliest {
-            self.scheduled.push((
-                at,
-                CcmEvent::Compute {
-                    sub_core,
-                    generation,
-                },
-            ));
-        }
+        // The earliest projected end of an issuing item's instructions (none: never).
+        self.sub_timers
+            .set(sub_core, earliest.unwrap_or(Ticks::NEVER));
     }
 
-    /// Schedules the earliest projected end of memory traffic.
+    /// Projects the earliest end of memory traffic.
     fn reschedule_memory(&mut self, now: Ticks) {
         self.advance_memory(now);
-        self.memory.generation += 1;
         let Some(&Reverse((bits, _))) = self.memory.finishing.peek() else {
+            self.memory.next_end = Ticks::NEVER;
             return;
         };
         let sharing = self.memory.finishing.len() as f64;
         let left = (f64::from_bits(bits) - self.memory.served).max(0.0);
-        let at = now.plus(ceil_ticks(left * sharing / self.bytes_per_tick));
-        self.scheduled.push((
-            at,
-            CcmEvent::Memory {
-                generation: self.memory.generation,
-            },
-        ));
+        // Never now: a projection rounded to the tick it is made at would fire again and
+        // again without the served bytes moving (the slack covers the rounding).
+        self.memory.next_end =
+            now.plus(ceil_ticks(left * sharing / self.bytes_per_tick).max(Ticks(1)));
     }
 
-    fn compute_event(&mut self, now: Ticks, sub_core: u32, generation: u64) {
-        if self
-            .sub
-            .get(sub_core as usize)
-            .is_none_or(|entry| entry.generation != generation)
-        {
-            return;
-        }
+    /// The earliest projected instruction end of `sub_core` is due.
+    fn compute_due(&mut self, now: Ticks, sub_core: u32) {
         self.advance_sub_core(now, sub_core);
         let issuing = self
             .sub
@@ -616,10 +680,8 @@ impl Ccm {
         self.reshare_sub_core(now, sub_core);
     }
 
-    fn memory_event(&mut self, now: Ticks, generation: u64) {
-        if generation != self.memory.generation {
-            return;
-        }
+    /// The earliest projected end of memory traffic is due.
+    fn memory_due(&mut self, now: Ticks) {
         self.advance_memory(now);
         let limit = self.memory.served * (1.0 + MEMORY_SLACK) + MEMORY_SLACK;
         while let Some(&Reverse((bits, slot))) = self.memory.finishing.peek() {
@@ -639,8 +701,7 @@ impl Ccm {
     fn part_done(&mut self, now: Ticks, slot: u32) {
         if let Some(Some(active)) = self.slots.get(slot as usize) {
             if active.compute_done && active.memory_done {
-                self.scheduled
-                    .push((now.plus(self.latency), CcmEvent::ItemEnd { slot }));
+                self.ends.push_back((now.plus(self.latency), slot));
             }
         }
     }
@@ -758,13 +819,13 @@ mod tests {
         ccm.dispatch(Ticks::ZERO, kernel, 1, 0..items, &*memory);
         let mut ended = Vec::new();
         loop {
-            for (at, event) in ccm.take_scheduled() {
-                queue.push(at, event);
+            for at in ccm.take_wakes() {
+                queue.push(at, ());
             }
-            let Some((at, event)) = queue.pop() else {
+            let Some((at, ())) = queue.pop() else {
                 break;
             };
-            for item in ccm.on_event(at, event, memory) {
+            for item in ccm.on_wake(at, memory) {
                 ended.push((item.item, item.unit, at));
             }
         }
@@ -1021,13 +1082,13 @@ mod tests {
             let mut memory = FakeDeviceMemory::new(MEMORY as usize);
             let mut items = Vec::new();
             loop {
-                for (at, event) in ccm.take_scheduled() {
-                    queue.push(at, event);
+                for at in ccm.take_wakes() {
+                    queue.push(at, ());
                 }
-                let Some((at, event)) = queue.pop() else {
+                let Some((at, ())) = queue.pop() else {
                     break;
                 };
-                items.extend(ccm.on_event(at, event, &mut memory).iter().map(|e| e.item));
+                items.extend(ccm.on_wake(at, &mut memory).iter().map(|e| e.item));
             }
             items.sort_unstable();
             assert_eq!(items, vec![8, 9, 10], "{scheduling:?}");

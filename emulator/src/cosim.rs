@@ -559,7 +559,7 @@ impl Emulator {
                 step = false;
             }
             Event::Firmware(event) => hw.host_events.push_back(event),
-            Event::Ccm(event) => step = hw.ccm_event(event),
+            Event::CcmWake => step = hw.ccm_wake(),
             Event::DmaPrepared { tag, request } => {
                 hw.send_request(tag, request);
                 step = false;

@@ -4,7 +4,7 @@
 //! the CCM, the DMA engine, the link, the mailbox registers and the event queue. The firmware
 //! borrows it for each [`firmware::Firmware::step`].
 
-use crate::ccm::{Ccm, CcmEvent};
+use crate::ccm::Ccm;
 use crate::config::DeviceConfig;
 use crate::dma::DmaEngineModel;
 use crate::dram::DeviceDram;
@@ -61,9 +61,8 @@ pub enum Event {
     },
     /// The firmware may look at a host event (after its handling latency).
     Firmware(HostEvent),
-    /// A CCM event: a projected end of an item's instructions or memory traffic, or an
-    /// item's end.
-    Ccm(CcmEvent),
+    /// The CCM asked to be woken now (one of its timers is due: see `emulator::ccm`).
+    CcmWake,
     /// A DMA request finished preparation and goes on the wire.
     DmaPrepared {
         /// Its tag.
@@ -145,17 +144,17 @@ pub struct Hardware {
 }
 
 impl Hardware {
-    /// Moves the CCM's newly scheduled events into the event queue.
+    /// Moves the CCM's wake requests into the event queue.
     fn schedule_ccm(&mut self) {
-        for (at, event) in self.ccm.take_scheduled() {
-            self.queue.push(at, Event::Ccm(event));
+        for at in self.ccm.take_wakes() {
+            self.queue.push(at, Event::CcmWake);
         }
     }
 
-    /// A CCM event is due now; returns whether an item ended (the firmware has work).
-    pub fn ccm_event(&mut self, event: CcmEvent) -> bool {
+    /// The CCM's wake is due now; returns whether an item ended (the firmware has work).
+    pub fn ccm_wake(&mut self) -> bool {
         let now = self.now;
-        let ended = self.ccm.on_event(now, event, &mut self.dram);
+        let ended = self.ccm.on_wake(now, &mut self.dram);
         self.schedule_ccm();
         if let Some(trace) = self.trace.as_deref_mut() {
             for item in &ended {
