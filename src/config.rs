@@ -46,6 +46,8 @@ pub struct WorkloadConfig {
     pub k: u32,
     /// KNN: distances per host task.
     pub task_rows: u32,
+    /// SSSP: launches (Bellman-Ford rounds); 0 runs until a launch changes no distance.
+    pub iterations: u32,
 }
 
 impl Default for WorkloadConfig {
@@ -56,6 +58,7 @@ impl Default for WorkloadConfig {
             queries: workloads::knn::DEFAULT_QUERIES,
             k: workloads::knn::DEFAULT_K,
             task_rows: workloads::knn::DEFAULT_TASK_ROWS,
+            iterations: workloads::sssp::DEFAULT_ITERATIONS,
         }
     }
 }

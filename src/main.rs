@@ -112,6 +112,10 @@ struct RunArgs {
     /// KNN queries in the batch.
     #[arg(long)]
     queries: Option<u32>,
+    /// SSSP launches (Bellman-Ford rounds), or `converge`: until a launch changes no distance
+    /// (also `0`). Default 10.
+    #[arg(long, value_name = "N|converge", value_parser = workloads::sssp::parse_iterations)]
+    iterations: Option<u32>,
     /// Input size: paper (Table IV sizes, the default) or small (a quick instance of the
     /// same shape, as the tests use).
     #[arg(long, value_name = "paper|small")]
@@ -324,6 +328,9 @@ fn build_config(args: &RunArgs) -> anyhow::Result<AxleConfig> {
     }
     if let Some(queries) = args.queries {
         config.workload.queries = queries;
+    }
+    if let Some(iterations) = args.iterations {
+        config.workload.iterations = iterations;
     }
     config.validate()?;
     Ok(config)

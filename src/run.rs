@@ -122,6 +122,7 @@ fn prepare(request: &RunRequest) -> anyhow::Result<Prepared> {
         queries: Some(config.workload.queries),
         k: Some(config.workload.k),
         task_rows: Some(config.workload.task_rows),
+        iterations: Some(config.workload.iterations),
     };
     let app = workloads::build(&request.workload, &options)?;
     let layout = if request.mode.streams() {

@@ -264,6 +264,35 @@ fn a_config_file_takes_effect_and_flags_override_it() {
     assert_eq!(overridden["verified"], true);
 }
 
+/// `--iterations N` sets SSSP's launches (and reaches the config); `converge` runs until no
+/// distance changes, and the answer is then Dijkstra's.
+#[test]
+fn sssp_iterations_flag_sets_the_rounds_or_runs_to_convergence() {
+    let base = ["run", "sssp", "--mode", "bs", "--scale", "small"];
+    let default = axle_json(&base);
+    assert_eq!(default["launches"], 10);
+    assert_eq!(default["config"]["workload"]["iterations"], 10);
+    let three = axle_json(&with(&base, &["--iterations", "3"]));
+    assert_eq!(three["launches"], 3);
+    assert_eq!(three["config"]["workload"]["iterations"], 3);
+    assert_eq!(three["verified"], true);
+    let text = three["verification"].as_str().unwrap();
+    assert!(
+        text.contains("match 3 rounds of Jacobi Bellman-Ford"),
+        "{text}"
+    );
+    let converged = axle_json(&with(&base, &["--iterations", "converge"]));
+    assert_eq!(converged["config"]["workload"]["iterations"], 0);
+    assert_eq!(converged["verified"], true);
+    assert!(converged["launches"].as_u64().unwrap() > 10);
+    let text = converged["verification"].as_str().unwrap();
+    assert!(text.contains("match Dijkstra exactly"), "{text}");
+    axle_fails(
+        &with(&base, &["--iterations", "many"]),
+        &["--iterations", "many", "converge"],
+    );
+}
+
 #[test]
 fn bad_input_fails_with_a_clear_message_and_no_panic() {
     let dir = TempDir::new("bad");

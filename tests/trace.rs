@@ -182,6 +182,7 @@ fn knn_items(workload: &str) -> u64 {
         queries: Some(config.workload.queries),
         k: Some(config.workload.k),
         task_rows: Some(config.workload.task_rows),
+        iterations: Some(config.workload.iterations),
     };
     let mut app = workloads::build(workload, &options).expect("the workload builds");
     app.load(&mut Discard { next: 1 << 20 })

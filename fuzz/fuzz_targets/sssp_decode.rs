@@ -1,22 +1,25 @@
 //! `Kernel::decode` of SSSP relaxation commands (`firmware::kernels::sssp`) against a device
-//! memory holding a graph, a frontier and its slot prefix, then a few of the launch's items.
+//! memory holding a weighted graph and a vector of previous distances, then a few of the
+//! launch's items.
 //!
-//! Input (`arbitrary`): the shape of a small valid launch (vertices, degrees, frontier, vertices
-//! per item, stamp, a seed for the bulk contents, gaps between the arrays, the memory's slack)
-//! and up to four mutations of the command, the parameter block or words of the frontier,
-//! prefix, offsets and targets. With no mutation the launch is valid, so the fuzzer reaches
-//! the accepting paths as often as the refusing ones.
+//! Input (`arbitrary`): the shape of a small valid launch (vertices, degrees, a seed for the
+//! bulk contents, gaps between the arrays, the memory's slack) and up to four mutations of the
+//! command, the parameter block or words of the offsets, targets and previous distances. With
+//! no mutation the launch is valid, so the fuzzer reaches the accepting paths as often as the
+//! refusing ones.
 //!
 //! Checked, beyond "never panics":
 //! - `Kernel::decode` (and `SsspKernel::decode`) is `Ok` exactly when a model of the module
 //!   docs' validation rules accepts, with the status the docs give otherwise; the model reads
-//!   the parameter block, frontier, prefix and offsets out of a snapshot of memory;
-//! - an accepted launch has `ceil(count / per_item)` items, one stage; `item(i)` of the first,
-//!   a middle and the last item is the slot range `4 prefix[first] .. 4 prefix[end]` of its
-//!   frontier block, inside the result space; `item(items())` is refused;
-//! - executing those items succeeds unless one of their arcs has a target `>= vertices` (then
-//!   `ArgumentOutOfRange`), and writes nothing but the item's result bytes and the distance
-//!   and claim words of its arcs' targets.
+//!   the parameter block out of a snapshot of memory;
+//! - an accepted launch has `ceil(vertices / 8)` items, one stage; `item(i)` of the first, a
+//!   middle and the last item is refused exactly when its offsets decrease or exceed `arcs`,
+//!   and is otherwise the result words `4 * 8i .. 4 * min(8i + 8, vertices)` with the cost of
+//!   the docs' formula (per packet, per vertex, per pass of 8 arcs, per arc); `item(items())`
+//!   is refused;
+//! - executing those items fails exactly when the offsets are inconsistent or an arc's target
+//!   is `>= vertices` (then writing nothing), writes nothing but the item's result words, and
+//!   writes there the docs' `min(prev[v], prev[u] + w saturating)` over the vertex's arcs.
 #![no_main]
 
 use arbitrary::Arbitrary;
@@ -26,21 +29,42 @@ use axle_fuzz::kernel_check::{
 };
 use axle_fuzz::FakeDeviceMemory;
 use firmware::kernels::sssp::{SsspKernel, SsspParameters};
-use firmware::kernels::Kernel;
+use firmware::kernels::{ItemCost, Kernel};
 use libfuzzer_sys::fuzz_target;
 use shared_abi::{CommandDescriptor, KernelId, Status};
+
+/// The docs' cost constants, restated (kernel0's lines by functional unit).
+const PACKET: ItemCost = ItemCost {
+    scalar: 11,
+    scalar_memory: 8,
+    vector: 4,
+    vector_memory: 3,
+    bytes: 96,
+};
+const PER_VERTEX: ItemCost = ItemCost {
+    scalar: 10,
+    scalar_memory: 0,
+    vector: 4,
+    vector_memory: 0,
+    bytes: 0,
+};
+const PER_ARC_GROUP: ItemCost = ItemCost {
+    scalar: 2,
+    scalar_memory: 0,
+    vector: 10,
+    vector_memory: 3,
+    bytes: 0,
+};
+const PARTIAL_PACKET_SCALAR: u64 = 3;
+const BYTES_PER_ARC: u64 = 8 + 64;
 
 #[derive(Arbitrary, Debug)]
 struct Input {
     vertices: u8,
     degrees: Vec<u8>,
-    count: u8,
-    frontier: Vec<u8>,
-    per_item: u8,
-    stamp: u32,
     seed: u64,
     start: u16,
-    gaps: [u8; 9],
+    gaps: [u8; 6],
     slack: i16,
     fill: u8,
     mutations: Vec<Mutation>,
@@ -51,30 +75,25 @@ struct Layout {
     parameters: u64,
     offsets: u64,
     targets: u64,
-    frontier: u64,
-    prefix: u64,
+    previous: u64,
     vertices: u64,
     arcs: u64,
-    count: u64,
 }
 
 /// What the model knows of an accepted launch.
 #[derive(Debug)]
 struct Model {
     vertices: u64,
+    arcs: u64,
     offsets: u64,
     targets: u64,
-    distances: u64,
-    claims: u64,
-    per_item: u64,
-    count: u64,
-    frontier: Vec<u32>,
-    prefix: Vec<u32>,
+    weights: u64,
+    previous: u64,
 }
 
-/// The parameter block's eight little-endian `u64` fields.
-fn read_parameters(memory: &[u8], address: u64) -> Option<[u64; 8]> {
-    let mut fields = [0_u64; 8];
+/// The parameter block's five little-endian `u64` fields.
+fn read_parameters(memory: &[u8], address: u64) -> Option<[u64; 5]> {
+    let mut fields = [0_u64; 5];
     for (i, field) in fields.iter_mut().enumerate() {
         *field = dword(memory, u128::from(address) + 8 * i as u128)?;
     }
@@ -91,86 +110,50 @@ fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Model, Status> {
     }
     let refuse = Err(Status::ArgumentOutOfRange);
     let size = memory.len() as u64;
-    let [parameters_address, frontier, packed, prefix] = command.args;
-    let parameters = Span::new(parameters_address, 64);
+    let [parameters_address, previous, reserved_a, reserved_b] = command.args;
+    if reserved_a != 0 || reserved_b != 0 {
+        return refuse;
+    }
+    let parameters = Span::new(parameters_address, 40);
     if !parameters.fits(8, size) {
         return refuse;
     }
-    let Some([vertices, arcs, offsets, targets, weights, distances, claims, per_item]) =
+    let Some([vertices, arcs, offsets, targets, weights]) =
         read_parameters(memory, parameters_address)
     else {
         return refuse;
     };
-    let count = packed & 0xFFFF_FFFF;
-    let stamp = packed >> 32;
     if vertices == 0
         || u128::from(vertices) + 1 > u128::from(u32::MAX)
         || arcs > u64::from(u32::MAX)
-        || count == 0
-        || stamp == 0
-        || !(1..=4096).contains(&per_item)
     {
         return refuse;
     }
     let words = |n: u64| 4 * u128::from(n);
-    let read_only = [
+    let inputs = [
         parameters,
         Span::new(offsets, words(vertices) + 4),
         Span::new(targets, words(arcs)),
         Span::new(weights, words(arcs)),
-        Span::new(frontier, words(count)),
-        Span::new(prefix, words(count) + 4),
+        Span::new(previous, words(vertices)),
     ];
-    let written = [
-        Span::new(command.result_address, u128::from(command.result_length)),
-        Span::new(distances, words(vertices)),
-        Span::new(claims, words(vertices)),
-    ];
-    if read_only.iter().chain(&written).any(|s| !s.fits(4, size)) {
+    if inputs.iter().any(|s| !s.fits(4, size)) {
         return refuse;
     }
-    for (i, target) in written.iter().enumerate() {
-        if read_only.iter().any(|r| r.overlaps(target))
-            || written[i + 1..].iter().any(|w| w.overlaps(target))
-        {
-            return refuse;
-        }
-    }
-    let word_at = |base: u64, index: u64| {
-        word(memory, u128::from(base) + 4 * u128::from(index)).expect("checked inside memory")
-    };
-    let frontier_ids: Vec<u32> = (0..count).map(|j| word_at(frontier, j)).collect();
-    let prefix_words: Vec<u32> = (0..=count).map(|j| word_at(prefix, j)).collect();
-    if prefix_words[0] != 0 {
+    if u128::from(command.result_length) != words(vertices) {
         return refuse;
     }
-    for (j, &vertex) in frontier_ids.iter().enumerate() {
-        let vertex = u64::from(vertex);
-        if vertex >= vertices {
-            return refuse;
-        }
-        let (first, last) = (word_at(offsets, vertex), word_at(offsets, vertex + 1));
-        if first > last || u64::from(last) > arcs {
-            return refuse;
-        }
-        if u64::from(prefix_words[j + 1]) != u64::from(prefix_words[j]) + u64::from(last - first) {
-            return refuse;
-        }
-    }
-    let total = u128::from(prefix_words[count as usize]);
-    if total == 0 || u128::from(command.result_length) != 4 * total {
+    let result = Span::new(command.result_address, u128::from(command.result_length));
+    if !result.fits(4, size) || inputs.iter().any(|input| input.overlaps(&result)) {
         return refuse;
     }
     Ok(Model {
         vertices,
+        arcs,
         offsets,
         targets,
-        distances,
-        claims,
-        per_item,
-        count,
-        frontier: frontier_ids,
-        prefix: prefix_words,
+        weights,
+        previous,
     })
 }
 
@@ -181,7 +164,7 @@ fn build(input: &Input) -> (FakeDeviceMemory, CommandDescriptor, Layout, TweakCo
     let degrees: Vec<u32> = (0..vertices as usize)
         .map(|v| match input.degrees.get(v) {
             Some(&d) if d >= 240 => 60 + u32::from(d - 240) * 6,
-            Some(&d) => u32::from(d % 6),
+            Some(&d) => u32::from(d % 10),
             None => rng.below(4) as u32,
         })
         .collect();
@@ -194,51 +177,26 @@ fn build(input: &Input) -> (FakeDeviceMemory, CommandDescriptor, Layout, TweakCo
     let weights: Vec<u32> = (0..arcs)
         .map(|_| match rng.below(8) {
             0 => u32::MAX,
-            1 => (1 << 31) - 1 - rng.below(4) as u32,
+            1 => u32::MAX - rng.below(300) as u32,
             _ => rng.below(100) as u32,
         })
         .collect();
-    let distances: Vec<u32> = (0..vertices)
+    let previous: Vec<u32> = (0..vertices)
         .map(|_| match rng.below(3) {
             0 => u32::MAX,
-            1 => (1 << 31) - 1 - rng.below(4) as u32,
+            1 => u32::MAX - 1 - rng.below(200) as u32,
             _ => rng.below(200) as u32,
         })
         .collect();
-    let stamp = input.stamp.max(1);
-    let claims: Vec<u32> = (0..vertices)
-        .map(|_| {
-            if rng.below(4) == 0 {
-                stamp
-            } else {
-                rng.below(3) as u32
-            }
-        })
-        .collect();
-    let count = 1 + u64::from(input.count % 160);
-    let frontier: Vec<u32> = (0..count as usize)
-        .map(|j| match input.frontier.get(j) {
-            Some(&id) => u32::from(id) % vertices as u32,
-            None => rng.below(vertices) as u32,
-        })
-        .collect();
-    let mut prefix = vec![0_u32];
-    for &vertex in &frontier {
-        prefix.push(prefix.last().unwrap() + degrees[vertex as usize]);
-    }
-    let total = u64::from(*prefix.last().unwrap());
 
     let gap = |i: usize| u64::from(input.gaps[i]) * 4;
     let mut bump = Bump::new(u64::from(input.start) % 0x4000);
-    let parameters_address = bump.take(64, 8, gap(0));
+    let parameters_address = bump.take(40, 8, gap(0));
     let offsets_address = bump.take(4 * (vertices + 1), 4, gap(1));
     let targets_address = bump.take(4 * arcs, 4, gap(2));
     let weights_address = bump.take(4 * arcs, 4, gap(3));
-    let distances_address = bump.take(4 * vertices, 4, gap(4));
-    let claims_address = bump.take(4 * vertices, 4, gap(5));
-    let frontier_address = bump.take(4 * count, 4, gap(6));
-    let prefix_address = bump.take(4 * (count + 1), 4, gap(7));
-    let result_address = bump.take(4 * total, 4, gap(8));
+    let previous_address = bump.take(4 * vertices, 4, gap(4));
+    let result_address = bump.take(4 * vertices, 4, gap(5));
     let size = memory_size(bump.end(), input.slack);
 
     let mut memory = FakeDeviceMemory::new(size as usize);
@@ -246,19 +204,13 @@ fn build(input: &Input) -> (FakeDeviceMemory, CommandDescriptor, Layout, TweakCo
     put_words(&mut memory, offsets_address, &offsets);
     put_words(&mut memory, targets_address, &targets);
     put_words(&mut memory, weights_address, &weights);
-    put_words(&mut memory, distances_address, &distances);
-    put_words(&mut memory, claims_address, &claims);
-    put_words(&mut memory, frontier_address, &frontier);
-    put_words(&mut memory, prefix_address, &prefix);
+    put_words(&mut memory, previous_address, &previous);
     let parameters = SsspParameters {
         vertices,
         arcs,
         offsets: offsets_address,
         targets: targets_address,
         weights: weights_address,
-        distances: distances_address,
-        claims: claims_address,
-        vertices_per_item: 1 + u64::from(input.per_item % 70),
     };
     memory.fill(parameters_address, &parameters.to_bytes());
     let command = CommandDescriptor {
@@ -267,23 +219,16 @@ fn build(input: &Input) -> (FakeDeviceMemory, CommandDescriptor, Layout, TweakCo
         tag: 0,
         flags: 0,
         result_address,
-        result_length: 4 * total,
-        args: [
-            parameters_address,
-            frontier_address,
-            count | u64::from(stamp) << 32,
-            prefix_address,
-        ],
+        result_length: 4 * vertices,
+        args: [parameters_address, previous_address, 0, 0],
     };
     let layout = Layout {
         parameters: parameters_address,
         offsets: offsets_address,
         targets: targets_address,
-        frontier: frontier_address,
-        prefix: prefix_address,
+        previous: previous_address,
         vertices,
         arcs,
-        count,
     };
     let context = TweakContext {
         memory_size: size,
@@ -292,18 +237,16 @@ fn build(input: &Input) -> (FakeDeviceMemory, CommandDescriptor, Layout, TweakCo
             offsets_address,
             targets_address,
             weights_address,
-            distances_address,
-            claims_address,
-            frontier_address,
-            prefix_address,
+            previous_address,
             result_address,
         ],
     };
     (memory, command, layout, context)
 }
 
-/// Applies one mutation: fields 0..8 of the command, 8..16 of the parameter block (in
-/// memory, at the layout's block), 16..20 a word of the frontier, prefix, offsets or targets.
+/// Applies one mutation: fields 0..7 of the command, 7..12 of the parameter block (in memory,
+/// at the layout's block), 12..15 a word of the offsets, targets or previous distances, 15
+/// the kernel id.
 fn mutate(
     mutation: &Mutation,
     memory: &mut FakeDeviceMemory,
@@ -312,38 +255,24 @@ fn mutate(
     context: &TweakContext,
 ) {
     let tweak = mutation.tweak;
-    let low = |value: u64| value & 0xFFFF_FFFF;
-    match mutation.field % 21 {
+    match mutation.field % 16 {
         0 => command.flags = tweak.apply32(command.flags, context),
         1 => command.result_address = tweak.apply(command.result_address, context),
         2 => command.result_length = tweak.apply(command.result_length, context),
-        3 => command.args[0] = tweak.apply(command.args[0], context),
-        4 => command.args[1] = tweak.apply(command.args[1], context),
-        5 => {
-            let count = tweak.apply(low(command.args[2]), context);
-            command.args[2] = command.args[2] & !0xFFFF_FFFF | low(count);
+        field @ 3..=6 => {
+            let arg = usize::from(field - 3);
+            command.args[arg] = tweak.apply(command.args[arg], context);
         }
-        6 => {
-            let stamp = tweak.apply(command.args[2] >> 32, context);
-            command.args[2] = low(command.args[2]) | stamp << 32;
-        }
-        7 => command.args[3] = tweak.apply(command.args[3], context),
-        field @ 8..=15 => {
-            let address = layout.parameters + 8 * u64::from(field - 8);
+        field @ 7..=11 => {
+            let address = layout.parameters + 8 * u64::from(field - 7);
             let old = dword(memory.contents(), u128::from(address)).unwrap_or(0);
             memory.fill(address, &tweak.apply(old, context).to_le_bytes());
         }
-        field => {
+        field @ 12..=14 => {
             let (base, length) = match field {
-                16 => (layout.frontier, layout.count),
-                17 => (layout.prefix, layout.count + 1),
-                18 => (layout.offsets, layout.vertices + 1),
-                19 => (layout.targets, layout.arcs),
-                _ => {
-                    // Another kernel id: refused as unknown by the SSSP decoder.
-                    command.kernel = tweak.apply32(command.kernel, context);
-                    return;
-                }
+                12 => (layout.offsets, layout.vertices + 1),
+                13 => (layout.targets, layout.arcs),
+                _ => (layout.previous, layout.vertices),
             };
             if length == 0 {
                 return;
@@ -352,7 +281,84 @@ fn mutate(
             let old = word(memory.contents(), u128::from(address)).unwrap_or(0);
             put_words(memory, address, &[tweak.apply32(old, context)]);
         }
+        _ => {
+            // Another kernel id: refused as unknown by the SSSP decoder.
+            command.kernel = tweak.apply32(command.kernel, context);
+        }
     }
+}
+
+/// What the docs say item `index` is, from a memory snapshot: its vertices' offsets (`None`
+/// when they decrease or exceed `arcs`), or for an executable item its new distances (`None`
+/// when an arc's target is `>= vertices`).
+struct Expected {
+    first: u64,
+    count: u64,
+    offsets: Option<Vec<u64>>,
+    distances: Option<Vec<u32>>,
+}
+
+fn expected(model: &Model, snapshot: &[u8], index: u32) -> Expected {
+    let word_at = |base: u64, i: u64| {
+        word(snapshot, u128::from(base) + 4 * u128::from(i)).expect("checked at decode")
+    };
+    let first = 8 * u64::from(index);
+    let count = (model.vertices - first).min(8);
+    let offsets: Vec<u64> = (first..=first + count)
+        .map(|v| u64::from(word_at(model.offsets, v)))
+        .collect();
+    let consistent = offsets.windows(2).all(|pair| pair[0] <= pair[1])
+        && offsets.iter().all(|o| *o <= model.arcs);
+    if !consistent {
+        return Expected {
+            first,
+            count,
+            offsets: None,
+            distances: None,
+        };
+    }
+    let mut distances = Vec::new();
+    for lane in 0..count as usize {
+        let vertex = first + lane as u64;
+        let mut best = u64::from(word_at(model.previous, vertex));
+        for arc in offsets[lane]..offsets[lane + 1] {
+            let target = u64::from(word_at(model.targets, arc));
+            if target >= model.vertices {
+                return Expected {
+                    first,
+                    count,
+                    offsets: Some(offsets),
+                    distances: None,
+                };
+            }
+            let through =
+                u64::from(word_at(model.previous, target)) + u64::from(word_at(model.weights, arc));
+            best = best.min(through.min(u64::from(u32::MAX)));
+        }
+        distances.push(best as u32);
+    }
+    Expected {
+        first,
+        count,
+        offsets: Some(offsets),
+        distances: Some(distances),
+    }
+}
+
+/// The docs' cost of an item with these offsets.
+fn cost(offsets: &[u64]) -> ItemCost {
+    let vertices = (offsets.len() - 1) as u64;
+    let mut cost = PACKET.plus(PER_VERTEX.times(vertices));
+    let mut arcs = 0;
+    for pair in offsets.windows(2) {
+        let degree = pair[1] - pair[0];
+        cost = cost.plus(PER_ARC_GROUP.times(degree.div_ceil(8).max(1)));
+        arcs += degree;
+    }
+    if vertices < 8 {
+        cost = cost.plus(ItemCost::scalar(PARTIAL_PACKET_SCALAR));
+    }
+    cost.plus(ItemCost::bytes(arcs * BYTES_PER_ARC))
 }
 
 /// Checks the items of an accepted launch and runs a few of them.
@@ -362,8 +368,7 @@ fn check_items(
     command: &CommandDescriptor,
     memory: FakeDeviceMemory,
 ) {
-    let items = model.count.div_ceil(model.per_item);
-    assert_eq!(u64::from(kernel.items()), items);
+    assert_eq!(u64::from(kernel.items()), model.vertices.div_ceil(8));
     assert_eq!(kernel.stages(), 1);
     assert_eq!(kernel.stage_items(0), 0..kernel.items());
     assert!(kernel.stage_items(1).is_empty());
@@ -374,17 +379,21 @@ fn check_items(
     let result = Span::new(command.result_address, u128::from(command.result_length));
     let mut memory = Watched::new(memory);
     for index in first_middle_last(0..kernel.items()) {
-        let first = u64::from(index) * model.per_item;
-        let end = (first + model.per_item).min(model.count);
-        let slots = (
-            u64::from(model.prefix[first as usize]),
-            u64::from(model.prefix[end as usize]),
-        );
-        let item = kernel
-            .item(index, &memory)
-            .expect("an item of an accepted launch");
-        assert_eq!(item.result_offset, 4 * slots.0, "item {index}");
-        assert_eq!(u64::from(item.result_length), 4 * (slots.1 - slots.0));
+        // The inputs never change: the result overlaps none of them.
+        let want = expected(model, memory.inner.contents(), index);
+        let described = kernel.item(index, &memory);
+        let Some(offsets) = &want.offsets else {
+            assert_eq!(described, Err(Status::ArgumentOutOfRange), "item {index}");
+            let outcome = execute_within(&mut memory, &[], "sssp item", |memory| {
+                kernel.execute(index, memory)
+            });
+            assert_eq!(outcome, Err(Status::ArgumentOutOfRange), "item {index}");
+            continue;
+        };
+        let item = described.expect("an item with consistent offsets");
+        assert_eq!(item.result_offset, 4 * want.first, "item {index}");
+        assert_eq!(u64::from(item.result_length), 4 * want.count);
+        assert_eq!(item.cost, cost(offsets), "item {index}");
         let item_span = Span::new(
             command.result_address + item.result_offset,
             u128::from(item.result_length),
@@ -393,36 +402,29 @@ fn check_items(
             result.contains(&item_span),
             "item {index} outside the result"
         );
-
-        // The arcs the item relaxes, from the (unchanging) inputs.
-        let snapshot = memory.inner.contents();
-        let word_at = |base: u64, i: u64| word(snapshot, u128::from(base) + 4 * u128::from(i));
-        let mut allowed = vec![item_span];
-        let mut bad_target = false;
-        for &vertex in &model.frontier[first as usize..end as usize] {
-            let vertex = u64::from(vertex);
-            let arcs = word_at(model.offsets, vertex).unwrap()
-                ..word_at(model.offsets, vertex + 1).unwrap();
-            for arc in arcs {
-                let target = word_at(model.targets, u64::from(arc)).unwrap();
-                if u64::from(target) >= model.vertices {
-                    bad_target = true;
-                    break;
-                }
-                allowed.push(Span::new(model.distances + 4 * u64::from(target), 4));
-                allowed.push(Span::new(model.claims + 4 * u64::from(target), 4));
-            }
-            if bad_target {
-                break;
-            }
-        }
+        let allowed = if want.distances.is_some() {
+            vec![item_span]
+        } else {
+            Vec::new()
+        };
         let outcome = execute_within(&mut memory, &allowed, "sssp item", |memory| {
             kernel.execute(index, memory)
         });
-        if bad_target {
-            assert_eq!(outcome, Err(Status::ArgumentOutOfRange), "item {index}");
-        } else {
-            assert_eq!(outcome, Ok(()), "item {index}");
+        match &want.distances {
+            None => assert_eq!(outcome, Err(Status::ArgumentOutOfRange), "item {index}"),
+            Some(distances) => {
+                assert_eq!(outcome, Ok(()), "item {index}");
+                let written: Vec<u32> = (0..want.count)
+                    .map(|lane| {
+                        word(
+                            memory.inner.contents(),
+                            item_span.start + 4 * u128::from(lane),
+                        )
+                        .expect("inside memory")
+                    })
+                    .collect();
+                assert_eq!(&written, distances, "item {index}");
+            }
         }
     }
     assert_eq!(

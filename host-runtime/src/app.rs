@@ -46,7 +46,7 @@ pub struct HostTask {
 }
 
 /// Bytes the host writes into device memory before a launch (an iteration's input that
-/// depends on the previous iteration's host results: SSSP's frontier, PageRank's ranks, the
+/// depends on the previous iteration's host results: PageRank's ranks, the
 /// OPT hidden state after the host's MLP, DLRM's bag indices).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceInput {

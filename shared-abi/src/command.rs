@@ -11,7 +11,7 @@ use crate::status::Status;
 pub enum KernelId {
     /// Squared L2 distance of each (query, row) pair: `args = [database, queries, rows | dim << 32, query_count]`.
     KnnDistance = 1,
-    /// SSSP edge relaxation over a frontier with the vertex update (`firmware::kernels::sssp`).
+    /// SSSP relaxation: one pull-style Bellman-Ford round over every vertex (`firmware::kernels::sssp`).
     SsspRelax = 2,
     /// PageRank neighbour gather and accumulation (`firmware::kernels::pagerank`).
     PageRankGather = 3,

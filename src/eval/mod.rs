@@ -145,6 +145,7 @@ impl EvalOptions {
             queries: Some(self.config.workload.queries),
             k: Some(self.config.workload.k),
             task_rows: Some(self.config.workload.task_rows),
+            iterations: Some(self.config.workload.iterations),
         };
         let mut inputs = Vec::new();
         for name in &self.workloads {

@@ -82,6 +82,9 @@ pub struct WorkloadOptions {
     pub k: Option<u32>,
     /// KNN: distances per host task (default [`knn::DEFAULT_TASK_ROWS`]).
     pub task_rows: Option<u32>,
+    /// SSSP: launches (Bellman-Ford rounds), `Some(0)` until a launch changes no distance
+    /// (default [`sssp::DEFAULT_ITERATIONS`]).
+    pub iterations: Option<u32>,
 }
 
 impl Default for WorkloadOptions {
@@ -93,6 +96,7 @@ impl Default for WorkloadOptions {
             queries: None,
             k: None,
             task_rows: None,
+            iterations: None,
         }
     }
 }

@@ -1,136 +1,180 @@
-//! SSSP edge relaxation kernel: one frontier step of a frontier-based Bellman-Ford, with the
-//! vertex update done in device memory.
+//! SSSP relaxation kernel: one round of topology-driven, pull-style Bellman-Ford over every
+//! vertex, after M²NDP's own SSSP benchmark (`examples/benchmarks/sssp/kernel0.py`).
 //!
 //! # Device memory
 //!
-//! The graph lives in device memory in CSR form, described by a [`SsspParameters`] block the
-//! host writes once at load time (`args[0]` points at it):
+//! The weighted graph lives in device memory in CSR form, described by a [`SsspParameters`]
+//! block the host writes once at load time (`args[0]` points at it):
 //!
 //! | array | layout |
 //! |---|---|
-//! | offsets | `vertices + 1` little-endian `u32`: the out-arcs of `u` are `offsets[u]..offsets[u + 1]` |
-//! | targets | `arcs` `u32`: the head of each arc |
+//! | offsets | `vertices + 1` little-endian `u32`: the arcs of `v` are `offsets[v]..offsets[v + 1]` (arcs sorted by their first endpoint) |
+//! | targets | `arcs` `u32`: the other endpoint of each arc |
 //! | weights | `arcs` `u32`: the length of each arc |
-//! | distances | `vertices` `u32`: the tentative distance of each vertex, [`INFINITY`] = unreached; the kernel lowers them |
-//! | claims | `vertices` `u32`: the last launch stamp that claimed each vertex (0 initially); the kernel writes them |
 //!
-//! Per launch the host writes the *frontier* (the vertices whose distance fell in the previous
-//! step) and its *slot prefix*: `prefix[j]` is the first result slot of frontier vertex `j`,
-//! `prefix[0] = 0` and `prefix[j + 1] = prefix[j] + outdegree(frontier[j])`. The host knows the
-//! out-degrees (it built the graph), and the prefix lets an item find where its result goes by
-//! reading two words.
+//! The distances of the previous round are a vector of `vertices` `u32` (`args[1]`); the new
+//! ones go to the result space, in the same layout. [`INFINITY`] means unreached.
 //!
 //! # Command ([`shared_abi::KernelId::SsspRelax`])
 //!
 //! | field | meaning |
 //! |---|---|
 //! | `args[0]` | device address of the [`SsspParameters`] block (8-byte aligned) |
-//! | `args[1]` | device address of the frontier: `count` `u32` vertex ids |
-//! | `args[2]` | `count` in the low 32 bits, the launch's non-zero stamp in the high 32 bits ([`pack_frontier`]) |
-//! | `args[3]` | device address of the slot prefix: `count + 1` `u32` |
-//! | `result_address`, `result_length` | the result space: exactly `4 * prefix[count]` bytes, one `u32` per relaxed arc |
+//! | `args[1]` | device address of the previous distances: `vertices` `u32` |
+//! | `args[2]`, `args[3]` | reserved, must be zero |
+//! | `result_address`, `result_length` | the result space: exactly `4 * vertices` bytes, the new distances |
 //! | `flags` | reserved, must be zero |
+//!
+//! A host runs rounds by ping-pong: launch `k`'s result space is launch `k + 1`'s previous
+//! distances, so the host never writes a launch input (M²NDP's `vector1` and `vector2`).
 //!
 //! # Work items and result layout
 //!
-//! Item `i` relaxes the out-arcs of frontier vertices `i * per_item .. min((i + 1) * per_item,
-//! count)` (`per_item` is the parameter block's `vertices_per_item`). For frontier vertex `j`
-//! with `d = distances[frontier[j]]` (read when the item reaches it) and its `k`-th out-arc
-//! `(t, w)`, the candidate is `c = d + w`, or [`INFINITY`] if that reaches [`CLAIMED`]
-//! (distances are limited to 31 bits, so an unreached `d` never improves anything). The kernel
-//! performs an atomic minimum of `distances[t]` with `c` (an `amominu.w`). If `c` was strictly
-//! smaller than the old `distances[t]` (the arc improved `t`), it also swaps the launch stamp
-//! into `claims[t]` (an `amoswap.w`): the first improving arc of `t` in this launch finds an
-//! older stamp and *claims* `t`. Result slot `prefix[j] + k` (4 bytes, little-endian) is
-//! [`INFINITY`] if the arc improved nothing, `c` if it improved `t`, and `c |` [`CLAIMED`] if it
-//! also claimed `t`. Item `i` therefore writes the contiguous bytes `4 * prefix[i * per_item]
-//! .. 4 * prefix[end]`.
+//! As in M²NDP, which runs one µthread per 32-byte packet of the kernel's base region (here
+//! the previous distances): item `i` covers the [`VERTICES_PER_ITEM`] = 8 vertices `8 i ..
+//! min(8 i + 8, vertices)` and writes, for each vertex `v`, at result offset `4 v`:
 //!
-//! Whatever order the items run in, the final `distances` are the minimum over every
-//! candidate, and every vertex whose distance fell in this launch is claimed by exactly one
-//! slot: the claimed slots name the next frontier without duplicates, so the host needs no
-//! sort or deduplication. Which slot claims a vertex, and a frontier vertex's `d` when it was
-//! itself lowered earlier in the same launch (asynchronous, Gauss-Seidel-style relaxation),
-//! follow the item completion order, which the emulator's CCM model fixes deterministically.
+//! `new[v] = min(prev[v], min over the arcs (v, u, w) of candidate(prev[u], w))`
+//!
+//! with [`candidate`]`(d, w) = d + w` saturating at [`INFINITY`]: an unreached neighbour never
+//! improves anything, and a sum that would reach `u32::MAX` counts as unreached. This is exact
+//! integer arithmetic (a minimum is order-free), and an item reads only the graph and the
+//! previous distances, which no item writes: the result does not depend on the order or the
+//! timing of the items (a Jacobi round, M²NDP's `vector1` to `vector2`). On an undirected graph
+//! stored as two arcs per edge, pulling over a vertex's own arcs sees every arc into it, so the
+//! round is exactly one Bellman-Ford round; rounds repeated until nothing changes give the
+//! shortest distances from the vertices at distance 0.
+//!
+//! # Cost (kernel0's instruction sequence, by functional unit)
+//!
+//! The modelled µthread runs kernel0 with two changes of operation, not of count: `vsaddu.vv`
+//! for its `vadd.vv` and `vredminu.vs` for its `vredmin.vs` (unsigned, saturating: M²NDP's
+//! benchmark keeps signed 32-bit distances below a 99,999,999 sentinel instead). Its cost is
+//! [`PACKET`] per item, [`PER_VERTEX`] per vertex, [`PER_ARC_GROUP`] per group of up to 8 arcs
+//! of one vertex (kernel0's inner loop runs at least once, so a vertex without arcs costs one
+//! group), [`PARTIAL_PACKET_EXIT`] for an item of fewer than 8 vertices, and
+//! [`BYTES_PER_ARC`] per arc ([`item_cost`]). Classes follow M²NDP's `get_unit`
+//! ([`ItemCost`]): `vsetvli` and `csrw` are scalar there; `vmv.x.s`, `vmv.s.x`, `vid.v`
+//! and mask compares are vector.
+//!
+//! An indexed load (`vluxei32.v`) is counted as one vector-memory instruction. M²NDP also
+//! multiplies its issue interval by the distinct 32-byte packets it touches
+//! (`execution_unit.cc`: `inst_issue_interval *= inst.addr_set.size()`), which an instruction
+//! count does not express; [`BYTES_PER_ARC`] does carry each gathered neighbour's burst.
 //!
 //! # Validation (everything a hostile host can send)
 //!
 //! - `kernel` is not SSSP: [`Status::UnknownKernel`]; `flags != 0`: [`Status::MalformedDescriptor`].
-//! - Any address unaligned (parameters: 8, arrays and result: 4), any array or the result
-//!   overflowing or ending beyond device memory, `vertices` zero or `vertices + 1` not fitting a
-//!   `u32`, `arcs` not fitting a `u32`, `count` or the stamp zero, vertices per item outside
-//!   `1..=`[`MAX_VERTICES_PER_ITEM`], the written arrays (result, distances, claims)
-//!   overlapping each other or any array the kernel reads, `prefix[0] != 0`, the prefix decreasing, a
-//!   frontier vertex `>= vertices`, a vertex's CSR offsets decreasing or beyond `arcs`, a prefix
-//!   step different from the vertex's out-degree, or `result_length != 4 * prefix[count]` (or
-//!   zero): [`Status::ArgumentOutOfRange`]. Decoding reads the frontier and prefix once (the
-//!   command processor's check, not modelled as item work); an arc whose target is `>=
-//!   vertices` is found during execution and fails the item with
-//!   [`Status::ArgumentOutOfRange`].
+//! - `args[2]` or `args[3]` not zero, any address unaligned (parameters: 8, arrays, previous
+//!   distances and result: 4), the parameter block, any array, the previous distances or the
+//!   result overflowing or ending beyond device memory, `vertices` zero or `vertices + 1` not
+//!   fitting a `u32`, `arcs` not fitting a `u32`, `result_length != 4 * vertices`, or the result
+//!   overlapping the parameter block, an array or the previous distances:
+//!   [`Status::ArgumentOutOfRange`] at decode.
+//! - An item whose offsets decrease or exceed `arcs` fails with [`Status::ArgumentOutOfRange`]
+//!   when it is described or executed; an arc whose target is `>= vertices` fails the item's
+//!   execution with [`Status::ArgumentOutOfRange`]. A failed item writes nothing.
 //!
 //! Every size is computed with checked arithmetic; nothing here can panic.
 
 use crate::hal::DeviceMemory;
 use crate::kernels::ranges::{checked_range, overlaps};
-use crate::kernels::{ItemCost, ItemSpec};
+use crate::kernels::{ItemCost, ItemSpec, VECTOR_LANES};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-/// The distance of an unreached vertex, and the result of an arc that improved nothing.
+/// The distance of an unreached vertex.
 pub const INFINITY: u32 = u32::MAX;
 
-/// The flag of a result slot whose arc claimed its target (see the module docs); distances
-/// stay below it.
-pub const CLAIMED: u32 = 1 << 31;
+/// Vertices per work item: one 32-byte packet of 4-byte distances, [`VECTOR_LANES`] (M²NDP's
+/// `packet_size=32` and `simd_width=256`; kernel0's `elems_per_packet`).
+pub const VERTICES_PER_ITEM: u32 = VECTOR_LANES as u32;
 
-/// Largest vertices-per-item value accepted: an item is a block of a frontier, bounded so one
-/// item cannot hold a µthread for the whole launch.
-pub const MAX_VERTICES_PER_ITEM: u32 = 4096;
+/// Arcs per group of kernel0's inner loop: one 8-lane indexed load of targets, weights and
+/// neighbour distances.
+pub const ARCS_PER_GROUP: u32 = VECTOR_LANES as u32;
+
+/// Bytes of one packet (M²NDP's `packet_size=32`): 8 distances or 8 offsets.
+pub const PACKET_BYTES: u64 = 32;
+
+/// Bytes of result per vertex: its new distance.
+pub const RESULT_BYTES_PER_VERTEX: u64 = 4;
 
 /// Words the kernel stages per stack buffer (one unrolled loop iteration: 256 bytes).
 pub const CHUNK_WORDS: usize = 64;
-
-/// Bytes of one result slot (one `u32` per arc).
-pub const RESULT_BYTES_PER_ARC: u64 = 4;
 
 /// Bytes a random 4-byte access really moves: one 64-byte DRAM burst (a cache line). Graph
 /// kernels read a neighbour's distance at an unpredictable address, so each such access costs
 /// a full burst of device memory bandwidth.
 pub const RANDOM_ACCESS_BYTES: u64 = 64;
 
-/// Instructions per relaxed arc (scalar: each arc's update is a separate atomic): `lw` target,
-/// `lw` weight, `add` candidate with the 31-bit guard (`sltu` + `or`, 3), `slli`+`add` for the
-/// distance address (2), `amominu.w` (the vertex update, returns the old distance), `sltu`
-/// improved? and its branch (2), a branch-free select of candidate or infinity (2), `sw` the
-/// result slot, pointer bump and loop branch (2): 15; plus the claim on an improving arc
-/// (claim address, `amoswap.w`, compare, `or` the flag: 4), charged at half of it (2): an
-/// item's cost is fixed before it runs, and half is our estimate of the share of relaxed arcs
-/// that improve their target in frontier Bellman-Ford: 17.
-pub const OPERATIONS_PER_ARC: u64 = 17;
+/// Per item (one packet), kernel0's lines outside its vertex loop:
+///
+/// - scalar, 11: `vsetvli`; `li x1` (scratchpad base); `add x4, x13, x2` and `add x13, x12, x2`
+///   (the packet's row and `vector1` addresses); `addi`, `srli`, `sub` and `bgez` (does a next
+///   row packet exist?); `li x7, 8`; `li x13, 0`; `add x13, x3, x2` (the store address);
+/// - scalar memory, 8: seven `ld` of the kernel arguments from the scratchpad (row, `vector1`,
+///   `vector2`, node count, col, data, node bound; scratchpad: no device bytes) and the `lw`
+///   of the next packet's first row offset (the end of the packet's last vertex; kernel0 skips
+///   it on the last packet, our item always loads it: the offsets hold `vertices + 1` words);
+/// - vector, 4: `vmv.v.i v3` (the new distances start at infinity), `vmv.v.v`,
+///   `vslide1down.vx` and `vsub.vv` (the 8 degrees from the row packet);
+/// - vector memory, 3: `vle32.v` of the row packet and of the `vector1` packet, `vse32.v` of
+///   the new packet;
+/// - bytes, 96: the row-offset packet and the distance packet streamed, the 32-byte store. (The
+///   next packet's first offset is the first word of the next item's row packet: the offsets
+///   stream once over the launch.)
+pub const PACKET: ItemCost = ItemCost {
+    scalar: 11,
+    scalar_memory: 8,
+    vector: 4,
+    vector_memory: 3,
+    bytes: 3 * PACKET_BYTES,
+};
 
-/// Bytes per relaxed arc: the target and weight words (4 + 4, streamed sequentially), the
-/// target's distance ([`RANDOM_ACCESS_BYTES`], a random read-modify-write of one line), its
-/// claim line on an improving arc (charged at half, as for [`OPERATIONS_PER_ARC`]) and the
-/// 4-byte result slot.
-pub const BYTES_PER_ARC: u64 =
-    8 + RANDOM_ACCESS_BYTES + RANDOM_ACCESS_BYTES / 2 + RESULT_BYTES_PER_ARC;
+/// Per vertex, kernel0's vertex loop (`.LOOP0`) outside the arc loop:
+///
+/// - scalar, 10: `srli`, `add` and `ble` (the vertex bound check), three `csrw vstart` (to
+///   extract lane `count`), `add x11` (the end of its arcs), `csrw vstart` (to insert it),
+///   `addi x13` and `bgt` (the vertex loop);
+/// - vector, 4: three `vmv.x.s` (its distance, first arc and degree out of the packet
+///   registers) and `vmv.s.x v3` (its new distance into the result packet).
+pub const PER_VERTEX: ItemCost = ItemCost {
+    scalar: 10,
+    scalar_memory: 0,
+    vector: 4,
+    vector_memory: 0,
+    bytes: 0,
+};
 
-/// Instructions per frontier vertex: `lw` its id, bound check and branch (2), address of its
-/// offsets (2), `lw` both offsets (2), `lw` its distance (with its address, 3), the arc-loop
-/// set-up (2): 12 (the prefix word is read once per item, its consistency was checked at
-/// decode).
-pub const OPERATIONS_PER_VERTEX: u64 = 12;
+/// Per group of up to 8 arcs of one vertex, one pass of kernel0's arc loop (`.LOOP1`):
+///
+/// - vector, 10: `vid.v`, `vadd.vx` (the arc indices), `vmslt.vx` (the lane mask), `vsll.vi`
+///   (index to byte offset), `vsll.vi` (target to byte offset), `vsaddu.vv` (the candidates),
+///   `vmv.v.i` and `vmv.s.x` (the reduction's start: the running minimum), `vredminu.vs`,
+///   `vmv.x.s` (the new running minimum);
+/// - vector memory, 3: `vluxei32.v` of the targets, of the weights, and of the neighbours'
+///   previous distances;
+/// - scalar, 2: `addi x9` and `bgt` (the arc loop).
+pub const PER_ARC_GROUP: ItemCost = ItemCost {
+    scalar: 2,
+    scalar_memory: 0,
+    vector: 10,
+    vector_memory: 3,
+    bytes: 0,
+};
 
-/// Bytes per frontier vertex: its id and prefix word (4 + 4, sequential), its two offsets (one
-/// random line) and its distance (one random line).
-pub const BYTES_PER_VERTEX: u64 = 8 + 2 * RANDOM_ACCESS_BYTES;
+/// For an item of fewer than 8 vertices (the last one), the bound check that ends kernel0's
+/// vertex loop early (`srli`, `add`, `ble`: 3 scalar); a full packet leaves the loop through
+/// its counter instead.
+pub const PARTIAL_PACKET_EXIT: ItemCost = ItemCost::scalar(3);
 
-/// Fixed instructions per item: item index to first and last frontier positions (a multiply
-/// and a minimum, 3), the two prefix reads and the result address (4), loop set-up (3) and the
-/// return (1): 11, rounded to 12 for the call overhead.
-pub const FIXED_OPERATIONS: u64 = 12;
+/// Device bytes per arc: its target and weight words (4 + 4, contiguous for a vertex's arcs,
+/// so streamed) and the neighbour's previous distance, gathered from an unpredictable address
+/// ([`RANDOM_ACCESS_BYTES`], one burst).
+pub const BYTES_PER_ARC: u64 = 8 + RANDOM_ACCESS_BYTES;
 
-/// The parameter block of a graph in device memory (64 bytes, little-endian `u64` fields).
+/// The parameter block of a graph in device memory (40 bytes, little-endian `u64` fields).
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout,
 )]
@@ -146,55 +190,51 @@ pub struct SsspParameters {
     pub targets: u64,
     /// Device address of the arc weights (`arcs` `u32`).
     pub weights: u64,
-    /// Device address of the distances (`vertices` `u32`), updated by the kernel.
-    pub distances: u64,
-    /// Device address of the claim stamps (`vertices` `u32`), updated by the kernel.
-    pub claims: u64,
-    /// Frontier vertices per work item, `1..=`[`MAX_VERTICES_PER_ITEM`].
-    pub vertices_per_item: u64,
 }
 
-const _: () = assert!(core::mem::size_of::<SsspParameters>() == 64);
+/// Bytes of [`SsspParameters`].
+pub const PARAMETERS_BYTES: usize = 40;
+
+const _: () = assert!(core::mem::size_of::<SsspParameters>() == PARAMETERS_BYTES);
 
 impl SsspParameters {
     /// The block as the bytes the host writes into device memory.
-    pub fn to_bytes(&self) -> [u8; 64] {
-        let mut bytes = [0_u8; 64];
+    pub fn to_bytes(&self) -> [u8; PARAMETERS_BYTES] {
+        let mut bytes = [0_u8; PARAMETERS_BYTES];
         bytes.copy_from_slice(self.as_bytes());
         bytes
     }
 }
 
-/// `args[2]` for a frontier of `count` vertices and the launch stamp `stamp` (non-zero, and
-/// different from every earlier launch's over the same claims array).
-pub const fn pack_frontier(count: u32, stamp: u32) -> u64 {
-    (count as u64) | ((stamp as u64) << 32)
+/// The candidate distance through an arc of length `weight` from a neighbour at `distance`:
+/// the sum, saturating at [`INFINITY`] (an unreached neighbour stays unreached).
+pub const fn candidate(distance: u32, weight: u32) -> u32 {
+    distance.saturating_add(weight)
 }
 
-/// The modelled cost of an item relaxing `vertices` frontier vertices with `arcs` out-arcs in
-/// all: see [`FIXED_OPERATIONS`], [`OPERATIONS_PER_VERTEX`], [`OPERATIONS_PER_ARC`],
-/// [`BYTES_PER_VERTEX`] and [`BYTES_PER_ARC`]. Saturates instead of overflowing.
-pub fn item_cost(vertices: u64, arcs: u64) -> ItemCost {
-    // Interim: every instruction counted as scalar until this kernel's cost is split by
-    // functional unit.
-    ItemCost {
-        scalar: FIXED_OPERATIONS
-            .saturating_add(vertices.saturating_mul(OPERATIONS_PER_VERTEX))
-            .saturating_add(arcs.saturating_mul(OPERATIONS_PER_ARC)),
-        bytes: vertices
-            .saturating_mul(BYTES_PER_VERTEX)
-            .saturating_add(arcs.saturating_mul(BYTES_PER_ARC)),
-        ..ItemCost::ZERO
+/// Passes of kernel0's arc loop for a vertex of `degree` arcs: `ceil(degree / 8)`, at least
+/// one (the loop tests its condition at the end).
+pub const fn arc_groups(degree: u32) -> u64 {
+    let groups = degree.div_ceil(ARCS_PER_GROUP) as u64;
+    if groups == 0 {
+        1
+    } else {
+        groups
     }
 }
 
-/// The candidate distance through an arc of length `weight` from a vertex at `distance`: the
-/// sum, or [`INFINITY`] if it reaches [`CLAIMED`] (so an unreached vertex never improves
-/// anything).
-pub const fn candidate(distance: u32, weight: u32) -> u32 {
-    match distance.checked_add(weight) {
-        Some(sum) if sum < CLAIMED => sum,
-        _ => INFINITY,
+/// The modelled cost of an item of `vertices` vertices (at most 8) whose arc loops make
+/// `groups` passes over `arcs` arcs in all: see [`PACKET`], [`PER_VERTEX`], [`PER_ARC_GROUP`],
+/// [`PARTIAL_PACKET_EXIT`] and [`BYTES_PER_ARC`]. Saturates instead of overflowing.
+pub fn item_cost(vertices: u64, groups: u64, arcs: u64) -> ItemCost {
+    let cost = PACKET
+        .plus(PER_VERTEX.times(vertices))
+        .plus(PER_ARC_GROUP.times(groups))
+        .plus(ItemCost::bytes(arcs.saturating_mul(BYTES_PER_ARC)));
+    if vertices < u64::from(VERTICES_PER_ITEM) {
+        cost.plus(PARTIAL_PACKET_EXIT)
+    } else {
+        cost
     }
 }
 
@@ -234,43 +274,42 @@ pub(crate) fn read_words<M: DeviceMemory>(
     Ok(())
 }
 
-/// Writes the first `count` (at most [`CHUNK_WORDS`]) of `words` little-endian at `base + 4 *
-/// index`.
-pub(crate) fn write_words<M: DeviceMemory>(
-    memory: &mut M,
-    base: u64,
-    index: u64,
+/// An item's vertices and their checked arc offsets.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    /// First vertex.
+    first: u64,
+    /// Vertices (1..=8).
     count: usize,
-    words: &[u32; CHUNK_WORDS],
-) -> Result<(), Status> {
-    let mut bytes = [0_u8; CHUNK_WORDS * 4];
-    for (chunk, word) in bytes.chunks_exact_mut(4).zip(words.iter().take(count)) {
-        chunk.copy_from_slice(&word.to_le_bytes());
+    /// `offsets[first ..= first + count]`, not decreasing, at most `arcs`.
+    offsets: [u32; CHUNK_WORDS],
+}
+
+impl Span {
+    /// The arcs of the item's `lane`-th vertex.
+    fn arcs(&self, lane: usize) -> Result<(u64, u64), Status> {
+        let start = self.offsets.get(lane).ok_or(Status::ArgumentOutOfRange)?;
+        let end = self
+            .offsets
+            .get(lane.checked_add(1).ok_or(Status::ArgumentOutOfRange)?)
+            .ok_or(Status::ArgumentOutOfRange)?;
+        Ok((u64::from(*start), u64::from(*end)))
     }
-    let length = count.checked_mul(4).ok_or(Status::ArgumentOutOfRange)?;
-    let bytes = bytes.get(..length).ok_or(Status::ArgumentOutOfRange)?;
-    memory.write(word_address(base, index)?, bytes)?;
-    Ok(())
 }
 
 /// A decoded, validated SSSP relaxation launch.
 ///
 /// # Invariants
 ///
-/// Every array named by the parameters, the frontier, the prefix and the result lie inside the
-/// device memory the command was decoded against; the result and the distances overlap
-/// nothing else; the prefix starts at 0, never decreases, ends at `result_length / 4`, and
-/// steps by each frontier vertex's out-degree; every frontier vertex is `< vertices`; `items
-/// == ceil(count / per_item)`.
+/// The parameter block, the offsets, targets and weights, the previous distances and the
+/// result lie inside the device memory the command was decoded against; the result overlaps
+/// none of the others; `0 < vertices < u32::MAX`, `arcs <= u32::MAX`; `items ==
+/// ceil(vertices / 8)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SsspKernel {
     parameters: SsspParameters,
-    frontier: u64,
-    prefix: u64,
+    previous: u64,
     result: u64,
-    count: u32,
-    stamp: u32,
-    per_item: u32,
     items: u32,
 }
 
@@ -288,8 +327,11 @@ impl SsspKernel {
             return Err(Status::MalformedDescriptor);
         }
         let size = memory.size();
-        let [parameters_address, frontier, packed, prefix] = command.args;
-        let parameters_range = checked_range(parameters_address, 64, 8, size)?;
+        let [parameters_address, previous, reserved_a, reserved_b] = command.args;
+        if reserved_a != 0 || reserved_b != 0 {
+            return Err(Status::ArgumentOutOfRange);
+        }
+        let parameters_range = checked_range(parameters_address, PARAMETERS_BYTES as u64, 8, size)?;
         let parameters: SsspParameters = memory
             .read_value(DeviceAddress(parameters_address))
             .map_err(|_| Status::ArgumentOutOfRange)?;
@@ -298,112 +340,41 @@ impl SsspKernel {
         {
             return Err(Status::ArgumentOutOfRange);
         }
-        let count =
-            u32::try_from(packed & u64::from(u32::MAX)).map_err(|_| Status::ArgumentOutOfRange)?;
-        let stamp = u32::try_from(packed >> 32).map_err(|_| Status::ArgumentOutOfRange)?;
-        let per_item =
-            u32::try_from(parameters.vertices_per_item).map_err(|_| Status::ArgumentOutOfRange)?;
-        if count == 0 || stamp == 0 || per_item == 0 || per_item > MAX_VERTICES_PER_ITEM {
-            return Err(Status::ArgumentOutOfRange);
-        }
         let words = |n: u64| n.checked_mul(4).ok_or(Status::ArgumentOutOfRange);
-        let vertices_plus_one = vertices.checked_add(1).ok_or(Status::ArgumentOutOfRange)?;
-        let offsets_range = checked_range(parameters.offsets, words(vertices_plus_one)?, 4, size)?;
-        let targets_range = checked_range(parameters.targets, words(parameters.arcs)?, 4, size)?;
-        let weights_range = checked_range(parameters.weights, words(parameters.arcs)?, 4, size)?;
-        let distances_range = checked_range(parameters.distances, words(vertices)?, 4, size)?;
-        let claims_range = checked_range(parameters.claims, words(vertices)?, 4, size)?;
-        let count_words = u64::from(count);
-        let frontier_range = checked_range(frontier, words(count_words)?, 4, size)?;
-        let prefix_range = checked_range(
-            prefix,
-            words(
-                count_words
-                    .checked_add(1)
-                    .ok_or(Status::ArgumentOutOfRange)?,
-            )?,
+        let offsets_range = checked_range(
+            parameters.offsets,
+            words(vertices.checked_add(1).ok_or(Status::ArgumentOutOfRange)?)?,
             4,
             size,
         )?;
-        let result_range = checked_range(command.result_address, command.result_length, 4, size)?;
-        let read_only = [
+        let targets_range = checked_range(parameters.targets, words(parameters.arcs)?, 4, size)?;
+        let weights_range = checked_range(parameters.weights, words(parameters.arcs)?, 4, size)?;
+        let previous_range = checked_range(previous, words(vertices)?, 4, size)?;
+        let result_bytes = vertices
+            .checked_mul(RESULT_BYTES_PER_VERTEX)
+            .ok_or(Status::ArgumentOutOfRange)?;
+        if command.result_length != result_bytes {
+            return Err(Status::ArgumentOutOfRange);
+        }
+        let result_range = checked_range(command.result_address, result_bytes, 4, size)?;
+        if [
             parameters_range,
             offsets_range,
             targets_range,
             weights_range,
-            frontier_range,
-            prefix_range,
-        ];
-        let written = [result_range, distances_range, claims_range];
-        for (index, range) in written.iter().enumerate() {
-            if read_only.iter().any(|other| overlaps(*other, *range))
-                || written
-                    .iter()
-                    .skip(index.saturating_add(1))
-                    .any(|other| overlaps(*other, *range))
-            {
-                return Err(Status::ArgumentOutOfRange);
-            }
-        }
-        // The frontier and its prefix, checked once: positions in chunks.
-        let mut ids = [0_u32; CHUNK_WORDS];
-        let mut steps = [0_u32; CHUNK_WORDS];
-        let mut previous = read_word(memory, prefix, 0)?;
-        if previous != 0 {
+            previous_range,
+        ]
+        .iter()
+        .any(|range| overlaps(*range, result_range))
+        {
             return Err(Status::ArgumentOutOfRange);
         }
-        let mut position = 0_u64;
-        while position < count_words {
-            let chunk = usize::try_from(
-                count_words
-                    .checked_sub(position)
-                    .ok_or(Status::ArgumentOutOfRange)?
-                    .min(CHUNK_WORDS as u64),
-            )
-            .map_err(|_| Status::ArgumentOutOfRange)?;
-            read_words(memory, frontier, position, chunk, &mut ids)?;
-            let next_position = position.checked_add(1).ok_or(Status::ArgumentOutOfRange)?;
-            read_words(memory, prefix, next_position, chunk, &mut steps)?;
-            for (vertex, next) in ids.iter().zip(steps.iter()).take(chunk) {
-                let vertex = u64::from(*vertex);
-                if vertex >= vertices {
-                    return Err(Status::ArgumentOutOfRange);
-                }
-                let first = read_word(memory, parameters.offsets, vertex)?;
-                let last = read_word(
-                    memory,
-                    parameters.offsets,
-                    vertex.checked_add(1).ok_or(Status::ArgumentOutOfRange)?,
-                )?;
-                if first > last || u64::from(last) > parameters.arcs {
-                    return Err(Status::ArgumentOutOfRange);
-                }
-                let degree = last.checked_sub(first).ok_or(Status::ArgumentOutOfRange)?;
-                if next.checked_sub(previous) != Some(degree) {
-                    return Err(Status::ArgumentOutOfRange);
-                }
-                previous = *next;
-            }
-            position = position
-                .checked_add(chunk as u64)
-                .ok_or(Status::ArgumentOutOfRange)?;
-        }
-        let result_bytes = u64::from(previous)
-            .checked_mul(RESULT_BYTES_PER_ARC)
-            .ok_or(Status::ArgumentOutOfRange)?;
-        if result_bytes == 0 || command.result_length != result_bytes {
-            return Err(Status::ArgumentOutOfRange);
-        }
-        let items = count.div_ceil(per_item);
+        let vertices = u32::try_from(vertices).map_err(|_| Status::ArgumentOutOfRange)?;
         Ok(SsspKernel {
             parameters,
-            frontier,
-            prefix,
+            previous,
             result: command.result_address,
-            count,
-            stamp,
-            per_item,
-            items,
+            items: vertices.div_ceil(VERTICES_PER_ITEM),
         })
     }
 
@@ -412,133 +383,128 @@ impl SsspKernel {
         self.parameters
     }
 
-    /// Frontier vertices.
-    pub fn count(&self) -> u32 {
-        self.count
+    /// Device address of the previous distances.
+    pub fn previous(&self) -> u64 {
+        self.previous
     }
 
-    /// The launch stamp.
-    pub fn stamp(&self) -> u32 {
-        self.stamp
-    }
-
-    /// Frontier vertices per item.
-    pub fn per_item(&self) -> u32 {
-        self.per_item
-    }
-
-    /// Work items: `ceil(count / per_item)`.
+    /// Work items: `ceil(vertices / 8)`.
     pub fn items(&self) -> u32 {
         self.items
     }
 
-    /// Frontier positions of item `index`.
-    fn positions(&self, index: u32) -> Result<(u64, u64), Status> {
+    /// Item `index`'s vertices and their offsets (read: the row packet and the next offset),
+    /// checked not to decrease nor exceed `arcs`.
+    fn span<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<Span, Status> {
         if index >= self.items {
             return Err(Status::ArgumentOutOfRange);
         }
+        let per_item = u64::from(VERTICES_PER_ITEM);
         let first = u64::from(index)
-            .checked_mul(u64::from(self.per_item))
+            .checked_mul(per_item)
             .ok_or(Status::ArgumentOutOfRange)?;
-        let last = first
-            .checked_add(u64::from(self.per_item))
+        let end = first
+            .checked_add(per_item)
             .ok_or(Status::ArgumentOutOfRange)?
-            .min(u64::from(self.count));
-        Ok((first, last))
-    }
-
-    /// Item `index`: reads its two prefix words; result bytes `4 * prefix[first] .. 4 *
-    /// prefix[last]`, cost [`item_cost`].
-    pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, Status> {
-        let (first, last) = self.positions(index)?;
-        let start = read_word(memory, self.prefix, first)?;
-        let end = read_word(memory, self.prefix, last)?;
-        let arcs = end.checked_sub(start).ok_or(Status::ArgumentOutOfRange)?;
-        let result_length = arcs
-            .checked_mul(RESULT_BYTES_PER_ARC as u32)
-            .ok_or(Status::ArgumentOutOfRange)?;
-        Ok(ItemSpec {
-            result_offset: u64::from(start)
-                .checked_mul(RESULT_BYTES_PER_ARC)
-                .ok_or(Status::ArgumentOutOfRange)?,
-            result_length,
-            cost: item_cost(
-                last.checked_sub(first).ok_or(Status::ArgumentOutOfRange)?,
-                u64::from(arcs),
-            ),
+            .min(self.parameters.vertices);
+        let count = usize::try_from(end.checked_sub(first).ok_or(Status::ArgumentOutOfRange)?)
+            .map_err(|_| Status::ArgumentOutOfRange)?;
+        let mut offsets = [0_u32; CHUNK_WORDS];
+        read_words(
+            memory,
+            self.parameters.offsets,
+            first,
+            count.checked_add(1).ok_or(Status::ArgumentOutOfRange)?,
+            &mut offsets,
+        )?;
+        let mut previous = 0_u32;
+        for offset in offsets.iter().take(count.saturating_add(1)) {
+            if *offset < previous || u64::from(*offset) > self.parameters.arcs {
+                return Err(Status::ArgumentOutOfRange);
+            }
+            previous = *offset;
+        }
+        Ok(Span {
+            first,
+            count,
+            offsets,
         })
     }
 
-    /// Runs item `index`: relaxes every out-arc of its frontier vertices (see the module
-    /// docs), staging arcs and results through stack buffers of [`CHUNK_WORDS`] words.
+    /// Item `index`: result offset `32 i`, 4 bytes per vertex, cost [`item_cost`] (its
+    /// vertices' degrees read from the offsets).
+    pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, Status> {
+        let span = self.span(index, memory)?;
+        let (mut groups, mut arcs) = (0_u64, 0_u64);
+        for lane in 0..span.count {
+            let (start, end) = span.arcs(lane)?;
+            let degree = end.checked_sub(start).ok_or(Status::ArgumentOutOfRange)?;
+            groups = groups.saturating_add(arc_groups(
+                u32::try_from(degree).map_err(|_| Status::ArgumentOutOfRange)?,
+            ));
+            arcs = arcs.saturating_add(degree);
+        }
+        let vertices = span.count as u64;
+        Ok(ItemSpec {
+            result_offset: span
+                .first
+                .checked_mul(RESULT_BYTES_PER_VERTEX)
+                .ok_or(Status::ArgumentOutOfRange)?,
+            result_length: u32::try_from(
+                vertices
+                    .checked_mul(RESULT_BYTES_PER_VERTEX)
+                    .ok_or(Status::ArgumentOutOfRange)?,
+            )
+            .map_err(|_| Status::ArgumentOutOfRange)?,
+            cost: item_cost(vertices, groups, arcs),
+        })
+    }
+
+    /// Runs item `index`: the new distance of each of its vertices (see the module docs),
+    /// written at `4 v` of the result in one store once all are known (a failed item writes
+    /// nothing).
     pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &mut M) -> Result<(), Status> {
-        let (first, last) = self.positions(index)?;
+        let span = self.span(index, memory)?;
         let parameters = self.parameters;
         let mut targets = [0_u32; CHUNK_WORDS];
         let mut weights = [0_u32; CHUNK_WORDS];
-        let mut results = [INFINITY; CHUNK_WORDS];
-        for position in first..last {
-            let vertex = u64::from(read_word(memory, self.frontier, position)?);
-            if vertex >= parameters.vertices {
-                return Err(Status::ArgumentOutOfRange);
-            }
-            let mut slot = u64::from(read_word(memory, self.prefix, position)?);
-            let arc_first = u64::from(read_word(memory, parameters.offsets, vertex)?);
-            let arc_last = u64::from(read_word(
-                memory,
-                parameters.offsets,
-                vertex.checked_add(1).ok_or(Status::ArgumentOutOfRange)?,
-            )?);
-            if arc_first > arc_last || arc_last > parameters.arcs {
-                return Err(Status::ArgumentOutOfRange);
-            }
-            let distance = read_word(memory, parameters.distances, vertex)?;
-            let mut arc = arc_first;
-            while arc < arc_last {
+        let mut packet = [0_u8; VECTOR_LANES * 4];
+        for (lane, slot) in packet.chunks_exact_mut(4).take(span.count).enumerate() {
+            let vertex = span
+                .first
+                .checked_add(lane as u64)
+                .ok_or(Status::ArgumentOutOfRange)?;
+            let mut best = read_word(memory, self.previous, vertex)?;
+            let (mut arc, end) = span.arcs(lane)?;
+            while arc < end {
                 let chunk = usize::try_from(
-                    arc_last
-                        .checked_sub(arc)
+                    end.checked_sub(arc)
                         .ok_or(Status::ArgumentOutOfRange)?
                         .min(CHUNK_WORDS as u64),
                 )
                 .map_err(|_| Status::ArgumentOutOfRange)?;
                 read_words(memory, parameters.targets, arc, chunk, &mut targets)?;
                 read_words(memory, parameters.weights, arc, chunk, &mut weights)?;
-                for ((target, weight), result) in targets
-                    .iter()
-                    .zip(weights.iter())
-                    .zip(results.iter_mut())
-                    .take(chunk)
-                {
+                for (target, weight) in targets.iter().zip(weights.iter()).take(chunk) {
                     let target = u64::from(*target);
                     if target >= parameters.vertices {
                         return Err(Status::ArgumentOutOfRange);
                     }
-                    let offered = candidate(distance, *weight);
-                    let old = read_word(memory, parameters.distances, target)?;
-                    *result = if offered < old {
-                        memory.write(
-                            word_address(parameters.distances, target)?,
-                            &offered.to_le_bytes(),
-                        )?;
-                        let claim = word_address(parameters.claims, target)?;
-                        let previous = read_word(memory, parameters.claims, target)?;
-                        if previous == self.stamp {
-                            offered
-                        } else {
-                            memory.write(claim, &self.stamp.to_le_bytes())?;
-                            offered | CLAIMED
-                        }
-                    } else {
-                        INFINITY
-                    };
+                    let neighbour = read_word(memory, self.previous, target)?;
+                    best = best.min(candidate(neighbour, *weight));
                 }
-                write_words(memory, self.result, slot, chunk, &results)?;
-                let step = chunk as u64;
-                arc = arc.checked_add(step).ok_or(Status::ArgumentOutOfRange)?;
-                slot = slot.checked_add(step).ok_or(Status::ArgumentOutOfRange)?;
+                arc = arc
+                    .checked_add(chunk as u64)
+                    .ok_or(Status::ArgumentOutOfRange)?;
             }
+            slot.copy_from_slice(&best.to_le_bytes());
         }
+        let length = span
+            .count
+            .checked_mul(4)
+            .ok_or(Status::ArgumentOutOfRange)?;
+        let bytes = packet.get(..length).ok_or(Status::ArgumentOutOfRange)?;
+        memory.write(word_address(self.result, span.first)?, bytes)?;
         Ok(())
     }
 }
@@ -551,15 +517,15 @@ mod tests {
 
     const MEMORY: u64 = 1 << 16;
     const PARAMETERS: u64 = 0x100;
-    const OFFSETS: u64 = 0x200;
-    const TARGETS: u64 = 0x400;
-    const WEIGHTS: u64 = 0x800;
-    const DISTANCES: u64 = 0xC00;
-    const CLAIMS: u64 = 0xE00;
-    const C: u32 = CLAIMED;
-    const FRONTIER: u64 = 0x1000;
-    const PREFIX: u64 = 0x1400;
-    const RESULT: u64 = 0x2000;
+    const OFFSETS: u64 = 0x400;
+    const TARGETS: u64 = 0x800;
+    const WEIGHTS: u64 = 0x1400;
+    /// The two distance buffers the rounds ping-pong between.
+    const A: u64 = 0x2000;
+    const B: u64 = 0x3000;
+    const I: u32 = INFINITY;
+    /// What fresh memory holds, so an unwritten result word is visible.
+    const UNTOUCHED: u32 = 0xA5A5_A5A5;
 
     fn put_words(memory: &mut FakeMemory, address: u64, words: &[u32]) {
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
@@ -574,209 +540,230 @@ mod tests {
             .collect()
     }
 
-    /// A 5-vertex graph: 0 -> 1 (4), 0 -> 2 (1), 2 -> 1 (2), 1 -> 3 (5), 2 -> 3 (8),
-    /// 4 isolated.
-    fn graph() -> (Vec<u32>, Vec<u32>, Vec<u32>) {
-        (
-            vec![0, 2, 3, 5, 5, 5],
-            vec![1, 2, 3, 1, 3],
-            vec![4, 1, 5, 2, 8],
-        )
+    /// The symmetric CSR of weighted undirected `edges` (arcs sorted by target).
+    fn csr(vertices: usize, edges: &[(u32, u32, u32)]) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+        let mut lists = vec![Vec::new(); vertices];
+        for &(u, v, w) in edges {
+            lists[u as usize].push((v, w));
+            lists[v as usize].push((u, w));
+        }
+        let (mut offsets, mut targets, mut weights) = (vec![0], Vec::new(), Vec::new());
+        for list in &mut lists {
+            list.sort_unstable();
+            for &(t, w) in list.iter() {
+                targets.push(t);
+                weights.push(w);
+            }
+            offsets.push(targets.len() as u32);
+        }
+        (offsets, targets, weights)
     }
 
-    /// Loads the graph with distances `distances` and the frontier `frontier` (prefix from the
-    /// degrees); returns the memory and a valid command.
+    /// 0 -4- 1, 0 -1- 2, 1 -2- 2, 1 -5- 3, 2 -8- 3; 4 isolated.
+    fn small_graph() -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+        csr(5, &[(0, 1, 4), (0, 2, 1), (1, 2, 2), (1, 3, 5), (2, 3, 8)])
+    }
+
+    /// A path 0 - 1 - ... - 19, edge `{v, v + 1}` of length `v + 1`.
+    fn path_graph() -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+        let edges: Vec<(u32, u32, u32)> = (0..19).map(|v| (v, v + 1, v + 1)).collect();
+        csr(20, &edges)
+    }
+
+    /// Loads `graph` with `previous` in buffer `A`; returns the memory and the command that
+    /// relaxes from `A` into `B`.
     fn setup(
-        distances: &[u32],
-        frontier: &[u32],
-        per_item: u32,
+        graph: &(Vec<u32>, Vec<u32>, Vec<u32>),
+        previous: &[u32],
     ) -> (FakeMemory, CommandDescriptor) {
+        let (offsets, targets, weights) = graph;
         let mut memory = FakeMemory::new(MEMORY as usize);
-        let (offsets, targets, weights) = graph();
+        memory.fill(0, &vec![0xA5; MEMORY as usize]);
         let parameters = SsspParameters {
-            vertices: 5,
-            arcs: 5,
+            vertices: previous.len() as u64,
+            arcs: targets.len() as u64,
             offsets: OFFSETS,
             targets: TARGETS,
             weights: WEIGHTS,
-            distances: DISTANCES,
-            claims: CLAIMS,
-            vertices_per_item: u64::from(per_item),
         };
         memory
             .write(DeviceAddress(PARAMETERS), &parameters.to_bytes())
             .unwrap();
-        put_words(&mut memory, OFFSETS, &offsets);
-        put_words(&mut memory, TARGETS, &targets);
-        put_words(&mut memory, WEIGHTS, &weights);
-        put_words(&mut memory, DISTANCES, distances);
-        put_words(&mut memory, FRONTIER, frontier);
-        let mut prefix = vec![0_u32];
-        for vertex in frontier {
-            let degree = offsets[*vertex as usize + 1] - offsets[*vertex as usize];
-            prefix.push(prefix.last().unwrap() + degree);
-        }
-        put_words(&mut memory, PREFIX, &prefix);
-        let command = CommandDescriptor {
+        put_words(&mut memory, OFFSETS, offsets);
+        put_words(&mut memory, TARGETS, targets);
+        put_words(&mut memory, WEIGHTS, weights);
+        put_words(&mut memory, A, previous);
+        (memory, command(A, B, previous.len()))
+    }
+
+    fn command(previous: u64, result: u64, vertices: usize) -> CommandDescriptor {
+        CommandDescriptor {
             kernel: KernelId::SsspRelax as u32,
             mode: 0,
             tag: 0,
             flags: 0,
-            result_address: RESULT,
-            result_length: u64::from(*prefix.last().unwrap()) * 4,
-            args: [
-                PARAMETERS,
-                FRONTIER,
-                pack_frontier(frontier.len() as u32, 1),
-                PREFIX,
-            ],
-        };
-        (memory, command)
+            result_address: result,
+            result_length: 4 * vertices as u64,
+            args: [PARAMETERS, previous, 0, 0],
+        }
     }
 
+    /// Runs every item of `command`, last item first.
     fn run_all(memory: &mut FakeMemory, command: &CommandDescriptor) -> SsspKernel {
         let kernel = SsspKernel::decode(command, memory).unwrap();
-        for item in 0..kernel.items() {
+        for item in (0..kernel.items()).rev() {
             kernel.execute(item, memory).unwrap();
         }
         kernel
     }
 
     #[test]
-    fn source_step_improves_its_neighbours_and_reports_each_arc() {
-        let (mut memory, command) = setup(&[0, INFINITY, INFINITY, INFINITY, INFINITY], &[0], 4);
-        let kernel = run_all(&mut memory, &command);
-        assert_eq!(kernel.items(), 1);
-        assert_eq!(words(&memory, RESULT, 2), [4 | C, 1 | C]);
-        assert_eq!(words(&memory, CLAIMS, 5), [0, 1, 1, 0, 0]);
-        assert_eq!(words(&memory, DISTANCES, 5), [0, 4, 1, INFINITY, INFINITY]);
+    fn rounds_ping_pong_between_two_buffers_and_reach_the_shortest_distances() {
+        let graph = small_graph();
+        let (mut memory, _) = setup(&graph, &[0, I, I, I, I]);
+        let expected = [
+            [0, 4, 1, I, I],
+            [0, 3, 1, 9, I],
+            [0, 3, 1, 8, I],
+            [0, 3, 1, 8, I],
+        ];
+        let (mut from, mut to) = (A, B);
+        for (round, want) in expected.iter().enumerate() {
+            run_all(&mut memory, &command(from, to, 5));
+            assert_eq!(words(&memory, to, 5), want, "round {}", round + 1);
+            (from, to) = (to, from);
+        }
     }
 
     #[test]
-    fn second_step_reports_only_improving_arcs_and_final_distances_are_the_minimum() {
-        // After the source step: frontier {1, 2}.
-        let (mut memory, command) = setup(&[0, 4, 1, INFINITY, INFINITY], &[1, 2], 1);
-        let kernel = run_all(&mut memory, &command);
-        assert_eq!(kernel.items(), 2);
-        // Slots: 1 -> 3 (9, claims 3), 2 -> 1 (3 < 4, claims 1), 2 -> 3 (9: not better than
-        // the 9 already there).
-        assert_eq!(words(&memory, RESULT, 3), [9 | C, 3 | C, INFINITY]);
-        assert_eq!(words(&memory, DISTANCES, 5), [0, 3, 1, 9, INFINITY]);
-    }
-
-    #[test]
-    fn a_vertex_improved_twice_in_a_launch_is_claimed_once() {
-        let (mut memory, mut command) = setup(&[0, INFINITY, 1, INFINITY, INFINITY], &[0, 2], 2);
-        run_all(&mut memory, &command);
-        // 0 -> 1 claims 1 at 4; 0 -> 2 (1) is no better; 2 -> 1 improves 1 to 3 without a
-        // claim; 2 -> 3 claims 3.
-        assert_eq!(words(&memory, RESULT, 4), [4 | C, INFINITY, 3, 9 | C]);
-        // The next launch (a new stamp) claims again; the same stamp would not.
-        put_words(
-            &mut memory,
-            DISTANCES,
-            &[0, INFINITY, 1, INFINITY, INFINITY],
-        );
-        command.args[2] = pack_frontier(2, 2);
-        run_all(&mut memory, &command);
-        assert_eq!(words(&memory, RESULT, 4), [4 | C, INFINITY, 3, 9 | C]);
-        put_words(
-            &mut memory,
-            DISTANCES,
-            &[0, INFINITY, 1, INFINITY, INFINITY],
-        );
-        run_all(&mut memory, &command);
-        assert_eq!(words(&memory, RESULT, 4), [4, INFINITY, 3, 9]);
-    }
-
-    #[test]
-    fn candidates_stay_below_the_claim_flag() {
-        assert_eq!(candidate(5, 7), 12);
-        assert_eq!(candidate(CLAIMED - 2, 1), CLAIMED - 1);
-        assert_eq!(candidate(CLAIMED - 2, 2), INFINITY);
-        assert_eq!(candidate(INFINITY, 0), INFINITY);
-        assert_eq!(candidate(INFINITY, 1), INFINITY);
-    }
-
-    #[test]
-    fn unreached_vertices_improve_nothing() {
-        let (mut memory, command) = setup(&[INFINITY; 5], &[0, 2], 8);
-        run_all(&mut memory, &command);
-        assert_eq!(words(&memory, RESULT, 4), [INFINITY; 4]);
-        assert_eq!(words(&memory, DISTANCES, 5), [INFINITY; 5]);
-    }
-
-    #[test]
-    fn items_are_blocks_of_the_frontier_with_prefix_offsets_and_cost() {
-        let (memory, command) = setup(&[0; 5], &[0, 1, 2, 3], 3);
+    fn a_round_reads_only_the_previous_distances_jacobi_not_gauss_seidel() {
+        // On the path, round 1 from vertex 0 reaches vertex 1 only, whatever the item order:
+        // vertex 2 must not see vertex 1's new distance in the same round.
+        let graph = path_graph();
+        let mut previous = vec![I; 20];
+        previous[0] = 0;
+        let (mut memory, command) = setup(&graph, &previous);
         let kernel = SsspKernel::decode(&command, &memory).unwrap();
-        assert_eq!(kernel.items(), 2);
-        let first = kernel.item(0, &memory).unwrap();
-        assert_eq!((first.result_offset, first.result_length), (0, 20));
-        assert_eq!(first.cost, item_cost(3, 5));
-        let second = kernel.item(1, &memory).unwrap();
-        assert_eq!((second.result_offset, second.result_length), (20, 0));
+        for item in 0..kernel.items() {
+            kernel.execute(item, &mut memory).unwrap();
+        }
+        let mut want = vec![I; 20];
+        want[0] = 0;
+        want[1] = 1;
+        assert_eq!(words(&memory, B, 20), want);
+        assert_eq!(words(&memory, A, 20), previous, "the input never changes");
+    }
+
+    #[test]
+    fn an_item_relaxes_exactly_its_eight_vertices() {
+        // Distances of the path from vertex 0: d(v) = v (v + 1) / 2. Odd vertices start 100
+        // too far; one round repairs them from their even neighbours.
+        let graph = path_graph();
+        let exact: Vec<u32> = (0..20).map(|v| v * (v + 1) / 2).collect();
+        let previous: Vec<u32> = (0..20)
+            .map(|v| exact[v] + if v % 2 == 1 { 100 } else { 0 })
+            .collect();
+        let (mut memory, command) = setup(&graph, &previous);
+        let kernel = SsspKernel::decode(&command, &memory).unwrap();
+        assert_eq!(kernel.items(), 3);
+        kernel.execute(1, &mut memory).unwrap();
+        let result = words(&memory, B, 20);
+        assert_eq!(&result[..8], [UNTOUCHED; 8]);
+        assert_eq!(&result[8..16], &exact[8..16]);
+        assert_eq!(&result[16..], [UNTOUCHED; 4]);
+        let spec = kernel.item(1, &memory).unwrap();
+        assert_eq!((spec.result_offset, spec.result_length), (32, 32));
+        let last = kernel.item(2, &memory).unwrap();
+        assert_eq!((last.result_offset, last.result_length), (64, 16));
+        kernel.execute(2, &mut memory).unwrap();
+        assert_eq!(&words(&memory, B, 20)[..8], [UNTOUCHED; 8]);
+    }
+
+    #[test]
+    fn a_vertex_whose_neighbours_are_unreached_keeps_its_distance() {
+        let graph = small_graph();
+        // Vertex 3's neighbours (1, 2) are unreached: it keeps 7; vertex 1 and 2 pull from 3;
+        // vertex 0's neighbours are unreached: it keeps infinity; 4 has no arcs: it keeps 2.
+        let (mut memory, command) = setup(&graph, &[I, I, I, 7, 2]);
+        run_all(&mut memory, &command);
+        assert_eq!(words(&memory, B, 5), [I, 12, 15, 7, 2]);
+        let (mut memory, command) = setup(&graph, &[I; 5]);
+        run_all(&mut memory, &command);
+        assert_eq!(words(&memory, B, 5), [I; 5]);
+    }
+
+    #[test]
+    fn candidates_saturate_at_infinity() {
+        assert_eq!(candidate(5, 7), 12);
+        assert_eq!(candidate(I - 2, 1), I - 1);
+        assert_eq!(candidate(I - 2, 2), I);
+        assert_eq!(candidate(I - 2, 3), I);
+        assert_eq!(candidate(I, 0), I);
+        assert_eq!(candidate(I, u32::MAX), I);
+        // A sum that would reach infinity does not reach the vertex.
+        let graph = csr(2, &[(0, 1, u32::MAX - 5)]);
+        let (mut memory, command) = setup(&graph, &[10, I]);
+        run_all(&mut memory, &command);
+        assert_eq!(words(&memory, B, 2), [10, I]);
+    }
+
+    #[test]
+    fn cost_follows_kernel0_per_packet_vertex_and_arc_group() {
         assert_eq!(
-            second.cost.instructions(),
-            FIXED_OPERATIONS + OPERATIONS_PER_VERTEX
+            [0, 1, 8, 9, 16, 17].map(arc_groups),
+            [1, 1, 1, 2, 2, 3],
+            "the arc loop runs at least once"
         );
-        assert_eq!(kernel.item(2, &memory), Err(Status::ArgumentOutOfRange));
+        assert_eq!(PACKET.instructions(), 26);
+        assert_eq!(PER_VERTEX.instructions(), 14);
+        assert_eq!(PER_ARC_GROUP.instructions(), 15);
+        // The path: item 0 holds vertex 0 (1 arc) and vertices 1..8 (2 arcs each).
+        let (memory, command) = setup(&path_graph(), &[I; 20]);
+        let kernel = SsspKernel::decode(&command, &memory).unwrap();
+        let full = kernel.item(0, &memory).unwrap().cost;
+        assert_eq!(full, item_cost(8, 8, 15));
         assert_eq!(
-            item_cost(2, 3).bytes,
-            2 * BYTES_PER_VERTEX + 3 * BYTES_PER_ARC
+            full,
+            ItemCost {
+                scalar: 11 + 8 * 10 + 8 * 2,
+                scalar_memory: 8,
+                vector: 4 + 8 * 4 + 8 * 10,
+                vector_memory: 3 + 8 * 3,
+                bytes: 96 + 15 * 72,
+            }
         );
+        // The last item: 4 vertices (19 has one arc), and the early loop exit.
+        let last = kernel.item(2, &memory).unwrap().cost;
+        assert_eq!(last, item_cost(4, 4, 7));
+        assert_eq!(last.scalar, 11 + 4 * 10 + 4 * 2 + 3);
+        // A vertex of 9 arcs makes two passes; one of none still makes one.
+        let star: Vec<(u32, u32, u32)> = (1..10).map(|v| (0, v, 1)).collect();
+        let (memory, command) = setup(&csr(11, &star), &[I; 11]);
+        let kernel = SsspKernel::decode(&command, &memory).unwrap();
+        assert_eq!(
+            kernel.item(0, &memory).unwrap().cost,
+            item_cost(8, 2 + 7, 16)
+        );
+        assert_eq!(kernel.item(1, &memory).unwrap().cost, item_cost(3, 3, 2));
     }
 
     #[test]
     fn long_adjacency_lists_cross_chunks() {
-        // A star: vertex 0 with 150 arcs to vertices 1..=150, weight = target.
-        let vertices = 151_u32;
-        let mut offsets = vec![0_u32, 150];
-        offsets.extend(std::iter::repeat_n(150, 150));
-        let targets: Vec<u32> = (1..=150).collect();
-        let mut memory = FakeMemory::new(MEMORY as usize);
-        let parameters = SsspParameters {
-            vertices: u64::from(vertices),
-            arcs: 150,
-            offsets: 0x4000,
-            targets: 0x5000,
-            weights: 0x6000,
-            distances: 0x7000,
-            claims: 0x7400,
-            vertices_per_item: 16,
-        };
-        memory
-            .write(DeviceAddress(PARAMETERS), &parameters.to_bytes())
-            .unwrap();
-        put_words(&mut memory, 0x4000, &offsets);
-        put_words(&mut memory, 0x5000, &targets);
-        put_words(&mut memory, 0x6000, &targets);
-        let mut distances = vec![INFINITY; 151];
-        distances[0] = 10;
-        distances[100] = 50;
-        put_words(&mut memory, 0x7000, &distances);
-        put_words(&mut memory, FRONTIER, &[0]);
-        put_words(&mut memory, PREFIX, &[0, 150]);
-        let command = CommandDescriptor {
-            kernel: KernelId::SsspRelax as u32,
-            mode: 0,
-            tag: 0,
-            flags: 0,
-            result_address: 0x8000,
-            result_length: 600,
-            args: [PARAMETERS, FRONTIER, pack_frontier(1, 3), PREFIX],
-        };
+        // A star: vertex 0 joined to 1..=150 with weight = the other end.
+        let star: Vec<(u32, u32, u32)> = (1..=150).map(|v| (0, v, v)).collect();
+        let graph = csr(151, &star);
+        let mut previous = vec![I; 151];
+        previous[100] = 5;
+        previous[149] = 1;
+        let (mut memory, command) = setup(&graph, &previous);
         run_all(&mut memory, &command);
-        let results = words(&memory, 0x8000, 150);
-        for (k, result) in results.iter().enumerate() {
-            let target = k as u32 + 1;
-            let expected = if target == 100 {
-                INFINITY
-            } else {
-                (10 + target) | C
-            };
-            assert_eq!(*result, expected, "slot {k}");
-        }
+        let result = words(&memory, B, 151);
+        assert_eq!(result[0], 105, "min(5 + 100, 1 + 149)");
+        assert_eq!(result[100], 5);
+        assert!(result[1..].iter().enumerate().all(|(k, d)| {
+            let v = k + 1;
+            *d == previous[v]
+        }));
     }
 
     fn rejected(memory: &FakeMemory, command: &CommandDescriptor, status: Status) {
@@ -788,99 +775,71 @@ mod tests {
     }
 
     #[test]
-    fn wrong_kernel_flags_and_bad_shapes_are_rejected() {
-        let (memory, valid) = setup(&[0; 5], &[0, 2], 2);
+    fn wrong_kernel_flags_reserved_arguments_and_bad_shapes_are_rejected() {
+        let (memory, valid) = setup(&small_graph(), &[0; 5]);
         assert!(SsspKernel::decode(&valid, &memory).is_ok());
         let mut c = valid;
-        c.kernel = 1;
+        c.kernel = KernelId::PageRankGather as u32;
         rejected(&memory, &c, Status::UnknownKernel);
         let mut c = valid;
         c.flags = 4;
         rejected(&memory, &c, Status::MalformedDescriptor);
-        for packed in [pack_frontier(0, 2), pack_frontier(2, 0)] {
-            let mut c = valid;
-            c.args[2] = packed;
-            rejected(&memory, &c, Status::ArgumentOutOfRange);
-        }
-        // Result length other than 4 * prefix[count].
-        for length in [0, 12, 20, 15] {
-            let mut c = valid;
-            c.result_length = length;
-            rejected(&memory, &c, Status::ArgumentOutOfRange);
-        }
-        // Unaligned parameters, frontier, result.
-        for (field, value) in [(0, PARAMETERS + 4), (1, FRONTIER + 2), (3, PREFIX + 1)] {
+        for (field, value) in [(2, 1), (3, 8), (2, u64::MAX)] {
             let mut c = valid;
             c.args[field] = value;
             rejected(&memory, &c, Status::ArgumentOutOfRange);
         }
+        for length in [0, 16, 24, 21, u64::MAX] {
+            let mut c = valid;
+            c.result_length = length;
+            rejected(&memory, &c, Status::ArgumentOutOfRange);
+        }
+        for (field, value) in [
+            (0, PARAMETERS + 4),
+            (1, A + 2),
+            (0, MEMORY - 32),
+            (1, MEMORY - 16),
+        ] {
+            let mut c = valid;
+            c.args[field] = value;
+            rejected(&memory, &c, Status::ArgumentOutOfRange);
+        }
+        for address in [B + 2, MEMORY - 16, u64::MAX - 3] {
+            let mut c = valid;
+            c.result_address = address;
+            rejected(&memory, &c, Status::ArgumentOutOfRange);
+        }
+        // The result overlapping each input (the previous distances included: a round must
+        // not read what it writes).
+        for address in [
+            PARAMETERS + 32,
+            OFFSETS + 20,
+            TARGETS,
+            WEIGHTS + 36,
+            A,
+            A + 16,
+        ] {
+            let mut c = valid;
+            c.result_address = address;
+            rejected(&memory, &c, Status::ArgumentOutOfRange);
+        }
+        // Touching but not overlapping is fine.
         let mut c = valid;
-        c.result_address = RESULT + 2;
-        rejected(&memory, &c, Status::ArgumentOutOfRange);
+        c.result_address = A + 20;
+        assert!(SsspKernel::decode(&c, &memory).is_ok());
     }
 
     #[test]
-    fn inconsistent_frontier_or_prefix_is_rejected() {
-        let (mut memory, valid) = setup(&[0; 5], &[0, 2], 2);
-        // prefix[0] != 0.
-        put_words(&mut memory, PREFIX, &[1, 3, 5]);
-        rejected(&memory, &valid, Status::ArgumentOutOfRange);
-        // A step that is not the degree.
-        put_words(&mut memory, PREFIX, &[0, 1, 4]);
-        rejected(&memory, &valid, Status::ArgumentOutOfRange);
-        // Decreasing.
-        put_words(&mut memory, PREFIX, &[0, 2, 1]);
-        rejected(&memory, &valid, Status::ArgumentOutOfRange);
-        put_words(&mut memory, PREFIX, &[0, 2, 4]);
-        assert!(SsspKernel::decode(&valid, &memory).is_ok());
-        // A frontier vertex beyond the graph.
-        put_words(&mut memory, FRONTIER, &[0, 5]);
-        rejected(&memory, &valid, Status::ArgumentOutOfRange);
-        put_words(&mut memory, FRONTIER, &[0, 2]);
-        // Offsets beyond the arcs.
-        put_words(&mut memory, OFFSETS, &[0, 2, 3, 9, 9, 9]);
-        rejected(&memory, &valid, Status::ArgumentOutOfRange);
-    }
-
-    #[test]
-    fn bad_graph_parameters_and_overlaps_are_rejected() {
-        let (mut memory, valid) = setup(&[0; 5], &[0, 2], 2);
+    fn bad_graph_parameters_are_rejected() {
+        let (mut memory, valid) = setup(&small_graph(), &[0; 5]);
         let good = SsspParameters {
             vertices: 5,
-            arcs: 5,
+            arcs: 10,
             offsets: OFFSETS,
             targets: TARGETS,
             weights: WEIGHTS,
-            distances: DISTANCES,
-            claims: CLAIMS,
-            vertices_per_item: 2,
         };
         let bad = [
-            SsspParameters {
-                vertices_per_item: 0,
-                ..good
-            },
-            SsspParameters {
-                vertices_per_item: u64::from(MAX_VERTICES_PER_ITEM) + 1,
-                ..good
-            },
-            // Claims overlapping the distances, the offsets or the result; unaligned.
-            SsspParameters {
-                claims: DISTANCES + 4,
-                ..good
-            },
-            SsspParameters {
-                claims: OFFSETS,
-                ..good
-            },
-            SsspParameters {
-                claims: RESULT + 8,
-                ..good
-            },
-            SsspParameters {
-                claims: CLAIMS + 2,
-                ..good
-            },
             SsspParameters {
                 vertices: 0,
                 ..good
@@ -901,22 +860,13 @@ mod tests {
                 offsets: MEMORY - 8,
                 ..good
             },
+            SsspParameters {
+                offsets: OFFSETS + 1,
+                ..good
+            },
             SsspParameters { targets: 2, ..good },
             SsspParameters {
-                distances: u64::MAX - 3,
-                ..good
-            },
-            // Distances overlapping the frontier, the weights, or the result.
-            SsspParameters {
-                distances: FRONTIER,
-                ..good
-            },
-            SsspParameters {
-                distances: WEIGHTS + 8,
-                ..good
-            },
-            SsspParameters {
-                distances: RESULT,
+                weights: u64::MAX - 3,
                 ..good
             },
         ];
@@ -924,36 +874,46 @@ mod tests {
             memory
                 .write(DeviceAddress(PARAMETERS), &parameters.to_bytes())
                 .unwrap();
-            rejected(&memory, &valid, Status::ArgumentOutOfRange);
+            // `vertices` also sizes the result: keep the command consistent with it.
+            let mut c = valid;
+            c.result_length = 4 * parameters.vertices.min(5);
+            rejected(&memory, &c, Status::ArgumentOutOfRange);
         }
         memory
             .write(DeviceAddress(PARAMETERS), &good.to_bytes())
             .unwrap();
-        // The result overlapping an input.
-        for address in [OFFSETS, TARGETS + 4, FRONTIER, PREFIX, PARAMETERS] {
-            let mut c = valid;
-            c.result_address = address;
-            rejected(&memory, &c, Status::ArgumentOutOfRange);
-        }
-        // The parameter block beyond memory.
-        let mut c = valid;
-        c.args[0] = MEMORY - 40;
-        rejected(&memory, &c, Status::ArgumentOutOfRange);
-        c.args[0] = u64::MAX - 7;
-        rejected(&memory, &c, Status::ArgumentOutOfRange);
+        assert!(SsspKernel::decode(&valid, &memory).is_ok());
     }
 
     #[test]
-    fn an_arc_target_beyond_the_graph_fails_the_item() {
-        let (mut memory, command) = setup(&[0; 5], &[0], 1);
-        put_words(&mut memory, TARGETS, &[7]);
+    fn inconsistent_offsets_and_targets_fail_the_item_and_write_nothing() {
+        let (mut memory, command) = setup(&path_graph(), &[0; 20]);
         let kernel = SsspKernel::decode(&command, &memory).unwrap();
-        assert_eq!(
-            kernel.execute(0, &mut memory),
-            Err(Status::ArgumentOutOfRange)
-        );
+        // Offsets decreasing inside item 1, or beyond the arcs at its end.
+        put_words(&mut memory, OFFSETS + 4 * 10, &[3]);
+        assert_eq!(kernel.item(1, &memory), Err(Status::ArgumentOutOfRange));
         assert_eq!(
             kernel.execute(1, &mut memory),
+            Err(Status::ArgumentOutOfRange)
+        );
+        assert!(kernel.item(0, &memory).is_ok(), "item 0 ends at offset 8");
+        let (offsets, targets, _) = path_graph();
+        put_words(&mut memory, OFFSETS, &offsets);
+        put_words(&mut memory, OFFSETS + 4 * 16, &[targets.len() as u32 + 1]);
+        assert_eq!(kernel.item(1, &memory), Err(Status::ArgumentOutOfRange));
+        assert_eq!(kernel.item(2, &memory), Err(Status::ArgumentOutOfRange));
+        put_words(&mut memory, OFFSETS, &offsets);
+        // A target beyond the graph fails execution (its description does not read targets).
+        put_words(&mut memory, TARGETS + 4 * 20, &[20]);
+        assert!(kernel.item(1, &memory).is_ok());
+        assert_eq!(
+            kernel.execute(1, &mut memory),
+            Err(Status::ArgumentOutOfRange)
+        );
+        assert_eq!(words(&memory, B, 20), [UNTOUCHED; 20]);
+        assert_eq!(kernel.item(3, &memory), Err(Status::ArgumentOutOfRange));
+        assert_eq!(
+            kernel.execute(3, &mut memory),
             Err(Status::ArgumentOutOfRange)
         );
     }
@@ -972,19 +932,18 @@ mod tests {
         let pick = |state: &mut u64, choices: &[u64]| {
             choices[(next(state) % choices.len() as u64) as usize]
         };
+        let mut accepted = 0;
         for round in 0..4000 {
-            let (mut memory, mut command) = setup(&[0, 3, INFINITY, 7, 1], &[0, 1, 2], 2);
-            // Scribble over a few words of the graph, frontier, prefix or parameters.
+            let (mut memory, mut command) = setup(&path_graph(), &[3; 20]);
+            // Scribble over a few words of the parameters, the graph or the distances.
             for _ in 0..(round % 4) {
-                let address = pick(
-                    &mut state,
-                    &[PARAMETERS, OFFSETS, TARGETS, FRONTIER, PREFIX, DISTANCES],
-                ) + 4 * (next(&mut state) % 12);
+                let address = pick(&mut state, &[PARAMETERS, OFFSETS, TARGETS, WEIGHTS, A])
+                    + 4 * (next(&mut state) % 24);
                 let random = next(&mut state);
-                let value = pick(&mut state, &[0, 1, 5, 6, u64::from(u32::MAX), random]) as u32;
+                let value = pick(&mut state, &[0, 1, 5, 40, u64::from(u32::MAX), random]) as u32;
                 put_words(&mut memory, address, &[value]);
             }
-            let field = next(&mut state) % 7;
+            let field = next(&mut state) % 6;
             let random = next(&mut state);
             let value = pick(
                 &mut state,
@@ -992,6 +951,7 @@ mod tests {
                     0,
                     1,
                     4,
+                    80,
                     MEMORY - 4,
                     MEMORY,
                     u64::MAX,
@@ -1002,10 +962,10 @@ mod tests {
             match field {
                 0..=3 => command.args[field as usize] = value,
                 4 => command.result_address = value,
-                5 => command.result_length = value,
-                _ => command.args[2] = pack_frontier((value % 5) as u32, (value >> 8) as u32 % 5),
+                _ => command.result_length = value,
             }
             if let Ok(kernel) = SsspKernel::decode(&command, &memory) {
+                accepted += 1;
                 for item in 0..kernel.items().min(64) {
                     let _ = kernel.item(item, &memory);
                     let _ = kernel.execute(item, &mut memory);
@@ -1019,5 +979,6 @@ mod tests {
             let small = FakeMemory::new(0x300);
             let _ = SsspKernel::decode(&command, &small);
         }
+        assert!(accepted > 100, "only {accepted} commands reached the items");
     }
 }

@@ -1159,7 +1159,7 @@ fn note_sssp_idle(c: &Ctx) -> Option<String> {
     let rp = c.base(SSSP, Mode::Rp)?;
     let axle = c.axle(SSSP, 500)?;
     Some(format!(
-        "(d): {} launches, each needing the previous one's host work (the next frontier); per launch RP {}, AXLE (p10) {}; CCM idle per launch RP {}, AXLE {}.",
+        "(d): {} launches, each issued only after the host has compared the previous one's distances (the convergence check); per launch RP {}, AXLE (p10) {}; CCM idle per launch RP {}, AXLE {}.",
         rp.launches,
         time(rp.end_to_end_ns / rp.launches.max(1)),
         time(axle.end_to_end_ns / axle.launches.max(1)),

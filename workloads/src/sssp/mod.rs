@@ -13,46 +13,70 @@
 //! [`SMALL_VERTICES`] vertices and the same edge-to-vertex ratio. The source is vertex 0 (node
 //! 1 of the file).
 //!
-//! # The offload: frontier-based Bellman-Ford
+//! # The offload: topology-driven Bellman-Ford, as M²NDP's SSSP benchmark
 //!
-//! The weighted CSR and the distances live in device memory ([`firmware::kernels::sssp`]).
-//! Each launch relaxes the out-arcs of the current frontier: the CCM does the edge traversal
-//! and the vertex update (an atomic minimum on the target's distance in device memory, and a
-//! claim stamp so that each improved vertex is reported once) and writes one 4-byte slot per
-//! relaxed arc: the new distance if the arc improved its target (flagged if it claimed it),
-//! else infinity. Items are blocks of [`VERTICES_PER_ITEM`] frontier vertices; the launch
-//! number is the claim stamp.
+//! The weighted CSR (both arcs of every edge, sorted by their first endpoint) and two distance
+//! vectors live in device memory ([`firmware::kernels::sssp`]). Each launch is one round of
+//! pull-style Bellman-Ford over every vertex, M²NDP's `examples/benchmarks/sssp/kernel0.py`:
+//! one CCM item per 8 vertices (a 32-byte packet of the distance vector), each vertex's new
+//! distance the minimum of its previous one and its neighbours' previous distances plus the
+//! arcs' weights. The launch's result is the whole new vector, 4 bytes per vertex (1 MB at
+//! paper scale), streamed to the host: Section II's "only the updated vertex data per
+//! iteration". The two vectors ping-pong (launch `k`'s result space is launch `k + 1`'s
+//! previous distances), so the host stores no launch input ([`LaunchPlan::inputs`] is empty);
+//! the first launch reads the vector loaded with the graph (0 at the source, infinity
+//! elsewhere).
 //!
-//! Per launch the host writes, as [`LaunchPlan::inputs`], the frontier (sorted vertex ids) and
-//! its slot prefix (first result slot of each frontier vertex): the previous iteration's host
-//! result. The first frontier is the source alone. Iteration stops when a launch improves no
-//! vertex with out-arcs (convergence: the distances are then exact).
+//! M²NDP's `kernel1` compares the two vectors on the device to decide whether to loop again;
+//! here the host does it, as Table I splits graph analytics: the CCM does the edge traversal
+//! and the vertex update, the host finds the new frontier.
 //!
 //! # Host tasks
 //!
-//! The result space is cut into tasks of [`TASK_SLOTS`] slots (256 bytes, 8 DMA slots): each
-//! lowers the host's copy of the improved targets' distances and lists the targets its slots
-//! claimed ([`host::collect_claimed`]). Tasks are independent (no chain): their lists are
-//! disjoint, and the shared distance array takes atomic minima. The launch's final step
-//! concatenates the lists in task order into the next frontier and its slot prefix
-//! ([`host::next_frontier`]), so the next launch depends on every task of this one.
+//! Tasks of [`TASK_VERTICES`] consecutive vertices (4 KiB of the streamed vector, 128 DMA
+//! slots of 32 bytes) compare their new distances with the host's copy, store them and list
+//! the vertices that changed ([`host::compare_block`]); they are independent (disjoint
+//! vertices). The launch's final step adds the lists' lengths ([`host::count_changes`]): if no
+//! vertex changed, the distances are converged and no further launch follows.
 //!
-//! The frontiers depend only on the device's results, never on the order in which host tasks
-//! run, so every mode performs the same launches over the same frontiers (the CCM's item order
-//! is the emulator's deterministic model; see the kernel docs).
+//! A task needs the results of 128 items, so with out-of-order streaming the ring must hold
+//! the partial pages of the items in flight: at paper scale (1,024 µthreads, about 9 pages
+//! open) a ring of 1,000 slots deadlocks (detected and reported) and one of 1,500 does not;
+//! Figure 16's smallest ring, 12.5% of 50,000, is 6,250 slots. In-order streaming needs one
+//! page.
+//!
+//! # Iterations
+//!
+//! The paper does not say how many rounds its SSSP runs. Running to convergence takes 673
+//! launches on the NY graph and 1,080 on the generator (measured, seed 42; each launch is
+//! 33,044 items and, streamed, 33,044 payloads of 32 bytes: 22 million of each per run on NY),
+//! more than the evaluation's two dozen SSSP runs can afford; M²NDP's own benchmark
+//! checks a single loop (its reference outputs `loop_0_0` and `loop_0_1`). So the run performs
+//! [`WorkloadOptions::iterations`] launches (`axle run --iterations N`), by default
+//! [`DEFAULT_ITERATIONS`] = 10 (PageRank also runs 10); `0` (`--iterations converge`) runs until
+//! a launch changes nothing, and any run ends early if one does. Every launch does the same
+//! device work and moves the same bytes, whatever the distances (topology-driven: every
+//! vertex, every arc, the whole vector), and the host's work differs only by the changed
+//! vertices' list entries: the count changes the absolute runtime, not the per-iteration
+//! ratios between modes.
+//!
+//! Neither the distances nor the lists depend on the order in which items or host tasks run
+//! (each round reads only the previous vector; tasks are disjoint), so every mode performs the
+//! same launches.
 //!
 //! # Checking
 //!
-//! The host's distances after convergence must equal [`reference::dijkstra`] exactly.
+//! After `N` launches the host's copy must equal [`reference::bellman_ford_rounds`] of `N`
+//! rounds exactly; once converged it must also equal [`reference::dijkstra`] exactly.
 
 pub mod host;
 pub mod reference;
 
 use std::fmt;
 
-use firmware::kernels::sssp::{pack_frontier, SsspParameters, INFINITY};
+use firmware::kernels::sssp::{SsspParameters, INFINITY};
 use host_runtime::app::{
-    Application, DeviceInput, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError, Verification,
+    Application, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError, Verification,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -82,14 +106,15 @@ pub const MAX_WEIGHT: u32 = 1000;
 /// The source vertex.
 pub const SOURCE: u32 = 0;
 
-/// Frontier vertices per CCM work item: 4 vertices of a road network carry about 11 arcs,
-/// about 2 µs of µthread time, so a frontier of a few hundred vertices still spreads over
-/// many µthreads (fine-grained offloading, as the paper describes SSSP).
-pub const VERTICES_PER_ITEM: u32 = 4;
+/// Launches (Bellman-Ford rounds) per run unless `--iterations` says otherwise: the paper
+/// gives no count; PageRank's fixed count (see the module docs).
+pub const DEFAULT_ITERATIONS: u32 = 10;
 
-/// Result slots (4 bytes each) per host task: 256 bytes, 8 DMA slots, about 1 µs of host
-/// work; a launch's few kilobytes of result then spread over many host µthreads.
-pub const TASK_SLOTS: u32 = 64;
+/// Vertices per host task: 1,024 distances are one 4 KiB page of the host's page-aligned
+/// copy, so a task reads and writes exactly one page (one TLB entry, no line shared with
+/// another task), and a launch of 264,346 vertices makes 259 tasks for the host's µthreads to
+/// share.
+pub const TASK_VERTICES: u32 = 1024;
 
 /// Alignment of every device allocation (a 64-byte line).
 pub const DEVICE_ALIGNMENT: u64 = 64;
@@ -110,6 +135,28 @@ fn generated_edges(vertices: u32) -> usize {
 /// Where the instance's graph comes from.
 pub(crate) fn source(options: &WorkloadOptions) -> GraphSource {
     GraphSource::of(options, DATA_FILE, PAPER_VERTICES, SMALL_VERTICES)
+}
+
+/// The launches `options` ask for: `Some(n)`, or `None` for "until nothing changes".
+fn rounds(options: &WorkloadOptions) -> Option<u32> {
+    match options.iterations.unwrap_or(DEFAULT_ITERATIONS) {
+        0 => None,
+        n => Some(n),
+    }
+}
+
+/// Parses an iteration count as the CLI takes it: a number of launches, or `converge` (also
+/// `0`) for "until a launch changes no distance", which is `0`.
+pub fn parse_iterations(text: &str) -> Result<u32, String> {
+    match text.trim() {
+        "converge" => Ok(0),
+        number => number.parse().map_err(|_| {
+            format!(
+                "`{number}` is not a number of launches (0..={}) or `converge`",
+                u32::MAX
+            )
+        }),
+    }
 }
 
 /// The source, as the output states it.
@@ -134,18 +181,22 @@ fn source_description(options: &WorkloadOptions) -> String {
 
 /// The catalog entry with the sizes `options` would use.
 pub fn info(options: &WorkloadOptions) -> WorkloadInfo {
+    let iterations = match rounds(options) {
+        Some(n) => format!("{n} launches (rounds; fewer if one changes nothing)"),
+        None => "launches until no distance changes".to_owned(),
+    };
     WorkloadInfo {
         name: NAME,
         domain: "Graph Analytics",
         application: "SSSP",
         table_iv: "#V: 264346, #E: 733846",
         characteristics: format!(
-            "{}; seeded integer weights uniform in 1..={MAX_WEIGHT} (seed {}); source vertex {SOURCE}; frontier Bellman-Ford to convergence, {VERTICES_PER_ITEM} frontier vertices per item, {TASK_SLOTS} arcs per host task",
+            "{}; seeded integer weights uniform in 1..={MAX_WEIGHT} (seed {}); source vertex {SOURCE}; topology-driven Bellman-Ford (M2NDP's SSSP kernel0), {iterations}; 8 vertices (a 32 B packet) per item, {TASK_VERTICES} vertices (a 4 KiB page of distances) per host task",
             source_description(options),
             options.seed
         ),
-        offloaded: "edge traversal and vertex update (atomic min in device memory), 4 B per relaxed arc",
-        host_task: "lower the host copy of improved distances and list the claimed vertices; concatenate the lists into the next frontier and write it to the device",
+        offloaded: "edge traversal and vertex update: one pull-style Bellman-Ford round over every vertex (min over its arcs of the neighbour's previous distance + weight); the whole vector, 4 B per vertex",
+        host_task: "compare a 4 KiB page of new distances with the host's copy and list the changed vertices (the new frontier); launch again unless none changed",
     }
 }
 
@@ -158,9 +209,9 @@ pub fn build(options: &WorkloadOptions) -> Result<Box<dyn Application>, Workload
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct DeviceBuffers {
     parameters: DeviceAddress,
-    frontier: DeviceAddress,
-    prefix: DeviceAddress,
-    result: DeviceAddress,
+    /// The two distance vectors: launch `k` (from 0) reads `vectors[k % 2]` and writes
+    /// `vectors[(k + 1) % 2]`.
+    vectors: [DeviceAddress; 2],
 }
 
 /// An SSSP instance: graph, plan, host state and answer.
@@ -168,18 +219,18 @@ pub struct SsspApplication {
     graph: Csr,
     description: String,
     seed: u64,
+    /// Launches to run; `None`: until one changes nothing.
+    rounds: Option<u32>,
     device: Option<DeviceBuffers>,
     /// The host's copy of the distances.
     distances: Vec<u32>,
-    /// The frontier and slot prefix of the launch in flight (or the next one).
-    frontier: Vec<u32>,
-    prefix: Vec<u32>,
+    /// Launches so far.
+    launches: u32,
     /// Whether a launch is in flight (its tasks' lists are in `lists`).
     in_flight: bool,
-    lists: Vec<Option<Vec<host::Claimed>>>,
-    iterations: u32,
-    relaxed_arcs: u64,
-    largest_frontier: usize,
+    lists: Vec<Option<Vec<u32>>>,
+    /// Vertices changed by each finished launch.
+    changes: Vec<u64>,
     converged: bool,
     problems: Vec<String>,
 }
@@ -189,7 +240,8 @@ impl fmt::Debug for SsspApplication {
         f.debug_struct("SsspApplication")
             .field("vertices", &self.graph.vertices())
             .field("arcs", &self.graph.arcs())
-            .field("iterations", &self.iterations)
+            .field("rounds", &self.rounds)
+            .field("launches", &self.launches)
             .field("converged", &self.converged)
             .field("problems", &self.problems)
             .finish()
@@ -203,7 +255,7 @@ fn weights(edges: usize, seed: u64) -> Vec<u32> {
 }
 
 impl SsspApplication {
-    /// An instance with `options` (see the module docs for the input).
+    /// An instance with `options` (see the module docs for the input and the iterations).
     pub fn new(options: &WorkloadOptions) -> Result<SsspApplication, WorkloadError> {
         let input_error = |path: String, reason: String| WorkloadError::Input {
             workload: NAME,
@@ -227,24 +279,33 @@ impl SsspApplication {
             graph.vertices(),
             graph.arcs()
         );
-        Ok(Self::from_graph(graph, description, options.seed))
+        Ok(Self::from_graph(
+            graph,
+            description,
+            options.seed,
+            rounds(options),
+        ))
     }
 
-    /// An instance over a ready weighted graph (tests).
-    pub fn from_graph(graph: Csr, description: String, seed: u64) -> SsspApplication {
+    /// An instance over a ready weighted graph running `rounds` launches (`None`: until one
+    /// changes nothing).
+    pub fn from_graph(
+        graph: Csr,
+        description: String,
+        seed: u64,
+        rounds: Option<u32>,
+    ) -> SsspApplication {
         SsspApplication {
             graph,
             description,
             seed,
+            rounds,
             device: None,
             distances: Vec::new(),
-            frontier: Vec::new(),
-            prefix: Vec::new(),
+            launches: 0,
             in_flight: false,
             lists: Vec::new(),
-            iterations: 0,
-            relaxed_arcs: 0,
-            largest_frontier: 0,
+            changes: Vec::new(),
             converged: false,
             problems: Vec::new(),
         }
@@ -255,22 +316,32 @@ impl SsspApplication {
         &self.graph
     }
 
-    /// The host's distances (the answer once converged).
+    /// The host's distances.
     pub fn distances(&self) -> &[u32] {
         &self.distances
     }
 
     /// Launches so far.
-    pub fn iterations(&self) -> u32 {
-        self.iterations
+    pub fn launches(&self) -> u32 {
+        self.launches
     }
 
-    /// The host tasks over a launch of `slots` result slots.
-    pub fn tasks(slots: u32) -> Vec<HostTask> {
+    /// Vertices changed by each finished launch.
+    pub fn changes(&self) -> &[u64] {
+        &self.changes
+    }
+
+    /// Whether a launch changed nothing.
+    pub fn converged(&self) -> bool {
+        self.converged
+    }
+
+    /// The host tasks over the vector of `vertices` distances: blocks of [`TASK_VERTICES`].
+    pub fn tasks(vertices: u32) -> Vec<HostTask> {
         let mut tasks = Vec::new();
         let mut first = 0_u32;
-        while first < slots {
-            let last = (first + TASK_SLOTS).min(slots);
+        while first < vertices {
+            let last = first.saturating_add(TASK_VERTICES).min(vertices);
             tasks.push(HostTask {
                 id: tasks.len() as u32,
                 needs: u64::from(first) * 4..u64::from(last) * 4,
@@ -295,14 +366,13 @@ impl Application for SsspApplication {
     fn device_bytes(&self) -> u64 {
         let vertices = u64::from(self.graph.vertices());
         let arcs = u64::from(self.graph.arcs());
-        // Parameters, offsets, targets, weights, distances, claims, frontier, prefix, result,
-        // with a line of alignment slack each.
-        64 + 4 * (vertices + 1)
-            + 8 * arcs
-            + 12 * vertices
+        // Parameters, offsets, targets, weights, two distance vectors, with a line of
+        // alignment slack each.
+        SsspParameters::default().to_bytes().len() as u64
             + 4 * (vertices + 1)
-            + 4 * arcs
-            + 9 * DEVICE_ALIGNMENT
+            + 8 * arcs
+            + 8 * vertices
+            + 6 * DEVICE_ALIGNMENT
     }
 
     fn load(&mut self, device: &mut dyn DeviceLoader) -> Result<(), LoadError> {
@@ -319,40 +389,25 @@ impl Application for SsspApplication {
         if let Some(source) = distances.get_mut(SOURCE as usize) {
             *source = 0;
         }
-        let distances_address = place(&words_to_le_bytes(&distances))?;
-        let claims = place(&vec![0; 4 * vertices])?;
-        let frontier = place(&vec![0; 4 * vertices])?;
-        let prefix = place(&vec![0; 4 * (vertices + 1)])?;
-        let result = place(&vec![0; 4 * self.graph.arcs() as usize])?;
+        let first = place(&words_to_le_bytes(&distances))?;
+        let second = place(&words_to_le_bytes(&distances))?;
         let parameters = SsspParameters {
             vertices: vertices as u64,
             arcs: u64::from(self.graph.arcs()),
             offsets: offsets.0,
             targets: targets.0,
             weights: weights.0,
-            distances: distances_address.0,
-            claims: claims.0,
-            vertices_per_item: u64::from(VERTICES_PER_ITEM),
         };
         let parameters_address = place(&parameters.to_bytes())?;
         self.device = Some(DeviceBuffers {
             parameters: parameters_address,
-            frontier,
-            prefix,
-            result,
+            vectors: [first, second],
         });
         self.distances = distances;
-        self.frontier = if vertices > SOURCE as usize && self.graph.degree(SOURCE) > 0 {
-            vec![SOURCE]
-        } else {
-            Vec::new()
-        };
-        self.prefix = host::slot_prefix(&self.graph, &self.frontier);
+        self.launches = 0;
         self.in_flight = false;
         self.lists.clear();
-        self.iterations = 0;
-        self.relaxed_arcs = 0;
-        self.largest_frontier = 0;
+        self.changes.clear();
         self.converged = false;
         self.problems.clear();
         Ok(())
@@ -367,21 +422,20 @@ impl Application for SsspApplication {
             self.problem("next_launch called before the launch finished".into());
             return None;
         }
-        if self.frontier.is_empty() {
-            self.converged = true;
+        if self.converged || self.rounds.is_some_and(|rounds| self.launches >= rounds) {
             log::info!(
-                "sssp: converged after {} launches, {} arcs relaxed, largest frontier {}",
-                self.iterations,
-                self.relaxed_arcs,
-                self.largest_frontier
+                "sssp: {} launches{}, vertices changed per launch {:?}",
+                self.launches,
+                if self.converged { ", converged" } else { "" },
+                self.changes
             );
             return None;
         }
-        let slots = self.prefix.last().copied().unwrap_or(0);
-        self.iterations += 1;
-        self.relaxed_arcs += u64::from(slots);
-        self.largest_frontier = self.largest_frontier.max(self.frontier.len());
-        let tasks = Self::tasks(slots);
+        let parity = (self.launches % 2) as usize;
+        let (previous, result) = (buffers.vectors[parity], buffers.vectors[1 - parity]);
+        self.launches += 1;
+        let vertices = self.graph.vertices();
+        let tasks = Self::tasks(vertices);
         self.lists = vec![None; tasks.len()];
         self.in_flight = true;
         let command = CommandDescriptor {
@@ -389,32 +443,17 @@ impl Application for SsspApplication {
             mode: 0,
             tag: 0,
             flags: 0,
-            result_address: buffers.result.0,
-            result_length: u64::from(slots) * 4,
-            args: [
-                buffers.parameters.0,
-                buffers.frontier.0,
-                pack_frontier(self.frontier.len() as u32, self.iterations),
-                buffers.prefix.0,
-            ],
+            result_address: result.0,
+            result_length: u64::from(vertices) * 4,
+            args: [buffers.parameters.0, previous.0, 0, 0],
         };
         log::debug!(
-            "sssp: launch {} frontier {} slots {slots} tasks {}",
-            self.iterations,
-            self.frontier.len(),
+            "sssp: launch {} from {previous:?} into {result:?}, {} tasks",
+            self.launches,
             tasks.len()
         );
         Some(LaunchPlan {
-            inputs: vec![
-                DeviceInput {
-                    address: buffers.frontier,
-                    bytes: words_to_le_bytes(&self.frontier),
-                },
-                DeviceInput {
-                    address: buffers.prefix,
-                    bytes: words_to_le_bytes(&self.prefix),
-                },
-            ],
+            inputs: Vec::new(),
             command,
             tasks,
         })
@@ -422,7 +461,7 @@ impl Application for SsspApplication {
 
     fn run_task(&mut self, task: &HostTask, result: &[u8]) -> HostCost {
         let expected = result.len() as u64 == task.needs.end.saturating_sub(task.needs.start);
-        if !self.in_flight || !expected || task.needs.start % 4 != 0 || result.len() % 4 != 0 {
+        if !self.in_flight || !expected || task.needs.start % 4 != 0 {
             self.problem(format!(
                 "task {} over {:?} with {} bytes does not fit the launch",
                 task.id,
@@ -431,18 +470,14 @@ impl Application for SsspApplication {
             ));
             return HostCost::default();
         }
-        let first_slot = (task.needs.start / 4) as u32;
-        match host::collect_claimed(
-            &self.graph,
-            &self.frontier,
-            &self.prefix,
-            first_slot,
-            result,
-            &mut self.distances,
-        ) {
-            Ok((claimed, cost)) => {
+        let Ok(first) = u32::try_from(task.needs.start / 4) else {
+            self.problem(format!("task {} starts beyond the vertices", task.id));
+            return HostCost::default();
+        };
+        match host::compare_block(first, result, &mut self.distances) {
+            Ok((changed, cost)) => {
                 match self.lists.get_mut(task.id as usize) {
-                    Some(slot) if slot.is_none() => *slot = Some(claimed),
+                    Some(slot) if slot.is_none() => *slot = Some(changed),
                     _ => self.problem(format!("task {} ran twice or does not exist", task.id)),
                 }
                 cost
@@ -458,14 +493,14 @@ impl Application for SsspApplication {
         if let Some(missing) = self.lists.iter().position(Option::is_none) {
             self.problem(format!(
                 "launch {}: task {missing} never ran",
-                self.iterations
+                self.launches
             ));
         }
         let lists = std::mem::take(&mut self.lists);
-        let (frontier, prefix, cost) =
-            host::next_frontier(lists.iter().flatten().map(Vec::as_slice));
-        self.frontier = frontier;
-        self.prefix = prefix;
+        let (changed, cost) =
+            host::count_changes(lists.iter().map(|list| list.as_ref().map_or(0, Vec::len)));
+        self.changes.push(changed);
+        self.converged = changed == 0;
         self.in_flight = false;
         cost
     }
@@ -478,25 +513,66 @@ impl Application for SsspApplication {
         if let Some(problem) = self.problems.first() {
             return fail(format!("sssp: {problem}"));
         }
-        if !self.converged {
-            return fail("sssp: the iteration never converged".into());
+        match self.rounds {
+            None if !self.converged => {
+                return fail(format!(
+                    "sssp: not converged after {} launches",
+                    self.launches
+                ))
+            }
+            Some(rounds) if !self.converged && self.launches != rounds => {
+                return fail(format!(
+                    "sssp: {} launches of the {rounds} asked for",
+                    self.launches
+                ))
+            }
+            _ => {}
         }
-        let expected = reference::dijkstra(&self.graph, SOURCE);
-        if let Some(vertex) = (0..expected.len()).find(|v| self.distances[*v] != expected[*v]) {
-            return fail(format!(
-                "sssp: vertex {vertex}: distance {}, Dijkstra says {}",
-                self.distances[vertex], expected[vertex]
-            ));
-        }
-        let reached = expected.iter().filter(|d| **d != INFINITY).count();
+        let first_difference = |expected: &[u32], what: &str| {
+            (0..expected.len())
+                .find(|v| self.distances.get(*v) != expected.get(*v))
+                .map(|vertex| {
+                    format!(
+                        "sssp: vertex {vertex}: distance {:?}, {what} says {}",
+                        self.distances.get(vertex),
+                        expected[vertex]
+                    )
+                })
+        };
+        let shortest = reference::dijkstra(&self.graph, SOURCE);
+        let reached = shortest.iter().filter(|d| **d != INFINITY).count();
+        let comparison = if self.converged {
+            if let Some(difference) = first_difference(&shortest, "Dijkstra") {
+                return fail(difference);
+            }
+            format!(
+                "converged after {} launches: the {} distances from vertex {SOURCE} match Dijkstra exactly ({reached} reached)",
+                self.launches,
+                shortest.len()
+            )
+        } else {
+            let rounds = reference::bellman_ford_rounds(&self.graph, SOURCE, self.launches);
+            if let Some(difference) = first_difference(&rounds, "Bellman-Ford") {
+                return fail(difference);
+            }
+            let final_already = (0..shortest.len())
+                .filter(|v| {
+                    shortest[*v] != INFINITY && self.distances.get(*v) == Some(&shortest[*v])
+                })
+                .count();
+            format!(
+                "the {} distances from vertex {SOURCE} after {} launches match {} rounds of Jacobi Bellman-Ford exactly ({final_already} of the {reached} reachable vertices already at their Dijkstra distance)",
+                shortest.len(),
+                self.launches,
+                self.launches
+            )
+        };
         Verification {
             passed: true,
             detail: format!(
-                "{} distances from vertex {SOURCE} match Dijkstra exactly ({reached} reached; {} launches, {} arcs relaxed, largest frontier {}; {}; weights uniform 1..={MAX_WEIGHT}, seed {})",
-                expected.len(),
-                self.iterations,
-                self.relaxed_arcs,
-                self.largest_frontier,
+                "{comparison}; vertices changed per launch: first {}, last {}; {}; weights uniform 1..={MAX_WEIGHT}, seed {}",
+                self.changes.first().copied().unwrap_or(0),
+                self.changes.last().copied().unwrap_or(0),
                 self.description,
                 self.seed
             ),
@@ -517,8 +593,25 @@ mod tests {
         }
     }
 
+    fn with_iterations(iterations: u32) -> WorkloadOptions {
+        WorkloadOptions {
+            iterations: Some(iterations),
+            ..small()
+        }
+    }
+
+    /// 0 -4- 1, 0 -1- 2, 2 -2- 1, 1 -5- 3, 2 -8- 3; 4 isolated: converges in 3 rounds.
+    fn tiny(rounds: Option<u32>) -> SsspApplication {
+        let edges = EdgeList {
+            vertices: 5,
+            edges: vec![(0, 1), (0, 2), (2, 1), (1, 3), (2, 3)],
+        };
+        let graph = Csr::symmetric(&edges, Some(&[4, 1, 2, 5, 8])).unwrap();
+        SsspApplication::from_graph(graph, "tiny".into(), 0, rounds)
+    }
+
     #[test]
-    fn small_instance_end_to_end_on_a_fake_device_matches_dijkstra() {
+    fn small_instance_runs_the_default_ten_rounds_and_matches_bellman_ford() {
         let mut app = SsspApplication::new(&small()).unwrap();
         assert_eq!(app.graph().vertices(), SMALL_VERTICES);
         assert_eq!(
@@ -526,46 +619,135 @@ mod tests {
             2 * generated_edges(SMALL_VERTICES)
         );
         let (launches, cost) = testing::run(&mut app, |_, _| {});
-        assert!(launches > 10 && cost.operations > 0);
+        assert_eq!(launches, DEFAULT_ITERATIONS);
+        assert_eq!(app.launches(), DEFAULT_ITERATIONS);
+        assert!(!app.converged());
+        assert!(cost.operations > 0);
+        assert!(app.changes().iter().all(|changed| *changed > 0));
+        let verification = app.verify();
+        assert!(verification.passed, "{}", verification.detail);
+        assert!(
+            verification
+                .detail
+                .contains("match 10 rounds of Jacobi Bellman-Ford exactly"),
+            "{}",
+            verification.detail
+        );
+        assert_eq!(
+            app.distances(),
+            reference::bellman_ford_rounds(app.graph(), SOURCE, 10)
+        );
+    }
+
+    #[test]
+    fn a_run_to_convergence_matches_dijkstra() {
+        let mut app = SsspApplication::new(&with_iterations(0)).unwrap();
+        let (launches, _) = testing::run(&mut app, |_, _| {});
+        assert!(app.converged());
+        assert!(launches > DEFAULT_ITERATIONS, "{launches} launches");
+        assert_eq!(app.changes().last(), Some(&0));
+        assert!(app.changes()[..app.changes().len() - 1]
+            .iter()
+            .all(|changed| *changed > 0));
         let verification = app.verify();
         assert!(verification.passed, "{}", verification.detail);
         assert!(verification.detail.contains("match Dijkstra exactly"));
-        assert_eq!(app.iterations(), launches);
+        assert_eq!(
+            app.distances(),
+            reference::dijkstra(app.graph(), SOURCE).as_slice()
+        );
+    }
+
+    #[test]
+    fn the_iterations_option_sets_the_launches() {
+        let mut app = SsspApplication::new(&with_iterations(3)).unwrap();
+        assert_eq!(testing::run(&mut app, |_, _| {}).0, 3);
+        assert!(app.verify().passed);
+        assert!(info(&with_iterations(3))
+            .characteristics
+            .contains("3 launches"));
+        assert!(info(&small()).characteristics.contains("10 launches"));
+        assert!(info(&with_iterations(0))
+            .characteristics
+            .contains("until no distance changes"));
+        // A fixed count that outlasts convergence stops at the launch that changed nothing.
+        let mut app = tiny(Some(10));
+        assert_eq!(testing::run(&mut app, |_, _| {}).0, 4);
+        assert_eq!(app.changes(), [2, 2, 1, 0]);
+        assert_eq!(app.distances(), [0, 3, 1, 8, INFINITY]);
+        let verification = app.verify();
+        assert!(verification.passed, "{}", verification.detail);
+        assert!(verification.detail.contains("converged after 4 launches"));
+    }
+
+    #[test]
+    fn iterations_parse_as_a_count_or_converge() {
+        assert_eq!(parse_iterations("10"), Ok(10));
+        assert_eq!(parse_iterations("converge"), Ok(0));
+        assert_eq!(parse_iterations("0"), Ok(0));
+        for bad in ["-1", "ten", "4294967296", ""] {
+            let error = parse_iterations(bad).unwrap_err();
+            assert!(error.contains("converge"), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn launches_ping_pong_without_launch_inputs() {
+        let mut app = tiny(Some(3));
+        let mut device = testing::FakeDevice::loaded(&mut app);
+        let mut previous_result = None;
+        let mut reads = Vec::new();
+        while let Some(plan) = app.next_launch() {
+            assert!(plan.inputs.is_empty(), "the host writes no launch input");
+            assert_eq!(plan.command.result_length, 4 * 5);
+            assert_eq!(plan.command.args[2..], [0, 0]);
+            let read = plan.command.args[1];
+            if let Some(result) = previous_result {
+                assert_eq!(read, result, "a launch reads the previous launch's result");
+            }
+            assert_ne!(read, plan.command.result_address);
+            reads.push(read);
+            previous_result = Some(plan.command.result_address);
+            testing::launch(&mut device, &plan);
+            testing::run_tasks(&mut app, &device, &plan);
+        }
+        assert_eq!(reads.len(), 3);
+        assert_eq!(reads[0], reads[2]);
+        assert_ne!(reads[0], reads[1]);
+        assert_eq!(app.distances(), [0, 3, 1, 8, INFINITY]);
     }
 
     #[test]
     fn a_wrong_distance_fails_verification() {
-        let mut app = SsspApplication::new(&small()).unwrap();
-        // Launch 3's first improving slot says distance 1, below any true distance but the source's.
+        let mut app = SsspApplication::new(&with_iterations(4)).unwrap();
+        // Launch 3's copy of vertex 100's distance says 1 (the device keeps the right one).
         testing::run(&mut app, |launch, bytes| {
             if launch == 3 {
-                if let Some(word) = bytes
-                    .chunks_exact_mut(4)
-                    .find(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]) != INFINITY)
-                {
-                    word.copy_from_slice(&1_u32.to_le_bytes());
-                }
+                bytes[400..404].copy_from_slice(&1_u32.to_le_bytes());
             }
         });
         let verification = app.verify();
         assert!(!verification.passed, "{}", verification.detail);
         assert!(
-            verification.detail.contains("Dijkstra says"),
+            verification.detail.contains("vertex 100")
+                && verification.detail.contains("Bellman-Ford says"),
             "{}",
             verification.detail
         );
     }
 
     #[test]
-    fn tasks_cover_the_result_in_order() {
-        let tasks = SsspApplication::tasks(2 * TASK_SLOTS + 3);
+    fn tasks_are_pages_of_the_vector_in_order() {
+        let tasks = SsspApplication::tasks(2 * TASK_VERTICES + 3);
         let needs: Vec<_> = tasks.iter().map(|t| t.needs.clone()).collect();
-        let bytes = u64::from(TASK_SLOTS) * 4;
-        assert_eq!(
-            needs,
-            [0..bytes, bytes..2 * bytes, 2 * bytes..2 * bytes + 12]
-        );
+        let page = u64::from(TASK_VERTICES) * 4;
+        assert_eq!(page, 4096);
+        assert_eq!(needs, [0..page, page..2 * page, 2 * page..2 * page + 12]);
         assert!(tasks.iter().all(|t| t.chain.is_none()));
+        assert_eq!(
+            SsspApplication::tasks(PAPER_VERTICES).len(),
+            PAPER_VERTICES.div_ceil(TASK_VERTICES) as usize
+        );
     }
 
     #[test]
