@@ -18,7 +18,8 @@
 //!
 //! - **Its sub-core's issue and functional units.** Alone, the item would occupy its sub-core
 //!   for `D = max(instructions / issue width, scalar / scalar units, scalar memory / scalar
-//!   address units, vector / vector units, vector memory / vector address units)` cycles, but
+//!   address units, vector / vector units, vector address cycles / vector address units)`
+//!   cycles (an indexed access takes one address-unit cycle per 32-byte packet it touches), but
 //!   one µthread issues at most one instruction per cycle, so it can use at most the fraction
 //!   `D / instructions` of the sub-core. The sub-core's capacity is shared among the items
 //!   that still have instructions to issue on it, max-min fairly (water-filling: each gets an
@@ -338,7 +339,7 @@ impl Ccm {
             .max(cost.scalar as f64 / self.scalar_units)
             .max(cost.scalar_memory as f64 / self.scalar_memory_units)
             .max(cost.vector as f64 / self.vector_units)
-            .max(cost.vector_memory as f64 / self.vector_memory_units);
+            .max(cost.vector_address_cycles() as f64 / self.vector_memory_units);
         (demand, (demand / instructions).min(1.0))
     }
 
@@ -855,6 +856,27 @@ mod tests {
         let instructions = item_cost(64).instructions() as f64;
         assert_eq!(ended, vec![(0, 0, cycles(&config, instructions))]);
         assert_eq!(ended[0].2, ccm.solo_duration(&item_cost(64)));
+    }
+
+    #[test]
+    fn a_gather_keeps_the_vector_address_unit_one_cycle_per_packet() {
+        // Two vector loads, one of them a gather over 8 packets: 9 cycles of the one vector
+        // address unit, though the µthread issues only 2 instructions there.
+        let ccm = Ccm::new(&DeviceConfig::default());
+        let cost = ItemCost {
+            vector_memory: 2,
+            indexed_extra_cycles: 7,
+            ..ItemCost::ZERO
+        };
+        let (demand, cap) = ccm.compute_demand(&cost);
+        assert_eq!(demand, 9.0);
+        // A lone µthread can use all of the unit: it issues 2 instructions, the unit needs 9.
+        assert_eq!(cap, 1.0);
+        let plain = ItemCost {
+            vector_memory: 2,
+            ..ItemCost::ZERO
+        };
+        assert_eq!(ccm.compute_demand(&plain).0, 2.0);
     }
 
     #[test]

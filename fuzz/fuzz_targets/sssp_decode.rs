@@ -39,6 +39,7 @@ const PACKET: ItemCost = ItemCost {
     scalar_memory: 8,
     vector: 4,
     vector_memory: 3,
+    indexed_extra_cycles: 0,
     bytes: 96,
 };
 const PER_VERTEX: ItemCost = ItemCost {
@@ -46,6 +47,7 @@ const PER_VERTEX: ItemCost = ItemCost {
     scalar_memory: 0,
     vector: 4,
     vector_memory: 0,
+    indexed_extra_cycles: 0,
     bytes: 0,
 };
 const PER_ARC_GROUP: ItemCost = ItemCost {
@@ -53,6 +55,7 @@ const PER_ARC_GROUP: ItemCost = ItemCost {
     scalar_memory: 0,
     vector: 10,
     vector_memory: 3,
+    indexed_extra_cycles: 0,
     bytes: 0,
 };
 const PARTIAL_PACKET_SCALAR: u64 = 3;
@@ -352,7 +355,10 @@ fn cost(offsets: &[u64]) -> ItemCost {
     let mut arcs = 0;
     for pair in offsets.windows(2) {
         let degree = pair[1] - pair[0];
-        cost = cost.plus(PER_ARC_GROUP.times(degree.div_ceil(8).max(1)));
+        let passes = degree.div_ceil(8).max(1);
+        cost = cost.plus(PER_ARC_GROUP.times(passes));
+        // A pass gathering k neighbours from random lines keeps the address unit k cycles.
+        cost = cost.plus(ItemCost::indexed_extra_cycles(degree.saturating_sub(passes)));
         arcs += degree;
     }
     if vertices < 8 {

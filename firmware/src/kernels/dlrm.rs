@@ -119,6 +119,7 @@ pub const PER_LOOKUP: ItemCost = ItemCost {
     scalar_memory: 1,
     vector: 1,
     vector_memory: 1,
+    indexed_extra_cycles: 0,
     bytes: ELEMENT_BYTES + PACKET_BYTES,
 };
 
@@ -133,6 +134,7 @@ pub const FIXED: ItemCost = ItemCost {
     scalar_memory: 5,
     vector: 2,
     vector_memory: 1,
+    indexed_extra_cycles: 0,
     bytes: 2 * ELEMENT_BYTES + PACKET_BYTES,
 };
 
@@ -626,6 +628,7 @@ mod tests {
                 scalar_memory: 5,
                 vector: 2,
                 vector_memory: 1,
+                indexed_extra_cycles: 0,
                 bytes: 40
             }
         );
@@ -636,6 +639,7 @@ mod tests {
                 scalar_memory: 1,
                 vector: 1,
                 vector_memory: 1,
+                indexed_extra_cycles: 0,
                 bytes: 36
             }
         );

@@ -97,6 +97,7 @@ pub const FIXED: ItemCost = ItemCost {
     scalar_memory: 1,
     vector: 3,
     vector_memory: 0,
+    indexed_extra_cycles: 0,
     bytes: 0,
 };
 

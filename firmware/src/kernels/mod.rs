@@ -58,6 +58,9 @@ pub const VECTOR_LANES: usize = 8;
 /// sub-core's issue width and unit counts and the µthreads sharing it (`emulator::ccm`).
 /// Special-function instructions (division, square root, exponent) are counted in the class
 /// of their operands (scalar or vector); their longer initiation interval is not modelled.
+/// An indexed (gather or scatter) vector access occupies the vector address unit one cycle per
+/// distinct 32-byte packet its active lanes address, not one (M²NDP `execution_unit.cc`:
+/// `inst_issue_interval *= inst.addr_set.size()`): [`ItemCost::indexed_extra_cycles`].
 ///
 /// `bytes` is device-memory traffic in DRAM bursts: a streamed array costs its size, a random
 /// 4-byte access a whole burst (see [`sssp::RANDOM_ACCESS_BYTES`]); reads of the µthread's
@@ -72,6 +75,9 @@ pub struct ItemCost {
     pub vector: u64,
     /// Vector loads and stores (unit-stride, strided or indexed).
     pub vector_memory: u64,
+    /// Cycles the indexed vector accesses keep the vector address unit busy beyond one per
+    /// instruction: for each, the distinct 32-byte packets its active lanes address, less one.
+    pub indexed_extra_cycles: u64,
     /// Bytes of device memory the item reads and writes.
     pub bytes: u64,
 }
@@ -83,6 +89,7 @@ impl ItemCost {
         scalar_memory: 0,
         vector: 0,
         vector_memory: 0,
+        indexed_extra_cycles: 0,
         bytes: 0,
     };
 
@@ -118,6 +125,20 @@ impl ItemCost {
         }
     }
 
+    /// `count` extra cycles of the vector address unit (indexed accesses).
+    pub const fn indexed_extra_cycles(count: u64) -> ItemCost {
+        ItemCost {
+            indexed_extra_cycles: count,
+            ..ItemCost::ZERO
+        }
+    }
+
+    /// Cycles of the vector address unit: one per vector memory instruction, plus the extra
+    /// packets of indexed ones.
+    pub const fn vector_address_cycles(&self) -> u64 {
+        self.vector_memory.saturating_add(self.indexed_extra_cycles)
+    }
+
     /// `count` bytes of device memory.
     pub const fn bytes(count: u64) -> ItemCost {
         ItemCost {
@@ -142,6 +163,9 @@ impl ItemCost {
             scalar_memory: self.scalar_memory.saturating_add(other.scalar_memory),
             vector: self.vector.saturating_add(other.vector),
             vector_memory: self.vector_memory.saturating_add(other.vector_memory),
+            indexed_extra_cycles: self
+                .indexed_extra_cycles
+                .saturating_add(other.indexed_extra_cycles),
             bytes: self.bytes.saturating_add(other.bytes),
         }
     }
@@ -154,6 +178,7 @@ impl ItemCost {
             scalar_memory: self.scalar_memory.saturating_mul(count),
             vector: self.vector.saturating_mul(count),
             vector_memory: self.vector_memory.saturating_mul(count),
+            indexed_extra_cycles: self.indexed_extra_cycles.saturating_mul(count),
             bytes: self.bytes.saturating_mul(count),
         }
     }

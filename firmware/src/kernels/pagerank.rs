@@ -113,6 +113,7 @@ pub const PER_CHUNK: ItemCost = ItemCost {
     scalar_memory: 0,
     vector: 5,
     vector_memory: 2,
+    indexed_extra_cycles: 0,
     bytes: 0,
 };
 
@@ -134,6 +135,7 @@ pub const FIXED: ItemCost = ItemCost {
     scalar_memory: 7,
     vector: 9,
     vector_memory: 0,
+    indexed_extra_cycles: 0,
     bytes: 8 + RESULT_BYTES_PER_VERTEX,
 };
 
@@ -165,12 +167,17 @@ impl PageRankParameters {
 }
 
 /// The modelled cost of the item of a vertex with `arcs` in-arcs: [`FIXED`], plus
-/// `ceil(arcs / 8)` × [`PER_CHUNK`], plus `arcs` × [`BYTES_PER_ARC`] bytes. Saturates instead
+/// `ceil(arcs / 8)` × [`PER_CHUNK`], plus `arcs` × [`BYTES_PER_ARC`] bytes, plus the gathers'
+/// extra address-unit cycles: a chunk's gather of `k` contributions from random lines
+/// addresses `k` distinct packets, `k - 1` cycles more than one instruction (the source ids
+/// are contiguous: one packet, or two across a boundary, counted as one). Saturates instead
 /// of overflowing.
 pub fn item_cost(arcs: u64) -> ItemCost {
+    let chunks = arcs.div_ceil(ARCS_PER_CHUNK);
     FIXED
-        .plus(PER_CHUNK.times(arcs.div_ceil(ARCS_PER_CHUNK)))
+        .plus(PER_CHUNK.times(chunks))
         .plus(ItemCost::bytes(arcs.saturating_mul(BYTES_PER_ARC)))
+        .plus(ItemCost::indexed_extra_cycles(arcs.saturating_sub(chunks)))
 }
 
 /// The kernel's sum of one vertex's contributions, fed in in-arc order: in-arc `k` goes to lane
@@ -491,6 +498,7 @@ mod tests {
                 scalar_memory: 7,
                 vector: 9,
                 vector_memory: 0,
+                indexed_extra_cycles: 0,
                 bytes: 12
             }
         );
@@ -503,10 +511,15 @@ mod tests {
             item_cost(1),
             FIXED.plus(PER_CHUNK).plus(ItemCost::bytes(68))
         );
+        // A chunk's gather of 8 contributions addresses 8 packets: 7 address-unit cycles more.
         assert_eq!(
             item_cost(8),
-            FIXED.plus(PER_CHUNK).plus(ItemCost::bytes(8 * 68))
+            FIXED
+                .plus(PER_CHUNK)
+                .plus(ItemCost::bytes(8 * 68))
+                .plus(ItemCost::indexed_extra_cycles(7))
         );
+        assert_eq!(item_cost(8).vector_address_cycles(), 2 + 7);
         let nine = item_cost(9);
         assert_eq!(nine.vector_memory, 4);
         assert_eq!(nine.scalar, 11 + 6);

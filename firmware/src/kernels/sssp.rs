@@ -129,6 +129,7 @@ pub const PACKET: ItemCost = ItemCost {
     scalar_memory: 8,
     vector: 4,
     vector_memory: 3,
+    indexed_extra_cycles: 0,
     bytes: 3 * PACKET_BYTES,
 };
 
@@ -144,6 +145,7 @@ pub const PER_VERTEX: ItemCost = ItemCost {
     scalar_memory: 0,
     vector: 4,
     vector_memory: 0,
+    indexed_extra_cycles: 0,
     bytes: 0,
 };
 
@@ -161,6 +163,7 @@ pub const PER_ARC_GROUP: ItemCost = ItemCost {
     scalar_memory: 0,
     vector: 10,
     vector_memory: 3,
+    indexed_extra_cycles: 0,
     bytes: 0,
 };
 
@@ -225,12 +228,18 @@ pub const fn arc_groups(degree: u32) -> u64 {
 
 /// The modelled cost of an item of `vertices` vertices (at most 8) whose arc loops make
 /// `groups` passes over `arcs` arcs in all: see [`PACKET`], [`PER_VERTEX`], [`PER_ARC_GROUP`],
-/// [`PARTIAL_PACKET_EXIT`] and [`BYTES_PER_ARC`]. Saturates instead of overflowing.
+/// [`PARTIAL_PACKET_EXIT`] and [`BYTES_PER_ARC`], plus the gathers' extra address-unit
+/// cycles: a pass's gather of `k` neighbours' distances from random lines addresses `k`
+/// distinct packets, `k - 1` cycles more than one instruction, `arcs - groups` in all (a
+/// vertex without arcs makes one pass with every lane masked off, counted as one cycle; the
+/// targets and weights are contiguous: one packet, or two across a boundary, counted as one).
+/// Saturates instead of overflowing.
 pub fn item_cost(vertices: u64, groups: u64, arcs: u64) -> ItemCost {
     let cost = PACKET
         .plus(PER_VERTEX.times(vertices))
         .plus(PER_ARC_GROUP.times(groups))
-        .plus(ItemCost::bytes(arcs.saturating_mul(BYTES_PER_ARC)));
+        .plus(ItemCost::bytes(arcs.saturating_mul(BYTES_PER_ARC)))
+        .plus(ItemCost::indexed_extra_cycles(arcs.saturating_sub(groups)));
     if vertices < u64::from(VERTICES_PER_ITEM) {
         cost.plus(PARTIAL_PACKET_EXIT)
     } else {
@@ -729,6 +738,8 @@ mod tests {
                 scalar_memory: 8,
                 vector: 4 + 8 * 4 + 8 * 10,
                 vector_memory: 3 + 8 * 3,
+                // 8 passes gather 15 neighbours: 7 address-unit cycles beyond one per pass.
+                indexed_extra_cycles: 15 - 8,
                 bytes: 96 + 15 * 72,
             }
         );
