@@ -38,12 +38,13 @@ pub struct HostConfig {
     /// channels; 4800 MT/s x 8 bytes per 64-bit channel (JEDEC DDR5 peak) x 16 = 614.4 GB/s.
     pub host_memory_gbps: f64,
     /// Latency of one uncached load from the pinned DMA region (the region bypasses the host
-    /// cache, paper sections IV-C and IV-D, so every load goes to host DRAM): a poll of the
-    /// metadata tail costs one; a task's read of its records and payload slots costs one plus
-    /// their bytes at the µthread's share of host memory bandwidth (streaming loads of the
-    /// uncached, write-combining region). Our assumption (neither the paper nor M²NDP gives a
-    /// host memory latency): 80 ns, the order of an idle local DRAM access on a server CPU;
-    /// not measured here (user space cannot map memory uncached on the development machine).
+    /// cache, paper sections IV-C and IV-D, so every load goes to host DRAM): a poll (or an
+    /// interrupt handler) of the metadata tail costs one; a task's read of its records and
+    /// payload slots costs one plus their bytes at the µthread's share of host memory
+    /// bandwidth (streaming loads of the uncached, write-combining region). Our assumption
+    /// (neither the paper nor M²NDP gives a host memory latency): 80 ns, the order of an idle
+    /// local DRAM access on a server CPU; not measured here (user space cannot map memory
+    /// uncached on the development machine).
     pub uncached_load_ns: u64,
     /// Cost to the issuing µthread of one posted store (flow control, launch, doorbell,
     /// dequeue). Our assumption, not measured (the paper and M²NDP give none): a posted store

@@ -39,10 +39,10 @@ pub struct RunMetrics {
     /// store (one posted store; in AXLE_Interrupt issued by the worker that freed the slots).
     /// A sum over µthreads: AXLE_Interrupt's handlers run on the cores the interrupts are
     /// delivered to, alongside the control thread, so there it can exceed `end_to_end`; in
-    /// every other mode one µthread at a time stalls. Not counted: the interrupt handling latency (a delay, not host work); host tasks
-    /// reading their metadata records and payload slots (application work, in host busy
-    /// time); the scheduler's bookkeeping (not modelled as costing time); control-thread work
-    /// still running when the run ends.
+    /// every other mode one µthread at a time stalls. Not counted: the interrupt handling
+    /// latency (a delay, not host work); host tasks reading their metadata records and
+    /// payload slots (application work, in host busy time); the scheduler's bookkeeping (not
+    /// modelled as costing time); control-thread work still running when the run ends.
     pub host_stall_ns: u64,
     /// Back-pressure: time the device's DMA executor held a complete payload but had no ring
     /// credit (the CCM waiting for the host's flow control).
