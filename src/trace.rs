@@ -38,10 +38,13 @@ pub const DMA_TID: u32 = 100;
 pub const CCM_TID: u32 = 10_000;
 /// Host track: the control thread's launches, input stores, waits and result loads.
 pub const CONTROL_TID: u32 = 1_000_001;
-/// Host track: the control thread's polls (local, remote) and interrupt handlers.
+/// Host track: the control thread's polls (local, remote).
 pub const POLL_TID: u32 = 1_000_002;
 /// Host track: flow-control stores.
 pub const FLOW_CONTROL_TID: u32 = 1_000_003;
+/// Host tracks: AXLE_Interrupt handlers, which run on the cores the interrupts are delivered
+/// to, side by side: lane `n` is `INTERRUPT_TID + n`.
+pub const INTERRUPT_TID: u32 = 1_000_100;
 /// Host tracks: worker `w` is `WORKER_TID + w`.
 pub const WORKER_TID: u32 = 1_001_000;
 
@@ -321,6 +324,8 @@ pub fn write_chrome_trace<W: Write>(
         writer.instant(name, DEVICE_PID, FIRMWARE_TID, at, args)?;
     }
 
+    // End of the last handler on each interrupt lane (handlers are recorded in start order).
+    let mut interrupt_lanes: Vec<Ticks> = Vec::new();
     for span in &host.spans {
         let (name, tid, args) = match span.kind {
             HostSpanKind::InputStore { bytes } => (
@@ -362,7 +367,7 @@ pub fn write_chrome_trace<W: Write>(
             ),
             HostSpanKind::InterruptHandler { records } => (
                 "interrupt handler",
-                POLL_TID,
+                interrupt_track(&mut tracks, &mut interrupt_lanes, span.start, span.end),
                 Args {
                     records: Some(records),
                     ..Args::default()
@@ -475,6 +480,34 @@ fn worker_track(tracks: &mut BTreeMap<u32, Track>, worker: u32) -> u32 {
         pid: HOST_PID,
         name: format!("host worker {worker}"),
         sort: 100 + worker,
+    });
+    tid
+}
+
+/// The lowest interrupt lane free at `start` (a new one if none is), which `[start, end]` then
+/// occupies.
+fn interrupt_track(
+    tracks: &mut BTreeMap<u32, Track>,
+    lanes: &mut Vec<Ticks>,
+    start: Ticks,
+    end: Ticks,
+) -> u32 {
+    let lane = match lanes.iter().position(|&free| free <= start) {
+        Some(lane) => lane,
+        None => {
+            lanes.push(start);
+            lanes.len() - 1
+        }
+    };
+    if let Some(free) = lanes.get_mut(lane) {
+        *free = end;
+    }
+    let lane = u32::try_from(lane).unwrap_or(u32::MAX);
+    let tid = INTERRUPT_TID.saturating_add(lane);
+    tracks.entry(tid).or_insert_with(|| Track {
+        pid: HOST_PID,
+        name: format!("host interrupts: lane {lane}"),
+        sort: 10u32.saturating_add(lane),
     });
     tid
 }

@@ -269,7 +269,7 @@ impl EndState {
         );
         check(
             ring.pooled == 0,
-            format!("{} records left in the ready pool", ring.pooled),
+            format!("{} batches of records left in the ready pool", ring.pooled),
         );
         check(
             ring.published_metadata_head <= ring.metadata_head

@@ -302,6 +302,11 @@ fn axle_interrupt_trace_shows_one_handler_per_raised_interrupt() {
     assert!(raised > 0);
     assert_eq!(trace.spans("interrupt handler").len(), raised);
     assert!(trace.spans("local poll").is_empty());
+    // Handlers run on the cores the interrupts reach, not on the control thread.
+    for handler in trace.spans("interrupt handler") {
+        let track = &trace.tracks[&trace.key(handler)];
+        assert!(track.starts_with("host interrupts: lane "), "{track}");
+    }
 }
 
 #[test]
@@ -354,6 +359,49 @@ fn spans_on_one_track_never_overlap() {
                     pair
                 );
             }
+        }
+    }
+}
+
+/// The AXLE control thread does one thing at a time: its spans on its three tracks (launches
+/// and input stores, polls, flow-control stores) never overlap one another, also in workloads
+/// that store launch inputs while polls fall due.
+#[test]
+fn axle_control_thread_spans_never_overlap_across_its_tracks() {
+    // Both store launch inputs (contributions, bag indices); SSSP stores none.
+    for workload in ["pagerank", "dlrm"] {
+        let mut request = request(workload, Mode::Axle);
+        request.config.workload.scale = workloads::Scale::Small;
+        request.config.host.poll_interval_ns = 500;
+        let (_, bytes) = traced(&request, &format!("control-{workload}"));
+        let trace = Trace::parse(&bytes);
+        let mut spans: Vec<(u64, u64, String)> = trace
+            .events
+            .iter()
+            .filter(|event| event["ph"] == "X")
+            .filter(|event| {
+                trace
+                    .tracks
+                    .get(&trace.key(event))
+                    .is_some_and(|track| track.starts_with("host control"))
+            })
+            .map(|event| {
+                let start = (event["ts"].as_f64().unwrap_or(0.0) * 1000.0).round() as u64;
+                let length = (event["dur"].as_f64().unwrap_or(0.0) * 1000.0).round() as u64;
+                let name = event["name"].as_str().unwrap_or("").to_string();
+                (start, start + length, name)
+            })
+            .collect();
+        assert!(
+            spans.iter().any(|span| span.2 == "input store"),
+            "{workload}: no input store"
+        );
+        spans.sort();
+        for pair in spans.windows(2) {
+            assert!(
+                pair[1].0 >= pair[0].1,
+                "{workload}: overlapping control-thread spans {pair:?}"
+            );
         }
     }
 }

@@ -1,12 +1,12 @@
 //! The AXLE host runtime: the offload API, the poller, the ready pool, the host scheduler,
-//! gap-aware payload consumption, batched flow control, the RP and BS baselines, and metrics.
+//! gap-aware slot release, batched flow control, the RP and BS baselines, and metrics.
 //!
 //! | module | what |
 //! |--------|------|
 //! | [`app`] | what a workload gives the runtime |
 //! | [`runtime`] | the co-simulated host: control thread, workers, the four mechanisms |
-//! | [`ring`] | the host side of the rings: the poller's consumer, the gap-aware payload head |
-//! | [`ready_pool`] | the ready pool |
+//! | [`ring`] | the host side of the rings: the poller's consumer, the gap-aware heads |
+//! | [`ready_pool`] | the ready pool (batches of new records) |
 //! | [`sched`] | the host scheduler |
 //! | [`tasks`] | which task needs which result bytes; when a slot may be freed |
 //! | [`flow`] | batched flow control |

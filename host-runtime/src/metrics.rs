@@ -29,10 +29,20 @@ pub struct RunMetrics {
     /// Application-level host idle time: `end_to_end - host_busy`.
     pub host_idle_ns: u64,
     /// Host core stall: time host µthreads spent on the memory operations of host-CCM
-    /// interaction: RP remote polls (issue to response), mailbox writes, the BS synchronous
-    /// launch (issue to response), CXL.mem result loads, AXLE local polls (the tail load, the
-    /// record reads and ready-pool pushes), interrupt handling and flow-control stores. Host
-    /// tasks reading their payloads are application work, not stall.
+    /// interaction (paper section V-D). Counted, in every mode: the control thread's stores of
+    /// launch inputs. RP: the descriptor store (issue to acknowledgement), the doorbell and the
+    /// dequeue (one posted store each), each remote poll (issue to response). BS: the
+    /// synchronous launch (issue to response). RP and BS: the CXL.mem result load (issue to
+    /// last byte). AXLE: the launch store (one posted store); each local poll, or in
+    /// AXLE_Interrupt each interrupt handler (one uncached load of the metadata tail, plus one
+    /// ready-pool push when it found new records, whatever their number); each flow-control
+    /// store (one posted store; in AXLE_Interrupt issued by the worker that freed the slots).
+    /// A sum over µthreads: AXLE_Interrupt's handlers run on the cores the interrupts are
+    /// delivered to, alongside the control thread, so there it can exceed `end_to_end`; in
+    /// every other mode one µthread at a time stalls. Not counted: the interrupt handling
+    /// latency (a delay, not host work); host tasks reading their metadata records and
+    /// payload slots (application work, in host busy time); the scheduler's bookkeeping (not
+    /// modelled as costing time); control-thread work still running when the run ends.
     pub host_stall_ns: u64,
     /// Back-pressure: time the device's DMA executor held a complete payload but had no ring
     /// credit (the CCM waiting for the host's flow control).

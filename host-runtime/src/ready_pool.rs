@@ -1,21 +1,28 @@
-//! The ready pool: metadata records the poller has taken off the ring, waiting for the host
-//! scheduler. A lock-free bounded MPMC queue (`crossbeam_queue::ArrayQueue`), so that in wall
-//! mode the poller and the scheduler's workers can run on different threads; its capacity is
-//! the metadata ring's, so a push can never fail while the ring protocol holds.
+//! The ready pool: batches of metadata records the poller found, waiting for the host
+//! scheduler. A batch is the index range `[head, tail)` of the metadata ring that one poll (or
+//! one interrupt handler) found new: the poller pushes it whole, one push per poll, whatever
+//! its length, and the scheduler takes the records of a batch out of the ring when it takes
+//! the batch (paper section IV-C: "the polling routine only moves metadata to the ready
+//! pool").
+//!
+//! A lock-free bounded MPMC queue (`crossbeam_queue::ArrayQueue`), so that in wall mode the
+//! poller and the scheduler's workers can run on different threads. Its capacity is the
+//! metadata ring's: every batch holds at least one record and no more records are outstanding
+//! than the ring holds, so a push can never fail while the ring protocol holds.
 
 use crossbeam_queue::ArrayQueue;
-use shared_abi::MetadataRecord;
+use std::ops::Range;
 
 /// The pool.
 #[derive(Debug)]
 pub struct ReadyPool {
-    queue: ArrayQueue<MetadataRecord>,
+    queue: ArrayQueue<Range<u64>>,
 }
 
-/// The pool is full: more records are outstanding than the metadata ring holds.
+/// The pool is full: more batches are outstanding than the metadata ring holds records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "ready pool full ({capacity} records): more records outstanding than the metadata ring holds"
+    "ready pool full ({capacity} batches): more records outstanding than the metadata ring holds"
 )]
 pub struct PoolFull {
     /// The pool's capacity.
@@ -30,24 +37,24 @@ impl ReadyPool {
         }
     }
 
-    /// Adds a record.
-    pub fn push(&self, record: MetadataRecord) -> Result<(), PoolFull> {
-        self.queue.push(record).map_err(|_| PoolFull {
+    /// Adds a batch: the metadata indexes `batch`.
+    pub fn push(&self, batch: Range<u64>) -> Result<(), PoolFull> {
+        self.queue.push(batch).map_err(|_| PoolFull {
             capacity: self.queue.capacity(),
         })
     }
 
-    /// Takes the oldest record.
-    pub fn pop(&self) -> Option<MetadataRecord> {
+    /// Takes the oldest batch.
+    pub fn pop(&self) -> Option<Range<u64>> {
         self.queue.pop()
     }
 
-    /// Records waiting.
+    /// Batches waiting.
     pub fn len(&self) -> usize {
         self.queue.len()
     }
 
-    /// Whether no record waits.
+    /// Whether no batch waits.
     pub fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }
@@ -58,17 +65,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn records_leave_in_arrival_order_and_overflow_is_an_error() {
+    fn batches_leave_in_arrival_order_and_overflow_is_an_error() {
         let pool = ReadyPool::new(2);
-        let record = |sequence| MetadataRecord {
-            sequence,
-            ..MetadataRecord::default()
-        };
-        pool.push(record(1)).unwrap();
-        pool.push(record(2)).unwrap();
-        assert!(pool.push(record(3)).is_err());
-        assert_eq!(pool.pop().map(|r| r.sequence), Some(1));
-        assert_eq!(pool.pop().map(|r| r.sequence), Some(2));
+        pool.push(0..3).unwrap();
+        pool.push(3..1003).unwrap();
+        assert!(pool.push(1003..1004).is_err());
+        assert_eq!(pool.pop(), Some(0..3));
+        assert_eq!(pool.pop(), Some(3..1003));
         assert!(pool.is_empty());
     }
 }

@@ -1,4 +1,4 @@
-//! The host side of the rings: reading metadata records, tracking the gap-aware payload head,
+//! The host side of the rings: reading metadata records, tracking the gap-aware heads,
 //! reading payloads and publishing the heads.
 //!
 //! Everything here goes through a [`DmaRegion`] (atomic words; never a `&[u8]` into memory the
@@ -11,8 +11,8 @@
 //! | D3 | device | metadata record write | emulator DMA |
 //! | D4 | device | metadata tail store, Release | emulator DMA |
 //! | D5 | device | reads a head only when its cached copy says full | firmware |
-//! | H1 | host | metadata tail load, Acquire; nothing read beyond it | [`MetadataConsumer::poll`] |
-//! | H2 | host | metadata head store, Release | [`publish_heads`] |
+//! | H1 | host | metadata tail load, Acquire; nothing read beyond it | [`MetadataConsumer::poll`], [`MetadataConsumer::poll_batch`] |
+//! | H2 | host | metadata head store, Release, after the reads of the records | [`publish_heads`] |
 //! | H3 | host | payload head store, Release, after the reads of the slots | [`publish_heads`] |
 //!
 //! Release is cumulative: the device writes a payload (D1) before the record that names it
@@ -83,14 +83,14 @@ pub enum RingError {
         /// Slots in the ring.
         capacity: u32,
     },
-    /// A payload index consumed twice, or below the head.
-    #[error("payload index {index} was already consumed")]
+    /// A ring index consumed twice, or below the head.
+    #[error("ring index {index} was already consumed")]
     AlreadyConsumed {
         /// The index.
         index: u64,
     },
-    /// A payload index at or beyond head + capacity (the device cannot have produced it).
-    #[error("payload index {index} is outside the window of {capacity} slots from head {head}")]
+    /// A ring index at or beyond head + capacity (the device cannot have produced it).
+    #[error("ring index {index} is outside the window of {capacity} slots from head {head}")]
     OutsideWindow {
         /// The index.
         index: u64,
@@ -113,6 +113,14 @@ pub enum RingError {
 }
 
 /// Reads metadata records: the poller's side of the metadata ring.
+///
+/// Two ways to use it. [`MetadataConsumer::poll`] reads the new records at once and counts
+/// them consumed: its [`MetadataConsumer::head`] is the metadata head to publish (H2). The AXLE
+/// runtime instead takes new records as a *batch*, an index range
+/// ([`MetadataConsumer::poll_batch`]), reads each record later with
+/// [`MetadataConsumer::read_record`], and releases the slots itself, gap-aware, once the
+/// records have been read (`modes::axle::AxleRing`): there [`MetadataConsumer::head`] is only
+/// the poll cursor, and the head it publishes is the released one.
 #[derive(Clone, Debug)]
 pub struct MetadataConsumer {
     layout: RingLayout,
@@ -125,9 +133,65 @@ impl MetadataConsumer {
         MetadataConsumer { layout, head: 0 }
     }
 
-    /// Records read so far: the metadata head (the value to publish with edge H2).
+    /// Records taken so far (read by [`MetadataConsumer::poll`] or handed out in batches by
+    /// [`MetadataConsumer::poll_batch`]). With `poll`, the metadata head to publish (H2).
     pub fn head(&self) -> u64 {
         self.head
+    }
+
+    /// Checks the device status word, then loads the metadata tail with Acquire (H1) and
+    /// validates it against the cursor and against `released`, the oldest index whose slot
+    /// the host has not given back to the device (at most the cursor): the device writes at
+    /// most a ring's capacity beyond it.
+    fn load_tail(&self, region: &DmaRegion, released: u64) -> Result<u64, RingError> {
+        let control = self.layout.control_offset();
+        // The status is the low half of its 8-byte word (little-endian); the high half is
+        // reserved.
+        let status_word = region.load_u64(control + DEVICE_STATUS_OFFSET, Ordering::Acquire)?;
+        let code = (status_word & u64::from(u32::MAX)) as u32;
+        if code != 0 {
+            return Err(RingError::DeviceBroken { code });
+        }
+        // H1: Acquire pairs with the device's Release tail store (D4), making every record
+        // below `tail` (D3) and every payload those records name (D1) visible.
+        let tail = region.load_u64(control + METADATA_TAIL_OFFSET, Ordering::Acquire)?;
+        let head = self.head;
+        if tail < head {
+            return Err(RingError::TailBehindHead { head, tail });
+        }
+        let released = released.min(head);
+        let capacity = self.layout.metadata_capacity();
+        if tail - released > u64::from(capacity) {
+            return Err(RingError::TailBeyondCapacity {
+                head: released,
+                tail,
+                capacity,
+            });
+        }
+        Ok(tail)
+    }
+
+    /// Takes up to `max` new records as one batch, the index range `[cursor, tail)` clipped
+    /// to `max` records, without reading them, and advances the cursor past it. `released` is
+    /// the metadata head the host gives back to the device (the records below it have been
+    /// read and their slots freed): the tail may be at most a ring's capacity beyond it.
+    ///
+    /// Checks the device status word and the tail as [`MetadataConsumer::poll`] does; each
+    /// record is validated when it is read ([`MetadataConsumer::read_record`]).
+    pub fn poll_batch(
+        &mut self,
+        region: &DmaRegion,
+        released: u64,
+        max: u64,
+    ) -> Result<std::ops::Range<u64>, RingError> {
+        let tail = self.load_tail(region, released)?;
+        let start = self.head;
+        let end = start + (tail - start).min(max);
+        self.head = end;
+        if end > start {
+            log::trace!("poller: metadata tail {tail}, batch {start}..{end}");
+        }
+        Ok(start..end)
     }
 
     /// Reads up to `max` new records into `out` and returns how many it read.
@@ -143,30 +207,8 @@ impl MetadataConsumer {
         max: usize,
         out: &mut Vec<MetadataRecord>,
     ) -> Result<usize, RingError> {
-        let control = self.layout.control_offset();
-        // The status is the low half of its 8-byte word (little-endian); the high half is
-        // reserved.
-        let status_word = region.load_u64(control + DEVICE_STATUS_OFFSET, Ordering::Acquire)?;
-        let code = (status_word & u64::from(u32::MAX)) as u32;
-        if code != 0 {
-            return Err(RingError::DeviceBroken { code });
-        }
-        // H1: Acquire pairs with the device's Release tail store (D4), making every record
-        // below `tail` (D3) and every payload those records name (D1) visible.
-        let tail = region.load_u64(control + METADATA_TAIL_OFFSET, Ordering::Acquire)?;
-        let head = self.head;
-        let available = tail
-            .checked_sub(head)
-            .ok_or(RingError::TailBehindHead { head, tail })?;
-        let capacity = self.layout.metadata_capacity();
-        if available > u64::from(capacity) {
-            return Err(RingError::TailBeyondCapacity {
-                head,
-                tail,
-                capacity,
-            });
-        }
-        let count = available.min(max as u64);
+        let tail = self.load_tail(region, self.head)?;
+        let count = (tail - self.head).min(max as u64);
         for _ in 0..count {
             let record = self.read_record(region, self.head)?;
             out.push(record);
@@ -179,8 +221,13 @@ impl MetadataConsumer {
         Ok(count as usize)
     }
 
-    /// Reads and validates the record with index `index` (below the tail).
-    fn read_record(&self, region: &DmaRegion, index: u64) -> Result<MetadataRecord, RingError> {
+    /// Reads and validates the record with index `index`: its sequence must equal its index,
+    /// its length must fit a slot and its payload slot must exist.
+    ///
+    /// Call it only for an index of a batch that [`MetadataConsumer::poll_batch`] returned
+    /// (its H1 load made the record visible) whose slot the host has not yet given back to
+    /// the device (H2).
+    pub fn read_record(&self, region: &DmaRegion, index: u64) -> Result<MetadataRecord, RingError> {
         let mut bytes = [0u8; 32];
         region.read_bytes(self.layout.metadata_slot_offset(index), &mut bytes)?;
         let record: MetadataRecord = zerocopy::transmute!(bytes);
@@ -207,8 +254,10 @@ impl MetadataConsumer {
     }
 }
 
-/// The gap-aware payload head: payload slots are consumed in any order, and the head advances
-/// only over the contiguous consumed prefix.
+/// A gap-aware head: the slots of a ring are consumed in any order, and the head advances
+/// only over the contiguous consumed prefix. The payload ring's head (the paper's gap-aware
+/// payload consumption) and, in the AXLE runtime, the metadata ring's too (a record's slot is
+/// released with the payload slot it names, see `modes::axle::AxleRing`).
 ///
 /// Every index in the window `[head, head + capacity)` has its own slot (`index % capacity`),
 /// so one bit per slot says whether that index is consumed.
@@ -218,18 +267,25 @@ impl MetadataConsumer {
 /// - the bit of `head`'s slot is clear (the head is the oldest unconsumed index);
 /// - `held` is the number of set bits: consumed indexes beyond the head.
 #[derive(Clone, Debug)]
-pub struct PayloadHeadTracker {
+pub struct GapAwareHead {
     capacity: u32,
     head: u64,
     consumed: Vec<u64>,
     held: u64,
 }
 
-impl PayloadHeadTracker {
-    /// A tracker of `layout`'s payload ring, head 0.
-    pub fn new(layout: &RingLayout) -> PayloadHeadTracker {
-        let capacity = layout.payload_capacity();
-        PayloadHeadTracker {
+/// The gap-aware head of a payload ring (what the ring benches and the loom model call it).
+pub type PayloadHeadTracker = GapAwareHead;
+
+impl GapAwareHead {
+    /// The head of `layout`'s payload ring, at 0.
+    pub fn new(layout: &RingLayout) -> GapAwareHead {
+        GapAwareHead::with_capacity(layout.payload_capacity())
+    }
+
+    /// The head of a ring of `capacity` slots, at 0.
+    pub fn with_capacity(capacity: u32) -> GapAwareHead {
+        GapAwareHead {
             capacity,
             head: 0,
             consumed: vec![0; (capacity as usize).div_ceil(64)],
@@ -237,7 +293,8 @@ impl PayloadHeadTracker {
         }
     }
 
-    /// The oldest unconsumed payload index (the value to publish with edge H3).
+    /// The oldest unconsumed index (the value to publish with edge H3, or H2 for the
+    /// metadata ring).
     pub fn head(&self) -> u64 {
         self.head
     }
@@ -278,8 +335,8 @@ impl PayloadHeadTracker {
         }
     }
 
-    /// Marks payload index `index` consumed (the host task has read its slot). Returns whether
-    /// the head advanced. Errors, changing nothing, on an index consumed before (or below the
+    /// Marks index `index` consumed (the host has read its slot). Returns whether the head
+    /// advanced. Errors, changing nothing, on an index consumed before (or below the
     /// head) or at or beyond head + capacity.
     pub fn consume(&mut self, index: u64) -> Result<bool, RingError> {
         if index < self.head {
@@ -642,6 +699,42 @@ mod tests {
                 length: 16
             })
         ));
+    }
+
+    #[test]
+    fn poll_batch_takes_the_new_range_and_each_record_reads_later() {
+        let (region, layout) = ring(4, 4, 16);
+        let mut consumer = MetadataConsumer::new(layout);
+        assert_eq!(consumer.poll_batch(&region, 0, 8), Ok(0..0));
+        for i in 0..3 {
+            produce(&region, &layout, i, &[i as u8; 16]);
+        }
+        assert_eq!(consumer.poll_batch(&region, 0, 2), Ok(0..2));
+        assert_eq!(consumer.poll_batch(&region, 0, 8), Ok(2..3));
+        assert_eq!(consumer.head(), 3);
+        assert_eq!(consumer.read_record(&region, 1), Ok(record(1, 1, 16)));
+    }
+
+    #[test]
+    fn poll_batch_refuses_a_tail_beyond_capacity_from_the_released_head() {
+        let (region, layout) = ring(4, 4, 8);
+        let mut consumer = MetadataConsumer::new(layout);
+        for i in 0..4 {
+            produce(&region, &layout, i, &[0; 8]);
+        }
+        assert_eq!(consumer.poll_batch(&region, 0, 8), Ok(0..4));
+        // The device wrote index 4 over record 0, which the host took but has not released.
+        produce(&region, &layout, 4, &[0; 8]);
+        assert_eq!(
+            consumer.poll_batch(&region, 0, 8),
+            Err(RingError::TailBeyondCapacity {
+                head: 0,
+                tail: 5,
+                capacity: 4
+            })
+        );
+        // Once record 0 is released, index 4 is legitimate.
+        assert_eq!(consumer.poll_batch(&region, 1, 8), Ok(4..5));
     }
 
     #[test]

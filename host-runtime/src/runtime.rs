@@ -2,11 +2,30 @@
 //! [`Application`] through one offload mechanism.
 //!
 //! The host machine is modelled: one *control* µthread does everything that talks to the
-//! device (launches, RP remote polls, BS waits, result loads, AXLE local polls and flow
-//! control), and the other µthreads are *workers* that run host tasks under the host scheduler.
-//! Each turn ([`HostAgent::turn`]) the runtime handles the responses that arrived, fires its
-//! due timers (polls, task ends), starts ready tasks on free workers, and asks for its next
-//! wake-up.
+//! device (input stores, launches, RP remote polls, BS waits, result loads, AXLE local polls
+//! and flow control), one thing at a time: an activity due while it is busy starts when it
+//! frees up. The other µthreads are *workers* that run host tasks under
+//! the host scheduler. Each turn ([`HostAgent::turn`]) the runtime handles the responses that
+//! arrived, fires its due timers (polls, task ends), starts ready tasks on free workers, and
+//! asks for its next wake-up.
+//!
+//! # What the AXLE host pays for, and where
+//!
+//! The paper's poller is lightweight (section IV-C: "the polling routine only moves metadata
+//! to the ready pool"): each poll costs the control thread one uncached load of the metadata
+//! tail and, when the tail moved, one push of the new batch (the index range `[head, tail)`)
+//! into the ready pool; nothing grows with the records of the batch. A flow-control store
+//! follows when a head moved. All of that is host core stall. The records belong to the work
+//! that consumes them: a host task reads the metadata records of the chunks it needs together
+//! with their payload slots, one uncached streaming read, as part of its duration (host busy,
+//! not stall). The runtime copies the records of a batch out of the ring when the poll ends,
+//! to learn which tasks became ready; that is the scheduler's bookkeeping, which the model
+//! gives no time. The record slots stay held until their tasks have run, so the device never
+//! overwrites a record the model has not yet read (`modes::axle`: gap-aware metadata head).
+//! AXLE_Interrupt's handler does what one poll does, at the same cost, after the interrupt
+//! handling latency (a delay, not host work). It runs in interrupt context on the core the
+//! interrupt is delivered to, not on the control thread, and its flow-control stores are
+//! issued by the workers that free the slots: neither waits for the control thread.
 //!
 //! The mechanisms differ only in how a launch's results reach the tasks:
 //!
@@ -15,8 +34,9 @@
 //! - [`Mode::Bs`]: one synchronous CXL.mem launch store that returns on completion, then
 //!   CXL.mem loads (behind the barrier).
 //! - [`Mode::Axle`]: a posted launch store; the poller reads the local metadata tail every
-//!   polling interval and moves records to the ready pool; tasks run as their bytes arrive and
-//!   read them from payload slots; slots are consumed gap-aware and heads flow back in batches.
+//!   polling interval and moves the new records to the ready pool as one batch; tasks run as
+//!   their bytes arrive and read their records and payload slots; slots are released gap-aware
+//!   and heads flow back in batches.
 //! - [`Mode::AxleIrq`]: AXLE, with the poll replaced by an interrupt per DMA request.
 
 use crate::app::{Application, HostCost, LaunchPlan};
@@ -29,6 +49,7 @@ use crate::tasks::{LaunchTracker, TrackError};
 use crate::trace::{HostInstant, HostSpanKind, HostTrace};
 use host_driver::link::{DeviceLink, HostAgent, LinkResponse, Wake};
 use shared_abi::command::CommandFlags;
+use shared_abi::region::METADATA_RECORD_SIZE;
 use shared_abi::{
     device_map, mailbox, CommandDescriptor, DeviceAddress, LaunchMode, Status, Ticks,
 };
@@ -202,7 +223,8 @@ pub struct Runtime<'a> {
     next_token: u64,
     poll_scheduled: bool,
     poll_started: Ticks,
-    /// When the control thread finishes what it is doing (AXLE: a poll, a flow-control store).
+    /// When the control thread finishes what it is doing (an input store, a launch store, a
+    /// poll or interrupt handler, a flow-control store).
     control_free: Ticks,
     last_progress: Ticks,
     measured: HostMeasurements,
@@ -339,7 +361,7 @@ impl<'a> Runtime<'a> {
     }
 
     /// The control thread is busy for `duration` from `now` (or from when it frees up):
-    /// counted as stall, and the next poll cannot start before it ends.
+    /// counted as stall, and no poll or interrupt handler starts before it ends.
     fn occupy_control(&mut self, now: Ticks, duration: Ticks) {
         self.control_free = self.control_free.max(now).plus(duration);
         self.stall(duration);
@@ -456,8 +478,10 @@ impl<'a> Runtime<'a> {
     }
 
     /// Streams a launch's inputs into device memory, one posted 64-byte store per line, each
-    /// stamped when the control thread issues it; returns when the thread is done (the launch
-    /// store follows the last line on the link, so the device sees the inputs first).
+    /// stamped when the control thread issues it. The control thread does it once it is free
+    /// (after a poll in progress) and is busy until the last line (a poll due meanwhile waits);
+    /// returns when it is done (the launch store follows the last line on the link, so the
+    /// device sees the inputs first).
     fn store_inputs(
         &mut self,
         now: Ticks,
@@ -465,7 +489,8 @@ impl<'a> Runtime<'a> {
         link: &mut dyn DeviceLink,
     ) -> Ticks {
         const LINE: usize = 64;
-        let mut at = now;
+        let start = self.control_free.max(now);
+        let mut at = start;
         for input in inputs {
             for (index, line) in input.bytes.chunks(LINE).enumerate() {
                 let address = DeviceAddress(input.address.0.saturating_add((index * LINE) as u64));
@@ -473,13 +498,13 @@ impl<'a> Runtime<'a> {
                 at = at.plus(self.cost.input_store(line.len() as u64));
             }
         }
-        let spent = at.since(now);
+        let spent = at.since(start);
         if spent > Ticks::ZERO {
-            self.stall(spent);
+            self.occupy_control(start, spent);
             self.measured.input_store = self.measured.input_store.plus(spent);
             if self.trace.is_some() {
                 let bytes = inputs.iter().map(|input| input.bytes.len() as u64).sum();
-                self.trace_span(HostSpanKind::InputStore { bytes }, now, at);
+                self.trace_span(HostSpanKind::InputStore { bytes }, start, at);
             }
         }
         at
@@ -615,91 +640,116 @@ impl<'a> Runtime<'a> {
 
     // ----- AXLE polling ---------------------------------------------------------------------
 
-    /// One local poll (or interrupt handler): reads the metadata tail and the new records into
-    /// the ready pool, up to `limit` when an interrupt names the tail it announces. The control
-    /// thread is busy for the modelled time; the records reach the scheduler when it ends.
+    /// One local poll (or interrupt handler): loads the metadata tail and pushes the new
+    /// records below `limit` (all of them when `None`; an interrupt names the tail it
+    /// announces) into the ready pool as one batch, the index range `[head, tail)`. It costs
+    /// one uncached load, plus one ready-pool push when the batch is not empty: nothing here
+    /// grows with the records of the batch, which the host tasks read with their payloads.
+    /// The batch reaches the scheduler when the poll ends.
+    ///
+    /// A local poll runs on the control thread and is called only when the thread is free (a
+    /// poll due while it is busy waits, `Timer::LocalPoll`). An interrupt handler runs at
+    /// once, in interrupt context on the core the interrupt is delivered to, not as a
+    /// control-thread activity (as its flow-control stores are issued by the workers that
+    /// free the slots): its time is stall, but it neither waits for nor delays the control
+    /// thread, nor other handlers.
     fn poll(&mut self, now: Ticks, limit: Option<u64>) {
         let Some(ring) = self.ring.as_mut() else {
             return;
         };
         self.measured.polls += 1;
         self.poll_started = now;
-        let polled = match ring.poll(limit) {
-            Ok(records) => records,
+        let batch = match ring.poll(limit) {
+            Ok(batch) => batch,
             Err(error) => {
                 self.fail(now, RuntimeError::Ring(error));
                 return;
             }
         };
-        // One uncached load of the tail, a streaming read of the records, a push per record.
-        let duration = self
-            .cost
-            .uncached_loads(1)
-            .plus(self.cost.uncached_stream(polled as u64 * 32))
-            .plus(Ticks::from_ns(
-                self.config.ready_pool_push_ns * polled as u64,
-            ));
+        let records = batch.end - batch.start;
+        let duration = self.poll_cost(records);
         if self.trace.is_some() {
-            // Shown where the control thread's busy time is counted: after what it was doing.
-            let records = u32::try_from(polled).unwrap_or(u32::MAX);
+            let records = u32::try_from(records).unwrap_or(u32::MAX);
             let kind = if limit.is_some() {
                 HostSpanKind::InterruptHandler { records }
             } else {
                 HostSpanKind::LocalPoll { records }
             };
-            let start = self.control_free.max(now);
-            self.trace_span(kind, start, start.plus(duration));
+            self.trace_span(kind, now, now.plus(duration));
         }
-        self.occupy_control(now, duration);
-        if polled > 0 {
+        if limit.is_some() {
+            self.stall(duration);
+        } else {
+            self.occupy_control(now, duration);
+        }
+        if records > 0 {
             self.last_progress = now;
         }
         self.at(now.plus(duration), Timer::PollDone);
     }
 
-    /// The poll's records reach the scheduler.
+    /// The control thread's time for one poll (or interrupt handler) that found `records`
+    /// new records: one uncached load of the metadata tail, and one ready-pool push of the
+    /// batch when there is one. Independent of how many records the batch holds.
+    fn poll_cost(&self, records: u64) -> Ticks {
+        let push = if records > 0 {
+            Ticks::from_ns(self.config.ready_pool_push_ns)
+        } else {
+            Ticks::ZERO
+        };
+        self.cost.uncached_loads(1).plus(push)
+    }
+
+    /// The poll's batches reach the scheduler: the records are copied out of the ring (the
+    /// scheduler's bookkeeping, which the model gives no time) to learn which tasks became
+    /// ready; their slots stay held until the tasks that read them have run.
     fn poll_done(&mut self, now: Ticks, link: &mut dyn DeviceLink) {
         let Some(ring) = self.ring.as_mut() else {
             return;
         };
         let Some(launch) = self.launch.as_mut() else {
-            ring.drain_stale();
+            if let Err(error) = ring.drain_stale() {
+                self.fail(now, RuntimeError::Ring(error));
+            }
             return;
         };
-        while let Some(record) = ring.pool().pop() {
-            if record.tag != launch.tag {
-                let message = format!(
-                    "record {} carries tag {} during launch {}",
-                    record.sequence, record.tag, launch.tag
-                );
-                self.fail(now, RuntimeError::Ring(message));
-                return;
-            }
-            let index = match ring.payload_index(record.payload_slot) {
-                Ok(index) => index,
-                Err(error) => {
-                    self.fail(now, RuntimeError::Ring(error));
+        while let Some(batch) = ring.pool().pop() {
+            for index in batch {
+                let (record, payload) = match ring.take_record(index) {
+                    Ok(taken) => taken,
+                    Err(error) => {
+                        self.fail(now, RuntimeError::Ring(error));
+                        return;
+                    }
+                };
+                if record.tag != launch.tag {
+                    let message = format!(
+                        "record {} carries tag {} during launch {}",
+                        record.sequence, record.tag, launch.tag
+                    );
+                    self.fail(now, RuntimeError::Ring(message));
                     return;
                 }
-            };
-            match launch
-                .tracker
-                .arrive(record.result_offset, u64::from(record.length), index)
-            {
-                Ok((ready, unread)) => {
-                    for task in ready {
-                        self.scheduler.ready(task);
-                    }
-                    if unread {
-                        if let Err(error) = ring.consume(index) {
-                            self.fail(now, RuntimeError::Ring(error));
-                            return;
+                match launch
+                    .tracker
+                    .arrive(record.result_offset, u64::from(record.length), payload)
+                {
+                    Ok((ready, unread)) => {
+                        for task in ready {
+                            self.scheduler.ready(task);
+                        }
+                        if unread {
+                            // No task reads this payload, so none reads its record either.
+                            if let Err(error) = ring.consume(payload) {
+                                self.fail(now, RuntimeError::Ring(error));
+                                return;
+                            }
                         }
                     }
-                }
-                Err(error) => {
-                    self.fail(now, error.into());
-                    return;
+                    Err(error) => {
+                        self.fail(now, error.into());
+                        return;
+                    }
                 }
             }
         }
@@ -784,8 +834,12 @@ impl<'a> Runtime<'a> {
                 let Some(ring) = self.ring.as_ref() else {
                     return;
                 };
-                match ring.gather(&launch.tracker.chunks_of(task), &spec.needs) {
-                    Ok((bytes, read)) => (bytes, self.cost.uncached_stream(read)),
+                // The task reads the records of the chunks it needs with their payload slots:
+                // one streaming read of the uncached region.
+                let chunks = launch.tracker.chunks_of(task);
+                let records = chunks.len() as u64 * METADATA_RECORD_SIZE;
+                match ring.gather(&chunks, &spec.needs) {
+                    Ok((bytes, read)) => (bytes, self.cost.uncached_stream(records + read)),
                     Err(error) => {
                         self.fail(now, RuntimeError::Ring(error));
                         return;
@@ -891,10 +945,17 @@ impl<'a> Runtime<'a> {
                 }
             }
             Timer::LocalPoll => {
-                self.poll_scheduled = false;
                 if self.control == Control::Done {
+                    self.poll_scheduled = false;
                     return;
                 }
+                if self.control_free > now {
+                    // The control thread is busy: the poll starts when it frees up.
+                    let free = self.control_free;
+                    self.at(free, Timer::LocalPoll);
+                    return;
+                }
+                self.poll_scheduled = false;
                 self.poll(now, None);
                 self.check_stalled(now);
             }
@@ -968,3 +1029,6 @@ impl HostAgent for Runtime<'_> {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;

@@ -7,9 +7,9 @@
 //!
 //! What is recorded, all in virtual time: the control µthread's work (launch stores, input
 //! stores, RP descriptor stores and remote polls, BS synchronous waits, result loads, AXLE
-//! local polls and interrupt handlers with the records they read, flow-control stores with the
-//! heads they carry), each host task and launch-finishing step on the worker that ran it, and
-//! launch instants.
+//! local polls and interrupt handlers with the records of the batch each pushed, flow-control
+//! stores with the heads they carry), each host task and launch-finishing step on the worker
+//! that ran it, and launch instants.
 
 use shared_abi::Ticks;
 
@@ -48,12 +48,12 @@ pub enum HostSpanKind {
     },
     /// AXLE: one local poll of the metadata tail.
     LocalPoll {
-        /// Metadata records moved to the ready pool.
+        /// Metadata records in the batch it pushed into the ready pool.
         records: u32,
     },
     /// AXLE_Interrupt: one interrupt handler.
     InterruptHandler {
-        /// Metadata records moved to the ready pool.
+        /// Metadata records in the batch it pushed into the ready pool.
         records: u32,
     },
     /// AXLE: a flow-control store of the heads (posted CXL.mem).

@@ -1217,13 +1217,15 @@ fn note_rp_stall(c: &Ctx) -> Option<String> {
 fn note_axle_stall(c: &Ctx, workload: &str) -> Option<String> {
     let axle = c.axle(workload, 500)?;
     Some(format!(
-        "AXLE (p10) on {}: {} metadata records read ({:.0} per launch) in {} polls; stall {} of {}.",
+        "AXLE (p10) on {}: {} polls, each one uncached load of the metadata tail ({}) plus one ready-pool push when it found records, however many (the {} records, {:.0} per launch, are read by the tasks that use them: host work); stall {} of {} ({}).",
         label(workload),
+        axle.polls,
+        time(c.config().host.uncached_load_ns),
         axle.payloads,
         per(axle.payloads, axle.launches),
-        axle.polls,
         time(axle.host_stall_ns),
-        time(axle.end_to_end_ns)
+        time(axle.end_to_end_ns),
+        percent(share(axle.host_stall_ns, axle.end_to_end_ns))
     ))
 }
 
@@ -1232,11 +1234,11 @@ fn note_single_digit(c: &Ctx) -> Option<String> {
         let m = c.axle(w, 5000)?;
         Some((
             fig13(c, w, "AXLE p100")?,
-            per(m.payloads, m.end_to_end_ns / 1000),
+            per(m.polls, m.end_to_end_ns / 1000),
         ))
     })?;
     Some(format!(
-        "AXLE (p100) stall, with metadata records read per µs: {}.",
+        "AXLE (p100) stall, with polls per µs: {}.",
         values
             .iter()
             .map(|(w, (stall, rate))| format!("{} {} ({rate:.2})", label(w), percent(*stall)))
