@@ -179,7 +179,7 @@ pub fn info(query: Query, options: &WorkloadOptions) -> WorkloadInfo {
         characteristics: format!(
             "SF {scale}: {} orders, about {} lineorder rows (clean-room seeded generator, seed {}); \
              device filter columns lo_quantity, lo_discount (4 B/row each); bitmap result 1 bit/row; \
-             items of {} rows (8 rows: one 32-byte packet of each column, one M2NDP µthread), host tasks of {} bitmap bytes",
+             items of {} rows (every 8 rows: a 32-byte packet of each column, one M2NDP µthread), host tasks of {} bitmap bytes",
             scale.orders(),
             scale.orders() * 4,
             options.seed,
