@@ -62,11 +62,12 @@
 //! 32 split / 32` and rows `8 (OFFSET / 32 split) ..`; part `s` takes the 64-column blocks `s,
 //! s + split, s + 2 split, ...`. Its loop loads one block of the input (8 packets, from the
 //! scratchpad) and, for each of the 8 rows, the row's 8 packets of that block and 8
-//! `vfmacc.vv` into the row's accumulator. QKV uses split 1 (`OptQKVProj` for `opt-2.7b`),
-//! the output projection split 4 (`OptOutProj`): the parts' partial sums are added by
-//! `vamoaddei32` into the output there; here each part's sums go to the workspace and stage 9
-//! adds them in part order (see the arithmetic below). [`OptParameters::output_split`] is that
-//! split.
+//! `vfmacc.vv` into the row's accumulator. So item `i` of stage 8 is part `i mod split` of the
+//! rows `8 (i / split) ..`, and item `i` of stage 2 the rows `8 i ..`. QKV uses split 1
+//! (`OptQKVProj` for `opt-2.7b`), the output projection split 4 (`OptOutProj`): the parts'
+//! partial sums are added by `vamoaddei32` into the output there; here each part's sums go to
+//! the workspace and stage 9 adds them in part order (see the arithmetic below).
+//! [`OptParameters::output_split`] is that split.
 //!
 //! ## Where this differs from M²NDP, and why
 //!

@@ -25,8 +25,12 @@
 //! 750 KB at SF 1), in items of [`Granularity::rows_per_item`] rows: at both scales 8 rows,
 //! one 32-byte packet of each column and one bitmap byte, which is one M²NDP µthread (the
 //! kernel's docs compare it with M²NDP's column filters, `examples/benchmarks/imdb_*`). At SF
-//! 1 that is about 750,000 items of 23 instructions and 65 bytes each; the CCM is then
-//! limited by device memory bandwidth (48 MB of columns), not by its µthreads.
+//! 1 that is about 750,000 items of 23 instructions and 65 bytes each. Items this small are
+//! bound by the memory latency as much as by the bandwidth: each of the CCM's 1,024 µthreads
+//! spends, per item, its share of the bandwidth (65 bytes at 614.4 GB/s / 1,024, about 108 ns)
+//! and then one access latency (`ccm_memory_latency_ns`, 100 ns), so the launch takes about
+//! 750,000 / 1,024 x 208 ns = 152 µs where the 48 MB of columns alone would stream in 79
+//! µs.
 //!
 //! # Host tasks: the join with DATE and the aggregate
 //!
@@ -34,7 +38,10 @@
 //! `lo_extendedprice`, `lo_discount`) and the DATE table, as a host-side query engine over
 //! its in-memory table would: the filter is offloaded, the join and aggregate read the host's
 //! columns for the marked rows only. Each task covers [`Granularity::task_bytes`] bytes of the
-//! bitmap (the last one the rest), joins its marked rows with DATE and keeps a partial sum
+//! bitmap (the last one the rest): with one byte per item, a task waits for that many items'
+//! results (2,048 at paper scale), whichever order they arrive in. It reads its range as `u64`
+//! words (a multiple of 8 bytes; the last task's may end in a partial word, which it
+//! zero-extends), joins its marked rows with DATE and keeps a partial sum
 //! ([`host::join_and_aggregate`], whose cost model is documented there). Tasks are
 //! independent (no chain: each writes its own partial, as morsel-driven query workers do);
 //! the launch's final step adds the partials. One launch per query; no device inputs.
