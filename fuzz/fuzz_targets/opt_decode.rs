@@ -3,21 +3,22 @@
 //! then a few items of every stage, stage by stage.
 //!
 //! Input (`arbitrary`): the shape of a small valid launch (heads and head size, cache capacity,
-//! position, the three work splits, which read-only inputs share an array, a seed for the
-//! weights, gaps between the arrays, the memory's slack) and up to four mutations of the
+//! position, the output projection's split, which read-only inputs share an array, a seed for
+//! the weights, gaps between the arrays, the memory's slack) and up to four mutations of the
 //! command or of the parameter block's fields. With no mutation the launch is valid.
 //!
 //! Checked, beyond "never panics":
 //! - `Kernel::decode` (and `OptKernel::decode`) is `Ok` exactly when a model of the module
 //!   docs' validation rules accepts, with the documented status otherwise;
-//! - an accepted launch has four stages of the documented item counts, consecutive, and
-//!   `item(items())` is refused;
-//! - for the first, a middle and the last item of each stage, in stage order: stages 0 to 2
-//!   are described with an empty result at offset 0, stage 3 items as their head's rows
-//!   (`4 (h hidden + first_row)`, `4 rows`) inside the result space; every item executes with
-//!   `Ok` and writes only what its stage may: stage 0 its rows of `q` in the workspace and of
-//!   the key and value cache slot at `position`, stage 1 its head's scores of its tokens,
-//!   stage 2 its 16 dimensions of the attention output, stage 3 its result bytes.
+//! - an accepted launch has ten stages of the documented item counts (one item per 32-byte
+//!   packet of each M²NDP kernel's base region), consecutive, and `item(items())` is refused;
+//! - for the first, a middle and the last item of each stage, in stage order: stages 0 to 8
+//!   are described with an empty result at offset 0, stage 9 items as their packet of the
+//!   result (`32 p`, 32 bytes); every item executes with `Ok` and writes only what its stage
+//!   may, in the workspace regions the docs lay out (its statistics, normalized packet, `q`
+//!   rows, scores and packet max, exponents and packet sum, packet partial, block max, sum
+//!   and partial, attention packet, part sums), the key and value cache slots at `position`
+//!   (stage 2) and its result packet (stage 9).
 #![no_main]
 
 use arbitrary::Arbitrary;
@@ -31,16 +32,17 @@ use firmware::kernels::Kernel;
 use libfuzzer_sys::fuzz_target;
 use shared_abi::{CommandDescriptor, KernelId, Status};
 
-/// `(heads, head_dim)` of the valid layouts: `hidden` at most 64, so the weights stay small.
+/// `(heads, head_dim)` of the valid layouts: `hidden` at most 128 (two 64-column blocks of
+/// the output projection), so the weights stay small.
 const SHAPES: [(u32, u32); 8] = [
-    (1, 16),
-    (2, 16),
+    (1, 8),
+    (2, 8),
     (3, 16),
     (4, 16),
-    (1, 32),
+    (1, 24),
     (2, 32),
-    (1, 48),
     (1, 64),
+    (2, 64),
 ];
 
 /// Bytes of the parameter block.
@@ -51,9 +53,7 @@ struct Input {
     shape: u8,
     capacity: u8,
     position: u8,
-    qkv_rows_per_item: u8,
-    score_tokens_per_item: u8,
-    output_rows_per_item: u8,
+    output_split: u8,
     aliases: u8,
     seed: u64,
     start: u16,
@@ -82,17 +82,58 @@ impl Parameters {
 #[derive(Debug)]
 struct Model {
     hidden: u64,
-    heads: u64,
     head_dim: u64,
     capacity: u64,
-    qkv_rows_per_item: u64,
-    score_tokens_per_item: u64,
-    output_rows_per_item: u64,
+    split: u64,
     position: u64,
     key_cache: u64,
     value_cache: u64,
-    workspace: u64,
-    stage_items: [u64; 4],
+    workspace: Workspace,
+    stage_items: [u64; 10],
+}
+
+/// The workspace's regions as the module docs lay them out: absolute byte addresses.
+#[derive(Debug)]
+struct Workspace {
+    statistics: u64,
+    normalized: u64,
+    query: u64,
+    scores: u64,
+    packet_maxima: u64,
+    packet_sums: u64,
+    packet_partials: u64,
+    block_maxima: u64,
+    block_sums: u64,
+    block_partials: u64,
+    attention: u64,
+    out_partials: u64,
+}
+
+/// The workspace's region sizes in elements, in order, for a shape (`u128`: no overflow).
+fn workspace_regions(
+    hidden: u64,
+    heads: u64,
+    head_dim: u64,
+    capacity: u64,
+    split: u64,
+) -> [u128; 12] {
+    let [h, n, d, c, s] = [hidden, heads, head_dim, capacity, split].map(u128::from);
+    let packets = c.div_ceil(8);
+    let blocks = packets.div_ceil(8);
+    [
+        8,
+        h,
+        h,
+        n * c,
+        n * packets,
+        n * packets,
+        n * packets * d,
+        n * blocks,
+        n * blocks,
+        n * blocks * d,
+        h,
+        s * h,
+    ]
 }
 
 /// The module docs' validation rules, over a snapshot of device memory.
@@ -113,22 +154,14 @@ fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Model, Status> {
     let base = u128::from(parameter_address);
     let small = |i: u128| u64::from(word(memory, base + 4 * i).expect("inside"));
     let address = |i: u128| dword(memory, base + 32 + 8 * i).expect("inside");
-    let [hidden, heads, head_dim, capacity, qkv_rows, score_tokens, output_rows, reserved] =
+    let [hidden, heads, head_dim, capacity, split, reserved0, reserved1, reserved2] =
         [0, 1, 2, 3, 4, 5, 6, 7].map(small);
     let [input, gamma, beta, qkv_weight, qkv_bias, output_weight, output_bias, workspace] =
         [0, 1, 2, 3, 4, 5, 6, 7].map(address);
-    if [
-        hidden,
-        heads,
-        head_dim,
-        capacity,
-        qkv_rows,
-        score_tokens,
-        output_rows,
-    ]
-    .contains(&0)
-        || reserved != 0
-        || head_dim % 16 != 0
+    if [hidden, heads, head_dim, capacity, split].contains(&0)
+        || split > 16
+        || [reserved0, reserved1, reserved2] != [0, 0, 0]
+        || head_dim % 8 != 0
         || head_dim > 256
         || hidden > 4096
         || heads * head_dim != hidden
@@ -138,11 +171,13 @@ fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Model, Status> {
         return refuse;
     }
     let h = u128::from(hidden);
-    let result_bytes = u128::from(heads) * h * 4;
+    let result_bytes = h * 4;
     if u128::from(command.result_length) != result_bytes {
         return refuse;
     }
     let cache_bytes = u128::from(heads) * u128::from(capacity) * u128::from(head_dim) * 4;
+    let regions = workspace_regions(hidden, heads, head_dim, capacity, split);
+    let workspace_bytes = regions.iter().sum::<u128>() * 4;
     let read_only = [
         parameters,
         Span::new(input, 4 * h),
@@ -156,10 +191,7 @@ fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Model, Status> {
     let written = [
         Span::new(key_cache, cache_bytes),
         Span::new(value_cache, cache_bytes),
-        Span::new(
-            workspace,
-            (2 * h + u128::from(heads) * u128::from(capacity)) * 4,
-        ),
+        Span::new(workspace, workspace_bytes),
         Span::new(command.result_address, result_bytes),
     ];
     if read_only[1..]
@@ -178,27 +210,53 @@ fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Model, Status> {
             return refuse;
         }
     }
+    let token_packets = (position + 1).div_ceil(8);
+    let blocks = token_packets.div_ceil(8);
     let stage_items = [
-        (3 * hidden).div_ceil(qkv_rows),
-        heads * (position + 1).div_ceil(score_tokens),
-        heads * (head_dim / 16),
-        heads * hidden.div_ceil(output_rows),
+        1,
+        hidden / 8,
+        3 * hidden / 8,
+        heads * token_packets,
+        heads * token_packets,
+        heads * token_packets,
+        heads * blocks,
+        heads * head_dim / 8,
+        split * hidden / 8,
+        hidden / 8,
     ];
     if stage_items.iter().sum::<u64>() > u64::from(u32::MAX) {
         return refuse;
     }
+    let mut starts = [0_u64; 12];
+    let mut next = workspace;
+    for (start, elements) in starts.iter_mut().zip(regions) {
+        *start = next;
+        next += 4 * elements as u64;
+    }
+    let [statistics, normalized, query, scores, packet_maxima, packet_sums, packet_partials, block_maxima, block_sums, block_partials, attention, out_partials] =
+        starts;
     Ok(Model {
         hidden,
-        heads,
         head_dim,
         capacity,
-        qkv_rows_per_item: qkv_rows,
-        score_tokens_per_item: score_tokens,
-        output_rows_per_item: output_rows,
+        split,
         position,
         key_cache,
         value_cache,
-        workspace,
+        workspace: Workspace {
+            statistics,
+            normalized,
+            query,
+            scores,
+            packet_maxima,
+            packet_sums,
+            packet_partials,
+            block_maxima,
+            block_sums,
+            block_partials,
+            attention,
+            out_partials,
+        },
         stage_items,
     })
 }
@@ -217,7 +275,7 @@ fn build(
     let mut rng = Rng::new(input.seed);
     let (heads, head_dim) = SHAPES[usize::from(input.shape) % SHAPES.len()];
     let hidden = u64::from(heads * head_dim);
-    let capacity = 1 + u32::from(input.capacity % 40);
+    let capacity = 1 + u32::from(input.capacity % 80);
     let position = u64::from(u32::from(input.position) % capacity);
 
     let gap = |i: usize| u64::from(input.gaps[i]) * 4;
@@ -245,8 +303,16 @@ fn build(
     let cache = 4 * u64::from(heads) * u64::from(capacity) * u64::from(head_dim);
     let key_cache = bump.take(cache, 4, gap(8));
     let value_cache = bump.take(cache, 4, gap(9));
-    let workspace = bump.take(4 * (2 * hidden + u64::from(heads * capacity)), 4, gap(10));
-    let result_length = 4 * u64::from(heads) * hidden;
+    let split = 1 + u32::from(input.output_split % 5);
+    let regions = workspace_regions(
+        hidden,
+        u64::from(heads),
+        u64::from(head_dim),
+        u64::from(capacity),
+        u64::from(split),
+    );
+    let workspace = bump.take(4 * regions.iter().sum::<u128>() as u64, 4, gap(10));
+    let result_length = 4 * hidden;
     let result = bump.take(result_length, 4, gap(11));
     let size = memory_size(bump.end(), input.slack);
 
@@ -259,16 +325,7 @@ fn build(
         .collect();
     memory.fill(input_address, &values);
     let parameters = Parameters {
-        small: [
-            hidden as u32,
-            heads,
-            head_dim,
-            capacity,
-            1 + u32::from(input.qkv_rows_per_item % 50),
-            1 + u32::from(input.score_tokens_per_item % 20),
-            1 + u32::from(input.output_rows_per_item % 20),
-            0,
-        ],
+        small: [hidden as u32, heads, head_dim, capacity, split, 0, 0, 0],
         addresses: [
             input_address,
             gamma,
@@ -335,57 +392,70 @@ fn mutate(
     }
 }
 
-/// `[start, end)` of block `block` of `per_item` out of `total`.
-fn block(block: u64, per_item: u64, total: u64) -> (u64, u64) {
-    let start = block * per_item;
-    (start, (start + per_item).min(total))
-}
-
-/// What local item `local` of stage `stage` may write, and its result range (stage 3).
+/// What local item `local` of stage `stage` may write (for stage 9, its result packet only).
 fn allowed_writes(m: &Model, command: &CommandDescriptor, stage: u32, local: u64) -> Vec<Span> {
-    let element = |base: u64, index: u64| Span::new(base + 4 * index, 4);
-    let cache_slot = |base: u64, column: u64| {
-        let (head, dim) = (column / m.head_dim, column % m.head_dim);
-        element(base, (head * m.capacity + m.position) * m.head_dim + dim)
+    let w = &m.workspace;
+    let span = |base: u64, index: u64, elements: u64| {
+        Span::new(base + 4 * index, 4 * u128::from(elements))
     };
+    let capacity_packets = m.capacity.div_ceil(8);
+    let capacity_blocks = capacity_packets.div_ceil(8);
+    let token_packets = (m.position + 1).div_ceil(8);
+    let blocks = token_packets.div_ceil(8);
+    let tokens_of = |packet: u64| (8 * packet, (8 * packet + 8).min(m.position + 1));
     match stage {
-        0 => {
-            let (first, end) = block(local, m.qkv_rows_per_item, 3 * m.hidden);
-            (first..end)
-                .map(|row| match row / m.hidden {
-                    0 => element(m.workspace, row),
-                    1 => cache_slot(m.key_cache, row - m.hidden),
-                    _ => cache_slot(m.value_cache, row - 2 * m.hidden),
-                })
-                .collect()
-        }
-        1 => {
-            let blocks = (m.position + 1).div_ceil(m.score_tokens_per_item);
-            let (head, local_block) = (local / blocks, local % blocks);
-            let (first, end) = block(local_block, m.score_tokens_per_item, m.position + 1);
-            let row = m.hidden + head * m.capacity;
-            vec![Span::new(
-                m.workspace + 4 * (row + first),
-                4 * u128::from(end - first),
-            )]
-        }
+        0 => vec![span(w.statistics, 0, 2)],
+        1 => vec![span(w.normalized, 8 * local, 8)],
         2 => {
-            let blocks = m.head_dim / 16;
-            let (head, first_dim) = (local / blocks, 16 * (local % blocks));
-            let attention = m.hidden + m.heads * m.capacity;
-            vec![Span::new(
-                m.workspace + 4 * (attention + head * m.head_dim + first_dim),
-                64,
-            )]
+            let row = 8 * local;
+            let slot = |base: u64, column: u64| {
+                let (head, dim) = (column / m.head_dim, column % m.head_dim);
+                span(base, (head * m.capacity + m.position) * m.head_dim + dim, 8)
+            };
+            vec![match row / m.hidden {
+                0 => span(w.query, row, 8),
+                1 => slot(m.key_cache, row - m.hidden),
+                _ => slot(m.value_cache, row - 2 * m.hidden),
+            }]
         }
-        _ => {
-            let (head, row_block) = (local % m.heads, local / m.heads);
-            let (first, end) = block(row_block, m.output_rows_per_item, m.hidden);
-            vec![Span::new(
-                command.result_address + 4 * (head * m.hidden + first),
-                4 * u128::from(end - first),
-            )]
+        3..=5 => {
+            let (head, packet) = (local / token_packets, local % token_packets);
+            let (first, end) = tokens_of(packet);
+            match stage {
+                3 => vec![
+                    span(w.scores, head * m.capacity + first, end - first),
+                    span(w.packet_maxima, head * capacity_packets + packet, 1),
+                ],
+                4 => vec![
+                    span(w.scores, head * m.capacity + first, end - first),
+                    span(w.packet_sums, head * capacity_packets + packet, 1),
+                ],
+                _ => vec![span(
+                    w.packet_partials,
+                    (head * capacity_packets + packet) * m.head_dim,
+                    m.head_dim,
+                )],
+            }
         }
+        6 => {
+            let (head, block) = (local / blocks, local % blocks);
+            let index = head * capacity_blocks + block;
+            vec![
+                span(w.block_maxima, index, 1),
+                span(w.block_sums, index, 1),
+                span(w.block_partials, index * m.head_dim, m.head_dim),
+            ]
+        }
+        7 => {
+            let packets = m.head_dim / 8;
+            let (head, packet) = (local / packets, local % packets);
+            vec![span(w.attention, head * m.head_dim + 8 * packet, 8)]
+        }
+        8 => {
+            let (packet, part) = (local / m.split, local % m.split);
+            vec![span(w.out_partials, part * m.hidden + 8 * packet, 8)]
+        }
+        _ => vec![Span::new(command.result_address + 32 * local, 32)],
     }
 }
 
@@ -396,7 +466,7 @@ fn check_items(
     command: &CommandDescriptor,
     memory: FakeDeviceMemory,
 ) {
-    assert_eq!(kernel.stages(), 4);
+    assert_eq!(kernel.stages(), 10);
     let mut next = 0_u64;
     for (stage, items) in (0_u32..).zip(model.stage_items) {
         let range = kernel.stage_items(stage);
@@ -407,7 +477,7 @@ fn check_items(
         );
         next += items;
     }
-    assert!(kernel.stage_items(4).is_empty());
+    assert!(kernel.stage_items(10).is_empty());
     assert_eq!(u64::from(kernel.items()), next);
     assert_eq!(
         kernel.item(kernel.items(), &memory),
@@ -415,7 +485,7 @@ fn check_items(
     );
     let result = Span::new(command.result_address, u128::from(command.result_length));
     let mut memory = Watched::new(memory);
-    for stage in 0..4 {
+    for stage in 0..10 {
         let range = kernel.stage_items(stage);
         for index in first_middle_last(range.clone()) {
             let local = u64::from(index - range.start);
@@ -423,7 +493,7 @@ fn check_items(
             let item = kernel
                 .item(index, &memory)
                 .expect("an item of an accepted launch");
-            if stage < 3 {
+            if stage < 9 {
                 assert_eq!(
                     (item.result_offset, item.result_length),
                     (0, 0),

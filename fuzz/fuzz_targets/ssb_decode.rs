@@ -10,10 +10,10 @@
 //! - `Kernel::decode` (and `SsbKernel::decode`) is `Ok` exactly when a model of the module
 //!   docs' validation rules accepts, with the documented status otherwise;
 //! - an accepted launch has `ceil(rows / rows_per_item)` items, one stage; `item(items())` is
-//!   refused; the first, a middle and the last item are described as the words of their rows
-//!   (offset `i rows_per_item / 8`, `ceil(rows_in_item / 64) * 8` bytes), inside the result
-//!   space;
-//! - executing those items succeeds, writes nothing outside the item's words, and the words
+//!   refused; the first, a middle and the last item are described as the bytes of their rows
+//!   (offset `i rows_per_item / 8`, `ceil(rows_in_item / 8)` bytes), inside the result space,
+//!   with the cost of one 23-instruction µthread body and 65 bytes per 8-row packet;
+//! - executing those items succeeds, writes nothing outside the item's bytes, and the bytes
 //!   are the documented bitmap of the item's rows (bits past `rows` zero).
 #![no_main]
 
@@ -24,7 +24,7 @@ use axle_fuzz::kernel_check::{
 };
 use axle_fuzz::FakeDeviceMemory;
 use firmware::kernels::ssb::SsbKernel;
-use firmware::kernels::Kernel;
+use firmware::kernels::{ItemCost, Kernel};
 use libfuzzer_sys::fuzz_target;
 use shared_abi::{CommandDescriptor, KernelId, Status};
 
@@ -64,10 +64,10 @@ fn model(command: &CommandDescriptor, size: u64) -> Result<Model, Status> {
     let [quantity, discount, shape, bounds] = command.args;
     let rows = shape & 0xFFFF_FFFF;
     let rows_per_item = shape >> 32;
-    if rows == 0 || rows_per_item == 0 || rows_per_item % 64 != 0 {
+    if rows == 0 || rows_per_item == 0 || rows_per_item % 8 != 0 {
         return refuse;
     }
-    if command.result_length != rows.div_ceil(64) * 8 {
+    if command.result_length != rows.div_ceil(8) {
         return refuse;
     }
     let columns = [
@@ -78,7 +78,7 @@ fn model(command: &CommandDescriptor, size: u64) -> Result<Model, Status> {
     if columns
         .iter()
         .any(|c| !c.fits(4, size) || c.overlaps(&result))
-        || !result.fits(8, size)
+        || !result.fits(1, size)
     {
         return refuse;
     }
@@ -96,7 +96,7 @@ fn model(command: &CommandDescriptor, size: u64) -> Result<Model, Status> {
 fn build(input: &Input) -> (FakeDeviceMemory, CommandDescriptor, TweakContext) {
     let mut rng = Rng::new(input.seed);
     let rows = 1 + u64::from(input.rows % 3000);
-    let rows_per_item = 64 * (1 + u64::from(input.rows_per_item % 16));
+    let rows_per_item = 8 * (1 + u64::from(input.rows_per_item % 64));
     let mut column = || -> Vec<u32> {
         (0..rows)
             .map(|_| match rng.below(16) {
@@ -116,8 +116,8 @@ fn build(input: &Input) -> (FakeDeviceMemory, CommandDescriptor, TweakContext) {
     } else {
         bump.take(4 * rows, 4, gap(1))
     };
-    let result_length = rows.div_ceil(64) * 8;
-    let result = bump.take(result_length, 8, gap(2));
+    let result_length = rows.div_ceil(8);
+    let result = bump.take(result_length, 1, u64::from(input.gaps[2]));
     let size = memory_size(bump.end(), input.slack);
 
     let mut memory = FakeDeviceMemory::new(size as usize);
@@ -171,18 +171,32 @@ fn mutate(mutation: &Mutation, command: &mut CommandDescriptor, context: &TweakC
     }
 }
 
-/// The documented bitmap words of rows `first..end` (`first` a multiple of 64).
-fn expected_words(model: &Model, memory: &[u8], first: u64, end: u64) -> Vec<u8> {
+/// The documented bitmap bytes of rows `first..end` (`first` a multiple of 8).
+fn expected_bytes(model: &Model, memory: &[u8], first: u64, end: u64) -> Vec<u8> {
     let [q_low, q_high, d_low, d_high] = model.bounds;
-    let mut words = vec![0_u64; (end - first).div_ceil(64) as usize];
+    let mut bytes = vec![0_u8; (end - first).div_ceil(8) as usize];
     for row in first..end {
         let value = |column: u64| word(memory, u128::from(column) + 4 * u128::from(row)).unwrap();
         let (q, d) = (value(model.quantity), value(model.discount));
         if q_low <= q && q <= q_high && d_low <= d && d <= d_high {
-            words[((row - first) / 64) as usize] |= 1 << ((row - first) % 64);
+            bytes[((row - first) / 8) as usize] |= 1 << ((row - first) % 8);
         }
     }
-    words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    bytes
+}
+
+/// The documented cost of an item of `rows` rows: per 8-row packet, 6 scalar, 7 scalar
+/// memory, 8 vector and 2 vector memory instructions and 65 bytes.
+fn expected_cost(rows: u64) -> ItemCost {
+    let packets = rows.div_ceil(8);
+    ItemCost {
+        scalar: 6 * packets,
+        scalar_memory: 7 * packets,
+        vector: 8 * packets,
+        vector_memory: 2 * packets,
+        indexed_extra_cycles: 0,
+        bytes: 65 * packets,
+    }
 }
 
 /// Checks the items of an accepted launch and runs a few of them.
@@ -212,16 +226,14 @@ fn check_items(
             .item(index, &memory)
             .expect("an item of an accepted launch");
         assert_eq!(item.result_offset, first / 8, "item {index}");
-        assert_eq!(
-            u64::from(item.result_length),
-            (end - first).div_ceil(64) * 8
-        );
+        assert_eq!(u64::from(item.result_length), (end - first).div_ceil(8));
+        assert_eq!(item.cost, expected_cost(end - first), "item {index}: cost");
         let span = Span::new(
             command.result_address + item.result_offset,
             u128::from(item.result_length),
         );
         assert!(result.contains(&span), "item {index} outside the result");
-        let expected = expected_words(model, memory.inner.contents(), first, end);
+        let expected = expected_bytes(model, memory.inner.contents(), first, end);
         let outcome = execute_within(&mut memory, &[span], "ssb item", |memory| {
             kernel.execute(index, memory)
         });

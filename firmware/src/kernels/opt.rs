@@ -1,9 +1,9 @@
 //! OPT attention block kernel: the device half of one decoder layer of an OPT decode step
-//! (paper Table IV (h)): LayerNorm0, the Q/K/V projections (appending the token's key and
-//! value to the layer's KV cache), Attention1 (scores), Attention2 (softmax and the weighted
-//! sum of values), and the output projection split by head (split-K, as tensor-parallel
-//! attention computes it before its all-reduce), the bias and the residual folded into head
-//! 0's partial. The host adds the per-head partials.
+//! (paper Table IV (h)), decomposed as M²NDP's OPT benchmark decomposes it
+//! (`examples/benchmarks/opt/`; the paper's Figure 3 lists its kernels: LayerNorm0, QKVProj,
+//! Attention1, Attention2, OutProj, Residual). Its result is the attention block's output,
+//! `[1, hidden]` `f32` (10 KB at paper scale), what the paper's Section V-B calls the
+//! "considerably small" intermediate the host's MLP needs.
 //!
 //! # Command ([`shared_abi::KernelId::OptAttention`])
 //!
@@ -13,47 +13,97 @@
 //! | `args[1]` | device address of this layer's key cache: `heads x capacity x head_dim` `f32`, head-major |
 //! | `args[2]` | device address of this layer's value cache, the same layout |
 //! | `args[3]` | `position`: tokens already in the cache; the current token goes there (`< capacity`) |
-//! | `result_address`, `result_length` | the result space: exactly `heads * hidden * 4` bytes |
+//! | `result_address`, `result_length` | the result space: exactly `hidden * 4` bytes |
 //! | `flags` | reserved, must be zero |
 //!
-//! The parameter block holds the shapes, the work split, and the addresses of the input hidden
-//! state `x` (`hidden` `f32`), the LayerNorm0 `gamma` and `beta` (`hidden` each), the stacked
-//! Q/K/V weight (`3 hidden` rows of `hidden`, row-major: output row `r` is the dot product of
-//! weight row `r` with the normalized input) and bias (`3 hidden`), the output weight
-//! (`hidden x hidden`) and bias (`hidden`), and the kernel's workspace ([`workspace_bytes`]):
-//! `q` (`hidden`), the scores (`heads x capacity`), the attention output (`hidden`).
-//! All values are little-endian `f32`.
+//! The parameter block holds the shapes, the output projection's K split, and the addresses of
+//! the input hidden state `x` (`hidden` `f32`), the LayerNorm0 `gamma` and `beta` (`hidden`
+//! each), the stacked Q/K/V weight (`3 hidden` rows of `hidden`, row-major: output row `r` is
+//! the dot product of weight row `r` with the normalized input) and bias (`3 hidden`), the
+//! output weight (`hidden x hidden`, row-major) and bias (`hidden`), and the kernel's
+//! workspace ([`workspace_bytes`]). All values are little-endian `f32`.
 //!
-//! # Stages and work items
+//! # Work items: M²NDP's µthreads
 //!
-//! Items are numbered globally, stage after stage:
+//! M²NDP runs one µthread per 32-byte packet of a kernel's base region (its µthread generator,
+//! `src/uthread_generator.cc`, steps the region by `PACKET_SIZE = 32`; the paper, Section V-A:
+//! each µthread is "assigned a fixed-size input vector"). A packet is [`LANES`] `f32`, one
+//! vector register at M²NDP's `simd_width=256`. Each stage below is one of M²NDP's kernels (or
+//! kernel bodies), with its base region and so its µthreads; an item here is one such µthread.
+//! Stages are separated by barriers (the command processor dispatches a stage when the previous
+//! one has finished: M²NDP's kernel boundaries, and its per-unit barrier between the bodies of
+//! one kernel, made device-wide). Items are numbered globally, stage after stage; within a
+//! stage, head-major where there are heads. `T = position + 1` tokens are attended; a *token
+//! packet* is 8 consecutive tokens, a *softmax block* 8 token packets (64 tokens: the 256-byte
+//! chunk of a head's scores that M²NDP's address interleaving, `m2ndp_interleave_size=256`,
+//! gives one processing unit).
 //!
-//! 0. **LayerNorm0 + QKV.** Item `i` computes output rows `[i r, min((i + 1) r, 3 hidden))`
-//!    with `r = qkv_rows_per_item`, each item recomputing LayerNorm0 of `x` (cheap next to its
-//!    rows). Row `j < hidden` is `q[j]` (workspace); row `hidden + j` is the key of head
-//!    `j / head_dim`, dimension `j % head_dim`, written into the key cache at `position`; row
-//!    `2 hidden + j` likewise into the value cache.
-//! 1. **Attention1.** Item `(head, block)` (head-major) computes the scaled scores of tokens
-//!    `[block s, min((block + 1) s, position + 1))`, `s = score_tokens_per_item`: `dot(q_head,
-//!    key[head][t]) * (1 / sqrt(head_dim))`, written to the workspace.
-//! 2. **Attention2.** Item `(head, dims)` (head-major, [`LANES`] dimensions each) computes the
-//!    softmax weights of its head's `position + 1` scores ([`softmax_weights`]) and the
-//!    weighted sum of those 16 value dimensions ([`accumulate_weighted`]) divided by the
-//!    weights' sum, written to the workspace's attention output.
-//! 3. **Per-head partial output projections.** The result space is `[heads][hidden]` `f32`:
-//!    row `j` of head `h`'s partial is `partial[h][j] = dot(output_weight[j][h d .. (h + 1) d],
-//!    attention[h d .. (h + 1) d])` (`d = head_dim`: the head's columns of the output weight
-//!    against the head's attention output), except head 0's, which also carries the bias and
-//!    the residual: `partial[0][j] = x[j] + (dot(..) + output_bias[j])`. So
-//!    `(((partial[0][j] + partial[1][j]) + partial[2][j]) + ...)`, heads in order, is the
-//!    attention block's output (what the host computes). Local item `i` of the stage computes
-//!    head `i % heads`, rows `[b r, min((b + 1) r, hidden))` with `b = i / heads` and `r =
-//!    output_rows_per_item`: consecutive items belong to different heads, so under
-//!    round-robin scheduling the heads' partials are produced (and streamed) interleaved.
-//!    Its result is contiguous: `4 (h hidden + b r)`, `4` bytes per row. These are the only
-//!    items with a result.
+//! | stage | M²NDP kernel | items | what an item does |
+//! |---|---|---|---|
+//! | 0 statistics | `OptLayerNorm0` | 1 | sums `x` and `x * x` in packet order; writes `mean` and `1 / sqrt(var + eps)` |
+//! | 1 normalize | `OptLayerNorm1` | `hidden / 8` | one packet of `n = ((x - mean) * rstd) * gamma + beta` |
+//! | 2 QKV | `OptQKVProj` (`OptGemvOutputMapSplit`, split 1) | `3 hidden / 8` | 8 output rows: `q` to the workspace, the key and value rows to the caches at `position` |
+//! | 3 scores | `OptAttention1Kernel`, body 1 | `heads * ceil(T / 8)` | one token packet's scaled scores `dot(q_h, k_t) * (1 / sqrt(head_dim))` and their max |
+//! | 4 exponents | `OptAttention1Kernel`, body 2 | the same | `exp(s - m_b)` over the packet (`m_b`: its block's max) and their sum |
+//! | 5 values | `OptAttention1Kernel`, body 3 | the same | the packet's weighted values: `sum_t e_t * v_t` (`head_dim` values) |
+//! | 6 blocks | `OptAttention1Kernel`, finalizer | `heads * ceil(T / 64)` | a block's max, sum and weighted values from its packets' |
+//! | 7 attention | `OptAttention2Kernel` | `heads * head_dim / 8` | 8 dimensions of a head's output: the blocks rescaled to the head's max, over the total |
+//! | 8 out-proj | `OptOutProj` (`OptGemvOutputMapSplit`, split `output_split`) | `output_split * hidden / 8` | 8 rows' partial sums over one part of the columns |
+//! | 9 residual | `OptResidual` | `hidden / 8` | one packet of `x + ((sum of the parts) + bias)`: the result |
 //!
-//! Items of stages 0 to 2 have `result_offset` 0 and `result_length` 0.
+//! Only stage 9's items have a result: item `p` of the stage writes bytes `[32 p, 32 p + 32)`.
+//! Every other item has `result_offset` 0 and `result_length` 0 and writes only the workspace
+//! (and, in stage 2, the caches).
+//!
+//! ## The GEMVs (stages 2 and 8)
+//!
+//! M²NDP's `OptGemvOutputMapSplit` gives a µthread 8 consecutive output rows and one of
+//! `split` parts of the columns: with `OFFSET` the µthread's packet offset, part `OFFSET mod
+//! 32 split / 32` and rows `8 (OFFSET / 32 split) ..`; part `s` takes the 64-column blocks `s,
+//! s + split, s + 2 split, ...`. Its loop loads one block of the input (8 packets, from the
+//! scratchpad) and, for each of the 8 rows, the row's 8 packets of that block and 8
+//! `vfmacc.vv` into the row's accumulator. So item `i` of stage 8 is part `i mod split` of the
+//! rows `8 (i / split) ..`, and item `i` of stage 2 the rows `8 i ..`. QKV uses split 1
+//! (`OptQKVProj` for `opt-2.7b`), the output projection split 4 (`OptOutProj`): the parts'
+//! partial sums are added by `vamoaddei32` into the output there; here each part's sums go to
+//! the workspace and stage 9 adds them in part order (see the arithmetic below).
+//! [`OptParameters::output_split`] is that split.
+//!
+//! ## Where this differs from M²NDP, and why
+//!
+//! - **No floating-point atomics.** M²NDP reduces across µthreads with atomic adds and maxima
+//!   (`vamoaddei32`, `vamomaxei32`, `famoadd.w`) into a unit's scratchpad or into memory, in
+//!   the order µthreads happen to finish. The order of a floating-point sum changes its
+//!   rounding, and results here must be bit-exact with the host reference (which calls the
+//!   same arithmetic helpers), so every reduction has a fixed order: each µthread stores its
+//!   partial, and the next stage (or stage 6, M²NDP's per-unit finalizer of Attention1) adds
+//!   the partials in index order. LayerNorm0's statistics are one item (stage 0) that
+//!   accumulates every packet in order, where M²NDP's 320 µthreads add into the scratchpad and
+//!   32 finalizers into memory; the instruction count is about the same, but the work is on
+//!   one µthread (about 1,400 instructions, under a microsecond per layer).
+//! - **Per-unit set-up is charged per item.** M²NDP's initializers and finalizers run once per
+//!   processing unit and launch (staging the input vector or the query into the scratchpad,
+//!   Attention2's rescale factors). Here an item is charged its share as the body's own
+//!   instructions: Attention2's factors are recomputed by each of its items (10 per head, where
+//!   M²NDP's 320-byte base region touches 2 units); the staged input of the GEMVs and the
+//!   query are read from the scratchpad (instructions, no device-memory bytes), and the copies
+//!   into it (one vector per unit and launch) are not charged.
+//! - **OPT's bias, affine LayerNorm and score scale.** M²NDP's benchmark leaves out the
+//!   projections' biases, LayerNorm's `gamma` and `beta`, LayerNorm's epsilon and the `1 /
+//!   sqrt(head_dim)` of the scores; the model needs them, and they cost a few instructions in
+//!   the stages that apply them.
+//! - **The softmax maxima start from the first score**, not from M²NDP's zero-initialised
+//!   scratchpad (a shift the softmax does not see).
+//!
+//! ## The previous decomposition, and Figure 16(h)
+//!
+//! Before this decomposition the last stage streamed every head's partial output projection
+//! (split-K by head, `[heads][hidden]`, 320 KB per layer), a shape chosen so that every MLP
+//! task needs more than 12.5% of the default ring (6,250 slots of 32 B) and the run deadlocks
+//! there as the paper's Figure 16(h) reports. M²NDP's own OutProj splits K in 4 and reduces the
+//! parts on the device, and its Residual leaves `[1, hidden]`: a 10 KB result, 320 slots. With
+//! it no ring of 12.5% deadlocks, and this model does not reproduce Figure 16(h)'s deadlock;
+//! nothing here constructs one.
 //!
 //! # Validation (everything a hostile host can send)
 //!
@@ -61,28 +111,48 @@
 //! - The parameter block not 8-byte aligned or not inside device memory, any shape zero,
 //!   `head_dim` not a multiple of [`LANES`] or above [`MAX_HEAD_DIM`], `hidden != heads *
 //!   head_dim` or above [`MAX_HIDDEN`], `capacity` above [`MAX_POSITIONS`], `position >=
-//!   capacity`, a work split of zero, `reserved != 0`, any address not 4-byte aligned, any
-//!   range overflowing or ending beyond device memory, `result_length != heads * hidden * 4`, the item
-//!   count not fitting a `u32`, or any written range (the two caches, the workspace, the
-//!   result) overlapping another range: [`Status::ArgumentOutOfRange`]. Read-only inputs may
-//!   overlap each other.
+//!   capacity`, `output_split` zero or above [`MAX_OUTPUT_SPLIT`], `reserved` not all zero, any
+//!   address not 4-byte aligned, any range overflowing or ending beyond device memory,
+//!   `result_length != hidden * 4`, the item count not fitting a `u32`, or any written range
+//!   (the two caches, the workspace, the result) overlapping another range:
+//!   [`Status::ArgumentOutOfRange`]. Read-only inputs may overlap each other.
 //!
 //! Every size is computed with checked arithmetic; nothing here can panic.
 //!
 //! # Arithmetic and summation order (bit-exact contract with the host reference)
 //!
-//! Every reduction uses [`LaneSum`]: element `j` goes to lane `j % 16`, each lane adds the
-//! element's value (for a dot product the product `a[j] * b[j]`, rounded, then added, rounded:
-//! a multiply and an add, not a fused multiply-add), lanes start at `+0.0`, and the lanes are
-//! reduced in order `((0 + lane0) + lane1) + ... + lane15`. The softmax uses `libm::expf`,
-//! LayerNorm `libm::sqrtf`. The weighted sum of values accumulates token after token, each
-//! dimension in its own lane ([`accumulate_weighted`]). The host reference (crate
-//! `workloads`) calls these same public helpers, so device and reference agree bit for bit.
+//! Dot products and LayerNorm's sums use [`LaneSum`] at [`LANES`] = 8 lanes, the register
+//! layout of M²NDP's kernels at `simd_width=256`: element `j` goes to lane `j % 8`, each lane
+//! adds the element's value (for a dot product the product `a[j] * b[j]`, rounded, then
+//! added, rounded), lanes start at `+0.0`, and the lanes are reduced in order `((0 + lane0) +
+//! lane1) + ... + lane7` (`vfredosum.vs`). The output projection's part `s` is such a sum over
+//! the columns of its blocks, in increasing column order ([`split_dot`]). Maxima are taken left
+//! to right, a value replacing the max only when greater ([`running_max`]); the packet sums
+//! and the block sums are ordered sums from `+0.0` ([`ordered_sum`]); the block's weighted
+//! values add the packets' in packet order from `+0.0` ([`add_into`]); stage 7 accumulates the
+//! blocks' weighted values times their factors in block order ([`accumulate_weighted`]) and
+//! multiplies by the reciprocal of the total ([`block_factors`]); stage 9 adds the parts in
+//! part order from `+0.0`, then the bias, then `x` ([`project`], [`residual`]). The softmax
+//! uses `libm::expf`, LayerNorm `libm::sqrtf`. The host reference (crate `workloads`) calls
+//! these same public helpers, so device and reference agree bit for bit.
 //!
-//! Unfused multiply-add is a deliberate choice: the emulator and the reference run on hosts
-//! without a guaranteed hardware FMA, where `fmaf` is a slow software routine; separate
-//! rounding vectorizes on any host and keeps a paper-scale run within seconds. The cost model
-//! counts the multiply and the add as two vector instructions accordingly.
+//! The modelled instructions are M²NDP's fused `vfmacc`; the arithmetic rounds the product and
+//! the sum separately. A fused multiply-add has no fast portable implementation on the hosts
+//! that run the emulator and the reference (`libm::fmaf` measured 2.6 ns per multiply-add
+//! against 0.08 ns for the unfused pair, on the development machine; a decode step does some
+//! 840 million on the device side, and the reference does them again), and the difference is
+//! in the last bits. So the cost model counts one vector instruction per multiply-add, as
+//! M²NDP issues it, while the values are those of the unfused pair.
+//!
+//! # Cost model
+//!
+//! Each stage's costs are [`ItemCost`] constants beside the M²NDP kernel lines they count,
+//! by functional unit: scalar, scalar memory (scratchpad or device memory), vector, vector
+//! memory. Bytes are device-memory bytes in 32-byte bursts; scratchpad accesses (the staged
+//! input vector, the query, Attention1's scores and partials, which M²NDP keeps in the unit's
+//! scratchpad between the bodies of one kernel) cost instructions and no bytes, and so do the
+//! few values every item of a stage reads (LayerNorm's mean and reciprocal deviation), which
+//! stay in the unit's L1 after the first.
 
 use core::ops::Range;
 
@@ -92,31 +162,60 @@ use crate::kernels::{ItemCost, ItemSpec};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-/// Vector lanes of the modelled µthread (512-bit vectors of `f32`).
-pub const LANES: usize = 16;
+/// Vector lanes of the modelled µthread: [`super::VECTOR_LANES`] (M²NDP's `simd_width=256`, 8
+/// `f32`); also the elements of one packet.
+pub const LANES: usize = super::VECTOR_LANES;
 
-/// Largest hidden size: the µthread keeps the normalized input (stage 0) in its scratch, a
-/// 16 KiB stack buffer here.
+/// Elements of one 32-byte packet (`LANES` as a `u32`).
+pub const PACKET_ELEMENTS: u32 = LANES as u32;
+
+/// Bytes of one packet: M²NDP's µthread input vector and one LPDDR5 burst.
+pub const PACKET_BYTES: u64 = 32;
+
+/// Output rows of one GEMV µthread (stages 2 and 8): one packet's worth, as M²NDP's
+/// `OptGemvOutputMapSplit` keeps one accumulator register per row of its output packet.
+pub const GEMV_ROWS: u32 = PACKET_ELEMENTS;
+
+/// Columns of one GEMV block: the 8 packets M²NDP's GEMV loop loads per iteration
+/// (`unroll_level = 8`), the unit of its K split.
+pub const GEMV_BLOCK_ELEMENTS: u32 = 64;
+
+/// Token packets of one softmax block: 64 tokens, the 256-byte chunk of a head's scores that
+/// one processing unit holds (M²NDP `m2ndp_interleave_size=256`; `configs.stride` of its
+/// examples).
+pub const SOFTMAX_BLOCK_PACKETS: u32 = 8;
+
+/// Dimension packets per iteration of Attention1's loops over `head_dim`: M²NDP's unroll level
+/// for a head dimension that is a multiple of 10 (OPT-2.7B's 80: one iteration).
+pub const HEAD_UNROLL_PACKETS: u32 = 10;
+
+/// Largest hidden size (bounds the work of one launch).
 pub const MAX_HIDDEN: u32 = 4096;
 
-/// Largest head dimension (a head's query and one key row are stack buffers).
+/// Largest head dimension (a head's query, one key row and a partial are stack buffers).
 pub const MAX_HEAD_DIM: u32 = 256;
 
-/// Largest KV cache capacity: OPT's 2048 positions (a head's softmax weights are a stack
-/// buffer of this many `f32`).
+/// Largest KV cache capacity: OPT's 2048 positions.
 pub const MAX_POSITIONS: u32 = 2048;
+
+/// Largest softmax block count of a head: `MAX_POSITIONS / 64`.
+pub const MAX_BLOCKS: u32 = MAX_POSITIONS / (SOFTMAX_BLOCK_PACKETS * PACKET_ELEMENTS);
+
+/// Largest K split of the output projection.
+pub const MAX_OUTPUT_SPLIT: u32 = 16;
 
 /// The LayerNorm epsilon (OPT's).
 pub const LAYER_NORM_EPSILON: f32 = 1e-5;
 
 /// Stages of every launch.
-pub const STAGES: u32 = 4;
+pub const STAGES: u32 = 10;
 
 /// Bytes of one element.
 pub const ELEMENT_BYTES: u64 = 4;
 
-/// Elements the kernel reads per device-memory access into its stack buffers.
-pub const CHUNK_ELEMENTS: usize = 256;
+/// Elements the kernel reads per device-memory access into its stack buffers (a simulation
+/// detail, not part of the model).
+pub const CHUNK_ELEMENTS: usize = 64;
 
 /// Bytes of one chunk buffer.
 const CHUNK_BYTES: usize = CHUNK_ELEMENTS * 4;
@@ -127,238 +226,463 @@ pub const PARAMETER_ALIGNMENT: u64 = 8;
 /// Alignment of every other address (the `f32` natural alignment).
 pub const ADDRESS_ALIGNMENT: u64 = 4;
 
+/// The stages, in order (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Stage {
+    /// LayerNorm0's statistics.
+    Statistics = 0,
+    /// LayerNorm0's normalization.
+    Normalize = 1,
+    /// The Q/K/V projection.
+    Qkv = 2,
+    /// Attention1, body 1: scores.
+    Scores = 3,
+    /// Attention1, body 2: exponents.
+    Exponents = 4,
+    /// Attention1, body 3: weighted values.
+    Values = 5,
+    /// Attention1's finalizer: softmax blocks.
+    Blocks = 6,
+    /// Attention2.
+    Attention = 7,
+    /// The output projection's parts.
+    OutProj = 8,
+    /// The residual: the result.
+    Residual = 9,
+}
+
 // ---------------------------------------------------------------------------------------------
 // Cost model
 // ---------------------------------------------------------------------------------------------
 
-/// Instructions per 16-element group of a dot product against a streamed weight or key row:
-/// `vle32.v` of the row chunk from device memory, `vle32.v` of the other operand from scratch,
-/// `vfmul.vv` and `vfadd.vv` into the 16 lane partial sums.
-pub const DOT_OPERATIONS_PER_GROUP: u64 = 4;
+/// Stage 0, fixed: `vsetvli`, `li` of the argument block, the conversion of `hidden` to a
+/// float, the two divisions by it (mean, mean square), the variance (`fmul`, `fsub`), the
+/// epsilon add, `fsqrt.s`, `li` and `fcvt` of 1.0 and the reciprocal's `fdiv` (12 scalar);
+/// the `ld` of `x`'s, the workspace's and `hidden`'s slots, the `flw` of epsilon, the two
+/// `fsw` of mean and reciprocal deviation (6 scalar memory); clearing the two lane
+/// accumulators and the reduction's zero (`vmv.v.i`, 3), two `vfredosum.vs` and two
+/// `vfmv.f.s` (7 vector); 8 bytes stored.
+pub const STATISTICS_FIXED: ItemCost = ItemCost {
+    scalar: 12,
+    scalar_memory: 6,
+    vector: 7,
+    vector_memory: 0,
+    indexed_extra_cycles: 0,
+    bytes: 8,
+};
 
-/// Instructions per group of a dot product whose other operand stays in vector registers (a
-/// head's query of up to 8 vectors in stage 1): the row load, the multiply and the add.
-pub const REGISTER_DOT_OPERATIONS_PER_GROUP: u64 = 3;
+/// Stage 0, per packet of `x`: `vle32.v` (32 bytes), `vfadd.vv` into the sum lanes,
+/// `vfmul.vv` for the squares and `vfadd.vv` into their lanes (M²NDP's body: `vle32.v`,
+/// `vfmul.vv`, two `vamoaddei32.v`).
+pub const STATISTICS_PER_PACKET: ItemCost = ItemCost {
+    scalar: 0,
+    scalar_memory: 0,
+    vector: 3,
+    vector_memory: 1,
+    indexed_extra_cycles: 0,
+    bytes: PACKET_BYTES,
+};
 
-/// Loop control of a streamed dot product, per 4 groups (the loop is unrolled 4 times): a
-/// pointer bump, a count decrement and a compare-and-branch.
-pub const LOOP_OPERATIONS_PER_UNROLL: u64 = 3;
+/// Stage 0, per loop iteration of 8 packets: the pointer bump, the count and `blt`.
+pub const STATISTICS_PER_ITERATION: ItemCost = ItemCost::scalar(3);
 
-/// Groups per unrolled loop iteration.
-pub const UNROLL_GROUPS: u64 = 4;
+/// Stage 1 (M²NDP `OptLayerNorm1` body, with OPT's `gamma` and `beta`): `vsetvli`, `li`, three
+/// `add`s of the packet offset (5 scalar); `ld` of `gamma`'s, `beta`'s and the workspace's
+/// slots and `flw` of the mean and the reciprocal deviation (5 scalar memory, L1-resident:
+/// no bytes); `vfsub.vf`, `vfmul.vf`, `vfmul.vv` by `gamma`, `vfadd.vv` of `beta` (4
+/// vector); `vle32.v` of the `x`, `gamma` and `beta` packets and `vse32.v` of the result (4
+/// vector memory, 128 bytes).
+pub const NORMALIZE: ItemCost = ItemCost {
+    scalar: 5,
+    scalar_memory: 5,
+    vector: 4,
+    vector_memory: 4,
+    indexed_extra_cycles: 0,
+    bytes: 4 * PACKET_BYTES,
+};
 
-/// LayerNorm per 16-element group: the mean pass (`vle32.v`, `vfadd.vv`: 2), the variance pass
-/// (`vle32.v`, `vfsub.vf`, `vfmul.vv`, `vfadd.vv`: 4) and the normalizing pass (`vle32.v` of
-/// `x`, `gamma` and `beta`, `vfsub.vf`, `vfmul.vf` by the reciprocal deviation, `vfmul.vv` by
-/// `gamma`, `vfadd.vv` of `beta`, `vse32.v` to scratch: 8).
-pub const LAYER_NORM_OPERATIONS_PER_GROUP: u64 = 14;
+/// Stages 2 and 8, fixed part shared by both GEMVs (M²NDP `OptGemvOutputMapSplit`): the
+/// staging body's path for a µthread that copies nothing (`vsetvli`, `li`, `slli`, `andi`,
+/// `srli`, `slli`, `or`, `slli`, `addi`, `srli`, `bge`: 11 scalar; two `ld`); the main body's
+/// set-up (`vsetvli`, `li`, `andi`, `srli`, `slli`, `mul`, `slli`, `add`, `add`, `addi`,
+/// `add`, `slli`, `srli`, `add`: 14 scalar; three `ld`; `vmv.v.i`, `vfcvt.f.x.v` and 7
+/// `vmv.v.v` clearing the 8 row accumulators: 9 vector); the tail (`vmv.v.i`, 8
+/// `vfredosum.vs`, 7 `vslide1up.vx` and `vfadd.vv` assembling the 8 row sums in one vector: 23
+/// vector).
+pub const GEMV_FIXED: ItemCost = ItemCost {
+    scalar: 25,
+    scalar_memory: 5,
+    vector: 32,
+    vector_memory: 0,
+    indexed_extra_cycles: 0,
+    bytes: 0,
+};
 
-/// LayerNorm fixed work: two ordered reductions with their moves (4), the two divisions by
-/// `n` (2), the epsilon add, `fsqrt.s` and the reciprocal (3), loop set-ups (3).
-pub const LAYER_NORM_FIXED_OPERATIONS: u64 = 12;
+/// Stages 2 and 8, per input packet: `vle32.v` of the input packet from the scratchpad and of
+/// each of the 8 rows' packets (9 vector memory, 8 x 32 bytes of weights), 8 `vfmacc.vv`.
+pub const GEMV_PER_PACKET: ItemCost = ItemCost {
+    scalar: 0,
+    scalar_memory: 0,
+    vector: 8,
+    vector_memory: 9,
+    indexed_extra_cycles: 0,
+    bytes: 8 * PACKET_BYTES,
+};
 
-/// Per projected row (stage 0): `vsetvli` and clearing the accumulator (2), the ordered
-/// reduction `vfredosum.vs` and `vfmv.f.s` (2), the bias load and add (2), the row and
-/// destination addresses (3), the 4-byte store (1).
-pub const ROW_OPERATIONS: u64 = 10;
+/// Stages 2 and 8, per block of 64 columns (one loop iteration): `addi` of the row pointer, 7
+/// `add`s of the row stride, the input and weight pointer bumps and `blt`.
+pub const GEMV_PER_BLOCK: ItemCost = ItemCost::scalar(11);
 
-/// Per partial row in stage 3 (beyond its register dot product): clearing the accumulator
-/// (1), the ordered reduction and move (2), the destination address (1), the 4-byte store (1),
-/// the weight-row pointer bump by the `hidden` stride and the loop branch (2).
-pub const PARTIAL_ROW_OPERATIONS: u64 = 7;
+/// Stage 2's tail beyond [`GEMV_FIXED`]: the destination (q in the workspace or the head's
+/// cache slot at `position`: `divu`, `remu` by `hidden` and by `head_dim`, two multiply-adds,
+/// a branch and the base: 10 scalar), the `ld`s of the bias, the two caches and `position` (4
+/// scalar memory), the bias `vle32.v` and `vfadd.vv`, the `vse32.v` of the 8 rows (where
+/// M²NDP adds them atomically into a zeroed output); 64 bytes.
+pub const QKV_TAIL: ItemCost = ItemCost {
+    scalar: 10,
+    scalar_memory: 4,
+    vector: 1,
+    vector_memory: 2,
+    indexed_extra_cycles: 0,
+    bytes: 2 * PACKET_BYTES,
+};
 
-/// Per partial row of head 0 beyond [`PARTIAL_ROW_OPERATIONS`]: the bias load and add (2) and
-/// the residual load and add (2).
-pub const HEAD0_ROW_OPERATIONS: u64 = 4;
+/// Stage 8's tail beyond [`GEMV_FIXED`]: the part's slot in the workspace (`mul`, `add`) and
+/// the `vse32.v` of the 8 partial sums (M²NDP: `vmset.m`, `vid.v`, `vsll.vi` and
+/// `vamoaddei32.v` into the output); 32 bytes.
+pub const OUT_PROJ_TAIL: ItemCost = ItemCost {
+    scalar: 2,
+    scalar_memory: 0,
+    vector: 0,
+    vector_memory: 1,
+    indexed_extra_cycles: 0,
+    bytes: PACKET_BYTES,
+};
 
-/// Bytes head 0 reads per row beyond the other heads': the bias and the residual input.
-pub const HEAD0_ROW_BYTES: u64 = 2 * ELEMENT_BYTES;
+/// Stage 3 (M²NDP Attention1 body 1), fixed: `vsetvli`, `li`, `li`, `mul`, `slli`, `li`, `add`
+/// (7); the scores' scratchpad offset (`andi`, `srli`, `slli`, `or`, `li`, `li`, `add`: 7) and
+/// the head and packet of the item with the head's key base (`divu`, `remu`, `mul`, `add`: 4),
+/// 18 scalar; the `ld`s of the key cache and `head_dim`, the `flw` of the scale, the `fsw` of
+/// the packet's max to the scratchpad (4 scalar memory); `vmv.v.i`, `vfcvt.f.x.v`, 8
+/// `vmv.v.v` clearing the token accumulators, 8 `vfredosum.vs`, 7 `vslide1up.vx` and
+/// `vfadd.vv`, the scale's `vfmul.vf`, `vfredmax.vs` and `vfmv.f.s` (35 vector; M²NDP's
+/// `vmset.m`, `vid.v`, `vsll.vi` and `vamomaxei32.v` give way to the last two and the
+/// `fsw`); the scores' `vse32.v` to the scratchpad (1 vector memory).
+pub const SCORES_FIXED: ItemCost = ItemCost {
+    scalar: 18,
+    scalar_memory: 4,
+    vector: 35,
+    vector_memory: 1,
+    indexed_extra_cycles: 0,
+    bytes: 0,
+};
 
-/// Per token in stage 1: clearing the accumulator (1), the reduction and move (2), the scale
-/// multiply (1), the score store (1), the key pointer bump and the loop branch (2).
-pub const SCORE_TOKEN_OPERATIONS: u64 = 7;
+/// Stage 3, per packet of `head_dim`: `vle32.v` of the query packet (scratchpad) and of the
+/// 8 tokens' key packets (8 x 32 bytes), 8 `vfmacc.vv`.
+pub const SCORES_PER_DIM_PACKET: ItemCost = ItemCost {
+    scalar: 0,
+    scalar_memory: 0,
+    vector: 8,
+    vector_memory: 9,
+    indexed_extra_cycles: 0,
+    bytes: 8 * PACKET_BYTES,
+};
 
-/// Per 16 scores in stage 2's max pass: `vle32.v` and `vfmax.vv`.
-pub const MAX_OPERATIONS_PER_GROUP: u64 = 2;
+/// Stages 3 and 5, per loop iteration over [`HEAD_UNROLL_PACKETS`] packets of `head_dim`: two
+/// pointer `add`s (one in stage 5, where the loop ends with the store pointer's), 8 `add`s
+/// of the token stride, `addi` and `blt`.
+pub const HEAD_LOOP_PER_ITERATION: ItemCost = ItemCost::scalar(12);
 
-/// A vector `exp` of 16 lanes: range reduction (`vfmul` by `log2 e`, two conversions, two
-/// `vfnmsac` for the remainder: 5), a degree-5 polynomial (5 `vfmadd`) and the exponent
-/// insertion (`vsll`, `vadd`: 2).
-pub const EXP_OPERATIONS: u64 = 12;
+/// Stage 4 (M²NDP Attention1 body 2): `vsetvli`, the scores' offset (`andi`, `srli`, `slli`,
+/// `or`), the item's head and packet (`divu`, `remu`), its block's maxima (`li`, `srli`,
+/// `slli`, `add`), `li` and `add` (13 scalar); the `fsw` of the packet's sum to the scratchpad
+/// (M²NDP: `vamoaddei32.v` into the unit's sum; 1 scalar memory); `vfredmax.vs` and
+/// `vfmv.f.s` of the block's max (M²NDP reads the unit's atomic max with one `flw`),
+/// `vfsub.vf`, `vfexp.v`, `vmv.v.i`, `vfredosum.vs`, `vfmv.f.s` (7 vector); `vle32.v` of the
+/// block's packet maxima and of the scores, `vse32.v` of the exponents, all in the scratchpad
+/// (3 vector memory, no bytes).
+pub const EXPONENTS: ItemCost = ItemCost {
+    scalar: 13,
+    scalar_memory: 1,
+    vector: 7,
+    vector_memory: 3,
+    indexed_extra_cycles: 0,
+    bytes: 0,
+};
 
-/// Per 16 scores in stage 2's exponent pass beyond [`EXP_OPERATIONS`]: the load, the
-/// subtraction of the max, the store of the weights to scratch and the add into the sum.
-pub const EXP_PASS_OPERATIONS_PER_GROUP: u64 = 4;
+/// Stage 5 (M²NDP Attention1 body 3), fixed: `vsetvli`, `li`, `li`, the scores' offset and
+/// `add` (5), `li`, `li`, `srli`, `mul`, `add`, `li`, `li` (7), the item's head and packet
+/// and the head's value base (`divu`, `remu`, `mul`, `add`: 4), 19 scalar; the `ld` of the
+/// value cache (1 scalar memory); 8 `vfmv.f.s` and 8 `vslide1down.vx` putting the packet's 8
+/// exponents in scalar registers (16 vector; M²NDP's `vmset.m`, `vid.v`, `vsll.vi` for its
+/// atomics are not needed); the `vle32.v` of the exponents from the scratchpad.
+pub const VALUES_FIXED: ItemCost = ItemCost {
+    scalar: 19,
+    scalar_memory: 1,
+    vector: 16,
+    vector_memory: 1,
+    indexed_extra_cycles: 0,
+    bytes: 0,
+};
 
-/// Per token in stage 2's weighted pass: `flw` of the weight, `vle32.v` of the 16 value
-/// dimensions, `vfmul.vf`, `vfadd.vv`, the pointer bump and the loop branch.
-pub const VALUE_TOKEN_OPERATIONS: u64 = 6;
+/// Stage 5, per packet of `head_dim`: the accumulator's clear (`vmv.v.v`), 8 `vfmacc.vf` (9
+/// vector); `vle32.v` of the 8 tokens' value packets (8 x 32 bytes) and the `vse32.v` of the
+/// partial to the scratchpad (M²NDP: `vamoaddei32.v`), 9 vector memory; the store pointer's
+/// `addi` (1 scalar).
+pub const VALUES_PER_DIM_PACKET: ItemCost = ItemCost {
+    scalar: 1,
+    scalar_memory: 0,
+    vector: 9,
+    vector_memory: 9,
+    indexed_extra_cycles: 0,
+    bytes: 8 * PACKET_BYTES,
+};
 
-/// Stage 2 fixed work: the max reduction (2), the sum reduction (2), the division (1), the
-/// 64-byte store (1), loop set-ups (3).
-pub const VALUE_FIXED_OPERATIONS: u64 = 9;
+/// Stage 5, per loop iteration beyond [`HEAD_LOOP_PER_ITERATION`]: the `vfcvt.f.x.v` of the
+/// first accumulator's clear.
+pub const VALUES_PER_ITERATION: ItemCost = ItemCost::vector(1);
 
-/// Fixed instructions per item: the item index to stage and block (divisions, remainders and
-/// compares: 6), base addresses from the parameter block (6), `vsetvli` (1), loop set-up (2),
-/// the return (1).
-pub const ITEM_OPERATIONS: u64 = 16;
+/// Stage 6 (M²NDP Attention1's finalizer, which also holds the reductions its atomics did),
+/// fixed: `vsetvli`, `li`, the item's head and block and the three destinations (`divu`,
+/// `remu`, three multiply-adds: 8), `li` and `add` of the packets' statistics (12 scalar); the
+/// `ld`s of the block partials, `head_dim` and the coefficients, the two `fsw` of the block's
+/// max and sum (5 scalar memory, 8 bytes); `vfredmax.vs`, `vfmv.f.s`, `vmv.v.i`,
+/// `vfredosum.vs`, `vfmv.f.s` (5 vector); `vle32.v` of the packets' maxima and sums from the
+/// scratchpad (2 vector memory).
+pub const BLOCKS_FIXED: ItemCost = ItemCost {
+    scalar: 12,
+    scalar_memory: 5,
+    vector: 5,
+    vector_memory: 2,
+    indexed_extra_cycles: 0,
+    bytes: 8,
+};
 
-/// Bytes of the 16 value dimensions one stage 2 item reads per token (and stores at the end).
-const VALUE_BLOCK_BYTES: u64 = LANES as u64 * ELEMENT_BYTES;
+/// Stage 6, per packet of `head_dim`: the accumulator's `vmv.v.i`, the `vse32.v` of the
+/// block's partial (32 bytes), two pointer `addi`s.
+pub const BLOCKS_PER_DIM_PACKET: ItemCost = ItemCost {
+    scalar: 2,
+    scalar_memory: 0,
+    vector: 1,
+    vector_memory: 1,
+    indexed_extra_cycles: 0,
+    bytes: PACKET_BYTES,
+};
 
-/// Loop control of a streamed dot product of `elements` elements.
-fn streamed_dot_operations(elements: u64) -> u64 {
-    let groups = elements.div_ceil(LANES as u64);
-    groups
-        .saturating_mul(DOT_OPERATIONS_PER_GROUP)
-        .saturating_add(
-            groups
-                .div_ceil(UNROLL_GROUPS)
-                .saturating_mul(LOOP_OPERATIONS_PER_UNROLL),
+/// Stage 6, per packet of `head_dim` and token packet of the block: `vle32.v` of that packet's
+/// partial from the scratchpad, `vfadd.vv`, `addi`.
+pub const BLOCKS_PER_PART: ItemCost = ItemCost {
+    scalar: 1,
+    scalar_memory: 0,
+    vector: 1,
+    vector_memory: 1,
+    indexed_extra_cycles: 0,
+    bytes: 0,
+};
+
+/// Stage 7 (M²NDP Attention2: its per-unit initializer, done by each item, and its body),
+/// fixed: `vsetvli`, `li`, the item's head and dimensions with their addresses (`divu`,
+/// `remu`, two multiply-adds: 6), `li`, `fmv.w.x`, `fdiv` of the total's reciprocal, the
+/// body's `vsetvli`, `li` and `add` (14 scalar); `ld` of the coefficients, `fsw` of the
+/// reciprocal, the body's `ld` and `flw` (4 scalar memory); `vmv.v.i` and `vfmv.f.s` of the
+/// global max, `vmv.v.i` and `vfmv.f.s` of the total, the body's `vmv.v.i` and final
+/// `vfmul.vf` (6 vector); the `vse32.v` of the 8 dimensions (32 bytes).
+pub const ATTENTION_FIXED: ItemCost = ItemCost {
+    scalar: 14,
+    scalar_memory: 4,
+    vector: 6,
+    vector_memory: 1,
+    indexed_extra_cycles: 0,
+    bytes: PACKET_BYTES,
+};
+
+/// Stage 7, per packet of 8 block coefficients: `vle32.v` of the maxima and of the sums (64
+/// bytes), the factors' `vse32.v` to the scratchpad and the body's `vle32.v` of them (4 vector
+/// memory); `vfredmax.vs`, `vfsub.vf`, `vfexp.v`, `vfmul.vv` by the sums, `vfredosum.vs` (5
+/// vector); three pointer `addi`s.
+pub const ATTENTION_PER_COEFFICIENT_PACKET: ItemCost = ItemCost {
+    scalar: 3,
+    scalar_memory: 0,
+    vector: 5,
+    vector_memory: 4,
+    indexed_extra_cycles: 0,
+    bytes: 2 * PACKET_BYTES,
+};
+
+/// Stage 7, per block: `vle32.v` of the block's partial for the item's 8 dimensions (32
+/// bytes), `addi`, `vfmv.f.s` of its factor, `vfmacc.vf`, `vslide1down.vx`.
+pub const ATTENTION_PER_BLOCK: ItemCost = ItemCost {
+    scalar: 1,
+    scalar_memory: 0,
+    vector: 3,
+    vector_memory: 1,
+    indexed_extra_cycles: 0,
+    bytes: PACKET_BYTES,
+};
+
+/// Stage 9 (M²NDP `OptResidual`'s vector add, with the parts' sum and the bias), fixed:
+/// `vsetvli`, `li`, three `add`s of the packet offset (5 scalar); `ld`s of the partials, the
+/// bias, the result and the split (4 scalar memory); `vmv.v.i` of the sum, `vfadd.vv` of the
+/// bias and of `x` (3 vector); `vle32.v` of the bias and `x` (`x1`) packets and `vse32.v` of
+/// the result (3 vector memory, 96 bytes).
+pub const RESIDUAL_FIXED: ItemCost = ItemCost {
+    scalar: 5,
+    scalar_memory: 4,
+    vector: 3,
+    vector_memory: 3,
+    indexed_extra_cycles: 0,
+    bytes: 3 * PACKET_BYTES,
+};
+
+/// Stage 9, per part of the output projection: `vle32.v` of its packet (32 bytes),
+/// `vfadd.vv`, the pointer's `add`.
+pub const RESIDUAL_PER_PART: ItemCost = ItemCost {
+    scalar: 1,
+    scalar_memory: 0,
+    vector: 1,
+    vector_memory: 1,
+    indexed_extra_cycles: 0,
+    bytes: PACKET_BYTES,
+};
+
+/// `count.div_ceil(per)` as `u64` (0 for `per == 0`).
+fn ceil_div(count: u64, per: u64) -> u64 {
+    if per == 0 {
+        0
+    } else {
+        count.div_ceil(per)
+    }
+}
+
+/// Stage 0's item over `hidden` elements.
+pub fn statistics_cost(hidden: u32) -> ItemCost {
+    let packets = ceil_div(u64::from(hidden), u64::from(PACKET_ELEMENTS));
+    STATISTICS_FIXED
+        .plus(STATISTICS_PER_PACKET.times(packets))
+        .plus(STATISTICS_PER_ITERATION.times(ceil_div(packets, 8)))
+}
+
+/// A GEMV item (stages 2 and 8) whose part covers `columns` columns: [`GEMV_FIXED`], per
+/// input packet [`GEMV_PER_PACKET`], per block of 64 columns [`GEMV_PER_BLOCK`].
+pub fn gemv_cost(columns: u64) -> ItemCost {
+    let packets = ceil_div(columns, u64::from(PACKET_ELEMENTS));
+    let blocks = ceil_div(columns, u64::from(GEMV_BLOCK_ELEMENTS));
+    GEMV_FIXED
+        .plus(GEMV_PER_PACKET.times(packets))
+        .plus(GEMV_PER_BLOCK.times(blocks))
+}
+
+/// Stage 2's item: [`gemv_cost`] over all `hidden` columns plus [`QKV_TAIL`].
+pub fn qkv_cost(hidden: u32) -> ItemCost {
+    gemv_cost(u64::from(hidden)).plus(QKV_TAIL)
+}
+
+/// Stage 8's item for part `part` of `split`: [`gemv_cost`] over the part's columns (the
+/// 64-column blocks `part, part + split, ...`) plus [`OUT_PROJ_TAIL`].
+pub fn out_proj_cost(hidden: u32, part: u32, split: u32) -> ItemCost {
+    gemv_cost(part_columns(hidden, part, split)).plus(OUT_PROJ_TAIL)
+}
+
+/// Columns of part `part` of `split`: the 64-column blocks `part, part + split, ...` of
+/// `hidden` columns (the last block may be short).
+pub fn part_columns(hidden: u32, part: u32, split: u32) -> u64 {
+    let block = u64::from(GEMV_BLOCK_ELEMENTS);
+    let hidden = u64::from(hidden);
+    let blocks = ceil_div(hidden, block);
+    let (part, split) = (u64::from(part), u64::from(split));
+    if split == 0 || part >= blocks {
+        return 0;
+    }
+    // Blocks part, part + split, ... below `blocks`.
+    let mine = ceil_div(blocks.saturating_sub(part), split);
+    let last = part.saturating_add(mine.saturating_sub(1).saturating_mul(split));
+    let full = mine.saturating_mul(block);
+    if last.saturating_add(1) == blocks {
+        // The part holds the last block, which may be short.
+        full.saturating_sub(blocks.saturating_mul(block).saturating_sub(hidden))
+    } else {
+        full
+    }
+}
+
+/// Iterations of a loop over `head_dim`'s packets, [`HEAD_UNROLL_PACKETS`] at a time.
+fn head_iterations(head_dim: u32) -> u64 {
+    ceil_div(
+        ceil_div(u64::from(head_dim), u64::from(PACKET_ELEMENTS)),
+        u64::from(HEAD_UNROLL_PACKETS),
+    )
+}
+
+/// Stage 3's item: a full token packet (M²NDP's µthread always runs 8 tokens; a short last
+/// packet costs a whole one).
+pub fn scores_cost(head_dim: u32) -> ItemCost {
+    let packets = ceil_div(u64::from(head_dim), u64::from(PACKET_ELEMENTS));
+    SCORES_FIXED
+        .plus(SCORES_PER_DIM_PACKET.times(packets))
+        .plus(HEAD_LOOP_PER_ITERATION.times(head_iterations(head_dim)))
+}
+
+/// Stage 5's item (a full token packet).
+pub fn values_cost(head_dim: u32) -> ItemCost {
+    let packets = ceil_div(u64::from(head_dim), u64::from(PACKET_ELEMENTS));
+    VALUES_FIXED
+        .plus(VALUES_PER_DIM_PACKET.times(packets))
+        .plus(
+            HEAD_LOOP_PER_ITERATION
+                .plus(VALUES_PER_ITERATION)
+                .times(head_iterations(head_dim)),
         )
 }
 
-/// Stage 0 item of `rows` rows: LayerNorm0 of `hidden` elements plus `rows` streamed dot
-/// products of `hidden`; bytes: `x`, `gamma` and `beta` read, then per row its weights, its
-/// bias and the 4-byte store. Saturates instead of overflowing.
-pub fn qkv_item_cost(hidden: u32, rows: u32) -> ItemCost {
-    let hidden = u64::from(hidden);
-    let rows = u64::from(rows);
-    let groups = hidden.div_ceil(LANES as u64);
-    let row_operations = streamed_dot_operations(hidden).saturating_add(ROW_OPERATIONS);
-    let operations = groups
-        .saturating_mul(LAYER_NORM_OPERATIONS_PER_GROUP)
-        .saturating_add(LAYER_NORM_FIXED_OPERATIONS)
-        .saturating_add(rows.saturating_mul(row_operations))
-        .saturating_add(ITEM_OPERATIONS);
-    let row_bytes = hidden.saturating_add(2).saturating_mul(ELEMENT_BYTES);
-    let bytes = hidden
-        .saturating_mul(3 * ELEMENT_BYTES)
-        .saturating_add(rows.saturating_mul(row_bytes));
-    // Interim: every instruction counted as scalar until this kernel's cost is split by
-    // functional unit.
-    ItemCost {
-        scalar: operations,
-        bytes,
-        ..ItemCost::ZERO
-    }
+/// Stage 6's item for a block of `packets` token packets.
+pub fn blocks_cost(head_dim: u32, packets: u32) -> ItemCost {
+    let dim_packets = ceil_div(u64::from(head_dim), u64::from(PACKET_ELEMENTS));
+    BLOCKS_FIXED.plus(
+        BLOCKS_PER_DIM_PACKET
+            .plus(BLOCKS_PER_PART.times(u64::from(packets)))
+            .times(dim_packets),
+    )
 }
 
-/// Stage 1 item of `tokens` tokens: the query loaded once into registers, then per token a
-/// register dot product of `head_dim` and [`SCORE_TOKEN_OPERATIONS`]; bytes: the query, each
-/// key row and each 4-byte score stored.
-pub fn score_item_cost(head_dim: u32, tokens: u32) -> ItemCost {
-    let head_dim = u64::from(head_dim);
-    let tokens = u64::from(tokens);
-    let groups = head_dim.div_ceil(LANES as u64);
-    let token_operations = groups
-        .saturating_mul(REGISTER_DOT_OPERATIONS_PER_GROUP)
-        .saturating_add(SCORE_TOKEN_OPERATIONS);
-    let operations = groups
-        .saturating_add(tokens.saturating_mul(token_operations))
-        .saturating_add(ITEM_OPERATIONS);
-    let token_bytes = head_dim.saturating_add(1).saturating_mul(ELEMENT_BYTES);
-    let bytes = head_dim
-        .saturating_mul(ELEMENT_BYTES)
-        .saturating_add(tokens.saturating_mul(token_bytes));
-    // Interim: every instruction counted as scalar until this kernel's cost is split by
-    // functional unit.
-    ItemCost {
-        scalar: operations,
-        bytes,
-        ..ItemCost::ZERO
-    }
+/// Stage 7's item for a head of `blocks` softmax blocks.
+pub fn attention_cost(blocks: u32) -> ItemCost {
+    let blocks = u64::from(blocks);
+    ATTENTION_FIXED
+        .plus(ATTENTION_PER_COEFFICIENT_PACKET.times(ceil_div(blocks, u64::from(PACKET_ELEMENTS))))
+        .plus(ATTENTION_PER_BLOCK.times(blocks))
 }
 
-/// Stage 2 item over `tokens` tokens: the max and exponent passes over the scores (read once
-/// from device memory and kept in scratch), the weighted pass over the 16 value dimensions of
-/// every token; bytes: the scores, 64 bytes of values per token, the 64-byte store.
-pub fn value_item_cost(tokens: u32) -> ItemCost {
-    let tokens = u64::from(tokens);
-    let groups = tokens.div_ceil(LANES as u64);
-    let per_group = MAX_OPERATIONS_PER_GROUP
-        .saturating_add(EXP_OPERATIONS)
-        .saturating_add(EXP_PASS_OPERATIONS_PER_GROUP);
-    let operations = groups
-        .saturating_mul(per_group)
-        .saturating_add(tokens.saturating_mul(VALUE_TOKEN_OPERATIONS))
-        .saturating_add(VALUE_FIXED_OPERATIONS)
-        .saturating_add(ITEM_OPERATIONS);
-    let lane_bytes = VALUE_BLOCK_BYTES;
-    let bytes = tokens
-        .saturating_mul(ELEMENT_BYTES.saturating_add(lane_bytes))
-        .saturating_add(lane_bytes);
-    // Interim: every instruction counted as scalar until this kernel's cost is split by
-    // functional unit.
-    ItemCost {
-        scalar: operations,
-        bytes,
-        ..ItemCost::ZERO
-    }
-}
-
-/// Stage 3 item of `rows` rows of one head's partial: the head's attention output (`head_dim`
-/// elements, at most 16 vectors) loaded into vector registers once, then per row a register
-/// dot product of `head_dim` ([`REGISTER_DOT_OPERATIONS_PER_GROUP`]: the row's `head_dim`
-/// weights are contiguous, 320 B at paper scale) and [`PARTIAL_ROW_OPERATIONS`], plus
-/// [`HEAD0_ROW_OPERATIONS`] for head 0. Bytes: the head's attention output, then per row its
-/// `head_dim` weights and the 4-byte store, plus [`HEAD0_ROW_BYTES`] for head 0.
-pub fn output_item_cost(head_dim: u32, rows: u32, head_zero: bool) -> ItemCost {
-    let head_dim = u64::from(head_dim);
-    let rows = u64::from(rows);
-    let groups = head_dim.div_ceil(LANES as u64);
-    let (extra_operations, extra_bytes) = if head_zero {
-        (HEAD0_ROW_OPERATIONS, HEAD0_ROW_BYTES)
-    } else {
-        (0, 0)
-    };
-    let row_operations = groups
-        .saturating_mul(REGISTER_DOT_OPERATIONS_PER_GROUP)
-        .saturating_add(PARTIAL_ROW_OPERATIONS)
-        .saturating_add(extra_operations);
-    let operations = groups
-        .saturating_add(rows.saturating_mul(row_operations))
-        .saturating_add(ITEM_OPERATIONS);
-    let row_bytes = head_dim
-        .saturating_add(1)
-        .saturating_mul(ELEMENT_BYTES)
-        .saturating_add(extra_bytes);
-    let bytes = head_dim
-        .saturating_mul(ELEMENT_BYTES)
-        .saturating_add(rows.saturating_mul(row_bytes));
-    // Interim: every instruction counted as scalar until this kernel's cost is split by
-    // functional unit.
-    ItemCost {
-        scalar: operations,
-        bytes,
-        ..ItemCost::ZERO
-    }
+/// Stage 9's item with `split` parts.
+pub fn residual_cost(split: u32) -> ItemCost {
+    RESIDUAL_FIXED.plus(RESIDUAL_PER_PART.times(u64::from(split)))
 }
 
 // ---------------------------------------------------------------------------------------------
 // Arithmetic shared with the host reference
 // ---------------------------------------------------------------------------------------------
 
-/// A sum in the kernel's fixed order (see the module docs): 16 lane partial sums and the lane
-/// the next element goes to. Feeding elements in several calls gives exactly the result of one
-/// call with all of them.
+/// A sum in a fixed lane order (see the module docs): `N` lane partial sums and the lane the
+/// next element goes to. Feeding elements in several calls gives exactly the result of one
+/// call with all of them. The device's sums are `LaneSum<LANES>` (the default); the host's
+/// MLP tasks, which model 16-lane AVX-512 vectors, use `LaneSum<16>`.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct LaneSum {
-    lanes: [f32; LANES],
+pub struct LaneSum<const N: usize = LANES> {
+    lanes: [f32; N],
     next_lane: usize,
 }
 
-impl Default for LaneSum {
+impl<const N: usize> Default for LaneSum<N> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl LaneSum {
+impl<const N: usize> LaneSum<N> {
     /// Every lane at `+0.0`, next element to lane 0.
     pub const fn new() -> Self {
         LaneSum {
-            lanes: [0.0; LANES],
+            lanes: [0.0; N],
             next_lane: 0,
         }
     }
@@ -371,7 +695,7 @@ impl LaneSum {
         self.next_lane = self
             .next_lane
             .checked_add(1)
-            .filter(|next| *next < LANES)
+            .filter(|next| *next < N)
             .unwrap_or(0);
     }
 
@@ -389,11 +713,11 @@ impl LaneSum {
             a = a_rest;
             b = b_rest;
         }
-        // Whole groups as 16-lane vector operations.
-        let mut a_groups = a.chunks_exact(LANES);
-        let mut b_groups = b.chunks_exact(LANES);
+        // Whole groups as N-lane vector operations.
+        let mut a_groups = a.chunks_exact(N);
+        let mut b_groups = b.chunks_exact(N);
         for (x, y) in (&mut a_groups).zip(&mut b_groups) {
-            if let (Ok(x), Ok(y)) = (<&[f32; LANES]>::try_from(x), <&[f32; LANES]>::try_from(y)) {
+            if let (Ok(x), Ok(y)) = (<&[f32; N]>::try_from(x), <&[f32; N]>::try_from(y)) {
                 for ((lane, x), y) in self.lanes.iter_mut().zip(x).zip(y) {
                     *lane += x * y;
                 }
@@ -411,6 +735,13 @@ impl LaneSum {
         }
     }
 
+    /// Adds the squares `v * v` (each rounded, then added).
+    pub fn add_squares(&mut self, values: &[f32]) {
+        for value in values {
+            self.push(value * value);
+        }
+    }
+
     /// Adds the squared deviations `(v - mean) * (v - mean)`.
     pub fn add_squared_deviations(&mut self, values: &[f32], mean: f32) {
         for value in values {
@@ -419,44 +750,95 @@ impl LaneSum {
         }
     }
 
-    /// The ordered horizontal reduction: `((0 + lane0) + lane1) + ... + lane15`.
+    /// The ordered horizontal reduction: `((0 + lane0) + lane1) + ... + lane(N-1)`.
     pub fn finish(&self) -> f32 {
         self.lanes.iter().fold(0.0_f32, |sum, lane| sum + lane)
     }
 }
 
-/// `sum a[j] b[j]` in the kernel's order.
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut sum = LaneSum::new();
+/// `sum a[j] b[j]` in `N`-lane order.
+pub fn dot_lanes<const N: usize>(a: &[f32], b: &[f32]) -> f32 {
+    let mut sum = LaneSum::<N>::new();
     sum.add_products(a, b);
     sum.finish()
 }
 
-/// LayerNorm statistics of `x`: `(mean, 1 / sqrt(variance + epsilon))`, with the mean and the
-/// (biased) variance as [`LaneSum`]s divided by `x.len()` as `f32`.
-pub fn layer_norm_statistics(x: &[f32]) -> (f32, f32) {
-    let count = x.len() as f32;
-    let mut sum = LaneSum::new();
-    sum.add_values(x);
-    let mean = sum.finish() / count;
-    let mut squares = LaneSum::new();
-    squares.add_squared_deviations(x, mean);
-    let variance = squares.finish() / count;
-    (mean, 1.0 / libm::sqrtf(variance + LAYER_NORM_EPSILON))
+/// `sum a[j] b[j]` in the device's [`LANES`]-lane order.
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    dot_lanes::<LANES>(a, b)
+}
+
+/// Part `part` of `split` of the dot product of a GEMV row with its input (stage 8): the
+/// [`LANES`]-lane sum over the columns of the 64-column blocks `part, part + split, ...`, in
+/// increasing column order (every block but the last is a multiple of [`LANES`] long, so
+/// column `j` goes to lane `j % 8`).
+pub fn split_dot(row: &[f32], input: &[f32], part: u32, split: u32) -> f32 {
+    let mut sum: LaneSum = LaneSum::new();
+    let block = GEMV_BLOCK_ELEMENTS as usize;
+    let step = (split as usize).saturating_mul(block);
+    let mut start = (part as usize).saturating_mul(block);
+    while step > 0 && start < row.len().min(input.len()) {
+        let end = start.saturating_add(block);
+        if let (Some(a), Some(b)) = (
+            row.get(start..end.min(row.len())),
+            input.get(start..end.min(input.len())),
+        ) {
+            sum.add_products(a, b);
+        }
+        start = start.saturating_add(step);
+    }
+    sum.finish()
+}
+
+/// LayerNorm0's statistics as stage 0 accumulates them: the sum and the sum of squares of
+/// the elements, each a [`LaneSum`], fed in order.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LayerNormMoments {
+    sum: LaneSum,
+    squares: LaneSum,
+    count: u32,
+}
+
+impl LayerNormMoments {
+    /// No elements yet.
+    pub const fn new() -> Self {
+        LayerNormMoments {
+            sum: LaneSum::new(),
+            squares: LaneSum::new(),
+            count: 0,
+        }
+    }
+
+    /// Adds the next elements.
+    pub fn add(&mut self, values: &[f32]) {
+        self.sum.add_values(values);
+        self.squares.add_squares(values);
+        let added = u32::try_from(values.len()).unwrap_or(u32::MAX);
+        self.count = self.count.saturating_add(added);
+    }
+
+    /// `(mean, 1 / sqrt(variance + epsilon))` with M²NDP's moments (`OptLayerNorm0`, then
+    /// `OptLayerNorm1`'s initializer): `mean = sum / n`, `mean_square = squares / n`,
+    /// `variance = mean_square - mean * mean`, `n` the element count as `f32`.
+    pub fn finish(&self) -> (f32, f32) {
+        let count = self.count as f32;
+        let mean = self.sum.finish() / count;
+        let mean_square = self.squares.finish() / count;
+        let variance = mean_square - mean * mean;
+        (mean, 1.0 / libm::sqrtf(variance + LAYER_NORM_EPSILON))
+    }
+}
+
+/// [`LayerNormMoments`] of `x` in one call.
+pub fn layer_norm_moments(x: &[f32]) -> (f32, f32) {
+    let mut moments = LayerNormMoments::new();
+    moments.add(x);
+    moments.finish()
 }
 
 /// One normalized element: `((value - mean) * reciprocal) * gamma + beta`.
 pub fn normalize(value: f32, mean: f32, reciprocal: f32, gamma: f32, beta: f32) -> f32 {
     (value - mean) * reciprocal * gamma + beta
-}
-
-/// LayerNorm of `x` into `out` (over the shortest of the four slices' common length, which
-/// for a consistent call is `x.len()`).
-pub fn layer_norm(x: &[f32], gamma: &[f32], beta: &[f32], out: &mut [f32]) {
-    let (mean, reciprocal) = layer_norm_statistics(x);
-    for (((out, value), gamma), beta) in out.iter_mut().zip(x).zip(gamma).zip(beta) {
-        *out = normalize(*value, mean, reciprocal, *gamma, *beta);
-    }
 }
 
 /// The score scale `1 / sqrt(head_dim)`.
@@ -469,29 +851,66 @@ pub fn score(query: &[f32], key: &[f32], scale: f32) -> f32 {
     dot(query, key) * scale
 }
 
-/// Replaces the scores of one head by their unnormalized softmax weights `expf(s - max)` and
-/// returns the weights' [`LaneSum`]. The max is found left to right (`s > max` replaces it,
-/// starting from the first score). An empty slice gives 0.
-pub fn softmax_weights(scores: &mut [f32]) -> f32 {
-    let Some(first) = scores.first().copied() else {
-        return 0.0;
+/// The max of `values` left to right: starting from the first, a value replaces the max only
+/// when it is greater. An empty slice gives `-inf`.
+pub fn running_max(values: &[f32]) -> f32 {
+    let Some(first) = values.first().copied() else {
+        return f32::NEG_INFINITY;
     };
-    let max = scores
+    values
         .iter()
-        .fold(first, |max, score| if *score > max { *score } else { max });
+        .fold(first, |max, value| if *value > max { *value } else { max })
+}
+
+/// The ordered sum `((0 + v0) + v1) + ...` (`vfredosum.vs` over one vector).
+pub fn ordered_sum(values: &[f32]) -> f32 {
+    values.iter().fold(0.0_f32, |sum, value| sum + value)
+}
+
+/// Replaces a packet's scores by their exponents `expf(s - max)` (`max`: the block's) and
+/// returns their [`ordered_sum`] (stage 4).
+pub fn exponents(scores: &mut [f32], max: f32) -> f32 {
     for score in scores.iter_mut() {
         *score = libm::expf(*score - max);
     }
-    let mut sum = LaneSum::new();
-    sum.add_values(scores);
-    sum.finish()
+    ordered_sum(scores)
 }
 
 /// `accumulator[d] = accumulator[d] + weight * values[d]` (the product rounded, then the add):
-/// one token's contribution to a weighted sum, dimension by dimension.
+/// one token's (or block's) contribution to a weighted sum, dimension by dimension.
 pub fn accumulate_weighted(accumulator: &mut [f32], weight: f32, values: &[f32]) {
     for (sum, value) in accumulator.iter_mut().zip(values) {
         *sum += weight * value;
+    }
+}
+
+/// `accumulator[d] = accumulator[d] + values[d]` (stage 6: a packet's partial into its
+/// block's).
+pub fn add_into(accumulator: &mut [f32], values: &[f32]) {
+    for (sum, value) in accumulator.iter_mut().zip(values) {
+        *sum += value;
+    }
+}
+
+/// Stage 7's rescale factors of a head's softmax blocks from their maxima and exponent sums:
+/// with `M` the [`running_max`] of `maxima`, `factors[b] = expf(maxima[b] - M)`; returns the
+/// reciprocal of the total `((0 + factors[0] * sums[0]) + factors[1] * sums[1]) + ...`
+/// (each product rounded, then added). Blocks past the shortest of the three slices are
+/// ignored.
+pub fn block_factors(maxima: &[f32], sums: &[f32], factors: &mut [f32]) -> f32 {
+    let max = running_max(maxima);
+    let mut total = 0.0_f32;
+    for ((factor, block_max), sum) in factors.iter_mut().zip(maxima).zip(sums) {
+        *factor = libm::expf(block_max - max);
+        total += *factor * sum;
+    }
+    1.0 / total
+}
+
+/// `values[d] = values[d] * reciprocal` (stage 7's last step).
+pub fn scale(values: &mut [f32], reciprocal: f32) {
+    for value in values.iter_mut() {
+        *value *= reciprocal;
     }
 }
 
@@ -505,15 +924,10 @@ pub fn residual(input: f32, output: f32) -> f32 {
     input + output
 }
 
-/// One row of head `head`'s partial output projection from its dot product over the head's
-/// columns: head 0's is `residual(input, project(dot, bias))` (`input + (dot + bias)`), every
-/// other head's the dot product itself (`bias` and `input` unused).
-pub fn head_partial(head: u32, dot: f32, bias: f32, input: f32) -> f32 {
-    if head == 0 {
-        residual(input, project(dot, bias))
-    } else {
-        dot
-    }
+/// One output of the attention block from the output projection's part sums (stage 9):
+/// `residual(input, project(ordered_sum(parts), bias))`.
+pub fn block_output(parts: &[f32], bias: f32, input: f32) -> f32 {
+    residual(input, project(ordered_sum(parts), bias))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -534,14 +948,10 @@ pub struct OptParameters {
     pub head_dim: u32,
     /// Positions each KV cache holds.
     pub capacity: u32,
-    /// Stage 0: output rows per item.
-    pub qkv_rows_per_item: u32,
-    /// Stage 1: tokens per item.
-    pub score_tokens_per_item: u32,
-    /// Stage 3: output rows per item.
-    pub output_rows_per_item: u32,
+    /// Parts of the output projection's columns (M²NDP's `OptOutProj` uses 4).
+    pub output_split: u32,
     /// Must be zero.
-    pub reserved: u32,
+    pub reserved: [u32; 3],
     /// The input hidden state (`hidden` `f32`).
     pub input: u64,
     /// LayerNorm0 gamma.
@@ -572,13 +982,103 @@ impl OptParameters {
 /// Bytes of the parameter block.
 pub const PARAMETER_BYTES: u64 = core::mem::size_of::<OptParameters>() as u64;
 
-/// Bytes of the workspace: `q` (`hidden`), scores (`heads x capacity`), attention output
-/// (`hidden`), all `f32`. `None` on overflow.
-pub fn workspace_bytes(hidden: u32, heads: u32, capacity: u32) -> Option<u64> {
-    let scores = u64::from(heads).checked_mul(u64::from(capacity))?;
-    u64::from(hidden)
-        .checked_mul(2)?
-        .checked_add(scores)?
+/// Where each region of the workspace starts, in elements from its start (see
+/// [`workspace_bytes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkspaceLayout {
+    /// LayerNorm0's mean and reciprocal deviation (one packet).
+    pub statistics: u64,
+    /// The normalized input (`hidden`).
+    pub normalized: u64,
+    /// The query (`hidden`).
+    pub query: u64,
+    /// Scores, then exponents, `[heads][capacity]`.
+    pub scores: u64,
+    /// Token packets' maxima, `[heads][packets]` with `packets = ceil(capacity / 8)`.
+    pub packet_maxima: u64,
+    /// Token packets' exponent sums, `[heads][packets]`.
+    pub packet_sums: u64,
+    /// Token packets' weighted values, `[heads][packets][head_dim]`.
+    pub packet_partials: u64,
+    /// Softmax blocks' maxima, `[heads][blocks]` with `blocks = ceil(packets / 8)`.
+    pub block_maxima: u64,
+    /// Softmax blocks' exponent sums, `[heads][blocks]`.
+    pub block_sums: u64,
+    /// Softmax blocks' weighted values, `[heads][blocks][head_dim]`.
+    pub block_partials: u64,
+    /// The attention output (`hidden`).
+    pub attention: u64,
+    /// The output projection's part sums, `[output_split][hidden]`.
+    pub out_partials: u64,
+    /// Elements in all.
+    pub elements: u64,
+}
+
+impl WorkspaceLayout {
+    /// The layout for a shape; `None` on overflow.
+    pub fn new(
+        hidden: u32,
+        heads: u32,
+        head_dim: u32,
+        capacity: u32,
+        output_split: u32,
+    ) -> Option<WorkspaceLayout> {
+        let hidden = u64::from(hidden);
+        let heads = u64::from(heads);
+        let head_dim = u64::from(head_dim);
+        let packets = ceil_div(u64::from(capacity), u64::from(PACKET_ELEMENTS));
+        let blocks = ceil_div(packets, u64::from(SOFTMAX_BLOCK_PACKETS));
+        let sizes = [
+            u64::from(PACKET_ELEMENTS),
+            hidden,
+            hidden,
+            heads.checked_mul(u64::from(capacity))?,
+            heads.checked_mul(packets)?,
+            heads.checked_mul(packets)?,
+            heads.checked_mul(packets)?.checked_mul(head_dim)?,
+            heads.checked_mul(blocks)?,
+            heads.checked_mul(blocks)?,
+            heads.checked_mul(blocks)?.checked_mul(head_dim)?,
+            hidden,
+            u64::from(output_split).checked_mul(hidden)?,
+        ];
+        let mut starts = [0_u64; 13];
+        let mut next = 0_u64;
+        for (start, size) in starts.iter_mut().zip(sizes) {
+            *start = next;
+            next = next.checked_add(size)?;
+        }
+        let [statistics, normalized, query, scores, packet_maxima, packet_sums, packet_partials, block_maxima, block_sums, block_partials, attention, out_partials, _] =
+            starts;
+        Some(WorkspaceLayout {
+            statistics,
+            normalized,
+            query,
+            scores,
+            packet_maxima,
+            packet_sums,
+            packet_partials,
+            block_maxima,
+            block_sums,
+            block_partials,
+            attention,
+            out_partials,
+            elements: next,
+        })
+    }
+}
+
+/// Bytes of the workspace of a shape (the regions of [`WorkspaceLayout`], all `f32`). `None`
+/// on overflow.
+pub fn workspace_bytes(
+    hidden: u32,
+    heads: u32,
+    head_dim: u32,
+    capacity: u32,
+    output_split: u32,
+) -> Option<u64> {
+    WorkspaceLayout::new(hidden, heads, head_dim, capacity, output_split)?
+        .elements
         .checked_mul(ELEMENT_BYTES)
 }
 
@@ -593,14 +1093,26 @@ pub fn cache_bytes(heads: u32, capacity: u32, head_dim: u32) -> Option<u64> {
 /// What one item does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Work {
-    /// Stage 0: these output rows of the stacked Q/K/V projection.
-    Qkv { rows: (u32, u32) },
-    /// Stage 1: scores of these tokens of one head.
-    Scores { head: u32, tokens: (u32, u32) },
-    /// Stage 2: 16 attention-output dimensions of one head from `first_dim`.
-    Values { head: u32, first_dim: u32 },
-    /// Stage 3: these rows of one head's partial output projection.
-    Output { head: u32, rows: (u32, u32) },
+    /// Stage 0.
+    Statistics,
+    /// Stage 1: one packet of the normalized input.
+    Normalize { packet: u32 },
+    /// Stage 2: output rows `8 packet ..` of the stacked projection.
+    Qkv { packet: u32 },
+    /// Stage 3: one token packet of one head.
+    Scores { head: u32, packet: u32 },
+    /// Stage 4.
+    Exponents { head: u32, packet: u32 },
+    /// Stage 5.
+    Values { head: u32, packet: u32 },
+    /// Stage 6: one softmax block of one head.
+    Blocks { head: u32, block: u32 },
+    /// Stage 7: dimensions `8 packet ..` of one head.
+    Attention { head: u32, packet: u32 },
+    /// Stage 8: rows `8 packet ..`, part `part`.
+    OutProj { part: u32, packet: u32 },
+    /// Stage 9: one packet of the result.
+    Residual { packet: u32 },
 }
 
 /// A decoded, validated OPT attention launch.
@@ -608,8 +1120,9 @@ enum Work {
 /// # Invariants
 ///
 /// The parameters passed every check of the module docs against the device memory size the
-/// command was decoded against; `stage_starts` is non-decreasing with `stage_starts[4]` the
-/// item count.
+/// command was decoded against; `stage_starts` is non-decreasing with `stage_starts[STAGES]`
+/// the item count; `tokens = position + 1`, `token_packets = ceil(tokens / 8)`, `blocks =
+/// ceil(token_packets / 8)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OptKernel {
     parameters: OptParameters,
@@ -617,14 +1130,26 @@ pub struct OptKernel {
     value_cache: u64,
     position: u32,
     result: u64,
-    score_blocks: u32,
-    value_blocks: u32,
-    stage_starts: [u32; 5],
+    layout: WorkspaceLayout,
+    tokens: u32,
+    token_packets: u32,
+    blocks: u32,
+    stage_starts: [u32; STAGES as usize + 1],
 }
 
 /// `a * b` as `u64`, or out of range.
 fn product(a: u64, b: u64) -> Result<u64, Status> {
     a.checked_mul(b).ok_or(Status::ArgumentOutOfRange)
+}
+
+/// `a * b` as `u32`, or out of range.
+fn product32(a: u32, b: u32) -> Result<u32, Status> {
+    a.checked_mul(b).ok_or(Status::ArgumentOutOfRange)
+}
+
+/// `a / PACKET_ELEMENTS` (every caller's `a` is a multiple of it or wants the floor).
+fn packets_of(a: u32) -> u32 {
+    a / PACKET_ELEMENTS
 }
 
 impl OptKernel {
@@ -654,14 +1179,13 @@ impl OptKernel {
             || p.heads == 0
             || p.head_dim == 0
             || p.capacity == 0
-            || p.qkv_rows_per_item == 0
-            || p.score_tokens_per_item == 0
-            || p.output_rows_per_item == 0
-            || p.reserved != 0
+            || p.output_split == 0
+            || p.output_split > MAX_OUTPUT_SPLIT
+            || p.reserved != [0; 3]
             || p.head_dim > MAX_HEAD_DIM
             || p.hidden > MAX_HIDDEN
             || p.capacity > MAX_POSITIONS
-            || p.head_dim.checked_rem(LANES as u32) != Some(0)
+            || p.head_dim.checked_rem(PACKET_ELEMENTS) != Some(0)
             || p.heads.checked_mul(p.head_dim) != Some(p.hidden)
         {
             return Err(Status::ArgumentOutOfRange);
@@ -673,15 +1197,16 @@ impl OptKernel {
 
         let hidden = u64::from(p.hidden);
         let vector_bytes = product(hidden, ELEMENT_BYTES)?;
-        let result_bytes = product(u64::from(p.heads), vector_bytes)?;
-        if command.result_length != result_bytes {
+        if command.result_length != vector_bytes {
             return Err(Status::ArgumentOutOfRange);
         }
         let qkv_rows = product(hidden, 3)?;
         let cache =
             cache_bytes(p.heads, p.capacity, p.head_dim).ok_or(Status::ArgumentOutOfRange)?;
-        let workspace =
-            workspace_bytes(p.hidden, p.heads, p.capacity).ok_or(Status::ArgumentOutOfRange)?;
+        let layout =
+            WorkspaceLayout::new(p.hidden, p.heads, p.head_dim, p.capacity, p.output_split)
+                .ok_or(Status::ArgumentOutOfRange)?;
+        let workspace = product(layout.elements, ELEMENT_BYTES)?;
         let range =
             |start: u64, length: u64| checked_range(start, length, ADDRESS_ALIGNMENT, memory_size);
         let read_only = [
@@ -698,7 +1223,7 @@ impl OptKernel {
             range(key_cache, cache)?,
             range(value_cache, cache)?,
             range(p.workspace, workspace)?,
-            range(command.result_address, result_bytes)?,
+            range(command.result_address, vector_bytes)?,
         ];
         for (index, target) in written.iter().enumerate() {
             if read_only.iter().any(|input| overlaps(*target, *input))
@@ -712,36 +1237,26 @@ impl OptKernel {
         }
 
         let tokens = position.checked_add(1).ok_or(Status::ArgumentOutOfRange)?;
-        let qkv_items = p
-            .hidden
-            .checked_mul(3)
-            .ok_or(Status::ArgumentOutOfRange)?
-            .div_ceil(p.qkv_rows_per_item);
-        let score_blocks = tokens.div_ceil(p.score_tokens_per_item);
-        let value_blocks = p
-            .head_dim
-            .checked_div(LANES as u32)
-            .ok_or(Status::ArgumentOutOfRange)?;
-        let output_items = p
-            .heads
-            .checked_mul(p.hidden.div_ceil(p.output_rows_per_item))
-            .ok_or(Status::ArgumentOutOfRange)?;
-        let score_items = p
-            .heads
-            .checked_mul(score_blocks)
-            .ok_or(Status::ArgumentOutOfRange)?;
-        let value_items = p
-            .heads
-            .checked_mul(value_blocks)
-            .ok_or(Status::ArgumentOutOfRange)?;
-        let mut stage_starts = [0_u32; 5];
+        let token_packets = tokens.div_ceil(PACKET_ELEMENTS);
+        let blocks = token_packets.div_ceil(SOFTMAX_BLOCK_PACKETS);
+        let hidden_packets = packets_of(p.hidden);
+        let dim_packets = packets_of(p.head_dim);
+        let per_head = product32(p.heads, token_packets)?;
+        let counts = [
+            1,
+            hidden_packets,
+            product32(hidden_packets, 3)?,
+            per_head,
+            per_head,
+            per_head,
+            product32(p.heads, blocks)?,
+            product32(p.heads, dim_packets)?,
+            product32(hidden_packets, p.output_split)?,
+            hidden_packets,
+        ];
+        let mut stage_starts = [0_u32; STAGES as usize + 1];
         let mut next = 0_u32;
-        for (start, items) in
-            stage_starts
-                .iter_mut()
-                .skip(1)
-                .zip([qkv_items, score_items, value_items, output_items])
-        {
+        for (start, items) in stage_starts.iter_mut().skip(1).zip(counts) {
             next = next.checked_add(items).ok_or(Status::ArgumentOutOfRange)?;
             *start = next;
         }
@@ -751,8 +1266,10 @@ impl OptKernel {
             value_cache,
             position,
             result: command.result_address,
-            score_blocks,
-            value_blocks,
+            layout,
+            tokens,
+            token_packets,
+            blocks,
             stage_starts,
         })
     }
@@ -767,9 +1284,14 @@ impl OptKernel {
         self.position
     }
 
+    /// The workspace's layout.
+    pub fn layout(&self) -> &WorkspaceLayout {
+        &self.layout
+    }
+
     /// Work items, over all stages.
     pub fn items(&self) -> u32 {
-        self.stage_starts[4]
+        self.stage_starts.get(STAGES as usize).copied().unwrap_or(0)
     }
 
     /// Stages: [`STAGES`].
@@ -791,100 +1313,101 @@ impl OptKernel {
         }
     }
 
+    /// The stage of item `index` and its index within the stage.
+    fn locate(&self, index: u32) -> Result<(u32, u32), Status> {
+        if index >= self.items() {
+            return Err(Status::ArgumentOutOfRange);
+        }
+        for stage in 0..STAGES {
+            let items = self.stage_items(stage);
+            if items.contains(&index) {
+                let local = index
+                    .checked_sub(items.start)
+                    .ok_or(Status::ArgumentOutOfRange)?;
+                return Ok((stage, local));
+            }
+        }
+        Err(Status::ArgumentOutOfRange)
+    }
+
     /// What item `index` does.
     fn work(&self, index: u32) -> Result<Work, Status> {
         let p = &self.parameters;
-        let [_, qkv_end, score_end, value_end, output_end] = self.stage_starts;
-        let block = |local: u32, per_item: u32, total: u32| -> Result<(u32, u32), Status> {
-            let start = local
-                .checked_mul(per_item)
-                .ok_or(Status::ArgumentOutOfRange)?;
-            Ok((start, start.saturating_add(per_item).min(total)))
+        let (stage, local) = self.locate(index)?;
+        let split = |per: u32| -> Result<(u32, u32), Status> {
+            Ok((
+                local.checked_div(per).ok_or(Status::ArgumentOutOfRange)?,
+                local.checked_rem(per).ok_or(Status::ArgumentOutOfRange)?,
+            ))
         };
-        if index < qkv_end {
-            let rows = p.hidden.checked_mul(3).ok_or(Status::ArgumentOutOfRange)?;
-            Ok(Work::Qkv {
-                rows: block(index, p.qkv_rows_per_item, rows)?,
-            })
-        } else if index < score_end {
-            let local = index
-                .checked_sub(qkv_end)
-                .ok_or(Status::ArgumentOutOfRange)?;
-            let head = local
-                .checked_div(self.score_blocks)
-                .ok_or(Status::ArgumentOutOfRange)?;
-            let local_block = local
-                .checked_rem(self.score_blocks)
-                .ok_or(Status::ArgumentOutOfRange)?;
-            let tokens = self.position.saturating_add(1);
-            Ok(Work::Scores {
-                head,
-                tokens: block(local_block, p.score_tokens_per_item, tokens)?,
-            })
-        } else if index < value_end {
-            let local = index
-                .checked_sub(score_end)
-                .ok_or(Status::ArgumentOutOfRange)?;
-            let head = local
-                .checked_div(self.value_blocks)
-                .ok_or(Status::ArgumentOutOfRange)?;
-            let dims = local
-                .checked_rem(self.value_blocks)
-                .ok_or(Status::ArgumentOutOfRange)?;
-            Ok(Work::Values {
-                head,
-                first_dim: dims
-                    .checked_mul(LANES as u32)
-                    .ok_or(Status::ArgumentOutOfRange)?,
-            })
-        } else if index < output_end {
-            let local = index
-                .checked_sub(value_end)
-                .ok_or(Status::ArgumentOutOfRange)?;
-            let head = local
-                .checked_rem(p.heads)
-                .ok_or(Status::ArgumentOutOfRange)?;
-            let row_block = local
-                .checked_div(p.heads)
-                .ok_or(Status::ArgumentOutOfRange)?;
-            Ok(Work::Output {
-                head,
-                rows: block(row_block, p.output_rows_per_item, p.hidden)?,
-            })
-        } else {
-            Err(Status::ArgumentOutOfRange)
-        }
+        Ok(match stage {
+            0 => Work::Statistics,
+            1 => Work::Normalize { packet: local },
+            2 => Work::Qkv { packet: local },
+            3..=5 => {
+                let (head, packet) = split(self.token_packets)?;
+                match stage {
+                    3 => Work::Scores { head, packet },
+                    4 => Work::Exponents { head, packet },
+                    _ => Work::Values { head, packet },
+                }
+            }
+            6 => {
+                let (head, block) = split(self.blocks)?;
+                Work::Blocks { head, block }
+            }
+            7 => {
+                let (head, packet) = split(packets_of(p.head_dim))?;
+                Work::Attention { head, packet }
+            }
+            8 => {
+                let (packet, part) = split(p.output_split)?;
+                Work::OutProj { part, packet }
+            }
+            9 => Work::Residual { packet: local },
+            _ => return Err(Status::ArgumentOutOfRange),
+        })
     }
 
-    /// Item `index`: its result range (only stage 3 items have one: `4 * (head * hidden +
-    /// first_row)`, `4 * rows`) and cost ([`qkv_item_cost`], [`score_item_cost`], [`value_item_cost`],
-    /// [`output_item_cost`]). Reads nothing from `memory`.
+    /// Token packets of softmax block `block` (the last block may have fewer than 8).
+    fn block_packets(&self, block: u32) -> Range<u32> {
+        let start = block.saturating_mul(SOFTMAX_BLOCK_PACKETS);
+        start
+            ..start
+                .saturating_add(SOFTMAX_BLOCK_PACKETS)
+                .min(self.token_packets)
+    }
+
+    /// Item `index`: its result range (only stage 9's items have one: `32 p`, 32 bytes) and
+    /// its cost (the stage's, see the cost constants). Reads nothing from `memory`.
     pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, Status> {
         let _ = memory;
         let p = &self.parameters;
-        let count = |(start, end): (u32, u32)| end.saturating_sub(start);
+        let none = |cost: ItemCost| ItemSpec {
+            result_offset: 0,
+            result_length: 0,
+            cost,
+        };
         Ok(match self.work(index)? {
-            Work::Qkv { rows } => ItemSpec {
-                result_offset: 0,
-                result_length: 0,
-                cost: qkv_item_cost(p.hidden, count(rows)),
-            },
-            Work::Scores { tokens, .. } => ItemSpec {
-                result_offset: 0,
-                result_length: 0,
-                cost: score_item_cost(p.head_dim, count(tokens)),
-            },
-            Work::Values { .. } => ItemSpec {
-                result_offset: 0,
-                result_length: 0,
-                cost: value_item_cost(self.position.saturating_add(1)),
-            },
-            Work::Output { head, rows } => ItemSpec {
-                result_offset: element_address(0, self.partial_element(head, rows.0)?)?,
-                result_length: count(rows)
-                    .checked_mul(ELEMENT_BYTES as u32)
-                    .ok_or(Status::ArgumentOutOfRange)?,
-                cost: output_item_cost(p.head_dim, count(rows), head == 0),
+            Work::Statistics => none(statistics_cost(p.hidden)),
+            Work::Normalize { .. } => none(NORMALIZE),
+            Work::Qkv { .. } => none(qkv_cost(p.hidden)),
+            Work::Scores { .. } => none(scores_cost(p.head_dim)),
+            Work::Exponents { .. } => none(EXPONENTS),
+            Work::Values { .. } => none(values_cost(p.head_dim)),
+            Work::Blocks { block, .. } => {
+                let packets = self.block_packets(block);
+                none(blocks_cost(
+                    p.head_dim,
+                    packets.end.saturating_sub(packets.start),
+                ))
+            }
+            Work::Attention { .. } => none(attention_cost(self.blocks)),
+            Work::OutProj { part, .. } => none(out_proj_cost(p.hidden, part, p.output_split)),
+            Work::Residual { packet } => ItemSpec {
+                result_offset: product(u64::from(packet), PACKET_BYTES)?,
+                result_length: PACKET_BYTES as u32,
+                cost: residual_cost(p.output_split),
             },
         })
     }
@@ -894,34 +1417,28 @@ impl OptKernel {
     /// as [`Status::DeviceMemoryFault`].
     pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &mut M) -> Result<(), Status> {
         match self.work(index)? {
-            Work::Qkv { rows } => self.execute_qkv(rows, memory),
-            Work::Scores { head, tokens } => self.execute_scores(head, tokens, memory),
-            Work::Values { head, first_dim } => self.execute_values(head, first_dim, memory),
-            Work::Output { head, rows } => self.execute_output(head, rows, memory),
+            Work::Statistics => self.execute_statistics(memory),
+            Work::Normalize { packet } => self.execute_normalize(packet, memory),
+            Work::Qkv { packet } => self.execute_qkv(packet, memory),
+            Work::Scores { head, packet } => self.execute_scores(head, packet, memory),
+            Work::Exponents { head, packet } => self.execute_exponents(head, packet, memory),
+            Work::Values { head, packet } => self.execute_values(head, packet, memory),
+            Work::Blocks { head, block } => self.execute_blocks(head, block, memory),
+            Work::Attention { head, packet } => self.execute_attention(head, packet, memory),
+            Work::OutProj { part, packet } => self.execute_out_proj(part, packet, memory),
+            Work::Residual { packet } => self.execute_residual(packet, memory),
         }
     }
 
-    /// Workspace address of element `index` of the region starting `offset` elements in.
-    fn workspace_element(&self, offset: u64, index: u64) -> Result<u64, Status> {
+    /// Device address of workspace element `index` of the region starting at element
+    /// `region`.
+    fn workspace(&self, region: u64, index: u64) -> Result<u64, Status> {
         element_address(
             self.parameters.workspace,
-            offset
+            region
                 .checked_add(index)
                 .ok_or(Status::ArgumentOutOfRange)?,
         )
-    }
-
-    /// Element offset of the scores in the workspace.
-    fn scores_offset(&self) -> u64 {
-        u64::from(self.parameters.hidden)
-    }
-
-    /// Element offset of the attention output in the workspace.
-    fn attention_offset(&self) -> Result<u64, Status> {
-        let p = &self.parameters;
-        product(u64::from(p.heads), u64::from(p.capacity))?
-            .checked_add(self.scores_offset())
-            .ok_or(Status::ArgumentOutOfRange)
     }
 
     /// Element index of `(head, token, dim)` in a cache.
@@ -935,7 +1452,83 @@ impl OptKernel {
             .ok_or(Status::ArgumentOutOfRange)
     }
 
-    /// Where output row `row` of the stacked projection goes.
+    /// Index of token packet `packet` of head `head` in the `[heads][packets]` regions (whose
+    /// row length is the capacity's packet count).
+    fn packet_index(&self, head: u32, packet: u32) -> Result<u64, Status> {
+        let capacity_packets = u64::from(self.parameters.capacity.div_ceil(PACKET_ELEMENTS));
+        product(u64::from(head), capacity_packets)?
+            .checked_add(u64::from(packet))
+            .ok_or(Status::ArgumentOutOfRange)
+    }
+
+    /// Index of softmax block `block` of head `head` in the `[heads][blocks]` regions.
+    fn block_index(&self, head: u32, block: u32) -> Result<u64, Status> {
+        let capacity_blocks = u64::from(
+            self.parameters
+                .capacity
+                .div_ceil(PACKET_ELEMENTS)
+                .div_ceil(SOFTMAX_BLOCK_PACKETS),
+        );
+        product(u64::from(head), capacity_blocks)?
+            .checked_add(u64::from(block))
+            .ok_or(Status::ArgumentOutOfRange)
+    }
+
+    /// Tokens of token packet `packet`: `8 packet .. min(8 packet + 8, tokens)`.
+    fn packet_tokens(&self, packet: u32) -> Range<u32> {
+        let start = packet.saturating_mul(PACKET_ELEMENTS);
+        start..start.saturating_add(PACKET_ELEMENTS).min(self.tokens)
+    }
+
+    fn execute_statistics<M: DeviceMemory>(&self, memory: &mut M) -> Result<(), Status> {
+        let p = &self.parameters;
+        let mut moments = LayerNormMoments::new();
+        let mut chunk = [0.0_f32; CHUNK_ELEMENTS];
+        let mut done = 0_usize;
+        let hidden = p.hidden as usize;
+        while done < hidden {
+            let length = hidden.saturating_sub(done).min(CHUNK_ELEMENTS);
+            let values = chunk.get_mut(..length).ok_or(Status::ArgumentOutOfRange)?;
+            read_floats(memory, element_address(p.input, done as u64)?, values)?;
+            moments.add(values);
+            done = done.saturating_add(length);
+        }
+        let (mean, reciprocal) = moments.finish();
+        write_floats(
+            memory,
+            self.workspace(self.layout.statistics, 0)?,
+            &[mean, reciprocal],
+        )
+    }
+
+    fn execute_normalize<M: DeviceMemory>(
+        &self,
+        packet: u32,
+        memory: &mut M,
+    ) -> Result<(), Status> {
+        let p = &self.parameters;
+        let mut statistics = [0.0_f32; 2];
+        read_floats(
+            memory,
+            self.workspace(self.layout.statistics, 0)?,
+            &mut statistics,
+        )?;
+        let [mean, reciprocal] = statistics;
+        let first = product(u64::from(packet), u64::from(PACKET_ELEMENTS))?;
+        let mut x = [0.0_f32; LANES];
+        let mut gamma = [0.0_f32; LANES];
+        let mut beta = [0.0_f32; LANES];
+        read_floats(memory, element_address(p.input, first)?, &mut x)?;
+        read_floats(memory, element_address(p.ln_gamma, first)?, &mut gamma)?;
+        read_floats(memory, element_address(p.ln_beta, first)?, &mut beta)?;
+        for ((value, gamma), beta) in x.iter_mut().zip(gamma).zip(beta) {
+            *value = normalize(*value, mean, reciprocal, gamma, beta);
+        }
+        write_floats(memory, self.workspace(self.layout.normalized, first)?, &x)
+    }
+
+    /// Where output row `row` (a multiple of 8) of the stacked projection and the 7 after it
+    /// go: q in the workspace, or the head's cache slot at `position`.
     fn qkv_destination(&self, row: u32) -> Result<u64, Status> {
         let p = &self.parameters;
         let matrix = row
@@ -945,7 +1538,7 @@ impl OptKernel {
             .checked_rem(p.hidden)
             .ok_or(Status::ArgumentOutOfRange)?;
         if matrix == 0 {
-            return self.workspace_element(0, u64::from(column));
+            return self.workspace(self.layout.query, u64::from(column));
         }
         let head = column
             .checked_div(p.head_dim)
@@ -962,175 +1555,371 @@ impl OptKernel {
         element_address(base, element)
     }
 
-    fn execute_qkv<M: DeviceMemory>(&self, rows: (u32, u32), memory: &mut M) -> Result<(), Status> {
-        let p = &self.parameters;
-        let hidden = usize::try_from(p.hidden).map_err(|_| Status::ArgumentOutOfRange)?;
-        let mut buffer = [0.0_f32; MAX_HIDDEN as usize];
-        let x = buffer.get_mut(..hidden).ok_or(Status::ArgumentOutOfRange)?;
-        read_floats(memory, p.input, x)?;
-        let (mean, reciprocal) = layer_norm_statistics(x);
-        let mut gamma = [0.0_f32; CHUNK_ELEMENTS];
-        let mut beta = [0.0_f32; CHUNK_ELEMENTS];
-        let mut offset = 0_u64;
-        for chunk in x.chunks_mut(CHUNK_ELEMENTS) {
-            let gamma = gamma
-                .get_mut(..chunk.len())
+    /// The 8 rows `first_row ..` of a row-major `columns`-wide matrix at `matrix`, each
+    /// dotted with the vector at `input` over the columns of part `part` of `split` (all
+    /// columns for split 1), in [`split_dot`]'s order, streamed a block at a time.
+    fn gemv_rows<M: DeviceMemory>(
+        &self,
+        memory: &M,
+        matrix: u64,
+        first_row: u32,
+        columns: u32,
+        input: u64,
+        (part, split): (u32, u32),
+    ) -> Result<[f32; GEMV_ROWS as usize], Status> {
+        let mut sums = [LaneSum::<LANES>::new(); GEMV_ROWS as usize];
+        let block = GEMV_BLOCK_ELEMENTS as usize;
+        let mut input_block = [0.0_f32; GEMV_BLOCK_ELEMENTS as usize];
+        let mut row_block = [0.0_f32; GEMV_BLOCK_ELEMENTS as usize];
+        let columns = columns as usize;
+        let step = (split as usize).saturating_mul(block);
+        let mut start = (part as usize).saturating_mul(block);
+        while step > 0 && start < columns {
+            let length = columns.saturating_sub(start).min(block);
+            let input_values = input_block
+                .get_mut(..length)
                 .ok_or(Status::ArgumentOutOfRange)?;
-            let beta = beta
-                .get_mut(..chunk.len())
-                .ok_or(Status::ArgumentOutOfRange)?;
-            read_floats(memory, element_address(p.ln_gamma, offset)?, gamma)?;
-            read_floats(memory, element_address(p.ln_beta, offset)?, beta)?;
-            for ((value, gamma), beta) in chunk.iter_mut().zip(gamma.iter()).zip(beta.iter()) {
-                *value = normalize(*value, mean, reciprocal, *gamma, *beta);
+            read_floats(memory, element_address(input, start as u64)?, input_values)?;
+            for (row, sum) in (first_row..).zip(sums.iter_mut()) {
+                let values = row_block
+                    .get_mut(..length)
+                    .ok_or(Status::ArgumentOutOfRange)?;
+                let element = product(u64::from(row), columns as u64)?
+                    .checked_add(start as u64)
+                    .ok_or(Status::ArgumentOutOfRange)?;
+                read_floats(memory, element_address(matrix, element)?, values)?;
+                sum.add_products(values, input_values);
             }
-            offset = offset
-                .checked_add(chunk.len() as u64)
-                .ok_or(Status::ArgumentOutOfRange)?;
+            start = start.saturating_add(step);
         }
-        for row in rows.0..rows.1 {
-            let weights =
-                element_address(p.qkv_weight, product(u64::from(row), u64::from(p.hidden))?)?;
-            let sum = dot_with_device_row(memory, weights, x)?;
-            let bias = read_float(memory, element_address(p.qkv_bias, u64::from(row))?)?;
-            write_floats(memory, self.qkv_destination(row)?, &[project(sum, bias)])?;
+        let mut out = [0.0_f32; GEMV_ROWS as usize];
+        for (value, sum) in out.iter_mut().zip(&sums) {
+            *value = sum.finish();
         }
-        Ok(())
+        Ok(out)
+    }
+
+    fn execute_qkv<M: DeviceMemory>(&self, packet: u32, memory: &mut M) -> Result<(), Status> {
+        let p = &self.parameters;
+        let first_row = product32(packet, GEMV_ROWS)?;
+        let normalized = self.workspace(self.layout.normalized, 0)?;
+        let mut rows = self.gemv_rows(
+            memory,
+            p.qkv_weight,
+            first_row,
+            p.hidden,
+            normalized,
+            (0, 1),
+        )?;
+        let mut bias = [0.0_f32; GEMV_ROWS as usize];
+        read_floats(
+            memory,
+            element_address(p.qkv_bias, u64::from(first_row))?,
+            &mut bias,
+        )?;
+        for (value, bias) in rows.iter_mut().zip(bias) {
+            *value = project(*value, bias);
+        }
+        write_floats(memory, self.qkv_destination(first_row)?, &rows)
     }
 
     fn execute_scores<M: DeviceMemory>(
         &self,
         head: u32,
-        tokens: (u32, u32),
+        packet: u32,
         memory: &mut M,
     ) -> Result<(), Status> {
         let p = &self.parameters;
-        let head_dim = usize::try_from(p.head_dim).map_err(|_| Status::ArgumentOutOfRange)?;
+        let head_dim = p.head_dim as usize;
         let mut query = [0.0_f32; MAX_HEAD_DIM as usize];
         let query = query
             .get_mut(..head_dim)
             .ok_or(Status::ArgumentOutOfRange)?;
         let query_start = product(u64::from(head), u64::from(p.head_dim))?;
-        read_floats(memory, self.workspace_element(0, query_start)?, query)?;
+        read_floats(
+            memory,
+            self.workspace(self.layout.query, query_start)?,
+            query,
+        )?;
         let scale = attention_scale(p.head_dim);
         let mut key = [0.0_f32; MAX_HEAD_DIM as usize];
         let key = key.get_mut(..head_dim).ok_or(Status::ArgumentOutOfRange)?;
-        let score_row = product(u64::from(head), u64::from(p.capacity))?;
-        for token in tokens.0..tokens.1 {
+        let mut scores = [0.0_f32; LANES];
+        let tokens = self.packet_tokens(packet);
+        let count = tokens.end.saturating_sub(tokens.start) as usize;
+        for (token, value) in tokens.clone().zip(scores.iter_mut()) {
             read_floats(
                 memory,
                 element_address(self.key_cache, self.cache_element(head, token, 0)?)?,
                 key,
             )?;
-            let value = score(query, key, scale);
-            let destination = self.workspace_element(
-                self.scores_offset(),
-                score_row
-                    .checked_add(u64::from(token))
-                    .ok_or(Status::ArgumentOutOfRange)?,
-            )?;
-            write_floats(memory, destination, &[value])?;
+            *value = score(query, key, scale);
         }
-        Ok(())
+        let scores = scores.get(..count).ok_or(Status::ArgumentOutOfRange)?;
+        let score_row = product(u64::from(head), u64::from(p.capacity))?;
+        let first = score_row
+            .checked_add(u64::from(tokens.start))
+            .ok_or(Status::ArgumentOutOfRange)?;
+        write_floats(memory, self.workspace(self.layout.scores, first)?, scores)?;
+        write_floats(
+            memory,
+            self.workspace(self.layout.packet_maxima, self.packet_index(head, packet)?)?,
+            &[running_max(scores)],
+        )
+    }
+
+    fn execute_exponents<M: DeviceMemory>(
+        &self,
+        head: u32,
+        packet: u32,
+        memory: &mut M,
+    ) -> Result<(), Status> {
+        let p = &self.parameters;
+        let block = packet / SOFTMAX_BLOCK_PACKETS;
+        let packets = self.block_packets(block);
+        let mut maxima = [0.0_f32; SOFTMAX_BLOCK_PACKETS as usize];
+        let maxima = maxima
+            .get_mut(..packets.end.saturating_sub(packets.start) as usize)
+            .ok_or(Status::ArgumentOutOfRange)?;
+        read_floats(
+            memory,
+            self.workspace(
+                self.layout.packet_maxima,
+                self.packet_index(head, packets.start)?,
+            )?,
+            maxima,
+        )?;
+        let max = running_max(maxima);
+        let tokens = self.packet_tokens(packet);
+        let mut scores = [0.0_f32; LANES];
+        let scores = scores
+            .get_mut(..tokens.end.saturating_sub(tokens.start) as usize)
+            .ok_or(Status::ArgumentOutOfRange)?;
+        let first = product(u64::from(head), u64::from(p.capacity))?
+            .checked_add(u64::from(tokens.start))
+            .ok_or(Status::ArgumentOutOfRange)?;
+        let address = self.workspace(self.layout.scores, first)?;
+        read_floats(memory, address, scores)?;
+        let sum = exponents(scores, max);
+        write_floats(memory, address, scores)?;
+        write_floats(
+            memory,
+            self.workspace(self.layout.packet_sums, self.packet_index(head, packet)?)?,
+            &[sum],
+        )
     }
 
     fn execute_values<M: DeviceMemory>(
         &self,
         head: u32,
-        first_dim: u32,
+        packet: u32,
         memory: &mut M,
     ) -> Result<(), Status> {
         let p = &self.parameters;
-        let tokens = usize::try_from(self.position)
-            .ok()
-            .and_then(|position| position.checked_add(1))
-            .ok_or(Status::ArgumentOutOfRange)?;
-        let mut weights = [0.0_f32; MAX_POSITIONS as usize];
+        let head_dim = p.head_dim as usize;
+        let tokens = self.packet_tokens(packet);
+        let mut weights = [0.0_f32; LANES];
         let weights = weights
-            .get_mut(..tokens)
+            .get_mut(..tokens.end.saturating_sub(tokens.start) as usize)
             .ok_or(Status::ArgumentOutOfRange)?;
-        let score_row = product(u64::from(head), u64::from(p.capacity))?;
-        read_floats(
-            memory,
-            self.workspace_element(self.scores_offset(), score_row)?,
-            weights,
-        )?;
-        let sum = softmax_weights(weights);
-        let mut accumulator = [0.0_f32; LANES];
-        let mut values = [0.0_f32; LANES];
-        for (token, weight) in (0_u32..).zip(weights.iter()) {
+        let first = product(u64::from(head), u64::from(p.capacity))?
+            .checked_add(u64::from(tokens.start))
+            .ok_or(Status::ArgumentOutOfRange)?;
+        read_floats(memory, self.workspace(self.layout.scores, first)?, weights)?;
+        let mut accumulator = [0.0_f32; MAX_HEAD_DIM as usize];
+        let accumulator = accumulator
+            .get_mut(..head_dim)
+            .ok_or(Status::ArgumentOutOfRange)?;
+        let mut values = [0.0_f32; MAX_HEAD_DIM as usize];
+        let values = values
+            .get_mut(..head_dim)
+            .ok_or(Status::ArgumentOutOfRange)?;
+        for (token, weight) in tokens.zip(weights.iter()) {
             read_floats(
                 memory,
-                element_address(
-                    self.value_cache,
-                    self.cache_element(head, token, first_dim)?,
-                )?,
-                &mut values,
+                element_address(self.value_cache, self.cache_element(head, token, 0)?)?,
+                values,
             )?;
-            accumulate_weighted(&mut accumulator, *weight, &values);
+            accumulate_weighted(accumulator, *weight, values);
         }
-        for value in accumulator.iter_mut() {
-            *value /= sum;
+        let slot = product(self.packet_index(head, packet)?, u64::from(p.head_dim))?;
+        write_floats(
+            memory,
+            self.workspace(self.layout.packet_partials, slot)?,
+            accumulator,
+        )
+    }
+
+    fn execute_blocks<M: DeviceMemory>(
+        &self,
+        head: u32,
+        block: u32,
+        memory: &mut M,
+    ) -> Result<(), Status> {
+        let p = &self.parameters;
+        let head_dim = p.head_dim as usize;
+        let packets = self.block_packets(block);
+        let count = packets.end.saturating_sub(packets.start) as usize;
+        let first = self.packet_index(head, packets.start)?;
+        let mut maxima = [0.0_f32; SOFTMAX_BLOCK_PACKETS as usize];
+        let maxima = maxima.get_mut(..count).ok_or(Status::ArgumentOutOfRange)?;
+        read_floats(
+            memory,
+            self.workspace(self.layout.packet_maxima, first)?,
+            maxima,
+        )?;
+        let mut sums = [0.0_f32; SOFTMAX_BLOCK_PACKETS as usize];
+        let sums = sums.get_mut(..count).ok_or(Status::ArgumentOutOfRange)?;
+        read_floats(
+            memory,
+            self.workspace(self.layout.packet_sums, first)?,
+            sums,
+        )?;
+        let mut accumulator = [0.0_f32; MAX_HEAD_DIM as usize];
+        let accumulator = accumulator
+            .get_mut(..head_dim)
+            .ok_or(Status::ArgumentOutOfRange)?;
+        let mut partial = [0.0_f32; MAX_HEAD_DIM as usize];
+        let partial = partial
+            .get_mut(..head_dim)
+            .ok_or(Status::ArgumentOutOfRange)?;
+        for packet in packets {
+            let slot = product(self.packet_index(head, packet)?, u64::from(p.head_dim))?;
+            read_floats(
+                memory,
+                self.workspace(self.layout.packet_partials, slot)?,
+                partial,
+            )?;
+            add_into(accumulator, partial);
         }
-        let first = product(u64::from(head), u64::from(p.head_dim))?
+        let index = self.block_index(head, block)?;
+        write_floats(
+            memory,
+            self.workspace(self.layout.block_maxima, index)?,
+            &[running_max(maxima)],
+        )?;
+        write_floats(
+            memory,
+            self.workspace(self.layout.block_sums, index)?,
+            &[ordered_sum(sums)],
+        )?;
+        let slot = product(index, u64::from(p.head_dim))?;
+        write_floats(
+            memory,
+            self.workspace(self.layout.block_partials, slot)?,
+            accumulator,
+        )
+    }
+
+    fn execute_attention<M: DeviceMemory>(
+        &self,
+        head: u32,
+        packet: u32,
+        memory: &mut M,
+    ) -> Result<(), Status> {
+        let p = &self.parameters;
+        let blocks = self.blocks as usize;
+        let first = self.block_index(head, 0)?;
+        let mut maxima = [0.0_f32; MAX_BLOCKS as usize];
+        let maxima = maxima.get_mut(..blocks).ok_or(Status::ArgumentOutOfRange)?;
+        read_floats(
+            memory,
+            self.workspace(self.layout.block_maxima, first)?,
+            maxima,
+        )?;
+        let mut sums = [0.0_f32; MAX_BLOCKS as usize];
+        let sums = sums.get_mut(..blocks).ok_or(Status::ArgumentOutOfRange)?;
+        read_floats(memory, self.workspace(self.layout.block_sums, first)?, sums)?;
+        let mut factors = [0.0_f32; MAX_BLOCKS as usize];
+        let factors = factors
+            .get_mut(..blocks)
+            .ok_or(Status::ArgumentOutOfRange)?;
+        let reciprocal = block_factors(maxima, sums, factors);
+        let first_dim = product32(packet, PACKET_ELEMENTS)?;
+        let mut accumulator = [0.0_f32; LANES];
+        let mut partial = [0.0_f32; LANES];
+        for (block, factor) in (0_u32..).zip(factors.iter()) {
+            let slot = product(self.block_index(head, block)?, u64::from(p.head_dim))?
+                .checked_add(u64::from(first_dim))
+                .ok_or(Status::ArgumentOutOfRange)?;
+            read_floats(
+                memory,
+                self.workspace(self.layout.block_partials, slot)?,
+                &mut partial,
+            )?;
+            accumulate_weighted(&mut accumulator, *factor, &partial);
+        }
+        scale(&mut accumulator, reciprocal);
+        let out = product(u64::from(head), u64::from(p.head_dim))?
             .checked_add(u64::from(first_dim))
             .ok_or(Status::ArgumentOutOfRange)?;
         write_floats(
             memory,
-            self.workspace_element(self.attention_offset()?, first)?,
+            self.workspace(self.layout.attention, out)?,
             &accumulator,
         )
     }
 
-    /// Element index of row `row` of head `head`'s partial in the result space.
-    fn partial_element(&self, head: u32, row: u32) -> Result<u64, Status> {
-        product(u64::from(head), u64::from(self.parameters.hidden))?
-            .checked_add(u64::from(row))
-            .ok_or(Status::ArgumentOutOfRange)
-    }
-
-    fn execute_output<M: DeviceMemory>(
+    fn execute_out_proj<M: DeviceMemory>(
         &self,
-        head: u32,
-        rows: (u32, u32),
+        part: u32,
+        packet: u32,
         memory: &mut M,
     ) -> Result<(), Status> {
         let p = &self.parameters;
-        let head_dim = usize::try_from(p.head_dim).map_err(|_| Status::ArgumentOutOfRange)?;
-        let mut attention = [0.0_f32; MAX_HEAD_DIM as usize];
-        let attention = attention
-            .get_mut(..head_dim)
-            .ok_or(Status::ArgumentOutOfRange)?;
-        let first_column = product(u64::from(head), u64::from(p.head_dim))?;
-        read_floats(
+        let first_row = product32(packet, GEMV_ROWS)?;
+        let attention = self.workspace(self.layout.attention, 0)?;
+        let rows = self.gemv_rows(
             memory,
-            self.workspace_element(self.attention_offset()?, first_column)?,
+            p.output_weight,
+            first_row,
+            p.hidden,
             attention,
+            (part, p.output_split),
         )?;
-        let mut weights = [0.0_f32; MAX_HEAD_DIM as usize];
-        let weights = weights
-            .get_mut(..head_dim)
+        let slot = product(u64::from(part), u64::from(p.hidden))?
+            .checked_add(u64::from(first_row))
             .ok_or(Status::ArgumentOutOfRange)?;
-        for row in rows.0..rows.1 {
-            let start = product(u64::from(row), u64::from(p.hidden))?
-                .checked_add(first_column)
+        write_floats(
+            memory,
+            self.workspace(self.layout.out_partials, slot)?,
+            &rows,
+        )
+    }
+
+    fn execute_residual<M: DeviceMemory>(&self, packet: u32, memory: &mut M) -> Result<(), Status> {
+        let p = &self.parameters;
+        let first = product(u64::from(packet), u64::from(PACKET_ELEMENTS))?;
+        let mut parts = [[0.0_f32; LANES]; MAX_OUTPUT_SPLIT as usize];
+        let parts = parts
+            .get_mut(..p.output_split as usize)
+            .ok_or(Status::ArgumentOutOfRange)?;
+        for (part, values) in (0_u64..).zip(parts.iter_mut()) {
+            let slot = product(part, u64::from(p.hidden))?
+                .checked_add(first)
                 .ok_or(Status::ArgumentOutOfRange)?;
-            read_floats(memory, element_address(p.output_weight, start)?, weights)?;
-            let sum = dot(weights, attention);
-            let value = if head == 0 {
-                let bias = read_float(memory, element_address(p.output_bias, u64::from(row))?)?;
-                let input = read_float(memory, element_address(p.input, u64::from(row))?)?;
-                head_partial(0, sum, bias, input)
-            } else {
-                head_partial(head, sum, 0.0, 0.0)
-            };
-            write_floats(
+            read_floats(
                 memory,
-                element_address(self.result, self.partial_element(head, row)?)?,
-                &[value],
+                self.workspace(self.layout.out_partials, slot)?,
+                values,
             )?;
         }
-        Ok(())
+        let mut bias = [0.0_f32; LANES];
+        read_floats(memory, element_address(p.output_bias, first)?, &mut bias)?;
+        let mut x = [0.0_f32; LANES];
+        read_floats(memory, element_address(p.input, first)?, &mut x)?;
+        let mut out = [0.0_f32; LANES];
+        let mut column = [0.0_f32; MAX_OUTPUT_SPLIT as usize];
+        for (lane, ((out, bias), x)) in out.iter_mut().zip(bias).zip(x).enumerate() {
+            let column = column
+                .get_mut(..parts.len())
+                .ok_or(Status::ArgumentOutOfRange)?;
+            for (value, part) in column.iter_mut().zip(parts.iter()) {
+                *value = part.get(lane).copied().unwrap_or_default();
+            }
+            *out = block_output(column, bias, x);
+        }
+        write_floats(memory, element_address(self.result, first)?, &out)
     }
 }
 
@@ -1168,13 +1957,6 @@ fn read_floats<M: DeviceMemory>(
     Ok(())
 }
 
-/// Reads one `f32`.
-fn read_float<M: DeviceMemory>(memory: &M, address: u64) -> Result<f32, Status> {
-    let mut value = [0.0_f32];
-    read_floats(memory, address, &mut value)?;
-    Ok(value[0])
-}
-
 /// Writes `values` as little-endian `f32` at `address`, a chunk at a time.
 fn write_floats<M: DeviceMemory>(
     memory: &mut M,
@@ -1200,27 +1982,6 @@ fn write_floats<M: DeviceMemory>(
     Ok(())
 }
 
-/// The dot product of the device-memory row at `address` (`vector.len()` elements, streamed
-/// a chunk at a time) with `vector`, in [`LaneSum`] order.
-fn dot_with_device_row<M: DeviceMemory>(
-    memory: &M,
-    address: u64,
-    vector: &[f32],
-) -> Result<f32, Status> {
-    let mut sum = LaneSum::new();
-    let mut row = [0.0_f32; CHUNK_ELEMENTS];
-    let mut address = address;
-    for part in vector.chunks(CHUNK_ELEMENTS) {
-        let row = row
-            .get_mut(..part.len())
-            .ok_or(Status::ArgumentOutOfRange)?;
-        read_floats(memory, address, row)?;
-        sum.add_products(row, part);
-        address = element_address(address, part.len() as u64)?;
-    }
-    Ok(sum.finish())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1230,25 +1991,29 @@ mod tests {
 
     const MEMORY: u64 = 1 << 20;
 
-    /// A tiny layer: hidden 32 = 2 heads of 16, capacity 8, position 5 (6 tokens attended).
-    const HIDDEN: u32 = 32;
-    const HEADS: u32 = 2;
-    const HEAD_DIM: u32 = 16;
-    const CAPACITY: u32 = 8;
-    const POSITION: u64 = 5;
+    /// A small layer with every uneven case: hidden 128 = 4 heads of 32 (4 dimension
+    /// packets), capacity 72, position 69 (70 tokens: 9 token packets, the last of 6 tokens;
+    /// 2 softmax blocks, the last of one packet), the output projection's 2 column blocks in 3
+    /// parts (the last part empty).
+    const HIDDEN: u32 = 128;
+    const HEADS: u32 = 4;
+    const HEAD_DIM: u32 = 32;
+    const CAPACITY: u32 = 72;
+    const POSITION: u64 = 69;
+    const SPLIT: u32 = 3;
 
     const PARAMETERS: u64 = 0x1000;
     const INPUT: u64 = 0x1100;
-    const GAMMA: u64 = 0x1200;
-    const BETA: u64 = 0x1300;
-    const QKV_WEIGHT: u64 = 0x2000; // 96 x 32 x 4 = 12 KiB
-    const QKV_BIAS: u64 = 0x6000;
-    const OUTPUT_WEIGHT: u64 = 0x7000; // 4 KiB
-    const OUTPUT_BIAS: u64 = 0x8000;
-    const WORKSPACE: u64 = 0x9000; // (64 + 16) x 4 = 320 B
-    const KEYS: u64 = 0xA000; // 2 x 8 x 16 x 4 = 1 KiB
-    const VALUES: u64 = 0xB000;
-    const RESULT: u64 = 0xC000; // 2 heads x 32 x 4 = 256 B
+    const GAMMA: u64 = 0x1400;
+    const BETA: u64 = 0x1600;
+    const QKV_BIAS: u64 = 0x1800; // 384 x 4 B
+    const OUTPUT_BIAS: u64 = 0x2000;
+    const QKV_WEIGHT: u64 = 0x4000; // 384 x 128 x 4 B = 0x30000
+    const OUTPUT_WEIGHT: u64 = 0x34000; // 0x10000
+    const KEYS: u64 = 0x44000; // 4 x 72 x 32 x 4 B = 0x9000
+    const VALUES: u64 = 0x4D000;
+    const WORKSPACE: u64 = 0x56000; // 2560 elements, 0x2800
+    const RESULT: u64 = 0x5C000; // 512 B, past the largest workspace (split 16: 0x4200)
 
     fn parameters() -> OptParameters {
         OptParameters {
@@ -1256,10 +2021,8 @@ mod tests {
             heads: HEADS,
             head_dim: HEAD_DIM,
             capacity: CAPACITY,
-            qkv_rows_per_item: 7,
-            score_tokens_per_item: 4,
-            output_rows_per_item: 5,
-            reserved: 0,
+            output_split: SPLIT,
+            reserved: [0; 3],
             input: INPUT,
             ln_gamma: GAMMA,
             ln_beta: BETA,
@@ -1278,7 +2041,7 @@ mod tests {
             tag: 0,
             flags: 0,
             result_address: RESULT,
-            result_length: u64::from(HEADS * HIDDEN) * 4,
+            result_length: u64::from(HIDDEN) * 4,
             args: [PARAMETERS, KEYS, VALUES, POSITION],
         }
     }
@@ -1289,7 +2052,7 @@ mod tests {
 
     fn floats(count: usize, seed: u32) -> Vec<f32> {
         (0..count as u32)
-            .map(|j| value(j.wrapping_add(seed)))
+            .map(|j| value(j.wrapping_mul(7).wrapping_add(seed)))
             .collect()
     }
 
@@ -1327,9 +2090,9 @@ mod tests {
             x: floats(h, 1),
             gamma: floats(h, 2).iter().map(|g| 1.0 + g / 8.0).collect(),
             beta: scaled(floats(h, 3), 0.1),
-            qkv_weight: scaled(floats(3 * h * h, 4), 0.3),
+            qkv_weight: scaled(floats(3 * h * h, 4), 0.15),
             qkv_bias: scaled(floats(3 * h, 5), 0.1),
-            output_weight: scaled(floats(h * h, 6), 0.3),
+            output_weight: scaled(floats(h * h, 6), 0.15),
             output_bias: scaled(floats(h, 7), 0.1),
             keys: floats(cache, 8),
             values: floats(cache, 9),
@@ -1351,10 +2114,9 @@ mod tests {
         memory
     }
 
-    /// The layer in plain `f64`, sequential sums: the per-head partials (`[head][row]`, head
-    /// 0's with the bias and the residual), the attention block's output, the caches.
-    #[allow(clippy::type_complexity)]
-    fn plain(layer: &Layer) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
+    /// The layer in plain `f64`, sequential sums and one softmax over all tokens: the
+    /// attention block's output and the caches.
+    fn plain(layer: &Layer) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
         let h = HIDDEN as usize;
         let hd = HEAD_DIM as usize;
         let cap = CAPACITY as usize;
@@ -1400,21 +2162,6 @@ mod tests {
                     / sum;
             }
         }
-        let mut partials = vec![0.0; HEADS as usize * h];
-        for head in 0..HEADS as usize {
-            for row in 0..h {
-                let mut sum = (0..hd)
-                    .map(|j| {
-                        f64::from(layer.output_weight[row * h + head * hd + j])
-                            * attention[head * hd + j]
-                    })
-                    .sum::<f64>();
-                if head == 0 {
-                    sum += x[row] + f64::from(layer.output_bias[row]);
-                }
-                partials[head * h + row] = sum;
-            }
-        }
         let result = (0..h)
             .map(|row| {
                 x[row]
@@ -1424,7 +2171,91 @@ mod tests {
                     + f64::from(layer.output_bias[row])
             })
             .collect();
-        (partials, result, keys, values)
+        (result, keys, values)
+    }
+
+    /// The layer in `f32` with the kernel's public helpers composed in plain loops (what the
+    /// workload's reference does): the attention block's output.
+    fn composed(layer: &Layer) -> Vec<f32> {
+        let h = HIDDEN as usize;
+        let hd = HEAD_DIM as usize;
+        let cap = CAPACITY as usize;
+        let pos = POSITION as usize;
+        let (mean, reciprocal) = layer_norm_moments(&layer.x);
+        let n: Vec<f32> = (0..h)
+            .map(|j| normalize(layer.x[j], mean, reciprocal, layer.gamma[j], layer.beta[j]))
+            .collect();
+        let qkv: Vec<f32> = (0..3 * h)
+            .map(|row| {
+                project(
+                    dot(&layer.qkv_weight[row * h..][..h], &n),
+                    layer.qkv_bias[row],
+                )
+            })
+            .collect();
+        let mut keys = layer.keys.clone();
+        let mut values = layer.values.clone();
+        let mut attention = vec![0.0_f32; h];
+        for head in 0..HEADS as usize {
+            let at = (head * cap + pos) * hd;
+            keys[at..at + hd].copy_from_slice(&qkv[h + head * hd..][..hd]);
+            values[at..at + hd].copy_from_slice(&qkv[2 * h + head * hd..][..hd]);
+            let q = &qkv[head * hd..][..hd];
+            let scores: Vec<f32> = (0..=pos)
+                .map(|t| {
+                    score(
+                        q,
+                        &keys[(head * cap + t) * hd..][..hd],
+                        attention_scale(HEAD_DIM),
+                    )
+                })
+                .collect();
+            let (mut maxima, mut sums, mut partials) = (vec![], vec![], vec![]);
+            for (b, block) in scores.chunks(64).enumerate() {
+                let max = running_max(&block.chunks(8).map(running_max).collect::<Vec<_>>());
+                let mut packet_sums = vec![];
+                let mut partial = vec![0.0_f32; hd];
+                for (p, packet) in block.chunks(8).enumerate() {
+                    let mut e = packet.to_vec();
+                    packet_sums.push(exponents(&mut e, max));
+                    let mut own = vec![0.0_f32; hd];
+                    for (i, weight) in e.iter().enumerate() {
+                        let t = 64 * b + 8 * p + i;
+                        accumulate_weighted(
+                            &mut own,
+                            *weight,
+                            &values[(head * cap + t) * hd..][..hd],
+                        );
+                    }
+                    add_into(&mut partial, &own);
+                }
+                maxima.push(max);
+                sums.push(ordered_sum(&packet_sums));
+                partials.push(partial);
+            }
+            let mut factors = vec![0.0_f32; maxima.len()];
+            let reciprocal = block_factors(&maxima, &sums, &mut factors);
+            let out = &mut attention[head * hd..][..hd];
+            for (factor, partial) in factors.iter().zip(&partials) {
+                accumulate_weighted(out, *factor, partial);
+            }
+            scale(out, reciprocal);
+        }
+        (0..h)
+            .map(|row| {
+                let parts: Vec<f32> = (0..SPLIT)
+                    .map(|part| {
+                        split_dot(
+                            &layer.output_weight[row * h..][..h],
+                            &attention,
+                            part,
+                            SPLIT,
+                        )
+                    })
+                    .collect();
+                block_output(&parts, layer.output_bias[row], layer.x[row])
+            })
+            .collect()
     }
 
     fn run(memory: &mut FakeMemory) -> OptKernel {
@@ -1446,6 +2277,21 @@ mod tests {
         }
     }
 
+    /// The stage ranges of the test layer: 1, 128/8, 384/8, 4 heads x 9 token packets three
+    /// times, 4 heads x 2 blocks, 4 heads x 4 dimension packets, 3 parts x 16, 16.
+    const STAGE_RANGES: [Range<u32>; 10] = [
+        0..1,
+        1..17,
+        17..65,
+        65..101,
+        101..137,
+        137..173,
+        173..181,
+        181..197,
+        197..245,
+        245..261,
+    ];
+
     /// The command processor's barrier (`crate::device`): a staged launch is dispatched one
     /// stage at a time, the next only once every item of the previous one has finished, and
     /// the launch completes only after the last stage.
@@ -1463,8 +2309,7 @@ mod tests {
         launch.tag = 7;
         hal.launch_store(launch);
         firmware.step(&mut hal);
-        let expected = [0..14, 14..18, 18..20, 20..34];
-        for (stage, items) in expected.iter().enumerate() {
+        for (stage, items) in STAGE_RANGES.iter().enumerate() {
             let dispatched = hal.compute.launches();
             assert_eq!(
                 dispatched.len(),
@@ -1487,7 +2332,7 @@ mod tests {
             hal.finish_items([last]);
             firmware.step(&mut hal);
         }
-        assert_eq!(hal.compute.launches().len(), 4);
+        assert_eq!(hal.compute.launches().len(), 10);
         assert_eq!(
             hal.registers.bulk_completions(),
             [BulkCompletion {
@@ -1496,69 +2341,47 @@ mod tests {
             }]
         );
         // The stages ran in order on real data: the result is the layer's answer.
-        let (partials, _, _, _) = plain(&layer());
-        let got = get_floats(&hal.memory, RESULT, (HEADS * HIDDEN) as usize);
-        assert_close(&got, &partials, "partial");
+        let (result, _, _) = plain(&layer());
+        let got = get_floats(&hal.memory, RESULT, HIDDEN as usize);
+        assert_close(&got, &result, "output");
     }
 
     #[test]
-    fn valid_command_decodes_into_four_stages_with_the_documented_items() {
+    fn stages_are_m2ndps_kernels_with_one_item_per_packet() {
         let memory = loaded(&layer());
         let kernel = OptKernel::decode(&command(), &memory).unwrap();
-        assert_eq!(kernel.stages(), 4);
-        // 96 rows / 7 = 14; 2 heads x ceil(6 / 4) = 4; 2 heads x 1 block; 2 heads x ceil(32
-        // rows / 5) = 14.
-        assert_eq!(kernel.stage_items(0), 0..14);
-        assert_eq!(kernel.stage_items(1), 14..18);
-        assert_eq!(kernel.stage_items(2), 18..20);
-        assert_eq!(kernel.stage_items(3), 20..34);
-        assert_eq!(kernel.stage_items(4), 0..0);
+        assert_eq!(kernel.stages(), 10);
+        for (stage, items) in STAGE_RANGES.iter().enumerate() {
+            assert_eq!(kernel.stage_items(stage as u32), items.clone(), "{stage}");
+        }
+        assert_eq!(kernel.stage_items(10), 0..0);
         assert_eq!(kernel.stage_items(u32::MAX), 0..0);
-        assert_eq!(kernel.items(), 34);
-        assert_eq!(kernel.position(), 5);
+        assert_eq!(kernel.items(), 261);
+        assert_eq!(kernel.position(), 69);
         assert_eq!(kernel.parameters(), &parameters());
+        assert_eq!(
+            kernel.layout().elements * 4,
+            workspace_bytes(HIDDEN, HEADS, HEAD_DIM, CAPACITY, SPLIT).unwrap()
+        );
+        assert_eq!(kernel.layout().elements, 2560);
     }
 
     #[test]
-    fn only_the_last_stage_has_results_and_they_tile_the_result_space() {
+    fn only_the_residual_items_have_results_and_they_tile_the_result_space() {
         let memory = loaded(&layer());
         let kernel = OptKernel::decode(&command(), &memory).unwrap();
-        for item in 0..20 {
+        for item in 0..245 {
             let spec = kernel.item(item, &memory).unwrap();
             assert_eq!((spec.result_offset, spec.result_length), (0, 0));
-            assert!(spec.cost.instructions() > 0 && spec.cost.bytes > 0);
+            assert!(spec.cost.instructions() > 0, "item {item}");
         }
-        // Local item i: head i % 2, rows [5 (i / 2), ..): the heads alternate, each item's
-        // result is contiguous inside its head's partial, and together they tile [2][32] f32.
-        let mut covered = [0_u8; 256];
-        for local in 0..14_u32 {
-            let spec = kernel.item(20 + local, &memory).unwrap();
-            let (head, block) = (local % 2, local / 2);
-            let rows = (5 * block).min(32)..(5 * block + 5).min(32);
-            assert_eq!(
-                spec.result_offset,
-                u64::from(head * HIDDEN + rows.start) * 4,
-                "item {local}"
-            );
-            assert_eq!(spec.result_length, rows.len() as u32 * 4);
-            assert_eq!(
-                spec.cost,
-                output_item_cost(HEAD_DIM, rows.len() as u32, head == 0)
-            );
-            for byte in spec.result_offset..spec.result_offset + u64::from(spec.result_length) {
-                covered[byte as usize] += 1;
-            }
+        for (packet, item) in (245..261).enumerate() {
+            let spec = kernel.item(item, &memory).unwrap();
+            assert_eq!(spec.result_offset, 32 * packet as u64);
+            assert_eq!(spec.result_length, 32);
+            assert_eq!(spec.cost, residual_cost(SPLIT));
         }
-        assert!(covered.iter().all(|c| *c == 1));
-        // The last two output items are short: rows 30 and 31 of heads 0 and 1.
-        let last = kernel.item(33, &memory).unwrap();
-        assert_eq!((last.result_offset, last.result_length), (128 + 120, 8));
-        let last_of_head0 = kernel.item(32, &memory).unwrap();
-        assert_eq!(
-            (last_of_head0.result_offset, last_of_head0.result_length),
-            (120, 8)
-        );
-        assert_eq!(kernel.item(34, &memory), Err(Status::ArgumentOutOfRange));
+        assert_eq!(kernel.item(261, &memory), Err(Status::ArgumentOutOfRange));
         assert_eq!(
             kernel.item(u32::MAX, &memory),
             Err(Status::ArgumentOutOfRange)
@@ -1566,27 +2389,94 @@ mod tests {
     }
 
     #[test]
+    fn item_costs_follow_the_stage_and_the_item_shape() {
+        let memory = loaded(&layer());
+        let kernel = OptKernel::decode(&command(), &memory).unwrap();
+        let cost = |item: u32| kernel.item(item, &memory).unwrap().cost;
+        assert_eq!(cost(0), statistics_cost(HIDDEN));
+        assert_eq!(cost(1), NORMALIZE);
+        assert_eq!(cost(17), qkv_cost(HIDDEN));
+        assert_eq!(cost(65), scores_cost(HEAD_DIM));
+        // The short last token packet costs a whole one (M²NDP's µthreads run whole packets).
+        assert_eq!(cost(73), scores_cost(HEAD_DIM));
+        assert_eq!(cost(101), EXPONENTS);
+        assert_eq!(cost(137), values_cost(HEAD_DIM));
+        // Blocks of 8 and of 1 token packets.
+        assert_eq!(cost(173), blocks_cost(HEAD_DIM, 8));
+        assert_eq!(cost(174), blocks_cost(HEAD_DIM, 1));
+        assert!(cost(173).vector_memory > cost(174).vector_memory);
+        assert_eq!(cost(181), attention_cost(2));
+        // Parts 0 and 1 hold one 64-column block each, part 2 none.
+        assert_eq!(cost(197), out_proj_cost(HIDDEN, 0, SPLIT));
+        assert_eq!(cost(197).bytes, 8 * 8 * 32 + 32);
+        assert_eq!(cost(198).bytes, 8 * 8 * 32 + 32);
+        assert_eq!(cost(199), GEMV_FIXED.plus(OUT_PROJ_TAIL));
+        assert_eq!(part_columns(HIDDEN, 2, SPLIT), 0);
+        assert_eq!(part_columns(100, 1, 2), 36);
+        assert_eq!(part_columns(2560, 3, 4), 640);
+    }
+
+    /// Paper scale (hidden 2560, 32 heads of 80, 1024 tokens, split 4), each total from the
+    /// listing beside its constant.
+    #[test]
     fn paper_item_costs() {
-        // Stage 0: 30 rows of 2560 (160 groups, 40 unrolled iterations).
-        let qkv = qkv_item_cost(2560, 30);
+        let unit = |scalar, scalar_memory, vector, vector_memory, bytes| ItemCost {
+            scalar,
+            scalar_memory,
+            vector,
+            vector_memory,
+            indexed_extra_cycles: 0,
+            bytes,
+        };
+        // 320 packets of x, 40 loop iterations.
         assert_eq!(
-            qkv.instructions(),
-            160 * 14 + 12 + 30 * (160 * 4 + 40 * 3 + 10) + 16
+            statistics_cost(2560),
+            unit(12 + 120, 6, 7 + 960, 320, 8 + 10_240)
         );
-        assert_eq!(qkv.bytes, 3 * 2560 * 4 + 30 * (2560 + 2) * 4);
-        let scores = score_item_cost(80, 128);
-        assert_eq!(scores.instructions(), 5 + 128 * (5 * 3 + 7) + 16);
-        assert_eq!(scores.bytes, 80 * 4 + 128 * 81 * 4);
-        let values = value_item_cost(1024);
-        assert_eq!(values.instructions(), 64 * 18 + 1024 * 6 + 9 + 16);
-        assert_eq!(values.bytes, 1024 * 68 + 64);
-        // Stage 3: 320 rows of one head (80 columns, 5 register groups).
-        let output = output_item_cost(80, 320, false);
-        assert_eq!(output.instructions(), 5 + 320 * (5 * 3 + 7) + 16);
-        assert_eq!(output.bytes, 80 * 4 + 320 * 81 * 4);
-        let head0 = output_item_cost(80, 320, true);
-        assert_eq!(head0.instructions(), 5 + 320 * (5 * 3 + 7 + 4) + 16);
-        assert_eq!(head0.bytes, 80 * 4 + 320 * (81 * 4 + 8));
+        // 8 rows x 2560: 320 input packets, 40 blocks; the bias, the store.
+        assert_eq!(
+            qkv_cost(2560),
+            unit(
+                25 + 440 + 10,
+                5 + 4,
+                32 + 2560 + 1,
+                2880 + 2,
+                320 * 256 + 64
+            )
+        );
+        // 10 dimension packets, one unrolled iteration.
+        assert_eq!(scores_cost(80), unit(18 + 12, 4, 35 + 80, 1 + 90, 2560));
+        assert_eq!(
+            values_cost(80),
+            unit(19 + 10 + 12, 1, 16 + 90 + 1, 1 + 90, 2560)
+        );
+        assert_eq!(
+            blocks_cost(80, 8),
+            unit(12 + 100, 5, 5 + 90, 2 + 90, 8 + 320)
+        );
+        // 16 blocks in 2 coefficient packets.
+        assert_eq!(
+            attention_cost(16),
+            unit(14 + 6 + 16, 4, 6 + 10 + 48, 1 + 8 + 16, 32 + 128 + 512)
+        );
+        // A quarter of the columns: 10 blocks, 80 packets.
+        assert_eq!(
+            out_proj_cost(2560, 1, 4),
+            unit(25 + 110 + 2, 5, 32 + 640, 720 + 1, 80 * 256 + 32)
+        );
+        assert_eq!(residual_cost(4), unit(9, 4, 7, 7, 96 + 128));
+        // A layer's device-memory traffic: the weights and the KV cache dominate.
+        let layer_bytes = statistics_cost(2560).bytes
+            + 320 * NORMALIZE.bytes
+            + 960 * qkv_cost(2560).bytes
+            + 4096 * (scores_cost(80).bytes + EXPONENTS.bytes + values_cost(80).bytes)
+            + 512 * blocks_cost(80, 8).bytes
+            + 320 * attention_cost(16).bytes
+            + 4 * 320 * out_proj_cost(2560, 0, 4).bytes
+            + 320 * residual_cost(4).bytes;
+        let weights_and_cache = (3 + 1) * 2560 * 2560 * 4 + 2 * 32 * 1024 * 80 * 4;
+        assert!(layer_bytes > weights_and_cache);
+        assert!(layer_bytes < weights_and_cache + weights_and_cache / 50);
     }
 
     #[test]
@@ -1594,80 +2484,85 @@ mod tests {
         let layer = layer();
         let mut memory = loaded(&layer);
         run(&mut memory);
-        let (partials, result, keys, values) = plain(&layer);
+        let (result, keys, values) = plain(&layer);
         let cache = (HEADS * CAPACITY * HEAD_DIM) as usize;
-        let got = get_floats(&memory, RESULT, (HEADS * HIDDEN) as usize);
-        assert_close(&got, &partials, "partial");
-        // Adding the partials in head order gives the attention block's output.
-        let h = HIDDEN as usize;
-        let summed: Vec<f32> = (0..h).map(|row| got[row] + got[h + row]).collect();
-        assert_close(&summed, &result, "result");
+        let got = get_floats(&memory, RESULT, HIDDEN as usize);
+        assert_close(&got, &result, "output");
         assert_close(&get_floats(&memory, KEYS, cache), &keys, "key");
         assert_close(&get_floats(&memory, VALUES, cache), &values, "value");
         // Positions past the current one are untouched.
         let keys_after = get_floats(&memory, KEYS, cache);
         for head in 0..HEADS as usize {
-            let from = (head * CAPACITY as usize + 6) * HEAD_DIM as usize;
+            let from = (head * CAPACITY as usize + 70) * HEAD_DIM as usize;
             let to = (head + 1) * (CAPACITY * HEAD_DIM) as usize;
             assert_eq!(keys_after[from..to], layer.keys[from..to]);
         }
     }
 
     #[test]
-    fn partials_are_the_heads_columns_and_head_zero_carries_bias_and_residual() {
+    fn kernel_is_bit_identical_to_its_helpers_composed_in_plain_loops() {
         let layer = layer();
         let mut memory = loaded(&layer);
         run(&mut memory);
-        let (h, hd) = (HIDDEN as usize, HEAD_DIM as usize);
-        let attention = get_floats(&memory, WORKSPACE + (32 + 2 * 8) * 4, h);
-        let got = get_floats(&memory, RESULT, 2 * h);
-        for head in 0..2 {
-            for row in 0..h {
-                let columns = row * h + head * hd..row * h + (head + 1) * hd;
-                let sum = dot(
-                    &layer.output_weight[columns],
-                    &attention[head * hd..(head + 1) * hd],
-                );
-                let expected = if head == 0 {
-                    layer.x[row] + (sum + layer.output_bias[row])
-                } else {
-                    sum
-                };
-                assert_eq!(got[head * h + row].to_bits(), expected.to_bits());
+        let got = get_floats(&memory, RESULT, HIDDEN as usize);
+        let expected = composed(&layer);
+        assert_eq!(
+            got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            expected.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
+        // The order of execution within a stage does not matter.
+        let mut reversed = loaded(&layer);
+        let kernel = OptKernel::decode(&command(), &reversed).unwrap();
+        for stage in 0..kernel.stages() {
+            for item in kernel.stage_items(stage).rev() {
+                kernel.execute(item, &mut reversed).unwrap();
             }
         }
-        // With a zero output weight head 0's partial is exactly x + bias, head 1's zero.
-        let mut zero = loaded(&layer);
-        put_floats(&mut zero, OUTPUT_WEIGHT, &vec![0.0; h * h]);
-        run(&mut zero);
-        let got = get_floats(&zero, RESULT, 2 * h);
-        for row in 0..h {
-            assert_eq!(got[row], layer.x[row] + layer.output_bias[row]);
-            assert_eq!(got[h + row].to_bits(), 0.0_f32.to_bits());
-        }
-        assert_eq!(head_partial(0, 1.0, 2.0, 4.0), 7.0);
-        assert_eq!(head_partial(3, 1.0, 2.0, 4.0), 1.0);
+        assert_eq!(get_floats(&reversed, RESULT, HIDDEN as usize), got);
     }
 
     #[test]
-    fn results_do_not_depend_on_the_work_split() {
+    fn residual_adds_the_parts_in_part_order_then_the_bias_then_the_input() {
+        let layer = layer();
+        let mut memory = loaded(&layer);
+        let kernel = OptKernel::decode(&command(), &memory).unwrap();
+        // Part sums of row 9 (packet 1, lane 1) chosen so that the order shows: (1e8 + -1e8)
+        // + 1 = 1, while any order adding the 1 before both large terms gives 0.
+        let out_partials = WORKSPACE + 4 * kernel.layout().out_partials;
+        for (part, value) in [1e8_f32, -1e8, 1.0].into_iter().enumerate() {
+            put_floats(
+                &mut memory,
+                out_partials + 4 * (part as u64 * 128 + 9),
+                &[value],
+            );
+        }
+        kernel
+            .execute(STAGE_RANGES[9].start + 1, &mut memory)
+            .unwrap();
+        let got = get_floats(&memory, RESULT + 4 * 9, 1)[0];
+        assert_eq!(got, layer.x[9] + (1.0 + layer.output_bias[9]));
+        assert_eq!(
+            got,
+            block_output(&[1e8, -1e8, 1.0], layer.output_bias[9], layer.x[9])
+        );
+    }
+
+    #[test]
+    fn the_split_changes_only_the_rounding_of_the_output_projection() {
         let layer = layer();
         let mut memory = loaded(&layer);
         run(&mut memory);
-        let expected = get_floats(&memory, RESULT, (HEADS * HIDDEN) as usize);
-        for (qkv, scores, output) in [(1, 1, 1), (96, 6, 32), (13, 5, 3), (1000, 1000, 1000)] {
+        let expected = get_floats(&memory, RESULT, HIDDEN as usize);
+        for split in [1, 2, 4, MAX_OUTPUT_SPLIT] {
             let mut other = loaded(&layer);
             let mut p = parameters();
-            p.qkv_rows_per_item = qkv;
-            p.score_tokens_per_item = scores;
-            p.output_rows_per_item = output;
+            p.output_split = split;
             other.put(DeviceAddress(PARAMETERS), &p);
             run(&mut other);
-            let got = get_floats(&other, RESULT, (HEADS * HIDDEN) as usize);
-            assert_eq!(
-                got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                expected.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
-            );
+            let got = get_floats(&other, RESULT, HIDDEN as usize);
+            for (g, e) in got.iter().zip(&expected) {
+                assert!((g - e).abs() <= 1e-5 * e.abs().max(1.0), "split {split}");
+            }
         }
     }
 
@@ -1675,41 +2570,92 @@ mod tests {
     fn lane_sum_follows_the_documented_order_however_it_is_fed() {
         let a: Vec<f32> = (0..75).map(|j| (j as f32 * 0.37).sin() * 1000.0).collect();
         let b: Vec<f32> = (0..75).map(|j| (j as f32 * 0.11).cos()).collect();
-        let mut lanes = [0.0_f32; 16];
+        let mut lanes = [0.0_f32; 8];
         for j in 0..75 {
-            lanes[j % 16] += a[j] * b[j];
+            lanes[j % 8] += a[j] * b[j];
         }
         let mut expected = 0.0_f32;
         for lane in lanes {
             expected += lane;
         }
         assert_eq!(dot(&a, &b).to_bits(), expected.to_bits());
-        let mut split = LaneSum::default();
+        let mut split: LaneSum = LaneSum::default();
         split.add_products(&a[..3], &b[..3]);
         split.add_products(&a[3..40], &b[3..40]);
         split.add_products(&a[40..], &b[40..]);
         assert_eq!(split.finish().to_bits(), expected.to_bits());
+        // 16 lanes is another order.
+        let mut sixteen = [0.0_f32; 16];
+        for j in 0..75 {
+            sixteen[j % 16] += a[j] * b[j];
+        }
+        let other = sixteen.iter().fold(0.0_f32, |s, l| s + l);
+        assert_eq!(dot_lanes::<16>(&a, &b).to_bits(), other.to_bits());
+    }
+
+    #[test]
+    fn split_dot_sums_each_parts_blocks_in_column_order() {
+        // 200 columns: blocks 0..64, 64..128, 128..192, 192..200. Split 2: part 0 has blocks
+        // 0 and 2, part 1 blocks 1 and 3.
+        let row: Vec<f32> = (0..200).map(|j| (j as f32 * 0.7).sin()).collect();
+        let input: Vec<f32> = (0..200).map(|j| (j as f32 * 0.3).cos() * 3.0).collect();
+        let columns = |blocks: &[usize]| -> f32 {
+            let mut sum: LaneSum = LaneSum::new();
+            for block in blocks {
+                let range = block * 64..(block * 64 + 64).min(200);
+                sum.add_products(&row[range.clone()], &input[range]);
+            }
+            sum.finish()
+        };
+        assert_eq!(
+            split_dot(&row, &input, 0, 2).to_bits(),
+            columns(&[0, 2]).to_bits()
+        );
+        assert_eq!(
+            split_dot(&row, &input, 1, 2).to_bits(),
+            columns(&[1, 3]).to_bits()
+        );
+        assert_eq!(
+            split_dot(&row, &input, 0, 1).to_bits(),
+            dot(&row, &input).to_bits()
+        );
+        assert_eq!(split_dot(&row, &input, 4, 5), 0.0);
+        assert_eq!(split_dot(&row, &input, 0, 0), 0.0);
     }
 
     #[test]
     fn softmax_and_layer_norm_helpers_on_hand_checkable_inputs() {
-        let mut scores = [1.0_f32, 3.0, 2.0];
-        let sum = softmax_weights(&mut scores);
-        assert_eq!(scores[1], 1.0);
-        assert_eq!(scores[0], libm::expf(-2.0));
-        assert_eq!(sum, (0.0 + libm::expf(-2.0)) + 1.0 + libm::expf(-1.0));
-        assert_eq!(softmax_weights(&mut []), 0.0);
-        let (mean, reciprocal) = layer_norm_statistics(&[1.0, 3.0, 1.0, 3.0]);
+        // M²NDP's moments: mean 2, mean square 5, variance 1.
+        let (mean, reciprocal) = layer_norm_moments(&[1.0, 3.0, 1.0, 3.0]);
         assert_eq!(mean, 2.0);
         assert_eq!(reciprocal, 1.0 / libm::sqrtf(1.0 + LAYER_NORM_EPSILON));
-        let mut out = [0.0; 2];
-        layer_norm(&[0.0, 2.0], &[2.0, 2.0], &[1.0, 1.0], &mut out);
-        let r = 1.0 / libm::sqrtf(1.0 + LAYER_NORM_EPSILON);
-        assert_eq!(out, [-r * 2.0 + 1.0, r * 2.0 + 1.0]);
+        let mut fed = LayerNormMoments::new();
+        fed.add(&[1.0]);
+        fed.add(&[3.0, 1.0, 3.0]);
+        assert_eq!(fed.finish(), (mean, reciprocal));
+        assert_eq!(normalize(3.0, 2.0, 0.5, 2.0, 1.0), 2.0);
+        assert_eq!(running_max(&[1.0, 3.0, 2.0]), 3.0);
+        assert_eq!(running_max(&[]), f32::NEG_INFINITY);
+        assert_eq!(ordered_sum(&[1e8, 1.0, -1e8]), 0.0);
+        let mut scores = [1.0_f32, 3.0, 2.0];
+        let sum = exponents(&mut scores, 3.0);
+        assert_eq!(scores, [libm::expf(-2.0), 1.0, libm::expf(-1.0)]);
+        assert_eq!(sum, (0.0 + libm::expf(-2.0)) + 1.0 + libm::expf(-1.0));
+        // Two blocks: maxima 1 and 3, sums 2 and 4: factors e^-2 and 1, total 2 e^-2 + 4.
+        let mut factors = [0.0_f32; 2];
+        let reciprocal = block_factors(&[1.0, 3.0], &[2.0, 4.0], &mut factors);
+        assert_eq!(factors, [libm::expf(-2.0), 1.0]);
+        assert_eq!(reciprocal, 1.0 / (libm::expf(-2.0) * 2.0 + 4.0));
+        let mut values = [2.0_f32, 4.0];
+        scale(&mut values, 0.25);
+        assert_eq!(values, [0.5, 1.0]);
         let mut accumulator = [1.0_f32, 2.0];
         accumulate_weighted(&mut accumulator, 0.5, &[2.0, 4.0]);
         assert_eq!(accumulator, [2.0, 4.0]);
+        add_into(&mut accumulator, &[1.0, 1.0]);
+        assert_eq!(accumulator, [3.0, 5.0]);
         assert_eq!(attention_scale(16), 0.25);
+        assert_eq!(block_output(&[1.0, 2.0], 4.0, 8.0), 15.0);
     }
 
     fn rejected(memory: &FakeMemory, command: &CommandDescriptor, status: Status) {
@@ -1729,39 +2675,44 @@ mod tests {
         let mut c = command();
         c.flags = 1;
         rejected(&memory, &c, Status::MalformedDescriptor);
-        for position in [8, 9, u64::from(u32::MAX), 1 << 32, u64::MAX] {
+        for position in [72, 73, u64::from(u32::MAX), 1 << 32, u64::MAX] {
             let mut c = command();
             c.args[3] = position;
             rejected(&memory, &c, Status::ArgumentOutOfRange);
         }
-        for length in [0, 124, 127, 128, 129, 132, 252, 255, 257, 260, u64::MAX] {
+        for length in [0, 508, 511, 513, 516, 1024, 2048, u64::MAX] {
             let mut c = command();
             c.result_length = length;
             rejected(&memory, &c, Status::ArgumentOutOfRange);
         }
-        // Position 7 (the last slot) is fine.
-        let mut c = command();
-        c.args[3] = 7;
-        assert!(OptKernel::decode(&c, &memory).is_ok());
+        // Position 71 (the last slot) and position 0 are fine.
+        for position in [0, 71] {
+            let mut c = command();
+            c.args[3] = position;
+            assert!(OptKernel::decode(&c, &memory).is_ok());
+        }
     }
 
     #[test]
     fn bad_parameter_blocks_are_rejected() {
-        let changes: [fn(&mut OptParameters); 18] = [
+        let changes: [fn(&mut OptParameters); 19] = [
             |p| p.hidden = 0,
             |p| p.heads = 0,
             |p| p.head_dim = 0,
             |p| p.capacity = 0,
-            |p| p.qkv_rows_per_item = 0,
-            |p| p.score_tokens_per_item = 0,
-            |p| p.output_rows_per_item = 0,
-            |p| p.reserved = 1,
-            |p| p.head_dim = 8,
-            |p| p.hidden = 48,
+            |p| p.output_split = 0,
+            |p| p.output_split = MAX_OUTPUT_SPLIT + 1,
+            |p| p.reserved = [0, 1, 0],
+            |p| p.reserved = [0, 0, u32::MAX],
+            |p| {
+                p.head_dim = 36;
+                p.hidden = 144;
+            },
+            |p| p.hidden = 96,
             |p| {
                 p.heads = 1;
-                p.head_dim = 272;
-                p.hidden = 272;
+                p.head_dim = 264;
+                p.hidden = 264;
             },
             |p| p.capacity = MAX_POSITIONS + 1,
             |p| p.capacity = 5,
@@ -1770,6 +2721,7 @@ mod tests {
             |p| p.workspace = QKV_WEIGHT + 0x100,
             |p| p.workspace = RESULT - 4,
             |p| p.workspace = u64::MAX - 3,
+            |p| p.output_bias = MEMORY - 4,
         ];
         for change in changes {
             let mut memory = loaded(&layer());
@@ -1793,8 +2745,8 @@ mod tests {
             (1, QKV_WEIGHT),
             (1, MEMORY - 4),
             (1, KEYS + 2),
-            // Value cache over the result, over the parameter block.
-            (2, RESULT - 0x100),
+            // Value cache over the workspace, over the parameter block, over the keys.
+            (2, WORKSPACE - 0x100),
             (2, PARAMETERS),
             (2, KEYS),
         ];
@@ -1807,9 +2759,9 @@ mod tests {
             INPUT,
             WORKSPACE + 4,
             KEYS + 0x3FC,
-            VALUES - 0xFC,
+            VALUES - 0x1FC,
             MEMORY - 4,
-            MEMORY - 0xFC,
+            MEMORY - 0x1FC,
             RESULT + 1,
         ] {
             let mut c = command();
@@ -1830,7 +2782,8 @@ mod tests {
         let memory = loaded(&layer());
         let kernel = OptKernel::decode(&command(), &memory).unwrap();
         let mut small = FakeMemory::new(0x3000);
-        for item in [0, 14, 18, 20, 21] {
+        for stage in STAGE_RANGES {
+            let item = stage.start;
             assert_eq!(
                 kernel.execute(item, &mut small),
                 Err(Status::DeviceMemoryFault),
@@ -1838,7 +2791,7 @@ mod tests {
             );
         }
         assert_eq!(
-            kernel.execute(34, &mut small),
+            kernel.execute(261, &mut small),
             Err(Status::ArgumentOutOfRange)
         );
     }
@@ -1857,26 +2810,23 @@ mod tests {
                     .prop_map(|(a, b, c, d)| [a, b, c, d]),
                 any::<[u64; 4]>(),
             ],
-            shape in (0_u32..4, 0_u32..4, 0_u32..40, 0_u32..10),
-            split in (0_u32..9, 0_u32..9, 0_u32..9, prop_oneof![Just(0_u32), any::<u32>()]),
+            shape in (0_u32..4, 0_u32..4, 0_u32..40),
+            split in (0_u32..6, prop_oneof![Just(0_u32), any::<u32>()]),
             addresses in prop_oneof![
                 proptest::array::uniform8((0_u64..0x1000).prop_map(|a| a * 16)),
                 proptest::array::uniform8(any::<u64>()),
             ],
-            block in 0_u64..0x4000,
         ) {
             let mut memory = FakeMemory::new(0x10000);
-            let (heads, dim_groups, capacity, _) = shape;
-            let head_dim = dim_groups * 16;
+            let (heads, dim_packets, capacity) = shape;
+            let head_dim = dim_packets * 8;
             let parameters = OptParameters {
                 hidden: heads * head_dim,
                 heads,
                 head_dim,
                 capacity,
-                qkv_rows_per_item: split.0,
-                score_tokens_per_item: split.1,
-                output_rows_per_item: split.2,
-                reserved: split.3,
+                output_split: split.0,
+                reserved: [0, split.1, 0],
                 input: addresses[0],
                 ln_gamma: addresses[1],
                 ln_beta: addresses[2],
@@ -1888,10 +2838,9 @@ mod tests {
             };
             let at = (args[0] % 0xFF00) & !7;
             memory.put(DeviceAddress(at), &parameters);
-            let _ = block;
             let command = CommandDescriptor { kernel, mode: 0, tag: 0, flags, result_address, result_length, args };
             if let Ok(decoded) = OptKernel::decode(&command, &memory) {
-                prop_assert_eq!(decoded.stage_items(3).end, decoded.items());
+                prop_assert_eq!(decoded.stage_items(9).end, decoded.items());
                 let mut covered = 0_u64;
                 for item in 0..decoded.items() {
                     let spec = decoded.item(item, &memory);
@@ -1919,9 +2868,9 @@ mod tests {
                 let nudge32 = |v: u32| v.wrapping_add(delta as u32);
                 let nudge64 = |v: u64| v.wrapping_add(delta as u64);
                 match field {
-                    0 => p.qkv_rows_per_item = nudge32(p.qkv_rows_per_item),
-                    1 => p.score_tokens_per_item = nudge32(p.score_tokens_per_item),
-                    2 => p.output_rows_per_item = nudge32(p.output_rows_per_item),
+                    0 => p.output_split = nudge32(p.output_split),
+                    1 => p.reserved[1] = nudge32(p.reserved[1]),
+                    2 => p.head_dim = nudge32(p.head_dim),
                     3 => p.capacity = nudge32(p.capacity),
                     4 => p.input = nudge64(p.input),
                     5 => p.qkv_weight = nudge64(p.qkv_weight),
@@ -1933,12 +2882,13 @@ mod tests {
                     11 => c.result_address = nudge64(c.result_address),
                     12 => c.result_length = nudge64(c.result_length),
                     13 => {
-                        // Another consistent shape: heads x 16 dims, smaller than the layout.
+                        // Another consistent shape: heads x 8 or 16 dims, smaller than the
+                        // layout.
                         p.heads = shape.0;
-                        p.head_dim = 16 * shape.1;
+                        p.head_dim = 8 * shape.1;
                         p.hidden = p.heads * p.head_dim;
                         p.capacity = shape.2;
-                        c.result_length = u64::from(p.heads * p.hidden) * 4;
+                        c.result_length = u64::from(p.hidden) * 4;
                         c.args[3] = u64::from(shape.2 - 1);
                     }
                     14 => c.args[0] = nudge64(c.args[0]),

@@ -257,7 +257,7 @@ fn choices(out: &mut String, evaluation: &Evaluation) {
     );
     let paper = workloads::opt::OptShape::for_scale(workloads::Scale::Paper);
     let mut opt = format!(
-        "- **OPT-2.7B (h)**: the last CCM stage of a layer streams every head's partial output projection (split-K, {} heads x {} x 4 B = {} KB per layer at paper scale) rather than the {} KB attention output, and every MLP task needs all of it. Chosen so that every MLP task needs more than 12.5% of the DMA ring: Figure 16(h)'s deadlock mechanism (\"a single host task requires sparse results from multiple CCM tasks\").",
+        "- **OPT-2.7B (h)**: an earlier version streamed every head's partial output projection (split-K, {} heads x {} x 4 B = {} KB per layer at paper scale) rather than the {} KB attention output, a shape chosen so that every MLP task needs more than 12.5% of the DMA ring: Figure 16(h)'s deadlock mechanism (\"a single host task requires sparse results from multiple CCM tasks\"). The kernels now follow M²NDP's attention kernels, and a layer streams the block's output only.",
         paper.heads,
         paper.hidden,
         u64::from(paper.heads) * u64::from(paper.hidden) * 4 / 1024,
@@ -278,9 +278,9 @@ fn choices(out: &mut String, evaluation: &Evaluation) {
             layer / 1024.0,
             ring / 1024.0,
             if layer > ring {
-                "the condition holds"
+                "every MLP task needs more than 12.5% of the ring"
             } else {
-                "the condition does not hold at this scale"
+                "a layer's whole result fits in 12.5% of the ring, so no deadlock of this kind can occur"
             }
         );
     }

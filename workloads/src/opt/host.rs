@@ -2,42 +2,43 @@
 //!
 //! # The split
 //!
-//! The device's result is the output projection split by head: `[heads][hidden]` `f32`, head
-//! 0's partial carrying the bias and the residual ([`firmware::kernels::opt`], stage 3). Every
-//! task first reduces it into the attention block's output ([`reduce_head_partials`]): for
-//! every output `i`, `o = partial[0][i]`, then `o = o + partial[h][i]` for `h = 1, 2, ...,
-//! heads - 1`, in `f32` (the all-reduce of tensor-parallel attention, done once per task so
-//! the tasks stay independent).
+//! The device's result is the attention block's output (`hidden` `f32`,
+//! [`firmware::kernels::opt`], stage 9). Task `t` of `T` owns the FFN units `[t u, (t + 1)
+//! u)`, `u = ffn / T`: it computes LayerNorm1 of the attention block's output (every task
+//! recomputes it: 2560 elements, cheap next to its weights), its units' FC1 rows and ReLU, and
+//! its units' *partial* FC2 contribution to every output: `partial[i] = sum over its units c,
+//! in increasing order, of act[c] * fc2[c][i]` (accumulated unit after unit,
+//! [`accumulate_weighted`], the way a vectorized FC2 slice runs over the outputs). The
+//! launch's final step ([`finish`]) adds, for every output `i`, the FC2 bias and the partials
+//! in task order, then the residual.
 //!
-//! Task `t` of `T` owns the FFN units `[t u, (t + 1) u)`, `u = ffn / T`: it computes LayerNorm1
-//! of the attention block's output (every task recomputes it: 2560 elements, cheap next to its
-//! weights), its units' FC1 rows and ReLU, and its units' *partial* FC2 contribution to every
-//! output: `partial[i] = sum over its units c, in increasing order, of act[c] * fc2[c][i]`
-//! (accumulated unit after unit, [`accumulate_weighted`], the way a vectorized FC2 slice runs
-//! over the outputs). The launch's final step ([`finish`]) adds, for every output `i`, the FC2
-//! bias and the partials in task order, then the residual.
+//! # Arithmetic
 //!
-//! The arithmetic is the firmware kernel's ([`firmware::kernels::opt`]): the same [`LaneSum`]
-//! dot products, multiply-then-add accumulation, LayerNorm and rounding, so the reference can
-//! reproduce the result bit for bit.
+//! The host models 16-lane (AVX-512) `f32` vectors: its dot products and LayerNorm1's sums are
+//! [`LaneSum`]s of [`HOST_LANES`] lanes ([`host_dot`], [`layer_norm`]: the mean, then the
+//! variance of the deviations, two passes), with the firmware's rounding rules (product
+//! rounded, then added; lanes reduced in order), so the reference reproduces them bit for
+//! bit. The device's own arithmetic is at 8 lanes; the two never need to agree.
 //!
 //! # Costs
 //!
-//! A host µthread runs AVX-512-style 16-lane `f32` vector instructions (one instruction each);
-//! the weights stream from host DRAM: each task's FC1 and FC2 slices (2 x 320 x 2560 x 4 B =
-//! 6.6 MB at paper scale with 32 tasks, 210 MB per layer in all) are its `memory_bytes`, which
-//! is what makes the host side dominate an OPT decode step, as in the paper. Each task also
-//! reads the whole device result (320 KB at paper scale) from the uncached ring, which the
-//! runtime charges as its payload, and reduces it: 32 x 2560 adds as 16-lane vector
-//! instructions ([`REDUCE_OPERATIONS_PER_HEAD_GROUP`]).
+//! A host µthread runs 16-lane `f32` vector instructions (one instruction each); the weights
+//! stream from host DRAM: each task's FC1 and FC2 slices (2 x 320 x 2560 x 4 B = 6.6 MB at
+//! paper scale with 32 tasks, 210 MB per layer in all) are its `memory_bytes`, which is what
+//! makes the host side dominate an OPT decode step, as in the paper. Each task also reads the
+//! whole device result (10 KB at paper scale) from the uncached ring, which the runtime
+//! charges as its payload.
 
 use firmware::kernels::opt::{
-    accumulate_weighted, dot, layer_norm, project, residual, LaneSum, LANES,
+    accumulate_weighted, dot_lanes, normalize, project, residual, LaneSum, LAYER_NORM_EPSILON,
 };
 use host_runtime::app::HostCost;
 
 use super::data::OptWeights;
 use super::OptShape;
+
+/// Lanes of the host's vectors (AVX-512: 16 `f32`).
+pub const HOST_LANES: usize = 16;
 
 /// Bytes of one `f32`.
 pub const ELEMENT_BYTES: u64 = 4;
@@ -71,16 +72,6 @@ pub const LOOP_OPERATIONS_PER_UNROLL: u64 = 3;
 
 /// Groups per unrolled iteration.
 pub const UNROLL_GROUPS: u64 = 4;
-
-/// The head reduction per head and 16 outputs: the load of the head's 16 partial values from
-/// the ring payload and the add into the accumulator register (for head 0 the move that
-/// initializes it). The head loop is fully unrolled (a fixed count), so it has no loop
-/// control; the payload's read time itself is charged by the runtime.
-pub const REDUCE_OPERATIONS_PER_HEAD_GROUP: u64 = 2;
-
-/// The head reduction per 16 outputs beyond its heads: the store of the reduced attention
-/// output (L1 resident, 10 KB at paper scale).
-pub const REDUCE_OPERATIONS_PER_GROUP: u64 = 1;
 
 /// The final step per 16 outputs: loads of the attention output and the bias (2), the add
 /// (1), per task a load and an add of its partial (2 each), the residual add and the store
@@ -118,20 +109,16 @@ fn loop_operations(groups: u64) -> u64 {
 pub fn task_cost(shape: &OptShape) -> HostCost {
     let hidden = u64::from(shape.hidden);
     let units = u64::from(shape.ffn / shape.mlp_tasks);
-    let heads = u64::from(shape.heads);
-    let groups = hidden.div_ceil(LANES as u64);
-    let reduce = groups * (heads * REDUCE_OPERATIONS_PER_HEAD_GROUP + REDUCE_OPERATIONS_PER_GROUP)
-        + loop_operations(groups);
+    let groups = hidden.div_ceil(HOST_LANES as u64);
     let layer_norm = groups * LAYER_NORM_OPERATIONS_PER_GROUP + LAYER_NORM_FIXED_OPERATIONS;
     let fc1 =
         units * (groups * FC1_OPERATIONS_PER_GROUP + loop_operations(groups) + FC1_ROW_OPERATIONS);
     let fc2 =
         units * (groups * FC2_OPERATIONS_PER_GROUP + loop_operations(groups) + FC2_UNIT_OPERATIONS);
-    // FC1 rows and biases, FC2 rows, gamma and beta, the reduced attention output and the
-    // partial written.
-    let memory_bytes = (2 * units * hidden + units + 4 * hidden) * ELEMENT_BYTES;
+    // FC1 rows and biases, FC2 rows, gamma and beta, and the partial written.
+    let memory_bytes = (2 * units * hidden + units + 3 * hidden) * ELEMENT_BYTES;
     HostCost {
-        operations: reduce + layer_norm + fc1 + fc2 + TASK_FIXED_OPERATIONS,
+        operations: layer_norm + fc1 + fc2 + TASK_FIXED_OPERATIONS,
         memory_bytes,
     }
 }
@@ -140,7 +127,7 @@ pub fn task_cost(shape: &OptShape) -> HostCost {
 pub fn finish_cost(shape: &OptShape) -> HostCost {
     let hidden = u64::from(shape.hidden);
     let tasks = u64::from(shape.mlp_tasks);
-    let groups = hidden.div_ceil(LANES as u64);
+    let groups = hidden.div_ceil(HOST_LANES as u64);
     HostCost {
         operations: groups
             * (FINISH_OPERATIONS_PER_GROUP + tasks * FINISH_OPERATIONS_PER_TASK_GROUP),
@@ -149,20 +136,32 @@ pub fn finish_cost(shape: &OptShape) -> HostCost {
     }
 }
 
-/// The attention block's output from the device's per-head partials (`[heads][hidden]`,
-/// head-major): `o[i] = partials[0][i]`, then `o[i] = o[i] + partials[h][i]` for `h = 1, ...,
-/// heads - 1`. Missing values (a short payload) count as `+0.0`.
-pub fn reduce_head_partials(shape: &OptShape, partials: &[f32]) -> Vec<f32> {
-    let hidden = shape.hidden as usize;
-    let mut heads = partials.chunks(hidden.max(1));
-    let mut output = heads.next().map(<[f32]>::to_vec).unwrap_or_default();
-    output.resize(hidden, 0.0);
-    for head in heads.take(shape.heads.saturating_sub(1) as usize) {
-        for (sum, value) in output.iter_mut().zip(head) {
-            *sum += value;
-        }
+/// `sum a[j] b[j]` in the host's [`HOST_LANES`]-lane order.
+pub fn host_dot(a: &[f32], b: &[f32]) -> f32 {
+    dot_lanes::<HOST_LANES>(a, b)
+}
+
+/// LayerNorm statistics of `x` on the host: `(mean, 1 / sqrt(variance + epsilon))`, with the
+/// mean and the (biased) variance of the deviations as [`HOST_LANES`]-lane sums divided by
+/// `x.len()` as `f32`.
+pub fn layer_norm_statistics(x: &[f32]) -> (f32, f32) {
+    let count = x.len() as f32;
+    let mut sum = LaneSum::<HOST_LANES>::new();
+    sum.add_values(x);
+    let mean = sum.finish() / count;
+    let mut squares = LaneSum::<HOST_LANES>::new();
+    squares.add_squared_deviations(x, mean);
+    let variance = squares.finish() / count;
+    (mean, 1.0 / (variance + LAYER_NORM_EPSILON).sqrt())
+}
+
+/// LayerNorm of `x` into `out` on the host (over the shortest of the four slices' common
+/// length, which for a consistent call is `x.len()`).
+pub fn layer_norm(x: &[f32], gamma: &[f32], beta: &[f32], out: &mut [f32]) {
+    let (mean, reciprocal) = layer_norm_statistics(x);
+    for (((out, value), gamma), beta) in out.iter_mut().zip(x).zip(gamma).zip(beta) {
+        *out = normalize(*value, mean, reciprocal, *gamma, *beta);
     }
-    output
 }
 
 /// LayerNorm1 of `attention_output` (the attention block's result, residual included).
@@ -189,7 +188,7 @@ pub fn mlp_task(
     for unit in task_units(shape, task) {
         let bias = weights.fc1_bias.get(unit).copied().unwrap_or_default();
         let activation = relu(project(
-            dot(weights.fc1_row(shape, unit), &normalized),
+            host_dot(weights.fc1_row(shape, unit), &normalized),
             bias,
         ));
         accumulate_weighted(&mut partial, activation, weights.fc2_row(shape, unit));
@@ -213,9 +212,9 @@ pub fn finish(weights: &OptWeights, attention_output: &[f32], partials: &[Vec<f3
         .collect()
 }
 
-/// A plain sum in [`LaneSum`] order (for tests and checks).
+/// A plain sum in the host's [`LaneSum`] order (for tests and checks).
 pub fn lane_sum(values: &[f32]) -> f32 {
-    let mut sum = LaneSum::new();
+    let mut sum = LaneSum::<HOST_LANES>::new();
     sum.add_values(values);
     sum.finish()
 }
@@ -242,34 +241,33 @@ mod tests {
     #[test]
     fn paper_task_cost_is_dominated_by_its_weights() {
         let cost = task_cost(&PAPER);
-        // 320 units x 2 rows x 2560 x 4 B of weights, plus biases, gamma, beta, the reduced
-        // attention output and the partial.
-        assert_eq!(cost.memory_bytes, (2 * 320 * 2560 + 320 + 4 * 2560) * 4);
-        // The head reduction: 160 groups x (32 heads x 2 + 1), 40 unrolled loop iterations.
-        let reduce = 160 * (32 * 2 + 1) + 40 * 3;
+        // 320 units x 2 rows x 2560 x 4 B of weights, plus biases, gamma, beta and the
+        // partial.
+        assert_eq!(cost.memory_bytes, (2 * 320 * 2560 + 320 + 3 * 2560) * 4);
         // 160 groups per row: FC1 320 x (640 + 120 + 23), FC2 320 x (800 + 120 + 4).
         let layer_norm = 160 * 14 + 37;
         assert_eq!(
             cost.operations,
-            reduce + layer_norm + 320 * (640 + 120 + 23) + 320 * (800 + 120 + 4) + 40
+            layer_norm + 320 * (640 + 120 + 23) + 320 * (800 + 120 + 4) + 40
         );
     }
 
     #[test]
-    fn head_partials_are_reduced_in_head_order() {
-        let shape = OptShape {
-            hidden: 2,
-            heads: 3,
-            ..SMALL
-        };
-        // Head order matters in f32: (1e8 + -1e8) + 1 = 1, while 1e8 + (-1e8 + 1) = 0.
-        let partials = [1e8_f32, 5.0, -1e8, 6.0, 1.0, 7.0];
-        assert_eq!(reduce_head_partials(&shape, &partials), [1.0, 18.0]);
-        // A short payload counts as zeros; extra heads beyond the shape are ignored.
-        assert_eq!(reduce_head_partials(&shape, &[2.0]), [2.0, 0.0]);
-        let mut longer = partials.to_vec();
-        longer.extend([100.0, 100.0]);
-        assert_eq!(reduce_head_partials(&shape, &longer), [1.0, 18.0]);
+    fn host_sums_use_sixteen_lanes() {
+        // Elements 0, 8 and 16: in 16 lanes 0 and 16 share lane 0 and 8 has its own; in 8
+        // lanes all three share lane 0.
+        let mut values = vec![0.0_f32; 17];
+        values[0] = 1e8;
+        values[8] = -1e8;
+        values[16] = 1.0;
+        // 16 lanes: lane 0 = 1e8 + 1 = 1e8 (absorbed), lane 8 = -1e8: total 0.
+        assert_eq!(lane_sum(&values), 0.0);
+        // 8 lanes: lane 0 = (1e8 + -1e8) + 1 = 1.
+        let mut eight = LaneSum::<8>::new();
+        eight.add_values(&values);
+        assert_eq!(eight.finish(), 1.0);
+        let ones = vec![1.0_f32; 17];
+        assert_eq!(host_dot(&values, &ones), 0.0);
     }
 
     #[test]

@@ -1,18 +1,22 @@
 //! The plain reference: the whole decode step on the host, layer by layer, in the device's and
-//! the MLP tasks' exact arithmetic (the firmware's public helpers: [`dot`], [`layer_norm`],
-//! [`softmax_weights`], [`accumulate_weighted`]), so a correct run matches it bit for bit.
+//! the MLP tasks' exact arithmetic (the firmware's public helpers: [`dot`], [`split_dot`],
+//! [`layer_norm_moments`], [`running_max`], [`exponents`], [`accumulate_weighted`],
+//! [`block_factors`] and the rest; the host's [`host_dot`] and [`layer_norm`]), so a correct
+//! run matches it bit for bit.
 //!
 //! It shares no code with the offload path beyond those arithmetic helpers and the data
 //! generators: the stages, the KV cache append, the attention loops and the MLP split are
-//! written out again here in their plainest form.
+//! written out again here in their plainest form, a head, a softmax block and a token packet
+//! at a time where the device's reductions are.
 
 use firmware::kernels::opt::{
-    accumulate_weighted, attention_scale, dot, head_partial, layer_norm, project, residual, score,
-    softmax_weights,
+    accumulate_weighted, add_into, attention_scale, block_factors, block_output, dot, exponents,
+    layer_norm_moments, normalize, ordered_sum, project, residual, running_max, scale, score,
+    split_dot, PACKET_ELEMENTS, SOFTMAX_BLOCK_PACKETS,
 };
 
 use super::data::{kv_cache, OptWeights};
-use super::host::relu;
+use super::host::{host_dot, layer_norm, relu};
 use super::OptShape;
 
 /// The hidden state after every layer of one decode step (the last one is the answer).
@@ -29,8 +33,9 @@ pub fn decode_step(shape: &OptShape, weights: &OptWeights, seed: u64) -> Vec<Vec
 }
 
 /// The device half of a layer: LayerNorm0, Q/K/V (the token's key and value appended to the
-/// caches at `position`), attention over positions `0..=position`, the output projection as
-/// per-head partials (head 0's with the bias and the residual) added in head order.
+/// caches at `position`), attention over positions `0..=position` with the softmax in blocks
+/// of 64 tokens rescaled to the head's max, the output projection in `output_split` parts of
+/// its columns, and the residual.
 pub fn attention_block(
     shape: &OptShape,
     weights: &OptWeights,
@@ -43,8 +48,18 @@ pub fn attention_block(
     let capacity = shape.capacity as usize;
     let position = shape.position as usize;
 
-    let mut normalized = vec![0.0; hidden];
-    layer_norm(x, &weights.ln0_gamma, &weights.ln0_beta, &mut normalized);
+    let (mean, reciprocal) = layer_norm_moments(x);
+    let normalized: Vec<f32> = (0..hidden)
+        .map(|j| {
+            normalize(
+                x[j],
+                mean,
+                reciprocal,
+                weights.ln0_gamma[j],
+                weights.ln0_beta[j],
+            )
+        })
+        .collect();
     let qkv: Vec<f32> = (0..3 * hidden)
         .map(|row| {
             project(
@@ -63,63 +78,68 @@ pub fn attention_block(
         values[at..at + head_dim].copy_from_slice(&value[own]);
     }
 
-    let scale = attention_scale(shape.head_dim);
+    let scale_of_scores = attention_scale(shape.head_dim);
+    let packet = PACKET_ELEMENTS as usize;
+    let block = SOFTMAX_BLOCK_PACKETS as usize * packet;
     let mut attention = vec![0.0_f32; hidden];
     for head in 0..shape.heads as usize {
         let q = &query[head * head_dim..(head + 1) * head_dim];
-        let mut weights_of_tokens: Vec<f32> = (0..=position)
+        let scores: Vec<f32> = (0..=position)
             .map(|token| {
                 let at = cache_index(head, token);
-                score(q, &keys[at..at + head_dim], scale)
+                score(q, &keys[at..at + head_dim], scale_of_scores)
             })
             .collect();
-        let sum = softmax_weights(&mut weights_of_tokens);
-        let mut accumulator = vec![0.0_f32; head_dim];
-        for (token, weight) in weights_of_tokens.iter().enumerate() {
-            let at = cache_index(head, token);
-            accumulate_weighted(&mut accumulator, *weight, &values[at..at + head_dim]);
+        let mut block_maxima = Vec::new();
+        let mut block_sums = Vec::new();
+        let mut block_partials = Vec::new();
+        for (number, block_scores) in scores.chunks(block).enumerate() {
+            let packet_maxima: Vec<f32> = block_scores.chunks(packet).map(running_max).collect();
+            let max = running_max(&packet_maxima);
+            let mut packet_sums = Vec::new();
+            let mut partial = vec![0.0_f32; head_dim];
+            for (index, packet_scores) in block_scores.chunks(packet).enumerate() {
+                let mut weights_of_tokens = packet_scores.to_vec();
+                packet_sums.push(exponents(&mut weights_of_tokens, max));
+                let first_token = number * block + index * packet;
+                let mut packet_partial = vec![0.0_f32; head_dim];
+                for (offset, weight) in weights_of_tokens.iter().enumerate() {
+                    let at = cache_index(head, first_token + offset);
+                    accumulate_weighted(&mut packet_partial, *weight, &values[at..at + head_dim]);
+                }
+                add_into(&mut partial, &packet_partial);
+            }
+            block_maxima.push(max);
+            block_sums.push(ordered_sum(&packet_sums));
+            block_partials.push(partial);
         }
-        for (out, sum_of_dim) in attention[head * head_dim..(head + 1) * head_dim]
-            .iter_mut()
-            .zip(&accumulator)
-        {
-            *out = sum_of_dim / sum;
+        let mut factors = vec![0.0_f32; block_maxima.len()];
+        let total_reciprocal = block_factors(&block_maxima, &block_sums, &mut factors);
+        let output = &mut attention[head * head_dim..(head + 1) * head_dim];
+        for (factor, partial) in factors.iter().zip(&block_partials) {
+            accumulate_weighted(output, *factor, partial);
         }
+        scale(output, total_reciprocal);
     }
 
-    let partials = output_partials(shape, weights, x, &attention);
-    let mut output = partials[0].clone();
-    for partial in &partials[1..] {
-        for (sum, value) in output.iter_mut().zip(partial) {
-            *sum += value;
-        }
-    }
-    output
-}
-
-/// The output projection split by head: `partials[h][row]` is the dot product of row `row`'s
-/// columns `[h d, (h + 1) d)` of the output weight with head `h`'s attention output (`d =
-/// head_dim`); head 0's also gets the bias and the residual: `x[row] + (dot + bias[row])`.
-pub fn output_partials(
-    shape: &OptShape,
-    weights: &OptWeights,
-    x: &[f32],
-    attention: &[f32],
-) -> Vec<Vec<f32>> {
-    let hidden = shape.hidden as usize;
-    let head_dim = shape.head_dim as usize;
-    (0..shape.heads)
-        .map(|head| {
-            let columns = head as usize * head_dim..(head as usize + 1) * head_dim;
+    let parts: Vec<Vec<f32>> = (0..shape.output_split)
+        .map(|part| {
             (0..hidden)
                 .map(|row| {
-                    let sum = dot(
-                        &weights.output_row(shape, row)[columns.clone()],
-                        &attention[columns.clone()],
-                    );
-                    head_partial(head, sum, weights.output_bias[row], x[row])
+                    split_dot(
+                        weights.output_row(shape, row),
+                        &attention,
+                        part,
+                        shape.output_split,
+                    )
                 })
                 .collect()
+        })
+        .collect();
+    (0..hidden)
+        .map(|row| {
+            let sums: Vec<f32> = parts.iter().map(|part| part[row]).collect();
+            block_output(&sums, weights.output_bias[row], x[row])
         })
         .collect()
 }
@@ -139,7 +159,7 @@ pub fn mlp_block(shape: &OptShape, weights: &OptWeights, attention_output: &[f32
     let activations: Vec<f32> = (0..shape.ffn as usize)
         .map(|unit| {
             relu(project(
-                dot(weights.fc1_row(shape, unit), &normalized),
+                host_dot(weights.fc1_row(shape, unit), &normalized),
                 weights.fc1_bias[unit],
             ))
         })
@@ -309,8 +329,18 @@ mod tests {
         let x = weights.input.clone();
         let out = attention_block(&shape, &weights, &x, &mut keys, &mut values);
         let hidden = shape.hidden as usize;
-        let mut normalized = vec![0.0; hidden];
-        layer_norm(&x, &weights.ln0_gamma, &weights.ln0_beta, &mut normalized);
+        let (mean, reciprocal) = layer_norm_moments(&x);
+        let normalized: Vec<f32> = (0..hidden)
+            .map(|j| {
+                normalize(
+                    x[j],
+                    mean,
+                    reciprocal,
+                    weights.ln0_gamma[j],
+                    weights.ln0_beta[j],
+                )
+            })
+            .collect();
         let value: Vec<f32> = (0..hidden)
             .map(|j| {
                 project(
@@ -321,33 +351,30 @@ mod tests {
             .collect();
         // The cache now holds that value (head-major, capacity 1).
         assert_eq!(values, value);
-        // Weight exp(0) = 1 and sum 1: the attention output is the value itself; the output
-        // is x + (dot_0 + bias) + dot_1 + ... + dot_3 (each head's 16 columns).
+        // Weight exp(0) = 1, sums 1, factor 1: the attention output is the value itself. With
+        // 64 columns the output projection's only block is part 0's, so parts 1 to 3 add
+        // zeros: the output is x + (dot + bias) over the whole row.
         let expected: Vec<f32> = (0..hidden)
             .map(|row| {
-                let head_dot = |head: usize| {
-                    let columns = head * 16..(head + 1) * 16;
-                    dot(
-                        &weights.output_row(&shape, row)[columns.clone()],
-                        &value[columns],
-                    )
-                };
-                let first = residual(x[row], project(head_dot(0), weights.output_bias[row]));
-                (1..4).fold(first, |sum, head| sum + head_dot(head))
+                residual(
+                    x[row],
+                    project(
+                        dot(weights.output_row(&shape, row), &value),
+                        weights.output_bias[row],
+                    ),
+                )
             })
             .collect();
         assert_eq!(out, expected);
-        // Within f32 rounding of the unsplit projection.
-        for (row, got) in out.iter().enumerate() {
-            let whole = residual(
-                x[row],
-                project(
-                    dot(weights.output_row(&shape, row), &value),
-                    weights.output_bias[row],
-                ),
-            );
-            assert!((got - whole).abs() <= 1e-4 * whole.abs().max(1.0));
-        }
+    }
+
+    #[test]
+    fn output_parts_are_added_in_part_order() {
+        // Part order matters in f32: (1e8 + -1e8) + 1 = 1, while 1e8 + (-1e8 + 1) = 0.
+        assert_eq!(block_output(&[1e8, -1e8, 1.0], 0.0, 0.0), 1.0);
+        assert_eq!(block_output(&[1e8, -1e8 + 1.0], 0.0, 0.0), 0.0);
+        // Then the bias, then the input.
+        assert_eq!(block_output(&[1.0, 2.0], 4.0, 8.0), 15.0);
     }
 
     #[test]

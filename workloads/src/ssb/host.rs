@@ -1,6 +1,7 @@
 //! SSB host tasks: the join of the marked lineorder rows with DATE and the revenue aggregate.
 //!
-//! A task receives a range of the bitmap (whole `u64` words) and walks its set bits. For each
+//! A task receives a range of the bitmap, reads it as little-endian `u64` words (the last task's
+//! range may end in a partial word, which it zero-extends) and walks their set bits. For each
 //! marked row it loads `lo_orderdate` from the host's own copy of the column, finds the DATE
 //! row through [`DateIndex`] (a dense array indexed by `datekey - 19920101`: the join), and
 //! tests the query's date predicate (`d_year = 1993` or `d_yearmonthnum = 199401`). A row
@@ -172,9 +173,9 @@ pub struct TaskOutcome {
     pub stray_row: Option<u64>,
 }
 
-/// The task step: joins and aggregates the rows marked in `bitmap` (little-endian `u64`
-/// words; bit `b` of byte `j` is row `first_row + 8 j + b`; a trailing partial word is
-/// ignored) under `filter`.
+/// The task step: joins and aggregates the rows marked in `bitmap` (read as little-endian
+/// `u64` words, a trailing partial word zero-extended; bit `b` of byte `j` is row `first_row +
+/// 8 j + b`) under `filter`.
 pub fn join_and_aggregate(
     first_row: u64,
     bitmap: &[u8],
@@ -187,11 +188,11 @@ pub fn join_and_aggregate(
     let mut orderdate_lines = LineCounter::default();
     let mut price_lines = LineCounter::default();
     let mut discount_lines = LineCounter::default();
-    for (number, bytes) in bitmap.chunks_exact(8).enumerate() {
+    for (number, bytes) in bitmap.chunks(8).enumerate() {
         words += 1;
-        let mut word = u64::from_le_bytes([
-            bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-        ]);
+        let mut padded = [0_u8; 8];
+        padded[..bytes.len()].copy_from_slice(bytes);
+        let mut word = u64::from_le_bytes(padded);
         let base = first_row + 64 * number as u64;
         partial.marked += u64::from(word.count_ones());
         while word != 0 {
@@ -357,6 +358,33 @@ mod tests {
         assert_eq!(outcome.stray_row, Some(130));
         assert_eq!(outcome.partial.marked, 3);
         assert_eq!(outcome.partial.selected, 1);
+    }
+
+    #[test]
+    fn a_trailing_partial_word_is_read_too() {
+        let fixture = Fixture::new();
+        // Three bytes: rows 0..24 of the task; row 17 (1993-12-31, discount 6) marked.
+        let outcome = join_and_aggregate(
+            0,
+            &bitmap(&[17], 3),
+            &fixture.tables(),
+            DateFilter::Year(1993),
+        );
+        assert_eq!(
+            outcome.partial,
+            Partial {
+                revenue: 117 * 6,
+                marked: 1,
+                selected: 1
+            }
+        );
+        assert_eq!(
+            outcome.cost.operations,
+            TASK_FIXED_OPERATIONS
+                + OPERATIONS_PER_WORD
+                + OPERATIONS_PER_MARKED_ROW
+                + OPERATIONS_PER_SELECTED_ROW
+        );
     }
 
     #[test]

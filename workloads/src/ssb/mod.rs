@@ -22,7 +22,15 @@
 //! schema's 4-byte integers (uncompressed, as a plain column store keeps them), loaded once
 //! by [`Application::load`]. One launch of [`firmware::kernels::ssb`] marks
 //! the rows passing the query's lineorder predicates in a bitmap of one bit per row (about
-//! 750 KB at SF 1), in items of [`Granularity::rows_per_item`] rows.
+//! 750 KB at SF 1), in items of [`Granularity::rows_per_item`] rows: at both scales 8 rows,
+//! one 32-byte packet of each column and one bitmap byte, which is one M²NDP µthread (the
+//! kernel's docs compare it with M²NDP's column filters, `examples/benchmarks/imdb_*`). At SF
+//! 1 that is about 750,000 items of 23 instructions and 65 bytes each. Items this small are
+//! bound by the memory latency as much as by the bandwidth: each of the CCM's 1,024 µthreads
+//! spends, per item, its share of the bandwidth (65 bytes at 614.4 GB/s / 1,024, about 108 ns)
+//! and then one access latency (`ccm_memory_latency_ns`, 100 ns), so the launch takes about
+//! 750,000 / 1,024 x 208 ns = 152 µs where the 48 MB of columns alone would stream in 79
+//! µs.
 //!
 //! # Host tasks: the join with DATE and the aggregate
 //!
@@ -30,7 +38,10 @@
 //! `lo_extendedprice`, `lo_discount`) and the DATE table, as a host-side query engine over
 //! its in-memory table would: the filter is offloaded, the join and aggregate read the host's
 //! columns for the marked rows only. Each task covers [`Granularity::task_bytes`] bytes of the
-//! bitmap (the last one the rest), joins its marked rows with DATE and keeps a partial sum
+//! bitmap (the last one the rest): with one byte per item, a task waits for that many items'
+//! results (2,048 at paper scale), whichever order they arrive in. It reads its range as `u64`
+//! words (a multiple of 8 bytes; the last task's may end in a partial word, which it
+//! zero-extends), joins its marked rows with DATE and keeps a partial sum
 //! ([`host::join_and_aggregate`], whose cost model is documented there). Tasks are
 //! independent (no chain: each writes its own partial, as morsel-driven query workers do);
 //! the launch's final step adds the partials. One launch per query; no device inputs.
@@ -46,7 +57,7 @@ pub mod reference;
 
 use std::fmt;
 
-use firmware::kernels::ssb::{bitmap_bytes, pack_rows, Predicate, VALUE_BYTES};
+use firmware::kernels::ssb::{bitmap_bytes, pack_rows, Predicate, ROWS_PER_PACKET, VALUE_BYTES};
 use host_runtime::app::{
     Application, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError, Verification,
 };
@@ -131,24 +142,24 @@ impl Query {
 /// How the work is cut: rows per CCM item and bitmap bytes per host task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Granularity {
-    /// Rows per work item (a multiple of 64).
+    /// Rows per work item (a multiple of [`ROWS_PER_PACKET`]).
     pub rows_per_item: u32,
-    /// Bitmap bytes per host task (a multiple of 8).
+    /// Bitmap bytes per host task (a multiple of 8: a task reads the bitmap in `u64` words).
     pub task_bytes: u64,
 }
 
 impl Granularity {
-    /// Paper scale: items of 4,096 rows (512 bitmap bytes, about 1,500 items at SF 1, some
-    /// six per CCM µthread, so results stream out from early on) and tasks of 2 KiB of bitmap
-    /// (16,384 rows, about 370 tasks, some six per host worker).
+    /// Paper scale: items of one packet, 8 rows (one M²NDP µthread, one bitmap byte; about
+    /// 750,000 items at SF 1) and tasks of 2 KiB of bitmap (16,384 rows, 2,048 items' results;
+    /// about 370 tasks, some six per host worker).
     pub const PAPER: Granularity = Granularity {
-        rows_per_item: 4096,
+        rows_per_item: ROWS_PER_PACKET,
         task_bytes: 2048,
     };
-    /// Small scale: items of 512 rows and tasks of 256 bytes (2,048 rows), so the small
-    /// instance still has several items and tasks.
+    /// Small scale: the same one-packet items (about 1,500) and tasks of 256 bytes (2,048
+    /// rows), so the small instance still has several tasks.
     pub const SMALL: Granularity = Granularity {
-        rows_per_item: 512,
+        rows_per_item: ROWS_PER_PACKET,
         task_bytes: 256,
     };
 }
@@ -175,7 +186,7 @@ pub fn info(query: Query, options: &WorkloadOptions) -> WorkloadInfo {
         characteristics: format!(
             "SF {scale}: {} orders, about {} lineorder rows (clean-room seeded generator, seed {}); \
              device filter columns lo_quantity, lo_discount (4 B/row each); bitmap result 1 bit/row; \
-             items of {} rows, host tasks of {} bitmap bytes",
+             items of {} rows (every 8 rows: a 32-byte packet of each column, one M2NDP µthread), host tasks of {} bitmap bytes",
             scale.orders(),
             scale.orders() * 4,
             options.seed,
@@ -250,11 +261,11 @@ impl SsbApplication {
             option,
             reason,
         };
-        if granularity.rows_per_item == 0 || granularity.rows_per_item % 64 != 0 {
+        if granularity.rows_per_item == 0 || granularity.rows_per_item % ROWS_PER_PACKET != 0 {
             return Err(invalid(
                 "rows_per_item",
                 format!(
-                    "{} is not a positive multiple of 64",
+                    "{} is not a positive multiple of {ROWS_PER_PACKET}",
                     granularity.rows_per_item
                 ),
             ));
@@ -589,9 +600,9 @@ mod tests {
         let rows = app.data().rows();
         assert_eq!(command.kernel, KernelId::SsbFilter as u32);
         assert_eq!((command.mode, command.tag, command.flags), (0, 0, 0));
-        assert_eq!(command.args[2], u64::from(rows) | 512 << 32);
+        assert_eq!(command.args[2], u64::from(rows) | 8 << 32);
         assert_eq!(command.args[3], Query::Q1_2.spec().filter.pack());
-        assert_eq!(command.result_length, u64::from(rows).div_ceil(64) * 8);
+        assert_eq!(command.result_length, u64::from(rows).div_ceil(8));
         assert!(plan.inputs.is_empty());
         let mut next = 0;
         for (id, task) in plan.tasks.iter().enumerate() {
@@ -628,7 +639,7 @@ mod tests {
         let mut app = small(Query::Q1_1, 42);
         let (mut device, plan) = load_and_compute(&mut app);
         let rows = u64::from(app.data().rows());
-        assert_ne!(rows % 64, 0, "the test needs a partial last word");
+        assert_ne!(rows % 8, 0, "the test needs a partial last byte");
         let last = (plan.command.result_address + plan.command.result_length - 1) as usize;
         device.memory[last] = 0x80;
         testing::run_tasks(&mut app, &device, &plan);
@@ -680,7 +691,11 @@ mod tests {
                 task_bytes: 256,
             },
             Granularity {
-                rows_per_item: 512,
+                rows_per_item: 12,
+                task_bytes: 256,
+            },
+            Granularity {
+                rows_per_item: 8,
                 task_bytes: 12,
             },
         ] {
