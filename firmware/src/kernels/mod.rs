@@ -196,6 +196,10 @@ pub struct ItemSpec {
 }
 
 /// A decoded, validated kernel launch.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "no allocation in the firmware: the OPT variant's stage table is held inline; a launch decodes one Kernel and keeps it for its lifetime"
+)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Kernel {
     /// KNN distance.
