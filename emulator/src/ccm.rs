@@ -34,9 +34,13 @@
 //!
 //! Shares change whenever an item starts or finishes a part anywhere, and the model recomputes
 //! the affected ends then: a sparse launch runs its few items at full sub-core and memory
-//! speed, and a straggler speeds up as the others finish. The item ends
-//! [`DeviceConfig::ccm_memory_latency_ns`] after the later of its two parts (the latency of
-//! its first access, which bandwidth does not cover).
+//! speed, and a straggler speeds up as the others finish. The item ends when both parts have,
+//! and no earlier than [`DeviceConfig::ccm_memory_latency_ns`] after it started (its first
+//! access's latency). The latency is a floor, not an addition: when memory is busy, an item's
+//! bandwidth share already holds the queueing its accesses see (by Little's law, 1,024
+//! µthreads with one 64-byte access each in flight over 100 ns move 655 GB/s, the memory's
+//! peak), and adding the latency to it would count that wait twice; for a lone item the floor
+//! errs by at most one latency.
 //!
 //! Completion order is therefore physical: items differ in work (a vertex's degree, a bag's
 //! length: the kernels' costs depend on the data) and contend for their sub-core and for
@@ -216,9 +220,10 @@ pub struct Ccm {
     active_items: u32,
     busy_since: Ticks,
     busy_total: Ticks,
-    /// Items whose parts are both done, with their end (nondecreasing: each is the time the
-    /// later part finished plus the constant latency).
-    ends: VecDeque<(Ticks, u32)>,
+    /// Items whose parts are both done, by end: `(end, order of arrival, slot)`.
+    ends: BinaryHeap<Reverse<(Ticks, u64, u32)>>,
+    /// Items put into `ends` so far (ties at one end keep this order).
+    ends_pushed: u64,
     /// The earliest wake asked for and not yet delivered.
     wake_at: Option<Ticks>,
     /// Wakes to hand to the emulator.
@@ -268,7 +273,8 @@ impl Ccm {
             active_items: 0,
             busy_since: Ticks::ZERO,
             busy_total: Ticks::ZERO,
-            ends: VecDeque::new(),
+            ends: BinaryHeap::new(),
+            ends_pushed: 0,
             wake_at: None,
             wakes: Vec::new(),
             completions: VecDeque::new(),
@@ -312,7 +318,10 @@ impl Ccm {
     /// The earliest of the CCM's timers.
     fn next_time(&self) -> Ticks {
         let sub_cores = self.sub_timers.min().0;
-        let ends = self.ends.front().map_or(Ticks::NEVER, |&(at, _)| at);
+        let ends = self
+            .ends
+            .peek()
+            .map_or(Ticks::NEVER, |&Reverse((at, _, _))| at);
         sub_cores.min(self.memory.next_end).min(ends)
     }
 
@@ -344,12 +353,12 @@ impl Ccm {
     }
 
     /// How long `cost` takes on an otherwise idle CCM (one item alone: the whole of its
-    /// sub-core that one µthread can use, all of the memory bandwidth), plus the latency.
+    /// sub-core that one µthread can use, all of the memory bandwidth), at least the latency.
     pub fn solo_duration(&self, cost: &ItemCost) -> Ticks {
         let (demand, cap) = self.compute_demand(cost);
         let compute = ceil_ticks(demand / cap * self.ticks_per_cycle);
         let memory = ceil_ticks(cost.bytes as f64 / self.bytes_per_tick);
-        compute.max(memory).plus(self.latency)
+        compute.max(memory).max(self.latency)
     }
 
     /// Starts the items `items` of a launch (one stage) at `now`. `memory` is read for the
@@ -427,11 +436,11 @@ impl Ccm {
             if self.memory.next_end <= now {
                 self.memory_due(now);
             }
-            while let Some(&(at, slot)) = self.ends.front() {
+            while let Some(&Reverse((at, _, slot))) = self.ends.peek() {
                 if at > now {
                     break;
                 }
-                self.ends.pop_front();
+                self.ends.pop();
                 ended.extend(self.item_end(now, slot, memory));
             }
         }
@@ -547,7 +556,7 @@ impl Ccm {
         }
         if active.compute_done && active.memory_done {
             active.compute_end = now;
-            self.ends.push_back((now.plus(self.latency), slot));
+            self.push_end(now.plus(self.latency), slot);
         }
         if let Some(entry) = self.slots.get_mut(slot as usize) {
             *entry = Some(active);
@@ -702,9 +711,16 @@ impl Ccm {
     fn part_done(&mut self, now: Ticks, slot: u32) {
         if let Some(Some(active)) = self.slots.get(slot as usize) {
             if active.compute_done && active.memory_done {
-                self.ends.push_back((now.plus(self.latency), slot));
+                let end = now.max(active.started.plus(self.latency));
+                self.push_end(end, slot);
             }
         }
+    }
+
+    /// Queues the end of the item in `slot` at `at`.
+    fn push_end(&mut self, at: Ticks, slot: u32) {
+        self.ends.push(Reverse((at, self.ends_pushed, slot)));
+        self.ends_pushed += 1;
     }
 
     /// The item in `slot` ends at `now`: runs its kernel code, reports it, frees the µthread
@@ -929,6 +945,25 @@ mod tests {
         assert_eq!(ended, vec![(0, 0, Ticks(87)), (1, 1, Ticks(87))]);
         let mut alone = Ccm::new(&config);
         assert_eq!(run(&mut alone, knn(2, 64), 1), vec![(0, 0, Ticks(44))]);
+    }
+
+    #[test]
+    fn the_access_latency_is_a_floor_under_an_item_not_an_addition() {
+        // Two memory-bound items of 260 bytes each, 6 bytes per tick in all: 87 ticks of
+        // transfer. With a latency of 10 ns (60 ticks) they end at 87, not 147; with 20 ns
+        // (120 ticks) at 120.
+        for (latency_ns, end) in [(10, Ticks(87)), (20, Ticks(120))] {
+            let config = DeviceConfig {
+                ccm_memory_latency_ns: latency_ns,
+                ..memory_bound(2)
+            };
+            let mut ccm = Ccm::new(&config);
+            assert_eq!(
+                run(&mut ccm, knn(2, 64), 2),
+                vec![(0, 0, end), (1, 1, end)],
+                "latency {latency_ns} ns"
+            );
+        }
     }
 
     #[test]
