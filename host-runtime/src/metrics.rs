@@ -68,6 +68,11 @@ pub struct RunMetrics {
     pub max_gap_bytes: u64,
     /// AXLE: times the device read the host's heads because its cached copy said full.
     pub head_reads: u64,
+    /// How early results reach the host: the mean, over the launches, of the time from the
+    /// launch's start (before its input stores) to its first result reaching the host
+    /// scheduler: AXLE, the end of the poll (or interrupt handler) that brought its first
+    /// record; RP and BS, the end of the result load.
+    pub first_result_ns: u64,
 }
 
 /// What the device side measured, as plain figures (the host runtime does not depend on the
@@ -124,6 +129,11 @@ impl RunMetrics {
             polls: host.polls,
             flow_control_stores: host.flow_control_stores,
             max_gap_bytes: host.max_gap_bytes,
+            first_result_ns: host
+                .first_result
+                .0
+                .checked_div(host.first_results)
+                .map_or(0, |ticks| Ticks(ticks).as_ns()),
             head_reads: device.head_reads,
         }
     }

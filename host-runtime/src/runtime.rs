@@ -149,6 +149,11 @@ pub struct HostMeasurements {
     pub flow_control_stores: u64,
     /// Largest gap, in bytes.
     pub max_gap_bytes: u64,
+    /// Sum over the launches that produced a result of the time from the launch's start to
+    /// its first result reaching the scheduler.
+    pub first_result: Ticks,
+    /// Launches counted in `first_result`.
+    pub first_results: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,6 +191,10 @@ struct Launch {
     tracker: LaunchTracker,
     results: Vec<u8>,
     finishing: bool,
+    /// When the launch began (before its input stores).
+    started: Ticks,
+    /// When its first result reached the scheduler.
+    first_result: Option<Ticks>,
 }
 
 /// Where a wall-clock stress run stretches the host's modelled timing
@@ -410,6 +419,7 @@ impl<'a> Runtime<'a> {
             command.flags |= CommandFlags::INTERRUPT.bits();
         }
         self.trace_instant(now, HostInstant::Launch { tag });
+        let started = now;
         let now = self.store_inputs(now, &plan.inputs, link);
         let chunk = match &self.ring {
             Some(ring) if self.mode.streams() => u64::from(ring.slot_size()),
@@ -427,6 +437,8 @@ impl<'a> Runtime<'a> {
             tracker,
             results: Vec::new(),
             finishing: false,
+            started,
+            first_result: None,
         });
         log::debug!(
             "runtime: launch {tag} ({}) at {} ns",
@@ -593,6 +605,7 @@ impl<'a> Runtime<'a> {
                     return;
                 }
                 launch.results = data;
+                launch.first_result.get_or_insert(now);
                 for task in launch.tracker.arrive_all() {
                     self.scheduler.ready(task);
                 }
@@ -730,6 +743,7 @@ impl<'a> Runtime<'a> {
                     self.fail(now, RuntimeError::Ring(message));
                     return;
                 }
+                launch.first_result.get_or_insert(now);
                 match launch
                     .tracker
                     .arrive(record.result_offset, u64::from(record.length), payload)
@@ -930,7 +944,13 @@ impl<'a> Runtime<'a> {
         self.scheduler.release(worker, None);
         self.host_busy.stop(now);
         self.measured.launches += 1;
-        self.launch = None;
+        if let Some(launch) = self.launch.take() {
+            if let Some(first) = launch.first_result {
+                self.measured.first_result =
+                    self.measured.first_result.plus(first.since(launch.started));
+                self.measured.first_results += 1;
+            }
+        }
         self.control = Control::Idle;
         self.begin_next_launch(now, link);
     }

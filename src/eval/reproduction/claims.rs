@@ -210,7 +210,8 @@ fn runtime_claims() -> Vec<Claim> {
         })
         .direction("below BS (and RP)", |c, ours| {
             Some(ours? < c.fig10(KNN_A, "BS total")?.min(100.0))
-        }),
+        })
+        .note(note_knn_a_wave),
         Claim::number(
             "10(a)",
             "KNN (a): AXLE_Interrupt end-to-end, % of RP",
@@ -1147,11 +1148,30 @@ fn note_knn_a_idle(c: &Ctx) -> Option<String> {
     let axle = c.axle(KNN_A, 500)?;
     let rp = c.base(KNN_A, Mode::Rp)?;
     Some(format!(
-        "AXLE (p10) on (a), % of its own runtime: CCM busy {}, host busy {}; RP's: CCM busy {}, host busy {}.",
+        "AXLE (p10) on (a), % of its own runtime: CCM busy {}, host busy {}; RP's: CCM busy {}, host busy {}. {}",
         percent(share(axle.ccm_busy_ns, axle.end_to_end_ns)),
         percent(share(axle.host_busy_ns, axle.end_to_end_ns)),
         percent(share(rp.ccm_busy_ns, rp.end_to_end_ns)),
-        percent(share(rp.host_busy_ns, rp.end_to_end_ns))
+        percent(share(rp.host_busy_ns, rp.end_to_end_ns)),
+        note_knn_a_wave(c)?
+    ))
+}
+
+/// Why KNN (a) streams late: its items all run at once.
+fn note_knn_a_wave(c: &Ctx) -> Option<String> {
+    let axle = c.base(KNN_A, Mode::Axle)?;
+    let rp = c.base(KNN_A, Mode::Rp)?;
+    let device = &c.config().device;
+    let uthreads = u64::from(device.ccm_units)
+        * u64::from(device.ccm_sub_cores)
+        * u64::from(device.ccm_uthreads_per_sub_core);
+    // One 4-byte distance per work item.
+    let items = axle.payloads * u64::from(c.config().axle.slot_size) / 4;
+    Some(format!(
+        "(a) has {items} work items (one distance each) for {uthreads} µthreads: one wave, whose items share device memory equally and so end together; AXLE (p1)'s first distance reaches the host {} after the launch, its CCM work takes {}, and the host's selection ({} in RP, one chained thread) can only follow.",
+        time(axle.first_result_ns),
+        time(axle.ccm_busy_ns),
+        time(rp.host_busy_ns)
     ))
 }
 
