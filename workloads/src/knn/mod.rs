@@ -13,6 +13,20 @@
 //! (b) and (c) too; the `queries` option changes it. `k` defaults to [`DEFAULT_K`]; the order is smaller
 //! squared distance first, ties broken by the lower row index.
 //!
+//! # Work items, and why not M²NDP's decomposition
+//!
+//! One CCM work item computes one distance (one query, one row): the µthread is "assigned a
+//! fixed-size input vector" (paper Section V-A), a database row, and writes its 4-byte result
+//! once, which the result monitor sees complete. M²NDP's own distance kernel
+//! (`examples/benchmarks/kmeans/kmeans_kernel0.py`) instead gives each µthread one 32-byte
+//! packet of a row, adds the packet's partial sum into the result with vector atomics in the
+//! scratchpad, and writes the results out in a finalizer at the end of the kernel: every
+//! distance would then reach the result space only when the whole kernel has run, and nothing
+//! could be streamed early, so we do not follow it here. A consequence to know when reading
+//! the figures: at paper scale knn-a has 512 items (4 queries x 128 rows) for the CCM's 1,024
+//! µthreads, so they run in one wave, share device memory equally and end together; knn-c's
+//! 2,048 items run in two waves (see REPRODUCTION.md, Figure 10(a)).
+//!
 //! # Host tasks
 //!
 //! Each task covers `task_rows` (default [`DEFAULT_TASK_ROWS`], 128 bytes) consecutive
