@@ -68,6 +68,9 @@ pub struct RunMetrics {
     pub max_gap_bytes: u64,
     /// AXLE: times the device read the host's heads because its cached copy said full.
     pub head_reads: u64,
+    /// Time the control thread spent storing launch inputs into device memory (part of both
+    /// data movement and host core stall).
+    pub input_store_ns: u64,
     /// How early results reach the host: the mean, over the launches, of the time from the
     /// launch's start (before its input stores) to its first result reaching the host
     /// scheduler: AXLE, the end of the poll (or interrupt handler) that brought its first
@@ -129,6 +132,7 @@ impl RunMetrics {
             polls: host.polls,
             flow_control_stores: host.flow_control_stores,
             max_gap_bytes: host.max_gap_bytes,
+            input_store_ns: host.input_store.as_ns(),
             first_result_ns: host
                 .first_result
                 .0

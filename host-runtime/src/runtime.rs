@@ -15,7 +15,10 @@
 //! to the ready pool"): each poll costs the control thread one uncached load of the metadata
 //! tail and, when the tail moved, one push of the new batch (the index range `[head, tail)`)
 //! into the ready pool; nothing grows with the records of the batch. A flow-control store
-//! follows when a head moved. All of that is host core stall. The records belong to the work
+//! follows when a head moved. All of that is host core stall. Polling starts one interval
+//! after a launch store and stops once every result of the launch has arrived (the paper's
+//! implicit completion detection, section IV-B: every downstream host task is triggered);
+//! the next launch's first poll sends the heads freed meanwhile. The records belong to the work
 //! that consumes them: a host task reads the metadata records of the chunks it needs together
 //! with their payload slots, one uncached streaming read, as part of its duration (host busy,
 //! not stall). The runtime copies the records of a batch out of the ring when the poll ends,
@@ -34,7 +37,8 @@
 //! - [`Mode::Bs`]: one synchronous CXL.mem launch store that returns on completion, then
 //!   CXL.mem loads (behind the barrier).
 //! - [`Mode::Axle`]: a posted launch store; the poller reads the local metadata tail every
-//!   polling interval and moves the new records to the ready pool as one batch; tasks run as
+//!   polling interval while results are due and moves the new records to the ready pool as
+//!   one batch; tasks run as
 //!   their bytes arrive and read their records and payload slots; slots are released gap-aware
 //!   and heads flow back in batches.
 //! - [`Mode::AxleIrq`]: AXLE, with the poll replaced by an interrupt per DMA request.
@@ -981,7 +985,18 @@ impl<'a> Runtime<'a> {
             }
             Timer::PollDone => {
                 self.poll_done(now, link);
-                if self.mode == Mode::Axle && self.control != Control::Done && !self.poll_scheduled
+                // Once every result of the launch has arrived, nothing more can come until the
+                // next launch (the paper's implicit completion detection: every downstream host
+                // task has been triggered); the next launch starts polling again, and its
+                // first poll sends the heads freed meanwhile.
+                let outstanding = self
+                    .launch
+                    .as_ref()
+                    .is_some_and(|launch| !launch.tracker.all_arrived());
+                if self.mode == Mode::Axle
+                    && self.control != Control::Done
+                    && !self.poll_scheduled
+                    && outstanding
                 {
                     // The next poll starts one interval after this one did, or at once if the
                     // poll took longer than the interval.

@@ -53,6 +53,8 @@ pub struct LaunchTracker {
     readers: Vec<u32>,
     /// Payload index holding each chunk (AXLE), once arrived.
     payload: Vec<Option<u64>>,
+    /// Chunks arrived so far.
+    arrived: usize,
     finished: usize,
 }
 
@@ -101,6 +103,7 @@ impl LaunchTracker {
             chunk_task_list: list,
             readers,
             payload: vec![None; chunks],
+            arrived: 0,
             finished: 0,
         })
     }
@@ -128,6 +131,7 @@ impl LaunchTracker {
         for missing in &mut self.missing {
             *missing = 0;
         }
+        self.arrived = self.payload.len();
         (0..self.tasks.len() as u32).collect()
     }
 
@@ -157,6 +161,7 @@ impl LaunchTracker {
             return Err(TrackError::Duplicate { offset });
         }
         self.payload[chunk] = Some(payload_index);
+        self.arrived += 1;
         let range = offset..offset + length;
         let mut ready = Vec::new();
         for &task in self.tasks_of(chunk).to_vec().iter() {
@@ -201,6 +206,12 @@ impl LaunchTracker {
             }
         }
         freed
+    }
+
+    /// Whether every chunk of the result has arrived (every host task has been triggered or
+    /// can be: the paper's implicit completion detection).
+    pub fn all_arrived(&self) -> bool {
+        self.arrived >= self.payload.len()
     }
 
     /// Whether every task finished.

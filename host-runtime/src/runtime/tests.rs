@@ -315,9 +315,9 @@ fn the_metadata_head_waits_for_the_task_that_reads_the_oldest_record() {
 }
 
 #[test]
-fn input_stores_occupy_the_control_thread_and_a_poll_due_meanwhile_waits() {
-    // Launch 1 streams one chunk; launch 2 stores 64 KiB of inputs (2,048 ns at 32 GB/s)
-    // while polls fall due every 500 ns.
+fn input_stores_occupy_the_control_thread_and_no_poll_runs_during_them() {
+    // Launch 1 streams one chunk; launch 2 stores 64 KiB of inputs (2,048 ns at 32 GB/s),
+    // with a polling interval of 500 ns.
     let mut app = ScriptedApp {
         launches: VecDeque::from([plan(1, &[(0, 1)], 0), plan(1, &[(0, 1)], 64 * 1024)]),
         operations: BTreeMap::new(),
@@ -348,8 +348,8 @@ fn input_stores_occupy_the_control_thread_and_a_poll_due_meanwhile_waits() {
         launch_2.start, input.end,
         "the launch store follows the inputs"
     );
-    // At least three polls fell due during the 2 µs store; none ran then, the first one
-    // starts when the launch store ends.
+    // No poll ran during the 2 µs store (launch 1's result had all arrived, so polling had
+    // stopped; launch 2's starts one interval after its launch store).
     let first_after = spans
         .iter()
         .filter(|span| matches!(span.kind, HostSpanKind::LocalPoll { .. }))
@@ -357,7 +357,7 @@ fn input_stores_occupy_the_control_thread_and_a_poll_due_meanwhile_waits() {
         .filter(|&start| start >= input.start)
         .min()
         .expect("polls after the input store");
-    assert_eq!(first_after, launch_2.end);
+    assert_eq!(first_after, launch_2.start.plus(ns(500)));
     // So the record that landed during the store is taken by that poll (80 ns tail load and
     // 5 ns push), and its task starts only then.
     let task = spans
@@ -366,7 +366,7 @@ fn input_stores_occupy_the_control_thread_and_a_poll_due_meanwhile_waits() {
         .copied()
         .expect("launch 2's task ran");
     assert!(input.start < ns(900) && ns(900) < input.end, "{input:?}");
-    assert_eq!(task.start, launch_2.end.plus(ns(85)));
+    assert_eq!(task.start, first_after.plus(ns(85)));
     // The control thread does one thing at a time.
     let control = control_spans(&spans);
     for pair in control.windows(2) {
@@ -414,4 +414,30 @@ fn an_interrupt_handler_costs_one_poll_whatever_it_takes_and_leaves_the_control_
         })
         .collect();
     assert_eq!(handlers, vec![(1, ns(85)), (1000, ns(85))]);
+}
+
+#[test]
+fn polling_stops_once_every_result_of_the_launch_has_arrived() {
+    // Two chunks; task 0 needs both and takes long (its host work, 30 µs). Once both records
+    // have been polled, nothing more can arrive for this launch: no poll while the task runs.
+    let mut app = ScriptedApp {
+        launches: VecDeque::from([plan(2, &[(0, 2)], 0)]),
+        operations: BTreeMap::from([(0, 45_000)]),
+    };
+    let mut rt = runtime(&mut app, 500);
+    let mut link = RecordingLink::default();
+    let mut now = Ticks::ZERO;
+    advance(&mut rt, &mut link, &mut now, ns(1_000));
+    produce(&rt, 1, 0, 0);
+    produce(&rt, 1, 1, 1);
+    advance(&mut rt, &mut link, &mut now, ns(2_000));
+    let polls_after_arrival = rt.measurements().polls;
+    advance(&mut rt, &mut link, &mut now, ns(20_000));
+    assert_eq!(
+        rt.measurements().polls,
+        polls_after_arrival,
+        "no poll while only the task is left"
+    );
+    let polls = polls(&spans(&mut rt));
+    assert!(polls.iter().any(|&(records, _)| records == 2), "{polls:?}");
 }

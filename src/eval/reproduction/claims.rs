@@ -1255,13 +1255,21 @@ fn note_single_digit(c: &Ctx) -> Option<String> {
         Some((
             fig13(c, w, "AXLE p100")?,
             per(m.polls, m.end_to_end_ns / 1000),
+            share(m.input_store_ns, m.end_to_end_ns),
         ))
     })?;
     Some(format!(
-        "AXLE (p100) stall, with polls per µs: {}.",
+        "AXLE (p100) stall, with polls per µs and the part that is the control thread storing launch inputs: {}.",
         values
             .iter()
-            .map(|(w, (stall, rate))| format!("{} {} ({rate:.2})", label(w), percent(*stall)))
+            .map(|(w, (stall, rate, inputs))| {
+                format!(
+                    "{} {} ({rate:.2}; inputs {})",
+                    label(w),
+                    percent(*stall),
+                    percent(*inputs)
+                )
+            })
             .collect::<Vec<_>>()
             .join(", ")
     ))
