@@ -61,8 +61,9 @@
 //! - FIFO ([`Scheduling::Fifo`]): one queue; a free µthread anywhere takes the next item by
 //!   offset. At dispatch the first items are dealt to the units in turn.
 //!
-//! Within a unit, an item goes to the sub-core with the fewest items (ties: the lowest), as
-//! M²NDP's µthread generator balances its sub-cores.
+//! Within a unit, items go to its sub-cores in turn, each to the next one with a free µthread
+//! after the sub-core that took the unit's previous item, as M²NDP deals instruction columns
+//! to its sub-cores (`ndp_unit.cc`, `connect_instruction_buffer_to_sub_core`).
 //!
 //! The kernel's real code runs when an item ends, so results appear in device memory at their
 //! modelled completion time.
@@ -78,8 +79,6 @@ use std::collections::{BinaryHeap, VecDeque};
 pub struct Ended {
     /// Processing unit.
     pub unit: u32,
-    /// µthread slot within the unit.
-    pub lane: u32,
     /// Item index.
     pub item: u32,
     /// When it started.
@@ -213,6 +212,14 @@ pub struct Ccm {
     sub: Vec<SubCore>,
     /// Each sub-core's earliest projected end of an issuing item's instructions.
     sub_timers: MinTree,
+    /// Per unit, the sub-core (0-based within the unit) that took its last item.
+    last_sub_core: Vec<u32>,
+    /// Scratch for [`Ccm::reshare_sub_core`]: the issuing items' caps.
+    scratch_caps: Vec<(f64, u32)>,
+    /// Scratch for [`Ccm::compute_due`]: the items whose instructions ended.
+    scratch_done: Vec<u32>,
+    /// Scratch for dispatch and item ends: the sub-cores an item started on.
+    scratch_touched: Vec<u32>,
     slots: Vec<Option<Active>>,
     memory: MemoryShare,
     /// Whether an item joined the memory share since its end was last scheduled.
@@ -262,6 +269,11 @@ impl Ccm {
                 })
                 .collect(),
             sub_timers: MinTree::new(sub_cores as usize),
+            // The first item of a unit goes to its sub-core 0.
+            last_sub_core: vec![config.ccm_sub_cores.saturating_sub(1); config.ccm_units as usize],
+            scratch_caps: Vec::new(),
+            scratch_done: Vec::new(),
+            scratch_touched: Vec::new(),
             slots: vec![None; slots as usize],
             memory: MemoryShare {
                 served: 0.0,
@@ -289,16 +301,6 @@ impl Ccm {
     /// Whether a launch is executing.
     pub fn is_running(&self) -> bool {
         self.running.is_some()
-    }
-
-    /// The tag of the launch executing, if any.
-    pub fn running_tag(&self) -> Option<u32> {
-        self.running.as_ref().map(|running| running.tag)
-    }
-
-    /// µthread slots per processing unit.
-    pub fn slots_per_unit(&self) -> u32 {
-        self.sub_cores.saturating_mul(self.slots_per_sub_core)
     }
 
     /// Time during which at least one µthread ran an item.
@@ -352,15 +354,6 @@ impl Ccm {
         (demand, (demand / instructions).min(1.0))
     }
 
-    /// How long `cost` takes on an otherwise idle CCM (one item alone: the whole of its
-    /// sub-core that one µthread can use, all of the memory bandwidth), at least the latency.
-    pub fn solo_duration(&self, cost: &ItemCost) -> Ticks {
-        let (demand, cap) = self.compute_demand(cost);
-        let compute = ceil_ticks(demand / cap * self.ticks_per_cycle);
-        let memory = ceil_ticks(cost.bytes as f64 / self.bytes_per_tick);
-        compute.max(memory).max(self.latency)
-    }
-
     /// Starts the items `items` of a launch (one stage) at `now`. `memory` is read for the
     /// items' descriptions.
     pub fn dispatch<M: firmware::hal::DeviceMemory>(
@@ -386,7 +379,8 @@ impl Ccm {
             unit_taken: vec![0; self.units as usize],
             finished: 0,
         });
-        let mut touched = Vec::new();
+        let mut touched = std::mem::take(&mut self.scratch_touched);
+        touched.clear();
         match self.scheduling {
             Scheduling::Rr => {
                 for unit in 0..self.units {
@@ -409,6 +403,7 @@ impl Ccm {
             }
         }
         self.reshare(now, &touched);
+        self.scratch_touched = touched;
         self.ask_wake();
     }
 
@@ -470,14 +465,20 @@ impl Ccm {
         }
     }
 
-    /// The sub-core of `unit` with the fewest items and a free slot (ties: the lowest).
+    /// The sub-core of `unit` its next item goes to: the first with a free slot after the one
+    /// that took the unit's last item, in turn (M²NDP `ndp_unit.cc`,
+    /// `connect_instruction_buffer_to_sub_core`: it deals instruction columns from
+    /// `m_last_sub_core_fetched + 1`).
     fn free_sub_core(&self, unit: u32) -> Option<u32> {
         let first = unit.saturating_mul(self.sub_cores);
-        (first..first.saturating_add(self.sub_cores))
-            .filter_map(|index| Some((self.sub.get(index as usize)?.occupied, index)))
-            .filter(|&(occupied, _)| occupied < self.slots_per_sub_core)
-            .min()
-            .map(|(_, index)| index)
+        let last = self.last_sub_core.get(unit as usize).copied().unwrap_or(0);
+        (1..=self.sub_cores)
+            .map(|step| first.saturating_add((last + step) % self.sub_cores.max(1)))
+            .find(|&index| {
+                self.sub
+                    .get(index as usize)
+                    .is_some_and(|entry| entry.occupied < self.slots_per_sub_core)
+            })
     }
 
     /// Starts items on `unit` while it has free µthreads and the policy gives it items.
@@ -488,11 +489,7 @@ impl Ccm {
         memory: &M,
         touched: &mut Vec<u32>,
     ) {
-        while self.free_sub_core(unit).is_some() {
-            if !self.start_next(now, unit, memory, touched) {
-                break;
-            }
-        }
+        while self.start_next(now, unit, memory, touched) {}
     }
 
     /// Starts the policy's next item for `unit` on its least-loaded sub-core; `false` when
@@ -521,6 +518,9 @@ impl Ccm {
         let Some(slot) = self.free_slot(sub_core) else {
             return false;
         };
+        if let Some(last) = self.last_sub_core.get_mut(unit as usize) {
+            *last = sub_core % self.sub_cores.max(1);
+        }
         let (demand, cap) = self.compute_demand(&cost);
         if let Some(entry) = self.sub.get_mut(sub_core as usize) {
             entry.occupied += 1;
@@ -618,16 +618,19 @@ impl Ccm {
         let Some(entry) = self.sub.get(sub_core as usize) else {
             return;
         };
-        let mut caps: Vec<(f64, u32)> = entry
-            .issuing
-            .iter()
-            .filter_map(|&slot| Some((self.slots.get(slot as usize)?.as_ref()?.cap, slot)))
-            .collect();
+        let mut caps = std::mem::take(&mut self.scratch_caps);
+        caps.clear();
+        caps.extend(
+            entry
+                .issuing
+                .iter()
+                .filter_map(|&slot| Some((self.slots.get(slot as usize)?.as_ref()?.cap, slot))),
+        );
         caps.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let mut capacity = 1.0_f64;
         let mut left = caps.len();
         let mut earliest: Option<Ticks> = None;
-        for (cap, slot) in caps {
+        for &(cap, slot) in &caps {
             let fair = capacity / left as f64;
             let share = cap.min(fair);
             capacity -= share;
@@ -639,6 +642,7 @@ impl Ccm {
                 earliest = Some(earliest.map_or(active.compute_end, |e| e.min(active.compute_end)));
             }
         }
+        self.scratch_caps = caps;
         // The earliest projected end of an issuing item's instructions (none: never).
         self.sub_timers
             .set(sub_core, earliest.unwrap_or(Ticks::NEVER));
@@ -662,31 +666,30 @@ impl Ccm {
     /// The earliest projected instruction end of `sub_core` is due.
     fn compute_due(&mut self, now: Ticks, sub_core: u32) {
         self.advance_sub_core(now, sub_core);
-        let issuing = self
-            .sub
-            .get(sub_core as usize)
-            .map(|entry| entry.issuing.clone())
-            .unwrap_or_default();
-        let mut still = Vec::with_capacity(issuing.len());
-        for slot in issuing {
-            let done = match self.slots.get_mut(slot as usize) {
-                Some(Some(active)) if active.compute_end <= now => {
-                    active.compute_done = true;
-                    active.compute_left = 0.0;
-                    true
-                }
-                Some(Some(_)) => false,
-                _ => true,
-            };
-            if done {
-                self.part_done(now, slot);
-            } else {
-                still.push(slot);
-            }
-        }
+        let mut done = std::mem::take(&mut self.scratch_done);
+        done.clear();
         if let Some(entry) = self.sub.get_mut(sub_core as usize) {
-            entry.issuing = still;
+            let slots = &mut self.slots;
+            entry.issuing.retain(|&slot| {
+                let ended = match slots.get_mut(slot as usize) {
+                    Some(Some(active)) if active.compute_end <= now => {
+                        active.compute_done = true;
+                        active.compute_left = 0.0;
+                        true
+                    }
+                    Some(Some(_)) => false,
+                    _ => true,
+                };
+                if ended {
+                    done.push(slot);
+                }
+                !ended
+            });
         }
+        for &slot in &done {
+            self.part_done(now, slot);
+        }
+        self.scratch_done = done;
         self.reshare_sub_core(now, sub_core);
     }
 
@@ -741,7 +744,6 @@ impl Ccm {
         if self.active_items == 0 {
             self.busy_total = self.busy_total.plus(now.since(self.busy_since));
         }
-        let lane = slot.saturating_sub(unit.saturating_mul(self.slots_per_unit()));
         let running = self.running.as_mut()?;
         let status = match running.kernel.execute(active.item, memory) {
             Ok(()) => shared_abi::Status::Ok,
@@ -756,7 +758,6 @@ impl Ccm {
         running.finished += 1;
         let ended = Ended {
             unit,
-            lane,
             item: active.item,
             started: active.started,
             tag,
@@ -765,9 +766,11 @@ impl Ccm {
             self.running = None;
             return Some(ended);
         }
-        let mut touched = Vec::new();
+        let mut touched = std::mem::take(&mut self.scratch_touched);
+        touched.clear();
         self.fill(now, unit, &*memory, &mut touched);
         self.reshare(now, &touched);
+        self.scratch_touched = touched;
         Some(ended)
     }
 }
@@ -871,7 +874,6 @@ mod tests {
         let ended = run(&mut ccm, knn(1, 64), 1);
         let instructions = item_cost(64).instructions() as f64;
         assert_eq!(ended, vec![(0, 0, cycles(&config, instructions))]);
-        assert_eq!(ended[0].2, ccm.solo_duration(&item_cost(64)));
     }
 
     #[test]

@@ -52,11 +52,11 @@ pub struct DeviceConfig {
     /// CXL memory bandwidth: paper Table III's DDR5-4800 x 16 channels, 4800 MT/s x 8 bytes x
     /// 16 = 614.4 GB/s, shared by the µthreads that have device-memory traffic outstanding.
     pub ccm_memory_gbps: f64,
-    /// Latency added once per work item for its first device-memory access, which the
-    /// bandwidth share does not cover: a DDR5-4800 row miss (tRP + tRCD + CL = 3 x 16.25 ns at
-    /// JEDEC 40-39-39) plus the unit's cache and crossbar traversal (M²NDP L1 and L2 hit
-    /// latencies of 4 and 8 cycles, the crossbar) and the controller's queueing; our
-    /// round figure of that sum.
+    /// The latency of a work item's first device-memory access, a floor under the item's
+    /// duration (see `emulator::ccm`): our assumption of an unloaded access, a DDR5-4800 row
+    /// miss (tRP + tRCD + CL = 3 x 16.25 ns at JEDEC 40-39-39, about 49 ns) plus the way
+    /// through the unit's L1 and L2 (M²NDP's hit latencies, 4 and 8 cycles) and the on-device
+    /// crossbar to the memory controller, rounded up to 100 ns; M²NDP does not state one figure.
     pub ccm_memory_latency_ns: u64,
     /// Device memory size in MiB (data sets, results and the firmware scratch area).
     pub device_memory_mib: u64,

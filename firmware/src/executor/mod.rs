@@ -122,6 +122,12 @@ pub struct DmaExecutor {
     batch_bytes: u64,
     in_flight: Deque<InFlight, MAX_IN_FLIGHT>,
     blocked_since: Option<Ticks>,
+    /// Set when a submission is refused (no free engine channel, or the in-flight window is
+    /// full): nothing frees a channel before the next DMA completion ([`DmaExecutor::complete`]
+    /// clears it), so no submission is tried until then and complete chunks join the open
+    /// batch instead. With nothing in flight it is cleared at the next pump (an engine that
+    /// refuses with nothing in flight gets asked again).
+    engine_full: bool,
     /// A device status to publish once the engine takes the request (BROKEN).
     pending_status: Option<Status>,
 }
@@ -143,6 +149,7 @@ impl DmaExecutor {
             batch_bytes: 0,
             in_flight: Deque::new(),
             blocked_since: None,
+            engine_full: false,
             pending_status: None,
         }
     }
@@ -188,13 +195,14 @@ impl DmaExecutor {
         trace: &mut Trace,
     ) -> Result<PumpOutcome, Status> {
         let layout = *region.layout();
-        // Set once a submission is refused (no free engine channel, or the in-flight window is
-        // full): nothing frees a channel before the next DMA completion, so this pump tries
-        // no further submission and complete chunks join the open batch instead.
-        let mut engine_full = false;
-        // A batch that became due while the engine took no request goes out first, whole.
-        if self.batch_due(monitor) {
-            engine_full = !self.submit(hw, region, scratch, counters, trace)?;
+        // With nothing in flight no completion will come to clear a refusal: try again.
+        if self.in_flight.is_empty() {
+            self.engine_full = false;
+        }
+        // A batch that became due while the engine took no request goes out first, whole
+        // (unless the engine still refuses: no completion came since it last did).
+        if !self.engine_full && self.batch_due(monitor) {
+            self.engine_full = !self.submit(hw, region, scratch, counters, trace)?;
         }
         while let Some(chunk) = monitor.peek(hw, scratch)? {
             if !self.has_credit(&layout) {
@@ -205,7 +213,7 @@ impl DmaExecutor {
                 if !self.has_credit(&layout) {
                     // Close the open batch so the host can consume it and send credit back
                     // (if the engine takes no request now, at the first pump it does).
-                    if !engine_full {
+                    if !self.engine_full {
                         self.submit(hw, region, scratch, counters, trace)?;
                     }
                     if self.blocked_since.is_none() {
@@ -224,7 +232,7 @@ impl DmaExecutor {
                 trace.record(TraceEvent::CreditResume { at: now });
             }
             if !self.has_ring_room(scratch) {
-                if !engine_full {
+                if !self.engine_full {
                     self.submit(hw, region, scratch, counters, trace)?;
                 }
                 return Ok(PumpOutcome::WaitingForDma);
@@ -233,11 +241,11 @@ impl DmaExecutor {
             let last = monitor.all_chunks_taken();
             self.form_payload(hw, monitor, region, scratch, target, chunk, last)?;
             counters.payloads = counters.payloads.saturating_add(1);
-            if !engine_full && self.batch_due(monitor) {
-                engine_full = !self.submit(hw, region, scratch, counters, trace)?;
+            if !self.engine_full && self.batch_due(monitor) {
+                self.engine_full = !self.submit(hw, region, scratch, counters, trace)?;
             }
         }
-        if engine_full && self.batch_payloads > 0 {
+        if self.engine_full && self.batch_payloads > 0 {
             return Ok(PumpOutcome::WaitingForDma);
         }
         Ok(PumpOutcome::Drained)
@@ -257,6 +265,7 @@ impl DmaExecutor {
             Some(entry) if entry.tag == tag => {
                 self.descriptor_head = entry.descriptor_end;
                 self.staging_head = entry.staging_end;
+                self.engine_full = false;
                 Ok(entry.metadata_end)
             }
             // Completions must come back in submission order (a HAL guarantee).

@@ -108,8 +108,10 @@ pub const ELEMENT_BYTES: u64 = 4;
 /// address, the bound check `bgeu` against `rows`, `mul` + `add` of the row packet's address,
 /// `addi` + `blt` of the loop (7); scalar memory: `lw` of the index (1); vector: `vfadd.vv`
 /// (1); vector memory: `vle32.v` of the row's 8 elements (1). Bytes: the 4-byte index
-/// (contiguous with the bag's others) and the row's 32-byte packet (contiguous; M²NDP's
-/// memory requests are 32-byte sectors, `packet_size=32`, and `l1d_config` is sectored).
+/// (contiguous with the bag's others) and the row's 32-byte packet: half a DDR5 burst
+/// ([`super::DRAM_BURST_BYTES`]), whose other half the bag's neighbouring packet item reads
+/// at about the same time (M²NDP's memory requests are 32-byte sectors, `packet_size=32`, and
+/// `l1d_config` is sectored), so the two share the burst: 32 bytes each.
 ///
 /// Each of a bag's `dim / 8` items reads the bag's indices: there is no cache model, so the
 /// repeats are charged as DRAM traffic (where M²NDP's L1D would serve most of them); they are

@@ -45,6 +45,13 @@ use shared_abi::{CommandDescriptor, KernelId, Status};
 /// references) is written for this width.
 pub const VECTOR_LANES: usize = 8;
 
+/// Bytes of one device-memory burst: paper Table III's DDR5-4800 moves 64 bytes per access
+/// (a 32-bit sub-channel at burst length 16, JEDEC JESD79-5). A random access to fewer bytes
+/// still costs a whole burst; M²NDP's own 32-byte packets (its `packet_size=32`, on LPDDR5)
+/// are half of one, and neighbouring packets that neighbouring µthreads read together are
+/// counted at their size, as one burst between two of them.
+pub const DRAM_BURST_BYTES: u64 = 64;
+
 /// The modelled cost of one work item: the instructions its µthread issues, by the functional
 /// unit of an M²NDP sub-core that executes them, and the bytes of device memory it moves.
 ///
@@ -62,8 +69,8 @@ pub const VECTOR_LANES: usize = 8;
 /// distinct 32-byte packet its active lanes address, not one (M²NDP `execution_unit.cc`:
 /// `inst_issue_interval *= inst.addr_set.size()`): [`ItemCost::indexed_extra_cycles`].
 ///
-/// `bytes` is device-memory traffic in DRAM bursts: a streamed array costs its size, a random
-/// 4-byte access a whole burst (see [`sssp::RANDOM_ACCESS_BYTES`]); reads of the µthread's
+/// `bytes` is device-memory traffic: a streamed array costs its size, a random 4-byte access a
+/// whole burst ([`DRAM_BURST_BYTES`], [`sssp::RANDOM_ACCESS_BYTES`]); reads of the µthread's
 /// scratchpad cost instructions but no bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ItemCost {

@@ -148,8 +148,8 @@
 //!
 //! Each stage's costs are [`ItemCost`] constants beside the M²NDP kernel lines they count,
 //! by functional unit: scalar, scalar memory (scratchpad or device memory), vector, vector
-//! memory. Bytes are device-memory bytes in 32-byte bursts; scratchpad accesses (the staged
-//! input vector, the query, Attention1's scores and partials, which M²NDP keeps in the unit's
+//! memory. Bytes are device-memory bytes of streamed 32-byte packets; scratchpad accesses
+//! (the staged input vector, the query, Attention1's scores and partials, which M²NDP keeps in the unit's
 //! scratchpad between the bodies of one kernel) cost instructions and no bytes, and so do the
 //! few values every item of a stage reads (LayerNorm's mean and reciprocal deviation), which
 //! stay in the unit's L1 after the first.
@@ -169,7 +169,8 @@ pub const LANES: usize = super::VECTOR_LANES;
 /// Elements of one 32-byte packet (`LANES` as a `u32`).
 pub const PACKET_ELEMENTS: u32 = LANES as u32;
 
-/// Bytes of one packet: M²NDP's µthread input vector and one LPDDR5 burst.
+/// Bytes of one packet: M²NDP's µthread input vector (half a DDR5 burst,
+/// [`super::DRAM_BURST_BYTES`]; the stages' packets stream, so each costs its size).
 pub const PACKET_BYTES: u64 = 32;
 
 /// Output rows of one GEMV µthread (stages 2 and 8): one packet's worth, as M²NDP's

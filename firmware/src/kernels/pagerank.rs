@@ -48,7 +48,9 @@
 //! ```
 //!
 //! Item cost: [`FIXED`] + `ceil(in-arcs / 8)` × [`PER_CHUNK`] + in-arcs × [`BYTES_PER_ARC`]
-//! bytes ([`item_cost`]).
+//! bytes, plus `in-arcs - ceil(in-arcs / 8)` extra cycles of the vector address unit (a
+//! gather of `k` contributions from random lines touches `k` packets: M²NDP
+//! `execution_unit.cc`, `inst_issue_interval *= inst.addr_set.size()`) ([`item_cost`]).
 //!
 //! Where ours differs from M²NDP's kernel2, and why:
 //!

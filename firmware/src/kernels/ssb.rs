@@ -94,8 +94,10 @@ use crate::kernels::{ItemCost, ItemSpec};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
 
 /// Bytes of one M²NDP packet: the µthread's input vector (`PACKET_SIZE = MEM_ACCESS_SIZE = 32`
-/// in M²NDP's `src/common_defs.h`; `packet_size=32` in its performance configuration), one
-/// 8-lane vector of 32-bit values and one LPDDR5 x16 burst (BL16).
+/// in M²NDP's `src/common_defs.h`; `packet_size=32` in its performance configuration) and one
+/// 8-lane vector of 32-bit values; consecutive µthreads read consecutive packets, so the
+/// columns stream and each packet costs its 32 bytes (half a DDR5 burst,
+/// [`super::DRAM_BURST_BYTES`]).
 pub const PACKET_BYTES: u64 = 32;
 
 /// Bytes of one column value (`u32`).
@@ -124,7 +126,7 @@ pub const PER_PACKET: ItemCost = ItemCost {
 };
 
 /// Device-memory bytes of one µthread body: one packet of each column (a partial last packet
-/// still moves a whole burst) and the bitmap byte. The byte stores of consecutive µthreads
+/// is counted whole) and the bitmap byte. The byte stores of consecutive µthreads
 /// reach DRAM merged into whole bursts by the device's write-back L2 (M²NDP `l2d_config`
 /// `...,L:B:...`: write-back), so each costs one byte of bandwidth.
 pub const BYTES_PER_PACKET: u64 = 2 * PACKET_BYTES + 1;

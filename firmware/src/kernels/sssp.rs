@@ -57,10 +57,11 @@
 //! ([`ItemCost`]): `vsetvli` and `csrw` are scalar there; `vmv.x.s`, `vmv.s.x`, `vid.v`
 //! and mask compares are vector.
 //!
-//! An indexed load (`vluxei32.v`) is counted as one vector-memory instruction. M²NDP also
-//! multiplies its issue interval by the distinct 32-byte packets it touches
-//! (`execution_unit.cc`: `inst_issue_interval *= inst.addr_set.size()`), which an instruction
-//! count does not express; [`BYTES_PER_ARC`] does carry each gathered neighbour's burst.
+//! An indexed load (`vluxei32.v`) is one vector-memory instruction that keeps the vector
+//! address unit busy one cycle per distinct 32-byte packet it touches (M²NDP
+//! `execution_unit.cc`: `inst_issue_interval *= inst.addr_set.size()`): a pass gathering `k`
+//! neighbours' distances adds `k - 1` cycles ([`ItemCost::indexed_extra_cycles`]); the targets
+//! and weights are contiguous. [`BYTES_PER_ARC`] carries each gathered neighbour's burst.
 //!
 //! # Validation (everything a hostile host can send)
 //!
@@ -103,10 +104,10 @@ pub const RESULT_BYTES_PER_VERTEX: u64 = 4;
 /// Words the kernel stages per stack buffer (one unrolled loop iteration: 256 bytes).
 pub const CHUNK_WORDS: usize = 64;
 
-/// Bytes a random 4-byte access really moves: one 64-byte DRAM burst (a cache line). Graph
-/// kernels read a neighbour's distance at an unpredictable address, so each such access costs
-/// a full burst of device memory bandwidth.
-pub const RANDOM_ACCESS_BYTES: u64 = 64;
+/// Bytes a random 4-byte access really moves: one DRAM burst ([`super::DRAM_BURST_BYTES`]).
+/// Graph kernels read a neighbour's distance at an unpredictable address, so each such access
+/// costs a full burst of device memory bandwidth.
+pub const RANDOM_ACCESS_BYTES: u64 = super::DRAM_BURST_BYTES;
 
 /// Per item (one packet), kernel0's lines outside its vertex loop:
 ///
@@ -226,20 +227,28 @@ pub const fn arc_groups(degree: u32) -> u64 {
     }
 }
 
-/// The modelled cost of an item of `vertices` vertices (at most 8) whose arc loops make
-/// `groups` passes over `arcs` arcs in all: see [`PACKET`], [`PER_VERTEX`], [`PER_ARC_GROUP`],
-/// [`PARTIAL_PACKET_EXIT`] and [`BYTES_PER_ARC`], plus the gathers' extra address-unit
-/// cycles: a pass's gather of `k` neighbours' distances from random lines addresses `k`
-/// distinct packets, `k - 1` cycles more than one instruction, `arcs - groups` in all (a
-/// vertex without arcs makes one pass with every lane masked off, counted as one cycle; the
-/// targets and weights are contiguous: one packet, or two across a boundary, counted as one).
-/// Saturates instead of overflowing.
-pub fn item_cost(vertices: u64, groups: u64, arcs: u64) -> ItemCost {
+/// The modelled cost of an item whose vertices (at most 8) have the out-degrees `degrees`:
+/// [`PACKET`], [`PER_VERTEX`] per vertex, [`PER_ARC_GROUP`] per pass of each vertex's arc loop
+/// ([`arc_groups`]), [`PARTIAL_PACKET_EXIT`] for a short last packet and [`BYTES_PER_ARC`] per
+/// arc, plus the gathers' extra address-unit cycles: a pass's gather of `k` neighbours'
+/// distances from random lines addresses `k` distinct packets, `k - 1` cycles more than one
+/// instruction, so a vertex of `d` arcs adds `d - arc_groups(d)` (none for a vertex without
+/// arcs, whose one pass has every lane masked off; the targets and weights are contiguous: one
+/// packet, or two across a boundary, counted as one). Saturates instead of overflowing.
+pub fn item_cost(degrees: &[u32]) -> ItemCost {
+    let vertices = degrees.len() as u64;
+    let (mut groups, mut arcs, mut extra) = (0_u64, 0_u64, 0_u64);
+    for &degree in degrees {
+        let passes = arc_groups(degree);
+        groups = groups.saturating_add(passes);
+        arcs = arcs.saturating_add(u64::from(degree));
+        extra = extra.saturating_add(u64::from(degree).saturating_sub(passes));
+    }
     let cost = PACKET
         .plus(PER_VERTEX.times(vertices))
         .plus(PER_ARC_GROUP.times(groups))
         .plus(ItemCost::bytes(arcs.saturating_mul(BYTES_PER_ARC)))
-        .plus(ItemCost::indexed_extra_cycles(arcs.saturating_sub(groups)));
+        .plus(ItemCost::indexed_extra_cycles(extra));
     if vertices < u64::from(VERTICES_PER_ITEM) {
         cost.plus(PARTIAL_PACKET_EXIT)
     } else {
@@ -444,15 +453,17 @@ impl SsspKernel {
     /// vertices' degrees read from the offsets).
     pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, Status> {
         let span = self.span(index, memory)?;
-        let (mut groups, mut arcs) = (0_u64, 0_u64);
-        for lane in 0..span.count {
+        let mut degrees = [0_u32; VERTICES_PER_ITEM as usize];
+        for (lane, degree) in (0..span.count).zip(degrees.iter_mut()) {
             let (start, end) = span.arcs(lane)?;
-            let degree = end.checked_sub(start).ok_or(Status::ArgumentOutOfRange)?;
-            groups = groups.saturating_add(arc_groups(
-                u32::try_from(degree).map_err(|_| Status::ArgumentOutOfRange)?,
-            ));
-            arcs = arcs.saturating_add(degree);
+            *degree = end
+                .checked_sub(start)
+                .and_then(|degree| u32::try_from(degree).ok())
+                .ok_or(Status::ArgumentOutOfRange)?;
         }
+        let degrees = degrees
+            .get(..span.count)
+            .ok_or(Status::ArgumentOutOfRange)?;
         let vertices = span.count as u64;
         Ok(ItemSpec {
             result_offset: span
@@ -465,7 +476,7 @@ impl SsspKernel {
                     .ok_or(Status::ArgumentOutOfRange)?,
             )
             .map_err(|_| Status::ArgumentOutOfRange)?,
-            cost: item_cost(vertices, groups, arcs),
+            cost: item_cost(degrees),
         })
     }
 
@@ -730,7 +741,7 @@ mod tests {
         let (memory, command) = setup(&path_graph(), &[I; 20]);
         let kernel = SsspKernel::decode(&command, &memory).unwrap();
         let full = kernel.item(0, &memory).unwrap().cost;
-        assert_eq!(full, item_cost(8, 8, 15));
+        assert_eq!(full, item_cost(&[1, 2, 2, 2, 2, 2, 2, 2]));
         assert_eq!(
             full,
             ItemCost {
@@ -745,7 +756,7 @@ mod tests {
         );
         // The last item: 4 vertices (19 has one arc), and the early loop exit.
         let last = kernel.item(2, &memory).unwrap().cost;
-        assert_eq!(last, item_cost(4, 4, 7));
+        assert_eq!(last, item_cost(&[2, 2, 2, 1]));
         assert_eq!(last.scalar, 11 + 4 * 10 + 4 * 2 + 3);
         // A vertex of 9 arcs makes two passes; one of none still makes one.
         let star: Vec<(u32, u32, u32)> = (1..10).map(|v| (0, v, 1)).collect();
@@ -753,9 +764,13 @@ mod tests {
         let kernel = SsspKernel::decode(&command, &memory).unwrap();
         assert_eq!(
             kernel.item(0, &memory).unwrap().cost,
-            item_cost(8, 2 + 7, 16)
+            item_cost(&[9, 1, 1, 1, 1, 1, 1, 1])
         );
-        assert_eq!(kernel.item(1, &memory).unwrap().cost, item_cost(3, 3, 2));
+        assert_eq!(kernel.item(1, &memory).unwrap().cost, item_cost(&[1, 1, 0]));
+        // A vertex without arcs takes nothing off its neighbours' gathers: 9 arcs in 2 passes
+        // beside an isolated vertex still add 7 address-unit cycles.
+        assert_eq!(item_cost(&[0, 9]).indexed_extra_cycles, 7);
+        assert_eq!(item_cost(&[9]).indexed_extra_cycles, 7);
     }
 
     #[test]

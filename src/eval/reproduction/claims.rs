@@ -1167,8 +1167,14 @@ fn note_knn_a_wave(c: &Ctx) -> Option<String> {
         * u64::from(device.ccm_uthreads_per_sub_core);
     // One 4-byte distance per work item.
     let items = axle.payloads * u64::from(c.config().axle.slot_size) / 4;
+    let waves = items.div_ceil(uthreads.max(1));
+    let wave_text = if waves == 1 {
+        "one wave, whose items share device memory equally and so end together".to_owned()
+    } else {
+        format!("{waves} waves")
+    };
     Some(format!(
-        "(a) has {items} work items (one distance each) for {uthreads} µthreads: one wave, whose items share device memory equally and so end together; AXLE (p1)'s first distance reaches the host {} after the launch, its CCM work takes {}, and the host's selection ({} in RP, one chained thread) can only follow.",
+        "(a) has {items} work items (one distance each) for {uthreads} µthreads: {wave_text}; AXLE (p1)'s first distance reaches the host {} after the launch, its CCM work takes {}, and the host's selection ({} in RP, one chained thread) follows the distances as they come.",
         time(axle.first_result_ns),
         time(axle.ccm_busy_ns),
         time(rp.host_busy_ns)
