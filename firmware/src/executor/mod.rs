@@ -492,6 +492,24 @@ impl DmaExecutor {
             count: u32::try_from(count).map_err(|_| Status::ArgumentOutOfRange)?,
             payloads: self.batch_payloads,
         };
+        if !self.send(hw, request)? {
+            // The D2 descriptor and its cell are undone; the batch stays open.
+            return Ok(false);
+        }
+        counters.dma_requests = counters.dma_requests.saturating_add(1);
+        trace.record(TraceEvent::DmaSubmit {
+            payloads: self.batch_payloads,
+            payload_tail: self.payload_tail,
+        });
+        self.batch_payloads = 0;
+        self.batch_bytes = 0;
+        Ok(true)
+    }
+
+    /// Submits `request`, whose last descriptor and staging cell were just written: on
+    /// acceptance it joins the in-flight requests (`Ok(true)`); when the engine refuses
+    /// ([`DmaError::QueueFull`]), that descriptor and cell are undone (`Ok(false)`).
+    fn send<H: DmaEngine>(&mut self, hw: &mut H, request: DmaRequest) -> Result<bool, Status> {
         match hw.submit(request) {
             Ok(tag) => {
                 let entry = InFlight {
@@ -500,20 +518,10 @@ impl DmaExecutor {
                     staging_end: self.staging_tail,
                     metadata_end: self.metadata_tail,
                 };
-                if self.in_flight.push_back(entry).is_err() {
-                    return Err(Status::Busy);
-                }
-                counters.dma_requests = counters.dma_requests.saturating_add(1);
-                trace.record(TraceEvent::DmaSubmit {
-                    payloads: self.batch_payloads,
-                    payload_tail: self.payload_tail,
-                });
-                self.batch_payloads = 0;
-                self.batch_bytes = 0;
+                self.in_flight.push_back(entry).map_err(|_| Status::Busy)?;
                 Ok(true)
             }
             Err(DmaError::QueueFull) => {
-                // Undo the D2 descriptor and its cell; the batch stays open.
                 self.descriptor_tail = self.descriptor_tail.saturating_sub(1);
                 self.staging_tail = self.staging_tail.saturating_sub(1);
                 Ok(false)
@@ -579,25 +587,10 @@ impl DmaExecutor {
             count: 1,
             payloads: 0,
         };
-        match hw.submit(request) {
-            Ok(tag) => {
-                self.in_flight
-                    .push_back(InFlight {
-                        tag,
-                        descriptor_end: self.descriptor_tail,
-                        staging_end: self.staging_tail,
-                        metadata_end: self.metadata_tail,
-                    })
-                    .map_err(|_| Status::Busy)?;
-                self.pending_status = None;
-                Ok(())
-            }
-            Err(DmaError::QueueFull) => {
-                // Undo the descriptor and its cell; the status stays pending.
-                self.descriptor_tail = self.descriptor_tail.saturating_sub(1);
-                self.staging_tail = self.staging_tail.saturating_sub(1);
-                Ok(())
-            }
+        // Refused: the descriptor and its cell are undone and the status stays pending.
+        if self.send(hw, request)? {
+            self.pending_status = None;
         }
+        Ok(())
     }
 }
