@@ -164,9 +164,17 @@ pub struct HostMeasurements {
 enum Timer {
     RemotePoll,
     LocalPoll,
-    PollDone,
-    TaskDone { worker: u32, task: u32 },
-    FinishDone { worker: u32 },
+    /// A poll or interrupt handler ends; `batch`: it pushed a batch into the ready pool.
+    PollDone {
+        batch: bool,
+    },
+    TaskDone {
+        worker: u32,
+        task: u32,
+    },
+    FinishDone {
+        worker: u32,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -702,7 +710,7 @@ impl<'a> Runtime<'a> {
         if records > 0 {
             self.last_progress = now;
         }
-        self.at(now.plus(duration), Timer::PollDone);
+        self.at(now.plus(duration), Timer::PollDone { batch: records > 0 });
     }
 
     /// The control thread's time for one poll (or interrupt handler) that found `records`
@@ -720,7 +728,12 @@ impl<'a> Runtime<'a> {
     /// The poll's batches reach the scheduler: the records are copied out of the ring (the
     /// scheduler's bookkeeping, which the model gives no time) to learn which tasks became
     /// ready; their slots stay held until the tasks that read them have run.
-    fn poll_done(&mut self, now: Ticks, link: &mut dyn DeviceLink) {
+    ///
+    /// Each poll (or handler) that found records pushed one batch; the batches leave the pool
+    /// in that order, and polls that push one take equally long, so the batch taken here is
+    /// this poll's. (Interrupt handlers overlap: a later handler's batch must not reach the
+    /// scheduler when an earlier one ends.)
+    fn poll_done(&mut self, now: Ticks, batch: bool, link: &mut dyn DeviceLink) {
         let Some(ring) = self.ring.as_mut() else {
             return;
         };
@@ -730,7 +743,8 @@ impl<'a> Runtime<'a> {
             }
             return;
         };
-        while let Some(batch) = ring.pool().pop() {
+        let taken = if batch { ring.pool().pop() } else { None };
+        if let Some(batch) = taken {
             for index in batch {
                 let (record, payload) = match ring.take_record(index) {
                     Ok(taken) => taken,
@@ -983,8 +997,8 @@ impl<'a> Runtime<'a> {
                 self.poll(now, None);
                 self.check_stalled(now);
             }
-            Timer::PollDone => {
-                self.poll_done(now, link);
+            Timer::PollDone { batch } => {
+                self.poll_done(now, batch, link);
                 // Once every result of the launch has arrived, nothing more can come until the
                 // next launch (the paper's implicit completion detection: every downstream host
                 // task has been triggered); the next launch starts polling again, and its

@@ -441,3 +441,39 @@ fn polling_stops_once_every_result_of_the_launch_has_arrived() {
     let polls = polls(&spans(&mut rt));
     assert!(polls.iter().any(|&(records, _)| records == 2), "{polls:?}");
 }
+
+#[test]
+fn an_interrupt_handlers_batch_reaches_the_scheduler_when_that_handler_ends() {
+    // Two handlers overlap: the first (chunk 0) at 2,000 ns, the second (chunk 1) 30 ns
+    // later. Each takes 85 ns; task 1 (chunk 1) may start only when the second one ends,
+    // not when the first does.
+    let mut app = ScriptedApp {
+        launches: VecDeque::from([plan(3, &[(0, 1), (1, 2), (2, 3)], 0)]),
+        operations: BTreeMap::new(),
+    };
+    let mut rt = Runtime::new(Mode::AxleIrq, config(500), &mut app, Some(ring()));
+    rt.enable_trace();
+    let mut link = RecordingLink::default();
+    let mut now = Ticks::ZERO;
+    advance(&mut rt, &mut link, &mut now, ns(1_000));
+    produce(&rt, 1, 0, 0);
+    rt.deliver(ns(2_000), LinkResponse::Interrupt { message: 1 });
+    now = ns(2_000);
+    advance(&mut rt, &mut link, &mut now, ns(2_030));
+    produce(&rt, 1, 1, 1);
+    rt.deliver(ns(2_030), LinkResponse::Interrupt { message: 2 });
+    now = ns(2_030);
+    advance(&mut rt, &mut link, &mut now, ns(3_000));
+    let spans = spans(&mut rt);
+    let start = |task: u32| {
+        spans
+            .iter()
+            .find_map(|span| match span.kind {
+                HostSpanKind::Task { task: t, .. } if t == task => Some(span.start),
+                _ => None,
+            })
+            .expect("the task ran")
+    };
+    assert_eq!(start(0), ns(2_085));
+    assert_eq!(start(1), ns(2_115));
+}
