@@ -5,6 +5,8 @@
 //! - [`frames`]: the page-frame allocator, which scatters regions on purpose;
 //! - [`dma`]: DMA regions, contiguous in region offsets and scattered physically;
 //! - [`jitter`]: seeded random delays for the wall-clock stress runs;
+//! - [`limits`]: the bounds on every size from outside (host messages, configuration, data
+//!   files), checked before allocating;
 //! - [`sgl`]: the scatter-gather list of a region;
 //! - [`shadow`]: the CXL.mem stores that program a region into the device, and the region's
 //!   control block;
@@ -31,6 +33,7 @@ pub mod dma;
 pub mod frames;
 pub mod hdm;
 pub mod jitter;
+pub mod limits;
 pub mod link;
 #[cfg(not(loom))]
 #[allow(unsafe_code)]
