@@ -16,8 +16,9 @@
 //! RUSTFLAGS="--cfg loom" cargo test --release --test loom_ring
 //! ```
 //!
-//! A build from scratch takes about 80 s on 2 cores; the four tests then take under 2 s
-//! (exploration is exhaustive: no preemption bound). Prefixing `CARGO_TARGET_DIR=target/loom`
+//! A build from scratch takes about 80 s on 2 cores. Models (i) and (ii) are explored
+//! exhaustively (no preemption bound) and take under 2 s; model (iii) is bounded
+//! ([`PREEMPTION_BOUND`]) and takes about a minute of CPU. Prefixing `CARGO_TARGET_DIR=target/loom`
 //! keeps the `--cfg loom` build from invalidating the ordinary one.
 //!
 //! Under `--cfg loom` every crate linked into this test is compiled with loom atomics, so any
@@ -33,6 +34,7 @@ use host_driver::sync::{Arc, Ordering};
 use host_runtime::ring::{publish_heads, read_payload, MetadataConsumer, PayloadHeadTracker};
 use loom::thread;
 use shared_abi::control::{METADATA_TAIL_OFFSET, PAYLOAD_HEAD_OFFSET, PAYLOAD_TAIL_OFFSET};
+use shared_abi::device_map::FLOW_CONTROL;
 use shared_abi::region::RingLayout;
 use shared_abi::MetadataRecord;
 
@@ -262,18 +264,172 @@ fn out_of_order_with_stale_heads(publish: HeadPublish) {
     device.join().unwrap();
 }
 
-/// Runs `model` under loom and returns how many executions it explored.
-fn check(model: fn()) -> usize {
+/// The device's flow-control block (`shared_abi::device_map::FLOW_CONTROL`, a
+/// [`shared_abi::FlowControlMessage`]) as two loom words: the host's CXL.mem stores of its heads
+/// (Release) and the executor's reads of them in the real `firmware::flow::Credits::refresh`
+/// (Acquire, edge D5).
+struct FlowBlock {
+    /// The metadata head (H2) and the payload head (H3).
+    heads: [loom::sync::atomic::AtomicU64; 2],
+}
+
+impl FlowBlock {
+    fn new() -> FlowBlock {
+        FlowBlock {
+            heads: [
+                loom::sync::atomic::AtomicU64::new(0),
+                loom::sync::atomic::AtomicU64::new(0),
+            ],
+        }
+    }
+
+    /// The host's CXL.mem store of its heads, after the reads of every slot below them.
+    fn store(&self, metadata_head: u64, payload_head: u64) {
+        self.heads[0].store(metadata_head, Ordering::Release);
+        self.heads[1].store(payload_head, Ordering::Release);
+    }
+}
+
+impl firmware::hal::DeviceMemory for FlowBlock {
+    fn size(&self) -> u64 {
+        FLOW_CONTROL.0 + 16
+    }
+
+    /// Only the whole block is ever read (`Credits::refresh` reads one `FlowControlMessage`).
+    fn read(
+        &self,
+        address: shared_abi::DeviceAddress,
+        buffer: &mut [u8],
+    ) -> Result<(), firmware::hal::MemoryFault> {
+        let fault = firmware::hal::MemoryFault {
+            address,
+            length: buffer.len() as u64,
+        };
+        if address != FLOW_CONTROL || buffer.len() != 16 {
+            return Err(fault);
+        }
+        for (word, bytes) in self.heads.iter().zip(buffer.chunks_exact_mut(8)) {
+            bytes.copy_from_slice(&word.load(Ordering::Acquire).to_le_bytes());
+        }
+        Ok(())
+    }
+
+    fn write(
+        &mut self,
+        address: shared_abi::DeviceAddress,
+        data: &[u8],
+    ) -> Result<(), firmware::hal::MemoryFault> {
+        // The device never writes the host's heads.
+        Err(firmware::hal::MemoryFault {
+            address,
+            length: data.len() as u64,
+        })
+    }
+}
+
+/// How the device decides it has room for the next payload.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Room {
+    /// The firmware's own rule: `firmware::flow::Credits::free` (free-running indices,
+    /// `shared_abi::ring::free_slots`).
+    Credits,
+    /// The twin: one slot too many (the classic `<=` for `<` at the wrap), so the device may
+    /// write index `head + capacity` into the slot of `head` before the host has read it.
+    OneTooMany,
+}
+
+/// Model (iii): both rings of `capacity` slots (2 or 3) and five payloads, so the indices wrap
+/// (twice at two slots, once at three). The device (the real `Credits`) writes only while its cached heads
+/// grant room and refreshes them from the flow-control block only when they say full (D5); the
+/// host reads each record and payload, checks that the free-running index of the slot is the
+/// record's (`GapAwareHead::slot_index`), and stores both heads after its reads (H2, H3) while
+/// the device runs.
+fn flow_control_at_the_wrap(capacity: u32, room: Room) {
+    let (region, layout) = setup(capacity, capacity);
+    let payloads = 5;
+    let block = Arc::new(FlowBlock::new());
+    let device_region = Arc::clone(&region);
+    let device_block = Arc::clone(&block);
+    let device = thread::spawn(move || {
+        let mut credits = firmware::flow::Credits::new();
+        let free = |credits: &firmware::flow::Credits, tail: u64| {
+            let (metadata, payload) = credits.free(tail, capacity, tail, capacity);
+            let free = metadata.min(payload);
+            match room {
+                Room::Credits => free,
+                Room::OneTooMany => free + 1,
+            }
+        };
+        for index in 0..payloads {
+            while free(&credits, index) == 0 {
+                // D5: refresh only when the cached heads say full.
+                if let Err(status) = credits.refresh(&*device_block, index, index) {
+                    panic!(
+                        "{VIOLATION}: device refused the host's heads at index {index}: {status:?}"
+                    );
+                }
+                if free(&credits, index) == 0 {
+                    thread::yield_now();
+                }
+            }
+            produce(&device_region, &layout, index, Ordering::Release);
+        }
+    });
+
+    let mut consumer = MetadataConsumer::new(layout);
+    let mut tracker = PayloadHeadTracker::new(&layout);
+    let mut records = Vec::new();
+    for index in 0..payloads {
+        poll_until(&mut consumer, &region, &mut records, index as usize + 1);
+        let record = records[index as usize];
+        assert_eq!(
+            tracker.slot_index(record.payload_slot),
+            record.sequence,
+            "{VIOLATION}: slot {} maps to the wrong free-running index",
+            record.payload_slot
+        );
+        read_and_check(&region, &layout, &record);
+        match tracker.consume(record.sequence) {
+            Ok(_) => {}
+            Err(error) => panic!("{VIOLATION}: consume {}: {error}", record.sequence),
+        }
+        publish_heads(&region, &layout, consumer.head(), tracker.head()).unwrap();
+        block.store(consumer.head(), tracker.head());
+    }
+    assert_eq!(tracker.head(), payloads);
+    device.join().unwrap();
+}
+
+/// Runs `model` under `builder` and returns how many executions it explored.
+fn check_with(builder: loom::model::Builder, model: fn()) -> usize {
     EXECUTIONS.set(0);
-    builder().check(move || {
+    builder.check(move || {
         EXECUTIONS.set(EXECUTIONS.get() + 1);
         model();
     });
     EXECUTIONS.get()
 }
 
-/// Runs a broken twin and returns loom's panic message; fails if loom accepted it.
-fn rejection_message(model: fn()) -> String {
+/// Runs `model` under loom, exhaustively, and returns how many executions it explored.
+fn check(model: fn()) -> usize {
+    check_with(builder(), model)
+}
+
+/// Preemptions per execution in the bounded models: model (iii) has two threads of some 60
+/// atomic steps each, beyond exhaustive exploration; loom's documentation recommends a bound
+/// of 2 or 3, which finds most bugs (CHESS, Musuvathi and Qadeer, PLDI 2007).
+const PREEMPTION_BOUND: usize = 2;
+
+/// Runs `model` under loom with [`PREEMPTION_BOUND`] and returns the executions explored.
+fn check_bounded(model: fn()) -> usize {
+    let mut builder = builder();
+    builder.preemption_bound = Some(PREEMPTION_BOUND);
+    check_with(builder, model)
+}
+
+/// Runs a broken twin under `check` and returns loom's panic message; fails if loom accepted
+/// it.
+fn rejection_message_with(check: fn(fn()) -> usize, model: fn()) -> String {
     let result = std::panic::catch_unwind(|| check(model));
     let payload = match result {
         Ok(executions) => panic!("loom accepted a broken twin after {executions} executions"),
@@ -284,6 +440,16 @@ fn rejection_message(model: fn()) -> String {
         .cloned()
         .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
         .unwrap_or_default()
+}
+
+/// Runs a broken twin exhaustively and returns loom's panic message.
+fn rejection_message(model: fn()) -> String {
+    rejection_message_with(check, model)
+}
+
+/// Runs a broken twin with [`PREEMPTION_BOUND`] and returns loom's panic message.
+fn rejection_message_bounded(model: fn()) -> String {
+    rejection_message_with(check_bounded, model)
 }
 
 #[test]
@@ -318,6 +484,33 @@ fn model_ii_twin_head_published_before_slot_read_is_rejected() {
     let message = rejection_message(|| out_of_order_with_stale_heads(HeadPublish::BeforeRead));
     eprintln!(
         "model (ii) twin rejected after {} executions: {message}",
+        EXECUTIONS.get()
+    );
+    assert!(
+        message.contains(VIOLATION),
+        "rejected for another reason: {message}"
+    );
+}
+
+#[test]
+fn model_iii_flow_control_wraps_a_two_slot_ring() {
+    let executions = check_bounded(|| flow_control_at_the_wrap(2, Room::Credits));
+    eprintln!("model (iii), 2 slots: {executions} executions explored");
+    assert!(executions > 1);
+}
+
+#[test]
+fn model_iii_flow_control_wraps_a_three_slot_ring() {
+    let executions = check_bounded(|| flow_control_at_the_wrap(3, Room::Credits));
+    eprintln!("model (iii), 3 slots: {executions} executions explored");
+    assert!(executions > 1);
+}
+
+#[test]
+fn model_iii_twin_one_slot_too_many_is_rejected() {
+    let message = rejection_message_bounded(|| flow_control_at_the_wrap(2, Room::OneTooMany));
+    eprintln!(
+        "model (iii) twin rejected after {} executions: {message}",
         EXECUTIONS.get()
     );
     assert!(
