@@ -400,6 +400,162 @@ fn flow_control_at_the_wrap(capacity: u32, room: Room) {
     device.join().unwrap();
 }
 
+/// The order of a batch's writes in the crash model.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BatchOrder {
+    /// The executor's order: the payloads (D1), the payload tail (D2), the records (D3), the
+    /// metadata tail (D4).
+    Protocol,
+    /// The twin: the records and both tails first, the payloads last.
+    TailsFirst,
+}
+
+/// One write of a batch.
+#[derive(Clone, Copy)]
+enum BatchStep {
+    Payload(u64),
+    PayloadTail(u64),
+    Record(u64),
+    MetadataTail(u64),
+}
+
+/// The writes of the batch of payloads `range`, in `order`.
+fn batch_steps(range: std::ops::Range<u64>, order: BatchOrder) -> Vec<BatchStep> {
+    let payloads = range.clone().map(BatchStep::Payload);
+    let records = range.clone().map(BatchStep::Record);
+    let tails = [
+        BatchStep::PayloadTail(range.end),
+        BatchStep::MetadataTail(range.end),
+    ];
+    match order {
+        BatchOrder::Protocol => payloads
+            .chain([tails[0]])
+            .chain(records)
+            .chain([tails[1]])
+            .collect(),
+        BatchOrder::TailsFirst => records.chain(tails).chain(payloads).collect(),
+    }
+}
+
+/// Does one write of a batch.
+fn do_step(region: &DmaRegion, layout: &RingLayout, step: BatchStep) {
+    let slot = |index: u64| (index % u64::from(layout.payload_capacity())) as u32;
+    match step {
+        BatchStep::Payload(index) => dma_write(
+            region,
+            layout.payload_slot_offset(slot(index)).unwrap(),
+            &payload_bytes(index),
+        ),
+        BatchStep::PayloadTail(tail) => {
+            dma_publish(region, PAYLOAD_TAIL_OFFSET, tail, Ordering::Release)
+        }
+        BatchStep::Record(index) => dma_write(
+            region,
+            layout.metadata_slot_offset(index),
+            &record_bytes(index, slot(index), SLOT_SIZE),
+        ),
+        BatchStep::MetadataTail(tail) => {
+            dma_publish(region, METADATA_TAIL_OFFSET, tail, Ordering::Release)
+        }
+    }
+}
+
+/// Model (iv): the device writes a batch of one payload, then a batch of two, and stops for
+/// good after `stop` writes (a crash at any point of either batch: after some payloads, before
+/// or after the payload tail, before a record, before the metadata tail). The host polls and
+/// consumes while the device runs, learns that it stopped, then drains what the metadata tail
+/// published. It never consumes a record whose payload is not fully written, never frees a
+/// slot twice (`GapAwareHead::consume` refuses), and ends with a consistent reclaimed state:
+/// its heads equal the published metadata tail, with no gap.
+fn crash_mid_batch(stop: usize, order: BatchOrder) {
+    let (region, layout) = setup(4, 4);
+    let steps: Vec<BatchStep> = batch_steps(0..1, order)
+        .into_iter()
+        .chain(batch_steps(1..3, order))
+        .collect();
+    assert!(stop <= steps.len());
+    // The metadata tail the device will have published when it stops.
+    let published = steps[..stop]
+        .iter()
+        .filter_map(|step| match step {
+            BatchStep::MetadataTail(tail) => Some(*tail),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let stopped = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+    let device_region = Arc::clone(&region);
+    let device_stopped = Arc::clone(&stopped);
+    let device = thread::spawn(move || {
+        for step in steps.into_iter().take(stop) {
+            do_step(&device_region, &layout, step);
+        }
+        // The crash: the host learns it later (the emulator's death, a latched status).
+        device_stopped.store(true, Ordering::Release);
+    });
+
+    let mut consumer = MetadataConsumer::new(layout);
+    let mut tracker = PayloadHeadTracker::new(&layout);
+    let mut records = Vec::new();
+    let mut consume = |records: &mut Vec<MetadataRecord>, consumer: &mut MetadataConsumer| {
+        let before = records.len();
+        if let Err(error) = consumer.poll(&region, 8, records) {
+            panic!("{VIOLATION}: poll failed: {error}");
+        }
+        for record in &records[before..] {
+            read_and_check(&region, &layout, record);
+            if let Err(error) = tracker.consume(record.sequence) {
+                panic!(
+                    "{VIOLATION}: slot of {} freed twice: {error}",
+                    record.sequence
+                );
+            }
+        }
+        records.len() > before
+    };
+    // While the device runs: poll and consume what arrives.
+    while !stopped.load(Ordering::Acquire) {
+        if !consume(&mut records, &mut consumer) {
+            thread::yield_now();
+        }
+    }
+    // The device is gone: drain what the tail published, then reclaim.
+    consume(&mut records, &mut consumer);
+    assert_eq!(
+        consumer.head(),
+        published,
+        "{VIOLATION}: drained {} records, the device published {published}",
+        consumer.head()
+    );
+    assert_eq!(tracker.head(), published, "{VIOLATION}: payload head");
+    assert_eq!(tracker.gap_slots(), 0, "{VIOLATION}: a gap after the drain");
+    publish_heads(&region, &layout, consumer.head(), tracker.head()).unwrap();
+    device.join().unwrap();
+}
+
+/// Writes in the two batches of model (iv).
+const CRASH_STEPS: usize = 4 + 6;
+
+/// Model (iv) with a crash after `STOP` writes, as a `fn()` for loom.
+fn crash_after<const STOP: usize>() {
+    crash_mid_batch(STOP, BatchOrder::Protocol);
+}
+
+/// Model (iv) at every crash point, 0 to [`CRASH_STEPS`] writes.
+const CRASH_MODELS: [fn(); CRASH_STEPS + 1] = [
+    crash_after::<0>,
+    crash_after::<1>,
+    crash_after::<2>,
+    crash_after::<3>,
+    crash_after::<4>,
+    crash_after::<5>,
+    crash_after::<6>,
+    crash_after::<7>,
+    crash_after::<8>,
+    crash_after::<9>,
+    crash_after::<10>,
+];
+
 /// Runs `model` under `builder` and returns how many executions it explored.
 fn check_with(builder: loom::model::Builder, model: fn()) -> usize {
     EXECUTIONS.set(0);
@@ -511,6 +667,31 @@ fn model_iii_twin_one_slot_too_many_is_rejected() {
     let message = rejection_message_bounded(|| flow_control_at_the_wrap(2, Room::OneTooMany));
     eprintln!(
         "model (iii) twin rejected after {} executions: {message}",
+        EXECUTIONS.get()
+    );
+    assert!(
+        message.contains(VIOLATION),
+        "rejected for another reason: {message}"
+    );
+}
+
+#[test]
+fn model_iv_a_crash_at_any_point_of_a_batch_leaves_a_consistent_ring() {
+    let mut total = 0;
+    for (stop, model) in CRASH_MODELS.into_iter().enumerate() {
+        let executions = check(model);
+        eprintln!("model (iv), crash after {stop} writes: {executions} executions");
+        total += executions;
+    }
+    assert!(total > CRASH_STEPS);
+}
+
+#[test]
+fn model_iv_twin_tails_before_payloads_is_rejected() {
+    // A crash after the second batch's records and tails, before its payloads.
+    let message = rejection_message(|| crash_mid_batch(7, BatchOrder::TailsFirst));
+    eprintln!(
+        "model (iv) twin rejected after {} executions: {message}",
         EXECUTIONS.get()
     );
     assert!(
