@@ -10,6 +10,7 @@
 //! ready to load.
 #![forbid(unsafe_code)]
 
+pub mod datafile;
 pub mod dlrm;
 pub mod graph;
 pub mod knn;
@@ -199,6 +200,11 @@ pub enum Input {
         path: PathBuf,
         /// What it holds, and what is still generated beside it.
         what: &'static str,
+        /// The paper's file it stands for.
+        known: datafile::KnownFile,
+        /// Set by [`Input::checked`]: that the file is not the paper's (both digests), or
+        /// that it could not be checked.
+        warning: Option<String>,
     },
     /// A seeded generator.
     Generator {
@@ -215,12 +221,63 @@ impl Input {
     pub fn is_file(&self) -> bool {
         matches!(self, Input::File { .. })
     }
+
+    /// This input with a real file compared with the paper's (its size and SHA-256, computed
+    /// once per process): a file that is not the paper's carries a warning, which its
+    /// description shows (and which is logged once).
+    #[must_use]
+    pub fn checked(self) -> Input {
+        match self {
+            Input::File {
+                path, what, known, ..
+            } => {
+                let warning = match datafile::identify(&path, known) {
+                    Ok(identity) => identity.warning(),
+                    Err(error) => Some(format!(
+                        "{} could not be checked against the paper's {}: {error}",
+                        path.display(),
+                        known.name
+                    )),
+                };
+                Input::File {
+                    path,
+                    what,
+                    known,
+                    warning,
+                }
+            }
+            generator => generator,
+        }
+    }
+
+    /// The warning [`Input::checked`] found, if any.
+    pub fn warning(&self) -> Option<&str> {
+        match self {
+            Input::File { warning, .. } => warning.as_deref(),
+            Input::Generator { .. } => None,
+        }
+    }
 }
 
 impl fmt::Display for Input {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Input::File { path, what } => write!(f, "real file {} ({what})", path.display()),
+            Input::File {
+                path,
+                what,
+                warning: None,
+                ..
+            } => write!(f, "real file {} ({what})", path.display()),
+            Input::File {
+                path,
+                what,
+                warning: Some(warning),
+                ..
+            } => write!(
+                f,
+                "real file {} ({what}); WARNING: {warning}",
+                path.display()
+            ),
             Input::Generator { what, why: None } => write!(f, "seeded generator ({what})"),
             Input::Generator {
                 what,
@@ -234,19 +291,28 @@ impl fmt::Display for Input {
 /// or `None` for an unknown name. Reads no file.
 pub fn input(name: &str, options: &WorkloadOptions) -> Option<Input> {
     const NO_REAL_DATA: Option<&str> = Some("no real data set exists for it");
-    let graph =
-        |source: graph::GraphSource, real: &'static str, generated: &'static str| match source {
-            graph::GraphSource::File(path) => Input::File { path, what: real },
-            graph::GraphSource::Generator { data_ignored, .. } => Input::Generator {
-                what: generated,
-                why: data_ignored.then_some("the real graph is used at paper scale only"),
-            },
-        };
+    let graph = |source: graph::GraphSource,
+                 real: &'static str,
+                 known: datafile::KnownFile,
+                 generated: &'static str| match source {
+        graph::GraphSource::File(path) => Input::File {
+            path,
+            what: real,
+            known,
+            warning: None,
+        },
+        graph::GraphSource::Generator { data_ignored, .. } => Input::Generator {
+            what: generated,
+            why: data_ignored.then_some("the real graph is used at paper scale only"),
+        },
+    };
     if knn::KnnShape::by_name(name).is_some() {
         return Some(match &options.data_dir {
             Some(data) => Input::File {
                 path: knn::data::embeddings_path(data),
                 what: "bge-m3 paragraph embeddings, cut to the shape's dimension",
+                known: datafile::BGE_M3_EMBEDDINGS,
+                warning: None,
             },
             None => Input::Generator {
                 what: "uniform f32 vectors",
@@ -264,11 +330,13 @@ pub fn input(name: &str, options: &WorkloadOptions) -> Option<Input> {
         sssp::NAME => Some(graph(
             sssp::source(options),
             "DIMACS NY road network; edge weights seeded",
+            datafile::NY_ROAD,
             "road-like grid graph and edge weights",
         )),
         pagerank::NAME => Some(graph(
             pagerank::source(options),
             "DIMACS10 coAuthorsDBLP graph",
+            datafile::COAUTHORS_DBLP,
             "power-law graph",
         )),
         opt::NAME => Some(Input::Generator {

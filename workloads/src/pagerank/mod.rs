@@ -105,13 +105,16 @@ pub(crate) fn source(options: &WorkloadOptions) -> GraphSource {
     GraphSource::of(options, DATA_FILE, PAPER_VERTICES, SMALL_VERTICES)
 }
 
-/// The source, as the output states it.
+/// The source, as the catalog states it before reading anything (a run's own output says
+/// what it read: [`graph::file_description`]).
 fn source_description(options: &WorkloadOptions) -> String {
     let source = source(options);
     match &source {
         GraphSource::File(path) => format!(
-            "{} (DIMACS10 coAuthorsDBLP, SuiteSparse): 299067 vertices, 977676 edges = 1955352 arcs",
-            path.display()
+            "{}: the paper's {} if its size and SHA-256 are {}'s (the run reports the counts it reads and warns if not)",
+            path.display(),
+            crate::datafile::COAUTHORS_DBLP.what,
+            crate::datafile::COAUTHORS_DBLP.name
         ),
         GraphSource::Generator { vertices, .. } => {
             let edges = generated_edges(*vertices);
@@ -199,7 +202,12 @@ impl PageRankApplication {
         .map_err(|reason| input_error(source.path_text(), reason))?;
         let graph = Csr::symmetric(&edges, None)
             .map_err(|reason| input_error(source.path_text(), reason))?;
-        let description = source_description(options);
+        let description = match &source {
+            GraphSource::File(path) => {
+                graph::file_description(path, &edges, crate::datafile::COAUTHORS_DBLP)
+            }
+            GraphSource::Generator { .. } => source_description(options),
+        };
         log::info!(
             "pagerank: {} vertices {} arcs ({description})",
             graph.vertices(),

@@ -159,13 +159,16 @@ pub fn parse_iterations(text: &str) -> Result<u32, String> {
     }
 }
 
-/// The source, as the output states it.
+/// The source, as the catalog states it before reading anything (a run's own output says
+/// what it read: [`graph::file_description`]).
 fn source_description(options: &WorkloadOptions) -> String {
     let source = source(options);
     match &source {
         GraphSource::File(path) => format!(
-            "{} (DIMACS NY road network, PACE-2016 form): 264346 vertices, 365050 edges = 730100 arcs",
-            path.display()
+            "{}: the paper's {} if its size and SHA-256 are {}'s (the run reports the counts it reads and warns if not)",
+            path.display(),
+            crate::datafile::NY_ROAD.what,
+            crate::datafile::NY_ROAD.name
         ),
         GraphSource::Generator { vertices, .. } => {
             let edges = generated_edges(*vertices);
@@ -273,7 +276,12 @@ impl SsspApplication {
         let weights = weights(edges.edges.len(), options.seed);
         let graph = Csr::symmetric(&edges, Some(&weights))
             .map_err(|reason| input_error(source.path_text(), reason))?;
-        let description = source_description(options);
+        let description = match &source {
+            GraphSource::File(path) => {
+                graph::file_description(path, &edges, crate::datafile::NY_ROAD)
+            }
+            GraphSource::Generator { .. } => source_description(options),
+        };
         log::info!(
             "sssp: {} vertices {} arcs ({description})",
             graph.vertices(),
