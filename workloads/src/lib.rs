@@ -419,6 +419,38 @@ mod tests {
     }
 
     #[test]
+    fn a_checked_input_that_is_not_the_papers_file_carries_a_warning_with_both_digests() {
+        let dir = testing::TempDir::new("inputs");
+        dir.file(knn::data::EMBEDDINGS_FILE, &[0; knn::data::EMBEDDING_BYTES]);
+        let options = WorkloadOptions {
+            data_dir: Some(dir.0.clone()),
+            ..WorkloadOptions::default()
+        };
+        let plain = input("knn-b", &options).unwrap();
+        assert_eq!(plain.warning(), None);
+        let checked = input("knn-b", &options).unwrap().checked();
+        let warning = checked.warning().unwrap();
+        // SHA-256 of 4096 zero bytes.
+        let zeros = "ad7facb2586fc6e966c004d7d1d16b024f5805ff7cb47c7a85dabd8b48892ca7";
+        assert!(
+            warning.contains(zeros)
+                && warning.contains(datafile::BGE_M3_EMBEDDINGS.sha256)
+                && warning.contains(knn::data::EMBEDDINGS_FILE),
+            "{warning}"
+        );
+        assert!(checked.to_string().contains("WARNING"), "{checked}");
+        // A file that is not there cannot be checked, and says so.
+        let missing = WorkloadOptions {
+            data_dir: Some(dir.0.join("missing")),
+            ..WorkloadOptions::default()
+        };
+        let checked = input("sssp", &missing).unwrap().checked();
+        assert!(checked.warning().unwrap().contains("could not be checked"));
+        // Generators are not checked.
+        assert_eq!(input("dlrm", &options).unwrap().checked().warning(), None);
+    }
+
+    #[test]
     fn knn_builds() {
         for name in ["knn-a", "knn-b", "knn-c"] {
             let options = WorkloadOptions {

@@ -653,6 +653,9 @@ pub fn power_law(vertices: u32, edges: usize, seed: u64) -> Result<EdgeList, Str
 }
 
 #[cfg(test)]
+mod hostile;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

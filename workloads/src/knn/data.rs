@@ -564,6 +564,29 @@ mod tests {
     }
 
     #[test]
+    fn a_file_beyond_the_size_limit_or_not_a_regular_file_is_refused_before_reading() {
+        let file = TempFile::new("large.vec", &to_le_bytes(&numbered(3)));
+        let error = read_embeddings_within(&file.0, 2 * EMBEDDING_BYTES as u64).unwrap_err();
+        let text = error.to_string();
+        assert!(
+            matches!(error, DataError::TooLarge { .. })
+                && text.contains("is 12288")
+                && text.contains("limit of 8192")
+                && text.contains("large.vec"),
+            "{text}"
+        );
+        assert!(read_embeddings_within(&file.0, 3 * EMBEDDING_BYTES as u64).is_ok());
+        // A device would be read without end.
+        let error = read_embeddings(Path::new("/dev/zero")).unwrap_err();
+        assert!(error.to_string().contains("/dev/zero"), "{error}");
+        assert!(
+            std::error::Error::source(&error)
+                .is_some_and(|source| source.to_string().contains("not a regular file")),
+            "{error:?}"
+        );
+    }
+
+    #[test]
     fn non_finite_elements_are_rejected() {
         let mut values = numbered(1);
         values[17] = f32::NAN;
