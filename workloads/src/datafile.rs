@@ -15,6 +15,8 @@
 //!   [`ReadLimits::line_bytes`] (default [`MAX_LINE_BYTES`]) of it: a line longer than that
 //!   is refused as soon as the limit is passed, without reading the rest of it into memory
 //!   (a 2 GB line costs a few kilobytes and microseconds, not 4 GB and 18 s);
+//! - the xz decoder's memory (the dictionary a `.xz` header asks for) is limited to
+//!   [`MAX_XZ_DECODER_BYTES`] ([`xz_decoder`]);
 //! - a tarball is walked in raw mode (no GNU long-name or PAX record is read into memory on
 //!   the reader's behalf) and at most [`ReadLimits::tar_entries`] entries are looked at;
 //! - the counts a header announces (a graph's vertices and edges) are checked against the
@@ -55,6 +57,47 @@ pub const MAX_LINE_BYTES: usize = 1024;
 /// (`coAuthorsDBLP.mtx`, 12,359,300 bytes; `NY.pace16.gr` is 4,817,926), room for a graph of
 /// about 50 million edges in text. Decompressing that much takes a few seconds.
 pub const MAX_DECOMPRESSED_BYTES: u64 = 1 << 30;
+
+/// Most memory the xz decoder may take (its dictionary, which an `.xz` header chooses):
+/// 256 MiB, four times what `xz -9` needs (65 MiB, also what `NY.pace16.gr.xz` needs). liblzma
+/// refuses a stream that needs more before allocating it.
+pub const MAX_XZ_DECODER_BYTES: u64 = 256 << 20;
+
+/// An xz decoder of `file` whose memory is limited to [`MAX_XZ_DECODER_BYTES`].
+pub fn xz_decoder<R: Read>(file: R) -> Result<XzReader<R>, String> {
+    let stream = xz2::stream::Stream::new_stream_decoder(MAX_XZ_DECODER_BYTES, 0)
+        .map_err(|error| format!("cannot start an xz decoder: {error}"))?;
+    Ok(XzReader(xz2::read::XzDecoder::new_stream(file, stream)))
+}
+
+/// An xz decoder whose refusal of a stream beyond its memory limit names the limit.
+pub struct XzReader<R: Read>(xz2::read::XzDecoder<R>);
+
+impl<R: Read> std::fmt::Debug for XzReader<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XzReader")
+            .field("total_out", &self.0.total_out())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: Read> Read for XzReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf).map_err(|error| {
+            let over = error
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<xz2::stream::Error>())
+                .is_some_and(|inner| matches!(inner, xz2::stream::Error::MemLimit));
+            if over {
+                io::Error::other(format!(
+                    "the .xz stream needs more memory to decode (its dictionary) than the limit of {MAX_XZ_DECODER_BYTES} bytes (workloads::datafile::MAX_XZ_DECODER_BYTES; `xz -9` needs 65 MiB)"
+                ))
+            } else {
+                error
+            }
+        })
+    }
+}
 
 /// Most tarball entries looked at for the `.mtx` file (the real tarball has one).
 pub const MAX_TAR_ENTRIES: u64 = 64;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::datafile::{MAX_LINE_BYTES, MAX_TAR_ENTRIES};
+use crate::datafile::{MAX_LINE_BYTES, MAX_TAR_ENTRIES, MAX_XZ_DECODER_BYTES};
 use crate::testing::{tar_gz, xz, TempDir};
 
 const BANNER: &str = "%%MatrixMarket matrix coordinate pattern symmetric\n";
@@ -261,4 +261,29 @@ fn the_description_of_a_file_names_what_was_read_and_whether_it_is_the_papers() 
         "{text}"
     );
     assert!(!text.contains("264346 vertices, 365050 edges = 730100 arcs read"));
+}
+
+#[test]
+fn an_xz_header_asking_for_a_huge_dictionary_is_refused_before_it_is_allocated() {
+    let mut compressed = xz([b"p tw 2 1\n1 2\n".as_slice()]);
+    assert!(parse_pace_gr(BufReader::new(
+        crate::datafile::xz_decoder(compressed.as_slice()).unwrap()
+    ))
+    .is_ok());
+    // The block header follows the 12-byte stream header: its size byte ((size / 4) - 1), its
+    // flags, then the LZMA2 filter (id 0x21, one property byte: the dictionary size), padding
+    // and a CRC32 of the header.
+    let size = (usize::from(compressed[12]) + 1) * 4;
+    assert_eq!(compressed[14..16], [0x21, 0x01]);
+    compressed[16] = 40; // 4 GiB - 1, the largest dictionary LZMA2 can name
+    let mut crc = flate2::Crc::new();
+    crc.update(&compressed[12..12 + size - 4]);
+    compressed[12 + size - 4..12 + size].copy_from_slice(&crc.sum().to_le_bytes());
+    let dir = TempDir::new("dictionary");
+    let error = read_pace_gr_xz(&dir.file("dict.gr.xz", &compressed)).unwrap_err();
+    assert!(
+        error.to_lowercase().contains("memory")
+            && error.contains(&MAX_XZ_DECODER_BYTES.to_string()),
+        "{error}"
+    );
 }

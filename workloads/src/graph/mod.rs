@@ -40,7 +40,7 @@ use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use crate::datafile::{open_regular, BoundedLines, Limited, ReadLimits};
+use crate::datafile::{open_regular, xz_decoder, BoundedLines, Limited, ReadLimits};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -489,7 +489,7 @@ pub fn read_pace_gr_xz(path: &Path) -> Result<EdgeList, String> {
 /// Reads an xz-compressed PACE `.gr` file within `limits`.
 pub fn read_pace_gr_xz_with(path: &Path, limits: ReadLimits) -> Result<EdgeList, String> {
     let file = open_regular(path)?;
-    let stream = Limited::new(xz2::read::XzDecoder::new(file), limits.decompressed_bytes);
+    let stream = Limited::new(xz_decoder(file)?, limits.decompressed_bytes);
     parse_pace_gr_with(BufReader::new(stream), limits)
 }
 
