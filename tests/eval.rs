@@ -382,4 +382,17 @@ fn the_default_data_directory_beside_the_current_one_is_used() {
     );
     let json = std::fs::read_to_string(scratch.0.join("out").join("fig13.json")).unwrap();
     assert!(json.contains("real file ../shared/data/bge-m3"), "{json}");
+    // The synthetic file is not the paper's: the inputs say so, naming both digests, and the
+    // warning is logged once however many runs read the file.
+    let paper = "15d24cbc1bbdac8ffeb1946e60107860d30d3b7abf329714f546893f77a1c255";
+    assert!(
+        reproduction.contains("WARNING: ../shared/data/bge-m3-1024d-paragraph-queries.vec is not the paper's data set")
+            && reproduction.contains(paper),
+        "{reproduction}"
+    );
+    assert_eq!(
+        stderr.matches("workloads::datafile").count(),
+        1,
+        "one logged warning: {stderr}"
+    );
 }

@@ -136,7 +136,8 @@ pub struct EvalOptions {
 
 impl EvalOptions {
     /// Each workload's input, as its runs will read it. A real file that is not there is an
-    /// error naming it (before any run starts).
+    /// error naming it (before any run starts); one that is not the paper's (its size or
+    /// SHA-256 differs) carries a warning ([`workloads::Input::checked`]).
     pub fn inputs(&self) -> anyhow::Result<Vec<(String, workloads::Input)>> {
         let options = workloads::WorkloadOptions {
             scale: self.config.workload.scale,
@@ -160,7 +161,9 @@ impl EvalOptions {
                     );
                 }
             }
-            inputs.push((name.clone(), input));
+            // A real file is compared with the paper's (size, SHA-256; hashed once per
+            // process): one that is not carries a warning into every listing of the inputs.
+            inputs.push((name.clone(), input.checked()));
         }
         Ok(inputs)
     }

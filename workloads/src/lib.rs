@@ -10,6 +10,7 @@
 //! ready to load.
 #![forbid(unsafe_code)]
 
+pub mod datafile;
 pub mod dlrm;
 pub mod graph;
 pub mod knn;
@@ -199,6 +200,11 @@ pub enum Input {
         path: PathBuf,
         /// What it holds, and what is still generated beside it.
         what: &'static str,
+        /// The paper's file it stands for.
+        known: datafile::KnownFile,
+        /// Set by [`Input::checked`]: that the file is not the paper's (both digests), or
+        /// that it could not be checked.
+        warning: Option<String>,
     },
     /// A seeded generator.
     Generator {
@@ -215,12 +221,63 @@ impl Input {
     pub fn is_file(&self) -> bool {
         matches!(self, Input::File { .. })
     }
+
+    /// This input with a real file compared with the paper's (its size and SHA-256, computed
+    /// once per process): a file that is not the paper's carries a warning, which its
+    /// description shows (and which is logged once).
+    #[must_use]
+    pub fn checked(self) -> Input {
+        match self {
+            Input::File {
+                path, what, known, ..
+            } => {
+                let warning = match datafile::identify(&path, known) {
+                    Ok(identity) => identity.warning(),
+                    Err(error) => Some(format!(
+                        "{} could not be checked against the paper's {}: {error}",
+                        path.display(),
+                        known.name
+                    )),
+                };
+                Input::File {
+                    path,
+                    what,
+                    known,
+                    warning,
+                }
+            }
+            generator => generator,
+        }
+    }
+
+    /// The warning [`Input::checked`] found, if any.
+    pub fn warning(&self) -> Option<&str> {
+        match self {
+            Input::File { warning, .. } => warning.as_deref(),
+            Input::Generator { .. } => None,
+        }
+    }
 }
 
 impl fmt::Display for Input {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Input::File { path, what } => write!(f, "real file {} ({what})", path.display()),
+            Input::File {
+                path,
+                what,
+                warning: None,
+                ..
+            } => write!(f, "real file {} ({what})", path.display()),
+            Input::File {
+                path,
+                what,
+                warning: Some(warning),
+                ..
+            } => write!(
+                f,
+                "real file {} ({what}); WARNING: {warning}",
+                path.display()
+            ),
             Input::Generator { what, why: None } => write!(f, "seeded generator ({what})"),
             Input::Generator {
                 what,
@@ -234,19 +291,28 @@ impl fmt::Display for Input {
 /// or `None` for an unknown name. Reads no file.
 pub fn input(name: &str, options: &WorkloadOptions) -> Option<Input> {
     const NO_REAL_DATA: Option<&str> = Some("no real data set exists for it");
-    let graph =
-        |source: graph::GraphSource, real: &'static str, generated: &'static str| match source {
-            graph::GraphSource::File(path) => Input::File { path, what: real },
-            graph::GraphSource::Generator { data_ignored, .. } => Input::Generator {
-                what: generated,
-                why: data_ignored.then_some("the real graph is used at paper scale only"),
-            },
-        };
+    let graph = |source: graph::GraphSource,
+                 real: &'static str,
+                 known: datafile::KnownFile,
+                 generated: &'static str| match source {
+        graph::GraphSource::File(path) => Input::File {
+            path,
+            what: real,
+            known,
+            warning: None,
+        },
+        graph::GraphSource::Generator { data_ignored, .. } => Input::Generator {
+            what: generated,
+            why: data_ignored.then_some("the real graph is used at paper scale only"),
+        },
+    };
     if knn::KnnShape::by_name(name).is_some() {
         return Some(match &options.data_dir {
             Some(data) => Input::File {
                 path: knn::data::embeddings_path(data),
                 what: "bge-m3 paragraph embeddings, cut to the shape's dimension",
+                known: datafile::BGE_M3_EMBEDDINGS,
+                warning: None,
             },
             None => Input::Generator {
                 what: "uniform f32 vectors",
@@ -264,11 +330,13 @@ pub fn input(name: &str, options: &WorkloadOptions) -> Option<Input> {
         sssp::NAME => Some(graph(
             sssp::source(options),
             "DIMACS NY road network; edge weights seeded",
+            datafile::NY_ROAD,
             "road-like grid graph and edge weights",
         )),
         pagerank::NAME => Some(graph(
             pagerank::source(options),
             "DIMACS10 coAuthorsDBLP graph",
+            datafile::COAUTHORS_DBLP,
             "power-law graph",
         )),
         opt::NAME => Some(Input::Generator {
@@ -348,6 +416,38 @@ mod tests {
             .to_string();
         assert!(knn.contains(knn::data::EMBEDDINGS_FILE), "{knn}");
         assert!(input("knn-z", &WorkloadOptions::default()).is_none());
+    }
+
+    #[test]
+    fn a_checked_input_that_is_not_the_papers_file_carries_a_warning_with_both_digests() {
+        let dir = testing::TempDir::new("inputs");
+        dir.file(knn::data::EMBEDDINGS_FILE, &[0; knn::data::EMBEDDING_BYTES]);
+        let options = WorkloadOptions {
+            data_dir: Some(dir.0.clone()),
+            ..WorkloadOptions::default()
+        };
+        let plain = input("knn-b", &options).unwrap();
+        assert_eq!(plain.warning(), None);
+        let checked = input("knn-b", &options).unwrap().checked();
+        let warning = checked.warning().unwrap();
+        // SHA-256 of 4096 zero bytes.
+        let zeros = "ad7facb2586fc6e966c004d7d1d16b024f5805ff7cb47c7a85dabd8b48892ca7";
+        assert!(
+            warning.contains(zeros)
+                && warning.contains(datafile::BGE_M3_EMBEDDINGS.sha256)
+                && warning.contains(knn::data::EMBEDDINGS_FILE),
+            "{warning}"
+        );
+        assert!(checked.to_string().contains("WARNING"), "{checked}");
+        // A file that is not there cannot be checked, and says so.
+        let missing = WorkloadOptions {
+            data_dir: Some(dir.0.join("missing")),
+            ..WorkloadOptions::default()
+        };
+        let checked = input("sssp", &missing).unwrap().checked();
+        assert!(checked.warning().unwrap().contains("could not be checked"));
+        // Generators are not checked.
+        assert_eq!(input("dlrm", &options).unwrap().checked().warning(), None);
     }
 
     #[test]

@@ -194,3 +194,59 @@ pub(crate) fn run(
     }
     (launches, cost)
 }
+
+/// A fresh directory under the system temp directory, removed (with its files) on drop: the
+/// data-file tests write their crafted files here.
+#[derive(Debug)]
+pub(crate) struct TempDir(pub(crate) std::path::PathBuf);
+
+impl TempDir {
+    pub(crate) fn new(name: &str) -> TempDir {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "axle-workloads-{name}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+
+    /// Writes `bytes` to `name` in the directory; its path.
+    pub(crate) fn file(&self, name: &str, bytes: &[u8]) -> std::path::PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `chunks` concatenated and xz-compressed (a long stream need not be held uncompressed).
+pub(crate) fn xz<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = xz2::write::XzEncoder::new(Vec::new(), 1);
+    for chunk in chunks {
+        encoder.write_all(chunk).unwrap();
+    }
+    encoder.finish().unwrap()
+}
+
+/// A gzip-compressed tarball of `(name, body)` regular files.
+pub(crate) fn tar_gz(entries: &[(&str, &[u8])]) -> Vec<u8> {
+    let encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut builder = tar::Builder::new(encoder);
+    for (name, body) in entries {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(body.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        builder.append_data(&mut header, name, *body).unwrap();
+    }
+    builder.into_inner().unwrap().finish().unwrap()
+}

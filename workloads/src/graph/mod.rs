@@ -16,7 +16,12 @@
 //!   977,676 edges).
 //!
 //! Both reject self-loops, duplicate edges, ids outside `1..=vertices` and an edge count other
-//! than the header's, with a reason.
+//! than the header's, with a reason. Both are bounded (see [`crate::datafile`]): a regular
+//! file only, its decompressed bytes and line lengths counted as they are read, the header's
+//! counts checked against [`MAX_VERTICES`], [`MAX_EDGES`] and the machine's memory before
+//! anything is sized from them, an edge past the header's count refused where it is read,
+//! and the edge list grown with the edges actually read (a header that overstates its count
+//! reserves at most a million edges ahead).
 //!
 //! # Generators (seeded, ChaCha8)
 //!
@@ -32,10 +37,10 @@
 //!   duplicates, and finally a seeded relabelling so hubs are spread over the id range.
 
 use std::collections::HashSet;
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
+use crate::datafile::{open_regular, xz_decoder, BoundedLines, Limited, ReadLimits};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -243,6 +248,105 @@ impl GraphSource {
     }
 }
 
+/// Largest vertex count a graph file may announce: vertex ids are `u32` and the CSR holds
+/// `vertices + 1` offsets.
+pub const MAX_VERTICES: u64 = u32::MAX as u64 - 1;
+
+/// Largest edge count a graph file may announce: every undirected edge is two arcs, counted
+/// by `u32` offsets.
+pub const MAX_EDGES: u64 = u32::MAX as u64 / 2;
+
+/// Host memory a graph takes at its peak per edge, in bytes, for the memory check of a
+/// header's counts: the edge list (8), the CSR build's (target, weight) pairs (16), the
+/// targets and weights kept (16), SSSP's weights per edge (4) and the device image of the
+/// arcs (8 to 16), rounded up.
+pub const HOST_BYTES_PER_EDGE: u64 = 64;
+
+/// Host memory a graph takes per vertex, in bytes (degrees, offsets, cursors, the host's
+/// vector and its device image), rounded up.
+pub const HOST_BYTES_PER_VERTEX: u64 = 32;
+
+/// Edges reserved ahead from a header's count: the list grows with the edges actually read
+/// beyond this, so a header that overstates its count costs nothing.
+const RESERVE_AHEAD: u64 = 1 << 20;
+
+/// The counts a graph file's header announces, checked.
+#[derive(Clone, Copy, Debug)]
+struct Announced {
+    vertices: u32,
+    edges: usize,
+}
+
+/// A header's vertex and edge counts, checked (see [`crate::datafile::check_graph_counts`]),
+/// and the edge list sized for them.
+fn header_counts(
+    line: usize,
+    vertices: &str,
+    edges: &str,
+) -> Result<(Announced, Vec<(u32, u32)>), String> {
+    let vertices: u64 = vertices
+        .parse()
+        .map_err(|_| format!("line {line}: `{vertices}` is not a vertex count"))?;
+    let edges: u64 = edges
+        .parse()
+        .map_err(|_| format!("line {line}: `{edges}` is not an edge count"))?;
+    crate::datafile::check_graph_counts(vertices, edges)
+        .map_err(|refused| format!("line {line}: {refused}"))?;
+    // Both are checked against `MAX_VERTICES` and `MAX_EDGES`, which fit.
+    let vertices =
+        u32::try_from(vertices).map_err(|_| format!("line {line}: {vertices} vertices"))?;
+    let count = usize::try_from(edges).map_err(|_| format!("line {line}: {edges} edges"))?;
+    // Within the machine's budget (checked above), and no more than `RESERVE_AHEAD` ahead
+    // of the edges actually read.
+    let list =
+        host_driver::limits::vec_with_capacity("the header's edge count", edges.min(RESERVE_AHEAD))
+            .map_err(|refused| format!("line {line}: {refused}"))?;
+    Ok((
+        Announced {
+            vertices,
+            edges: count,
+        },
+        list,
+    ))
+}
+
+/// Appends an edge, refusing one more than the header announced.
+fn push_edge(
+    edges: &mut Vec<(u32, u32)>,
+    edge: (u32, u32),
+    announced: usize,
+    line: usize,
+) -> Result<(), String> {
+    if edges.len() >= announced {
+        return Err(format!(
+            "line {line}: more edges than the header's {announced} (a file that says less than it holds is refused)"
+        ));
+    }
+    edges.push(edge);
+    Ok(())
+}
+
+/// What was read from the graph file at `path`, for a run's output: its name, the counts it
+/// held and whether it is the paper's file `known` (size and SHA-256; a warning naming both
+/// digests if not, logged once per file).
+pub fn file_description(
+    path: &Path,
+    graph: &EdgeList,
+    known: crate::datafile::KnownFile,
+) -> String {
+    let note = match crate::datafile::identify(path, known) {
+        Ok(identity) => identity.note(),
+        Err(error) => format!("; not checked against the paper's {} ({error})", known.name),
+    };
+    format!(
+        "{}: {} vertices, {} edges = {} arcs read{note}",
+        path.display(),
+        graph.vertices,
+        graph.edges.len(),
+        2 * graph.edges.len() as u64
+    )
+}
+
 /// A 1-based vertex id of a line, as 0-based.
 fn vertex_id(token: Option<&str>, vertices: u32, line: usize) -> Result<u32, String> {
     let token = token.ok_or_else(|| format!("line {line}: missing vertex id"))?;
@@ -250,18 +354,24 @@ fn vertex_id(token: Option<&str>, vertices: u32, line: usize) -> Result<u32, Str
         .parse()
         .map_err(|_| format!("line {line}: `{token}` is not a vertex id"))?;
     if id == 0 || id > vertices {
-        return Err(format!("line {line}: vertex {id} is not in 1..={vertices}"));
+        return Err(format!(
+            "line {line}: vertex {id} is not in 1..={vertices} (the header's vertex count)"
+        ));
     }
     Ok(id - 1)
 }
 
-/// Parses a PACE-2016 `.gr` graph (see the module docs).
+/// Parses a PACE-2016 `.gr` graph (see the module docs) with the default [`ReadLimits`].
 pub fn parse_pace_gr(reader: impl BufRead) -> Result<EdgeList, String> {
+    parse_pace_gr_with(reader, ReadLimits::default())
+}
+
+/// Parses a PACE-2016 `.gr` graph, each line at most `limits.line_bytes`.
+pub fn parse_pace_gr_with(reader: impl BufRead, limits: ReadLimits) -> Result<EdgeList, String> {
+    let mut lines = BoundedLines::new(reader, limits.line_bytes);
     let mut header: Option<(u32, usize)> = None;
     let mut edges = Vec::new();
-    for (index, line) in reader.lines().enumerate() {
-        let number = index + 1;
-        let line = line.map_err(|error| format!("line {number}: {error}"))?;
+    while let Some((number, line)) = lines.next_line()? {
         let mut tokens = line.split_ascii_whitespace();
         match tokens.next() {
             None | Some("c") => continue,
@@ -273,22 +383,17 @@ pub fn parse_pace_gr(reader: impl BufRead) -> Result<EdgeList, String> {
                 else {
                     return Err(format!("line {number}: expected `p tw <vertices> <edges>`"));
                 };
-                let vertices = v
-                    .parse()
-                    .map_err(|_| format!("line {number}: bad vertex count `{v}`"))?;
-                let count = e
-                    .parse()
-                    .map_err(|_| format!("line {number}: bad edge count `{e}`"))?;
-                edges.reserve(count);
-                header = Some((vertices, count));
+                let (announced, list) = header_counts(number, v, e)?;
+                edges = list;
+                header = Some((announced.vertices, announced.edges));
             }
             Some(first) => {
-                let Some((vertices, _)) = header else {
+                let Some((vertices, count)) = header else {
                     return Err(format!("line {number}: an edge before the `p` line"));
                 };
                 let u = vertex_id(Some(first), vertices, number)?;
                 let v = vertex_id(tokens.next(), vertices, number)?;
-                edges.push((u, v));
+                push_edge(&mut edges, (u, v), count, number)?;
             }
         }
     }
@@ -296,17 +401,25 @@ pub fn parse_pace_gr(reader: impl BufRead) -> Result<EdgeList, String> {
         return Err("no `p tw` header line".into());
     };
     if edges.len() != count {
-        return Err(format!("{} edges, the header says {count}", edges.len()));
+        return Err(format!(
+            "{} edges, the header says {count} (a truncated file?)",
+            edges.len()
+        ));
     }
     Ok(EdgeList { vertices, edges })
 }
 
 /// Parses a Matrix Market `coordinate pattern symmetric` square matrix as an undirected graph
-/// (see the module docs).
+/// (see the module docs) with the default [`ReadLimits`].
 pub fn parse_mtx(reader: impl BufRead) -> Result<EdgeList, String> {
-    let mut lines = reader.lines().enumerate();
-    let banner = match lines.next() {
-        Some((_, line)) => line.map_err(|error| format!("line 1: {error}"))?,
+    parse_mtx_with(reader, ReadLimits::default())
+}
+
+/// Parses a Matrix Market graph, each line at most `limits.line_bytes`.
+pub fn parse_mtx_with(reader: impl BufRead, limits: ReadLimits) -> Result<EdgeList, String> {
+    let mut lines = BoundedLines::new(reader, limits.line_bytes);
+    let banner = match lines.next_line()? {
+        Some((_, line)) => line.to_owned(),
         None => return Err("empty file".into()),
     };
     let banner_words: Vec<String> = banner
@@ -328,9 +441,7 @@ pub fn parse_mtx(reader: impl BufRead) -> Result<EdgeList, String> {
     }
     let mut size: Option<(u32, usize)> = None;
     let mut edges = Vec::new();
-    for (index, line) in lines {
-        let number = index + 1;
-        let line = line.map_err(|error| format!("line {number}: {error}"))?;
+    while let Some((number, line)) = lines.next_line()? {
         let trimmed = line.trim();
         if trimmed.is_empty() || trimmed.starts_with('%') {
             continue;
@@ -338,25 +449,22 @@ pub fn parse_mtx(reader: impl BufRead) -> Result<EdgeList, String> {
         let mut tokens = trimmed.split_ascii_whitespace();
         match size {
             None => {
-                let numbers: Result<Vec<u64>, _> = tokens.map(str::parse::<u64>).collect();
-                let numbers = numbers.map_err(|_| format!("line {number}: bad size line"))?;
-                let [rows, columns, entries] = numbers[..] else {
+                let (Some(rows), Some(columns), Some(entries), None) =
+                    (tokens.next(), tokens.next(), tokens.next(), tokens.next())
+                else {
                     return Err(format!("line {number}: expected `rows columns entries`"));
                 };
                 if rows != columns {
                     return Err(format!("line {number}: {rows} x {columns} is not square"));
                 }
-                let vertices = u32::try_from(rows)
-                    .map_err(|_| format!("line {number}: {rows} vertices is too many"))?;
-                let entries = usize::try_from(entries)
-                    .map_err(|_| format!("line {number}: {entries} entries is too many"))?;
-                edges.reserve(entries);
-                size = Some((vertices, entries));
+                let (announced, list) = header_counts(number, rows, entries)?;
+                edges = list;
+                size = Some((announced.vertices, announced.edges));
             }
-            Some((vertices, _)) => {
+            Some((vertices, count)) => {
                 let u = vertex_id(tokens.next(), vertices, number)?;
                 let v = vertex_id(tokens.next(), vertices, number)?;
-                edges.push((u, v));
+                push_edge(&mut edges, (u, v), count, number)?;
             }
         }
     }
@@ -365,38 +473,79 @@ pub fn parse_mtx(reader: impl BufRead) -> Result<EdgeList, String> {
     };
     if edges.len() != entries {
         return Err(format!(
-            "{} entries, the size line says {entries}",
+            "{} entries, the size line says {entries} (a truncated file?)",
             edges.len()
         ));
     }
     Ok(EdgeList { vertices, edges })
 }
 
-/// Reads an xz-compressed PACE `.gr` file.
+/// Reads an xz-compressed PACE `.gr` file (a regular file, bounded by the default
+/// [`ReadLimits`]).
 pub fn read_pace_gr_xz(path: &Path) -> Result<EdgeList, String> {
-    let file = File::open(path).map_err(|error| error.to_string())?;
-    parse_pace_gr(BufReader::new(xz2::read::XzDecoder::new(file)))
+    read_pace_gr_xz_with(path, ReadLimits::default())
 }
 
-/// Reads the first `.mtx` entry of a gzip-compressed tarball.
+/// Reads an xz-compressed PACE `.gr` file within `limits`.
+pub fn read_pace_gr_xz_with(path: &Path, limits: ReadLimits) -> Result<EdgeList, String> {
+    let file = open_regular(path)?;
+    let stream = Limited::new(xz_decoder(file)?, limits.decompressed_bytes);
+    parse_pace_gr_with(BufReader::new(stream), limits)
+}
+
+/// Reads the first `.mtx` entry of a gzip-compressed tarball (a regular file, bounded by the
+/// default [`ReadLimits`]).
 pub fn read_mtx_tar_gz(path: &Path) -> Result<EdgeList, String> {
-    let file = File::open(path).map_err(|error| error.to_string())?;
-    read_mtx_tar(flate2::read::GzDecoder::new(file))
+    read_mtx_tar_gz_with(path, ReadLimits::default())
+}
+
+/// Reads the first `.mtx` entry of a gzip-compressed tarball within `limits`.
+pub fn read_mtx_tar_gz_with(path: &Path, limits: ReadLimits) -> Result<EdgeList, String> {
+    let file = open_regular(path)?;
+    let stream = Limited::new(
+        flate2::read::GzDecoder::new(file),
+        limits.decompressed_bytes,
+    );
+    read_mtx_tar_with(stream, limits)
 }
 
 /// Reads the first `.mtx` entry of a tar stream.
 pub fn read_mtx_tar(stream: impl Read) -> Result<EdgeList, String> {
+    read_mtx_tar_with(stream, ReadLimits::default())
+}
+
+/// Reads the first `.mtx` entry of a tar stream within `limits`: raw entries (a GNU
+/// long-name or PAX record is skipped, not read into memory), at most `limits.tar_entries`
+/// of them.
+pub fn read_mtx_tar_with(stream: impl Read, limits: ReadLimits) -> Result<EdgeList, String> {
     let mut archive = tar::Archive::new(stream);
-    let entries = archive.entries().map_err(|error| error.to_string())?;
-    for entry in entries {
+    let entries = archive
+        .entries()
+        .map_err(|error| error.to_string())?
+        .raw(true);
+    for (index, entry) in entries.enumerate() {
+        host_driver::limits::check(
+            "the number of tarball entries looked at",
+            index as u64 + 1,
+            limits.tar_entries,
+            "the .mtx file is expected among the first entries (workloads::datafile::MAX_TAR_ENTRIES)",
+        )
+        .map_err(|refused| refused.to_string())?;
         let entry = entry.map_err(|error| error.to_string())?;
-        let is_mtx = entry
-            .path()
-            .map_err(|error| error.to_string())?
-            .extension()
-            .is_some_and(|extension| extension == "mtx");
+        let is_mtx = entry.header().entry_type().is_file()
+            && entry
+                .path()
+                .map_err(|error| error.to_string())?
+                .extension()
+                .is_some_and(|extension| extension == "mtx");
         if is_mtx {
-            return parse_mtx(BufReader::new(entry));
+            let name = entry
+                .path()
+                .map_err(|error| error.to_string())?
+                .display()
+                .to_string();
+            return parse_mtx_with(BufReader::new(entry), limits)
+                .map_err(|reason| format!("{name}: {reason}"));
         }
     }
     Err("the archive holds no .mtx file".into())
@@ -502,6 +651,9 @@ pub fn power_law(vertices: u32, edges: usize, seed: u64) -> Result<EdgeList, Str
         edges: list,
     })
 }
+
+#[cfg(test)]
+mod hostile;
 
 #[cfg(test)]
 mod tests {

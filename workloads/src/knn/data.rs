@@ -20,6 +20,12 @@
 //!   rows 0..128, queries from 128 (at most 122). The joined vectors have norm √2.
 //! - (c) dim 512: every embedding split into its first and second half (1000 vectors):
 //!   rows 0..512, queries from 512 (at most 488). The halves are not unit-norm.
+//!
+//! The file is read only if it is a regular file whose size is a whole number of embeddings,
+//! at most [`MAX_EMBEDDINGS_BYTES`] and within the machine's memory, all checked before
+//! anything is allocated for it; its size and SHA-256 are compared with the paper's file
+//! ([`crate::datafile::BGE_M3_EMBEDDINGS`]) and the data's [`DataSource`] says what was read
+//! and, for another file, that it is not the paper's data set.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -48,6 +54,10 @@ pub enum DataSource {
     Embeddings {
         /// The file.
         path: PathBuf,
+        /// Embeddings the file held.
+        embeddings: u64,
+        /// Whether it is the paper's file: [`crate::datafile::Identity::note`].
+        note: String,
     },
 }
 
@@ -55,9 +65,15 @@ impl fmt::Display for DataSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DataSource::Seeded { seed } => write!(f, "seeded data, seed {seed}"),
-            DataSource::Embeddings { path } => {
-                write!(f, "bge-m3 embeddings from {}", path.display())
-            }
+            DataSource::Embeddings {
+                path,
+                embeddings,
+                note,
+            } => write!(
+                f,
+                "{}: {embeddings} {EMBEDDING_DIM}-d f32 embeddings read{note}",
+                path.display()
+            ),
         }
     }
 }
@@ -91,6 +107,14 @@ impl fmt::Debug for KnnData {
 /// The real data could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
+    /// The file is larger than the reader accepts.
+    #[error("{}: {refused}", path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The size refused, the limit and why.
+        refused: host_driver::limits::Refused,
+    },
     /// The file could not be read (missing, unreadable).
     #[error("cannot read KNN embeddings {}", path.display())]
     Read {
@@ -172,7 +196,20 @@ impl KnnData {
     ) -> Result<KnnData, DataError> {
         let path = embeddings_path(data);
         let values = read_embeddings(&path)?;
-        KnnData::from_embeddings(&values, path, dim, rows, queries)
+        let mut knn = KnnData::from_embeddings(&values, path.clone(), dim, rows, queries)?;
+        let note = match crate::datafile::identify(&path, crate::datafile::BGE_M3_EMBEDDINGS) {
+            Ok(identity) => identity.note(),
+            Err(error) => format!(
+                "; not checked against the paper's {} ({error})",
+                crate::datafile::BGE_M3_EMBEDDINGS.name
+            ),
+        };
+        knn.source = DataSource::Embeddings {
+            path,
+            embeddings: (values.len() / EMBEDDING_DIM) as u64,
+            note,
+        };
+        Ok(knn)
     }
 
     /// `values` (the embeddings as one `f32` stream, read from `path`) cut into vectors of
@@ -205,7 +242,11 @@ impl KnnData {
             queries,
             database: values[..database_end].to_vec(),
             query_vectors: values[database_end..query_end].to_vec(),
-            source: DataSource::Embeddings { path },
+            source: DataSource::Embeddings {
+                path,
+                embeddings: (values.len() / EMBEDDING_DIM) as u64,
+                note: String::new(),
+            },
         })
     }
 
@@ -265,13 +306,61 @@ pub fn embeddings_path(data: &Path) -> PathBuf {
     }
 }
 
-/// Reads the raw little-endian `f32` embeddings file at `path`.
+/// Largest embeddings file read, in bytes: 256 MiB, 65,536 embeddings, 128 times the real
+/// file (2,048,000 bytes) and far more than the largest shape needs (512 rows of 512 plus the
+/// queries).
+pub const MAX_EMBEDDINGS_BYTES: u64 = 256 << 20;
+
+/// Reads the raw little-endian `f32` embeddings file at `path`: a regular file whose size is
+/// a multiple of [`EMBEDDING_BYTES`], at most [`MAX_EMBEDDINGS_BYTES`] and within the
+/// machine's memory, checked before anything is allocated for it.
 pub fn read_embeddings(path: &Path) -> Result<Vec<f32>, DataError> {
-    let bytes = std::fs::read(path).map_err(|source| DataError::Read {
+    read_embeddings_within(path, MAX_EMBEDDINGS_BYTES)
+}
+
+/// [`read_embeddings`] with the size limit `max_bytes`.
+pub fn read_embeddings_within(path: &Path, max_bytes: u64) -> Result<Vec<f32>, DataError> {
+    use std::io::Read;
+    let read_error = |source| DataError::Read {
         path: path.to_path_buf(),
         source,
-    })?;
-    if bytes.len() % EMBEDDING_BYTES != 0 {
+    };
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    let metadata = file.metadata().map_err(read_error)?;
+    if !metadata.is_file() {
+        return Err(read_error(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (give the embeddings file or its directory)",
+        )));
+    }
+    let size = metadata.len();
+    if size % EMBEDDING_BYTES as u64 != 0 {
+        return Err(DataError::Size {
+            path: path.to_path_buf(),
+            bytes: size,
+        });
+    }
+    let too_large = |refused| DataError::TooLarge {
+        path: path.to_path_buf(),
+        refused,
+    };
+    host_driver::limits::check(
+        "the embeddings file's size in bytes",
+        size,
+        max_bytes,
+        "the real file is 2,048,000 bytes and the largest KNN shape reads less \
+         (workloads::knn::data::MAX_EMBEDDINGS_BYTES)",
+    )
+    .map_err(too_large)?;
+    // The bytes, then as many bytes of f32s: two bytes of memory per byte of the file.
+    let capacity = host_driver::limits::bytes("the embeddings file's size in bytes", size, 2)
+        .map_err(too_large)?;
+    let mut bytes: Vec<u8> = Vec::with_capacity(capacity);
+    // At most the size just checked, even if the file grows meanwhile.
+    file.take(size)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() as u64 != size {
         return Err(DataError::Size {
             path: path.to_path_buf(),
             bytes: bytes.len() as u64,
@@ -378,11 +467,20 @@ mod tests {
         assert_eq!(data.row(2)[7], 20_007.0);
         assert_eq!(data.query(0)[0], 30_000.0);
         assert_eq!(data.query(1)[1023], 41_023.0);
-        assert_eq!(
-            data.source(),
-            &DataSource::Embeddings {
-                path: file.0.clone()
-            }
+        let DataSource::Embeddings {
+            path, embeddings, ..
+        } = data.source()
+        else {
+            panic!("{:?}", data.source());
+        };
+        assert_eq!((path, *embeddings), (&file.0, 5));
+        // Five numbered embeddings are not the paper's file, and the source says so.
+        let source = data.source().to_string();
+        assert!(
+            source.contains("5 1024-d f32 embeddings read")
+                && source.contains("WARNING")
+                && source.contains(crate::datafile::BGE_M3_EMBEDDINGS.sha256),
+            "{source}"
         );
     }
 
@@ -463,6 +561,29 @@ mod tests {
             KnnData::from_embeddings_file(&empty.0, 1024, 1, 1),
             Err(DataError::TooFewVectors { available: 0, .. })
         ));
+    }
+
+    #[test]
+    fn a_file_beyond_the_size_limit_or_not_a_regular_file_is_refused_before_reading() {
+        let file = TempFile::new("large.vec", &to_le_bytes(&numbered(3)));
+        let error = read_embeddings_within(&file.0, 2 * EMBEDDING_BYTES as u64).unwrap_err();
+        let text = error.to_string();
+        assert!(
+            matches!(error, DataError::TooLarge { .. })
+                && text.contains("is 12288")
+                && text.contains("limit of 8192")
+                && text.contains("large.vec"),
+            "{text}"
+        );
+        assert!(read_embeddings_within(&file.0, 3 * EMBEDDING_BYTES as u64).is_ok());
+        // A device would be read without end.
+        let error = read_embeddings(Path::new("/dev/zero")).unwrap_err();
+        assert!(error.to_string().contains("/dev/zero"), "{error}");
+        assert!(
+            std::error::Error::source(&error)
+                .is_some_and(|source| source.to_string().contains("not a regular file")),
+            "{error:?}"
+        );
     }
 
     #[test]

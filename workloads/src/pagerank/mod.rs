@@ -105,13 +105,16 @@ pub(crate) fn source(options: &WorkloadOptions) -> GraphSource {
     GraphSource::of(options, DATA_FILE, PAPER_VERTICES, SMALL_VERTICES)
 }
 
-/// The source, as the output states it.
+/// The source, as the catalog states it before reading anything (a run's own output says
+/// what it read: [`graph::file_description`]).
 fn source_description(options: &WorkloadOptions) -> String {
     let source = source(options);
     match &source {
         GraphSource::File(path) => format!(
-            "{} (DIMACS10 coAuthorsDBLP, SuiteSparse): 299067 vertices, 977676 edges = 1955352 arcs",
-            path.display()
+            "{}: the paper's {} if its size and SHA-256 are {}'s (the run reports the counts it reads and warns if not)",
+            path.display(),
+            crate::datafile::COAUTHORS_DBLP.what,
+            crate::datafile::COAUTHORS_DBLP.name
         ),
         GraphSource::Generator { vertices, .. } => {
             let edges = generated_edges(*vertices);
@@ -199,7 +202,12 @@ impl PageRankApplication {
         .map_err(|reason| input_error(source.path_text(), reason))?;
         let graph = Csr::symmetric(&edges, None)
             .map_err(|reason| input_error(source.path_text(), reason))?;
-        let description = source_description(options);
+        let description = match &source {
+            GraphSource::File(path) => {
+                graph::file_description(path, &edges, crate::datafile::COAUTHORS_DBLP)
+            }
+            GraphSource::Generator { .. } => source_description(options),
+        };
         log::info!(
             "pagerank: {} vertices {} arcs ({description})",
             graph.vertices(),
@@ -560,6 +568,35 @@ mod tests {
         assert!(matches!(error, WorkloadError::Input { .. }), "{error}");
     }
 
+    #[test]
+    fn a_different_graph_in_place_of_the_dblp_file_is_described_as_what_was_read() {
+        let dir = crate::testing::TempDir::new("pagerank-five");
+        let mtx = "%%MatrixMarket matrix coordinate pattern symmetric\n5 5 4\n2 1\n3 2\n4 3\n5 4\n";
+        let path = dir.file(
+            "five.tar.gz",
+            &crate::testing::tar_gz(&[("five/five.mtx", mtx.as_bytes())]),
+        );
+        // The file itself as the data path.
+        let options = WorkloadOptions {
+            data_dir: Some(path),
+            ..WorkloadOptions::default()
+        };
+        let app = PageRankApplication::new(&options).unwrap();
+        assert_eq!(app.graph().vertices(), 5);
+        let description = &app.description;
+        assert!(
+            description.contains("five.tar.gz: 5 vertices, 4 edges = 8 arcs read")
+                && description.contains("WARNING")
+                && description.contains(crate::datafile::COAUTHORS_DBLP.sha256),
+            "{description}"
+        );
+        // The fixed text of old, which named the paper's counts whatever was read.
+        assert!(
+            !description.contains("299067 vertices, 977676 edges = 1955352 arcs"),
+            "{description}"
+        );
+    }
+
     /// The real coAuthorsDBLP graph, when the repository's shared data is present.
     #[test]
     fn real_file_when_present() {
@@ -570,6 +607,8 @@ mod tests {
             return;
         }
         let graph = crate::graph::read_mtx_tar_gz(&path).unwrap();
+        let identity = crate::datafile::identify(&path, crate::datafile::COAUTHORS_DBLP).unwrap();
+        assert!(identity.is_known(), "{:?}", identity.warning());
         assert_eq!(graph.vertices, PAPER_VERTICES);
         assert_eq!(graph.edges.len(), PAPER_EDGES);
     }

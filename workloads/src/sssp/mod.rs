@@ -159,13 +159,16 @@ pub fn parse_iterations(text: &str) -> Result<u32, String> {
     }
 }
 
-/// The source, as the output states it.
+/// The source, as the catalog states it before reading anything (a run's own output says
+/// what it read: [`graph::file_description`]).
 fn source_description(options: &WorkloadOptions) -> String {
     let source = source(options);
     match &source {
         GraphSource::File(path) => format!(
-            "{} (DIMACS NY road network, PACE-2016 form): 264346 vertices, 365050 edges = 730100 arcs",
-            path.display()
+            "{}: the paper's {} if its size and SHA-256 are {}'s (the run reports the counts it reads and warns if not)",
+            path.display(),
+            crate::datafile::NY_ROAD.what,
+            crate::datafile::NY_ROAD.name
         ),
         GraphSource::Generator { vertices, .. } => {
             let edges = generated_edges(*vertices);
@@ -273,7 +276,12 @@ impl SsspApplication {
         let weights = weights(edges.edges.len(), options.seed);
         let graph = Csr::symmetric(&edges, Some(&weights))
             .map_err(|reason| input_error(source.path_text(), reason))?;
-        let description = source_description(options);
+        let description = match &source {
+            GraphSource::File(path) => {
+                graph::file_description(path, &edges, crate::datafile::NY_ROAD)
+            }
+            GraphSource::Generator { .. } => source_description(options),
+        };
         log::info!(
             "sssp: {} vertices {} arcs ({description})",
             graph.vertices(),
@@ -778,6 +786,32 @@ mod tests {
             .contains("axle-sssp-no-such-dir"));
     }
 
+    #[test]
+    fn a_different_graph_in_place_of_the_ny_file_is_described_as_what_was_read() {
+        let dir = crate::testing::TempDir::new("sssp-five");
+        let text = "p tw 5 4\n1 2\n2 3\n3 4\n4 5\n";
+        dir.file(DATA_FILE, &crate::testing::xz([text.as_bytes()]));
+        let options = WorkloadOptions {
+            data_dir: Some(dir.0.clone()),
+            ..WorkloadOptions::default()
+        };
+        let app = SsspApplication::new(&options).unwrap();
+        assert_eq!(app.graph().vertices(), 5);
+        let description = &app.description;
+        assert!(
+            description.contains("NY.pace16.gr.xz: 5 vertices, 4 edges = 8 arcs read")
+                && description.contains("WARNING")
+                && description.contains("not the paper's data set")
+                && description.contains(crate::datafile::NY_ROAD.sha256),
+            "{description}"
+        );
+        // The fixed text of old, which named the paper's counts whatever was read.
+        assert!(
+            !description.contains("264346 vertices, 365050 edges = 730100 arcs"),
+            "{description}"
+        );
+    }
+
     /// The real NY road network, when the repository's shared data is present.
     #[test]
     fn real_file_when_present() {
@@ -788,6 +822,8 @@ mod tests {
             return;
         }
         let graph = crate::graph::read_pace_gr_xz(&path).unwrap();
+        let identity = crate::datafile::identify(&path, crate::datafile::NY_ROAD).unwrap();
+        assert!(identity.is_known(), "{:?}", identity.warning());
         assert_eq!(graph.vertices, PAPER_VERTICES);
         assert_eq!(graph.edges.len(), 365_050);
     }
