@@ -313,6 +313,7 @@ pub(crate) fn drive(
     options: &WallOptions,
     side: &mut HostSide,
 ) -> Result<(), String> {
+    runtime.set_real_clock();
     let stress = options.stress;
     let mut loop_jitter = None;
     let mut turn_jitter = None;
@@ -373,6 +374,10 @@ pub(crate) fn drive(
             };
             Ok(())
         }
+        (_, Err(emulator::CoSimError::WallTimeLimit { .. })) => Err(format!(
+            "stopped after {} of wall time, unfinished (the wall-clock run's limit); raise --wall-limit if the run is expected to take longer",
+            crate::run::format_duration(options.limit)
+        )),
         // The device's own error says most (deadlock, time limit); that the host went away
         // says least.
         (_, Err(error)) if !matches!(error, emulator::CoSimError::Host(_)) => {

@@ -288,6 +288,11 @@ impl AxleRing {
         })
     }
 
+    /// Slots in the payload ring.
+    pub fn payload_capacity(&self) -> u64 {
+        u64::from(self.layout.payload_capacity())
+    }
+
     /// Payload slots between the payload head and the newest record (held by the host).
     pub fn held_slots(&self) -> u64 {
         self.consumer.head().saturating_sub(self.payloads.head())
