@@ -162,7 +162,11 @@ impl AxleConfig {
         let min_gbps = 1.0 / VIRTUAL_TIME_LIMIT_NS as f64;
         let uthreads = self.host.uthreads() as f64;
         for (name, gbps, share) in [
-            ("host.host_memory_gbps", self.host.host_memory_gbps, uthreads),
+            (
+                "host.host_memory_gbps",
+                self.host.host_memory_gbps,
+                uthreads,
+            ),
             ("host.input_store_gbps", self.host.input_store_gbps, 1.0),
             ("device.link_gbps", self.device.link_gbps, 1.0),
             ("device.ccm_memory_gbps", self.device.ccm_memory_gbps, 1.0),
@@ -197,9 +201,7 @@ impl AxleConfig {
         let slots = self.axle.slots;
         let slot_size = self.axle.slot_size;
         let layout = RingLayout::new(slots, slots, slot_size).map_err(|status| {
-            anyhow::anyhow!(
-                "invalid ring shape ({slots} slots of {slot_size} bytes): {status}"
-            )
+            anyhow::anyhow!("invalid ring shape ({slots} slots of {slot_size} bytes): {status}")
         })?;
         let fits = |slots: u32| match RingLayout::new(slots, slots, slot_size) {
             Ok(layout) => entries_for_first_region(
@@ -229,7 +231,11 @@ impl AxleConfig {
                 "axle.slots (--slots) is {slots}: the host memory of the ring cannot be laid out: {error}"
             ),
         }
-        limits::bytes("the host memory for the ring (axle.slots, --slots)", host_bytes, 1)?;
+        limits::bytes(
+            "the host memory for the ring (axle.slots, --slots)",
+            host_bytes,
+            1,
+        )?;
         Ok(RingPlan { layout, host_bytes })
     }
 
@@ -358,7 +364,10 @@ fn describe_toml_error(path: &Path, text: &str, error: &toml::de::Error) -> Stri
         _ => None,
     };
     let what = if message.contains("number too large to fit in target type") {
-        format!("the number {value} is too large: a TOML integer is at most {}", i64::MAX)
+        format!(
+            "the number {value} is too large: a TOML integer is at most {}",
+            i64::MAX
+        )
     } else if let Some(kind) = message
         .strip_prefix("invalid value: integer `")
         .and_then(|rest| rest.split_once("`, expected "))
@@ -506,6 +515,140 @@ mod tests {
         let text = config.to_toml().unwrap();
         let back: AxleConfig = toml::from_str(&text).unwrap();
         assert_eq!(back, config);
+    }
+
+    fn with(change: impl FnOnce(&mut AxleConfig)) -> AxleConfig {
+        let mut config = AxleConfig::default();
+        change(&mut config);
+        config
+    }
+
+    #[test]
+    fn the_slot_limit_is_exact_and_every_smaller_count_fits() {
+        for slot_size in [32, 64] {
+            let huge = with(|c| {
+                c.axle.slot_size = slot_size;
+                c.axle.slots = u32::MAX;
+            });
+            let error = huge.validate().unwrap_err().to_string();
+            assert!(
+                error.contains("axle.slots (--slots) is 4294967295"),
+                "{error}"
+            );
+            let limit: u32 = error
+                .split("more than the limit of ")
+                .nth(1)
+                .and_then(|rest| rest.split(' ').next())
+                .and_then(|number| number.parse().ok())
+                .unwrap_or_else(|| panic!("no limit in {error}"));
+            let at = |slots| {
+                with(|c| {
+                    c.axle.slot_size = slot_size;
+                    c.axle.slots = slots;
+                })
+            };
+            assert!(at(limit).validate().is_ok(), "{limit} slots of {slot_size}");
+            assert!(at(limit + 1).validate().is_err());
+            // The binary search assumes that fitting is monotonic: sample below the limit.
+            for slots in (1..limit).step_by((limit / 40) as usize) {
+                assert!(at(slots).validate().is_ok(), "{slots} slots of {slot_size}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_ring_plan_sizes_host_memory_from_the_region() {
+        let plan = AxleConfig::default().ring_plan().unwrap();
+        assert_eq!(
+            plan.host_bytes,
+            (2 * plan.layout.region_length() + HOST_MEMORY_SLACK).next_multiple_of(4096)
+        );
+        assert_eq!(host_memory_without_ring(), HOST_MEMORY_SLACK);
+    }
+
+    #[test]
+    fn rates_too_slow_to_finish_within_the_virtual_time_limit_are_refused() {
+        // 1e-12 instructions per cycle at 3 GHz: 333 s per instruction.
+        let error = with(|c| c.host.host_ipc = 1e-12)
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("host.host_ipc is 1e-12") && error.contains("100 s"),
+            "{error}"
+        );
+        let error = with(|c| c.device.link_gbps = 1e-300)
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("device.link_gbps is 1e-300"), "{error}");
+        // Just above the bound is accepted (slow, but a byte fits the limit).
+        assert!(with(|c| c.device.link_gbps = 2e-11).validate().is_ok());
+        // The per-µthread share of host memory bandwidth counts.
+        let error = with(|c| c.host.host_memory_gbps = 1e-10)
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("64 host µthreads"), "{error}");
+    }
+
+    #[test]
+    fn queries_are_bounded_before_the_data_is_generated() {
+        let config = with(|c| c.workload.queries = u32::MAX);
+        let error = config.check_workload("knn-a").unwrap_err().to_string();
+        assert!(
+            error.contains("workload.queries (--queries) is 4294967295")
+                && error.contains("8704 bytes"),
+            "{error}"
+        );
+        // Other workloads have no queries.
+        assert!(config.check_workload("sssp").is_ok());
+        assert!(AxleConfig::default().check_workload("knn-c").is_ok());
+    }
+
+    #[test]
+    fn wall_limits_need_a_unit_and_a_sane_range() {
+        use std::time::Duration;
+        assert_eq!(parse_wall_limit("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_wall_limit("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_wall_limit("10min"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_wall_limit("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_wall_limit("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_wall_limit("90").unwrap_err().contains("no unit"));
+        assert!(parse_wall_limit("0s").unwrap_err().contains("out of range"));
+        assert!(parse_wall_limit("1000h")
+            .unwrap_err()
+            .contains("out of range"));
+        assert!(parse_wall_limit("5 parsecs").is_err());
+    }
+
+    #[test]
+    fn toml_errors_name_the_file_the_field_and_the_range() {
+        let path = Path::new("my.toml");
+        let describe = |text: &str| {
+            let error = toml::from_str::<AxleConfig>(text).unwrap_err();
+            describe_toml_error(path, text, &error)
+        };
+        let too_large = describe("[host]\nhost_units = 99999999999999999999\n");
+        assert!(
+            too_large.contains("my.toml")
+                && too_large.contains("[host] host_units (line 2)")
+                && too_large.contains("99999999999999999999")
+                && too_large.contains("9223372036854775807"),
+            "{too_large}"
+        );
+        let out_of_range = describe("[device]\nccm_units = 5000000000 # many\n");
+        assert!(
+            out_of_range.contains("[device] ccm_units (line 2)")
+                && out_of_range.contains("5000000000 is out of range")
+                && out_of_range.contains("4294967295"),
+            "{out_of_range}"
+        );
+        let unknown = describe("[host]\npoll_intervall_ns = 5\n");
+        assert!(
+            unknown.contains("[host] (line 2)") && unknown.contains("poll_intervall_ns"),
+            "{unknown}"
+        );
     }
 
     #[test]

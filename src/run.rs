@@ -290,7 +290,10 @@ fn prepare(request: &RunRequest) -> anyhow::Result<Prepared> {
         device.device_memory_mib = needed_mib;
         // The workload's data decided the size: check it before it is mapped.
         device.check_device_memory().map_err(|error| {
-            anyhow::anyhow!("{}: the data set needs {needed_mib} MiB of device memory: {error}", request.workload)
+            anyhow::anyhow!(
+                "{}: the data set needs {needed_mib} MiB of device memory: {error}",
+                request.workload
+            )
         })?;
     }
     Ok(Prepared {

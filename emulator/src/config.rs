@@ -273,7 +273,10 @@ mod tests {
             ..DeviceConfig::default()
         };
         let error = with(MAX_DEVICE_MEMORY_MIB + 1).validate().unwrap_err();
-        assert!(error.contains("device.device_memory_mib") && error.contains("65537"), "{error}");
+        assert!(
+            error.contains("device.device_memory_mib") && error.contains("65537"),
+            "{error}"
+        );
         // 64 GiB passes the model's limit; whether it passes the machine's depends on the
         // machine, so only a size beyond any machine's memory is asserted.
         let machine = limits::Machine::get().memory_budget >> 20;

@@ -165,10 +165,14 @@ fn one(
         ),
         Err(error) => {
             let message = format!("{error:#}");
+            let which = format!("{} in mode {}", point.workload, point.mode.name());
             if message.contains("deadlock detected") {
                 Ok(Outcome::Deadlock(message))
+            } else if message.starts_with(&which) {
+                // The run's own error already says which run it was.
+                Err(error)
             } else {
-                Err(error.context(format!("{} in mode {}", point.workload, point.mode.name())))
+                Err(error.context(which))
             }
         }
     }

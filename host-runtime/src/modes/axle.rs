@@ -83,6 +83,8 @@ impl AxleRing {
     pub fn new(region: DmaRegion, layout: RingLayout, epoch: u64) -> AxleRing {
         AxleRing {
             consumer: MetadataConsumer::new(layout),
+            // The capacities are bounded before the region exists (the region is allocated, and
+            // a run's slot count is checked against the scatter-gather table first).
             records: GapAwareHead::with_capacity(layout.metadata_capacity()),
             payloads: GapAwareHead::new(&layout),
             record_of: vec![None; layout.payload_capacity() as usize],
