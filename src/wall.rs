@@ -37,8 +37,9 @@
 //! ring code checks: record sequence equal to its index, tail never behind the head nor
 //! beyond capacity, payload slots inside the window, no slot consumed twice, a BROKEN device
 //! status), a deadlock (detected exactly by the device thread, or by the runtime's stall
-//! timeout, which is real time here), the wall-clock limit ([`WallOptions::limit`]), and the
-//! end-of-run checks of [`EndState::violations`].
+//! timeout, which is real time here: with the ring full, a deadlock; with room in the ring,
+//! "no progress", the device stopped or fell behind the clock), the wall-clock limit
+//! ([`WallOptions::limit`]), and the end-of-run checks of [`EndState::violations`].
 
 use crate::run::RunReport;
 use emulator::DeviceMetrics;
@@ -53,7 +54,8 @@ use host_runtime::{Runtime, Stretch};
 use shared_abi::Ticks;
 use std::time::Duration;
 
-/// Default bound on a wall-clock run's real time.
+/// Default bound on a wall-clock run's real time in [`WallOptions::default`]; `axle run`
+/// passes the run's own budget (`--wall-limit`, `crate::run::default_wall_limit`).
 pub const DEFAULT_LIMIT: Duration = Duration::from_secs(60);
 
 /// The stream number of each stress point (so that each draws its own sequence).

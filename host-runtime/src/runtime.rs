@@ -110,8 +110,8 @@ pub enum RuntimeError {
     /// A record did not fit the launch's plan.
     #[error("record does not fit the launch: {0}")]
     Track(#[from] TrackError),
-    /// No progress while payload slots are held by partially satisfied tasks: the run cannot
-    /// finish (the ring is too small for the dependency pattern).
+    /// No progress while the ring is full of payload slots that partially satisfied tasks
+    /// hold: the run cannot finish (the ring is too small for the dependency pattern).
     #[error("deadlock detected at {at_ns} ns: {diagnosis}")]
     Deadlock {
         /// Virtual time of detection.
@@ -119,8 +119,9 @@ pub enum RuntimeError {
         /// What is stuck.
         diagnosis: String,
     },
-    /// No progress for longer than the stall timeout although no payload slot is held: not a
-    /// deadlock of the ring; the device is slower than the timeout allows, or stopped.
+    /// No progress for longer than the stall timeout although the ring is not full (the DMA
+    /// executor stops for credit only when not one more payload fits): not a deadlock of the
+    /// ring; the device is slower than the timeout allows, or stopped.
     #[error("no progress at {at_ns} ns: {diagnosis}")]
     Stalled {
         /// Time of detection (virtual, or real in wall-clock mode).
