@@ -411,7 +411,9 @@ pub fn parse_streaming_factor(text: &str) -> anyhow::Result<firmware::StreamingF
             )
         })?;
     if bytes == 0 {
-        anyhow::bail!("streaming factor must be positive");
+        anyhow::bail!(
+            "streaming factor `{text}` is 0; give a positive number of bytes (such as 32) or a percentage (25%)"
+        );
     }
     Ok(firmware::StreamingFactor::Bytes(bytes))
 }
@@ -436,7 +438,7 @@ pub fn parse_duration_ns(text: &str) -> anyhow::Result<u64> {
     };
     let ns = value * scale;
     if !(ns.is_finite() && (1.0..1e15).contains(&ns)) {
-        anyhow::bail!("duration `{text}` is out of range");
+        anyhow::bail!("duration `{text}` is out of range: from 1ns to 1e15 ns (11.5 days)");
     }
     Ok(ns.round() as u64)
 }

@@ -236,7 +236,7 @@ fn eval_command(args: EvalArgs) -> anyhow::Result<ExitCode> {
         None => workloads::names().iter().map(|n| (*n).to_owned()).collect(),
     };
     let jobs = match args.jobs {
-        Some(0) => anyhow::bail!("--jobs must be at least 1"),
+        Some(0) => anyhow::bail!("--jobs is 0; it must be at least 1"),
         Some(jobs) => jobs,
         None => std::thread::available_parallelism().map_or(1, usize::from),
     };
