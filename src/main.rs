@@ -3,7 +3,7 @@
 #![forbid(unsafe_code)]
 
 use anyhow::Context;
-use axle::config::{parse_duration_ns, AxleConfig};
+use axle::config::{parse_duration_ns, parse_wall_limit, AxleConfig};
 use axle::run::{run, run_attached, run_wall, run_wall_attached, AttachTarget, RunRequest};
 use clap::{Parser, Subcommand, ValueEnum};
 use host_runtime::{HostScheduling, Mode};
@@ -137,6 +137,11 @@ struct RunArgs {
     /// Wall clock: add the standard seeded random delays on both sides (stress).
     #[arg(long, hide = true, value_name = "SEED")]
     stress_seed: Option<u64>,
+    /// Stop the run with an error when it has not finished after this much wall time, e.g.
+    /// 90s, 10m [default: 10m at paper scale, 1m at small scale]. Separate from the 100 s
+    /// virtual-time limit; a run that finishes within it prints the same figures.
+    #[arg(long, value_name = "DURATION", value_parser = parse_wall_limit)]
+    wall_limit: Option<std::time::Duration>,
     /// Write the run's timeline to FILE as a Chrome / Perfetto trace (open it in
     /// ui.perfetto.dev): CCM µthreads, DMA, the link, host polls, flow control and workers.
     /// In-process virtual time only.
@@ -199,6 +204,10 @@ struct EvalArgs {
     /// No progress bar (it is drawn only on a terminal anyway).
     #[arg(long)]
     quiet: bool,
+    /// The wall-time budget of each run, e.g. 90s, 10m [default: 10m at paper scale, 1m at
+    /// small scale]; a run that outlives it fails the evaluation.
+    #[arg(long, value_name = "DURATION", value_parser = parse_wall_limit)]
+    wall_limit: Option<std::time::Duration>,
 }
 
 fn eval_command(args: EvalArgs) -> anyhow::Result<ExitCode> {
@@ -227,7 +236,7 @@ fn eval_command(args: EvalArgs) -> anyhow::Result<ExitCode> {
         None => workloads::names().iter().map(|n| (*n).to_owned()).collect(),
     };
     let jobs = match args.jobs {
-        Some(0) => anyhow::bail!("--jobs must be at least 1"),
+        Some(0) => anyhow::bail!("--jobs is 0; it must be at least 1"),
         Some(jobs) => jobs,
         None => std::thread::available_parallelism().map_or(1, usize::from),
     };
@@ -243,6 +252,7 @@ fn eval_command(args: EvalArgs) -> anyhow::Result<ExitCode> {
         data,
         jobs,
         progress: !args.quiet && !args.json,
+        wall_limit: args.wall_limit,
     };
     let inputs = options.inputs()?;
     let width = inputs.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
@@ -282,11 +292,12 @@ fn eval_command(args: EvalArgs) -> anyhow::Result<ExitCode> {
     } else {
         axle::write_stdout(&axle::eval::render(&evaluation))?;
         axle::write_stdout(&format!(
-            "{} distinct runs, every one verified against its reference; {} files in {}; wall time {:.1} s with {jobs} jobs\n",
+            "{} distinct runs, every one verified against its reference; {} files in {}; wall time {:.1} s with {jobs} {}\n",
             evaluation.results.len(),
             written.len(),
             args.out.display(),
-            started.elapsed().as_secs_f64()
+            started.elapsed().as_secs_f64(),
+            if jobs == 1 { "job" } else { "jobs" }
         ))?;
     }
     Ok(ExitCode::SUCCESS)
@@ -358,6 +369,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         mode,
         config,
         data: args.data.clone(),
+        wall_limit: args.wall_limit,
     };
     let started = std::time::Instant::now();
     if args.clock == ClockArg::Virtual && args.stress_seed.is_some() {
@@ -379,12 +391,16 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
             if let Some(version) = args.abi_version_override {
                 target.abi_version = version;
             }
-            run_wall_attached(&request, &target, &axle::wall::WallOptions::default())?.report
+            let options = axle::wall::WallOptions {
+                limit: request.wall_limit(),
+                ..Default::default()
+            };
+            run_wall_attached(&request, &target, &options)?.report
         }
         None if args.clock == ClockArg::Wall => {
             let options = axle::wall::WallOptions {
+                limit: request.wall_limit(),
                 stress: args.stress_seed.map(axle::wall::WallStress::standard),
-                ..Default::default()
             };
             run_wall(&request, &options)?.report
         }

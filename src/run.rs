@@ -13,12 +13,26 @@
 //! [`run_wall`] is the in-process run in wall-clock mode ([`crate::wall`]): the same wiring,
 //! with the device and the host free-running on two threads against the real clock;
 //! [`run_wall_attached`] the same with the device in the emulator process.
+//!
+//! # Every run ends
+//!
+//! Before anything is allocated, [`AxleConfig::validate`] and [`AxleConfig::check_workload`]
+//! bound every size of the configuration (`host_driver::limits`). Then two limits bound the
+//! run itself: virtual time ([`VIRTUAL_TIME_LIMIT_NS`], 100 s, the emulator's) and wall time
+//! ([`RunRequest::wall_limit`], by default [`default_wall_limit`] of the scale). The wall
+//! clock is read by a wrapper around the host runtime (`WallBudget`) every
+//! [`WALL_CHECK_EVERY`] calls of the co-simulation into the host (turns and deliveries); past
+//! the budget it ends the host's part and the run fails with an error that says how much
+//! wall and virtual time passed. The budget never changes a run that finishes within it: the
+//! wrapper passes every call through unchanged, so a run either completes with exactly the
+//! figures it always has or fails with that error.
 
-use crate::config::AxleConfig;
+use crate::config::{AxleConfig, VIRTUAL_TIME_LIMIT_NS};
 use anyhow::Context;
 use emulator::{DeviceMetrics, Emulator};
 use host_driver::dma::DmaRegion;
 use host_driver::frames::FrameAllocator;
+use host_driver::link::{DeviceLink, HostAgent, LinkResponse, Wake};
 use host_driver::phys::PhysicalMemory;
 use host_driver::sync::Arc;
 use host_runtime::app::{DeviceLoader, LoadError};
@@ -29,15 +43,28 @@ use serde::Serialize;
 use shared_abi::region::RingLayout;
 use shared_abi::{DeviceAddress, Ticks};
 use std::path::{Path, PathBuf};
-
-/// Host "physical" memory beyond twice the DMA region. Twice, because the frame allocator
-/// leaves at least one free frame after every run of frames it hands out (runs are never
-/// physically adjacent); the slack covers the reserved frame 0 and rounding. Keeping host
-/// memory this small matters across processes, where all of it is pinned with `mlock`.
-const HOST_MEMORY_SLACK: u64 = 64 << 10;
+use std::time::{Duration, Instant};
 
 /// Virtual-time limit of a run: far beyond any workload, so hitting it means a bug.
-const VIRTUAL_TIME_LIMIT: Ticks = Ticks::from_ns(100_000_000_000);
+const VIRTUAL_TIME_LIMIT: Ticks = Ticks::from_ns(VIRTUAL_TIME_LIMIT_NS);
+
+/// The wall-time budget of a run at `scale` unless `--wall-limit` says otherwise: 10 minutes
+/// at paper scale (the longest paper-scale run, OPT-2.7B, takes 3.5 s on the idle 2-core
+/// development machine, and attached runs on a busy machine took several times their
+/// in-process time: README, "Cost"), 1 minute at small scale (every small run takes well
+/// under a second).
+pub fn default_wall_limit(scale: workloads::Scale) -> Duration {
+    match scale {
+        workloads::Scale::Paper => Duration::from_secs(600),
+        workloads::Scale::Small => Duration::from_secs(60),
+    }
+}
+
+/// Calls of the co-simulation into the host (turns and deliveries) between two looks at the
+/// wall clock. A look (`Instant::now`, a vDSO call of tens of nanoseconds) every 1024 calls
+/// costs nothing measurable; a call takes at least hundreds of nanoseconds, so the budget is
+/// overrun by well under a millisecond.
+pub const WALL_CHECK_EVERY: u32 = 1024;
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -50,6 +77,124 @@ pub struct RunRequest {
     pub config: AxleConfig,
     /// Real data directory (or file), if any.
     pub data: Option<PathBuf>,
+    /// The run fails when it has not finished after this much wall time; `None`:
+    /// [`default_wall_limit`] of the configuration's scale.
+    pub wall_limit: Option<Duration>,
+}
+
+impl RunRequest {
+    /// The run's wall-time budget.
+    pub fn wall_limit(&self) -> Duration {
+        self.wall_limit
+            .unwrap_or_else(|| default_wall_limit(self.config.workload.scale))
+    }
+}
+
+/// The host runtime as the co-simulation sees it, with a wall-time budget: every call passes
+/// through unchanged, and every [`WALL_CHECK_EVERY`] calls the wall clock is read; once the
+/// budget is spent, the next turn says the host is done (which ends the co-simulation loop,
+/// in-process or across the socket) and [`WallBudget::overrun`] says by how much.
+struct WallBudget<'r, 'a> {
+    runtime: &'r mut Runtime<'a>,
+    started: Instant,
+    limit: Duration,
+    calls: u32,
+    /// The virtual time of the last call.
+    now: Ticks,
+    /// Wall time and virtual time when the budget was found spent.
+    overrun: Option<(Duration, Ticks)>,
+}
+
+impl<'r, 'a> WallBudget<'r, 'a> {
+    fn new(runtime: &'r mut Runtime<'a>, limit: Duration) -> Self {
+        WallBudget {
+            runtime,
+            started: Instant::now(),
+            limit,
+            calls: 0,
+            now: Ticks::ZERO,
+            overrun: None,
+        }
+    }
+
+    fn look(&mut self, now: Ticks) {
+        self.now = self.now.max(now);
+        self.calls = self.calls.wrapping_add(1);
+        if self.calls % WALL_CHECK_EVERY != 0 || self.overrun.is_some() {
+            return;
+        }
+        let elapsed = self.started.elapsed();
+        if elapsed > self.limit {
+            self.overrun = Some((elapsed, self.now));
+        }
+    }
+
+    /// The error of a run stopped by the budget, if it was.
+    fn overrun(&self) -> Option<anyhow::Error> {
+        let (elapsed, at) = self.overrun?;
+        Some(anyhow::anyhow!(
+            "stopped after {:.1} s of wall time (the limit is {}) at {} of virtual time, unfinished; raise --wall-limit if the run is expected to take longer, or check the configuration for very slow rates or a very long host.stall_timeout_ns",
+            elapsed.as_secs_f64(),
+            format_duration(self.limit),
+            format_virtual(at)
+        ))
+    }
+}
+
+impl HostAgent for WallBudget<'_, '_> {
+    fn deliver(&mut self, at: Ticks, response: LinkResponse) {
+        self.runtime.deliver(at, response);
+        self.look(at);
+    }
+
+    fn turn(&mut self, now: Ticks, link: &mut dyn DeviceLink) -> Wake {
+        self.look(now);
+        if self.overrun.is_some() {
+            return Wake::Done;
+        }
+        self.runtime.turn(now, link)
+    }
+}
+
+/// `d` as the flag takes it: `90 s`, `10 min`, `250 ms`.
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms % 60_000 == 0 && ms > 0 {
+        format!("{} min", ms / 60_000)
+    } else if ms % 1000 == 0 {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{ms} ms")
+    }
+}
+
+/// A virtual time for a message: `12.345 ms`.
+fn format_virtual(at: Ticks) -> String {
+    let ns = at.as_ns();
+    if ns >= 1_000_000_000 {
+        format!("{:.3} s", ns as f64 / 1e9)
+    } else if ns >= 1_000_000 {
+        format!("{:.3} ms", ns as f64 / 1e6)
+    } else if ns >= 1_000 {
+        format!("{:.3} µs", ns as f64 / 1e3)
+    } else {
+        format!("{ns} ns")
+    }
+}
+
+/// Drives `runtime` with `drive` under a wall-time budget of `limit`: the outcome `drive`
+/// reports, replaced by the budget's error when the budget stopped the run.
+fn within_budget<T>(
+    runtime: &mut Runtime<'_>,
+    limit: Duration,
+    drive: impl FnOnce(&mut dyn HostAgent) -> anyhow::Result<(Result<(), String>, T)>,
+) -> anyhow::Result<(Result<(), String>, T)> {
+    let mut budget = WallBudget::new(runtime, limit);
+    let (outcome, rest) = drive(&mut budget)?;
+    match budget.overrun() {
+        Some(error) => Err(error),
+        None => Ok((outcome, rest)),
+    }
 }
 
 /// What a run produced. Everything here is deterministic (virtual time), except in a
@@ -115,6 +260,7 @@ const DEVICE_MEMORY_MARGIN_MIB: u64 = 64;
 fn prepare(request: &RunRequest) -> anyhow::Result<Prepared> {
     let config = &request.config;
     config.validate()?;
+    config.check_workload(&request.workload)?;
     let options = workloads::WorkloadOptions {
         scale: config.workload.scale,
         seed: config.workload.seed,
@@ -124,17 +270,15 @@ fn prepare(request: &RunRequest) -> anyhow::Result<Prepared> {
         task_rows: Some(config.workload.task_rows),
         iterations: Some(config.workload.iterations),
     };
+    // Checked (scatter-gather table, machine memory) before the workload's data is built.
+    let ring = config.ring_plan()?;
     let app = workloads::build(&request.workload, &options)?;
-    let layout = if request.mode.streams() {
-        Some(
-            RingLayout::new(config.axle.slots, config.axle.slots, config.axle.slot_size)
-                .map_err(|status| anyhow::anyhow!("invalid ring shape: {status}"))?,
-        )
+    let (layout, host_bytes) = if request.mode.streams() {
+        (Some(ring.layout), ring.host_bytes)
     } else {
-        None
+        // No ring: the host memory of an empty region (the slack only).
+        (None, crate::config::host_memory_without_ring())
     };
-    let region_length = layout.map_or(0, |l| l.region_length());
-    let host_bytes = (region_length * 2 + HOST_MEMORY_SLACK).next_multiple_of(4096);
     let mut device = config.device.clone();
     let needed_mib = app.device_bytes().div_ceil(1 << 20) + DEVICE_MEMORY_MARGIN_MIB;
     if needed_mib > device.device_memory_mib {
@@ -144,6 +288,13 @@ fn prepare(request: &RunRequest) -> anyhow::Result<Prepared> {
             device.device_memory_mib
         );
         device.device_memory_mib = needed_mib;
+        // The workload's data decided the size: check it before it is mapped.
+        device.check_device_memory().map_err(|error| {
+            anyhow::anyhow!(
+                "{}: the data set needs {needed_mib} MiB of device memory: {error}",
+                request.workload
+            )
+        })?;
     }
     Ok(Prepared {
         app,
@@ -178,7 +329,8 @@ impl Prepared {
         let (measured, failure, (cosim, device_metrics)) = {
             let mut runtime =
                 Runtime::new(request.mode, config.host.clone(), self.app.as_mut(), ring);
-            let driven = drive(&mut runtime)?;
+            let driven = drive(&mut runtime)
+                .with_context(|| format!("{} in mode {}", request.workload, request.mode.name()))?;
             (runtime.measurements(), runtime.failure().cloned(), driven)
         };
         if let Some(failure) = failure {
@@ -269,9 +421,12 @@ fn in_process(request: &RunRequest) -> anyhow::Result<(Prepared, Option<AxleRing
 /// Runs one configuration in-process.
 pub fn run(request: &RunRequest) -> anyhow::Result<RunReport> {
     let (prepared, ring, mut device) = in_process(request)?;
+    let limit = request.wall_limit();
     prepared.run_and_report(request, ring, |runtime| {
-        let cosim = device.run(runtime, VIRTUAL_TIME_LIMIT);
-        Ok((cosim.map_err(|error| error.to_string()), device.metrics()))
+        within_budget(runtime, limit, |host| {
+            let cosim = device.run(host, VIRTUAL_TIME_LIMIT);
+            Ok((cosim.map_err(|error| error.to_string()), device.metrics()))
+        })
     })
 }
 
@@ -285,11 +440,15 @@ pub fn run_traced(request: &RunRequest, trace: &Path) -> anyhow::Result<RunRepor
     let (prepared, ring, mut device) = in_process(request)?;
     device.enable_trace();
     let mut host_trace = None;
+    let limit = request.wall_limit();
     let report = prepared.run_and_report(request, ring, |runtime| {
         runtime.enable_trace();
-        let cosim = device.run(runtime, VIRTUAL_TIME_LIMIT);
+        let driven = within_budget(runtime, limit, |host| {
+            let cosim = device.run(host, VIRTUAL_TIME_LIMIT);
+            Ok((cosim.map_err(|error| error.to_string()), device.metrics()))
+        });
         host_trace = runtime.take_trace();
-        Ok((cosim.map_err(|error| error.to_string()), device.metrics()))
+        driven
     });
     let device_trace = device.take_trace().unwrap_or_default();
     let host_trace = host_trace.unwrap_or_default();
@@ -405,12 +564,15 @@ mod attached {
                 attachment: &mut attachment,
             })
             .context("loading the data set into device memory")?;
+        let limit = request.wall_limit();
         prepared.run_and_report(request, ring, |runtime| {
-            let end = attachment.run(runtime)?;
-            Ok((
-                end.error.map_or(Ok(()), Err),
-                DeviceMetrics::from(&end.device),
-            ))
+            within_budget(runtime, limit, |host| {
+                let end = attachment.run(host)?;
+                Ok((
+                    end.error.map_or(Ok(()), Err),
+                    DeviceMetrics::from(&end.device),
+                ))
+            })
         })
     }
 
@@ -458,6 +620,7 @@ mod attached {
         let mut side = crate::wall::HostSide::default();
         let mut device_end = None;
         let mut report = prepared.run_and_report(request, ring, |runtime| {
+            runtime.set_real_clock();
             let ended = attachment.run_wall(runtime, limit)?;
             side.ring = runtime
                 .ring_state()

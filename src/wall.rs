@@ -37,8 +37,9 @@
 //! ring code checks: record sequence equal to its index, tail never behind the head nor
 //! beyond capacity, payload slots inside the window, no slot consumed twice, a BROKEN device
 //! status), a deadlock (detected exactly by the device thread, or by the runtime's stall
-//! timeout, which is real time here), the wall-clock limit ([`WallOptions::limit`]), and the
-//! end-of-run checks of [`EndState::violations`].
+//! timeout, which is real time here: with the ring full, a deadlock; with room in the ring,
+//! "no progress", the device stopped or fell behind the clock), the wall-clock limit
+//! ([`WallOptions::limit`]), and the end-of-run checks of [`EndState::violations`].
 
 use crate::run::RunReport;
 use emulator::DeviceMetrics;
@@ -53,7 +54,8 @@ use host_runtime::{Runtime, Stretch};
 use shared_abi::Ticks;
 use std::time::Duration;
 
-/// Default bound on a wall-clock run's real time.
+/// Default bound on a wall-clock run's real time in [`WallOptions::default`]; `axle run`
+/// passes the run's own budget (`--wall-limit`, `crate::run::default_wall_limit`).
 pub const DEFAULT_LIMIT: Duration = Duration::from_secs(60);
 
 /// The stream number of each stress point (so that each draws its own sequence).
@@ -313,6 +315,7 @@ pub(crate) fn drive(
     options: &WallOptions,
     side: &mut HostSide,
 ) -> Result<(), String> {
+    runtime.set_real_clock();
     let stress = options.stress;
     let mut loop_jitter = None;
     let mut turn_jitter = None;
@@ -373,6 +376,10 @@ pub(crate) fn drive(
             };
             Ok(())
         }
+        (_, Err(emulator::CoSimError::WallTimeLimit { .. })) => Err(format!(
+            "stopped after {} of wall time, unfinished (the wall-clock run's limit); raise --wall-limit if the run is expected to take longer",
+            crate::run::format_duration(options.limit)
+        )),
         // The device's own error says most (deadlock, time limit); that the host went away
         // says least.
         (_, Err(error)) if !matches!(error, emulator::CoSimError::Host(_)) => {

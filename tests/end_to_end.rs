@@ -26,6 +26,7 @@ fn request(workload: &str, mode: Mode, config: AxleConfig) -> RunRequest {
         mode,
         config,
         data: None,
+        wall_limit: None,
     }
 }
 
@@ -443,6 +444,7 @@ fn interrupt_shorter_than_the_landing_latency_never_overtakes_its_writes() {
         mode: Mode::AxleIrq,
         config,
         data: None,
+        wall_limit: None,
     })
     .expect("the run completes");
     assert!(report.verified, "{}", report.verification);

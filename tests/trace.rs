@@ -20,6 +20,7 @@ fn request(workload: &str, mode: Mode) -> RunRequest {
         mode,
         config: AxleConfig::default(),
         data: None,
+        wall_limit: None,
     }
 }
 

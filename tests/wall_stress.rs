@@ -82,6 +82,7 @@ impl Case {
             mode: self.mode,
             config,
             data: None,
+            wall_limit: None,
         }
     }
 
@@ -301,6 +302,7 @@ fn a_deadlock_in_wall_clock_mode_is_reported_not_hung() {
             mode,
             config,
             data: None,
+            wall_limit: None,
         };
         let started = Instant::now();
         let error = match wall_with_watchdog(request, options(seed)) {
@@ -337,6 +339,7 @@ fn rp_and_bs_verify_in_wall_clock_mode() {
                 mode,
                 config,
                 data: None,
+                wall_limit: None,
             };
             let run = wall_with_watchdog(request, options(seed))
                 .unwrap_or_else(|error| panic!("{workload} {mode:?}: {error:#}"));
@@ -360,6 +363,7 @@ fn wall_clock_output_is_labelled_and_virtual_output_is_not() {
         mode: Mode::Axle,
         config,
         data: None,
+        wall_limit: None,
     };
     let virtual_json = serde_json::to_value(run(&request).unwrap()).unwrap();
     assert!(virtual_json.get("clock").is_none(), "{virtual_json}");

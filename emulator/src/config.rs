@@ -1,5 +1,6 @@
 //! The device's parameters (the CCM and link rows of the paper's Table III).
 
+use host_driver::limits;
 use serde::{Deserialize, Serialize};
 
 /// How the CCM scheduler hands work items to µthreads.
@@ -19,6 +20,11 @@ pub const MAX_UTHREADS: u64 = 1 << 20;
 
 /// Most functional units (or issue slots) of one kind a sub-core may have.
 pub const MAX_UNITS_PER_SUB_CORE: u32 = 1024;
+
+/// Most device memory a configuration may ask for, in MiB: 64 GiB. Device memory is one
+/// mapping of this size; the machine's available memory bounds it too
+/// ([`DeviceConfig::check_device_memory`]).
+pub const MAX_DEVICE_MEMORY_MIB: u64 = 64 * 1024;
 
 /// Device and link parameters. Times are nanoseconds, frequencies megahertz, bandwidths bytes
 /// per nanosecond (= GB/s).
@@ -131,7 +137,8 @@ impl Default for DeviceConfig {
 }
 
 impl DeviceConfig {
-    /// Checks every parameter for a value the model cannot run with.
+    /// Checks every parameter for a value the model cannot run with. Each error names the
+    /// field (`device.<name>`), the value and the limit.
     pub fn validate(&self) -> Result<(), String> {
         let positive = [
             ("ccm_units", u64::from(self.ccm_units)),
@@ -157,7 +164,7 @@ impl DeviceConfig {
         ];
         for (name, value) in positive {
             if value == 0 {
-                return Err(format!("device.{name} must be positive"));
+                return Err(format!("device.{name} is 0; it must be at least 1"));
             }
         }
         for (name, value) in [
@@ -166,18 +173,20 @@ impl DeviceConfig {
         ] {
             if !(value.is_finite() && value > 0.0) {
                 return Err(format!(
-                    "device.{name} must be a positive number, not {value}"
+                    "device.{name} is {value}; it must be a positive number"
                 ));
             }
         }
         let uthreads = u64::from(self.ccm_units)
             .saturating_mul(u64::from(self.ccm_sub_cores))
             .saturating_mul(u64::from(self.ccm_uthreads_per_sub_core));
-        if uthreads > MAX_UTHREADS {
-            return Err(format!(
-                "device.ccm_units x ccm_sub_cores x ccm_uthreads_per_sub_core = {uthreads} µthreads; the model allows at most {MAX_UTHREADS}"
-            ));
-        }
+        limits::check(
+            "device.ccm_units x ccm_sub_cores x ccm_uthreads_per_sub_core",
+            uthreads,
+            MAX_UTHREADS,
+            "the CCM µthreads the model keeps a slot for",
+        )
+        .map_err(|refused| refused.to_string())?;
         for (name, value) in [
             ("ccm_issue_width", self.ccm_issue_width),
             ("ccm_scalar_units", self.ccm_scalar_units),
@@ -185,22 +194,36 @@ impl DeviceConfig {
             ("ccm_vector_units", self.ccm_vector_units),
             ("ccm_vector_memory_units", self.ccm_vector_memory_units),
         ] {
-            if value > MAX_UNITS_PER_SUB_CORE {
-                return Err(format!(
-                    "device.{name} = {value}; a sub-core has at most {MAX_UNITS_PER_SUB_CORE}"
-                ));
-            }
+            limits::check(
+                &format!("device.{name}"),
+                u64::from(value),
+                u64::from(MAX_UNITS_PER_SUB_CORE),
+                "the units of one kind a sub-core may have",
+            )
+            .map_err(|refused| refused.to_string())?;
         }
         let channel_limit = firmware::executor::MAX_IN_FLIGHT as u32;
         if self.dma_channels == 0 || self.dma_channels > channel_limit {
             return Err(format!(
-                "device.dma_channels is {}, but must be 1..={channel_limit} (the firmware keeps at most {channel_limit} DMA requests in flight)",
+                "device.dma_channels is {}; it must be 1..={channel_limit} (the firmware keeps at most {channel_limit} DMA requests in flight)",
                 self.dma_channels
             ));
         }
-        if self.device_memory_mib > 64 * 1024 {
-            return Err("device.device_memory_mib is limited to 64 GiB".into());
-        }
+        self.check_device_memory()
+    }
+
+    /// Device memory against the model's limit ([`MAX_DEVICE_MEMORY_MIB`]) and the machine's
+    /// available memory (`host_driver::limits`), before it is mapped.
+    pub fn check_device_memory(&self) -> Result<(), String> {
+        limits::check(
+            "device.device_memory_mib",
+            self.device_memory_mib,
+            MAX_DEVICE_MEMORY_MIB,
+            "the model's device memory: 64 GiB",
+        )
+        .map_err(|refused| refused.to_string())?;
+        limits::bytes("device.device_memory_mib", self.device_memory_mib, 1 << 20)
+            .map_err(|refused| refused.to_string())?;
         Ok(())
     }
 }
@@ -225,5 +248,42 @@ mod tests {
                 "{error}"
             );
         }
+    }
+
+    #[test]
+    fn ccm_uthreads_beyond_the_model_are_refused_naming_value_and_limit() {
+        // 4e9 units would have allocated ~16 GB of µthread slots.
+        let config = DeviceConfig {
+            ccm_units: 4_000_000_000,
+            ..DeviceConfig::default()
+        };
+        let error = config.validate().unwrap_err();
+        assert!(
+            error.contains("ccm_units")
+                && error.contains("256000000000")
+                && error.contains(&MAX_UTHREADS.to_string()),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn device_memory_beyond_the_model_or_the_machine_is_refused() {
+        let with = |device_memory_mib| DeviceConfig {
+            device_memory_mib,
+            ..DeviceConfig::default()
+        };
+        let error = with(MAX_DEVICE_MEMORY_MIB + 1).validate().unwrap_err();
+        assert!(
+            error.contains("device.device_memory_mib") && error.contains("65537"),
+            "{error}"
+        );
+        // 64 GiB passes the model's limit; whether it passes the machine's depends on the
+        // machine, so only a size beyond any machine's memory is asserted.
+        let machine = limits::Machine::get().memory_budget >> 20;
+        if machine < MAX_DEVICE_MEMORY_MIB {
+            let error = with(MAX_DEVICE_MEMORY_MIB).validate().unwrap_err();
+            assert!(error.contains("available"), "{error}");
+        }
+        assert_eq!(with(256).validate(), Ok(()));
     }
 }

@@ -107,6 +107,9 @@ impl FrameAllocator {
     /// never used).
     pub fn new(memory_bytes: u64) -> FrameAllocator {
         let frames = usize::try_from(memory_bytes / FRAME_SIZE).unwrap_or(usize::MAX);
+        // One flag per 4 KiB of a memory the caller bounded: every caller has allocated (or
+        // mapped) `memory_bytes` already, except `sgl::entries_for_first_region`, whose
+        // callers check `memory_bytes` against `limits` first (1/4096 of it is allocated here).
         let mut in_use = vec![false; frames];
         if let Some(reserved) = in_use.first_mut() {
             *reserved = true;

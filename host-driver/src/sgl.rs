@@ -7,7 +7,7 @@
 //! [`MAX_SG_ENTRIES`] entries; a longer list is refused here rather than truncated there.
 
 use crate::dma::DmaRegion;
-use crate::frames::FRAME_SIZE;
+use crate::frames::{FrameAllocator, FrameError, FRAME_SIZE, MAX_RUN_FRAMES};
 use shared_abi::sgl::MAX_SG_ENTRIES;
 use shared_abi::{HostPhysAddr, ScatterGatherEntry};
 
@@ -30,6 +30,52 @@ pub enum SglError {
         /// Region length.
         length: u64,
     },
+}
+
+/// The longest region any list the device accepts can describe: [`MAX_SG_ENTRIES`] entries of
+/// at most one run of the frame allocator each ([`MAX_RUN_FRAMES`] frames of 4 KiB): 64 MiB.
+/// A longer region is refused before anything is allocated for it; a shorter one may still
+/// need too many entries (the allocator's runs are usually shorter), which
+/// [`entries_for_first_region`] tells without allocating the memory.
+pub const MAX_REGION_BYTES: u64 = MAX_SG_ENTRIES as u64 * MAX_RUN_FRAMES as u64 * FRAME_SIZE;
+
+/// Why [`entries_for_first_region`] cannot describe a region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FirstRegionError {
+    /// The region is longer than [`MAX_REGION_BYTES`] (nothing was tried).
+    #[error("a region of {length} bytes is longer than any scatter-gather list of {max_entries} entries can describe ({max_bytes} bytes)")]
+    TooLong {
+        /// The region's length.
+        length: u64,
+        /// [`MAX_SG_ENTRIES`].
+        max_entries: usize,
+        /// [`MAX_REGION_BYTES`].
+        max_bytes: u64,
+    },
+    /// The frame allocator could not give the frames.
+    #[error(transparent)]
+    Frames(#[from] FrameError),
+    /// The list cannot be built (too many entries).
+    #[error(transparent)]
+    List(#[from] SglError),
+}
+
+/// The scatter-gather entries a region of `length` bytes needs when it is the first region a
+/// fresh [`FrameAllocator`] over `memory_bytes` of physical memory hands out, which is what a
+/// run does: a dry run of the allocator (it is deterministic: same calls, same frames), with
+/// no physical memory allocated. Refuses a region longer than [`MAX_REGION_BYTES`] before
+/// trying, so the dry run's own allocations stay small (one flag per frame of at most
+/// `memory_bytes`, which the caller bounds).
+pub fn entries_for_first_region(memory_bytes: u64, length: u64) -> Result<usize, FirstRegionError> {
+    if length > MAX_REGION_BYTES {
+        return Err(FirstRegionError::TooLong {
+            length,
+            max_entries: MAX_SG_ENTRIES,
+            max_bytes: MAX_REGION_BYTES,
+        });
+    }
+    let frames = FrameAllocator::new(memory_bytes).allocate(length)?;
+    Ok(entries_from_frames(&frames, length)?.len())
 }
 
 /// The scatter-gather list of `region`.
@@ -167,6 +213,31 @@ mod tests {
                 length: FRAME_SIZE
             })
         );
+    }
+
+    #[test]
+    fn the_dry_run_counts_the_entries_the_real_allocation_gets() {
+        use crate::frames::FrameAllocator;
+        use crate::phys::PhysicalMemory;
+        use crate::sync::Arc;
+        let memory_bytes = 2048 * FRAME_SIZE;
+        let length = 700 * FRAME_SIZE + 64;
+        let memory = Arc::new(PhysicalMemory::new(memory_bytes).unwrap());
+        let mut allocator = FrameAllocator::new(memory.len());
+        let region = DmaRegion::allocate(memory, &mut allocator, length).unwrap();
+        assert_eq!(
+            entries_for_first_region(memory_bytes, length),
+            Ok(scatter_gather_list(&region).unwrap().len())
+        );
+    }
+
+    #[test]
+    fn a_region_beyond_any_list_is_refused_before_the_dry_run() {
+        assert_eq!(MAX_REGION_BYTES, 64 << 20);
+        assert!(matches!(
+            entries_for_first_region(u64::MAX, MAX_REGION_BYTES + FRAME_SIZE),
+            Err(FirstRegionError::TooLong { .. })
+        ));
     }
 
     #[test]

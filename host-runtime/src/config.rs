@@ -1,6 +1,14 @@
 //! The host's parameters (the host and AXLE rows of the paper's Table III).
 
+use host_driver::limits;
 use serde::{Deserialize, Serialize};
+
+/// Most host µthreads (`host_units` x `host_uthreads`) a configuration may ask for: 65,536,
+/// a thousand times the paper's 64 (Table III: 32 units x 2). The runtime keeps a task queue
+/// and a busy flag per worker and scans the workers in index order at each task start
+/// (`crate::sched::Scheduler`), so memory and the cost of a start grow with the count; a
+/// host of more µthreads than this is not a machine the model describes.
+pub const MAX_HOST_UTHREADS: u64 = 1 << 16;
 
 /// How host tasks are handed to host µthreads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,7 +85,8 @@ pub struct HostConfig {
     pub poll_interval_ns: u64,
     /// AXLE: no progress for this long (no record, no task) while work is outstanding is a
     /// deadlock. Not a model constant: a watchdog that ends a run that cannot finish; it
-    /// changes no figure of a run that does.
+    /// changes no figure of a run that does. Must be positive (0 would call every wait for
+    /// the device a deadlock).
     pub stall_timeout_ns: u64,
 }
 
@@ -104,19 +113,35 @@ impl Default for HostConfig {
 }
 
 impl HostConfig {
-    /// Checks every parameter for a value the model cannot run with.
+    /// Checks every parameter for a value the model cannot run with. Each error names the
+    /// field (`host.<name>`), the value and the limit.
     pub fn validate(&self) -> Result<(), String> {
-        if self.host_units == 0 || self.host_uthreads == 0 {
-            return Err("host.host_units and host.host_uthreads must be positive".into());
+        for (name, value) in [
+            ("host_units", u64::from(self.host_units)),
+            ("host_uthreads", u64::from(self.host_uthreads)),
+            ("host_mhz", self.host_mhz),
+            ("load_outstanding", u64::from(self.load_outstanding)),
+            ("poll_interval_ns", self.poll_interval_ns),
+            ("remote_poll_interval_ns", self.remote_poll_interval_ns),
+            ("stall_timeout_ns", self.stall_timeout_ns),
+        ] {
+            if value == 0 {
+                return Err(format!("host.{name} is 0; it must be at least 1"));
+            }
         }
-        if u64::from(self.host_units) * u64::from(self.host_uthreads) < 2 {
-            return Err(
-                "the host needs at least two µthreads: a control thread and a worker".into(),
-            );
+        let uthreads = self.uthreads();
+        if uthreads < 2 {
+            return Err(format!(
+                "host.host_units x host.host_uthreads is {uthreads}; the host needs at least two µthreads (a control thread and a worker)"
+            ));
         }
-        if self.host_mhz == 0 || self.load_outstanding == 0 {
-            return Err("host.host_mhz and host.load_outstanding must be positive".into());
-        }
+        limits::check(
+            "host.host_units x host.host_uthreads",
+            uthreads,
+            MAX_HOST_UTHREADS,
+            "the host µthreads the model keeps a queue for and scans at each task start",
+        )
+        .map_err(|refused| refused.to_string())?;
         for (name, value) in [
             ("host_ipc", self.host_ipc),
             ("host_memory_gbps", self.host_memory_gbps),
@@ -124,20 +149,88 @@ impl HostConfig {
         ] {
             if !(value.is_finite() && value > 0.0) {
                 return Err(format!(
-                    "host.{name} must be a positive number, not {value}"
+                    "host.{name} is {value}; it must be a positive number"
                 ));
             }
-        }
-        if self.poll_interval_ns == 0 || self.remote_poll_interval_ns == 0 {
-            return Err("polling intervals must be positive".into());
         }
         Ok(())
     }
 
-    /// Host µthreads that run tasks.
+    /// Host µthreads: `host_units` x `host_uthreads`, in `u64` (never wraps; at most
+    /// [`MAX_HOST_UTHREADS`] in a validated configuration). The one place the product is
+    /// taken: the workers and the cost model's bandwidth share both come from it.
+    pub fn uthreads(&self) -> u64 {
+        u64::from(self.host_units) * u64::from(self.host_uthreads)
+    }
+
+    /// Host µthreads that run tasks: every µthread but the control thread (at least 1;
+    /// saturating at `u32::MAX` for a configuration that did not pass [`HostConfig::validate`]).
     pub fn workers(&self) -> u32 {
-        (self.host_units * self.host_uthreads)
-            .saturating_sub(1)
+        u32::try_from(self.uthreads().saturating_sub(1))
+            .unwrap_or(u32::MAX)
             .max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(change: impl FnOnce(&mut HostConfig)) -> HostConfig {
+        let mut config = HostConfig::default();
+        change(&mut config);
+        config
+    }
+
+    #[test]
+    fn the_default_configuration_is_valid() {
+        assert_eq!(HostConfig::default().validate(), Ok(()));
+        assert_eq!(HostConfig::default().workers(), 63);
+    }
+
+    #[test]
+    fn units_times_uthreads_never_wraps_to_one_worker() {
+        // 2^31 x 2 = 2^32 wrapped to 0 in u32, and the run got one worker.
+        let config = with(|c| {
+            c.host_units = 1 << 31;
+            c.host_uthreads = 2;
+        });
+        assert_eq!(config.uthreads(), 1 << 32);
+        assert_eq!(config.workers(), u32::MAX);
+        let error = config.validate().unwrap_err();
+        assert!(
+            error.contains("host_units x host.host_uthreads")
+                && error.contains("4294967296")
+                && error.contains(&MAX_HOST_UTHREADS.to_string()),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_largest_host_is_accepted_and_one_more_unit_is_not() {
+        let largest = with(|c| {
+            c.host_units = (MAX_HOST_UTHREADS / 2) as u32;
+            c.host_uthreads = 2;
+        });
+        assert_eq!(largest.validate(), Ok(()));
+        let beyond = with(|c| {
+            c.host_units = (MAX_HOST_UTHREADS / 2) as u32 + 1;
+            c.host_uthreads = 2;
+        });
+        assert!(beyond.validate().is_err());
+    }
+
+    #[test]
+    fn a_zero_stall_timeout_is_refused_naming_the_field() {
+        let error = with(|c| c.stall_timeout_ns = 0).validate().unwrap_err();
+        assert!(error.contains("host.stall_timeout_ns is 0"), "{error}");
+    }
+
+    #[test]
+    fn rates_must_be_positive_finite_numbers() {
+        for value in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let error = with(|c| c.host_ipc = value).validate().unwrap_err();
+            assert!(error.contains("host.host_ipc"), "{error}");
+        }
     }
 }

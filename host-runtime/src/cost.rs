@@ -19,7 +19,8 @@ pub struct CostModel {
 impl CostModel {
     /// The model for `config`.
     pub fn new(config: &HostConfig) -> CostModel {
-        let threads = f64::from(config.host_units) * f64::from(config.host_uthreads);
+        // At most `MAX_HOST_UTHREADS` in a validated configuration: exact in f64.
+        let threads = config.uthreads() as f64;
         CostModel {
             mhz: config.host_mhz,
             ipc: config.host_ipc,

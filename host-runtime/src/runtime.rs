@@ -110,12 +110,23 @@ pub enum RuntimeError {
     /// A record did not fit the launch's plan.
     #[error("record does not fit the launch: {0}")]
     Track(#[from] TrackError),
-    /// No progress: the run cannot finish.
+    /// No progress while the ring is full of payload slots that partially satisfied tasks
+    /// hold: the run cannot finish (the ring is too small for the dependency pattern).
     #[error("deadlock detected at {at_ns} ns: {diagnosis}")]
     Deadlock {
         /// Virtual time of detection.
         at_ns: u64,
         /// What is stuck.
+        diagnosis: String,
+    },
+    /// No progress for longer than the stall timeout although the ring is not full (the DMA
+    /// executor stops for credit only when not one more payload fits): not a deadlock of the
+    /// ring; the device is slower than the timeout allows, or stopped.
+    #[error("no progress at {at_ns} ns: {diagnosis}")]
+    Stalled {
+        /// Time of detection (virtual, or real in wall-clock mode).
+        at_ns: u64,
+        /// What was waited for.
         diagnosis: String,
     },
     /// A result load came back short (outside device memory).
@@ -252,6 +263,8 @@ pub struct Runtime<'a> {
     started: bool,
     failure: Option<RuntimeError>,
     stretch: Option<StretchFn<'a>>,
+    /// The clock is the real one (wall-clock mode): the stall timeout is wall time.
+    real_clock: bool,
     /// The run's timeline (`axle run --trace`); `None`, recording nothing, unless enabled.
     trace: Option<HostTrace>,
 }
@@ -298,8 +311,16 @@ impl<'a> Runtime<'a> {
             started: false,
             failure: None,
             stretch: None,
+            real_clock: false,
             trace: None,
         }
+    }
+
+    /// Wall-clock mode: the times the runtime is given are the real clock's, so the stall
+    /// timeout is wall time and a stall may be a device that stopped or fell behind, which
+    /// its error then says. Changes no timing.
+    pub fn set_real_clock(&mut self) {
+        self.real_clock = true;
     }
 
     /// Starts recording the host's timeline (`axle run --trace`): control-thread work, host
@@ -837,17 +858,44 @@ impl<'a> Runtime<'a> {
             .as_ref()
             .map_or((0, 0), |launch| launch.tracker.starving());
         let held = self.ring.as_ref().map_or(0, AxleRing::held_slots);
-        let diagnosis = format!(
-            "no record and no host task for {} ns; {tasks} host tasks wait for {bytes} result bytes while {held} payload slots are held by partially satisfied tasks (the ring is too small for this dependency pattern: enlarge --slots or stream in order)",
-            now.since(self.last_progress).as_ns()
+        let capacity = self.ring.as_ref().map_or(0, AxleRing::payload_capacity);
+        let waited = now.since(self.last_progress).as_ns();
+        let timeout = self.config.stall_timeout_ns;
+        let clock = if self.real_clock { " of wall time" } else { "" };
+        let plural = |count: u64, one: &'static str, many: &'static str| {
+            if count == 1 {
+                one
+            } else {
+                many
+            }
+        };
+        let facts = format!(
+            "no record and no host task for {waited} ns{clock} (host.stall_timeout_ns is {timeout}); {tasks} host {} for {bytes} result bytes while {held} of the ring's {capacity} payload slots are held",
+            plural(tasks as u64, "task waits", "tasks wait"),
         );
-        self.fail(
-            now,
+        // The DMA executor stops for credit only when not one more payload fits (it takes
+        // credit payload by payload), so a ring that is not full is not what blocks.
+        let error = if capacity > 0 && held >= capacity {
             RuntimeError::Deadlock {
                 at_ns: now.as_ns(),
-                diagnosis,
-            },
-        );
+                diagnosis: format!(
+                    "{facts}: the ring is full of slots that partially satisfied tasks hold (the ring is too small for this dependency pattern: enlarge --slots or stream in order)"
+                ),
+            }
+        } else {
+            let device = if self.real_clock {
+                "it may be stopped or far behind the real clock (raise host.stall_timeout_ns if it is only slow)"
+            } else {
+                "it is slower than the timeout allows: raise host.stall_timeout_ns"
+            };
+            RuntimeError::Stalled {
+                at_ns: now.as_ns(),
+                diagnosis: format!(
+                    "{facts}, so the ring is not what blocks: the device sent nothing for longer than the stall timeout; {device}"
+                ),
+            }
+        };
+        self.fail(now, error);
     }
 
     // ----- tasks ----------------------------------------------------------------------------

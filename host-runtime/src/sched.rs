@@ -20,6 +20,8 @@ pub struct Scheduler {
 impl Scheduler {
     /// `workers` idle workers under `policy`.
     pub fn new(policy: HostScheduling, workers: u32) -> Scheduler {
+        // At most `MAX_HOST_UTHREADS` in a configuration that passed `HostConfig::validate`,
+        // as every run's does before its runtime is built.
         let workers = workers.max(1) as usize;
         Scheduler {
             policy,

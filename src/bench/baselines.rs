@@ -199,6 +199,7 @@ fn queue_latency(sizes: &Sizes, watch: &mut Watch<'_>) -> anyhow::Result<Vec<u64
             }
         },
         || {
+            // Bounded by `Plan::check` (--latency-samples against the machine's memory).
             let mut samples = Vec::with_capacity(usize::try_from(sizes.latency)?);
             for index in 0..total {
                 let words = loop {
@@ -294,6 +295,7 @@ pub fn socket_host(
             Ok(SocketResult::Timed(clock.finish()))
         }
         SocketKind::Latency => {
+            // Bounded by `Plan::check` (--socket-latency-samples against the machine's memory).
             let mut samples = Vec::with_capacity(usize::try_from(total.saturating_sub(warmup))?);
             let mut bytes = [0u8; MESSAGE];
             for index in 0..total {

@@ -84,6 +84,7 @@ pub fn p50_p99(samples: &mut [u64]) -> (u64, u64) {
 /// copy that faults every page in), in bytes copied per second / 1e9. Each byte is read once
 /// and written once.
 pub fn memcpy_gbps(bytes: u64, reps: u32) -> anyhow::Result<f64> {
+    // Bounded by `Plan::check` (--memcpy-mib: two buffers against the machine's memory).
     let length = usize::try_from(bytes)?;
     let source: Vec<u8> = (0..length).map(|i| i as u8).collect();
     let mut destination = vec![0u8; length];
@@ -121,6 +122,7 @@ pub fn pingpong_host(
 ) -> anyhow::Result<Vec<u64>> {
     let (ping, pong) = ping_pong_words(words)?;
     let warmup = rounds / 10;
+    // Bounded by `Plan::check` (--pingpong-rounds against the machine's memory).
     let mut samples = Vec::with_capacity(usize::try_from(rounds)?);
     for round in 1..=rounds + warmup {
         let started = now_ns();

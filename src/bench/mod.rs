@@ -198,6 +198,13 @@ pub struct Plan {
 /// Bytes in a MiB.
 const MIB: u64 = 1 << 20;
 
+/// Largest memcpy buffer: 16 GiB (the machine's available memory bounds it further, for two
+/// buffers).
+const MAX_MEMCPY_MIB: u64 = 16 * 1024;
+
+/// Largest count of timed work of any phase: 10^10, 500 times the default `--records`.
+const MAX_COUNT: u64 = 10_000_000_000;
+
 impl Plan {
     /// The sizes `args` ask for: explicit options, else the (quick) defaults.
     pub fn from_args(args: &RingArgs) -> anyhow::Result<Plan> {
@@ -257,14 +264,56 @@ impl Plan {
                 anyhow::bail!("{name} must be at least 1");
             }
         }
-        if self.memcpy_bytes > 16 * 1024 * MIB {
-            anyhow::bail!("--memcpy-mib: at most 16384");
+        use host_driver::limits;
+        let mib = self.memcpy_bytes / MIB;
+        limits::check(
+            "--memcpy-mib",
+            mib,
+            MAX_MEMCPY_MIB,
+            "the memcpy benchmark's limit",
+        )?;
+        // The source and the destination: two buffers.
+        limits::bytes("--memcpy-mib", mib, 2 * MIB)?;
+        // Every latency sample is kept as a u64 until sorted, with room for a tenth more of
+        // warm-up: 8.8 bytes per sample, 9 rounded up.
+        for (name, samples) in [
+            ("--latency-samples", self.latency_samples),
+            ("--socket-latency-samples", self.socket_latency_samples),
+            ("--pingpong-rounds", self.pingpong_rounds),
+        ] {
+            limits::bytes(name, samples, 9)?;
+        }
+        // The run's length: each count is timed work (and kept in samples above).
+        for (name, count) in [
+            ("--records", self.records),
+            ("--payloads", self.payloads),
+            ("--latency-samples", self.latency_samples),
+            ("--pingpong-rounds", self.pingpong_rounds),
+            ("--socket-records", self.socket_records),
+            ("--socket-latency-samples", self.socket_latency_samples),
+            ("--socket-payloads", self.socket_payloads),
+        ] {
+            limits::check(
+                name,
+                count,
+                MAX_COUNT,
+                "500 times the default --records; a bound on the benchmark's length",
+            )?;
         }
         // The largest ring the frame allocator and the scatter-gather list are sized for
         // stays far below these.
-        if self.slots > 1 << 20 || self.payload_slots > 1 << 16 {
-            anyhow::bail!("--slots is at most 1048576 and --payload-slots at most 65536");
-        }
+        limits::check(
+            "--slots",
+            u64::from(self.slots),
+            1 << 20,
+            "the records ring's limit, within the frame allocator and scatter-gather list",
+        )?;
+        limits::check(
+            "--payload-slots",
+            u64::from(self.payload_slots),
+            1 << 16,
+            "the 4 KiB payload ring's limit, within the frame allocator and scatter-gather list",
+        )?;
         Ok(())
     }
 }
@@ -387,6 +436,27 @@ mod tests {
         assert_eq!(plan.socket_records, 1234 / 8);
         assert_eq!(plan.latency_samples, 50_000);
         assert_eq!(plan.memcpy_bytes, 128 * MIB);
+    }
+
+    #[test]
+    fn sizes_beyond_the_machine_are_refused_before_the_run() {
+        // 16 GiB of memcpy buffers (32 GiB for both) used to exhaust the machine.
+        let mut given = args();
+        given.memcpy_mib = Some(16 * 1024);
+        if host_driver::limits::Machine::get().memory_budget < 32 << 30 {
+            let error = Plan::from_args(&given).unwrap_err().to_string();
+            assert!(
+                error.contains("--memcpy-mib") && error.contains("16384"),
+                "{error}"
+            );
+        }
+        let mut given = args();
+        given.latency_samples = Some(1 << 62);
+        let error = Plan::from_args(&given).unwrap_err().to_string();
+        assert!(error.contains("--latency-samples"), "{error}");
+        let mut given = args();
+        given.pingpong_rounds = Some(1 << 62);
+        assert!(Plan::from_args(&given).is_err());
     }
 
     #[test]

@@ -338,6 +338,7 @@ impl<'a> Consumer<'a> {
             metadata: MetadataConsumer::new(layout),
             payloads: PayloadHeadTracker::new(&layout),
             flow: FlowControl::default(),
+            // At most 2^20 records (`Plan::check` bounds --slots).
             records: Vec::with_capacity(layout.metadata_capacity() as usize),
             buffer: vec![0u8; layout.slot_size() as usize],
         }
@@ -506,6 +507,7 @@ pub fn host_latency(
     warmup: u64,
     watch: &mut Watch<'_>,
 ) -> anyhow::Result<Vec<u64>> {
+    // Bounded by `Plan::check` (--latency-samples against the machine's memory).
     let mut samples = Vec::with_capacity(usize::try_from(total.saturating_sub(warmup))?);
     let mut received = 0;
     while received < total {

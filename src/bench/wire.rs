@@ -178,6 +178,7 @@ pub fn receive<T: DeserializeOwned>(
     if length > MAX_MESSAGE {
         bail!("control message of {length} bytes");
     }
+    // At most MAX_MESSAGE bytes (checked above).
     let mut body = vec![0u8; length as usize];
     (&*socket)
         .read_exact(&mut body)

@@ -132,6 +132,9 @@ pub struct EvalOptions {
     pub jobs: usize,
     /// Show a progress bar on standard error.
     pub progress: bool,
+    /// The wall-time budget of each run (`None`: `crate::run::default_wall_limit` of the
+    /// scale).
+    pub wall_limit: Option<std::time::Duration>,
 }
 
 impl EvalOptions {
@@ -209,7 +212,13 @@ pub fn evaluate(options: &EvalOptions) -> anyhow::Result<Evaluation> {
             .collect(),
         None => Default::default(),
     };
-    let results = sweep::run_all(&points, &data, options.jobs, options.progress)?;
+    let results = sweep::run_all(
+        &points,
+        &data,
+        options.jobs,
+        options.progress,
+        options.wall_limit,
+    )?;
     let mut figures = Vec::new();
     for figure in &options.figures {
         figures.push(
@@ -431,6 +440,7 @@ mod tests {
             data: DataChoice::Given(scratch.0.clone()),
             jobs: 1,
             progress: false,
+            wall_limit: None,
         };
         let error = options.inputs().unwrap_err().to_string();
         assert!(

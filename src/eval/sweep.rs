@@ -101,6 +101,7 @@ pub fn run_all(
     data: &BTreeMap<String, PathBuf>,
     jobs: usize,
     progress: bool,
+    wall_limit: Option<std::time::Duration>,
 ) -> anyhow::Result<Results> {
     let mut distinct: BTreeMap<String, &Point> = BTreeMap::new();
     for point in points {
@@ -126,7 +127,7 @@ pub fn run_all(
     let outcomes: Vec<anyhow::Result<(String, Outcome)>> = pool.install(|| {
         work.par_iter()
             .map(|(key, point)| {
-                let outcome = one(point, data);
+                let outcome = one(point, data, wall_limit);
                 bar.inc(1);
                 bar.set_message(format!("{} {}", point.workload, point.mode.name()));
                 outcome.map(|outcome| (key.clone(), outcome))
@@ -142,12 +143,17 @@ pub fn run_all(
     Ok(results)
 }
 
-fn one(point: &Point, data: &BTreeMap<String, PathBuf>) -> anyhow::Result<Outcome> {
+fn one(
+    point: &Point,
+    data: &BTreeMap<String, PathBuf>,
+    wall_limit: Option<std::time::Duration>,
+) -> anyhow::Result<Outcome> {
     let request = RunRequest {
         workload: point.workload.clone(),
         mode: point.mode,
         config: point.config.clone(),
         data: data.get(&point.workload).cloned(),
+        wall_limit,
     };
     match run(&request) {
         Ok(report) if report.verified => Ok(Outcome::Done(Box::new(report))),
@@ -159,10 +165,14 @@ fn one(point: &Point, data: &BTreeMap<String, PathBuf>) -> anyhow::Result<Outcom
         ),
         Err(error) => {
             let message = format!("{error:#}");
+            let which = format!("{} in mode {}", point.workload, point.mode.name());
             if message.contains("deadlock detected") {
                 Ok(Outcome::Deadlock(message))
+            } else if message.starts_with(&which) {
+                // The run's own error already says which run it was.
+                Err(error)
             } else {
-                Err(error.context(format!("{} in mode {}", point.workload, point.mode.name())))
+                Err(error.context(which))
             }
         }
     }

@@ -83,6 +83,8 @@ impl AxleRing {
     pub fn new(region: DmaRegion, layout: RingLayout, epoch: u64) -> AxleRing {
         AxleRing {
             consumer: MetadataConsumer::new(layout),
+            // The capacities are bounded before the region exists (the region is allocated, and
+            // a run's slot count is checked against the scatter-gather table first).
             records: GapAwareHead::with_capacity(layout.metadata_capacity()),
             payloads: GapAwareHead::new(&layout),
             record_of: vec![None; layout.payload_capacity() as usize],
@@ -286,6 +288,11 @@ impl AxleRing {
             metadata_capacity: self.layout.metadata_capacity(),
             payload_capacity: self.layout.payload_capacity(),
         })
+    }
+
+    /// Slots in the payload ring.
+    pub fn payload_capacity(&self) -> u64 {
+        u64::from(self.layout.payload_capacity())
     }
 
     /// Payload slots between the payload head and the newest record (held by the host).
