@@ -182,7 +182,10 @@ mod tests {
         assert!(machine.memory_budget > 0);
         assert!(machine.open_files >= 3);
         assert_eq!(
-            meminfo_field("MemTotal: 10 kB\nMemAvailable:    2048 kB\n", "MemAvailable:"),
+            meminfo_field(
+                "MemTotal: 10 kB\nMemAvailable:    2048 kB\n",
+                "MemAvailable:"
+            ),
             Some(2 << 20)
         );
         assert_eq!(meminfo_field("MemTotal: 10 kB\n", "MemAvailable:"), None);
