@@ -15,6 +15,19 @@
 //! `Emulator::run_wall` is the device thread of a run in which device and host free-run
 //! against the real clock (`host_driver::wall`). It shares everything below the loop with
 //! [`Emulator::run`]: event processing, the link model (`LinkPort`), the firmware.
+//!
+//! # Bounds
+//!
+//! The host's link calls are requests to the device, and across processes the host may be
+//! broken or hostile. Before a call becomes an event, the device checks it against its own
+//! limits (`LinkPort::admit`): a CXL.mem store's data or load's length at most the device's
+//! memory; at most [`MAX_HOST_REQUESTS_IN_FLIGHT`] requests in flight (sent and not yet
+//! handled, as a link has a finite number of request tags); and at most the device's memory
+//! in bytes in flight (store data, load lengths, then load responses until they are
+//! delivered). A call beyond them is dropped and the run ends after that host turn with
+//! [`CoSimError::HostRequest`], naming the value and the limit. A load's response is
+//! allocated only for a range inside device memory. An honest host stays far below every
+//! bound, so the bounds change no timing and no result.
 
 use crate::ccm::Ccm;
 use crate::config::DeviceConfig;

@@ -194,6 +194,7 @@ impl Hardware {
         let host_size = self.host_memory.len();
         // Check the whole chain first: a bad descriptor fails the request, and nothing of it
         // reaches host memory.
+        // `count` is the firmware's, bounded by its descriptor ring.
         let mut writes = Vec::with_capacity(request.count as usize);
         let mut status = Status::Ok;
         for offset in 0..request.count {
@@ -221,6 +222,9 @@ impl Hardware {
         let mut first_on_wire = None;
         let mut written = (0u32, 0u64);
         for (descriptor, kind) in writes {
+            // Bounded: `check_descriptor` accepted the source range inside device memory (and
+            // the firmware, not the host, wrote the chain: the scratch area is not
+            // host-writable).
             let mut bytes = vec![0; descriptor.length as usize];
             if self
                 .dram

@@ -29,9 +29,46 @@
 //! Nothing here names a file in `/dev/shm`: the segments are memfds, and they disappear with
 //! the last descriptor and mapping, whichever process dies first.
 //!
-//! There is no wall-clock timeout on a host's turn (a slow host is legal): a host that stays
-//! alive but never gives the turn back holds the emulator until it dies or the emulator is
-//! signalled. The attach steps before the run do time out ([`ATTACH_STEP_TIMEOUT`]).
+//! # What a host cannot do to the emulator
+//!
+//! A host is another process, possibly broken or hostile. Whatever it sends, the emulator
+//! refuses it with a reason that names the value and the limit, detaches that host, frees
+//! everything the session held (descriptors, mappings, device memory, the turn page: they are
+//! owned values dropped when the session ends, on every path), and serves the next host.
+//!
+//! - **Descriptors.** Every descriptor that arrives with a message is owned (`OwnedFd`) from
+//!   the moment `recvmsg` returns, including those past the expected count; the control buffer
+//!   has room for the kernel's maximum (253), and a truncated control message (`MSG_CTRUNC`)
+//!   is refused after closing what arrived (`host_driver::dma::receive_with_fds`). A session
+//!   request takes exactly one segment (two with a wall-clock run's eventfd).
+//! - **Segments.** The host memory segment must be a memory file (`memfd_create`: not a pipe,
+//!   a socket, or a file on disk, which cannot be sealed), sealed against shrinking, of exactly
+//!   the size announced, a multiple of 8 bytes, and no larger than the machine's available
+//!   memory (`host_driver::limits`). A wall-clock run's interrupt line must be an eventfd.
+//! - **The device set-up.** [`check_session_request`]: the model's limits
+//!   ([`DeviceConfig::validate`]: µthreads, units, DMA channels, 64 GiB of device memory), and
+//!   device memory at least what the device needs (control area, firmware scratch area and
+//!   1 MiB of data) and at most the machine's available memory ([`check_device_memory`]).
+//!   Nothing is created before these checks pass.
+//! - **Control messages** are at most 1 MiB (`host_driver::attach`); wall-clock frames at
+//!   most 1 GiB and within the machine's memory (`host_driver::wall_socket`).
+//! - **Turns.** A turn message is at most the turn page (256 MiB); every length and code in it
+//!   is checked before anything is replayed (`host_driver::turn`). The link requests it
+//!   replays are bounded by the device (`crate::cosim`, "Bounds"): a CXL.mem load or store no
+//!   longer than device memory, at most [`crate::cosim::MAX_HOST_REQUESTS_IN_FLIGHT`]
+//!   requests and device memory's worth of bytes in flight. A refused request ends the run;
+//!   the host gets the reason in its [`SessionEnd`].
+//! - **Time.** Each attach step must come within [`ATTACH_STEP_TIMEOUT`]. A host that keeps
+//!   its turn longer than the turn timeout ([`ServeOptions::turn_timeout`], `axle emu
+//!   --turn-timeout`, default [`DEFAULT_TURN_TIMEOUT`]), or in a wall-clock run sends nothing
+//!   (not even half a frame) for that long, is detached: logged, told why if it still reads,
+//!   its resources freed. The first turn includes the host's untimed set-up (loading its data
+//!   set through its mapping of device memory). A host queued behind it waits meanwhile (one
+//!   host at a time); its own attach gives up after `host_driver::attach::ATTACH_TIMEOUT` with
+//!   a message that says so.
+//! - **The socket file.** An existing socket is probed without blocking (a listener that never
+//!   accepts cannot hang the start-up, and SIGINT/SIGTERM work throughout); the file is
+//!   removed on exit only if it is still the inode this process bound.
 
 use crate::config::DeviceConfig;
 use crate::cosim::{CoSimError, DeviceMetrics, Emulator};
@@ -682,20 +719,13 @@ fn wall_session(
 }
 
 /// Checks the session request and maps the host's memory. Every size in it is bounded
-/// before anything is created for it: the device set-up by [`DeviceConfig::validate`] (the
-/// model's limits) and [`check_device_memory`] (the machine's), the host memory segment by the
-/// machine's memory, the descriptors by their count and kind.
+/// before anything is created for it ([`check_session_request`]), the descriptors by their
+/// count and kind.
 fn prepare(
     request: &SessionRequest,
     fds: &[std::os::fd::OwnedFd],
 ) -> Result<(Arc<PhysicalMemory>, Setup), String> {
-    let setup: Setup = serde_json::from_str(&request.device_setup)
-        .map_err(|e| format!("invalid device set-up: {e}"))?;
-    setup
-        .device
-        .validate()
-        .map_err(|e| format!("invalid device set-up: {e}"))?;
-    check_device_memory(&setup.device)?;
+    let setup = check_session_request(request)?;
     let wanted = if setup.wall.is_some() { 2 } else { 1 };
     if fds.len() != wanted {
         return Err(format!(
@@ -714,9 +744,6 @@ fn prepare(
             }
         ));
     }
-    host_driver::limits::bytes("host_memory_bytes", request.host_memory_bytes, 1).map_err(|e| {
-        format!("host memory segment: {e}; the emulator maps all of it and lands DMA in it")
-    })?;
     if let Some(line) = fds.get(1) {
         check_eventfd(line.as_fd())?;
     }
@@ -727,10 +754,28 @@ fn prepare(
     Ok((Arc::new(memory), setup))
 }
 
+/// Checks every size of a session request before anything is created for it: the device
+/// set-up by [`DeviceConfig::validate`] (the model's limits) and [`check_device_memory`] (the
+/// device's own needs and the machine's memory), the host memory segment by the machine's
+/// memory. Returns the set-up; the error names the value, the limit and why.
+pub fn check_session_request(request: &SessionRequest) -> Result<Setup, String> {
+    let setup: Setup = serde_json::from_str(&request.device_setup)
+        .map_err(|e| format!("invalid device set-up: {e}"))?;
+    setup
+        .device
+        .validate()
+        .map_err(|e| format!("invalid device set-up: {e}"))?;
+    check_device_memory(&setup.device)?;
+    host_driver::limits::bytes("host_memory_bytes", request.host_memory_bytes, 1).map_err(|e| {
+        format!("host memory segment: {e}; the emulator maps all of it and lands DMA in it")
+    })?;
+    Ok(setup)
+}
+
 /// Checks the device memory a set-up asks for: large enough for the firmware's scratch area
 /// above the data window (the model's limit) and no larger than the machine's available
 /// memory (an attached host fills it with its data set).
-fn check_device_memory(device: &DeviceConfig) -> Result<(), String> {
+pub fn check_device_memory(device: &DeviceConfig) -> Result<(), String> {
     let bytes = Emulator::device_memory_bytes(device);
     let scratch = firmware::scratch::ScratchLayout::new(
         shared_abi::DeviceAddress(0),

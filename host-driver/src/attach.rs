@@ -727,6 +727,68 @@ mod tests {
         );
         assert!(matches!(closed, Err(AttachError::EmulatorDied(_))));
     }
+
+    #[test]
+    fn a_silent_emulator_is_a_timeout_that_says_what_to_do_not_an_os_error() {
+        let (left, _right) = UnixStream::pair().unwrap();
+        left.set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        let error = receive_message::<SessionReady>(
+            &left,
+            MessageKind::Ready,
+            3,
+            AttachError::EmulatorDied("test"),
+        )
+        .unwrap_err();
+        let message = error.to_string();
+        assert!(matches!(error, AttachError::TimedOut { .. }), "{message}");
+        assert!(
+            message.contains("while waiting for the Ready message")
+                && message.contains("one host at a time")
+                && !message.contains("Resource temporarily unavailable"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_message_with_too_many_descriptors_is_refused_and_closes_them_all() {
+        let (left, right) = UnixStream::pair().unwrap();
+        let segments: Vec<_> = (0..4)
+            .map(|_| MappedWords::create("axle-test", 4096).unwrap().1)
+            .collect();
+        let fds: Vec<_> = segments.iter().map(std::os::fd::AsFd::as_fd).collect();
+        send_message(&left, MessageKind::Ready, &"x", &fds).unwrap();
+        let open_before = std::fs::read_dir("/proc/self/fd").unwrap().count();
+        let error = receive_message::<String>(
+            &right,
+            MessageKind::Ready,
+            2,
+            AttachError::EmulatorDied("test"),
+        )
+        .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("sent 4 descriptors where at most 2"),
+            "{error}"
+        );
+        // Every descriptor that arrived was closed again (other tests may open and close
+        // descriptors concurrently, hence at most).
+        let open_after = std::fs::read_dir("/proc/self/fd").unwrap().count();
+        assert!(open_after <= open_before, "{open_before} -> {open_after}");
+    }
+
+    #[test]
+    fn io_errors_are_said_once_in_an_error_chain() {
+        let error = AttachError::Connect {
+            path: PathBuf::from("/nowhere"),
+            error: std::io::Error::from_raw_os_error(nix::libc::ENOENT),
+        };
+        assert!(std::error::Error::source(&error).is_none());
+        assert!(
+            std::error::Error::source(&AttachError::from(std::io::Error::other("x"))).is_none()
+        );
+    }
 }
 
 /// What an `mlock` failure means, with the limit that caused it and the way out.
