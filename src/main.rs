@@ -164,6 +164,24 @@ struct EmuArgs {
     /// The Unix socket to create (mode 0600; removed on exit).
     #[arg(long, value_name = "PATH")]
     socket: PathBuf,
+    /// Seconds an attached host may keep its turn (in a wall-clock run: stay silent) before it
+    /// is detached and the next host served.
+    #[arg(long, value_name = "SECONDS", default_value_t = emulator::server::DEFAULT_TURN_TIMEOUT.as_secs_f64(),
+          value_parser = parse_turn_timeout)]
+    turn_timeout: f64,
+}
+
+/// A turn timeout: a positive number of seconds, at most a day.
+fn parse_turn_timeout(text: &str) -> Result<f64, String> {
+    let seconds: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if !(seconds > 0.0 && seconds <= 86_400.0) {
+        return Err(format!(
+            "{seconds} s: the turn timeout must be more than 0 and at most 86400 s (a day)"
+        ));
+    }
+    Ok(seconds)
 }
 
 #[derive(clap::Args, Debug)]
@@ -437,7 +455,10 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
 
 #[cfg(not(loom))]
 fn emu_command(args: EmuArgs) -> anyhow::Result<ExitCode> {
-    emulator::server::serve(&args.socket)?;
+    let options = emulator::server::ServeOptions {
+        turn_timeout: std::time::Duration::from_secs_f64(args.turn_timeout),
+    };
+    emulator::server::serve(&args.socket, &options)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -15,6 +15,19 @@
 //! `Emulator::run_wall` is the device thread of a run in which device and host free-run
 //! against the real clock (`host_driver::wall`). It shares everything below the loop with
 //! [`Emulator::run`]: event processing, the link model (`LinkPort`), the firmware.
+//!
+//! # Bounds
+//!
+//! The host's link calls are requests to the device, and across processes the host may be
+//! broken or hostile. Before a call becomes an event, the device checks it against its own
+//! limits (`LinkPort::admit`): a CXL.mem store's data or load's length at most the device's
+//! memory; at most [`MAX_HOST_REQUESTS_IN_FLIGHT`] requests in flight (sent and not yet
+//! handled, as a link has a finite number of request tags); and at most the device's memory
+//! in bytes in flight (store data, load lengths, then load responses until they are
+//! delivered). A call beyond them is dropped and the run ends after that host turn with
+//! [`CoSimError::HostRequest`], naming the value and the limit. A load's response is
+//! allocated only for a range inside device memory. An honest host stays far below every
+//! bound, so the bounds change no timing and no result.
 
 use crate::ccm::Ccm;
 use crate::config::DeviceConfig;
@@ -37,6 +50,11 @@ use zerocopy::FromBytes;
 
 /// Most result chunks one launch may have (sizes the firmware scratch area).
 pub const CHUNK_CAPACITY: u32 = 1 << 21;
+
+/// Most link requests a host may have in flight at once (see "Bounds" in the module docs).
+/// A real link has a finite number of request tags and credits; the host runtime has a few
+/// dozen in flight at most.
+pub const MAX_HOST_REQUESTS_IN_FLIGHT: u64 = 1 << 20;
 
 /// How a co-simulated run ended badly.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -62,6 +80,10 @@ pub enum CoSimError {
     /// Wall-clock mode: the host thread went away, or sent a turn that does not decode.
     #[error("wall-clock run: {0}")]
     Host(String),
+    /// The host asked for more than the device can take (a load longer than device memory,
+    /// too many requests or bytes in flight); the run ends at the host's turn that asked.
+    #[error("the device refused a link request from the host: {0}")]
+    HostRequest(String),
 }
 
 /// What the device measured over a run.
@@ -149,6 +171,7 @@ impl Emulator {
             last_landing: Ticks::ZERO,
             landings_unordered: false,
             trace: None,
+            host_in_flight: Default::default(),
             dram,
             config,
         };
@@ -294,6 +317,9 @@ impl Emulator {
                     hardware: &mut self.hardware,
                 };
                 wake = host.turn(at, &mut port);
+                if let Some(refusal) = self.hardware.host_in_flight.refusal.take() {
+                    return Err(CoSimError::HostRequest(refusal));
+                }
             }
         }
     }
@@ -361,6 +387,11 @@ impl Emulator {
                 };
                 host_wake = replay_host_turn(&turn.message, &mut link)
                     .map_err(|error| CoSimError::Host(error.to_string()))?;
+                if let Some(refusal) = self.hardware.host_in_flight.refusal.take() {
+                    let failure = CoSimError::HostRequest(refusal);
+                    port.end(failure.to_string());
+                    return Err(failure);
+                }
                 if host_wake == Wake::Done {
                     return Ok(());
                 }
@@ -409,6 +440,7 @@ impl Emulator {
                 data,
                 token,
             } => {
+                hw.host_in_flight.release(1, data.len() as u64);
                 let respond_at = hw.now.plus(one_way(hw.config.cxl_mem_round_trip_ns));
                 if device_map::in_launch_window(address) {
                     // The packet filter: a launch store never reaches memory.
@@ -501,18 +533,32 @@ impl Emulator {
                 token,
                 respond_at,
             } => {
-                let mut data = vec![0; usize::try_from(length).unwrap_or(0)];
-                if hw.dram.read(address, &mut data).is_err() {
+                hw.host_in_flight.release(1, length);
+                // Allocated only for a range inside device memory (which `LinkPort::mem_load`
+                // also checked against the device's size before the request was accepted).
+                let inside = address
+                    .checked_add(length)
+                    .is_some_and(|end| end.0 <= hw.dram.size());
+                let mut data = if inside {
+                    host_driver::limits::vec_filled("a CXL.mem load's length", length, 0u8)
+                        .unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
+                if !inside || hw.dram.read(address, &mut data).is_err() {
                     log::warn!(
-                        "emulator: host load outside device memory at {:#x}",
+                        "emulator: host load of {length} bytes at {:#x} outside device memory",
                         address.0
                     );
                     data.clear();
                 }
+                // The response holds its bytes until it is delivered.
+                hw.host_in_flight.bytes = hw.host_in_flight.bytes.saturating_add(data.len() as u64);
                 hw.respond(respond_at, LinkResponse::LoadDone { token, data });
                 step = false;
             }
             Event::IoWrite { register, value } => {
+                hw.host_in_flight.release(1, 0);
                 let event = match register {
                     mailbox::DOORBELL => Some(HostEvent::Doorbell(value)),
                     mailbox::DEQUEUE => Some(HostEvent::Dequeue),
@@ -535,6 +581,7 @@ impl Emulator {
                 step = false;
             }
             Event::IoRead { register, token } => {
+                hw.host_in_flight.release(1, 0);
                 let value = hw
                     .mailbox
                     .get((register / 8) as usize)
@@ -574,7 +621,12 @@ impl Emulator {
                 started,
                 landed,
             } => hw.dma.finished(tag, status, started, landed),
-            Event::Deliver(response) => return Some(response),
+            Event::Deliver(response) => {
+                if let LinkResponse::LoadDone { data, .. } = &response {
+                    hw.host_in_flight.release(0, data.len() as u64);
+                }
+                return Some(response);
+            }
             Event::MailboxWrite { offset, value } => {
                 hw.set_mailbox(offset, value);
                 step = false;
@@ -639,6 +691,52 @@ struct LinkPort<'a> {
 }
 
 impl LinkPort<'_> {
+    /// Whether the device takes one more host request carrying `bytes`: the request count and
+    /// the bytes in flight stay within their bounds. A refusal is remembered (the first one)
+    /// and ends the run after the host's turn; the request is dropped.
+    fn admit(&mut self, now: Ticks, what: &str, bytes: u64) -> bool {
+        // `what` names the bytes ("a CXL.mem load's length").
+        let hw = &mut *self.hardware;
+        let in_flight = &hw.host_in_flight;
+        let device_bytes = hw.dram.size();
+        let checked = host_driver::limits::check(
+            "the host's link requests in flight",
+            in_flight.requests.saturating_add(1),
+            MAX_HOST_REQUESTS_IN_FLIGHT,
+            "a link has a finite number of request tags",
+        )
+        .and_then(|_| {
+            host_driver::limits::check(
+                what,
+                bytes,
+                device_bytes,
+                &format!("the device has {} MiB of memory", device_bytes >> 20),
+            )
+        })
+        .and_then(|_| {
+            host_driver::limits::check(
+                "the bytes of the host's link requests in flight",
+                in_flight.bytes.saturating_add(bytes),
+                device_bytes,
+                "no more than the device's memory may be in flight",
+            )
+        });
+        match checked {
+            Ok(_) => {
+                hw.host_in_flight.requests += 1;
+                hw.host_in_flight.bytes += bytes;
+                true
+            }
+            Err(refused) => {
+                if hw.host_in_flight.refusal.is_none() {
+                    hw.host_in_flight.refusal =
+                        Some(format!("at {} ns of virtual time, {refused}", now.as_ns()));
+                }
+                false
+            }
+        }
+    }
+
     fn downstream(
         &mut self,
         now: Ticks,
@@ -667,6 +765,9 @@ impl LinkPort<'_> {
 
 impl DeviceLink for LinkPort<'_> {
     fn mem_store(&mut self, now: Ticks, address: DeviceAddress, data: &[u8]) {
+        if !self.admit(now, "a CXL.mem store's data", data.len() as u64) {
+            return;
+        }
         let rtt = self.hardware.config.cxl_mem_round_trip_ns;
         let at = self.downstream(now, data.len() as u64, rtt, LinkTraffic::MemStore);
         self.hardware.queue.push(
@@ -686,6 +787,9 @@ impl DeviceLink for LinkPort<'_> {
         data: &[u8],
         token: u64,
     ) {
+        if !self.admit(now, "a synchronous CXL.mem store's data", data.len() as u64) {
+            return;
+        }
         let rtt = self.hardware.config.cxl_mem_round_trip_ns;
         let at = self.downstream(
             now,
@@ -711,6 +815,9 @@ impl DeviceLink for LinkPort<'_> {
         outstanding: u32,
         token: u64,
     ) {
+        if !self.admit(now, "a CXL.mem load's length", length) {
+            return;
+        }
         let hw = &mut *self.hardware;
         let round_trip = Ticks::from_ns(hw.config.cxl_mem_round_trip_ns);
         let lines = length.div_ceil(64).max(1);
@@ -749,6 +856,9 @@ impl DeviceLink for LinkPort<'_> {
     }
 
     fn io_write(&mut self, now: Ticks, register: u64, value: u64) {
+        if !self.admit(now, "a CXL.io register write", 0) {
+            return;
+        }
         let rtt = self.hardware.config.cxl_io_round_trip_ns;
         let at = self.downstream(now, 8, rtt, LinkTraffic::IoWrite);
         self.hardware
@@ -757,6 +867,9 @@ impl DeviceLink for LinkPort<'_> {
     }
 
     fn io_read(&mut self, now: Ticks, register: u64, token: u64) {
+        if !self.admit(now, "a CXL.io register read", 0) {
+            return;
+        }
         let rtt = self.hardware.config.cxl_io_round_trip_ns;
         let at = self.downstream(now, 8, rtt, LinkTraffic::IoRead);
         self.hardware

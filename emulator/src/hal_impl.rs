@@ -141,6 +141,30 @@ pub struct Hardware {
     pub landings_unordered: bool,
     /// The run's timeline (`axle run --trace`); `None`, recording nothing, unless enabled.
     pub trace: Option<Box<DeviceTrace>>,
+    /// The host's link requests in flight, bounded (`crate::cosim`'s "Bounds").
+    pub host_in_flight: HostInFlight,
+}
+
+/// The host's link requests in flight: sent and not yet handled by the device, or (a load) whose
+/// response has not yet been delivered. Bounded so that no host can make the device hold more
+/// than its own memory's worth of host data, or more requests than
+/// [`crate::cosim::MAX_HOST_REQUESTS_IN_FLIGHT`].
+#[derive(Clone, Debug, Default)]
+pub struct HostInFlight {
+    /// Requests.
+    pub requests: u64,
+    /// Bytes they carry (store data, load lengths, then load responses).
+    pub bytes: u64,
+    /// The first request refused, and why; the run ends with it after the host's turn.
+    pub refusal: Option<String>,
+}
+
+impl HostInFlight {
+    /// A request of `bytes` leaves the device's hands.
+    pub fn release(&mut self, requests: u64, bytes: u64) {
+        self.requests = self.requests.saturating_sub(requests);
+        self.bytes = self.bytes.saturating_sub(bytes);
+    }
 }
 
 impl Hardware {
@@ -170,6 +194,7 @@ impl Hardware {
         let host_size = self.host_memory.len();
         // Check the whole chain first: a bad descriptor fails the request, and nothing of it
         // reaches host memory.
+        // `count` is the firmware's, bounded by its descriptor ring.
         let mut writes = Vec::with_capacity(request.count as usize);
         let mut status = Status::Ok;
         for offset in 0..request.count {
@@ -197,6 +222,9 @@ impl Hardware {
         let mut first_on_wire = None;
         let mut written = (0u32, 0u64);
         for (descriptor, kind) in writes {
+            // Bounded: `check_descriptor` accepted the source range inside device memory (and
+            // the firmware, not the host, wrote the chain: the scratch area is not
+            // host-writable).
             let mut bytes = vec![0; descriptor.length as usize];
             if self
                 .dram
@@ -464,6 +492,7 @@ mod tests {
             last_landing: Ticks::ZERO,
             landings_unordered: false,
             trace: None,
+            host_in_flight: Default::default(),
             config,
         }
     }

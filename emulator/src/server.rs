@@ -29,9 +29,46 @@
 //! Nothing here names a file in `/dev/shm`: the segments are memfds, and they disappear with
 //! the last descriptor and mapping, whichever process dies first.
 //!
-//! There is no wall-clock timeout on a host's turn (a slow host is legal): a host that stays
-//! alive but never gives the turn back holds the emulator until it dies or the emulator is
-//! signalled. The attach steps before the run do time out ([`ATTACH_STEP_TIMEOUT`]).
+//! # What a host cannot do to the emulator
+//!
+//! A host is another process, possibly broken or hostile. Whatever it sends, the emulator
+//! refuses it with a reason that names the value and the limit, detaches that host, frees
+//! everything the session held (descriptors, mappings, device memory, the turn page: they are
+//! owned values dropped when the session ends, on every path), and serves the next host.
+//!
+//! - **Descriptors.** Every descriptor that arrives with a message is owned (`OwnedFd`) from
+//!   the moment `recvmsg` returns, including those past the expected count; the control buffer
+//!   has room for the kernel's maximum (253), and a truncated control message (`MSG_CTRUNC`)
+//!   is refused after closing what arrived (`host_driver::dma::receive_with_fds`). A session
+//!   request takes exactly one segment (two with a wall-clock run's eventfd).
+//! - **Segments.** The host memory segment must be a memory file (`memfd_create`: not a pipe,
+//!   a socket, or a file on disk, which cannot be sealed), sealed against shrinking, of exactly
+//!   the size announced, a multiple of 8 bytes, and no larger than the machine's available
+//!   memory (`host_driver::limits`). A wall-clock run's interrupt line must be an eventfd.
+//! - **The device set-up.** [`check_session_request`]: the model's limits
+//!   ([`DeviceConfig::validate`]: µthreads, units, DMA channels, 64 GiB of device memory), and
+//!   device memory at least what the device needs (control area, firmware scratch area and
+//!   1 MiB of data) and at most the machine's available memory ([`check_device_memory`]).
+//!   Nothing is created before these checks pass.
+//! - **Control messages** are at most 1 MiB (`host_driver::attach`); wall-clock frames at
+//!   most 1 GiB and within the machine's memory (`host_driver::wall_socket`).
+//! - **Turns.** A turn message is at most the turn page (256 MiB); every length and code in it
+//!   is checked before anything is replayed (`host_driver::turn`). The link requests it
+//!   replays are bounded by the device (`crate::cosim`, "Bounds"): a CXL.mem load or store no
+//!   longer than device memory, at most [`crate::cosim::MAX_HOST_REQUESTS_IN_FLIGHT`]
+//!   requests and device memory's worth of bytes in flight. A refused request ends the run;
+//!   the host gets the reason in its [`SessionEnd`].
+//! - **Time.** Each attach step must come within [`ATTACH_STEP_TIMEOUT`]. A host that keeps
+//!   its turn longer than the turn timeout ([`ServeOptions::turn_timeout`], `axle emu
+//!   --turn-timeout`, default [`DEFAULT_TURN_TIMEOUT`]), or in a wall-clock run sends nothing
+//!   (not even half a frame) for that long, is detached: logged, told why if it still reads,
+//!   its resources freed. The first turn includes the host's untimed set-up (loading its data
+//!   set through its mapping of device memory). A host queued behind it waits meanwhile (one
+//!   host at a time); its own attach gives up after `host_driver::attach::ATTACH_TIMEOUT` with
+//!   a message that says so.
+//! - **The socket file.** An existing socket is probed without blocking (a listener that never
+//!   accepts cannot hang the start-up, and SIGINT/SIGTERM work throughout); the file is
+//!   removed on exit only if it is still the inode this process bound.
 
 use crate::config::DeviceConfig;
 use crate::cosim::{CoSimError, DeviceMetrics, Emulator};
@@ -47,7 +84,7 @@ use host_driver::phys::PhysicalMemory;
 use host_driver::sync::Arc;
 use host_driver::turn::{replay_host_turn, DeviceTurn, Turn, TurnError, TurnPage, DEVICE, HOST};
 use host_driver::wall::WallClock;
-use host_driver::wall_socket::{device_side, receive_start, DeviceReaderEnd};
+use host_driver::wall_socket::{device_side, receive_start, DeviceReader, DeviceReaderEnd};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -63,6 +100,24 @@ use zerocopy::{FromZeros, IntoBytes};
 
 /// How long the server waits for each step of a host's attach.
 pub const ATTACH_STEP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an attached host may keep its turn by default (`axle emu --turn-timeout`).
+pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How the server treats its hosts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServeOptions {
+    /// The longest a host may keep its turn (or, in a wall-clock run, stay silent) before it
+    /// is detached.
+    pub turn_timeout: Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            turn_timeout: DEFAULT_TURN_TIMEOUT,
+        }
+    }
+}
 /// Longest wait of the idle server for a new host or a signal before it looks again.
 const ACCEPT_PERIOD: Duration = Duration::from_millis(500);
 
@@ -161,12 +216,12 @@ pub enum ServerError {
     #[error("{} exists and is not a socket; refusing to replace it", .0.display())]
     NotASocket(PathBuf),
     /// Binding or preparing the socket failed.
-    #[error("cannot serve on {}: {source}", .path.display())]
+    #[error("cannot serve on {}: {error}", .path.display())]
     Bind {
         /// The path.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why (in the message, not a separate cause, so it is said once).
+        error: std::io::Error,
     },
     /// The signals could not be routed to a signalfd.
     #[error("cannot set up signal handling: {0}")]
@@ -184,27 +239,79 @@ enum SessionError {
     Stopped,
     #[error("refused the session: {0}")]
     Refused(String),
+    #[error("host sent nothing for {} s {when}: detached", .after.as_secs())]
+    Silent { when: &'static str, after: Duration },
     #[error(transparent)]
     Attach(#[from] AttachError),
     #[error(transparent)]
     Turn(#[from] TurnError),
     #[error("socket: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for SessionError {
+    // Not `#[from]`: the error would be the cause as well as part of the message.
+    fn from(error: std::io::Error) -> Self {
+        SessionError::Io(error)
+    }
 }
 
 /// The socket file; removed when the server ends, however it ends (short of SIGKILL: then the
-/// next `axle emu` on the same path finds it stale and replaces it).
+/// next `axle emu` on the same path finds it stale and replaces it), but only if the path
+/// still names the socket this server bound: the inode (device and inode number) it created.
+/// If someone deleted it and another emulator bound the same path since, that socket is left
+/// alone.
 #[derive(Debug)]
 struct SocketFile {
     path: PathBuf,
+    /// `(st_dev, st_ino)` of the socket this server bound.
+    inode: (u64, u64),
+}
+
+/// `(st_dev, st_ino)` of `path` itself (not following a symbolic link).
+fn inode_of(path: &Path) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).map(|metadata| (metadata.dev(), metadata.ino()))
 }
 
 impl Drop for SocketFile {
     fn drop(&mut self) {
-        match std::fs::remove_file(&self.path) {
-            Ok(()) => log::info!("emu: removed {}", self.path.display()),
-            Err(error) => log::warn!("emu: cannot remove {}: {error}", self.path.display()),
+        match inode_of(&self.path) {
+            Ok(inode) if inode == self.inode => match std::fs::remove_file(&self.path) {
+                Ok(()) => log::info!("emu: removed {}", self.path.display()),
+                Err(error) => log::warn!("emu: cannot remove {}: {error}", self.path.display()),
+            },
+            Ok(_) => log::warn!(
+                "emu: {} is no longer the socket this emulator created (it was replaced, \
+                 perhaps by another emulator); leaving it alone",
+                self.path.display()
+            ),
+            Err(error) => log::warn!(
+                "emu: {} is gone ({error}); nothing to remove",
+                self.path.display()
+            ),
         }
+    }
+}
+
+/// Whether something listens on the socket at `path`, without blocking: a non-blocking
+/// connect succeeds or finds the listener's backlog full (EAGAIN) when a listener exists, and
+/// is refused when the file is a stale socket nobody listens on. A blocking connect would
+/// wait forever on a listener whose backlog is full and that never accepts.
+fn listener_present(path: &Path) -> Result<bool, std::io::Error> {
+    use nix::errno::Errno;
+    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+    let probe = socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    let address = UnixAddr::new(path)?;
+    match connect(std::os::fd::AsRawFd::as_raw_fd(&probe), &address) {
+        Ok(()) | Err(Errno::EAGAIN | Errno::EINPROGRESS) => Ok(true),
+        Err(Errno::ECONNREFUSED | Errno::ENOENT) => Ok(false),
+        Err(errno) => Err(errno.into()),
     }
 }
 
@@ -240,15 +347,15 @@ impl Signals {
 
 /// Binds `path` with mode 0600, replacing a stale socket left by a killed server.
 fn bind(path: &Path) -> Result<(UnixListener, SocketFile), ServerError> {
-    let bind_error = |source| ServerError::Bind {
+    let bind_error = |error| ServerError::Bind {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     if let Ok(metadata) = std::fs::symlink_metadata(path) {
         if !metadata.file_type().is_socket() {
             return Err(ServerError::NotASocket(path.to_path_buf()));
         }
-        if UnixStream::connect(path).is_ok() {
+        if listener_present(path).map_err(bind_error)? {
             return Err(ServerError::InUse(path.to_path_buf()));
         }
         log::warn!("emu: replacing the stale socket {}", path.display());
@@ -262,6 +369,7 @@ fn bind(path: &Path) -> Result<(UnixListener, SocketFile), ServerError> {
     let listener = bound.map_err(bind_error)?;
     let file = SocketFile {
         path: path.to_path_buf(),
+        inode: inode_of(path).map_err(bind_error)?,
     };
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(bind_error)?;
     listener.set_nonblocking(true).map_err(bind_error)?;
@@ -269,16 +377,17 @@ fn bind(path: &Path) -> Result<(UnixListener, SocketFile), ServerError> {
 }
 
 /// Serves hosts on the socket `path` until SIGINT, SIGTERM or SIGHUP.
-pub fn serve(path: &Path) -> Result<(), ServerError> {
+pub fn serve(path: &Path, options: &ServeOptions) -> Result<(), ServerError> {
     let mut signals = Signals::new()?;
     let (listener, socket_file) = bind(path)?;
     log::info!(
-        "emu: serving on {} (ABI version {ABI_VERSION}, layout hash {LAYOUT_HASH:#018x}); one host at a time",
-        path.display()
+        "emu: serving on {} (ABI version {ABI_VERSION}, layout hash {LAYOUT_HASH:#018x}); one host at a time; a host that keeps its turn more than {} s is detached",
+        path.display(),
+        options.turn_timeout.as_secs_f64()
     );
     while !signals.stop_requested() {
         match listener.accept() {
-            Ok((stream, _)) => serve_host_connection(stream, &mut signals),
+            Ok((stream, _)) => serve_host_connection(stream, &mut signals, options),
             Err(error) if error.kind() == ErrorKind::WouldBlock => {
                 // Sleep until a host connects or a signal arrives.
                 let mut ready = [
@@ -308,7 +417,7 @@ pub fn serve(path: &Path) -> Result<(), ServerError> {
 }
 
 /// One host, from connection to detach; every way it can end is logged here.
-fn serve_host_connection(stream: UnixStream, signals: &mut Signals) {
+fn serve_host_connection(stream: UnixStream, signals: &mut Signals, options: &ServeOptions) {
     let credentials =
         nix::sys::socket::getsockopt(&stream.as_fd(), nix::sys::socket::sockopt::PeerCredentials);
     let pid = credentials.map_or(-1, |c| c.pid());
@@ -316,10 +425,13 @@ fn serve_host_connection(stream: UnixStream, signals: &mut Signals) {
         log::error!("emu: host pid {pid}: {error}");
         return;
     }
-    match session(&stream, pid, signals) {
+    match session(&stream, pid, signals, options) {
         Ok(summary) => log::info!("emu: host pid {pid} detached after its run ({summary})"),
         Err(SessionError::HostDied(when)) => log::warn!(
             "emu: host pid {pid} died {when}; its segments are freed; ready for the next host"
+        ),
+        Err(error @ SessionError::Silent { .. }) => log::warn!(
+            "emu: host pid {pid}: {error}; its segments are freed; ready for the next host"
         ),
         Err(error @ SessionError::AbiMismatch { .. }) => {
             log::warn!("emu: host pid {pid}: {error}")
@@ -334,11 +446,28 @@ fn closed(error: std::io::Error, when: &'static str) -> SessionError {
         ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::BrokenPipe => {
             SessionError::HostDied(when)
         }
+        ErrorKind::WouldBlock | ErrorKind::TimedOut => SessionError::Silent {
+            when,
+            after: ATTACH_STEP_TIMEOUT,
+        },
         _ => SessionError::Io(error),
     }
 }
 
-fn session(stream: &UnixStream, pid: i32, signals: &mut Signals) -> Result<String, SessionError> {
+/// Tells the host why it is refused (best effort: it may be gone) and returns the error.
+fn refuse(stream: &UnixStream, reason: String) -> SessionError {
+    if let Err(error) = send_message(stream, MessageKind::Refused, &reason, &[]) {
+        log::debug!("emu: the refusal did not reach the host: {error}");
+    }
+    SessionError::Refused(reason)
+}
+
+fn session(
+    stream: &UnixStream,
+    pid: i32,
+    signals: &mut Signals,
+    options: &ServeOptions,
+) -> Result<String, SessionError> {
     stream.set_read_timeout(Some(ATTACH_STEP_TIMEOUT))?;
     let mut hello = Hello::new_zeroed();
     let mut reader = stream;
@@ -364,6 +493,8 @@ fn session(stream: &UnixStream, pid: i32, signals: &mut Signals) -> Result<Strin
         .write_all(HelloAnswer::new(Status::Ok).as_bytes())
         .map_err(|e| closed(e, "during the hello"))?;
 
+    // Every descriptor that arrives is owned from the moment it arrives: on any error below
+    // (too many, the wrong kind, a bad size) dropping `fds` closes all of them.
     let (request, mut fds): (SessionRequest, _) = receive_message_with(
         stream,
         MessageKind::Session,
@@ -372,14 +503,16 @@ fn session(stream: &UnixStream, pid: i32, signals: &mut Signals) -> Result<Strin
     )
     .map_err(|error| match error {
         AttachError::HostDied(when) => SessionError::HostDied(when),
+        AttachError::TimedOut { after, .. } => SessionError::Silent {
+            when: "before its session request",
+            after,
+        },
+        AttachError::Protocol(reason) => refuse(stream, reason),
         other => other.into(),
     })?;
     let setup = match prepare(&request, &fds) {
         Ok(setup) => setup,
-        Err(reason) => {
-            send_message(stream, MessageKind::Refused, &reason, &[])?;
-            return Err(SessionError::Refused(reason));
-        }
+        Err(reason) => return Err(refuse(stream, reason)),
     };
     let (host_memory, setup) = setup;
     // A wall-clock run's interrupt line (its eventfd) came second.
@@ -427,7 +560,7 @@ fn session(stream: &UnixStream, pid: i32, signals: &mut Signals) -> Result<Strin
     log::info!("emu: host pid {pid}: segments exchanged; the run starts");
 
     if let (Some(wall), Some(line)) = (setup.wall, interrupt_line) {
-        return wall_session(stream, &mut emulator, wall, line, signals);
+        return wall_session(stream, &mut emulator, wall, line, signals, options);
     }
 
     let mut host = RemoteHost {
@@ -437,6 +570,7 @@ fn session(stream: &UnixStream, pid: i32, signals: &mut Signals) -> Result<Strin
         pending: DeviceTurn::default(),
         turns: 0,
         error: None,
+        turn_timeout: options.turn_timeout,
     };
     let outcome = emulator.run(&mut host, Ticks::from_ns(setup.limit_ns));
     let turns = host.turns;
@@ -444,7 +578,20 @@ fn session(stream: &UnixStream, pid: i32, signals: &mut Signals) -> Result<Strin
         None => {}
         Some(TurnError::PeerDied) => return Err(SessionError::HostDied("mid-run")),
         Some(TurnError::Stopped) => return Err(SessionError::Stopped),
-        Some(error) => return Err(error.into()),
+        Some(error) => {
+            // The host broke the turn protocol or kept the turn too long: it is detached, and
+            // told why if it is still there to read it.
+            page.finish();
+            let reason = match error {
+                TurnError::TimedOut { after } => format!(
+                    "turn {turns}: the host kept its turn for more than {} s, the emulator's \
+                     turn timeout (axle emu --turn-timeout); it is detached",
+                    after.as_secs_f64()
+                ),
+                other => format!("turn {turns}: {other}; the host is detached"),
+            };
+            return Err(refuse(stream, reason));
+        }
     }
     page.finish();
     let metrics = emulator.metrics();
@@ -479,20 +626,54 @@ fn wall_session(
     wall: WallSetup,
     interrupt_line: std::os::fd::OwnedFd,
     signals: &mut Signals,
+    options: &ServeOptions,
 ) -> Result<String, SessionError> {
+    // The host's start frame comes within the turn timeout, or the host is detached.
+    stream.set_read_timeout(Some(options.turn_timeout))?;
     let start = receive_start(stream).map_err(|error| match error {
         AttachError::HostDied(when) => SessionError::HostDied(when),
+        AttachError::Io(error) => match closed(error, "before the wall-clock run started") {
+            SessionError::Silent { when, .. } => SessionError::Silent {
+                when,
+                after: options.turn_timeout,
+            },
+            other => other,
+        },
         other => other.into(),
     })?;
     let clock = WallClock::from_monotonic_ns(start);
     let wake = signals.fd.as_fd().try_clone_to_owned()?;
-    let (port, transport) = device_side(stream, interrupt_line, Some(wake))?;
+    let (port, transport) = device_side(
+        stream,
+        interrupt_line,
+        Some(wake),
+        Some(options.turn_timeout),
+    )?;
     let outcome = emulator.run_wall(&port, &clock, Ticks::from_ns(wall.limit_ns), None);
     drop(port);
     let (written, reader) = transport.finish_writing();
     if signals.stop_requested() {
         reader.stop();
         return Err(SessionError::Stopped);
+    }
+    // A reader that has already ended says how: a silent host is detached, with the reason.
+    let (mut reader, mut read) = (Some(reader), None);
+    if reader.as_ref().is_some_and(DeviceReader::ended) {
+        read = reader.take().map(DeviceReader::stop);
+    }
+    if let Some(DeviceReaderEnd::TimedOut(after)) = read {
+        let reason = format!(
+            "the host sent nothing for more than {} s of a wall-clock run, the emulator's \
+             turn timeout (axle emu --turn-timeout); it is detached",
+            after.as_secs_f64()
+        );
+        let end = SessionEnd {
+            error: Some(reason.clone()),
+            device: DeviceCounters::from(&emulator.metrics()),
+            wall: None,
+        };
+        let _ = send_message(stream, MessageKind::End, &end, &[]);
+        return Err(SessionError::Refused(reason));
     }
     let firmware = emulator.firmware();
     let counters = firmware.counters();
@@ -516,7 +697,11 @@ fn wall_session(
     let sent = written
         .map_err(|e| closed(e, "mid-run"))
         .and_then(|_| send_message(stream, MessageKind::End, &end, &[]).map_err(Into::into));
-    let read = reader.stop();
+    let read = match (read, reader) {
+        (Some(read), _) => read,
+        (None, Some(reader)) => reader.stop(),
+        (None, None) => DeviceReaderEnd::Stopped,
+    };
     match (sent, outcome) {
         (Err(_), _) if read == DeviceReaderEnd::HostClosed => {
             Err(SessionError::HostDied("mid-run"))
@@ -533,26 +718,100 @@ fn wall_session(
     }
 }
 
-/// Checks the session request and maps the host's memory.
+/// Checks the session request and maps the host's memory. Every size in it is bounded
+/// before anything is created for it ([`check_session_request`]), the descriptors by their
+/// count and kind.
 fn prepare(
     request: &SessionRequest,
     fds: &[std::os::fd::OwnedFd],
 ) -> Result<(Arc<PhysicalMemory>, Setup), String> {
-    let setup: Setup = serde_json::from_str(&request.device_setup)
-        .map_err(|e| format!("invalid device set-up: {e}"))?;
-    setup.device.validate()?;
+    let setup = check_session_request(request)?;
     let wanted = if setup.wall.is_some() { 2 } else { 1 };
     if fds.len() != wanted {
         return Err(format!(
-            "expected {wanted} descriptors with the session request, got {}",
-            fds.len()
+            "the session request carried {} descriptors; a {} run takes {wanted} (the host \
+             memory segment{}); all were closed",
+            fds.len(),
+            if setup.wall.is_some() {
+                "wall-clock"
+            } else {
+                "virtual-time"
+            },
+            if setup.wall.is_some() {
+                " and the interrupt eventfd"
+            } else {
+                ""
+            }
         ));
+    }
+    if let Some(line) = fds.get(1) {
+        check_eventfd(line.as_fd())?;
     }
     let fd = fds.first().ok_or("no host memory segment")?;
     let mapped = MappedWords::map(fd.as_fd(), request.host_memory_bytes)
         .map_err(|e| format!("host memory segment: {e}"))?;
     let memory = PhysicalMemory::from_store(Box::new(mapped)).map_err(|e| e.to_string())?;
     Ok((Arc::new(memory), setup))
+}
+
+/// Checks every size of a session request before anything is created for it: the device
+/// set-up by [`DeviceConfig::validate`] (the model's limits) and [`check_device_memory`] (the
+/// device's own needs and the machine's memory), the host memory segment by the machine's
+/// memory. Returns the set-up; the error names the value, the limit and why.
+pub fn check_session_request(request: &SessionRequest) -> Result<Setup, String> {
+    let setup: Setup = serde_json::from_str(&request.device_setup)
+        .map_err(|e| format!("invalid device set-up: {e}"))?;
+    setup
+        .device
+        .validate()
+        .map_err(|e| format!("invalid device set-up: {e}"))?;
+    check_device_memory(&setup.device)?;
+    host_driver::limits::bytes("host_memory_bytes", request.host_memory_bytes, 1).map_err(|e| {
+        format!("host memory segment: {e}; the emulator maps all of it and lands DMA in it")
+    })?;
+    Ok(setup)
+}
+
+/// Checks the device memory a set-up asks for: large enough for the firmware's scratch area
+/// above the data window (the model's limit) and no larger than the machine's available
+/// memory (an attached host fills it with its data set).
+pub fn check_device_memory(device: &DeviceConfig) -> Result<(), String> {
+    let bytes = Emulator::device_memory_bytes(device);
+    let scratch = firmware::scratch::ScratchLayout::new(
+        shared_abi::DeviceAddress(0),
+        crate::cosim::CHUNK_CAPACITY,
+    )
+    .bytes();
+    let smallest = shared_abi::device_map::DATA_BASE
+        .0
+        .saturating_add(scratch)
+        .saturating_add(1 << 20);
+    if bytes < smallest {
+        return Err(format!(
+            "invalid device set-up: device.device_memory_mib is {}, less than the {} MiB the \
+             device needs (the control area, the firmware's scratch area and 1 MiB of data)",
+            device.device_memory_mib,
+            smallest.div_ceil(1 << 20)
+        ));
+    }
+    host_driver::limits::bytes("device.device_memory_mib (in bytes)", bytes, 1)
+        .map(|_| ())
+        .map_err(|e| format!("invalid device set-up: {e}"))
+}
+
+/// Checks that the interrupt line a wall-clock host sent is an eventfd: the emulator writes
+/// it from its writer thread, and a pipe nobody reads would block that thread for good.
+fn check_eventfd(fd: std::os::fd::BorrowedFd<'_>) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map_err(|e| format!("cannot inspect the interrupt line's descriptor: {e}"))?;
+    if link.as_os_str() != "anon_inode:[eventfd]" {
+        return Err(format!(
+            "the interrupt line's descriptor is {}, not an eventfd",
+            link.display()
+        ));
+    }
+    Ok(())
 }
 
 /// The host, as the emulator sees it across processes: each turn goes over the turn page.
@@ -569,16 +828,20 @@ struct RemoteHost<'a> {
     pending: DeviceTurn,
     turns: u64,
     error: Option<TurnError>,
+    /// How long the host may keep its turn.
+    turn_timeout: Duration,
 }
 
 impl RemoteHost<'_> {
     fn exchange(&mut self, now: Ticks, link: &mut dyn DeviceLink) -> Result<Wake, TurnError> {
         self.page.hand_over(HOST, &self.pending.take(now))?;
         let signals = &mut *self.signals;
-        match self
-            .page
-            .wait_for(DEVICE, self.peer, &mut || signals.stop_requested())?
-        {
+        match self.page.wait_for_within(
+            DEVICE,
+            self.peer,
+            &mut || signals.stop_requested(),
+            Some(self.turn_timeout),
+        )? {
             Turn::Mine(message) => replay_host_turn(&message, link),
             Turn::Finished => Err(TurnError::BadFlag(host_driver::turn::FINISHED)),
         }

@@ -215,12 +215,22 @@ pub const ATTACH_TIMEOUT: Duration = Duration::from_secs(120);
 #[derive(Debug, thiserror::Error)]
 pub enum AttachError {
     /// The socket could not be reached.
-    #[error("cannot connect to the emulator at {}: {source}", .path.display())]
+    #[error("cannot connect to the emulator at {}: {error}", .path.display())]
     Connect {
         /// The socket path.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why (in the message, not a separate cause, so it is said once).
+        error: std::io::Error,
+    },
+    /// The peer did not answer within the socket's read timeout.
+    #[error("no answer within {} s while waiting for {waiting_for}: {advice}", .after.as_secs())]
+    TimedOut {
+        /// What was awaited.
+        waiting_for: String,
+        /// How long.
+        after: Duration,
+        /// What to do about it.
+        advice: &'static str,
     },
     /// The emulator refused the host's ABI.
     #[error("emulator speaks ABI version {emulator_version}, this host {host_version} (layout hashes {emulator_hash:#018x} and {host_hash:#018x}): attach refused")]
@@ -257,7 +267,49 @@ pub enum AttachError {
     Turn(#[from] TurnError),
     /// The socket failed.
     #[error("socket: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for AttachError {
+    // Not `#[from]`: that would make the error the cause as well as part of the message, and
+    // `{:#}` would print it twice.
+    fn from(error: std::io::Error) -> Self {
+        AttachError::Io(error)
+    }
+}
+
+/// What a host waiting on the emulator should do when it does not answer.
+const EMULATOR_SILENT: &str =
+    "the emulator serves one host at a time and may be busy with another \
+    (it detaches a host that holds its turn longer than its --turn-timeout); try again later, or \
+    start another emulator with `axle emu --socket OTHER_PATH`";
+
+/// What an emulator waiting on a silent host does.
+pub const HOST_SILENT: &str =
+    "the host is detached; a host must send each attach message promptly once connected";
+
+impl AttachError {
+    /// `error`, as a [`AttachError::TimedOut`] when it is a read timeout on `socket` (whose
+    /// timeout says how long the wait was) while waiting for `waiting_for`.
+    pub fn from_io(
+        error: std::io::Error,
+        socket: &UnixStream,
+        waiting_for: impl FnOnce() -> String,
+        advice: &'static str,
+    ) -> AttachError {
+        if matches!(
+            error.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ) {
+            AttachError::TimedOut {
+                waiting_for: waiting_for(),
+                after: socket.read_timeout().ok().flatten().unwrap_or_default(),
+                advice,
+            }
+        } else {
+            AttachError::Io(error)
+        }
+    }
 }
 
 /// Sends a control message of `kind` with `body` and `fds`.
@@ -319,20 +371,32 @@ pub fn receive_message_with<T: DeserializeOwned>(
     fds: std::ops::RangeInclusive<usize>,
     closed: AttachError,
 ) -> Result<(T, Vec<OwnedFd>), AttachError> {
+    let advice = match closed {
+        AttachError::HostDied(_) => HOST_SILENT,
+        _ => EMULATOR_SILENT,
+    };
+    let waiting_for = || format!("the {expected:?} message");
+    let failed = |error: std::io::Error| -> AttachError {
+        match error.kind() {
+            std::io::ErrorKind::UnexpectedEof => {
+                AttachError::Protocol("connection closed inside a message".into())
+            }
+            // Descriptors refused by `receive_with_fds` (all of them closed).
+            std::io::ErrorKind::InvalidData => {
+                AttachError::Protocol(format!("{expected:?} message: {error}"))
+            }
+            _ => AttachError::from_io(error, socket, waiting_for, advice),
+        }
+    };
     let mut header = [0u8; 8];
-    let (received, descriptors) = receive_with_fds(socket, &mut header, *fds.end())?;
+    let (received, descriptors) =
+        receive_with_fds(socket, &mut header, *fds.end()).map_err(failed)?;
     if received == 0 {
         return Err(closed);
     }
     let mut reader = socket;
     if received < header.len() {
-        reader.read_exact(&mut header[received..]).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                AttachError::Protocol("connection closed inside a message".into())
-            } else {
-                e.into()
-            }
-        })?;
+        reader.read_exact(&mut header[received..]).map_err(failed)?;
     }
     let kind = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
     let length = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
@@ -341,8 +405,9 @@ pub fn receive_message_with<T: DeserializeOwned>(
             "control message of {length} bytes"
         )));
     }
+    // Bounded by MAX_MESSAGE (1 MiB) just above.
     let mut body = vec![0u8; length as usize];
-    reader.read_exact(&mut body)?;
+    reader.read_exact(&mut body).map_err(failed)?;
     if kind == MessageKind::Refused as u32 {
         let reason: String = serde_json::from_slice(&body).unwrap_or_else(|_| "?".into());
         return Err(AttachError::Refused(reason));
@@ -353,8 +418,13 @@ pub fn receive_message_with<T: DeserializeOwned>(
         )));
     }
     if !fds.contains(&descriptors.len()) {
+        let wanted = if fds.start() == fds.end() {
+            fds.start().to_string()
+        } else {
+            format!("{} to {}", fds.start(), fds.end())
+        };
         return Err(AttachError::Protocol(format!(
-            "expected {fds:?} descriptors with {expected:?}, got {}",
+            "the {expected:?} message carried {} descriptors where {wanted} were expected; all were closed",
             descriptors.len()
         )));
     }
@@ -392,9 +462,9 @@ pub struct Attachment {
 impl Attachment {
     /// Connects to the emulator at `path`, checks the ABI, and exchanges the segments.
     pub fn connect(path: &Path, options: &AttachOptions) -> Result<Attachment, AttachError> {
-        let socket = UnixStream::connect(path).map_err(|source| AttachError::Connect {
+        let socket = UnixStream::connect(path).map_err(|error| AttachError::Connect {
             path: path.to_path_buf(),
-            source,
+            error,
         })?;
         socket.set_read_timeout(Some(ATTACH_TIMEOUT))?;
         let hello = Hello::new(options.abi_version);
@@ -404,7 +474,12 @@ impl Attachment {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 AttachError::EmulatorDied("during the hello")
             } else {
-                e.into()
+                AttachError::from_io(
+                    e,
+                    &socket,
+                    || "the emulator's answer to the hello".into(),
+                    EMULATOR_SILENT,
+                )
             }
         })?;
         let agreed = answer.magic == ABI_MAGIC
@@ -651,6 +726,68 @@ mod tests {
             AttachError::EmulatorDied("test"),
         );
         assert!(matches!(closed, Err(AttachError::EmulatorDied(_))));
+    }
+
+    #[test]
+    fn a_silent_emulator_is_a_timeout_that_says_what_to_do_not_an_os_error() {
+        let (left, _right) = UnixStream::pair().unwrap();
+        left.set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        let error = receive_message::<SessionReady>(
+            &left,
+            MessageKind::Ready,
+            3,
+            AttachError::EmulatorDied("test"),
+        )
+        .unwrap_err();
+        let message = error.to_string();
+        assert!(matches!(error, AttachError::TimedOut { .. }), "{message}");
+        assert!(
+            message.contains("while waiting for the Ready message")
+                && message.contains("one host at a time")
+                && !message.contains("Resource temporarily unavailable"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_message_with_too_many_descriptors_is_refused_and_closes_them_all() {
+        let (left, right) = UnixStream::pair().unwrap();
+        let segments: Vec<_> = (0..4)
+            .map(|_| MappedWords::create("axle-test", 4096).unwrap().1)
+            .collect();
+        let fds: Vec<_> = segments.iter().map(std::os::fd::AsFd::as_fd).collect();
+        send_message(&left, MessageKind::Ready, &"x", &fds).unwrap();
+        let open_before = std::fs::read_dir("/proc/self/fd").unwrap().count();
+        let error = receive_message::<String>(
+            &right,
+            MessageKind::Ready,
+            2,
+            AttachError::EmulatorDied("test"),
+        )
+        .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("sent 4 descriptors where at most 2"),
+            "{error}"
+        );
+        // Every descriptor that arrived was closed again (other tests may open and close
+        // descriptors concurrently, hence at most).
+        let open_after = std::fs::read_dir("/proc/self/fd").unwrap().count();
+        assert!(open_after <= open_before, "{open_before} -> {open_after}");
+    }
+
+    #[test]
+    fn io_errors_are_said_once_in_an_error_chain() {
+        let error = AttachError::Connect {
+            path: PathBuf::from("/nowhere"),
+            error: std::io::Error::from_raw_os_error(nix::libc::ENOENT),
+        };
+        assert!(std::error::Error::source(&error).is_none());
+        assert!(
+            std::error::Error::source(&AttachError::from(std::io::Error::other("x"))).is_none()
+        );
     }
 }
 

@@ -338,9 +338,7 @@ mod segment {
     use memmap2::{MmapOptions, MmapRaw};
     use nix::fcntl::{fcntl, FcntlArg, SealFlag};
     use nix::sys::memfd::{memfd_create, MemFdCreateFlag};
-    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
     use std::ffi::CString;
-    use std::io::IoSliceMut;
     use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
     use std::os::unix::net::UnixStream;
     use std::sync::atomic::AtomicU64;
@@ -349,14 +347,14 @@ mod segment {
     #[derive(Debug, thiserror::Error)]
     pub enum SegmentError {
         /// A system call failed.
-        #[error("{what}: {source}")]
+        #[error("{what}: {error}")]
         System {
             /// What was being done.
             what: &'static str,
-            /// The error.
-            source: std::io::Error,
+            /// The error (in the message, not a separate cause, so it is said once).
+            error: std::io::Error,
         },
-        /// The segment has another size than announced, or one that is not whole words.
+        /// The segment has another size than announced.
         #[error("segment of {actual} bytes where {expected} were announced")]
         Size {
             /// Bytes announced.
@@ -364,16 +362,29 @@ mod segment {
             /// Bytes of the file.
             actual: u64,
         },
+        /// The size announced is not a whole number of 8-byte words.
+        #[error("a segment of {bytes} bytes was announced: segments are whole 8-byte words, so the size must be a multiple of 8")]
+        PartialWord {
+            /// Bytes announced.
+            bytes: u64,
+        },
+        /// The descriptor is not a memory file: a pipe, a socket, a device, a directory, or a
+        /// file on a file system that cannot be sealed.
+        #[error("the segment's descriptor is {kind}, not a sealed memory file (memfd_create)")]
+        NotAMemfd {
+            /// What it is.
+            kind: &'static str,
+        },
         /// The segment is not sealed against shrinking: its owner could cut pages out from
         /// under the mapping.
-        #[error("segment is not sealed against shrinking")]
+        #[error("segment is not sealed against shrinking (F_SEAL_SHRINK): its owner could cut pages out from under the mapping")]
         NotSealed,
     }
 
     fn system(what: &'static str) -> impl FnOnce(nix::errno::Errno) -> SegmentError {
         move |errno| SegmentError::System {
             what,
-            source: std::io::Error::from(errno),
+            error: std::io::Error::from(errno),
         }
     }
 
@@ -402,18 +413,41 @@ mod segment {
         Ok(fd)
     }
 
-    /// Checks that `fd` is a file of exactly `bytes` bytes sealed against shrinking.
+    /// Checks that `fd` is a memory file of exactly `bytes` bytes (a multiple of 8) sealed
+    /// against shrinking.
     fn check_segment(fd: BorrowedFd<'_>, bytes: u64) -> Result<(), SegmentError> {
+        if bytes % WORD_SIZE != 0 {
+            return Err(SegmentError::PartialWord { bytes });
+        }
         let status = nix::sys::stat::fstat(fd.as_raw_fd()).map_err(system("fstat of a segment"))?;
+        let kind = match status.st_mode & nix::libc::S_IFMT {
+            nix::libc::S_IFREG => None,
+            nix::libc::S_IFIFO => Some("a pipe"),
+            nix::libc::S_IFSOCK => Some("a socket"),
+            nix::libc::S_IFCHR | nix::libc::S_IFBLK => Some("a device"),
+            nix::libc::S_IFDIR => Some("a directory"),
+            _ => Some("not a regular file"),
+        };
+        if let Some(kind) = kind {
+            return Err(SegmentError::NotAMemfd { kind });
+        }
         let actual = u64::try_from(status.st_size).unwrap_or(0);
-        if actual != bytes || bytes % WORD_SIZE != 0 {
+        if actual != bytes {
             return Err(SegmentError::Size {
                 expected: bytes,
                 actual,
             });
         }
-        let seals = fcntl(fd.as_raw_fd(), FcntlArg::F_GET_SEALS)
-            .map_err(system("reading the seals of a segment"))?;
+        // Only memory files carry seals: anything else answers EINVAL.
+        let seals = fcntl(fd.as_raw_fd(), FcntlArg::F_GET_SEALS).map_err(|errno| {
+            if errno == nix::errno::Errno::EINVAL {
+                SegmentError::NotAMemfd {
+                    kind: "a file that cannot be sealed",
+                }
+            } else {
+                system("reading the seals of a segment")(errno)
+            }
+        })?;
         if SealFlag::from_bits_truncate(seals) & SealFlag::F_SEAL_SHRINK != SealFlag::F_SEAL_SHRINK
         {
             return Err(SegmentError::NotSealed);
@@ -462,9 +496,9 @@ mod segment {
             let map = MmapOptions::new()
                 .len(length)
                 .map_raw(fd.as_raw_fd())
-                .map_err(|source| SegmentError::System {
+                .map_err(|error| SegmentError::System {
                     what: "mapping a segment",
-                    source,
+                    error,
                 })?;
             // INVARIANT: a shared read-write mapping of `length` bytes (checked equal to the
             // sealed file's size, a multiple of 8); mmap returns page-aligned addresses.
@@ -510,45 +544,111 @@ mod segment {
         }
     }
 
+    /// Most descriptors one message may carry (Linux's `SCM_MAX_FD`): the control buffer of
+    /// [`receive_with_fds`] has room for all of them, so the kernel never drops any silently.
+    pub const MAX_FDS_PER_MESSAGE: usize = 253;
+
     /// Receives up to `buffer.len()` bytes from `socket` (at least one, unless the peer closed
-    /// the connection: then 0) together with the descriptors (at most `max_fds`) that the peer
-    /// attached with SCM_RIGHTS; the descriptors become owned by the caller.
+    /// the connection: then 0) together with the descriptors that the peer attached with
+    /// SCM_RIGHTS, which become owned by the caller.
+    ///
+    /// Every descriptor that arrives is wrapped in an [`OwnedFd`] the moment it is seen, so
+    /// every error path closes it: more than `max_fds` (refused with the count), or a control
+    /// message the kernel had to truncate (`MSG_CTRUNC`: refused after closing what did
+    /// arrive). The control buffer has room for [`MAX_FDS_PER_MESSAGE`] descriptors, the most
+    /// the kernel passes in one message.
     pub fn receive_with_fds(
         socket: &UnixStream,
         buffer: &mut [u8],
         max_fds: usize,
     ) -> std::io::Result<(usize, Vec<OwnedFd>)> {
-        let mut control = nix::cmsg_space!([std::os::fd::RawFd; 8]);
-        if max_fds > 8 {
-            return Err(std::io::Error::other("at most 8 descriptors per message"));
-        }
-        let mut iov = [IoSliceMut::new(buffer)];
-        let message = recvmsg::<()>(
-            socket.as_raw_fd(),
-            &mut iov,
-            Some(&mut control),
-            MsgFlags::MSG_CMSG_CLOEXEC,
-        )
-        .map_err(std::io::Error::from)?;
+        use nix::libc;
+        const FD_BYTES: usize = MAX_FDS_PER_MESSAGE * size_of::<libc::c_int>();
+        // `cmsghdr` alignment: a buffer of u64 words is aligned for it.
+        // SAFETY: CMSG_SPACE only computes a size from its argument.
+        let space = unsafe { libc::CMSG_SPACE(FD_BYTES as u32) } as usize;
+        let mut control = vec![0u64; space.div_ceil(8)];
+        let mut iov = libc::iovec {
+            iov_base: buffer.as_mut_ptr().cast(),
+            iov_len: buffer.len(),
+        };
+        // SAFETY: an all-zero msghdr is a valid value (null pointers, zero lengths).
+        let mut header: libc::msghdr = unsafe { std::mem::zeroed() };
+        header.msg_iov = &mut iov;
+        header.msg_iovlen = 1;
+        header.msg_control = control.as_mut_ptr().cast();
+        header.msg_controllen = (control.len() * 8) as _;
+        let received = loop {
+            // SAFETY: `header` points to one iovec over `buffer` (writable, `buffer.len()`
+            // bytes) and to `control` (writable, `msg_controllen` bytes), both alive for the
+            // call; the kernel writes at most those lengths.
+            let received =
+                unsafe { libc::recvmsg(socket.as_raw_fd(), &mut header, libc::MSG_CMSG_CLOEXEC) };
+            if received >= 0 {
+                break received as usize;
+            }
+            let error = std::io::Error::last_os_error();
+            if error.kind() != std::io::ErrorKind::Interrupted {
+                return Err(error);
+            }
+        };
         let mut fds = Vec::new();
-        for cmsg in message.cmsgs().map_err(std::io::Error::from)? {
-            if let ControlMessageOwned::ScmRights(raw) = cmsg {
-                for fd in raw {
-                    // SAFETY:
-                    // - the kernel has just installed `fd` in this process's descriptor table
-                    //   for this message (SCM_RIGHTS); no other code knows it, so nothing else
-                    //   owns or closes it;
-                    // - it is wrapped exactly once (one iteration per received descriptor).
-                    fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
+        // SAFETY (the cmsg walk): the CMSG_* functions walk the `msg_controllen` bytes the
+        // kernel wrote into `control`, which stays alive and unmodified during the walk; each
+        // header they return lies inside that buffer, and its data holds
+        // `cmsg_len - CMSG_LEN(0)` bytes (the kernel shortens `cmsg_len` when it truncates).
+        let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(&header) };
+        while !cmsg.is_null() {
+            // SAFETY: see above; `cmsg` is non-null and inside the buffer.
+            let (level, kind, length) = unsafe {
+                (
+                    (*cmsg).cmsg_level,
+                    (*cmsg).cmsg_type,
+                    (*cmsg).cmsg_len as usize,
+                )
+            };
+            if level == libc::SOL_SOCKET && kind == libc::SCM_RIGHTS {
+                // SAFETY: CMSG_LEN only computes a size.
+                let data_bytes = length.saturating_sub(unsafe { libc::CMSG_LEN(0) } as usize);
+                // SAFETY: see above; the data follows the header inside the buffer.
+                let data = unsafe { libc::CMSG_DATA(cmsg) };
+                for index in 0..data_bytes / size_of::<libc::c_int>() {
+                    // SAFETY: `index` is below the count of whole descriptors in the data;
+                    // the data need not be aligned for c_int, hence the unaligned read.
+                    let raw = unsafe { data.cast::<libc::c_int>().add(index).read_unaligned() };
+                    if raw >= 0 {
+                        // SAFETY:
+                        // - the kernel has just installed `raw` in this process's
+                        //   descriptor table for this message (SCM_RIGHTS); no other code
+                        //   knows it, so nothing else owns or closes it;
+                        // - it is wrapped exactly once (one iteration per descriptor).
+                        fds.push(unsafe { OwnedFd::from_raw_fd(raw) });
+                    }
                 }
             }
+            // SAFETY: see above.
+            cmsg = unsafe { libc::CMSG_NXTHDR(&header, cmsg) };
         }
-        let truncated = message.flags.contains(MsgFlags::MSG_CTRUNC);
-        let received = message.bytes;
-        if truncated || fds.len() > max_fds {
-            // Dropping `fds` closes every descriptor we were given.
-            return Err(std::io::Error::other(
-                "peer sent more descriptors than expected",
+        // From here on, dropping `fds` closes every descriptor that arrived.
+        if header.msg_flags & libc::MSG_CTRUNC != 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "the peer's control message was truncated (more than {MAX_FDS_PER_MESSAGE} \
+                     descriptors, or something other than descriptors); the {} descriptors \
+                     that arrived were closed",
+                    fds.len()
+                ),
+            ));
+        }
+        if fds.len() > max_fds {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "the peer sent {} descriptors where at most {max_fds} were expected; all \
+                     were closed",
+                    fds.len()
+                ),
             ));
         }
         Ok((received, fds))
@@ -590,7 +690,7 @@ mod segment {
 
         #[test]
         fn descriptors_sent_with_scm_rights_arrive_owned() {
-            use nix::sys::socket::{sendmsg, ControlMessage};
+            use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
             let (left, right) = UnixStream::pair().unwrap();
             let (mapped, fd) = MappedWords::create("axle-test", 4096).unwrap();
             mapped.words()[0].store(7, Ordering::Release);

@@ -61,9 +61,9 @@ impl DeviceWindow {
         let map = MmapOptions::new()
             .len(length)
             .map_raw(fd.as_raw_fd())
-            .map_err(|source| SegmentError::System {
+            .map_err(|error| SegmentError::System {
                 what: "mapping the device memory window",
-                source,
+                error,
             })?;
         // INVARIANT: shared read-write mapping of the checked, sealed segment.
         Ok(DeviceWindow { map })

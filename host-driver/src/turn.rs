@@ -97,9 +97,22 @@ pub enum TurnError {
     /// The page could not be created or mapped.
     #[error(transparent)]
     Segment(#[from] SegmentError),
+    /// The peer kept the turn longer than the waiter allows (the emulator's turn timeout).
+    #[error("the peer kept the turn for more than {} s without handing it back", .after.as_secs_f64())]
+    TimedOut {
+        /// How long the waiter waited.
+        after: Duration,
+    },
     /// The socket failed.
     #[error("socket: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for TurnError {
+    // Not `#[from]`: the error would be the cause as well as part of the message.
+    fn from(error: std::io::Error) -> Self {
+        TurnError::Io(error)
+    }
 }
 
 /// What a wait for the turn found.
@@ -188,8 +201,13 @@ impl TurnPage {
         if length > self.capacity() {
             return Err(TurnError::Malformed("message length beyond the page"));
         }
+        // At most the page's capacity (checked above), and within the machine's memory.
+        let mut message = crate::limits::vec_with_capacity::<u8>(
+            "a turn message's length",
+            length.next_multiple_of(8),
+        )
+        .map_err(|_| TurnError::Malformed("message longer than this machine's memory"))?;
         let length = length as usize;
-        let mut message = Vec::with_capacity(length.next_multiple_of(8));
         for word in self.data().iter().take(length.div_ceil(8)) {
             message.extend_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
         }
@@ -205,6 +223,18 @@ impl TurnPage {
         mine: u64,
         peer: &UnixStream,
         stop: &mut dyn FnMut() -> bool,
+    ) -> Result<Turn, TurnError> {
+        self.wait_for_within(mine, peer, stop, None)
+    }
+
+    /// [`TurnPage::wait_for`], giving up with [`TurnError::TimedOut`] once `timeout` (if any)
+    /// has passed without the turn coming back.
+    pub fn wait_for_within(
+        &self,
+        mine: u64,
+        peer: &UnixStream,
+        stop: &mut dyn FnMut() -> bool,
+        timeout: Option<Duration>,
     ) -> Result<Turn, TurnError> {
         let mut looks: u64 = 0;
         let mut sleep = Duration::from_micros(1);
@@ -235,6 +265,9 @@ impl TurnPage {
                 last_check = Instant::now();
                 if stop() {
                     return Err(TurnError::Stopped);
+                }
+                if let Some(after) = timeout.filter(|&after| started.elapsed() > after) {
+                    return Err(TurnError::TimedOut { after });
                 }
                 // Data waiting (the outcome, after FINISHED) also means alive: look again.
                 if !peer_alive(peer)? && self.flag().load(Ordering::Acquire) != FINISHED {

@@ -105,7 +105,9 @@ pub fn read_frame(mut socket: &UnixStream) -> std::io::Result<Option<(u32, Vec<u
     if length > MAX_FRAME {
         return Err(std::io::Error::other(format!("frame of {length} bytes")));
     }
-    let mut body = vec![0u8; length as usize];
+    // At most MAX_FRAME, and within the machine's memory.
+    let mut body = crate::limits::vec_filled("a frame's length", u64::from(length), 0u8)
+        .map_err(|refused| std::io::Error::new(ErrorKind::InvalidData, refused.to_string()))?;
     socket.read_exact(&mut body)?;
     Ok(Some((kind, body)))
 }
@@ -163,6 +165,8 @@ pub enum DeviceReaderEnd {
     Woken,
     /// The socket failed or carried something malformed.
     Failed(String),
+    /// The host sent nothing for longer than the idle timeout ([`device_side`]).
+    TimedOut(Duration),
 }
 
 /// The device side's threads.
@@ -200,6 +204,11 @@ pub struct DeviceReader {
 }
 
 impl DeviceReader {
+    /// Whether the reader thread has ended (the host closed, went silent, or broke a frame).
+    pub fn ended(&self) -> bool {
+        self.reader.is_finished()
+    }
+
     /// Stops the reader thread and says how it ended.
     pub fn stop(self) -> DeviceReaderEnd {
         self.stop.store(true, Ordering::Relaxed);
@@ -211,11 +220,13 @@ impl DeviceReader {
 
 /// The device side of a wall-clock run over `socket`: the port `Emulator::run_wall` takes,
 /// and its threads. `interrupts` is the host's eventfd; `wake`, when readable, ends the
-/// reader (the device loop then sees the host gone).
+/// reader (the device loop then sees the host gone); so does a host that sends no frame for
+/// `idle_timeout` (the emulator's turn timeout), with [`DeviceReaderEnd::TimedOut`].
 pub fn device_side(
     socket: &UnixStream,
     interrupts: OwnedFd,
     wake: Option<OwnedFd>,
+    idle_timeout: Option<Duration>,
 ) -> std::io::Result<(DevicePort, DeviceTransport)> {
     let (host_port, device_port) = ports();
     let HostPort {
@@ -224,10 +235,15 @@ pub fn device_side(
     } = host_port;
     let stop = Arc::new(AtomicBool::new(false));
     let reader_socket = socket.try_clone()?;
+    // A frame, once begun, must arrive whole within the idle timeout: a host that sends half
+    // a frame and stops must not hold the reader (and the emulator) in a blocking read.
+    reader_socket.set_read_timeout(idle_timeout)?;
     let reader_stop = Arc::clone(&stop);
     let reader = std::thread::Builder::new()
         .name("axle-wall-read".into())
-        .spawn(move || device_reader(&reader_socket, to_device, wake, &reader_stop))?;
+        .spawn(move || {
+            device_reader(&reader_socket, to_device, wake, idle_timeout, &reader_stop)
+        })?;
     let writer_socket = socket.try_clone()?;
     let interrupts = std::fs::File::from(interrupts);
     let writer = std::thread::Builder::new()
@@ -247,9 +263,11 @@ fn device_reader(
     socket: &UnixStream,
     to_device: Sender<HostTurn>,
     wake: Option<OwnedFd>,
+    idle_timeout: Option<Duration>,
     stop: &AtomicBool,
 ) -> DeviceReaderEnd {
     let mut to_device = Some(to_device);
+    let mut last_frame = std::time::Instant::now();
     while !stop.load(Ordering::Relaxed) {
         let (socket_ready, woken) = match readable(socket, wake.as_ref().map(AsFd::as_fd)) {
             Ok(ready) => ready,
@@ -259,8 +277,12 @@ fn device_reader(
             return DeviceReaderEnd::Woken;
         }
         if !socket_ready {
+            if let Some(after) = idle_timeout.filter(|&after| last_frame.elapsed() > after) {
+                return DeviceReaderEnd::TimedOut(after);
+            }
             continue;
         }
+        last_frame = std::time::Instant::now();
         match read_frame(socket) {
             Ok(None) => return DeviceReaderEnd::HostClosed,
             Ok(Some((WALL_TURN, body))) if body.len() >= 8 => {
@@ -485,7 +507,7 @@ mod tests {
         )
         .unwrap();
         let device_line = line.as_fd().try_clone_to_owned().unwrap();
-        let (device_port, device) = device_side(&device_socket, device_line, None).unwrap();
+        let (device_port, device) = device_side(&device_socket, device_line, None, None).unwrap();
         let (host_port, host) = host_side(&host_socket, line).unwrap();
         host_port
             .to_device

@@ -1,0 +1,814 @@
+//! Hostile hosts: a client that speaks the attach protocol (`host_driver::attach`'s framing)
+//! and then lies in every field it can, against the built `axle emu` process.
+//!
+//! Each test starts one emulator, measures what it holds while idle (descriptors, memfd
+//! mappings, shared memory), lets one or more hostile clients do their worst, and requires
+//! that the emulator
+//!
+//! - refuses (the client gets a `Refused` message that names what was wrong, or is detached),
+//! - survives (the process is still running),
+//! - releases every descriptor and mapping the client made it take (back to the idle figures),
+//! - and serves the next honest host: `axle run --attach ... --json` prints byte for byte what
+//!   the same run prints in-process.
+//!
+//! Run: `cargo test --release --test hostile`.
+
+use emulator::server::Setup;
+use host_driver::attach::{
+    receive_message, send_message, AttachError, Hello, HelloAnswer, MessageKind, SessionReady,
+    SessionRequest,
+};
+use host_driver::dma::{sealed_memfd, MappedWords};
+use host_driver::link::{DeviceLink, Wake};
+use host_driver::turn::{RecordingLink, Turn, TurnPage, DEVICE, HOST};
+use shared_abi::{DeviceAddress, Status, Ticks, ABI_VERSION};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+use zerocopy::{FromZeros, IntoBytes};
+
+const AXLE: &str = env!("CARGO_BIN_EXE_axle");
+/// Bound on any single wait for a process or a log line.
+const DEADLINE: Duration = Duration::from_secs(30);
+/// The honest run: small and quick (a few milliseconds).
+const HONEST: [&str; 7] = ["run", "knn-a", "--mode", "axle", "--queries", "1", "--json"];
+/// Host memory of a hostile session (the honest run needs less).
+const HOST_MEMORY: u64 = 16 << 20;
+
+/// A fresh directory for one test's socket and log; removed at the end.
+struct Scratch {
+    dir: PathBuf,
+}
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "axle-hostile-{}-{}-{test}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch { dir }
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.join("emu.sock")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A child process that is killed (SIGKILL) and reaped when dropped.
+struct Reaped(Child);
+
+impl Reaped {
+    fn pid(&self) -> i32 {
+        self.0.id() as i32
+    }
+
+    fn wait_for_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return Some(status);
+            }
+            if started.elapsed() > limit {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn signal(&self, signal: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), signal).unwrap();
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// What the emulator process holds, from `/proc`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Held {
+    descriptors: usize,
+    /// Mappings of memfds (`/memfd:` in `/proc/PID/maps`).
+    memfd_mappings: usize,
+    /// `RssShmem` of `/proc/PID/status`, in KiB.
+    shmem_kib: u64,
+}
+
+/// `axle emu` on the scratch directory's socket, logging into `emu.log`.
+struct EmulatorProcess {
+    child: Reaped,
+    log: PathBuf,
+    socket: PathBuf,
+}
+
+impl EmulatorProcess {
+    fn start(scratch: &Scratch, extra: &[&str]) -> EmulatorProcess {
+        let socket = scratch.socket();
+        let log = scratch.dir.join("emu.log");
+        let child = Command::new(AXLE)
+            .args(["emu", "--socket"])
+            .arg(&socket)
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let emulator = EmulatorProcess {
+            child: Reaped(child),
+            log,
+            socket,
+        };
+        emulator.wait_for_log("serving on", 1);
+        emulator
+    }
+
+    fn log(&self) -> String {
+        let mut text = String::new();
+        if let Ok(mut file) = File::open(&self.log) {
+            let _ = file.read_to_string(&mut text);
+        }
+        text
+    }
+
+    fn wait_for_log(&self, pattern: &str, count: usize) {
+        let started = Instant::now();
+        while self.log().matches(pattern).count() < count {
+            assert!(
+                started.elapsed() < DEADLINE,
+                "the emulator never logged `{pattern}` {count} times; its log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn alive(&mut self) -> bool {
+        self.child.0.try_wait().unwrap().is_none()
+    }
+
+    fn held(&self) -> Held {
+        let pid = self.child.pid();
+        let descriptors = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|entries| entries.count())
+            .unwrap_or(usize::MAX);
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let shmem_kib = status
+            .lines()
+            .find(|line| line.starts_with("RssShmem:"))
+            .and_then(|line| line.split_whitespace().nth(1))
+            .and_then(|kib| kib.parse().ok())
+            .unwrap_or(u64::MAX);
+        Held {
+            descriptors,
+            memfd_mappings: maps.matches("/memfd:").count(),
+            shmem_kib,
+        }
+    }
+
+    /// Waits until the emulator holds what it held at `idle` (it frees a session's resources
+    /// right after the session ends, which is after the client saw the refusal).
+    fn back_to(&self, idle: Held, after: &str) {
+        let started = Instant::now();
+        loop {
+            let now = self.held();
+            if now.descriptors <= idle.descriptors
+                && now.memfd_mappings <= idle.memfd_mappings
+                && now.shmem_kib <= idle.shmem_kib + 64
+            {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "after {after}, the emulator still holds {now:?} (idle: {idle:?}); its log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Requires the emulator alive, holding no more than at `idle`, and serving an honest host
+    /// that prints the in-process run's JSON byte for byte.
+    fn serves_an_honest_host(&mut self, idle: Held, after: &str) {
+        assert!(
+            self.alive(),
+            "axle emu died after {after}; its log:\n{}",
+            self.log()
+        );
+        self.back_to(idle, after);
+        let in_process = axle(&HONEST);
+        assert!(in_process.status.success(), "{}", text(&in_process.stderr));
+        let mut attached_args = HONEST.to_vec();
+        let socket = self.socket.to_str().unwrap().to_owned();
+        attached_args.extend(["--attach", &socket]);
+        let attached = axle(&attached_args);
+        assert!(
+            attached.status.success(),
+            "the honest host after {after} failed: {}\nemulator log:\n{}",
+            text(&attached.stderr),
+            self.log()
+        );
+        assert_eq!(
+            text(&attached.stdout),
+            text(&in_process.stdout),
+            "after {after}, the attached run printed other JSON than the in-process run"
+        );
+        self.back_to(idle, &format!("the honest host after {after}"));
+    }
+}
+
+/// Runs `axle` with `args` to completion (bounded by [`DEADLINE`]).
+fn axle(args: &[&str]) -> Output {
+    let child = Command::new(AXLE)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = Reaped(child);
+    child
+        .wait_for_exit(DEADLINE)
+        .unwrap_or_else(|| panic!("axle {args:?} did not finish within {DEADLINE:?}"));
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    let _ = child.0.stdout.take().unwrap().read_to_end(&mut stdout);
+    let _ = child.0.stderr.take().unwrap().read_to_end(&mut stderr);
+    Output {
+        status: child.0.wait().unwrap(),
+        stdout,
+        stderr,
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A device set-up as an honest host sends it.
+fn honest_setup() -> Setup {
+    Setup {
+        device: emulator::DeviceConfig::default(),
+        streaming_factor: emulator::server::StreamingSetting::Bytes(4096),
+        out_of_order: false,
+        limit_ns: 1_000_000_000,
+        wall: None,
+    }
+}
+
+fn setup_json(setup: &Setup) -> String {
+    serde_json::to_string(setup).unwrap()
+}
+
+/// A client past the hello.
+struct Client {
+    socket: UnixStream,
+}
+
+impl Client {
+    fn hello(path: &Path) -> Client {
+        let socket = UnixStream::connect(path).unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        (&socket)
+            .write_all(Hello::new(ABI_VERSION).as_bytes())
+            .unwrap();
+        let mut answer = HelloAnswer::new_zeroed();
+        (&socket).read_exact(answer.as_mut_bytes()).unwrap();
+        assert_eq!(answer.status, Status::Ok.code());
+        Client { socket }
+    }
+
+    fn request(&self, host_memory_bytes: u64, setup: &str, fds: &[BorrowedFd<'_>]) {
+        send_message(
+            &self.socket,
+            MessageKind::Session,
+            &SessionRequest {
+                host_memory_bytes,
+                device_setup: setup.to_owned(),
+            },
+            fds,
+        )
+        .unwrap();
+    }
+
+    fn ready(&self) -> Result<(SessionReady, Vec<OwnedFd>), AttachError> {
+        receive_message(
+            &self.socket,
+            MessageKind::Ready,
+            3,
+            AttachError::EmulatorDied("before ready"),
+        )
+    }
+
+    /// The emulator's refusal of the session; panics on anything else.
+    fn refused(&self) -> String {
+        match self.ready() {
+            Err(AttachError::Refused(reason)) => reason,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    /// An honest attach with `HOST_MEMORY` bytes of host memory: the turn page, mapped.
+    fn attach(path: &Path) -> (Client, MappedWords, TurnPage, Vec<OwnedFd>) {
+        let client = Client::hello(path);
+        let (memory, fd) = MappedWords::create("hostile-host-memory", HOST_MEMORY).unwrap();
+        client.request(HOST_MEMORY, &setup_json(&honest_setup()), &[fd.as_fd()]);
+        let (ready, fds) = client.ready().unwrap();
+        let page = TurnPage::map(fds[1].as_fd(), ready.turn_page_bytes).unwrap();
+        (client, memory, page, fds)
+    }
+}
+
+/// Waits for the host's turn on `page`.
+fn take_turn(page: &TurnPage, client: &Client) {
+    match page.wait_for(HOST, &client.socket, &mut || false).unwrap() {
+        Turn::Mine(_) => {}
+        Turn::Finished => panic!("the run finished before the host's first turn"),
+    }
+}
+
+/// Why the emulator ended the session: a refusal's reason, or the error of its outcome.
+fn end_reason(client: &Client) -> String {
+    match receive_message::<host_driver::attach::SessionEnd>(
+        &client.socket,
+        MessageKind::End,
+        0,
+        AttachError::EmulatorDied("before the outcome"),
+    ) {
+        Err(AttachError::Refused(reason)) => reason,
+        Ok((
+            host_driver::attach::SessionEnd {
+                error: Some(error), ..
+            },
+            _,
+        )) => error,
+        other => panic!("expected the emulator to end the session with a reason, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_turn_asking_for_a_huge_load_is_refused_and_the_next_host_served() {
+    let scratch = Scratch::new("huge-load");
+    let mut emulator = EmulatorProcess::start(&scratch, &[]);
+    let idle = emulator.held();
+    for (what, length) in [("2^50 bytes", 1u64 << 50), ("u64::MAX bytes", u64::MAX)] {
+        let (client, _memory, page, _fds) = Client::attach(&emulator.socket);
+        take_turn(&page, &client);
+        let mut link = RecordingLink::default();
+        link.mem_load(Ticks(0), DeviceAddress(0x10_0000), length, 8, 1);
+        page.hand_over(DEVICE, &link.finish(Wake::OnResponse))
+            .unwrap();
+        let reason = end_reason(&client);
+        assert!(
+            reason.contains("CXL.mem load") && reason.contains(&length.to_string()),
+            "{what}: {reason}"
+        );
+        drop(client);
+        emulator.serves_an_honest_host(idle, &format!("a load of {what}"));
+    }
+}
+
+/// `count` sealed memfds of `bytes` each, every page touched (so that a leak holds memory).
+fn touched_segments(count: usize, bytes: u64) -> Vec<OwnedFd> {
+    (0..count)
+        .map(|_| {
+            let (mapped, fd) = MappedWords::create("hostile-extra", bytes).unwrap();
+            for word in mapped.words().iter().step_by(512) {
+                word.store(0x5a5a, std::sync::atomic::Ordering::Relaxed);
+            }
+            fd
+        })
+        .collect()
+}
+
+#[test]
+fn descriptors_past_the_expected_count_are_all_closed() {
+    let scratch = Scratch::new("extra-fds");
+    let mut emulator = EmulatorProcess::start(&scratch, &[]);
+    let idle = emulator.held();
+    // 3: one more than a wall-clock session takes; 8: fits the receive buffer; 9, 16 and 200:
+    // do not (the kernel truncates the control message).
+    for count in [3usize, 8, 9, 16, 200] {
+        for _attempt in 0..3 {
+            let client = Client::hello(&emulator.socket);
+            let fds = touched_segments(count, 1 << 20);
+            let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(AsFd::as_fd).collect();
+            client.request(1 << 20, &setup_json(&honest_setup()), &borrowed);
+            drop(fds);
+            let reason = client.refused();
+            assert!(
+                reason.contains("descriptors"),
+                "{count} descriptors: {reason}"
+            );
+            drop(client);
+            emulator.back_to(idle, &format!("a session request with {count} descriptors"));
+        }
+    }
+    emulator.serves_an_honest_host(idle, "session requests with too many descriptors");
+}
+
+/// A session request with `fds` and `host_memory_bytes` announced; the emulator's refusal.
+fn refusal(socket: &Path, host_memory_bytes: u64, setup: &str, fds: &[BorrowedFd<'_>]) -> String {
+    let client = Client::hello(socket);
+    client.request(host_memory_bytes, setup, fds);
+    client.refused()
+}
+
+#[test]
+fn segments_of_the_wrong_kind_size_or_seals_are_refused_by_name() {
+    let scratch = Scratch::new("segments");
+    let mut emulator = EmulatorProcess::start(&scratch, &[]);
+    let idle = emulator.held();
+    let setup = setup_json(&honest_setup());
+    let (pipe_read, _pipe_write) = nix::unistd::pipe().unwrap();
+    let file_path = scratch.dir.join("not-a-memfd");
+    let file = File::create(&file_path).unwrap();
+    file.set_len(4096).unwrap();
+    let unsealed = {
+        let name = std::ffi::CString::new("hostile-unsealed").unwrap();
+        let fd =
+            nix::sys::memfd::memfd_create(&name, nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC)
+                .unwrap();
+        nix::unistd::ftruncate(&fd, 4096).unwrap();
+        fd
+    };
+    let sealed = sealed_memfd("hostile-sealed", 4096).unwrap();
+    let odd = sealed_memfd("hostile-odd", 4100).unwrap();
+    let cases: [(&str, u64, BorrowedFd<'_>, &str); 7] = [
+        ("a pipe", 4096, pipe_read.as_fd(), "a pipe"),
+        ("a file on disk", 4096, file.as_fd(), "cannot be sealed"),
+        ("an unsealed memfd", 4096, unsealed.as_fd(), "not sealed"),
+        (
+            "a smaller segment",
+            8192,
+            sealed.as_fd(),
+            "4096 bytes where 8192 were announced",
+        ),
+        (
+            "a size not a multiple of 8",
+            4100,
+            odd.as_fd(),
+            "multiple of 8",
+        ),
+        (
+            "a size beyond the machine's memory",
+            1 << 50,
+            sealed.as_fd(),
+            "host_memory_bytes is 1125899906842624",
+        ),
+        ("a size of zero", 0, sealed.as_fd(), "0 were announced"),
+    ];
+    for (what, bytes, fd, expected) in cases {
+        let reason = refusal(&emulator.socket, bytes, &setup, &[fd]);
+        assert!(reason.contains(expected), "{what}: {reason}");
+        emulator.back_to(idle, what);
+    }
+    // A wall-clock session's interrupt line must be an eventfd; and it needs one.
+    let mut wall = honest_setup();
+    wall.wall = Some(emulator::server::WallSetup {
+        limit_ns: 1_000_000_000,
+    });
+    let wall = setup_json(&wall);
+    let reason = refusal(
+        &emulator.socket,
+        4096,
+        &wall,
+        &[sealed.as_fd(), pipe_read.as_fd()],
+    );
+    assert!(reason.contains("not an eventfd"), "{reason}");
+    let reason = refusal(&emulator.socket, 4096, &wall, &[sealed.as_fd()]);
+    assert!(reason.contains("carried 1 descriptors"), "{reason}");
+    let reason = refusal(&emulator.socket, 4096, &setup, &[]);
+    assert!(reason.contains("descriptors"), "{reason}");
+    emulator.serves_an_honest_host(idle, "segments of the wrong kind, size or seals");
+}
+
+#[test]
+fn device_set_ups_beyond_the_models_or_the_machines_limits_are_refused() {
+    let scratch = Scratch::new("set-up");
+    let mut emulator = EmulatorProcess::start(&scratch, &[]);
+    let idle = emulator.held();
+    let segment = sealed_memfd("hostile-host-memory", 4096).unwrap();
+    let with = |change: &dyn Fn(&mut Setup)| {
+        let mut setup = honest_setup();
+        change(&mut setup);
+        setup_json(&setup)
+    };
+    let mut cases: Vec<(&str, String, &str)> = vec![
+        (
+            "4e9 CCM units",
+            with(&|s| s.device.ccm_units = 4_000_000_000),
+            "µthreads",
+        ),
+        (
+            "u32::MAX µthreads per sub-core",
+            with(&|s| s.device.ccm_uthreads_per_sub_core = u32::MAX),
+            "µthreads",
+        ),
+        (
+            "1 MiB of device memory",
+            with(&|s| s.device.device_memory_mib = 1),
+            "device_memory_mib is 1, less than",
+        ),
+        (
+            "u64::MAX MiB of device memory",
+            with(&|s| s.device.device_memory_mib = u64::MAX),
+            "device_memory_mib",
+        ),
+        (
+            "no DMA channel",
+            with(&|s| s.device.dma_channels = 0),
+            "dma_channels",
+        ),
+        (
+            "not JSON",
+            "{\"device\": [".to_owned(),
+            "invalid device set-up",
+        ),
+    ];
+    // 64 GiB passes the model's own limit; the machine's memory refuses it where it has less.
+    if host_driver::limits::Machine::get().memory_budget < 64 << 30 {
+        cases.push((
+            "64 GiB of device memory",
+            with(&|s| s.device.device_memory_mib = 64 << 10),
+            "memory available",
+        ));
+    }
+    for (what, setup, expected) in cases {
+        let reason = refusal(&emulator.socket, 4096, &setup, &[segment.as_fd()]);
+        assert!(reason.contains(expected), "{what}: {reason}");
+        emulator.back_to(idle, what);
+    }
+    emulator.serves_an_honest_host(idle, "device set-ups beyond the limits");
+}
+
+/// What a lying host does to the turn page (the page, and the page mapped as raw words).
+type Lie<'a> = dyn Fn(&TurnPage, &MappedWords) + 'a;
+
+/// One hostile turn after an honest attach: `lie` writes the turn page (mapped as words)
+/// instead of an honest host; the emulator's reason for ending the session.
+fn lying_turn(emulator: &EmulatorProcess, lie: &Lie<'_>) -> String {
+    let (client, _memory, page, fds) = Client::attach(&emulator.socket);
+    let raw = MappedWords::map(fds[1].as_fd(), host_driver::turn::TURN_PAGE_BYTES).unwrap();
+    take_turn(&page, &client);
+    lie(&page, &raw);
+    end_reason(&client)
+}
+
+#[test]
+fn turns_that_lie_are_refused_and_the_host_detached() {
+    use std::sync::atomic::Ordering::Release;
+    let scratch = Scratch::new("turns");
+    let mut emulator = EmulatorProcess::start(&scratch, &[]);
+    let idle = emulator.held();
+    let calls = |build: &dyn Fn(&mut RecordingLink)| {
+        let mut link = RecordingLink::default();
+        build(&mut link);
+        link.finish(Wake::OnResponse)
+    };
+    let data = DeviceAddress(0x10_0000);
+    let many_writes = calls(&|link| {
+        for _ in 0..=emulator::cosim::MAX_HOST_REQUESTS_IN_FLIGHT {
+            link.io_write(Ticks(0), 0, 0);
+        }
+    });
+    let big_loads = calls(&|link| {
+        for token in 0..3 {
+            link.mem_load(Ticks(0), data, 128 << 20, 8, token);
+        }
+    });
+    let cases: Vec<(&str, Box<Lie<'_>>, &str)> = vec![
+        (
+            "a flag no side writes",
+            Box::new(|_, raw| raw.words()[0].store(99, Release)),
+            "turn flag holds 99",
+        ),
+        (
+            "a length beyond the page",
+            Box::new(|_, raw| {
+                raw.words()[1].store(u64::MAX, std::sync::atomic::Ordering::Relaxed);
+                raw.words()[0].store(DEVICE, Release);
+            }),
+            "message length beyond the page",
+        ),
+        (
+            "an unknown call",
+            Box::new(|page, _| page.hand_over(DEVICE, &[0xff; 8]).unwrap()),
+            "unknown link call code",
+        ),
+        (
+            "a message cut inside a field",
+            Box::new(|page, _| {
+                page.hand_over(DEVICE, &[3, 0, 0, 0, 0, 0, 0, 0, 1])
+                    .unwrap()
+            }),
+            "message ends inside a field",
+        ),
+        (
+            "a byte string longer than the message",
+            Box::new(|page, _| {
+                let mut message = calls(&|link| link.mem_store(Ticks(0), data, &[1; 8]));
+                message[24..32].copy_from_slice(&u64::MAX.to_le_bytes());
+                page.hand_over(DEVICE, &message).unwrap()
+            }),
+            "byte string longer than the message",
+        ),
+        (
+            "more requests in flight than a link has tags",
+            Box::new(move |page, _| page.hand_over(DEVICE, &many_writes).unwrap()),
+            "requests in flight is 1048577",
+        ),
+        (
+            "more load bytes in flight than the device has memory",
+            Box::new(move |page, _| page.hand_over(DEVICE, &big_loads).unwrap()),
+            "bytes of the host's link requests in flight",
+        ),
+        (
+            "a load longer than device memory",
+            Box::new(|page, _| {
+                page.hand_over(
+                    DEVICE,
+                    &calls(&|link| link.mem_load(Ticks(0), data, u64::MAX, 1, 1)),
+                )
+                .unwrap()
+            }),
+            "a CXL.mem load's length is 18446744073709551615",
+        ),
+    ];
+    for (what, lie, expected) in cases {
+        let reason = lying_turn(&emulator, &*lie);
+        assert!(reason.contains(expected), "{what}: {reason}");
+        assert!(emulator.alive(), "{what}: the emulator died");
+        emulator.back_to(idle, what);
+    }
+    emulator.serves_an_honest_host(idle, "turns that lie");
+}
+
+#[test]
+fn a_host_that_keeps_its_turn_is_detached_after_the_turn_timeout_and_the_next_host_served() {
+    let scratch = Scratch::new("timeout");
+    let mut emulator = EmulatorProcess::start(&scratch, &["--turn-timeout", "0.5"]);
+    let idle = emulator.held();
+    // Never takes its first turn.
+    let (client, _memory, _page, _fds) = Client::attach(&emulator.socket);
+    let started = Instant::now();
+    let reason = end_reason(&client);
+    let waited = started.elapsed();
+    assert!(
+        reason.contains("kept its turn for more than 0.5 s") && reason.contains("--turn-timeout"),
+        "{reason}"
+    );
+    assert!(waited < Duration::from_secs(5), "detached after {waited:?}");
+    emulator.wait_for_log("kept its turn for more than 0.5 s", 1);
+    drop(client);
+    emulator.back_to(idle, "a host that never took its turn");
+    // Takes one turn, then stops mid-run (holding the turn) while a host queues behind it.
+    let (client, _memory, page, _fds) = Client::attach(&emulator.socket);
+    take_turn(&page, &client);
+    let mut link = RecordingLink::default();
+    page.hand_over(DEVICE, &link.finish(Wake::At(Ticks(1_000))))
+        .unwrap();
+    take_turn(&page, &client);
+    let socket = emulator.socket.to_str().unwrap().to_owned();
+    let mut queued_args = HONEST.to_vec();
+    queued_args.extend(["--attach", &socket]);
+    let queued = axle(&queued_args);
+    assert!(
+        queued.status.success(),
+        "the host queued behind a stalled one failed: {}",
+        text(&queued.stderr)
+    );
+    assert!(end_reason(&client).contains("kept its turn"));
+    drop(client);
+    // A wall-clock host that attaches and never starts its run.
+    let mut wall = honest_setup();
+    wall.wall = Some(emulator::server::WallSetup {
+        limit_ns: 1_000_000_000,
+    });
+    let client = Client::hello(&emulator.socket);
+    let (_memory, segment) = MappedWords::create("hostile-host-memory", HOST_MEMORY).unwrap();
+    let line = nix::sys::eventfd::EventFd::new().unwrap();
+    client.request(
+        HOST_MEMORY,
+        &setup_json(&wall),
+        &[segment.as_fd(), line.as_fd()],
+    );
+    let (_ready, _fds) = client.ready().unwrap();
+    emulator.wait_for_log("host sent nothing for", 1);
+    drop(client);
+    emulator.serves_an_honest_host(idle, "hosts that kept their turn");
+}
+
+#[test]
+fn a_listener_that_never_accepts_does_not_hang_the_start_up() {
+    use nix::sys::socket::{
+        bind, connect, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
+    };
+    let scratch = Scratch::new("busy-listener");
+    let path = scratch.socket();
+    let address = UnixAddr::new(&path).unwrap();
+    let listener = socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::empty(),
+        None,
+    )
+    .unwrap();
+    bind(std::os::fd::AsRawFd::as_raw_fd(&listener), &address).unwrap();
+    listen(&listener, Backlog::new(0).unwrap()).unwrap();
+    // Fill the backlog: a blocking connect to it would now wait forever.
+    let mut queued = Vec::new();
+    loop {
+        let client = socket(
+            AddressFamily::Unix,
+            SockType::Stream,
+            SockFlag::SOCK_NONBLOCK,
+            None,
+        )
+        .unwrap();
+        let result = connect(std::os::fd::AsRawFd::as_raw_fd(&client), &address);
+        queued.push(client);
+        if result.is_err() || queued.len() > 64 {
+            break;
+        }
+    }
+    let started = Instant::now();
+    let output = axle(&["emu", "--socket", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("in use"),
+        "{}",
+        text(&output.stderr)
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(path.exists(), "axle emu removed a socket it did not create");
+}
+
+#[test]
+fn an_emulator_removes_only_the_socket_it_created() {
+    let scratch = Scratch::new("inode");
+    let mut first = EmulatorProcess::start(&scratch, &[]);
+    std::fs::remove_file(&first.socket).unwrap();
+    let second_scratch = Scratch {
+        dir: scratch.dir.join("second"),
+    };
+    std::fs::create_dir_all(&second_scratch.dir).unwrap();
+    // The second emulator binds the same path (its log goes to its own directory).
+    let second_log = second_scratch.dir.join("emu.log");
+    let second = Reaped(
+        Command::new(AXLE)
+            .args(["emu", "--socket"])
+            .arg(&first.socket)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(File::create(&second_log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let started = Instant::now();
+    while !first.socket.exists() {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the second emulator never bound"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    first.child.signal(nix::sys::signal::Signal::SIGTERM);
+    let status = first.child.wait_for_exit(DEADLINE).unwrap();
+    assert!(status.success());
+    assert!(
+        first.socket.exists(),
+        "the first emulator deleted the second's socket"
+    );
+    assert!(first.log().contains("leaving it alone"), "{}", first.log());
+    // The second still serves.
+    let mut args = HONEST.to_vec();
+    let socket = first.socket.to_str().unwrap().to_owned();
+    args.extend(["--attach", &socket]);
+    let attached = axle(&args);
+    assert!(attached.status.success(), "{}", text(&attached.stderr));
+    drop(second);
+}
