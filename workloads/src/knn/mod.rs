@@ -334,6 +334,15 @@ impl Application for KnnApplication {
         self.shape.name
     }
 
+    fn device_bytes(&self) -> u64 {
+        let dim = u64::from(self.data.dim());
+        // The database, the query vectors and the result, with a line of alignment slack each.
+        4 * dim * u64::from(self.data.rows())
+            + 4 * dim * u64::from(self.data.queries())
+            + self.result_length()
+            + 3 * DEVICE_ALIGNMENT
+    }
+
     fn load(&mut self, device: &mut dyn DeviceLoader) -> Result<(), LoadError> {
         let database_bytes = to_le_bytes(self.data.database());
         let query_bytes = to_le_bytes(self.data.query_vectors());
