@@ -279,7 +279,7 @@ impl AxleConfig {
 }
 
 /// Copies of a KNN query's bytes a run holds at its peak (see [`AxleConfig::check_workload`]).
-const QUERY_COPIES_AT_PEAK: u64 = 4;
+pub const QUERY_COPIES_AT_PEAK: u64 = 4;
 
 /// Host physical memory for a DMA region of `region_length` bytes: twice the region plus
 /// [`HOST_MEMORY_SLACK`], in whole pages (the region is at most
