@@ -546,7 +546,7 @@ mod segment {
 
     /// Most descriptors one message may carry (Linux's `SCM_MAX_FD`): the control buffer of
     /// [`receive_with_fds`] has room for all of them, so the kernel never drops any silently.
-    pub const MAX_FDS_PER_MESSAGE: usize = 253;
+    const MAX_FDS_PER_MESSAGE: usize = 253;
 
     /// Receives up to `buffer.len()` bytes from `socket` (at least one, unless the peer closed
     /// the connection: then 0) together with the descriptors that the peer attached with
@@ -555,7 +555,7 @@ mod segment {
     /// Every descriptor that arrives is wrapped in an [`OwnedFd`] the moment it is seen, so
     /// every error path closes it: more than `max_fds` (refused with the count), or a control
     /// message the kernel had to truncate (`MSG_CTRUNC`: refused after closing what did
-    /// arrive). The control buffer has room for [`MAX_FDS_PER_MESSAGE`] descriptors, the most
+    /// arrive). The control buffer has room for `MAX_FDS_PER_MESSAGE` (253) descriptors, the most
     /// the kernel passes in one message.
     pub fn receive_with_fds(
         socket: &UnixStream,
