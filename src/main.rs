@@ -169,23 +169,45 @@ struct EmuArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_TURN_TIMEOUT_SECS,
           value_parser = parse_turn_timeout)]
     turn_timeout: f64,
+    /// Seconds one host's session may last in wall time, however quickly it takes its turns
+    /// (by default three times `axle run`'s own 10-minute budget at paper scale); a host past
+    /// it is detached and the next host served.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_SESSION_LIMIT_SECS,
+          value_parser = parse_session_limit)]
+    session_limit: f64,
 }
 
 /// `axle emu --turn-timeout`'s default, in seconds.
 #[cfg(not(loom))]
 const DEFAULT_TURN_TIMEOUT_SECS: f64 = emulator::server::DEFAULT_TURN_TIMEOUT.as_secs_f64();
+/// `axle emu --session-limit`'s default, in seconds.
+#[cfg(not(loom))]
+const DEFAULT_SESSION_LIMIT_SECS: f64 = emulator::server::DEFAULT_SESSION_LIMIT.as_secs_f64();
 /// The loom build has no emulator server (and never serves); any value will do.
 #[cfg(loom)]
 const DEFAULT_TURN_TIMEOUT_SECS: f64 = 60.0;
+/// Likewise.
+#[cfg(loom)]
+const DEFAULT_SESSION_LIMIT_SECS: f64 = 1800.0;
 
 /// A turn timeout: a positive number of seconds, at most a day.
 fn parse_turn_timeout(text: &str) -> Result<f64, String> {
+    parse_seconds(text, "the turn timeout", 86_400.0, "a day")
+}
+
+/// A session limit: a positive number of seconds, at most a week.
+fn parse_session_limit(text: &str) -> Result<f64, String> {
+    parse_seconds(text, "the session limit", 7.0 * 86_400.0, "a week")
+}
+
+/// A positive number of seconds, at most `most` (`most_words` in words).
+fn parse_seconds(text: &str, what: &str, most: f64, most_words: &str) -> Result<f64, String> {
     let seconds: f64 = text
         .parse()
         .map_err(|_| format!("{text:?} is not a number of seconds"))?;
-    if !(seconds > 0.0 && seconds <= 86_400.0) {
+    if !(seconds > 0.0 && seconds <= most) {
         return Err(format!(
-            "{seconds} s: the turn timeout must be more than 0 and at most 86400 s (a day)"
+            "{seconds} s: {what} must be more than 0 and at most {most} s ({most_words})"
         ));
     }
     Ok(seconds)
@@ -464,6 +486,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
 fn emu_command(args: EmuArgs) -> anyhow::Result<ExitCode> {
     let options = emulator::server::ServeOptions {
         turn_timeout: std::time::Duration::from_secs_f64(args.turn_timeout),
+        session_limit: std::time::Duration::from_secs_f64(args.session_limit),
     };
     emulator::server::serve(&args.socket, &options)?;
     Ok(ExitCode::SUCCESS)

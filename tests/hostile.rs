@@ -722,6 +722,42 @@ fn a_host_that_keeps_its_turn_is_detached_after_the_turn_timeout_and_the_next_ho
 }
 
 #[test]
+fn a_host_that_never_finishes_is_detached_at_the_session_limit_and_the_next_host_served() {
+    let scratch = Scratch::new("session");
+    let mut emulator = EmulatorProcess::start(&scratch, &["--session-limit", "0.5"]);
+    let idle = emulator.held();
+    // Takes its turns at once, each asking for the next a nanosecond later, forever.
+    let (client, _memory, page, _fds) = Client::attach(&emulator.socket);
+    let started = Instant::now();
+    let mut turns = 0u64;
+    loop {
+        match page.wait_for(HOST, &client.socket, &mut || false) {
+            Ok(Turn::Mine(message)) => {
+                let (now, _) = host_driver::turn::decode_device_turn(&message).unwrap();
+                let mut link = RecordingLink::default();
+                page.hand_over(DEVICE, &link.finish(Wake::At(now.plus(Ticks(1)))))
+                    .unwrap();
+                turns += 1;
+            }
+            Ok(Turn::Finished) | Err(_) => break,
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "still served after {turns} turns"
+        );
+    }
+    let reason = end_reason(&client);
+    assert!(
+        reason.contains("session limit") && reason.contains("--session-limit"),
+        "{reason}"
+    );
+    assert!(turns > 1, "the host took {turns} turns");
+    emulator.wait_for_log("session limit", 1);
+    drop(client);
+    emulator.serves_an_honest_host(idle, "a host that never finished");
+}
+
+#[test]
 fn a_listener_that_never_accepts_does_not_hang_the_start_up() {
     use nix::sys::socket::{
         bind, connect, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,

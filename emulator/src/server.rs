@@ -95,13 +95,17 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use zerocopy::{FromZeros, IntoBytes};
 
 /// How long the server waits for each step of a host's attach.
 pub const ATTACH_STEP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long an attached host may keep its turn by default (`axle emu --turn-timeout`).
 pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long one host's session may last by default (`axle emu --session-limit`): half an
+/// hour, three times the longest wall-time budget `axle run` gives a run of its own (10
+/// minutes at paper scale), so an honest host's own budget ends its run first.
+pub const DEFAULT_SESSION_LIMIT: Duration = Duration::from_secs(30 * 60);
 
 /// How the server treats its hosts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,12 +113,16 @@ pub struct ServeOptions {
     /// The longest a host may keep its turn (or, in a wall-clock run, stay silent) before it
     /// is detached.
     pub turn_timeout: Duration,
+    /// The longest one host's session may last, in wall time, however quickly it takes its
+    /// turns: a host that never finishes cannot hold the device for the hosts queued behind.
+    pub session_limit: Duration,
 }
 
 impl Default for ServeOptions {
     fn default() -> Self {
         ServeOptions {
             turn_timeout: DEFAULT_TURN_TIMEOUT,
+            session_limit: DEFAULT_SESSION_LIMIT,
         }
     }
 }
@@ -571,9 +579,22 @@ fn session(
         turns: 0,
         error: None,
         turn_timeout: options.turn_timeout,
+        deadline: Instant::now().checked_add(options.session_limit),
+        expired: false,
     };
     let outcome = emulator.run(&mut host, Ticks::from_ns(setup.limit_ns));
     let turns = host.turns;
+    if host.expired {
+        page.finish();
+        return Err(refuse(
+            stream,
+            format!(
+                "turn {turns}: the session lasted more than {} s of wall time, the emulator's \
+                 session limit (axle emu --session-limit); the host is detached",
+                options.session_limit.as_secs_f64()
+            ),
+        ));
+    }
     match host.error.take() {
         None => {}
         Some(TurnError::PeerDied) => return Err(SessionError::HostDied("mid-run")),
@@ -649,7 +670,10 @@ fn wall_session(
         Some(wake),
         Some(options.turn_timeout),
     )?;
-    let outcome = emulator.run_wall(&port, &clock, Ticks::from_ns(wall.limit_ns), None);
+    // The host's own limit, within the session limit (wall-clock ticks are real nanoseconds).
+    let session_ns = u64::try_from(options.session_limit.as_nanos()).unwrap_or(u64::MAX);
+    let limit = Ticks::from_ns(wall.limit_ns.min(session_ns));
+    let outcome = emulator.run_wall(&port, &clock, limit, None);
     drop(port);
     let (written, reader) = transport.finish_writing();
     if signals.stop_requested() {
@@ -830,6 +854,11 @@ struct RemoteHost<'a> {
     error: Option<TurnError>,
     /// How long the host may keep its turn.
     turn_timeout: Duration,
+    /// When the session must have ended ([`ServeOptions::session_limit`]; `None`: beyond
+    /// what the clock can represent).
+    deadline: Option<Instant>,
+    /// Whether the session outlived its deadline.
+    expired: bool,
 }
 
 impl RemoteHost<'_> {
@@ -854,7 +883,14 @@ impl HostAgent for RemoteHost<'_> {
     }
 
     fn turn(&mut self, now: Ticks, link: &mut dyn DeviceLink) -> Wake {
-        if self.error.is_some() {
+        if self.error.is_some() || self.expired {
+            return Wake::Done;
+        }
+        if self
+            .deadline
+            .is_some_and(|deadline| Instant::now() >= deadline)
+        {
+            self.expired = true;
             return Wake::Done;
         }
         self.turns += 1;
