@@ -730,17 +730,12 @@ fn a_host_that_never_finishes_is_detached_at_the_session_limit_and_the_next_host
     let (client, _memory, page, _fds) = Client::attach(&emulator.socket);
     let started = Instant::now();
     let mut turns = 0u64;
-    loop {
-        match page.wait_for(HOST, &client.socket, &mut || false) {
-            Ok(Turn::Mine(message)) => {
-                let (now, _) = host_driver::turn::decode_device_turn(&message).unwrap();
-                let mut link = RecordingLink::default();
-                page.hand_over(DEVICE, &link.finish(Wake::At(now.plus(Ticks(1)))))
-                    .unwrap();
-                turns += 1;
-            }
-            Ok(Turn::Finished) | Err(_) => break,
-        }
+    while let Ok(Turn::Mine(message)) = page.wait_for(HOST, &client.socket, &mut || false) {
+        let (now, _) = host_driver::turn::decode_device_turn(&message).unwrap();
+        let mut link = RecordingLink::default();
+        page.hand_over(DEVICE, &link.finish(Wake::At(now.plus(Ticks(1)))))
+            .unwrap();
+        turns += 1;
         assert!(
             started.elapsed() < Duration::from_secs(20),
             "still served after {turns} turns"
