@@ -269,7 +269,8 @@ impl Ccm {
                 })
                 .collect(),
             sub_timers: MinTree::new(sub_cores as usize),
-            // The first item of a unit goes to its sub-core 0.
+            // The first item of a unit goes to its sub-core 0. Units, sub-cores and µthreads are
+            // bounded by `DeviceConfig::validate` (MAX_UTHREADS) before a device is built.
             last_sub_core: vec![config.ccm_sub_cores.saturating_sub(1); config.ccm_units as usize],
             scratch_caps: Vec::new(),
             scratch_done: Vec::new(),
@@ -376,6 +377,7 @@ impl Ccm {
             first,
             items,
             next_item: 0,
+            // One counter per unit (bounded by `DeviceConfig::validate`).
             unit_taken: vec![0; self.units as usize],
             finished: 0,
         });

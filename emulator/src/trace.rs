@@ -170,6 +170,7 @@ impl DeviceTrace {
             uthreads: config
                 .ccm_sub_cores
                 .saturating_mul(config.ccm_uthreads_per_sub_core),
+            // One lane list per unit (bounded by `DeviceConfig::validate`).
             item_lanes: vec![Vec::new(); config.ccm_units as usize],
             ..DeviceTrace::default()
         }

@@ -66,8 +66,10 @@ impl LaunchTracker {
         chunk_bytes: u64,
     ) -> Result<LaunchTracker, TrackError> {
         let chunk_bytes = chunk_bytes.max(1);
+        // The launch's result lives in device memory (bounded by the device configuration),
+        // so its chunks are bounded too; saturating so that no size can overflow here.
         let chunks = usize::try_from(result_length.div_ceil(chunk_bytes)).unwrap_or(usize::MAX);
-        let mut counts = vec![0u32; chunks + 1];
+        let mut counts = vec![0u32; chunks.saturating_add(1)];
         for task in &tasks {
             if task.needs.start > task.needs.end || task.needs.end > result_length {
                 return Err(TrackError::TaskOutOfRange {

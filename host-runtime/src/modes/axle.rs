@@ -205,6 +205,8 @@ impl AxleRing {
         chunks: &[(u64, u64, Option<u64>)],
         needs: &Range<u64>,
     ) -> Result<(Vec<u8>, u64), String> {
+        // A task's input range, inside the launch's result, which lives in (bounded) device
+        // memory; a slot is at most `shared_abi::region::MAX_SLOT_SIZE` bytes.
         let mut bytes = vec![0u8; (needs.end - needs.start) as usize];
         let mut slot_bytes = vec![0u8; self.layout.slot_size() as usize];
         let mut read = 0;
