@@ -384,10 +384,23 @@ fn build_config(args: &RunArgs) -> anyhow::Result<AxleConfig> {
     if let Some(scale) = args.scale {
         config.workload.scale = scale;
     }
+    // Flags that only one workload reads are refused for the others rather than ignored.
     if let Some(queries) = args.queries {
+        if !args.workload.starts_with("knn-") {
+            anyhow::bail!(
+                "--queries {queries}: only the KNN workloads (knn-a, knn-b, knn-c) take a query batch, not {}",
+                args.workload
+            );
+        }
         config.workload.queries = queries;
     }
     if let Some(iterations) = args.iterations {
+        if args.workload != "sssp" {
+            anyhow::bail!(
+                "--iterations: only sssp takes a number of launches; {} runs a fixed number (`axle list` says how many)",
+                args.workload
+            );
+        }
         config.workload.iterations = iterations;
     }
     config.validate()?;

@@ -410,3 +410,47 @@ fn eval_counts_one_job_in_the_singular() {
     );
     assert!(text.contains("with 1 job\n"), "{text}");
 }
+
+#[test]
+fn flags_of_one_workload_are_refused_for_the_others_not_ignored() {
+    refused(
+        &[
+            "run",
+            "pagerank",
+            "--mode",
+            "axle",
+            "--scale",
+            "small",
+            "--iterations",
+            "1",
+        ],
+        &["--iterations", "only sssp", "pagerank"],
+    );
+    refused(
+        &[
+            "run",
+            "sssp",
+            "--mode",
+            "axle",
+            "--scale",
+            "small",
+            "--queries",
+            "3",
+        ],
+        &["--queries 3", "only the KNN workloads", "sssp"],
+    );
+    // Where they apply, they are taken.
+    let (output, _) = axle(&[
+        "run",
+        "sssp",
+        "--mode",
+        "axle",
+        "--scale",
+        "small",
+        "--iterations",
+        "1",
+        "--json",
+    ]);
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stdout).contains("after 1 launches"));
+}
