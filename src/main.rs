@@ -384,11 +384,12 @@ fn build_config(args: &RunArgs) -> anyhow::Result<AxleConfig> {
     if let Some(scale) = args.scale {
         config.workload.scale = scale;
     }
-    // Flags that only one workload reads are refused for the others rather than ignored.
+    // Flags that only some workloads read: the others say so on stderr rather than ignore
+    // them silently (a sweep may pass the same flags to every workload).
     if let Some(queries) = args.queries {
         if !args.workload.starts_with("knn-") {
-            anyhow::bail!(
-                "--queries {queries}: only the KNN workloads (knn-a, knn-b, knn-c) take a query batch, not {}",
+            eprintln!(
+                "warning: --queries {queries} has no effect on {}: only the KNN workloads (knn-a, knn-b, knn-c) take a query batch",
                 args.workload
             );
         }
@@ -396,9 +397,9 @@ fn build_config(args: &RunArgs) -> anyhow::Result<AxleConfig> {
     }
     if let Some(iterations) = args.iterations {
         if args.workload != "sssp" {
-            anyhow::bail!(
-                "--iterations: only sssp takes a number of launches; {} runs a fixed number (`axle list` says how many)",
-                args.workload
+            eprintln!(
+                "warning: --iterations has no effect on {}: only sssp takes a number of launches; {} runs a fixed number (`axle list` says how many)",
+                args.workload, args.workload
             );
         }
         config.workload.iterations = iterations;
