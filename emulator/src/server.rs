@@ -224,7 +224,11 @@ pub enum ServerError {
     #[error("{} exists and is not a socket; refusing to replace it", .0.display())]
     NotASocket(PathBuf),
     /// Binding or preparing the socket failed.
-    #[error("cannot serve on {}: {error}", .path.display())]
+    #[error(
+        "cannot serve on {}: {error}{}",
+        .path.display(),
+        if error.kind() == ErrorKind::NotFound { " (its directory must exist)" } else { "" }
+    )]
     Bind {
         /// The path.
         path: PathBuf,

@@ -211,11 +211,28 @@ const MAX_MESSAGE: u32 = 1 << 20;
 /// How long the host waits for the emulator during attach (it may be serving another host).
 pub const ATTACH_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// What to do when the emulator's socket cannot be reached.
+fn connect_advice(error: &std::io::Error) -> &'static str {
+    match error.kind() {
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+            " (is an emulator serving there? start one with `axle emu --socket PATH`)"
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            " (the socket is mode 0600: attach as the user who started `axle emu`)"
+        }
+        _ => "",
+    }
+}
+
 /// Attaching, or a run after it, failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AttachError {
     /// The socket could not be reached.
-    #[error("cannot connect to the emulator at {}: {error}", .path.display())]
+    #[error(
+        "cannot connect to the emulator at {}: {error}{}",
+        .path.display(),
+        connect_advice(error)
+    )]
     Connect {
         /// The socket path.
         path: PathBuf,
