@@ -294,11 +294,6 @@ impl Ccm {
         }
     }
 
-    /// Changes the scheduling policy (takes effect at the next launch).
-    pub fn set_scheduling(&mut self, scheduling: Scheduling) {
-        self.scheduling = scheduling;
-    }
-
     /// Whether a launch is executing.
     pub fn is_running(&self) -> bool {
         self.running.is_some()

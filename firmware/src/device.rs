@@ -97,12 +97,6 @@ impl Firmware {
         }
     }
 
-    /// Changes the streaming behaviour for later launches.
-    pub fn reconfigure(&mut self, streaming_factor: StreamingFactor, out_of_order: bool) {
-        self.config.streaming_factor = streaming_factor;
-        self.config.out_of_order = out_of_order;
-    }
-
     /// The counters.
     pub fn counters(&self) -> &Counters {
         &self.counters

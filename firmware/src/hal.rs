@@ -1,8 +1,14 @@
 //! The hardware abstraction layer: everything the firmware needs from the device, as small
 //! capability traits that the firmware defines and never implements.
 //!
-//! Porting the firmware to an FPGA or ASIC prototype means implementing [`Hal`] (one crate that
-//! holds the MMIO `unsafe`), nothing else. The emulator implements it on its cycle-timed model.
+//! Porting the firmware to an FPGA or ASIC prototype starts with implementing [`Hal`] (one crate
+//! that holds the MMIO `unsafe`); the port also provides the main loop that calls
+//! [`crate::Firmware::step`], the device memory map of `shared_abi::device_map` (the launch
+//! window, the flow-control block, the scratch area), the doorbell and DMA-completion events,
+//! and the write ordering the [`DmaEngine`] docs require. Today's kernels also assume that one
+//! work item at a time writes device memory ([`DeviceMemory::write`] takes `&mut self`): a port
+//! that runs items on many µthreads at once must serialise their writes (the HAL has no
+//! device-memory atomics yet). The emulator implements the HAL on its cycle-timed model.
 //! Every method is non-blocking: the firmware is driven by [`crate::Firmware::step`] from the
 //! board's main loop or the emulator's event queue, and never waits inside a call.
 

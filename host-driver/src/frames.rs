@@ -127,11 +127,6 @@ impl FrameAllocator {
         }
     }
 
-    /// Whole frames of physical memory, the reserved frame 0 included.
-    pub fn total_frames(&self) -> u64 {
-        self.in_use.len() as u64
-    }
-
     /// Frames that can still be handed out.
     pub fn free_frames(&self) -> u64 {
         self.free_frames
