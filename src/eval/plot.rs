@@ -2,7 +2,9 @@
 //!
 //! One chart is groups of bars (one group per workload); a bar is a stack of segments (RP and
 //! BS in Figures 10 and 11: CCM, data movement, host, overhead) or a single value, coloured by
-//! its position in the group.
+//! its position in the group. A stacked bar carries its name above it (which stack is RP and
+//! which BS); a bar may carry a note written up its length (a run that deadlocked and has no
+//! value says "deadlock" where its bar would be).
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -45,6 +47,9 @@ pub struct BarChart {
     /// `values[group][bar]`: the bar's segment values, bottom up. One value makes a plain
     /// bar, coloured by its position in the group (after the segments' colours).
     pub values: Vec<Vec<Vec<f64>>>,
+    /// `notes[group][bar]`: a word written up the bar's place (e.g. "deadlock"); empty for
+    /// none.
+    pub notes: Vec<Vec<Option<String>>>,
 }
 
 const PALETTE: [RGBColor; 16] = [
@@ -88,7 +93,20 @@ impl BarChart {
             bars: bars.iter().map(|b| (*b).to_owned()).collect(),
             segments: Vec::new(),
             values,
+            notes: Vec::new(),
         }
+    }
+
+    /// The same chart with `note` written at bar `bar` of group `group`.
+    pub fn note(&mut self, group: usize, bar: usize, note: &str) {
+        if self.notes.len() <= group {
+            self.notes.resize(group + 1, Vec::new());
+        }
+        let row = &mut self.notes[group];
+        if row.len() <= bar {
+            row.resize(bar + 1, None);
+        }
+        row[bar] = Some(note.to_owned());
     }
 
     fn top(&self) -> f64 {
@@ -160,6 +178,38 @@ impl BarChart {
                         fill.filled(),
                     )])?;
                     bottom += value;
+                }
+                if stack.len() > 1 {
+                    // The stack's name above it: which stacked bar is which.
+                    if let Some(name) = self.bars.get(bar_index) {
+                        let (px, py) = chart.backend_coord(&(x + 0.45, bottom));
+                        root.draw(&Text::new(
+                            name.clone(),
+                            (px, py - 2),
+                            TextStyle::from(("sans-serif", 10).into_font())
+                                .pos(Pos::new(HPos::Center, VPos::Bottom)),
+                        ))?;
+                    }
+                }
+                let note = self
+                    .notes
+                    .get(group_index)
+                    .and_then(|row| row.get(bar_index))
+                    .and_then(Option::as_ref);
+                if let Some(note) = note {
+                    // Written upwards from the axis, where the bar would stand.
+                    let (px, py) = chart.backend_coord(&(x + 0.45, bottom));
+                    root.draw(&Text::new(
+                        note.clone(),
+                        (px, py - 4),
+                        TextStyle::from(
+                            ("sans-serif", 11)
+                                .into_font()
+                                .transform(FontTransform::Rotate270),
+                        )
+                        .color(&RGBColor(0xd6, 0x27, 0x28))
+                        .pos(Pos::new(HPos::Left, VPos::Center)),
+                    ))?;
                 }
             }
         }
@@ -253,7 +303,10 @@ mod tests {
                 vec![vec![40.0, 60.0], vec![70.0]],
                 vec![vec![50.0, 50.0], vec![f64::NAN]],
             ],
+            notes: Vec::new(),
         };
+        let mut chart = chart;
+        chart.note(1, 1, "deadlock");
         chart.write_svg(&path).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..100.min(svg.len())]);
@@ -265,9 +318,12 @@ mod tests {
             "host",
             "AXLE",
             "stacked: RP",
+            "deadlock",
         ] {
             assert!(svg.contains(text), "missing {text}");
         }
+        // The stacked bars' names stand above them: "RP" once per group, besides the legend.
+        assert_eq!(svg.lines().filter(|line| *line == "RP").count(), 2, "{svg}");
         std::fs::remove_dir_all(&directory).unwrap();
     }
 }
