@@ -1,6 +1,7 @@
 //! The run configuration: the paper's Table III parameters and the AXLE knobs, in one TOML
 //! file whose defaults `axle config` prints.
 
+use documented::DocumentedFields;
 use emulator::DeviceConfig;
 use host_driver::limits;
 use host_driver::sgl::{entries_for_first_region, FirstRegionError, MAX_REGION_BYTES};
@@ -32,7 +33,7 @@ pub struct RingPlan {
 }
 
 /// AXLE ring and streaming parameters.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, DocumentedFields)]
 #[serde(default, deny_unknown_fields)]
 pub struct StreamingConfig {
     /// Bytes per DMA (payload) slot: 32 or 64 in the paper; a power of two from 8 to 4096.
@@ -58,7 +59,7 @@ impl Default for StreamingConfig {
 }
 
 /// Workload parameters.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, DocumentedFields)]
 #[serde(default, deny_unknown_fields)]
 pub struct WorkloadConfig {
     /// Input size: `paper` (Table IV, the default) or `small` (tests).
@@ -116,6 +117,40 @@ impl AxleConfig {
     /// The configuration as TOML.
     pub fn to_toml(&self) -> anyhow::Result<String> {
         Ok(toml::to_string_pretty(self)?)
+    }
+
+    /// The configuration as TOML with each field's documentation (meaning, unit, source) as
+    /// comments above it: what `axle config` prints. It reads back as the same configuration.
+    pub fn to_annotated_toml(&self) -> anyhow::Result<String> {
+        let plain = self.to_toml()?;
+        let mut out = String::from(
+            "# AXLE configuration: the defaults, the paper's Table III (see README, \"Model\").\n\
+             # Edit and pass with --config FILE; fields left out keep these values; flags override.\n",
+        );
+        let mut section = String::new();
+        for line in plain.lines() {
+            let trimmed = line.trim();
+            if let Some(name) = trimmed.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+                section = name.to_owned();
+                out.push('\n');
+                out.push_str(line);
+                out.push('\n');
+                continue;
+            }
+            if let Some((key, _)) = trimmed.split_once(" = ") {
+                if let Some(docs) = field_docs(&section, key.trim()) {
+                    for comment in wrap_comment(docs, 96) {
+                        out.push_str(&comment);
+                        out.push('\n');
+                    }
+                }
+            }
+            if !trimmed.is_empty() {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        Ok(out)
     }
 
     /// Checks every parameter before anything is allocated for it: each section's own checks
@@ -276,6 +311,35 @@ impl AxleConfig {
     pub fn streaming_factor(&self) -> anyhow::Result<firmware::StreamingFactor> {
         parse_streaming_factor(&self.axle.streaming_factor)
     }
+}
+
+/// The doc comment of field `key` of section `section`, if it has one.
+fn field_docs(section: &str, key: &str) -> Option<&'static str> {
+    match section {
+        "host" => HostConfig::get_field_docs(key).ok(),
+        "device" => DeviceConfig::get_field_docs(key).ok(),
+        "axle" => StreamingConfig::get_field_docs(key).ok(),
+        "workload" => WorkloadConfig::get_field_docs(key).ok(),
+        _ => None,
+    }
+}
+
+/// `text` as `# ` comment lines of at most `width` characters (a word longer than that stands
+/// on its own line).
+fn wrap_comment(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    for paragraph in text.lines() {
+        let mut line = String::from("#");
+        for word in paragraph.split_whitespace() {
+            if line.len() > 1 && line.len() + 1 + word.len() > width {
+                lines.push(std::mem::replace(&mut line, String::from("#")));
+            }
+            line.push(' ');
+            line.push_str(word);
+        }
+        lines.push(line);
+    }
+    lines
 }
 
 /// Copies of a KNN query's bytes a run holds at its peak (see [`AxleConfig::check_workload`]).
@@ -493,6 +557,34 @@ pub fn parse_wall_limit(text: &str) -> Result<std::time::Duration, String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_annotated_configuration_reads_back_and_documents_every_field() {
+        let text = AxleConfig::default().to_annotated_toml().unwrap();
+        let parsed: AxleConfig = toml::from_str(&text).unwrap();
+        assert_eq!(parsed, AxleConfig::default());
+        let lines: Vec<&str> = text.lines().collect();
+        let mut fields = 0;
+        for (index, line) in lines.iter().enumerate() {
+            if line.contains(" = ") && !line.starts_with('#') {
+                fields += 1;
+                assert!(
+                    index > 0 && lines[index - 1].starts_with("# "),
+                    "no comment above `{line}`"
+                );
+            }
+        }
+        assert!(fields > 40, "{fields} fields");
+        assert!(
+            text.contains("# CCM processing units (paper Table III: 16)."),
+            "{text}"
+        );
+        assert!(
+            lines.iter().all(|line| line.chars().count() <= 96),
+            "{text}"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -553,7 +553,7 @@ fn main() -> ExitCode {
         Command::Eval(args) => eval_command(args),
         Command::Bench(args) => axle::bench::command(args),
         Command::Config => AxleConfig::default()
-            .to_toml()
+            .to_annotated_toml()
             .and_then(|text| Ok(axle::write_stdout(&text)?))
             .map(|()| ExitCode::SUCCESS),
         Command::List(args) => list_command(args),

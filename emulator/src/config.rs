@@ -28,7 +28,7 @@ pub const MAX_DEVICE_MEMORY_MIB: u64 = 64 * 1024;
 
 /// Device and link parameters. Times are nanoseconds, frequencies megahertz, bandwidths bytes
 /// per nanosecond (= GB/s).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
 #[serde(default, deny_unknown_fields)]
 pub struct DeviceConfig {
     /// CCM processing units (paper Table III: 16).

@@ -26,7 +26,7 @@ pub enum HostScheduling {
 /// Each field's doc comment names the source of its default: the paper (Table III, section
 /// IV or V), M²NDP, a datasheet, a measurement, or our assumption where none of these gives
 /// a value (and why that value).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, documented::DocumentedFields)]
 #[serde(default, deny_unknown_fields)]
 pub struct HostConfig {
     /// Host processing units. Paper, Table III: 32.
