@@ -255,6 +255,19 @@ struct EvalArgs {
     /// small scale]; a run that outlives it fails the evaluation.
     #[arg(long, value_name = "DURATION", value_parser = parse_wall_limit)]
     wall_limit: Option<std::time::Duration>,
+    /// For a cluster: print one line per distinct run of the selection (its identifier, the
+    /// workload, the mode) and run nothing.
+    #[arg(long, conflicts_with_all = ["run", "merge"])]
+    list_runs: bool,
+    /// For a cluster: make only run ID (from --list-runs, with the same selection flags) and
+    /// write its result to OUT/runs/ID.json.
+    #[arg(long, value_name = "ID", conflicts_with = "merge")]
+    run: Option<String>,
+    /// For a cluster: build the figures, CSV, JSON, SVG and REPRODUCTION.md from the run files
+    /// that --run wrote into these directories (the same selection flags), byte-identical to
+    /// an evaluation made on one machine.
+    #[arg(long, value_name = "DIR", num_args = 1..)]
+    merge: Vec<PathBuf>,
 }
 
 fn eval_command(args: EvalArgs) -> anyhow::Result<ExitCode> {
@@ -301,6 +314,33 @@ fn eval_command(args: EvalArgs) -> anyhow::Result<ExitCode> {
         progress: !args.quiet && !args.json,
         wall_limit: args.wall_limit,
     };
+    if args.list_runs || args.run.is_some() {
+        let plan = axle::eval::plan(&options)?;
+        let distinct = plan.distinct();
+        if args.list_runs {
+            let mut out = String::new();
+            for (id, point) in &distinct {
+                out.push_str(&format!("{id} {} {}\n", point.workload, point.mode.name()));
+            }
+            axle::write_stdout(&out)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        let id = args.run.as_deref().unwrap_or_default();
+        let Some(point) = distinct.get(id) else {
+            anyhow::bail!(
+                "--run {id}: no such run in this selection ({} runs; `axle eval --list-runs` with the same --figure, --scale, --workloads, --config and data flags lists them)",
+                distinct.len()
+            );
+        };
+        let path = axle::eval::sweep::write_run(point, &plan.data, options.wall_limit, &args.out)?;
+        eprintln!(
+            "axle eval: {id} ({} {}) written to {}",
+            point.workload,
+            point.mode.name(),
+            path.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     let inputs = options.inputs()?;
     let width = inputs.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
     let mut message = format!("axle eval: inputs: {}\n", options.data.describe());
@@ -309,7 +349,13 @@ fn eval_command(args: EvalArgs) -> anyhow::Result<ExitCode> {
     }
     eprint!("{message}");
     let started = std::time::Instant::now();
-    let evaluation = axle::eval::evaluate(&options)?;
+    let evaluation = if args.merge.is_empty() {
+        axle::eval::evaluate(&options)?
+    } else {
+        let plan = axle::eval::plan(&options)?;
+        let results = axle::eval::sweep::Results::read_runs(&plan.points(), &args.merge)?;
+        axle::eval::assemble(&options, plan, results)?
+    };
     let written = axle::eval::write_outputs(&evaluation, &args.out)?;
     if let Some(path) = &args.reproduction {
         let data = match &args.data {

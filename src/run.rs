@@ -199,7 +199,7 @@ fn within_budget<T>(
 
 /// What a run produced. Everything here is deterministic (virtual time), except in a
 /// wall-clock run, whose figures are real time and say so (`clock`).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct RunReport {
     /// Workload name.
     pub workload: String,

@@ -233,6 +233,106 @@ fn results_do_not_depend_on_jobs() {
     }
 }
 
+/// The arguments as `&str`s.
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn runs_made_one_by_one_and_merged_give_the_same_files_as_one_evaluation() {
+    let direct = Scratch::new("direct");
+    let cluster = Scratch::new("cluster");
+    let selection = [
+        "eval",
+        "--scale",
+        "small",
+        "--figure",
+        "12,16",
+        "--workloads",
+        "knn-a,sssp",
+        "--no-data",
+        "--quiet",
+    ];
+    let with = |extra: &[&str]| -> Vec<String> {
+        selection
+            .iter()
+            .chain(extra)
+            .map(|arg| (*arg).to_owned())
+            .collect()
+    };
+    // The direct evaluation.
+    let args = with(&["--reproduction", "REPRODUCTION.md"]);
+    ok(
+        &axle_in(&strs(&args), &direct.0, Some(&direct.0)),
+        "direct eval",
+    );
+    // The runs, listed, then made one at a time into two directories (two "machines").
+    let listed = ok(
+        &axle_in(&strs(&with(&["--list-runs"])), &cluster.0, Some(&cluster.0)),
+        "--list-runs",
+    );
+    let ids: Vec<&str> = listed
+        .lines()
+        .map(|line| line.split(' ').next().unwrap())
+        .collect();
+    assert!(ids.len() > 4, "{listed}");
+    assert!(ids.iter().all(|id| id.len() == 17 && id.starts_with('r')));
+    for (index, id) in ids.iter().enumerate() {
+        let part = cluster.0.join(format!("part{}", index % 2));
+        ok(
+            &axle_in(&strs(&with(&["--run", id])), &part, Some(&cluster.0)),
+            "--run",
+        );
+    }
+    // A merge with a part missing names what is missing.
+    let partial = axle_in(
+        &strs(&with(&["--merge", "part0"])),
+        &cluster.0.join("merged"),
+        Some(&cluster.0),
+    );
+    assert!(!partial.status.success());
+    let error = String::from_utf8_lossy(&partial.stderr);
+    assert!(
+        error.contains("have no result") && error.contains(ids[1]),
+        "{error}"
+    );
+    // The merge of both: the same files, byte for byte.
+    let args = with(&[
+        "--merge",
+        "part0",
+        "part1",
+        "--reproduction",
+        "REPRODUCTION.md",
+    ]);
+    ok(
+        &axle_in(&strs(&args), &cluster.0, Some(&cluster.0)),
+        "--merge",
+    );
+    for name in [
+        "fig12.csv",
+        "fig12.json",
+        "fig16a.csv",
+        "fig16b.csv",
+        "fig16.json",
+        "fig16a.svg",
+        "REPRODUCTION.md",
+    ] {
+        assert_eq!(
+            std::fs::read(direct.0.join(name)).unwrap(),
+            std::fs::read(cluster.0.join(name)).unwrap(),
+            "{name} differs between the direct and the merged evaluation"
+        );
+    }
+    // An identifier that is not in the selection is refused, saying how to list them.
+    let unknown = axle_in(
+        &strs(&with(&["--run", "r0000000000000000"])),
+        &cluster.0,
+        None,
+    );
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("--list-runs"));
+}
+
 #[test]
 fn bad_arguments_are_refused_with_what_is_valid() {
     let scratch = Scratch::new("bad");

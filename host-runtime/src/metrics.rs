@@ -3,11 +3,11 @@
 //! All figures are virtual time in nanoseconds (rounded down from ticks of 1/6 ns) and are
 //! deterministic: the same configuration and seed give the same numbers.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use shared_abi::Ticks;
 
 /// Everything a run reports.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunMetrics {
     /// From the host issuing the first launch to the end of the last host step of the last
     /// launch (implicit completion: every host task has run).

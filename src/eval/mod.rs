@@ -191,8 +191,34 @@ pub struct Evaluation {
     pub inputs: Vec<(String, workloads::Input)>,
 }
 
-/// Runs the sweep and assembles the figures.
-pub fn evaluate(options: &EvalOptions) -> anyhow::Result<Evaluation> {
+/// The runs an evaluation needs, before any is made.
+#[derive(Debug)]
+pub struct Plan {
+    /// Each workload's input.
+    pub inputs: Vec<(String, workloads::Input)>,
+    /// Every point of every figure (a point several figures share appears once per figure).
+    pub runs: Vec<(Figure, Point)>,
+    /// The data directory of each workload that reads a real file.
+    pub data: std::collections::BTreeMap<String, PathBuf>,
+}
+
+impl Plan {
+    /// Every point, in figure order (with repeats).
+    pub fn points(&self) -> Vec<Point> {
+        self.runs.iter().map(|(_, point)| point.clone()).collect()
+    }
+
+    /// The distinct runs, by identifier ([`sweep::run_id`]), in identifier order.
+    pub fn distinct(&self) -> std::collections::BTreeMap<String, Point> {
+        self.runs
+            .iter()
+            .map(|(_, point)| (sweep::run_id(point), point.clone()))
+            .collect()
+    }
+}
+
+/// The runs `options` needs.
+pub fn plan(options: &EvalOptions) -> anyhow::Result<Plan> {
     let inputs = options.inputs()?;
     let workloads: Vec<&str> = options.workloads.iter().map(String::as_str).collect();
     let mut runs = Vec::new();
@@ -201,7 +227,6 @@ pub fn evaluate(options: &EvalOptions) -> anyhow::Result<Evaluation> {
             runs.push((*figure, point));
         }
     }
-    let points: Vec<Point> = runs.iter().map(|(_, point)| point.clone()).collect();
     // Only the workloads that read a real file get the data directory: the others would
     // ignore it (and say so in a log line per run); their input already says why.
     let data: std::collections::BTreeMap<String, PathBuf> = match options.data.directory() {
@@ -212,13 +237,27 @@ pub fn evaluate(options: &EvalOptions) -> anyhow::Result<Evaluation> {
             .collect(),
         None => Default::default(),
     };
+    Ok(Plan { inputs, runs, data })
+}
+
+/// Runs the sweep and assembles the figures.
+pub fn evaluate(options: &EvalOptions) -> anyhow::Result<Evaluation> {
+    let plan = plan(options)?;
     let results = sweep::run_all(
-        &points,
-        &data,
+        &plan.points(),
+        &plan.data,
         options.jobs,
         options.progress,
         options.wall_limit,
     )?;
+    assemble(options, plan, results)
+}
+
+/// Assembles the figures of `plan` from `results` (made here, or read back from the run files
+/// of other machines: the same figures either way).
+pub fn assemble(options: &EvalOptions, plan: Plan, results: Results) -> anyhow::Result<Evaluation> {
+    let Plan { inputs, runs, .. } = plan;
+    let workloads: Vec<&str> = options.workloads.iter().map(String::as_str).collect();
     let mut figures = Vec::new();
     for figure in &options.figures {
         figures.push(

@@ -3,7 +3,10 @@
 //!
 //! Every run is virtual time and deterministic, and results are looked up by the
 //! configuration that produced them, never by completion order: the figures are identical
-//! whatever `--jobs` is.
+//! whatever `--jobs` is, and whichever machine ran each run. For a cluster, each run has an
+//! identifier ([`run_id`], a digest of its configuration) and its outcome can be written to a
+//! file of its own ([`write_run`]) and read back ([`Results::read_runs`]): `axle eval
+//! --list-runs`, `--run ID` and `--merge DIR...`.
 
 use crate::config::AxleConfig;
 use crate::run::{run, RunReport, RunRequest};
@@ -11,8 +14,10 @@ use anyhow::Context;
 use host_runtime::Mode;
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// One configuration to run.
 #[derive(Clone, Debug)]
@@ -42,8 +47,22 @@ impl Point {
     }
 }
 
+/// A run's identifier: `r` and the first 16 hex digits of the SHA-256 of its [`Point::key`]
+/// (the workload, the mode and every field of the configuration), stable across machines and
+/// processes.
+pub fn run_id(point: &Point) -> String {
+    let digest = Sha256::digest(point.key().as_bytes());
+    let hex: String = digest
+        .iter()
+        .take(8)
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!("r{hex}")
+}
+
 /// How a run ended.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Outcome {
     /// It finished and its answer verified.
     Done(Box<RunReport>),
@@ -91,6 +110,104 @@ impl Results {
     pub fn is_empty(&self) -> bool {
         self.outcomes.is_empty()
     }
+
+    /// The results of `points` from the run files (`runs/<id>.json`, [`write_run`]) in
+    /// `directories`: every point's file must be in one of them (the error lists the missing
+    /// identifiers), and a file must hold the run its name says.
+    pub fn read_runs(points: &[Point], directories: &[PathBuf]) -> anyhow::Result<Results> {
+        let mut results = Results::default();
+        let mut missing = Vec::new();
+        for point in points {
+            let key = point.key();
+            if results.outcomes.contains_key(&key) {
+                continue;
+            }
+            let id = run_id(point);
+            let Some(path) = directories
+                .iter()
+                .map(|directory| run_file(directory, &id))
+                .find(|path| path.is_file())
+            else {
+                missing.push(format!("{id} ({} {})", point.workload, point.mode.name()));
+                continue;
+            };
+            let text = read_bounded(&path)?;
+            let file: RunFile = serde_json::from_str(&text)
+                .with_context(|| format!("{}: not a run file of axle eval", path.display()))?;
+            if file.key != key {
+                anyhow::bail!(
+                    "{}: holds another run than {id} (made with another configuration or version of axle?)",
+                    path.display()
+                );
+            }
+            results.outcomes.insert(key, file.outcome);
+        }
+        if !missing.is_empty() {
+            anyhow::bail!(
+                "{} of the {} runs have no result in {}: {}",
+                missing.len(),
+                results.outcomes.len() + missing.len(),
+                directories
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                missing.join(", ")
+            );
+        }
+        Ok(results)
+    }
+}
+
+/// What a run file holds: the run's key (to check it is the right run) and its outcome.
+#[derive(Serialize, Deserialize)]
+struct RunFile {
+    key: String,
+    outcome: Outcome,
+}
+
+/// The file of run `id` under `directory`.
+fn run_file(directory: &Path, id: &str) -> PathBuf {
+    directory.join("runs").join(format!("{id}.json"))
+}
+
+/// Most bytes of one run file (a report is a few KiB).
+const MAX_RUN_FILE_BYTES: u64 = 16 << 20;
+
+/// A run file's text, refused beyond [`MAX_RUN_FILE_BYTES`].
+fn read_bounded(path: &Path) -> anyhow::Result<String> {
+    let length = std::fs::metadata(path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .len();
+    host_driver::limits::check(
+        &format!("the size of {}", path.display()),
+        length,
+        MAX_RUN_FILE_BYTES,
+        "a run file holds one report of a few KiB",
+    )?;
+    std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// Runs `point` and writes its outcome to `directory/runs/<id>.json`; returns the path.
+pub fn write_run(
+    point: &Point,
+    data: &BTreeMap<String, PathBuf>,
+    wall_limit: Option<std::time::Duration>,
+    directory: &Path,
+) -> anyhow::Result<PathBuf> {
+    let outcome = one(point, data, wall_limit)?;
+    let path = run_file(directory, &run_id(point));
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    let file = RunFile {
+        key: point.key(),
+        outcome,
+    };
+    std::fs::write(&path, serde_json::to_string(&file)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
 }
 
 /// Runs every distinct point of `points` on `jobs` threads, each workload with its real data
