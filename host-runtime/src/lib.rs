@@ -30,6 +30,8 @@ pub mod ring;
 pub mod runtime;
 pub mod sched;
 pub mod tasks;
+#[cfg(all(test, not(loom)))]
+mod test_link;
 pub mod trace;
 
 pub use config::{HostConfig, HostScheduling};

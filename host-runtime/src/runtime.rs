@@ -343,6 +343,12 @@ impl<'a> Runtime<'a> {
         self.host.done
     }
 
+    /// The AXLE ring (for tests that play the device's DMA into it).
+    #[cfg(test)]
+    pub(crate) fn ring(&self) -> Option<&AxleRing> {
+        self.mechanism.ring()
+    }
+
     // ----- launches -------------------------------------------------------------------------
 
     fn begin_next_launch(&mut self, now: Ticks, link: &mut dyn DeviceLink) {

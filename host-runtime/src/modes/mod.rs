@@ -124,3 +124,6 @@ pub(crate) fn mechanism(mode: Mode, ring: Option<AxleRing>) -> Box<dyn Mechanism
         Mode::AxleIrq => Box::new(axle_irq::AxleIrq::new(ring)),
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;
