@@ -4,13 +4,14 @@
 //! | module | what |
 //! |--------|------|
 //! | [`app`] | what a workload gives the runtime |
-//! | [`runtime`] | the co-simulated host: control thread, workers, the four mechanisms |
+//! | [`runtime`] | the co-simulated host: control thread, workers, launches and tasks; drives a mode |
+//! | [`poller`] | the poller: AXLE's local poll (and AXLE_Interrupt's handler): tail load, batch into the ready pool |
 //! | [`ring`] | the host side of the rings: the poller's consumer, the gap-aware heads |
 //! | [`ready_pool`] | the ready pool (batches of new records) |
 //! | [`sched`] | the host scheduler |
 //! | [`tasks`] | which task needs which result bytes; when a slot may be freed |
 //! | [`flow`] | batched flow control |
-//! | [`modes`] | mechanism-specific state (the AXLE ring) |
+//! | [`modes`] | the four mechanisms, one module each (`rp`, `bs`, `axle`, `axle_irq`), behind one trait |
 //! | [`cost`] | the host cost model |
 //! | [`metrics`] | the metrics, each defined once |
 //! | [`trace`] | the host's timeline of a run (`axle run --trace`), off by default |
@@ -23,11 +24,14 @@ pub mod cost;
 pub mod flow;
 pub mod metrics;
 pub mod modes;
+pub mod poller;
 pub mod ready_pool;
 pub mod ring;
 pub mod runtime;
 pub mod sched;
 pub mod tasks;
+#[cfg(all(test, not(loom)))]
+mod test_link;
 pub mod trace;
 
 pub use config::{HostConfig, HostScheduling};

@@ -5,10 +5,13 @@
 //! the batch (paper section IV-C: "the polling routine only moves metadata to the ready
 //! pool").
 //!
-//! A lock-free bounded MPMC queue (`crossbeam_queue::ArrayQueue`), so that in wall mode the
-//! poller and the scheduler's workers can run on different threads. Its capacity is the
-//! metadata ring's: every batch holds at least one record and no more records are outstanding
-//! than the ring holds, so a push can never fail while the ring protocol holds.
+//! One thread uses it, in every clock mode: the poller (or interrupt handler) pushes and the
+//! scheduler pops on the runtime's host thread, which is modelled as µthreads in virtual time
+//! (in wall-clock mode too: only the device runs on another thread). The queue is a bounded
+//! FIFO; it happens to be a lock-free one (`crossbeam_queue::ArrayQueue`), which nothing here
+//! relies on. Its capacity is the metadata ring's: every batch holds at least one record and no
+//! more records are outstanding than the ring holds, so a push can never fail while the ring
+//! protocol holds.
 
 use crossbeam_queue::ArrayQueue;
 use std::ops::Range;

@@ -1,402 +1,343 @@
-//! The host side of one AXLE ring: the DMA region, the poller's consumer, the ready pool, the
-//! gap-aware heads and batched flow control.
+//! AXLE, asynchronous back-streaming with local polling: a posted launch store; the
+//! [`crate::poller`] reads the local metadata tail every polling interval while results are
+//! due and moves the new records to the ready pool as one batch; tasks run as their bytes
+//! arrive and read their records and payload slots; slots are released gap-aware and the
+//! heads flow back in batches after the polls.
 //!
-//! # When a record's slot is released
+//! Polling starts one interval after a launch store and stops once every result of the
+//! launch has arrived (the paper's implicit completion detection, section IV-B: every
+//! downstream host task is triggered); the next launch's first poll sends the heads freed
+//! meanwhile. Each local poll also checks for a stalled run: no record and no task for longer
+//! than `host.stall_timeout_ns` is a deadlock when the ring is full, a stall otherwise.
 //!
-//! The poller only takes the new records as a batch (the index range `[head, tail)`) into the
-//! ready pool; it reads none of them. The runtime copies the records of a batch out of the ring
-//! when the scheduler takes it, to learn which tasks became ready (bookkeeping the model gives
-//! no time), and in the model a record is read by the host task that consumes it, together
-//! with its payload. So a record's metadata slot must not go back to the device before that
-//! task has run: every record names exactly one payload slot (the firmware advances both tails
-//! together), and the record's slot is released with that payload slot, when the last task
-//! reading the payload finishes ([`AxleRing::consume`]). The metadata head is gap-aware like
-//! the payload head: it advances over the contiguous released prefix, so the device never
-//! overwrites a record the model has not read yet.
-//!
-//! - A record whose payload no task reads is read by no task either; both slots are released
-//!   when the scheduler takes the record.
-//! - A record whose payload several tasks read is read by each of them (each pays for it);
-//!   both slots are released after the last one.
-//! - A task that needs no result bytes reads no record.
+//! [`Stream`] is what AXLE shares with AXLE_Interrupt ([`super::axle_irq`]): the ring (its
+//! host end, [`AxleRing`], in `ring`), its programming, the posted launch store, the tasks'
+//! reads of records and payloads, and the release of slots when tasks finish.
 
-use crate::flow::FlowControl;
-use crate::ready_pool::ReadyPool;
-use crate::ring::{publish_heads, read_payload, GapAwareHead, MetadataConsumer};
-use host_driver::dma::DmaRegion;
-use host_driver::shadow::{init_control_block, shadow_stores, DeviceStore, ShadowError};
-use host_driver::sync::Ordering;
-use shared_abi::region::RingLayout;
-use shared_abi::{device_map, DeviceAddress, FlowControlMessage, MetadataRecord, RingIndex};
-use std::ops::Range;
+mod ring;
 
-/// The rings as both sides left them: the device's words in the control block and the
-/// host's own indexes. The end-of-run checks of a wall-clock stress run compare them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RingState {
-    /// The metadata tail the device published (control block, loaded with Acquire).
-    pub metadata_tail: u64,
-    /// The payload tail the device published.
-    pub payload_tail: u64,
-    /// The device status word (0: not BROKEN).
-    pub device_status: u64,
-    /// The metadata head the host mirrored into the control block at its last flow-control
-    /// store (edge H2).
-    pub published_metadata_head: u64,
-    /// The payload head mirrored likewise (edge H3).
-    pub published_payload_head: u64,
-    /// The host's gap-aware metadata head: the oldest record whose slot it has not released.
-    pub metadata_head: u64,
-    /// Records the poller has taken into the ready pool (the poll cursor).
-    pub polled: u64,
-    /// The host's gap-aware payload head (the oldest unconsumed payload index).
-    pub payload_head: u64,
-    /// Payload slots consumed behind an unconsumed one (the gap, in slots).
-    pub gap_slots: u64,
-    /// Batches in the ready pool, not yet taken by the scheduler.
-    pub pooled: usize,
-    /// Records per metadata ring.
-    pub metadata_capacity: u32,
-    /// Slots per payload ring.
-    pub payload_capacity: u32,
+pub use ring::{AxleRing, RingState};
+
+use super::{Mechanism, ModeTimer, TaskInput, BULK_CHUNK};
+use crate::app::HostTask;
+use crate::cost::CostModel;
+use crate::poller::Poller;
+use crate::runtime::{Host, Launch, RuntimeError, Stretch, Timer};
+use crate::trace::HostSpanKind;
+use host_driver::link::{DeviceLink, LinkResponse};
+use shared_abi::region::METADATA_RECORD_SIZE;
+use shared_abi::{device_map, CommandDescriptor, LaunchMode, Ticks};
+use zerocopy::IntoBytes;
+
+/// Whether a launch streams.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum State {
+    /// No launch outstanding.
+    Idle,
+    /// A launch's results stream in.
+    Streaming,
 }
 
-/// One ring pair in a pinned DMA region.
+/// What both back-streaming modes hold: the poller over the ring, and whether the ring is
+/// programmed.
 #[derive(Debug)]
-pub struct AxleRing {
-    region: DmaRegion,
-    layout: RingLayout,
-    epoch: u64,
-    consumer: MetadataConsumer,
-    records: GapAwareHead,
-    payloads: GapAwareHead,
-    /// For each payload slot held by the host, the metadata index of the record naming it.
-    record_of: Vec<Option<u64>>,
-    pool: ReadyPool,
-    flow: FlowControl,
-    max_gap_slots: u64,
+pub(crate) struct Stream {
+    pub(crate) poller: Poller,
+    programmed: bool,
+    pub(crate) state: State,
 }
 
-impl AxleRing {
-    /// A ring over `region`, laid out as `layout` (the region must be exactly
-    /// `layout.region_length()` bytes).
-    pub fn new(region: DmaRegion, layout: RingLayout, epoch: u64) -> AxleRing {
-        AxleRing {
-            consumer: MetadataConsumer::new(layout),
-            // The capacities are bounded before the region exists (the region is allocated, and
-            // a run's slot count is checked against the scatter-gather table first).
-            records: GapAwareHead::with_capacity(layout.metadata_capacity()),
-            payloads: GapAwareHead::new(&layout),
-            record_of: vec![None; layout.payload_capacity() as usize],
-            pool: ReadyPool::new(layout.metadata_capacity() as usize),
-            region,
-            layout,
-            epoch,
-            flow: FlowControl::default(),
-            max_gap_slots: 0,
+impl Stream {
+    /// The stream over `ring`; `interrupts`: AXLE_Interrupt.
+    pub(crate) fn new(ring: Option<AxleRing>, interrupts: bool) -> Stream {
+        Stream {
+            poller: Poller::new(ring, interrupts),
+            programmed: false,
+            state: State::Idle,
         }
     }
 
-    /// Bytes per payload slot.
-    pub fn slot_size(&self) -> u32 {
-        self.layout.slot_size()
-    }
-
-    /// The region (for tests and tools).
-    pub fn region(&self) -> &DmaRegion {
-        &self.region
-    }
-
-    /// Initialises the control block and returns the CXL.mem stores that program the shadow
-    /// descriptors (entries first, header last).
-    pub fn setup_stores(&mut self) -> Result<Vec<DeviceStore>, ShadowError> {
-        init_control_block(&self.region, &self.layout, self.epoch)?;
-        shadow_stores(&self.region, &self.layout, self.epoch)
-    }
-
-    /// Polls the metadata tail (H1) and pushes the new records below `limit` (all of them
-    /// when `None`), the index range `[head, tail)`, into the ready pool as one batch, without
-    /// reading them. Returns the batch (empty when nothing was new).
-    pub fn poll(&mut self, limit: Option<u64>) -> Result<Range<u64>, String> {
-        let cursor = self.consumer.head();
-        let mut max = u64::from(self.layout.metadata_capacity());
-        if let Some(limit) = limit {
-            max = max.min(limit.saturating_sub(cursor));
-            if max == 0 {
-                return Ok(cursor..cursor);
-            }
+    /// A payload slot's size (the bulk chunk without a ring).
+    pub(crate) fn chunk_bytes(&self) -> u64 {
+        match &self.poller.ring {
+            Some(ring) => u64::from(ring.slot_size()),
+            None => BULK_CHUNK,
         }
-        let batch = self
-            .consumer
-            .poll_batch(&self.region, self.records.head(), max)
-            .map_err(|e| e.to_string())?;
-        if !batch.is_empty() {
-            self.pool.push(batch.clone()).map_err(|e| e.to_string())?;
-        }
-        Ok(batch)
     }
 
-    /// The ready pool.
-    pub fn pool(&self) -> &ReadyPool {
-        &self.pool
+    /// The launch mode of a streaming launch.
+    pub(crate) fn prepare(command: &mut CommandDescriptor) {
+        command.mode = LaunchMode::BackStreaming as u32;
     }
 
-    /// Reads record `index` of a batch taken from the pool (validated: sequence, length,
-    /// slot) and returns it with the payload index it names. The record's slot stays held
-    /// until that payload is consumed ([`AxleRing::consume`]).
-    pub fn take_record(&mut self, index: u64) -> Result<(MetadataRecord, u64), String> {
-        let record = self
-            .consumer
-            .read_record(&self.region, index)
-            .map_err(|e| e.to_string())?;
-        let slot = record.payload_slot;
-        let payload = self.payloads.slot_index(slot);
-        let owner = self
-            .record_of
-            .get_mut(slot as usize)
-            .ok_or_else(|| format!("record {index} names payload slot {slot}"))?;
-        if let Some(other) = *owner {
-            return Err(format!(
-                "records {other} and {index} both name the held payload slot {slot}"
-            ));
+    /// Programs the ring on the first launch, then posts the launch store (control-thread
+    /// stall).
+    pub(crate) fn post_launch(
+        &mut self,
+        host: &mut Host<'_>,
+        now: Ticks,
+        command: &CommandDescriptor,
+        link: &mut dyn DeviceLink,
+    ) -> Result<(), RuntimeError> {
+        if !self.programmed {
+            self.program_ring(now, link)?;
         }
-        *owner = Some(index);
-        Ok((record, payload))
-    }
-
-    /// Releases the records of batches no launch will take (arrived with no launch).
-    pub fn drain_stale(&mut self) -> Result<(), String> {
-        while let Some(batch) = self.pool.pop() {
-            for index in batch {
-                let (_, payload) = self.take_record(index)?;
-                self.consume(payload)?;
-            }
-        }
+        link.mem_store(now, device_map::LAUNCH_WINDOW, command.as_bytes());
+        let posted = Ticks::from_ns(host.config.posted_store_ns);
+        let start = host.control_free.max(now);
+        let tag = command.tag;
+        host.trace_span(HostSpanKind::LaunchStore { tag }, start, start.plus(posted));
+        host.occupy_control(now, posted);
+        self.state = State::Streaming;
+        host.last_progress = now;
         Ok(())
     }
 
-    /// The payload `index` has been read by every task that needs it, and so has the record
-    /// naming it: both slots are released (gap-aware heads).
-    pub fn consume(&mut self, index: u64) -> Result<(), String> {
-        let slot = RingIndex(index).slot(self.layout.payload_capacity());
-        let record = self
-            .record_of
-            .get(slot as usize)
-            .copied()
-            .flatten()
-            .ok_or_else(|| format!("payload index {index} consumed with no record naming it"))?;
-        self.payloads
-            .consume(index)
-            .map_err(|e| format!("payload: {e}"))?;
-        if let Some(owner) = self.record_of.get_mut(slot as usize) {
-            *owner = None;
+    /// Programs the shadow descriptors with CXL.mem stores (the driver's part of attach).
+    fn program_ring(&mut self, now: Ticks, link: &mut dyn DeviceLink) -> Result<(), RuntimeError> {
+        let ring = self
+            .poller
+            .ring
+            .as_mut()
+            .ok_or_else(|| RuntimeError::Ring("AXLE mode without a DMA ring".into()))?;
+        for (address, bytes) in ring
+            .setup_stores()
+            .map_err(|e| RuntimeError::Ring(e.to_string()))?
+        {
+            link.mem_store(now, address, &bytes);
         }
-        self.records
-            .consume(record)
-            .map_err(|e| format!("metadata: {e}"))?;
-        self.max_gap_slots = self.max_gap_slots.max(self.payloads.gap_slots());
+        self.programmed = true;
         Ok(())
     }
 
-    /// Copies the bytes `needs` out of the payload slots holding `chunks` (offset, length,
-    /// payload index). Returns the bytes and how many bytes of slots were read.
-    pub fn gather(
+    /// The task reads the records of the chunks it needs with their payload slots: one
+    /// streaming read of the uncached region.
+    pub(crate) fn task_input(
         &self,
-        chunks: &[(u64, u64, Option<u64>)],
-        needs: &Range<u64>,
-    ) -> Result<(Vec<u8>, u64), String> {
-        // A task's input range, inside the launch's result, which lives in (bounded) device
-        // memory; a slot is at most `shared_abi::region::MAX_SLOT_SIZE` bytes.
-        let mut bytes = vec![0u8; (needs.end - needs.start) as usize];
-        let mut slot_bytes = vec![0u8; self.layout.slot_size() as usize];
-        let mut read = 0;
-        for &(offset, length, index) in chunks {
-            let index = index.ok_or_else(|| format!("chunk at offset {offset} has not arrived"))?;
-            let slot = RingIndex(index).slot(self.layout.payload_capacity());
-            read_payload(
-                &self.region,
-                &self.layout,
-                slot,
-                length as u32,
-                &mut slot_bytes,
-            )
-            .map_err(|e| e.to_string())?;
-            read += length;
-            let start = needs.start.max(offset);
-            let end = needs.end.min(offset + length);
-            if start < end {
-                let from = (start - offset) as usize..(end - offset) as usize;
-                let to = (start - needs.start) as usize..(end - needs.start) as usize;
-                bytes[to].copy_from_slice(&slot_bytes[from]);
+        cost: &CostModel,
+        launch: &Launch,
+        task: u32,
+        spec: &HostTask,
+    ) -> Result<TaskInput, RuntimeError> {
+        let Some(ring) = self.poller.ring.as_ref() else {
+            return Ok(None);
+        };
+        let chunks = launch.tracker.chunks_of(task);
+        let records = chunks.len() as u64 * METADATA_RECORD_SIZE;
+        match ring.gather(&chunks, &spec.needs) {
+            Ok((bytes, read)) => Ok(Some((bytes, cost.uncached_stream(records + read)))),
+            Err(error) => Err(RuntimeError::Ring(error)),
+        }
+    }
+
+    /// Releases the slots of the payloads no task reads any more (and their records).
+    pub(crate) fn consume(&mut self, freed: Vec<u64>) -> Result<(), RuntimeError> {
+        if let Some(ring) = self.poller.ring.as_mut() {
+            for index in freed {
+                ring.consume(index).map_err(RuntimeError::Ring)?;
             }
         }
-        Ok((bytes, read))
-    }
-
-    /// The flow-control store to send, if the heads moved: H2/H3 are published to the host
-    /// line too (the mirror) after the reads they cover.
-    pub fn flow_control_due(&self) -> Option<(DeviceAddress, FlowControlMessage)> {
-        self.flow
-            .due(self.records.head(), self.payloads.head())
-            .map(|message| (device_map::FLOW_CONTROL, message))
-    }
-
-    /// The flow-control store was sent.
-    pub fn flow_control_sent(&mut self, message: FlowControlMessage) {
-        if let Err(error) = publish_heads(
-            &self.region,
-            &self.layout,
-            message.metadata_head,
-            message.payload_head,
-        ) {
-            log::warn!("flow: mirroring heads failed: {error}");
-        }
-        self.flow.sent(message);
-    }
-
-    /// Flow-control stores sent.
-    pub fn flow_control_stores(&self) -> u64 {
-        self.flow.stores()
-    }
-
-    /// The largest gap seen, in bytes.
-    pub fn max_gap_bytes(&self) -> u64 {
-        self.max_gap_slots * u64::from(self.layout.slot_size())
-    }
-
-    /// The rings as both sides left them (control-block words and the host's indexes).
-    pub fn state(&self) -> Result<RingState, String> {
-        use shared_abi::control::{
-            DEVICE_STATUS_OFFSET, METADATA_HEAD_OFFSET, METADATA_TAIL_OFFSET, PAYLOAD_HEAD_OFFSET,
-            PAYLOAD_TAIL_OFFSET,
-        };
-        let control = self.layout.control_offset();
-        let load = |offset: u64| {
-            self.region
-                .load_u64(control + offset, Ordering::Acquire)
-                .map_err(|e| e.to_string())
-        };
-        Ok(RingState {
-            metadata_tail: load(METADATA_TAIL_OFFSET)?,
-            payload_tail: load(PAYLOAD_TAIL_OFFSET)?,
-            device_status: load(DEVICE_STATUS_OFFSET)?,
-            published_metadata_head: load(METADATA_HEAD_OFFSET)?,
-            published_payload_head: load(PAYLOAD_HEAD_OFFSET)?,
-            metadata_head: self.records.head(),
-            polled: self.consumer.head(),
-            payload_head: self.payloads.head(),
-            gap_slots: self.payloads.gap_slots(),
-            pooled: self.pool.len(),
-            metadata_capacity: self.layout.metadata_capacity(),
-            payload_capacity: self.layout.payload_capacity(),
-        })
-    }
-
-    /// Slots in the payload ring.
-    pub fn payload_capacity(&self) -> u64 {
-        u64::from(self.layout.payload_capacity())
-    }
-
-    /// Payload slots between the payload head and the newest record (held by the host).
-    pub fn held_slots(&self) -> u64 {
-        self.consumer.head().saturating_sub(self.payloads.head())
+        Ok(())
     }
 }
 
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-    use host_driver::frames::FrameAllocator;
-    use host_driver::phys::PhysicalMemory;
-    use host_driver::sync::Arc;
-    use shared_abi::control::METADATA_TAIL_OFFSET;
-    use zerocopy::IntoBytes;
+/// The AXLE mechanism.
+#[derive(Debug)]
+pub(crate) struct Axle {
+    stream: Stream,
+    /// A local poll is scheduled.
+    poll_scheduled: bool,
+}
 
-    fn axle_ring(capacity: u32) -> AxleRing {
-        let layout = RingLayout::new(capacity, capacity, 8).unwrap();
-        let memory = Arc::new(PhysicalMemory::new(64 * 4096).unwrap());
-        let mut allocator = FrameAllocator::new(memory.len());
-        let region = DmaRegion::allocate(memory, &mut allocator, layout.region_length()).unwrap();
-        let mut ring = AxleRing::new(region, layout, 1);
-        ring.setup_stores().unwrap();
-        ring
+impl Axle {
+    pub(crate) fn new(ring: Option<AxleRing>) -> Axle {
+        Axle {
+            stream: Stream::new(ring, false),
+            poll_scheduled: false,
+        }
     }
 
-    /// The device streams record `index` naming payload slot `slot`.
-    fn produce(ring: &AxleRing, index: u64, slot: u32) {
-        let record = MetadataRecord {
-            sequence: index,
-            result_offset: index * 8,
-            payload_slot: slot,
-            length: 8,
-            tag: 1,
-            flags: 0,
+    /// No record and no host task for longer than the stall timeout: a deadlock when the ring
+    /// is full of held slots, a stall otherwise. Fails the run then.
+    fn check_stalled(&self, host: &mut Host<'_>, now: Ticks) {
+        if now.since(host.last_progress) <= Ticks::from_ns(host.config.stall_timeout_ns) {
+            return;
+        }
+        if host.scheduler.running() > 0 {
+            return;
+        }
+        let (tasks, bytes) = host
+            .launch
+            .as_ref()
+            .map_or((0, 0), |launch| launch.tracker.starving());
+        let ring = self.stream.poller.ring.as_ref();
+        let held = ring.map_or(0, AxleRing::held_slots);
+        let capacity = ring.map_or(0, AxleRing::payload_capacity);
+        let waited = now.since(host.last_progress).as_ns();
+        let timeout = host.config.stall_timeout_ns;
+        let clock = if host.real_clock { " of wall time" } else { "" };
+        let plural = |count: u64, one: &'static str, many: &'static str| {
+            if count == 1 {
+                one
+            } else {
+                many
+            }
         };
-        ring.region
-            .write_bytes(ring.layout.metadata_slot_offset(index), record.as_bytes())
-            .unwrap();
-        ring.region
-            .store_u64(
-                ring.layout.control_offset() + METADATA_TAIL_OFFSET,
-                index + 1,
-                Ordering::Release,
-            )
-            .unwrap();
-    }
-
-    fn heads(ring: &AxleRing) -> (u64, u64) {
-        ring.flow_control_due()
-            .map_or((0, 0), |(_, m)| (m.metadata_head, m.payload_head))
-    }
-
-    #[test]
-    fn a_record_slot_is_released_with_its_payload_not_when_polled() {
-        let mut ring = axle_ring(4);
-        for index in 0..3 {
-            produce(&ring, index, index as u32);
-        }
-        assert_eq!(ring.poll(None), Ok(0..3));
-        assert_eq!(ring.pool().pop(), Some(0..3));
-        let payloads: Vec<u64> = (0..3).map(|i| ring.take_record(i).unwrap().1).collect();
-        assert_eq!(payloads, vec![0, 1, 2]);
-        // Taken and copied, but no task has read them: nothing goes back.
-        assert_eq!(ring.flow_control_due(), None);
-        // Out of order: the tasks reading payloads 1 and 2 finish first.
-        ring.consume(1).unwrap();
-        ring.consume(2).unwrap();
-        assert_eq!(ring.flow_control_due(), None);
-        ring.consume(0).unwrap();
-        assert_eq!(heads(&ring), (3, 3));
-        let state = ring.state().unwrap();
-        assert_eq!(
-            (state.metadata_head, state.polled, state.gap_slots),
-            (3, 3, 0)
+        let facts = format!(
+            "no record and no host task for {waited} ns{clock} (host.stall_timeout_ns is {timeout}); {tasks} host {} for {bytes} result bytes while {held} of the ring's {capacity} payload slots are held",
+            plural(tasks as u64, "task waits", "tasks wait"),
         );
+        // The DMA executor stops for credit only when not one more payload fits (it takes
+        // credit payload by payload), so a ring that is not full is not what blocks.
+        let error = if capacity > 0 && held >= capacity {
+            RuntimeError::Deadlock {
+                at_ns: now.as_ns(),
+                diagnosis: format!(
+                    "{facts}: the ring is full of slots that partially satisfied tasks hold (the ring is too small for this dependency pattern: enlarge --slots or stream in order)"
+                ),
+            }
+        } else {
+            let device = if host.real_clock {
+                "it may be stopped or far behind the real clock (raise host.stall_timeout_ns if it is only slow)"
+            } else {
+                "it is slower than the timeout allows: raise host.stall_timeout_ns"
+            };
+            RuntimeError::Stalled {
+                at_ns: now.as_ns(),
+                diagnosis: format!(
+                    "{facts}, so the ring is not what blocks: the device sent nothing for longer than the stall timeout; {device}"
+                ),
+            }
+        };
+        host.fail(now, error);
+    }
+}
+
+impl Mechanism for Axle {
+    fn prepare(&self, command: &mut CommandDescriptor) {
+        Stream::prepare(command);
     }
 
-    #[test]
-    fn a_record_naming_a_held_payload_slot_is_refused() {
-        let mut ring = axle_ring(4);
-        produce(&ring, 0, 0);
-        produce(&ring, 1, 0);
-        assert_eq!(ring.poll(None), Ok(0..2));
-        ring.take_record(0).unwrap();
-        let error = ring.take_record(1).unwrap_err();
-        assert!(
-            error.contains("both name the held payload slot 0"),
-            "{error}"
-        );
+    fn chunk_bytes(&self) -> u64 {
+        self.stream.chunk_bytes()
     }
 
-    #[test]
-    fn an_interrupt_takes_only_the_records_below_the_tail_it_announces() {
-        let mut ring = axle_ring(4);
-        for index in 0..3 {
-            produce(&ring, index, index as u32);
+    fn issue(
+        &mut self,
+        host: &mut Host<'_>,
+        now: Ticks,
+        command: &CommandDescriptor,
+        link: &mut dyn DeviceLink,
+    ) -> Result<(), RuntimeError> {
+        self.stream.post_launch(host, now, command, link)?;
+        if !self.poll_scheduled {
+            self.poll_scheduled = true;
+            host.at(
+                now.plus(Ticks::from_ns(host.config.poll_interval_ns)),
+                Timer::Mode(ModeTimer::LocalPoll),
+            );
         }
-        assert_eq!(ring.poll(Some(2)), Ok(0..2));
-        assert_eq!(ring.poll(Some(2)), Ok(2..2));
-        assert_eq!(ring.poll(Some(3)), Ok(2..3));
-        assert_eq!(ring.pool().len(), 2);
+        Ok(())
+    }
+
+    fn on_response(
+        &mut self,
+        _host: &mut Host<'_>,
+        _now: Ticks,
+        response: LinkResponse,
+        _link: &mut dyn DeviceLink,
+    ) {
+        match response {
+            LinkResponse::Interrupt { .. } => {}
+            response => {
+                let state = self.stream.state;
+                log::warn!("runtime: unexpected {response:?} while AXLE {state:?}");
+            }
+        }
+    }
+
+    fn on_timer(
+        &mut self,
+        host: &mut Host<'_>,
+        now: Ticks,
+        timer: ModeTimer,
+        link: &mut dyn DeviceLink,
+    ) {
+        match timer {
+            ModeTimer::LocalPoll => {
+                if host.done {
+                    self.poll_scheduled = false;
+                    return;
+                }
+                if host.control_free > now {
+                    // The control thread is busy: the poll starts when it frees up.
+                    let free = host.control_free;
+                    host.at(free, Timer::Mode(ModeTimer::LocalPoll));
+                    return;
+                }
+                self.poll_scheduled = false;
+                self.stream.poller.poll(host, now, None);
+                self.check_stalled(host, now);
+            }
+            ModeTimer::PollDone { batch } => {
+                self.stream.poller.poll_done(host, now, batch, link);
+                // Once every result of the launch has arrived, nothing more can come until the
+                // next launch (the paper's implicit completion detection: every downstream host
+                // task has been triggered); the next launch starts polling again, and its
+                // first poll sends the heads freed meanwhile.
+                let outstanding = host
+                    .launch
+                    .as_ref()
+                    .is_some_and(|launch| !launch.tracker.all_arrived());
+                if !host.done && !self.poll_scheduled && outstanding {
+                    // The next poll starts one interval after this one did, or at once if the
+                    // poll took longer than the interval.
+                    self.poll_scheduled = true;
+                    let interval = Ticks::from_ns(host.config.poll_interval_ns);
+                    let next = self
+                        .stream
+                        .poller
+                        .started
+                        .plus(interval)
+                        .max(host.control_free)
+                        .max(now)
+                        .plus(host.stretched(Stretch::Poll));
+                    host.at(next, Timer::Mode(ModeTimer::LocalPoll));
+                }
+            }
+            ModeTimer::RemotePoll => {}
+        }
+    }
+
+    fn task_input(
+        &self,
+        cost: &CostModel,
+        launch: &Launch,
+        task: u32,
+        spec: &HostTask,
+    ) -> Result<TaskInput, RuntimeError> {
+        self.stream.task_input(cost, launch, task, spec)
+    }
+
+    fn task_finished(
+        &mut self,
+        _host: &mut Host<'_>,
+        _now: Ticks,
+        freed: Vec<u64>,
+        _link: &mut dyn DeviceLink,
+    ) -> Result<(), RuntimeError> {
+        self.stream.consume(freed)
+    }
+
+    fn awaiting_results(&self) -> bool {
+        false
+    }
+
+    fn launch_finished(&mut self) {
+        self.stream.state = State::Idle;
+    }
+
+    fn ring(&self) -> Option<&AxleRing> {
+        self.stream.poller.ring.as_ref()
     }
 }

@@ -10,7 +10,7 @@ use host_driver::phys::PhysicalMemory;
 use host_driver::sync::{Arc, Ordering};
 use shared_abi::control::METADATA_TAIL_OFFSET;
 use shared_abi::region::RingLayout;
-use shared_abi::{FlowControlMessage, MetadataRecord};
+use shared_abi::{device_map, FlowControlMessage, MetadataRecord};
 use zerocopy::FromBytes;
 
 const SLOT: u32 = 32;
@@ -128,7 +128,7 @@ fn runtime(app: &mut ScriptedApp, poll_ns: u64) -> Runtime<'_> {
 /// What the device's DMA does for result chunk `chunk` of launch `tag`, streamed as payload
 /// (and record) `index`: D1 payload, D3 record, D4 metadata tail.
 fn produce(runtime: &Runtime<'_>, tag: u32, index: u64, chunk: u64) {
-    let ring = runtime.ring.as_ref().expect("an AXLE ring");
+    let ring = runtime.mechanism.ring().expect("an AXLE ring");
     let layout = RingLayout::new(SLOTS, SLOTS, SLOT).expect("a valid layout");
     let region = ring.region();
     let slot = (index % u64::from(SLOTS)) as u32;
@@ -401,7 +401,7 @@ fn an_interrupt_handler_costs_one_poll_whatever_it_takes_and_leaves_the_control_
     now = ns(4_000);
     advance(&mut rt, &mut link, &mut now, ns(4_050));
     // A handler is not control-thread work: the control thread stays free.
-    assert!(rt.control_free <= ns(4_000));
+    assert!(rt.host.control_free <= ns(4_000));
     assert_eq!(rt.measurements().stall.since(stall_before), ns(80 + 5));
     let spans = spans(&mut rt);
     let handlers: Vec<(u32, Ticks)> = spans
