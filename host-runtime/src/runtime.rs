@@ -51,7 +51,7 @@ use crate::modes::axle::AxleRing;
 use crate::sched::Scheduler;
 use crate::tasks::{LaunchTracker, TrackError};
 use crate::trace::{HostInstant, HostSpanKind, HostTrace};
-use host_driver::link::{DeviceLink, HostAgent, LinkResponse, Wake};
+use cosim_link::link::{DeviceLink, HostAgent, LinkResponse, Wake};
 use shared_abi::command::CommandFlags;
 use shared_abi::region::METADATA_RECORD_SIZE;
 use shared_abi::{
