@@ -1,9 +1,9 @@
 //! The run configuration: the paper's Table III parameters and the AXLE knobs, in one TOML
 //! file whose defaults `axle config` prints.
 
+use cosim_link::limits;
 use documented::DocumentedFields;
 use emulator::DeviceConfig;
-use host_driver::limits;
 use host_driver::sgl::{entries_for_first_region, FirstRegionError, MAX_REGION_BYTES};
 use host_runtime::HostConfig;
 use serde::{Deserialize, Serialize};
@@ -229,7 +229,7 @@ impl AxleConfig {
     /// - the frames the run's allocator will hand out need at most [`MAX_SG_ENTRIES`]
     ///   entries (a dry run of the deterministic frame allocator,
     ///   `host_driver::sgl::entries_for_first_region`);
-    /// - the host memory fits the machine's available memory (`host_driver::limits`).
+    /// - the host memory fits the machine's available memory (`cosim_link::limits`).
     ///
     /// A refusal names `--slots`, the value and the largest slot count that fits.
     pub fn ring_plan(&self) -> anyhow::Result<RingPlan> {

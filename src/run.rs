@@ -17,7 +17,7 @@
 //! # Every run ends
 //!
 //! Before anything is allocated, [`AxleConfig::validate`] and [`AxleConfig::check_workload`]
-//! bound every size of the configuration (`host_driver::limits`). Then two limits bound the
+//! bound every size of the configuration (`cosim_link::limits`). Then two limits bound the
 //! run itself: virtual time ([`VIRTUAL_TIME_LIMIT_NS`], 100 s, the emulator's) and wall time
 //! ([`RunRequest::wall_limit`], by default [`default_wall_limit`] of the scale). The wall
 //! clock is read by a wrapper around the host runtime (`WallBudget`) every
@@ -29,10 +29,10 @@
 
 use crate::config::{AxleConfig, VIRTUAL_TIME_LIMIT_NS};
 use anyhow::Context;
+use cosim_link::link::{DeviceLink, HostAgent, LinkResponse, Wake};
 use emulator::{DeviceMetrics, Emulator};
 use host_driver::dma::DmaRegion;
 use host_driver::frames::FrameAllocator;
-use host_driver::link::{DeviceLink, HostAgent, LinkResponse, Wake};
 use host_driver::phys::PhysicalMemory;
 use host_driver::sync::Arc;
 use host_runtime::app::{DeviceLoader, LoadError};
@@ -509,7 +509,7 @@ pub fn run_wall(
 mod attached {
     use super::*;
     use emulator::server::Setup;
-    use host_driver::attach::{AttachOptions, Attachment};
+    use host_driver::attachment::{AttachOptions, Attachment};
 
     /// Untimed set-up through the host's mapping of the emulator's device memory.
     struct RemoteLoader<'a> {
@@ -578,7 +578,7 @@ mod attached {
 
     /// Runs one configuration in wall-clock mode ([`crate::wall`]) with the host here and the
     /// device in the emulator process serving on `target.socket`
-    /// (`host_driver::wall_socket`). Fails like [`run_wall`] does, and also when the
+    /// (`cosim_link::wall_socket`). Fails like [`run_wall`] does, and also when the
     /// interrupts the host saw on its eventfd differ from those the device raised.
     pub fn run_wall_attached(
         request: &RunRequest,

@@ -11,11 +11,11 @@
 //!   same link code as in virtual time, every event runs when its time has come, and DMA
 //!   writes land in the shared host memory while the host polls it;
 //! - the host thread (the calling thread) runs the unchanged [`Runtime`] under
-//!   `host_driver::wall::serve_host`: responses in, `turn(real now)`, link calls out, wait.
+//!   `cosim_link::wall::serve_host`: responses in, `turn(real now)`, link calls out, wait.
 //!
 //! Attached (`--clock wall --attach PATH`, [`crate::run::run_wall_attached`]), the device
 //! thread is the emulator process's and the two ports are carried over the session's socket
-//! (`host_driver::wall_socket`); the device's end state comes back with the outcome.
+//! (`cosim_link::wall_socket`); the device's end state comes back with the outcome.
 //!
 //! Its figures are **wall-clock figures** and vary from run to run: the end-to-end runtime,
 //! host busy time and host stall are measured by the host on the real clock; the device's
@@ -42,12 +42,12 @@
 //! ([`WallOptions::limit`]), and the end-of-run checks of [`EndState::violations`].
 
 use crate::run::RunReport;
+use cosim_link::jitter::{Jitter, JitterSpec};
+#[cfg(not(loom))]
+use cosim_link::wall::{ports, serve_host, HostOptions, WallClock, WallError};
 use emulator::DeviceMetrics;
 #[cfg(not(loom))]
 use emulator::Emulator;
-use host_driver::jitter::{Jitter, JitterSpec};
-#[cfg(not(loom))]
-use host_driver::wall::{ports, serve_host, HostOptions, WallClock, WallError};
 use host_runtime::modes::axle::RingState;
 #[cfg(not(loom))]
 use host_runtime::{Runtime, Stretch};
@@ -411,7 +411,7 @@ pub(crate) fn end_state(device: &Emulator, side: HostSide) -> EndState {
 /// two sides' outcomes; fills `side.host`.
 #[cfg(not(loom))]
 pub(crate) fn combine_attached(
-    ended: &host_driver::attach::WallSessionEnd,
+    ended: &host_driver::attachment::WallSessionEnd,
     side: &mut HostSide,
 ) -> Result<(), String> {
     side.host.signalled = ended.signalled;
@@ -431,7 +431,7 @@ pub(crate) fn combine_attached(
 /// The end state of an attached wall-clock run: the device's part as the emulator sent it.
 #[cfg(not(loom))]
 pub(crate) fn remote_end_state(
-    device: &host_driver::attach::WallDeviceEnd,
+    device: &cosim_link::attach::WallDeviceEnd,
     metrics: DeviceMetrics,
     side: HostSide,
 ) -> EndState {

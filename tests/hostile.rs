@@ -1,4 +1,4 @@
-//! Hostile hosts: a client that speaks the attach protocol (`host_driver::attach`'s framing)
+//! Hostile hosts: a client that speaks the attach protocol (`cosim_link::attach`'s framing)
 //! and then lies in every field it can, against the built `axle emu` process.
 //!
 //! Each test starts one emulator, measures what it holds while idle (descriptors, memfd
@@ -13,14 +13,14 @@
 //!
 //! Run: `cargo test --release --test hostile`.
 
-use emulator::server::Setup;
-use host_driver::attach::{
+use cosim_link::attach::{
     receive_message, send_message, AttachError, Hello, HelloAnswer, MessageKind, SessionReady,
     SessionRequest,
 };
-use host_driver::dma::{sealed_memfd, MappedWords};
-use host_driver::link::{DeviceLink, Wake};
-use host_driver::turn::{RecordingLink, Turn, TurnPage, DEVICE, HOST};
+use cosim_link::link::{DeviceLink, Wake};
+use cosim_link::shm::{sealed_memfd, MappedWords};
+use cosim_link::turn::{RecordingLink, Turn, TurnPage, DEVICE, HOST};
+use emulator::server::Setup;
 use shared_abi::{DeviceAddress, Status, Ticks, ABI_VERSION};
 use std::fs::File;
 use std::io::{Read, Write};
@@ -351,7 +351,7 @@ fn take_turn(page: &TurnPage, client: &Client) {
 
 /// Why the emulator ended the session: a refusal's reason, or the error of its outcome.
 fn end_reason(client: &Client) -> String {
-    match receive_message::<host_driver::attach::SessionEnd>(
+    match receive_message::<cosim_link::attach::SessionEnd>(
         &client.socket,
         MessageKind::End,
         0,
@@ -359,7 +359,7 @@ fn end_reason(client: &Client) -> String {
     ) {
         Err(AttachError::Refused(reason)) => reason,
         Ok((
-            host_driver::attach::SessionEnd {
+            cosim_link::attach::SessionEnd {
                 error: Some(error), ..
             },
             _,
@@ -549,7 +549,7 @@ fn device_set_ups_beyond_the_models_or_the_machines_limits_are_refused() {
         ),
     ];
     // 64 GiB passes the model's own limit; the machine's memory refuses it where it has less.
-    if host_driver::limits::Machine::get().memory_budget < 64 << 30 {
+    if cosim_link::limits::Machine::get().memory_budget < 64 << 30 {
         cases.push((
             "64 GiB of device memory",
             with(&|s| s.device.device_memory_mib = 64 << 10),
@@ -571,7 +571,7 @@ type Lie<'a> = dyn Fn(&TurnPage, &MappedWords) + 'a;
 /// instead of an honest host; the emulator's reason for ending the session.
 fn lying_turn(emulator: &EmulatorProcess, lie: &Lie<'_>) -> String {
     let (client, _memory, page, fds) = Client::attach(&emulator.socket);
-    let raw = MappedWords::map(fds[1].as_fd(), host_driver::turn::TURN_PAGE_BYTES).unwrap();
+    let raw = MappedWords::map(fds[1].as_fd(), cosim_link::turn::TURN_PAGE_BYTES).unwrap();
     take_turn(&page, &client);
     lie(&page, &raw);
     end_reason(&client)
@@ -731,7 +731,7 @@ fn a_host_that_never_finishes_is_detached_at_the_session_limit_and_the_next_host
     let started = Instant::now();
     let mut turns = 0u64;
     while let Ok(Turn::Mine(message)) = page.wait_for(HOST, &client.socket, &mut || false) {
-        let (now, _) = host_driver::turn::decode_device_turn(&message).unwrap();
+        let (now, _) = cosim_link::turn::decode_device_turn(&message).unwrap();
         let mut link = RecordingLink::default();
         page.hand_over(DEVICE, &link.finish(Wake::At(now.plus(Ticks(1)))))
             .unwrap();

@@ -26,7 +26,7 @@
 use axle::config::AxleConfig;
 use axle::run::{run, run_wall, RunRequest};
 use axle::wall::{WallOptions, WallRun, WallStress};
-use host_driver::jitter::{Jitter, JitterSpec};
+use cosim_link::jitter::{Jitter, JitterSpec};
 use host_runtime::Mode;
 use std::process::{Command, Stdio};
 use std::sync::{mpsc, Mutex};

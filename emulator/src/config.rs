@@ -1,6 +1,6 @@
 //! The device's parameters (the CCM and link rows of the paper's Table III).
 
-use host_driver::limits;
+use cosim_link::limits;
 use serde::{Deserialize, Serialize};
 
 /// How the CCM scheduler hands work items to µthreads.
@@ -213,7 +213,7 @@ impl DeviceConfig {
     }
 
     /// Device memory against the model's limit ([`MAX_DEVICE_MEMORY_MIB`]) and the machine's
-    /// available memory (`host_driver::limits`), before it is mapped.
+    /// available memory (`cosim_link::limits`), before it is mapped.
     pub fn check_device_memory(&self) -> Result<(), String> {
         limits::check(
             "device.device_memory_mib",

@@ -13,7 +13,7 @@
 //!
 //! The wall-clock mode (DESIGN.md section 3, last paragraph) has no hand-off:
 //! `Emulator::run_wall` is the device thread of a run in which device and host free-run
-//! against the real clock (`host_driver::wall`). It shares everything below the loop with
+//! against the real clock (`cosim_link::wall`). It shares everything below the loop with
 //! [`Emulator::run`]: event processing, the link model (`LinkPort`), the firmware.
 //!
 //! # Bounds
@@ -38,13 +38,13 @@ use crate::link::Link;
 use crate::sim::queue::EventQueue;
 use crate::sim::time::one_way;
 use crate::trace::{DeviceInstant, DeviceTrace, LinkDirection, LinkTraffic};
+use cosim_link::hdm::DataAllocator;
+use cosim_link::link::{DeviceLink, HostAgent, LinkResponse, Wake};
+use cosim_link::phys::PhysicalMemory;
+use cosim_link::sync::Arc;
 use firmware::hal::{DeviceMemory, HostEvent};
 use firmware::scratch::ScratchLayout;
 use firmware::{Firmware, FirmwareConfig};
-use host_driver::hdm::DataAllocator;
-use host_driver::link::{DeviceLink, HostAgent, LinkResponse, Wake};
-use host_driver::phys::PhysicalMemory;
-use host_driver::sync::Arc;
 use shared_abi::{device_map, mailbox, CommandDescriptor, DeviceAddress, Ticks};
 use zerocopy::FromBytes;
 
@@ -326,7 +326,7 @@ impl Emulator {
 
     /// Wall-clock stress: delays each DMA write's landing by a draw of `jitter` (keeping the
     /// landings in order). `None` (the default) lands them at their modelled times.
-    pub fn set_landing_jitter(&mut self, jitter: Option<host_driver::jitter::Jitter>) {
+    pub fn set_landing_jitter(&mut self, jitter: Option<cosim_link::jitter::Jitter>) {
         self.hardware.landing_jitter = jitter;
     }
 
@@ -351,18 +351,18 @@ impl Emulator {
     ///
     /// Ends with `Ok` when the host says it is done; with [`CoSimError::Deadlock`] when the
     /// host waits for a response, has taken every response sent, and no device event is
-    /// left (exact, see `host_driver::wall`); with [`CoSimError::WallTimeLimit`] once the
+    /// left (exact, see `cosim_link::wall`); with [`CoSimError::WallTimeLimit`] once the
     /// clock passes `limit`. Both errors are sent to the host thread too, which then stops.
     #[cfg(not(loom))]
     pub fn run_wall(
         &mut self,
-        port: &host_driver::wall::DevicePort,
-        clock: &host_driver::wall::WallClock,
+        port: &cosim_link::wall::DevicePort,
+        clock: &cosim_link::wall::WallClock,
         limit: Ticks,
-        mut stall: Option<host_driver::jitter::Jitter>,
+        mut stall: Option<cosim_link::jitter::Jitter>,
     ) -> Result<(), CoSimError> {
-        use host_driver::turn::replay_host_turn;
-        let gone = |error: host_driver::wall::WallError| CoSimError::Host(error.to_string());
+        use cosim_link::turn::replay_host_turn;
+        let gone = |error: cosim_link::wall::WallError| CoSimError::Host(error.to_string());
         let mut host_wake = Wake::At(Ticks::ZERO);
         let mut host_delivered = 0u64;
         let mut sent = 0u64;
@@ -423,7 +423,7 @@ impl Emulator {
                 return Err(failure);
             }
             if let Some(stall) = stall.as_mut() {
-                host_driver::wall::pause(stall.next_ns());
+                cosim_link::wall::pause(stall.next_ns());
             }
             let until = next.unwrap_or(Ticks::NEVER).min(limit.plus(Ticks(1)));
             arrived = port.wait(clock.instant(until)).map_err(gone)?;
@@ -540,7 +540,7 @@ impl Emulator {
                     .checked_add(length)
                     .is_some_and(|end| end.0 <= hw.dram.size());
                 let mut data = if inside {
-                    host_driver::limits::vec_filled("a CXL.mem load's length", length, 0u8)
+                    cosim_link::limits::vec_filled("a CXL.mem load's length", length, 0u8)
                         .unwrap_or_default()
                 } else {
                     Vec::new()
@@ -699,14 +699,14 @@ impl LinkPort<'_> {
         let hw = &mut *self.hardware;
         let in_flight = &hw.host_in_flight;
         let device_bytes = hw.dram.size();
-        let checked = host_driver::limits::check(
+        let checked = cosim_link::limits::check(
             "the host's link requests in flight",
             in_flight.requests.saturating_add(1),
             MAX_HOST_REQUESTS_IN_FLIGHT,
             "a link has a finite number of request tags",
         )
         .and_then(|_| {
-            host_driver::limits::check(
+            cosim_link::limits::check(
                 what,
                 bytes,
                 device_bytes,
@@ -714,7 +714,7 @@ impl LinkPort<'_> {
             )
         })
         .and_then(|_| {
-            host_driver::limits::check(
+            cosim_link::limits::check(
                 "the bytes of the host's link requests in flight",
                 in_flight.bytes.saturating_add(bytes),
                 device_bytes,

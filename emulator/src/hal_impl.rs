@@ -12,13 +12,13 @@ use crate::link::Link;
 use crate::sim::queue::EventQueue;
 use crate::sim::time::one_way;
 use crate::trace::{DeviceInstant, DeviceTrace, LinkDirection, LinkTraffic};
+use cosim_link::link::LinkResponse;
+use cosim_link::phys::PhysicalMemory;
+use cosim_link::sync::Arc;
 use firmware::hal::{
     Clock, ComputeUnits, DeviceMemory, DmaCompletion, DmaEngine, DmaError, DmaKind, DmaRequest,
     DmaTag, HostEvent, ItemCompletion, KernelLaunch, MemoryFault, Registers,
 };
-use host_driver::link::LinkResponse;
-use host_driver::phys::PhysicalMemory;
-use host_driver::sync::Arc;
 use shared_abi::{mailbox, DeviceAddress, Status, Ticks};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -132,7 +132,7 @@ pub struct Hardware {
     /// write's landing. Landings keep their order (each lands no earlier than the one before,
     /// the posted-write ordering the protocol relies on), and an interrupt never reaches the
     /// host before the writes it announces.
-    pub landing_jitter: Option<host_driver::jitter::Jitter>,
+    pub landing_jitter: Option<cosim_link::jitter::Jitter>,
     /// The latest landing time handed out so far: an interrupt is posted behind the DMA
     /// writes before it and never reaches the host ahead of them.
     pub last_landing: Ticks,
@@ -303,7 +303,7 @@ impl Hardware {
             self.host_memory.store_u64(
                 address,
                 u64::from_le_bytes(word),
-                host_driver::sync::Ordering::Release,
+                cosim_link::sync::Ordering::Release,
             )
         } else {
             // Edges D1 and D3: payload data and records, plain stores.

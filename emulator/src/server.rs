@@ -6,7 +6,7 @@
 //! (taken through a signalfd, so no handler code runs asynchronously) end the server, which
 //! removes its socket file on the way out.
 //!
-//! One session (the host's side is `host_driver::attach`):
+//! One session (the host's side is `cosim_link::attach`):
 //!
 //! 1. hello: magic, ABI version and layout hash, refused with [`Status::AbiMismatch`] on any
 //!    difference;
@@ -14,7 +14,7 @@
 //!    creates device memory ([`DeviceSegment::shared`]) and the turn page, and answers with
 //!    [`SessionReady`] and both descriptors;
 //! 3. the unchanged [`Emulator::run`] with a `RemoteHost` as the host: each turn goes over
-//!    the turn page (`host_driver::turn`), with the host's link calls replayed onto the
+//!    the turn page (`cosim_link::turn`), with the host's link calls replayed onto the
 //!    emulator's link, so the run is the in-process run, event for event;
 //! 4. the page is marked finished and a [`SessionEnd`] carries the outcome and the device's
 //!    counters back; the host closes.
@@ -23,7 +23,7 @@
 //! way, with the host's eventfd (its interrupt line) as a second descriptor in step 2; step 3
 //! is then [`Emulator::run_wall`] against a clock started at the host's `CLOCK_MONOTONIC`
 //! start instant, with link calls and responses framed over the socket
-//! (`host_driver::wall_socket`), the eventfd written once per interrupt delivered, and a stop
+//! (`cosim_link::wall_socket`), the eventfd written once per interrupt delivered, and a stop
 //! signal ending the run; step 4 also carries the device's end-of-run state.
 //!
 //! Nothing here names a file in `/dev/shm`: the segments are memfds, and they disappear with
@@ -39,21 +39,21 @@
 //! - **Descriptors.** Every descriptor that arrives with a message is owned (`OwnedFd`) from
 //!   the moment `recvmsg` returns, including those past the expected count; the control buffer
 //!   has room for the kernel's maximum (253), and a truncated control message (`MSG_CTRUNC`)
-//!   is refused after closing what arrived (`host_driver::dma::receive_with_fds`). A session
+//!   is refused after closing what arrived (`cosim_link::shm::receive_with_fds`). A session
 //!   request takes exactly one segment (two with a wall-clock run's eventfd).
 //! - **Segments.** The host memory segment must be a memory file (`memfd_create`: not a pipe,
 //!   a socket, or a file on disk, which cannot be sealed), sealed against shrinking, of exactly
 //!   the size announced, a multiple of 8 bytes, and no larger than the machine's available
-//!   memory (`host_driver::limits`). A wall-clock run's interrupt line must be an eventfd.
+//!   memory (`cosim_link::limits`). A wall-clock run's interrupt line must be an eventfd.
 //! - **The device set-up.** [`check_session_request`]: the model's limits
 //!   ([`DeviceConfig::validate`]: µthreads, units, DMA channels, 64 GiB of device memory), and
 //!   device memory at least what the device needs (control area, firmware scratch area and
 //!   1 MiB of data) and at most the machine's available memory ([`check_device_memory`]).
 //!   Nothing is created before these checks pass.
-//! - **Control messages** are at most 1 MiB (`host_driver::attach`); wall-clock frames at
-//!   most 1 GiB and within the machine's memory (`host_driver::wall_socket`).
+//! - **Control messages** are at most 1 MiB (`cosim_link::attach`); wall-clock frames at
+//!   most 1 GiB and within the machine's memory (`cosim_link::wall_socket`).
 //! - **Turns.** A turn message is at most the turn page (256 MiB); every length and code in it
-//!   is checked before anything is replayed (`host_driver::turn`). The link requests it
+//!   is checked before anything is replayed (`cosim_link::turn`). The link requests it
 //!   replays are bounded by the device (`crate::cosim`, "Bounds"): a CXL.mem load or store no
 //!   longer than device memory, at most [`crate::cosim::MAX_HOST_REQUESTS_IN_FLIGHT`]
 //!   requests and device memory's worth of bytes in flight. A refused request ends the run;
@@ -64,7 +64,7 @@
 //!   (not even half a frame) for that long, is detached: logged, told why if it still reads,
 //!   its resources freed. The first turn includes the host's untimed set-up (loading its data
 //!   set through its mapping of device memory). A host queued behind it waits meanwhile (one
-//!   host at a time); its own attach gives up after `host_driver::attach::ATTACH_TIMEOUT` with
+//!   host at a time); its own attach gives up after `cosim_link::attach::ATTACH_TIMEOUT` with
 //!   a message that says so.
 //! - **The socket file.** An existing socket is probed without blocking (a listener that never
 //!   accepts cannot hang the start-up, and SIGINT/SIGTERM work throughout); the file is
@@ -74,17 +74,17 @@ use crate::config::DeviceConfig;
 use crate::cosim::{CoSimError, DeviceMetrics, Emulator};
 use crate::dram::DeviceDram;
 use crate::shm::DeviceSegment;
-use host_driver::attach::{
+use cosim_link::attach::{
     receive_message_with, send_message, AttachError, DeviceCounters, Hello, HelloAnswer,
     MessageKind, SessionEnd, SessionReady, SessionRequest, WallDeviceEnd,
 };
-use host_driver::dma::MappedWords;
-use host_driver::link::{DeviceLink, HostAgent, LinkResponse, Wake};
-use host_driver::phys::PhysicalMemory;
-use host_driver::sync::Arc;
-use host_driver::turn::{replay_host_turn, DeviceTurn, Turn, TurnError, TurnPage, DEVICE, HOST};
-use host_driver::wall::WallClock;
-use host_driver::wall_socket::{device_side, receive_start, DeviceReader, DeviceReaderEnd};
+use cosim_link::link::{DeviceLink, HostAgent, LinkResponse, Wake};
+use cosim_link::phys::PhysicalMemory;
+use cosim_link::shm::MappedWords;
+use cosim_link::sync::Arc;
+use cosim_link::turn::{replay_host_turn, DeviceTurn, Turn, TurnError, TurnPage, DEVICE, HOST};
+use cosim_link::wall::WallClock;
+use cosim_link::wall_socket::{device_side, receive_start, DeviceReader, DeviceReaderEnd};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -562,7 +562,7 @@ fn session(
             device_memory_bytes: device_bytes,
             data_base: data_base.0,
             data_end: data_end.0,
-            turn_page_bytes: host_driver::turn::TURN_PAGE_BYTES,
+            turn_page_bytes: cosim_link::turn::TURN_PAGE_BYTES,
         },
         &[device_fd, page_fd.as_fd(), register_fd.as_fd()],
     )?;
@@ -643,7 +643,7 @@ fn session(
     })
 }
 
-/// The run of a wall-clock session (`host_driver::wall_socket`): the host's start instant,
+/// The run of a wall-clock session (`cosim_link::wall_socket`): the host's start instant,
 /// then [`Emulator::run_wall`] over the socket, then the outcome.
 fn wall_session(
     stream: &UnixStream,
@@ -794,7 +794,7 @@ pub fn check_session_request(request: &SessionRequest) -> Result<Setup, String> 
         .validate()
         .map_err(|e| format!("invalid device set-up: {e}"))?;
     check_device_memory(&setup.device)?;
-    host_driver::limits::bytes("host_memory_bytes", request.host_memory_bytes, 1).map_err(|e| {
+    cosim_link::limits::bytes("host_memory_bytes", request.host_memory_bytes, 1).map_err(|e| {
         format!("host memory segment: {e}; the emulator maps all of it and lands DMA in it")
     })?;
     Ok(setup)
@@ -822,7 +822,7 @@ pub fn check_device_memory(device: &DeviceConfig) -> Result<(), String> {
             smallest.div_ceil(1 << 20)
         ));
     }
-    host_driver::limits::bytes("device.device_memory_mib (in bytes)", bytes, 1)
+    cosim_link::limits::bytes("device.device_memory_mib (in bytes)", bytes, 1)
         .map(|_| ())
         .map_err(|e| format!("invalid device set-up: {e}"))
 }
@@ -876,7 +876,7 @@ impl RemoteHost<'_> {
             Some(self.turn_timeout),
         )? {
             Turn::Mine(message) => replay_host_turn(&message, link),
-            Turn::Finished => Err(TurnError::BadFlag(host_driver::turn::FINISHED)),
+            Turn::Finished => Err(TurnError::BadFlag(cosim_link::turn::FINISHED)),
         }
     }
 }

@@ -61,7 +61,7 @@ impl DeviceSegment {
     pub fn shared(bytes: u64) -> std::io::Result<DeviceSegment> {
         let words = word_count(bytes)?;
         let length = (words as u64) * 8;
-        let fd = host_driver::dma::sealed_memfd("axle-device-memory", length)
+        let fd = cosim_link::shm::sealed_memfd("axle-device-memory", length)
             .map_err(std::io::Error::other)?;
         let map = MmapOptions::new().len(words * 8).map_raw(&fd)?;
         // INVARIANT: a shared read-write mapping of the whole memfd we just created, sized
@@ -103,7 +103,7 @@ impl DeviceSegment {
 }
 
 #[cfg(not(loom))]
-impl host_driver::phys::SharedWords for DeviceSegment {
+impl cosim_link::phys::SharedWords for DeviceSegment {
     fn words(&self) -> &[AtomicU64] {
         DeviceSegment::words(self)
     }
@@ -129,7 +129,7 @@ mod tests {
     fn a_shared_segment_is_seen_by_a_second_mapping() {
         let segment = DeviceSegment::shared(8192).unwrap();
         let other =
-            host_driver::dma::MappedWords::map(segment.fd().unwrap(), segment.len()).unwrap();
+            cosim_link::shm::MappedWords::map(segment.fd().unwrap(), segment.len()).unwrap();
         segment.words()[5].store(42, Ordering::Release);
         assert_eq!(other.words()[5].load(Ordering::Acquire), 42);
     }

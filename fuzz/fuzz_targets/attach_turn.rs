@@ -1,6 +1,6 @@
 //! The messages a host sends an emulator process (`axle emu`): the attach framing and session
-//! request (`host_driver::attach`, `emulator::server::check_session_request`), the host's half
-//! of a turn (`host_driver::turn::replay_host_turn`), the device's half (what the host decodes,
+//! request (`cosim_link::attach`, `emulator::server::check_session_request`), the host's half
+//! of a turn (`cosim_link::turn::replay_host_turn`), the device's half (what the host decodes,
 //! `decode_device_turn`), and a host turn run by a real `Emulator`.
 //!
 //! Input: a selector byte, then the part's bytes.
@@ -22,10 +22,10 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use emulator::{CoSimError, DeviceConfig, Emulator};
-use host_driver::attach::{receive_message_with, AttachError, MessageKind, SessionRequest};
-use host_driver::link::{DeviceLink, HostAgent, LinkResponse, Wake};
+use cosim_link::attach::{receive_message_with, AttachError, MessageKind, SessionRequest};
+use cosim_link::link::{DeviceLink, HostAgent, LinkResponse, Wake};
 use host_driver::phys::PhysicalMemory;
-use host_driver::turn::{decode_device_turn, replay_host_turn, DeviceTurn, RecordingLink};
+use cosim_link::turn::{decode_device_turn, replay_host_turn, DeviceTurn, RecordingLink};
 use libfuzzer_sys::fuzz_target;
 use shared_abi::{DeviceAddress, Ticks};
 use std::io::Write;
@@ -166,7 +166,7 @@ fn session_request(bytes: &[u8]) {
     assert!(fds.is_empty());
     if let Ok(setup) = emulator::server::check_session_request(&request) {
         assert!(setup.device.validate().is_ok());
-        let budget = host_driver::limits::Machine::get().memory_budget;
+        let budget = cosim_link::limits::Machine::get().memory_budget;
         assert!(Emulator::device_memory_bytes(&setup.device) <= budget);
         assert!(request.host_memory_bytes <= budget);
     }

@@ -11,9 +11,9 @@
 //! The host uses this mapping for the untimed bulk set-up (loading a data set before the run,
 //! DESIGN.md section 4) and, mapping the device's register page the same way, for the attach
 //! probe of its identity registers ([`crate::registers`]). Every timed access (launch stores, flow control, RP and BS result
-//! loads) goes through the link model, over the co-simulation turn ([`crate::turn`]).
+//! loads) goes through the link model, over the co-simulation turn ([`cosim_link::turn`]).
 
-use crate::dma::SegmentError;
+use cosim_link::shm::SegmentError;
 use memmap2::{MmapOptions, MmapRaw};
 use shared_abi::DeviceAddress;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -35,7 +35,7 @@ pub struct WindowFault {
 /// # Invariants
 ///
 /// `map` is a shared, read-write, page-aligned mapping of `map.len()` bytes of a segment
-/// sealed against shrinking (checked by [`crate::dma::MappedWords::map`]'s rules), alive and
+/// sealed against shrinking (checked by [`cosim_link::shm::MappedWords::map`]'s rules), alive and
 /// never remapped until `self` drops. Device address `a` is byte `a` of the mapping.
 pub struct DeviceWindow {
     map: MmapRaw,
@@ -53,7 +53,7 @@ impl DeviceWindow {
     /// Maps the device-memory segment `fd` of `bytes` bytes.
     pub fn map(fd: BorrowedFd<'_>, bytes: u64) -> Result<DeviceWindow, SegmentError> {
         // The same checks as for any segment (size, seals).
-        drop(crate::dma::MappedWords::map(fd, bytes)?);
+        drop(cosim_link::shm::MappedWords::map(fd, bytes)?);
         let length = usize::try_from(bytes).map_err(|_| SegmentError::Size {
             expected: bytes,
             actual: bytes,
@@ -182,7 +182,7 @@ mod tests {
     use std::os::fd::AsFd;
 
     fn window(bytes: u64) -> DeviceWindow {
-        let fd = crate::dma::sealed_memfd("axle-test-window", bytes).unwrap();
+        let fd = cosim_link::shm::sealed_memfd("axle-test-window", bytes).unwrap();
         DeviceWindow::map(fd.as_fd(), bytes).unwrap()
     }
 

@@ -1,6 +1,6 @@
 //! The host's parameters (the host and AXLE rows of the paper's Table III).
 
-use host_driver::limits;
+use cosim_link::limits;
 use serde::{Deserialize, Serialize};
 
 /// Most host µthreads (`host_units` x `host_uthreads`) a configuration may ask for: 65,536,

@@ -19,7 +19,7 @@ use crate::modes::axle::AxleRing;
 use crate::modes::ModeTimer;
 use crate::runtime::{Host, RuntimeError, Timer};
 use crate::trace::HostSpanKind;
-use host_driver::link::DeviceLink;
+use cosim_link::link::DeviceLink;
 use shared_abi::Ticks;
 use zerocopy::IntoBytes;
 

@@ -62,7 +62,7 @@ use crate::modes::{Mechanism, ModeTimer};
 use crate::sched::Scheduler;
 use crate::tasks::{LaunchTracker, TrackError};
 use crate::trace::{HostInstant, HostSpanKind, HostTrace};
-use host_driver::link::{DeviceLink, HostAgent, LinkResponse, Wake};
+use cosim_link::link::{DeviceLink, HostAgent, LinkResponse, Wake};
 use shared_abi::{CommandDescriptor, DeviceAddress, Status, Ticks};
 use std::collections::{BTreeMap, VecDeque};
 

@@ -15,7 +15,8 @@ use crate::bench::wire::{
 };
 use crate::bench::Plan;
 use anyhow::{bail, Context};
-use host_driver::dma::{DmaRegion, MappedWords};
+use cosim_link::shm::MappedWords;
+use host_driver::dma::DmaRegion;
 use host_driver::frames::{FrameAllocator, FRAME_SIZE};
 use host_driver::phys::PhysicalMemory;
 use host_driver::shadow::init_control_block;

@@ -5,7 +5,7 @@
 //! # What runs
 //!
 //! The benchmark process is the *host*. It creates host physical memory as an anonymous sealed
-//! memfd ([`host_driver::dma::MappedWords`]), builds the rings there exactly as the driver does
+//! memfd ([`cosim_link::shm::MappedWords`]), builds the rings there exactly as the driver does
 //! ([`host_driver::frames::FrameAllocator`] scatters the frames, a
 //! [`host_driver::dma::DmaRegion`] over them, [`shared_abi::region::RingLayout`],
 //! [`host_driver::shadow::init_control_block`]) and spawns a copy of itself
@@ -264,7 +264,7 @@ impl Plan {
                 anyhow::bail!("{name} must be at least 1");
             }
         }
-        use host_driver::limits;
+        use cosim_link::limits;
         let mib = self.memcpy_bytes / MIB;
         limits::check(
             "--memcpy-mib",
@@ -443,7 +443,7 @@ mod tests {
         // 16 GiB of memcpy buffers (32 GiB for both) used to exhaust the machine.
         let mut given = args();
         given.memcpy_mib = Some(16 * 1024);
-        if host_driver::limits::Machine::get().memory_budget < 32 << 30 {
+        if cosim_link::limits::Machine::get().memory_budget < 32 << 30 {
             let error = Plan::from_args(&given).unwrap_err().to_string();
             assert!(
                 error.contains("--memcpy-mib") && error.contains("16384"),

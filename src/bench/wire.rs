@@ -11,12 +11,11 @@
 
 use crate::bench::Fault;
 use anyhow::{bail, Context};
-use host_driver::dma::receive_with_fds;
-use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+use cosim_link::shm::{receive_with_fds, send_with_fds};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use std::io::{IoSlice, Read, Write};
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::io::Read;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -140,22 +139,7 @@ pub fn send<T: Serialize>(
         .filter(|&length| length <= MAX_MESSAGE)
         .context("control message too long")?;
     let header = length.to_le_bytes();
-    let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
-    let rights = [ControlMessage::ScmRights(&raw)];
-    let control: &[ControlMessage<'_>] = if raw.is_empty() { &[] } else { &rights };
-    let sent = sendmsg::<()>(
-        socket.as_raw_fd(),
-        &[IoSlice::new(&header), IoSlice::new(&body)],
-        control,
-        MsgFlags::MSG_NOSIGNAL,
-        None,
-    )
-    .map_err(std::io::Error::from)
-    .context("sending a control message")?;
-    let rest: Vec<u8> = header.iter().chain(&body).copied().skip(sent).collect();
-    if !rest.is_empty() {
-        (&*socket).write_all(&rest)?;
-    }
+    send_with_fds(socket, &[&header, &body], fds).context("sending a control message")?;
     Ok(())
 }
 
@@ -341,7 +325,7 @@ mod tests {
     #[test]
     fn messages_round_trip_with_their_descriptors() {
         let (left, right) = UnixStream::pair().unwrap();
-        let (_, fd) = host_driver::dma::MappedWords::create("axle-bench-test", 4096).unwrap();
+        let (_, fd) = cosim_link::shm::MappedWords::create("axle-bench-test", 4096).unwrap();
         let order = Order::Setup {
             memory_bytes: 4096,
             page_bytes: 4096,

@@ -179,7 +179,7 @@ fn read_bounded(path: &Path) -> anyhow::Result<String> {
     let length = std::fs::metadata(path)
         .with_context(|| format!("reading {}", path.display()))?
         .len();
-    host_driver::limits::check(
+    cosim_link::limits::check(
         &format!("the size of {}", path.display()),
         length,
         MAX_RUN_FILE_BYTES,

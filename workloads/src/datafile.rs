@@ -20,10 +20,10 @@
 //! - a tarball is walked in raw mode (no GNU long-name or PAX record is read into memory on
 //!   the reader's behalf) and at most [`ReadLimits::tar_entries`] entries are looked at;
 //! - the counts a header announces (a graph's vertices and edges) are checked against the
-//!   model's limits and the machine's memory with `host_driver::limits` before anything is
+//!   model's limits and the machine's memory with `cosim_link::limits` before anything is
 //!   sized from them (see `graph`).
 //!
-//! Every refusal is a [`host_driver::limits::Refused`] (the value, the limit, why), to which
+//! Every refusal is a [`cosim_link::limits::Refused`] (the value, the limit, why), to which
 //! the workload adds the file's path.
 //!
 //! # Provenance
@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::SystemTime;
 
-use host_driver::limits::{self, Refused};
+use cosim_link::limits::{self, Refused};
 use sha2::{Digest, Sha256};
 
 /// Longest text line accepted, in bytes (without its line break). The Matrix Market format

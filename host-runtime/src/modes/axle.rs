@@ -24,7 +24,7 @@ use crate::cost::CostModel;
 use crate::poller::Poller;
 use crate::runtime::{Host, Launch, RuntimeError, Stretch, Timer};
 use crate::trace::HostSpanKind;
-use host_driver::link::{DeviceLink, LinkResponse};
+use cosim_link::link::{DeviceLink, LinkResponse};
 use shared_abi::region::METADATA_RECORD_SIZE;
 use shared_abi::{device_map, CommandDescriptor, LaunchMode, Ticks};
 use zerocopy::IntoBytes;

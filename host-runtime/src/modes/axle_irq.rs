@@ -12,7 +12,7 @@ use super::{Mechanism, ModeTimer, TaskInput};
 use crate::app::HostTask;
 use crate::cost::CostModel;
 use crate::runtime::{Host, Launch, RuntimeError};
-use host_driver::link::{DeviceLink, LinkResponse};
+use cosim_link::link::{DeviceLink, LinkResponse};
 use shared_abi::command::CommandFlags;
 use shared_abi::{CommandDescriptor, Ticks};
 

@@ -5,7 +5,7 @@ use crate::app::HostTask;
 use crate::cost::CostModel;
 use crate::runtime::{Host, Launch, RuntimeError};
 use crate::trace::HostSpanKind;
-use host_driver::link::DeviceLink;
+use cosim_link::link::DeviceLink;
 use shared_abi::{DeviceAddress, Ticks};
 
 /// Issues the loads of the launch's result; returns when they were issued (`None`: no

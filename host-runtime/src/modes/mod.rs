@@ -25,7 +25,7 @@ use crate::app::HostTask;
 use crate::cost::CostModel;
 use crate::runtime::{Host, Launch, Mode, RuntimeError};
 use axle::AxleRing;
-use host_driver::link::{DeviceLink, LinkResponse};
+use cosim_link::link::{DeviceLink, LinkResponse};
 use shared_abi::{CommandDescriptor, Ticks};
 
 /// A mechanism's own timers (the runtime's are task and launch ends).

@@ -8,7 +8,7 @@ use crate::app::HostTask;
 use crate::cost::CostModel;
 use crate::runtime::{Host, Launch, RuntimeError, Timer};
 use crate::trace::{HostInstant, HostSpanKind};
-use host_driver::link::{DeviceLink, LinkResponse};
+use cosim_link::link::{DeviceLink, LinkResponse};
 use shared_abi::{device_map, mailbox, CommandDescriptor, LaunchMode, Status, Ticks};
 use zerocopy::IntoBytes;
 

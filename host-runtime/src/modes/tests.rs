@@ -5,7 +5,7 @@
 use crate::config::HostConfig;
 use crate::runtime::{Mode, Runtime, RuntimeError};
 use crate::test_link::{plan, run_until, Device, Reply, ScriptedLink, TestApp, RESULT_ADDRESS};
-use host_driver::link::Wake;
+use cosim_link::link::Wake;
 use shared_abi::command::CommandFlags;
 use shared_abi::{
     device_map, mailbox, CommandDescriptor, FlowControlMessage, LaunchMode, Status, Ticks,

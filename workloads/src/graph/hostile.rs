@@ -63,7 +63,7 @@ fn huge_header_counts_are_refused_before_allocating_naming_value_and_limit() {
     // Within the model's limits but beyond this machine's memory (4e9 vertices of 32 bytes
     // are 128 GB), when that is so.
     let footprint = 4_000_000_000 * HOST_BYTES_PER_VERTEX;
-    if host_driver::limits::Machine::get().memory_budget < footprint {
+    if cosim_link::limits::Machine::get().memory_budget < footprint {
         let error = parse_pace_gr("p tw 4000000000 1\n1 2\n".as_bytes()).unwrap_err();
         assert!(
             error.contains("vertex count is 4000000000") && error.contains("available"),

@@ -299,7 +299,7 @@ fn header_counts(
     // Within the machine's budget (checked above), and no more than `RESERVE_AHEAD` ahead
     // of the edges actually read.
     let list =
-        host_driver::limits::vec_with_capacity("the header's edge count", edges.min(RESERVE_AHEAD))
+        cosim_link::limits::vec_with_capacity("the header's edge count", edges.min(RESERVE_AHEAD))
             .map_err(|refused| format!("line {line}: {refused}"))?;
     Ok((
         Announced {
@@ -524,7 +524,7 @@ pub fn read_mtx_tar_with(stream: impl Read, limits: ReadLimits) -> Result<EdgeLi
         .map_err(|error| error.to_string())?
         .raw(true);
     for (index, entry) in entries.enumerate() {
-        host_driver::limits::check(
+        cosim_link::limits::check(
             "the number of tarball entries looked at",
             index as u64 + 1,
             limits.tar_entries,

@@ -113,7 +113,7 @@ pub enum DataError {
         /// The file.
         path: PathBuf,
         /// The size refused, the limit and why.
-        refused: host_driver::limits::Refused,
+        refused: cosim_link::limits::Refused,
     },
     /// The file could not be read (missing, unreadable).
     #[error("cannot read KNN embeddings {}", path.display())]
@@ -344,7 +344,7 @@ pub fn read_embeddings_within(path: &Path, max_bytes: u64) -> Result<Vec<f32>, D
         path: path.to_path_buf(),
         refused,
     };
-    host_driver::limits::check(
+    cosim_link::limits::check(
         "the embeddings file's size in bytes",
         size,
         max_bytes,
@@ -353,7 +353,7 @@ pub fn read_embeddings_within(path: &Path, max_bytes: u64) -> Result<Vec<f32>, D
     )
     .map_err(too_large)?;
     // The bytes, then as many bytes of f32s: two bytes of memory per byte of the file.
-    let capacity = host_driver::limits::bytes("the embeddings file's size in bytes", size, 2)
+    let capacity = cosim_link::limits::bytes("the embeddings file's size in bytes", size, 2)
         .map_err(too_large)?;
     let mut bytes: Vec<u8> = Vec::with_capacity(capacity);
     // At most the size just checked, even if the file grows meanwhile.

@@ -40,8 +40,8 @@
 //! non-blocking `MSG_PEEK` on the socket returns end-of-file once the peer process has died
 //! (the kernel closes its descriptors), so a dead peer is noticed within milliseconds.
 
-use crate::dma::{MappedWords, SegmentError};
 use crate::link::{DeviceLink, HostAgent, LinkResponse, Wake};
+use crate::shm::{MappedWords, SegmentError};
 use shared_abi::{DeviceAddress, Ticks};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};

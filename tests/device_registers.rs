@@ -1,13 +1,13 @@
 //! The register window an attached host maps: the identity its probe checks, read through the
 //! host driver's volatile mapping of the page the emulator serves. (The mailbox mirror is
-//! checked against the CXL.io reads in `validation.rs`.)
+//! checked against the CXL.io reads in `device_validation.rs`.)
 
+use cosim_link::phys::PhysicalMemory;
+use cosim_link::sync::Arc;
 use emulator::{DeviceConfig, Emulator};
 use firmware::StreamingFactor;
 use host_driver::mmio::DeviceWindow;
-use host_driver::phys::PhysicalMemory;
 use host_driver::registers::{ExpectedIdentity, RegisterWindow};
-use host_driver::sync::Arc;
 use shared_abi::registers;
 
 fn device() -> Emulator {

@@ -2,7 +2,7 @@
 //!
 //! The words live in a [`SharedWords`] store: in-process (and in the loom models) a boxed slice
 //! of 8-byte atomic words ([`OwnedWords`]); across processes a mapping of the anonymous
-//! shared-memory segment that the host passes to the emulator (`crate::dma::MappedWords`, not
+//! shared-memory segment that the host passes to the emulator ([`crate::shm::MappedWords`], not
 //! under loom). A host physical address
 //! ([`HostPhysAddr`]) is a byte offset in it. Nothing ever forms a `&[u8]` into it: the device
 //! (the emulator's DMA engine) writes it concurrently, so every access is an atomic load or

@@ -9,18 +9,19 @@
 //! at the host's turns until it says it is done, issuing link calls through the `DeviceLink` it
 //! is given. Everything is virtual time and deterministic.
 //!
-//! Run: `cargo test -p emulator --test validation`.
+//! It lives in the root package because it needs both the emulator and the host driver, which
+//! do not depend on each other. Run: `cargo test --release --test device_validation`.
 
+use cosim_link::link::{DeviceLink, HostAgent, LinkResponse, Wake};
+use cosim_link::phys::PhysicalMemory;
+use cosim_link::sync::{Arc, Ordering};
 use emulator::{DeviceConfig, Emulator};
 use firmware::kernels::knn::pack_shape;
 use firmware::scratch::ScratchLayout;
 use firmware::StreamingFactor;
 use host_driver::dma::DmaRegion;
 use host_driver::frames::{FrameAllocator, FRAME_SIZE};
-use host_driver::link::{DeviceLink, HostAgent, LinkResponse, Wake};
-use host_driver::phys::PhysicalMemory;
 use host_driver::shadow::{init_control_block, shadow_stores, DeviceStore, STORE_SIZE};
-use host_driver::sync::{Arc, Ordering};
 use shared_abi::command::CommandFlags;
 use shared_abi::control::{DEVICE_STATUS_OFFSET, METADATA_TAIL_OFFSET, PAYLOAD_TAIL_OFFSET};
 use shared_abi::region::RingLayout;

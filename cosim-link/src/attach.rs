@@ -1,8 +1,9 @@
-//! Attaching to an emulator process: the handshake over its Unix socket, the segments, and the
-//! run.
+//! Attaching to an emulator process: the handshake over its Unix socket and its messages.
 //!
 //! What a kernel driver's probe does for a real device (check the identity, map the register
-//! window and the memory, set up DMA memory), done against `axle emu`:
+//! window and the memory, set up DMA memory), done against `axle emu`. This module is the
+//! protocol both sides speak; the host's side of it is `host_driver::attachment`, the
+//! emulator's is `emulator::server`.
 //!
 //! 1. The host connects and sends a fixed-size [`Hello`]: [`shared_abi::ABI_MAGIC`],
 //!    [`shared_abi::ABI_VERSION`], [`shared_abi::LAYOUT_HASH`] and its process id. The
@@ -10,12 +11,11 @@
 //!    [`Status::Ok`] or [`Status::AbiMismatch`]; on a mismatch both sides say which versions
 //!    disagree, and the emulator closes the connection.
 //! 2. The host creates its physical memory as an anonymous sealed segment
-//!    ([`MappedWords`]) and sends it with a [`SessionRequest`] (SCM_RIGHTS); the emulator
-//!    maps it, creates device memory and the turn page, and sends both back with a
+//!    ([`crate::shm::MappedWords`]) and sends it with a [`SessionRequest`] (SCM_RIGHTS); the
+//!    emulator maps it, creates device memory and the turn page, and sends both back with a
 //!    [`SessionReady`] that also announces the device's data window.
-//! 3. The host loads its data set through its mapping of device memory ([`DeviceWindow`],
-//!    untimed set-up), then the run goes turn by turn over the turn page
-//!    ([`crate::turn::serve_host`]).
+//! 3. The host loads its data set through its mapping of device memory (untimed set-up), then
+//!    the run goes turn by turn over the turn page ([`crate::turn::serve_host`]).
 //! 4. When `Emulator::run` returns, the emulator marks the page finished and sends a
 //!    [`SessionEnd`] with the outcome and the device's counters; the host closes.
 //!
@@ -24,25 +24,17 @@
 //! end-of-file) ends the attach on either side with a clear error; the emulator then frees the
 //! host's segments and accepts the next host.
 
-use crate::dma::{receive_with_fds, MappedWords, SegmentError};
-use crate::hdm::DataAllocator;
-use crate::link::HostAgent;
-use crate::mmio::{DeviceWindow, WindowFault};
-use crate::phys::PhysicalMemory;
-use crate::registers::{ExpectedIdentity, RegisterWindow};
-use crate::sync::Arc;
-use crate::turn::{serve_host, TurnError, TurnPage};
-use nix::sys::eventfd::{EfdFlags, EventFd};
-use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+use crate::shm::{receive_with_fds, send_with_fds, SegmentError};
+use crate::turn::TurnError;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use shared_abi::{DeviceAddress, Status, ABI_MAGIC, ABI_VERSION, LAYOUT_HASH};
-use std::io::{IoSlice, Read, Write};
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use shared_abi::{Status, ABI_MAGIC, ABI_VERSION, LAYOUT_HASH};
+use std::io::Read;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
-use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// The host's first message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
@@ -276,9 +268,6 @@ pub enum AttachError {
     /// A segment could not be created or mapped.
     #[error(transparent)]
     Segment(#[from] SegmentError),
-    /// Untimed set-up wrote outside the window.
-    #[error(transparent)]
-    Window(#[from] WindowFault),
     /// The turn failed.
     #[error(transparent)]
     Turn(#[from] TurnError),
@@ -296,7 +285,7 @@ impl From<std::io::Error> for AttachError {
 }
 
 /// What a host waiting on the emulator should do when it does not answer.
-const EMULATOR_SILENT: &str =
+pub const EMULATOR_SILENT: &str =
     "the emulator serves one host at a time and may be busy with another \
     (it detaches a host that holds its turn longer than its --turn-timeout); try again later, or \
     start another emulator with `axle emu --socket OTHER_PATH`";
@@ -344,28 +333,7 @@ pub fn send_message<T: Serialize>(
     let mut header = [0u8; 8];
     header[..4].copy_from_slice(&(kind as u32).to_le_bytes());
     header[4..].copy_from_slice(&length.to_le_bytes());
-    let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
-    let rights = [ControlMessage::ScmRights(&raw)];
-    let control: &[ControlMessage<'_>] = if raw.is_empty() { &[] } else { &rights };
-    let sent = sendmsg::<()>(
-        socket.as_raw_fd(),
-        &[IoSlice::new(&header), IoSlice::new(&body)],
-        control,
-        MsgFlags::MSG_NOSIGNAL,
-        None,
-    )
-    .map_err(std::io::Error::from)?;
-    // The descriptors went with the first byte; the rest, if the kernel took less, follows.
-    let rest: Vec<u8> = header
-        .iter()
-        .chain(body.iter())
-        .copied()
-        .skip(sent)
-        .collect();
-    if !rest.is_empty() {
-        let mut writer = socket;
-        writer.write_all(&rest)?;
-    }
+    send_with_fds(socket, &[&header, &body], fds)?;
     Ok(())
 }
 
@@ -450,251 +418,10 @@ pub fn receive_message_with<T: DeserializeOwned>(
     Ok((value, descriptors))
 }
 
-/// What the host asks for when it attaches.
-#[derive(Clone, Debug)]
-pub struct AttachOptions {
-    /// The ABI version to claim: [`ABI_VERSION`], except in tests of the refusal.
-    pub abi_version: u32,
-    /// Bytes of host physical memory (a multiple of 4096).
-    pub host_memory_bytes: u64,
-    /// The device set-up for the emulator (JSON it defines).
-    pub device_setup: String,
-    /// A wall-clock run: also send an eventfd, the interrupt line the emulator writes.
-    pub interrupt_line: bool,
-}
-
-/// A host attached to an emulator process.
-#[derive(Debug)]
-pub struct Attachment {
-    socket: UnixStream,
-    host_memory: Arc<PhysicalMemory>,
-    device: DeviceWindow,
-    registers: RegisterWindow,
-    turn_page: TurnPage,
-    allocator: DataAllocator,
-    data_base: DeviceAddress,
-    interrupts: Option<EventFd>,
-}
-
-impl Attachment {
-    /// Connects to the emulator at `path`, checks the ABI, and exchanges the segments.
-    pub fn connect(path: &Path, options: &AttachOptions) -> Result<Attachment, AttachError> {
-        let socket = UnixStream::connect(path).map_err(|error| AttachError::Connect {
-            path: path.to_path_buf(),
-            error,
-        })?;
-        socket.set_read_timeout(Some(ATTACH_TIMEOUT))?;
-        let hello = Hello::new(options.abi_version);
-        (&socket).write_all(hello.as_bytes())?;
-        let mut answer = HelloAnswer::new_zeroed();
-        (&socket).read_exact(answer.as_mut_bytes()).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                AttachError::EmulatorDied("during the hello")
-            } else {
-                AttachError::from_io(
-                    e,
-                    &socket,
-                    || "the emulator's answer to the hello".into(),
-                    EMULATOR_SILENT,
-                )
-            }
-        })?;
-        let agreed = answer.magic == ABI_MAGIC
-            && answer.version == hello.version
-            && answer.layout_hash == hello.layout_hash;
-        if answer.status != Status::Ok.code() || !agreed {
-            return Err(AttachError::AbiMismatch {
-                emulator_version: answer.version,
-                host_version: hello.version,
-                emulator_hash: answer.layout_hash,
-                host_hash: hello.layout_hash,
-            });
-        }
-        log::info!(
-            "attach: emulator at {} accepted ABI version {}",
-            path.display(),
-            answer.version
-        );
-
-        let (memory, memory_fd) =
-            MappedWords::create("axle-host-memory", options.host_memory_bytes)?;
-        if let Err(error) = memory.lock() {
-            log::warn!("{}", memlock_advice(options.host_memory_bytes, &error));
-        }
-        let interrupts = if options.interrupt_line {
-            Some(
-                EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
-                    .map_err(std::io::Error::from)?,
-            )
-        } else {
-            None
-        };
-        let mut fds = vec![std::os::fd::AsFd::as_fd(&memory_fd)];
-        fds.extend(interrupts.as_ref().map(std::os::fd::AsFd::as_fd));
-        send_message(
-            &socket,
-            MessageKind::Session,
-            &SessionRequest {
-                host_memory_bytes: options.host_memory_bytes,
-                device_setup: options.device_setup.clone(),
-            },
-            &fds,
-        )?;
-        drop(fds);
-        drop(memory_fd);
-        let (ready, fds): (SessionReady, _) = receive_message(
-            &socket,
-            MessageKind::Ready,
-            3,
-            AttachError::EmulatorDied("before the session was ready"),
-        )?;
-        let [device_fd, turn_fd, register_fd] = <[OwnedFd; 3]>::try_from(fds).map_err(|_| {
-            AttachError::Protocol(
-                "three descriptors expected (device memory, turn page, register window)".into(),
-            )
-        })?;
-        let registers = RegisterWindow::new(DeviceWindow::map(
-            std::os::fd::AsFd::as_fd(&register_fd),
-            shared_abi::registers::WINDOW_BYTES,
-        )?)
-        .map_err(AttachError::Protocol)?;
-        drop(register_fd);
-        registers
-            .probe(&ExpectedIdentity {
-                device_memory_bytes: ready.device_memory_bytes,
-                data_base: ready.data_base,
-                data_end: ready.data_end,
-            })
-            .map_err(AttachError::Protocol)?;
-        let device = DeviceWindow::map(
-            std::os::fd::AsFd::as_fd(&device_fd),
-            ready.device_memory_bytes,
-        )?;
-        let turn_page = TurnPage::map(std::os::fd::AsFd::as_fd(&turn_fd), ready.turn_page_bytes)?;
-        if ready.data_end > ready.device_memory_bytes || ready.data_base > ready.data_end {
-            return Err(AttachError::Protocol(format!(
-                "data window {:#x}..{:#x} outside {} bytes of device memory",
-                ready.data_base, ready.data_end, ready.device_memory_bytes
-            )));
-        }
-        let host_memory = Arc::new(
-            PhysicalMemory::from_store(Box::new(memory))
-                .map_err(|e| AttachError::Protocol(e.to_string()))?,
-        );
-        socket.set_read_timeout(None)?;
-        Ok(Attachment {
-            socket,
-            host_memory,
-            device,
-            registers,
-            turn_page,
-            allocator: DataAllocator::new(
-                DeviceAddress(ready.data_base),
-                DeviceAddress(ready.data_end),
-            ),
-            data_base: DeviceAddress(ready.data_base),
-            interrupts,
-        })
-    }
-
-    /// The device's register window, mapped (probed at attach).
-    pub fn registers(&self) -> &RegisterWindow {
-        &self.registers
-    }
-
-    /// Host physical memory (shared with the emulator, which lands DMA writes in it).
-    pub fn host_memory(&self) -> &Arc<PhysicalMemory> {
-        &self.host_memory
-    }
-
-    /// Bytes of device data memory left for set-up.
-    pub fn data_available(&self) -> u64 {
-        self.allocator.available()
-    }
-
-    /// Untimed set-up: reserves device data memory.
-    pub fn allocate(&mut self, length: u64, align: u64) -> Option<DeviceAddress> {
-        self.allocator.allocate(length, align)
-    }
-
-    /// Untimed set-up: writes device data memory through the mapped window.
-    pub fn write_untimed(&self, address: DeviceAddress, data: &[u8]) -> Result<(), WindowFault> {
-        let fault = WindowFault {
-            address,
-            length: data.len() as u64,
-        };
-        let end = address.0.checked_add(data.len() as u64).ok_or(fault)?;
-        if address.0 < self.data_base.0 || end > self.allocator.end().0 {
-            return Err(fault);
-        }
-        self.device.write(address, data)
-    }
-
-    /// Runs the co-simulation with `agent` as the host until the agent is done or the
-    /// emulator ends the run, then receives the emulator's outcome and counters.
-    pub fn run(&mut self, agent: &mut dyn HostAgent) -> Result<SessionEnd, AttachError> {
-        match serve_host(&self.turn_page, &self.socket, agent) {
-            Ok(()) => {}
-            Err(TurnError::PeerDied) => return Err(AttachError::EmulatorDied("during the run")),
-            Err(error) => return Err(error.into()),
-        }
-        let (end, _): (SessionEnd, _) = receive_message(
-            &self.socket,
-            MessageKind::End,
-            0,
-            AttachError::EmulatorDied("before it sent the outcome"),
-        )?;
-        Ok(end)
-    }
-
-    /// Runs a wall-clock run ([`crate::wall_socket`]) with `agent` as the host until it is
-    /// done or the run fails, then receives the emulator's outcome and counters. Needs an
-    /// attachment made with [`AttachOptions::interrupt_line`]. Returns the outcome, what the
-    /// host loop did (or why it ended early), and the interrupts signalled on the eventfd.
-    pub fn run_wall(
-        &mut self,
-        agent: &mut dyn HostAgent,
-        limit: shared_abi::Ticks,
-    ) -> Result<WallSessionEnd, AttachError> {
-        let interrupts = self.interrupts.take().ok_or_else(|| {
-            AttachError::Protocol("a wall-clock run needs the interrupt line".into())
-        })?;
-        let start = crate::wall_socket::monotonic_now_ns();
-        crate::wall_socket::send_start(&self.socket, start)?;
-        let clock = crate::wall::WallClock::from_monotonic_ns(start);
-        let (port, transport) = crate::wall_socket::host_side(&self.socket, interrupts)?;
-        let host = crate::wall::serve_host(
-            agent,
-            port,
-            &clock,
-            crate::wall::HostOptions {
-                limit,
-                turn_jitter: None,
-            },
-        );
-        let (end, signalled) = transport.finish()?;
-        Ok(WallSessionEnd {
-            end,
-            host,
-            signalled,
-        })
-    }
-}
-
-/// How an attached wall-clock run ended ([`Attachment::run_wall`]).
-#[derive(Debug)]
-pub struct WallSessionEnd {
-    /// The emulator's outcome and counters.
-    pub end: SessionEnd,
-    /// What the host loop did, or why it ended early.
-    pub host: Result<crate::wall::HostEnd, crate::wall::WallError>,
-    /// Interrupts the emulator signalled on the eventfd.
-    pub signalled: u64,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shm::MappedWords;
 
     #[test]
     fn this_builds_hello_is_compatible_and_another_version_is_not() {
@@ -805,45 +532,5 @@ mod tests {
         assert!(
             std::error::Error::source(&AttachError::from(std::io::Error::other("x"))).is_none()
         );
-    }
-}
-
-/// What an `mlock` failure means, with the limit that caused it and the way out.
-///
-/// Pinning is what a kernel driver does so that DMA never hits a page that was swapped out.
-/// Between two processes on one machine the emulator's "DMA" writes through a shared mapping,
-/// so an unpinned region still receives every write correctly; only the guarantee a real
-/// device would need is missing. The run therefore continues, and says so.
-pub fn memlock_advice(bytes: u64, error: &std::io::Error) -> String {
-    let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_MEMLOCK)
-        .map(|(soft, _hard)| {
-            if soft == nix::sys::resource::RLIM_INFINITY {
-                "unlimited".to_string()
-            } else {
-                format!("{soft} bytes")
-            }
-        })
-        .unwrap_or_else(|_| "unknown".to_string());
-    format!(
-        "attach: cannot pin (mlock) the {bytes}-byte host memory segment: {error}. \
-         RLIMIT_MEMLOCK is {limit}. The run continues with the segment unpinned: the emulator's \
-         DMA writes still land correctly through the shared mapping, but pages may be swapped \
-         out, which a real device could not tolerate. Raise the limit (`ulimit -l` or \
-         /etc/security/limits.conf) or run with CAP_IPC_LOCK to pin it."
-    )
-}
-
-#[cfg(test)]
-mod memlock_tests {
-    use super::*;
-
-    #[test]
-    fn memlock_advice_names_the_limit_the_consequence_and_the_remedy() {
-        let error = std::io::Error::from_raw_os_error(nix::libc::ENOMEM);
-        let text = memlock_advice(1 << 20, &error);
-        assert!(text.contains("RLIMIT_MEMLOCK is "));
-        assert!(text.contains("unpinned"));
-        assert!(text.contains("ulimit -l"));
-        assert!(text.contains("1048576-byte"));
     }
 }

@@ -1,0 +1,421 @@
+//! Shared-memory segments: the one place of this crate's `unsafe`.
+//!
+//! Across processes, host physical memory, device memory and the turn page are anonymous
+//! shared-memory segments: a memfd (`memfd_create`, close-on-exec, sized up front, sealed
+//! against shrinking and growing; [`sealed_memfd`]), mapped shared and read-write
+//! ([`MappedWords`]), and handed to the peer over the emulator's Unix socket with SCM_RIGHTS
+//! ([`send_with_fds`] sends such descriptors, [`receive_with_fds`] takes them in). Nothing is named in `/dev/shm`, so a crash
+//! leaves nothing behind. A mapping is exposed only as a slice of [`AtomicU64`]: never a
+//! `&[u8]`, since the other process writes it concurrently.
+use crate::phys::{SharedWords, WORD_SIZE};
+use memmap2::{MmapOptions, MmapRaw};
+use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+use nix::sys::memfd::{memfd_create, MemFdCreateFlag};
+use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+use std::ffi::CString;
+use std::io::{IoSlice, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::AtomicU64;
+
+/// Creating, checking or mapping a shared-memory segment failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SegmentError {
+    /// A system call failed.
+    #[error("{what}: {error}")]
+    System {
+        /// What was being done.
+        what: &'static str,
+        /// The error (in the message, not a separate cause, so it is said once).
+        error: std::io::Error,
+    },
+    /// The segment has another size than announced.
+    #[error("segment of {actual} bytes where {expected} were announced")]
+    Size {
+        /// Bytes announced.
+        expected: u64,
+        /// Bytes of the file.
+        actual: u64,
+    },
+    /// The size announced is not a whole number of 8-byte words.
+    #[error("a segment of {bytes} bytes was announced: segments are whole 8-byte words, so the size must be a multiple of 8")]
+    PartialWord {
+        /// Bytes announced.
+        bytes: u64,
+    },
+    /// The descriptor is not a memory file: a pipe, a socket, a device, a directory, or a
+    /// file on a file system that cannot be sealed.
+    #[error("the segment's descriptor is {kind}, not a sealed memory file (memfd_create)")]
+    NotAMemfd {
+        /// What it is.
+        kind: &'static str,
+    },
+    /// The segment is not sealed against shrinking: its owner could cut pages out from
+    /// under the mapping.
+    #[error("segment is not sealed against shrinking (F_SEAL_SHRINK): its owner could cut pages out from under the mapping")]
+    NotSealed,
+}
+
+fn system(what: &'static str) -> impl FnOnce(nix::errno::Errno) -> SegmentError {
+    move |errno| SegmentError::System {
+        what,
+        error: std::io::Error::from(errno),
+    }
+}
+
+/// An anonymous memory file of `bytes` bytes (zero-filled, sparse), close-on-exec, sealed
+/// against shrinking and growing and against further seals. `name` only shows in
+/// `/proc/PID/fd`; nothing appears in `/dev/shm`.
+pub fn sealed_memfd(name: &str, bytes: u64) -> Result<OwnedFd, SegmentError> {
+    let name = CString::new(name).unwrap_or_default();
+    let fd = memfd_create(
+        &name,
+        MemFdCreateFlag::MFD_CLOEXEC | MemFdCreateFlag::MFD_ALLOW_SEALING,
+    )
+    .map_err(system("memfd_create"))?;
+    let length = i64::try_from(bytes).map_err(|_| SegmentError::Size {
+        expected: bytes,
+        actual: 0,
+    })?;
+    nix::unistd::ftruncate(&fd, length).map_err(system("ftruncate of a memfd"))?;
+    fcntl(
+        fd.as_raw_fd(),
+        FcntlArg::F_ADD_SEALS(
+            SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL,
+        ),
+    )
+    .map_err(system("sealing a memfd"))?;
+    Ok(fd)
+}
+
+/// Checks that `fd` is a memory file of exactly `bytes` bytes (a multiple of 8) sealed
+/// against shrinking.
+fn check_segment(fd: BorrowedFd<'_>, bytes: u64) -> Result<(), SegmentError> {
+    if bytes % WORD_SIZE != 0 {
+        return Err(SegmentError::PartialWord { bytes });
+    }
+    let status = nix::sys::stat::fstat(fd.as_raw_fd()).map_err(system("fstat of a segment"))?;
+    let kind = match status.st_mode & nix::libc::S_IFMT {
+        nix::libc::S_IFREG => None,
+        nix::libc::S_IFIFO => Some("a pipe"),
+        nix::libc::S_IFSOCK => Some("a socket"),
+        nix::libc::S_IFCHR | nix::libc::S_IFBLK => Some("a device"),
+        nix::libc::S_IFDIR => Some("a directory"),
+        _ => Some("not a regular file"),
+    };
+    if let Some(kind) = kind {
+        return Err(SegmentError::NotAMemfd { kind });
+    }
+    let actual = u64::try_from(status.st_size).unwrap_or(0);
+    if actual != bytes {
+        return Err(SegmentError::Size {
+            expected: bytes,
+            actual,
+        });
+    }
+    // Only memory files carry seals: anything else answers EINVAL.
+    let seals = fcntl(fd.as_raw_fd(), FcntlArg::F_GET_SEALS).map_err(|errno| {
+        if errno == nix::errno::Errno::EINVAL {
+            SegmentError::NotAMemfd {
+                kind: "a file that cannot be sealed",
+            }
+        } else {
+            system("reading the seals of a segment")(errno)
+        }
+    })?;
+    if SealFlag::from_bits_truncate(seals) & SealFlag::F_SEAL_SHRINK != SealFlag::F_SEAL_SHRINK {
+        return Err(SegmentError::NotSealed);
+    }
+    Ok(())
+}
+
+/// A shared-memory segment mapped as 8-byte atomic words.
+///
+/// # Invariants
+///
+/// - `map` is a shared, read-write mapping of exactly `words * 8` bytes, page-aligned
+///   (hence 8-byte aligned), alive and never remapped until `self` drops;
+/// - the file behind it is sealed against shrinking, so every page of the mapping stays
+///   backed for as long as the mapping exists.
+pub struct MappedWords {
+    map: MmapRaw,
+    words: usize,
+}
+
+impl core::fmt::Debug for MappedWords {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("MappedWords")
+            .field("bytes", &self.map.len())
+            .finish()
+    }
+}
+
+impl MappedWords {
+    /// A new segment of `bytes` bytes (a multiple of 8), zeroed; also returns its
+    /// descriptor, to be sent to the peer.
+    pub fn create(name: &str, bytes: u64) -> Result<(MappedWords, OwnedFd), SegmentError> {
+        let fd = sealed_memfd(name, bytes)?;
+        let mapped = MappedWords::map(fd.as_fd(), bytes)?;
+        Ok((mapped, fd))
+    }
+
+    /// Maps the segment `fd`, which must be `bytes` bytes long (a multiple of 8) and
+    /// sealed against shrinking.
+    pub fn map(fd: BorrowedFd<'_>, bytes: u64) -> Result<MappedWords, SegmentError> {
+        check_segment(fd, bytes)?;
+        let length = usize::try_from(bytes).map_err(|_| SegmentError::Size {
+            expected: bytes,
+            actual: bytes,
+        })?;
+        let map = MmapOptions::new()
+            .len(length)
+            .map_raw(fd.as_raw_fd())
+            .map_err(|error| SegmentError::System {
+                what: "mapping a segment",
+                error,
+            })?;
+        // INVARIANT: a shared read-write mapping of `length` bytes (checked equal to the
+        // sealed file's size, a multiple of 8); mmap returns page-aligned addresses.
+        Ok(MappedWords {
+            words: length / 8,
+            map,
+        })
+    }
+
+    /// Locks the segment's pages in memory (`mlock`), as a driver pins DMA memory.
+    pub fn lock(&self) -> std::io::Result<()> {
+        self.map.lock()
+    }
+
+    /// Bytes of the segment.
+    pub fn len(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    /// Whether the segment has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.words == 0
+    }
+
+    /// The segment as words.
+    pub fn words(&self) -> &[AtomicU64] {
+        // SAFETY:
+        // - the pointer is page-aligned, so aligned for `AtomicU64`, and non-null;
+        // - `words * 8` bytes from it are one live mapping (type invariant) that stays
+        //   mapped while the returned borrow of `self` lives, and the sealed file keeps
+        //   every page backed;
+        // - `AtomicU64` has the size and validity of `u64`, and every bit pattern is a
+        //   valid `u64`;
+        // - other processes write this memory concurrently: that is sound through
+        //   atomics, which is all this slice allows (no `&u64`/`&[u8]` is ever formed).
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr().cast::<AtomicU64>(), self.words) }
+    }
+}
+
+impl SharedWords for MappedWords {
+    fn words(&self) -> &[AtomicU64] {
+        MappedWords::words(self)
+    }
+}
+
+/// Sends `parts` in order on `socket` with `fds` attached to the first byte (SCM_RIGHTS); what
+/// the kernel did not take at once follows with plain writes. The sending half of
+/// [`receive_with_fds`], for the framed control messages of the attach and of
+/// `axle bench ring`.
+pub fn send_with_fds(
+    socket: &UnixStream,
+    parts: &[&[u8]],
+    fds: &[BorrowedFd<'_>],
+) -> std::io::Result<()> {
+    let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+    let rights = [ControlMessage::ScmRights(&raw)];
+    let control: &[ControlMessage<'_>] = if raw.is_empty() { &[] } else { &rights };
+    let slices: Vec<IoSlice<'_>> = parts.iter().map(|part| IoSlice::new(part)).collect();
+    let sent = sendmsg::<()>(
+        socket.as_raw_fd(),
+        &slices,
+        control,
+        MsgFlags::MSG_NOSIGNAL,
+        None,
+    )
+    .map_err(std::io::Error::from)?;
+    // The descriptors went with the first byte; the rest, if the kernel took less, follows.
+    let rest: Vec<u8> = parts
+        .iter()
+        .flat_map(|part| part.iter())
+        .copied()
+        .skip(sent)
+        .collect();
+    if !rest.is_empty() {
+        let mut writer = socket;
+        writer.write_all(&rest)?;
+    }
+    Ok(())
+}
+
+/// Most descriptors one message may carry (Linux's `SCM_MAX_FD`): the control buffer of
+/// [`receive_with_fds`] has room for all of them, so the kernel never drops any silently.
+const MAX_FDS_PER_MESSAGE: usize = 253;
+
+/// Receives up to `buffer.len()` bytes from `socket` (at least one, unless the peer closed
+/// the connection: then 0) together with the descriptors that the peer attached with
+/// SCM_RIGHTS, which become owned by the caller.
+///
+/// Every descriptor that arrives is wrapped in an [`OwnedFd`] the moment it is seen, so
+/// every error path closes it: more than `max_fds` (refused with the count), or a control
+/// message the kernel had to truncate (`MSG_CTRUNC`: refused after closing what did
+/// arrive). The control buffer has room for `MAX_FDS_PER_MESSAGE` (253) descriptors, the most
+/// the kernel passes in one message.
+pub fn receive_with_fds(
+    socket: &UnixStream,
+    buffer: &mut [u8],
+    max_fds: usize,
+) -> std::io::Result<(usize, Vec<OwnedFd>)> {
+    use nix::libc;
+    const FD_BYTES: usize = MAX_FDS_PER_MESSAGE * size_of::<libc::c_int>();
+    // `cmsghdr` alignment: a buffer of u64 words is aligned for it.
+    // SAFETY: CMSG_SPACE only computes a size from its argument.
+    let space = unsafe { libc::CMSG_SPACE(FD_BYTES as u32) } as usize;
+    let mut control = vec![0u64; space.div_ceil(8)];
+    let mut iov = libc::iovec {
+        iov_base: buffer.as_mut_ptr().cast(),
+        iov_len: buffer.len(),
+    };
+    // SAFETY: an all-zero msghdr is a valid value (null pointers, zero lengths).
+    let mut header: libc::msghdr = unsafe { std::mem::zeroed() };
+    header.msg_iov = &mut iov;
+    header.msg_iovlen = 1;
+    header.msg_control = control.as_mut_ptr().cast();
+    header.msg_controllen = (control.len() * 8) as _;
+    let received = loop {
+        // SAFETY: `header` points to one iovec over `buffer` (writable, `buffer.len()`
+        // bytes) and to `control` (writable, `msg_controllen` bytes), both alive for the
+        // call; the kernel writes at most those lengths.
+        let received =
+            unsafe { libc::recvmsg(socket.as_raw_fd(), &mut header, libc::MSG_CMSG_CLOEXEC) };
+        if received >= 0 {
+            break received as usize;
+        }
+        let error = std::io::Error::last_os_error();
+        if error.kind() != std::io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    };
+    let mut fds = Vec::new();
+    // SAFETY (the cmsg walk): the CMSG_* functions walk the `msg_controllen` bytes the
+    // kernel wrote into `control`, which stays alive and unmodified during the walk; each
+    // header they return lies inside that buffer, and its data holds
+    // `cmsg_len - CMSG_LEN(0)` bytes (the kernel shortens `cmsg_len` when it truncates).
+    let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(&header) };
+    while !cmsg.is_null() {
+        // SAFETY: see above; `cmsg` is non-null and inside the buffer.
+        let (level, kind, length) = unsafe {
+            (
+                (*cmsg).cmsg_level,
+                (*cmsg).cmsg_type,
+                (*cmsg).cmsg_len as usize,
+            )
+        };
+        if level == libc::SOL_SOCKET && kind == libc::SCM_RIGHTS {
+            // SAFETY: CMSG_LEN only computes a size.
+            let data_bytes = length.saturating_sub(unsafe { libc::CMSG_LEN(0) } as usize);
+            // SAFETY: see above; the data follows the header inside the buffer.
+            let data = unsafe { libc::CMSG_DATA(cmsg) };
+            for index in 0..data_bytes / size_of::<libc::c_int>() {
+                // SAFETY: `index` is below the count of whole descriptors in the data;
+                // the data need not be aligned for c_int, hence the unaligned read.
+                let raw = unsafe { data.cast::<libc::c_int>().add(index).read_unaligned() };
+                if raw >= 0 {
+                    // SAFETY:
+                    // - the kernel has just installed `raw` in this process's
+                    //   descriptor table for this message (SCM_RIGHTS); no other code
+                    //   knows it, so nothing else owns or closes it;
+                    // - it is wrapped exactly once (one iteration per descriptor).
+                    fds.push(unsafe { OwnedFd::from_raw_fd(raw) });
+                }
+            }
+        }
+        // SAFETY: see above.
+        cmsg = unsafe { libc::CMSG_NXTHDR(&header, cmsg) };
+    }
+    // From here on, dropping `fds` closes every descriptor that arrived.
+    if header.msg_flags & libc::MSG_CTRUNC != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "the peer's control message was truncated (more than {MAX_FDS_PER_MESSAGE} \
+                 descriptors, or something other than descriptors); the {} descriptors \
+                 that arrived were closed",
+                fds.len()
+            ),
+        ));
+    }
+    if fds.len() > max_fds {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "the peer sent {} descriptors where at most {max_fds} were expected; all \
+                 were closed",
+                fds.len()
+            ),
+        ));
+    }
+    Ok((received, fds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    #[test]
+    fn a_segment_mapped_twice_shares_its_words() {
+        let (first, fd) = MappedWords::create("axle-test", 4096).unwrap();
+        let second = MappedWords::map(fd.as_fd(), 4096).unwrap();
+        first.words()[3].store(0xabcd, Ordering::Release);
+        assert_eq!(second.words()[3].load(Ordering::Acquire), 0xabcd);
+        assert_eq!(second.words().len(), 512);
+    }
+
+    #[test]
+    fn a_segment_of_another_size_is_refused() {
+        let (_, fd) = MappedWords::create("axle-test", 4096).unwrap();
+        assert!(matches!(
+            MappedWords::map(fd.as_fd(), 8192),
+            Err(SegmentError::Size { .. })
+        ));
+    }
+
+    #[test]
+    fn an_unsealed_file_is_refused() {
+        let name = CString::new("axle-test-unsealed").unwrap();
+        let fd = memfd_create(&name, MemFdCreateFlag::MFD_CLOEXEC).unwrap();
+        nix::unistd::ftruncate(&fd, 4096).unwrap();
+        assert!(matches!(
+            MappedWords::map(fd.as_fd(), 4096),
+            Err(SegmentError::NotSealed)
+        ));
+    }
+
+    #[test]
+    fn descriptors_sent_with_scm_rights_arrive_owned() {
+        use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+        let (left, right) = UnixStream::pair().unwrap();
+        let (mapped, fd) = MappedWords::create("axle-test", 4096).unwrap();
+        mapped.words()[0].store(7, Ordering::Release);
+        let raw = [fd.as_raw_fd()];
+        sendmsg::<()>(
+            left.as_raw_fd(),
+            &[std::io::IoSlice::new(b"x")],
+            &[ControlMessage::ScmRights(&raw)],
+            MsgFlags::empty(),
+            None,
+        )
+        .unwrap();
+        let mut byte = [0u8; 1];
+        let (n, fds) = receive_with_fds(&right, &mut byte, 1).unwrap();
+        assert_eq!((n, fds.len()), (1, 1));
+        let other = MappedWords::map(fds[0].as_fd(), 4096).unwrap();
+        assert_eq!(other.words()[0].load(Ordering::Acquire), 7);
+    }
+}
