@@ -8,8 +8,8 @@ use crate::app::{Application, DeviceLoader, HostCost, HostTask, LaunchPlan, Load
 use crate::app::{DeviceInput, Verification};
 use crate::modes::axle::AxleRing;
 use crate::runtime::Runtime;
-use host_driver::frames::FrameAllocator;
 use cosim_link::link::{DeviceLink, HostAgent, LinkResponse, Wake};
+use host_driver::frames::FrameAllocator;
 use host_driver::phys::PhysicalMemory;
 use host_driver::sync::{Arc, Ordering};
 use shared_abi::control::{DEVICE_STATUS_OFFSET, METADATA_TAIL_OFFSET};
