@@ -1,9 +1,9 @@
-//! shared-abi and firmware must stay `#![no_std]`: this machine has no bare-metal target to
-//! build them for, so this test proves it from the dependency graph instead. For every crate
-//! in their normal (non-dev, non-build) dependency trees it checks that the crate's library
-//! root declares `no_std` (plainly or under `cfg_attr`) and that cargo resolved it without a
-//! `std` feature. Procedural-macro crates run on the build host, not on the device, and are
-//! skipped.
+//! shared-abi, kernel-arith and firmware must stay `#![no_std]`: this machine has no bare-metal
+//! target to build them for, so this test proves it from the dependency graph instead. For
+//! every crate in their normal (non-dev, non-build) dependency trees it checks that the crate's
+//! library root declares `no_std` (plainly or under `cfg_attr`) and that cargo resolved it
+//! without a `std` feature. Procedural-macro crates run on the build host, not on the device,
+//! and are skipped.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -160,6 +160,12 @@ fn check(root: &str) -> Vec<String> {
 #[test]
 fn shared_abi_dependency_tree_holds_no_std_only_crate() {
     let problems = check("shared-abi");
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn kernel_arith_dependency_tree_holds_no_std_only_crate() {
+    let problems = check("kernel-arith");
     assert!(problems.is_empty(), "{problems:#?}");
 }
 

@@ -1,5 +1,6 @@
 //! ABI identity: magic, version and a hash over every layout.
 
+use crate::params::{self, dlrm, knn, opt, pagerank, ssb, sssp};
 use crate::{
     control, CommandDescriptor, FlowControlMessage, MetadataRecord, RingControlBlock,
     ScatterGatherEntry, ShadowRegionDescriptor,
@@ -25,8 +26,13 @@ const fn fold(hash: u64, value: u64) -> u64 {
     h
 }
 
-const fn compute_layout_hash() -> u64 {
-    let fields: [u64; 31] = [
+/// FNV-1a's offset basis: where the fold starts.
+const HASH_SEED: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// The link's own layouts: control block, metadata record, command descriptor, flow-control
+/// message, shadow descriptors, the device address map, mailbox and register offsets.
+const fn link_fields() -> [u64; 31] {
+    [
         size_of::<RingControlBlock>() as u64,
         control::METADATA_TAIL_OFFSET,
         control::PAYLOAD_TAIL_OFFSET,
@@ -61,17 +67,84 @@ const fn compute_layout_hash() -> u64 {
             | crate::registers::MAILBOX_MIRROR << 16
             | crate::registers::WINDOW_BYTES << 32,
         ABI_VERSION as u64,
-    ];
-    let mut hash = 0xcbf2_9ce4_8422_2325;
-    let mut rest: &[u64] = &fields;
-    while let [field, tail @ ..] = rest {
-        hash = fold(hash, *field);
+    ]
+}
+
+/// The kernels' side ([`crate::params`]): parameter blocks, argument packings (each a packing
+/// of distinct small values, so a moved or resized field changes the packed word), and the
+/// limits and sizes both sides must agree on.
+const fn kernel_fields() -> [u64; 44] {
+    [
+        params::VECTOR_LANES as u64,
+        knn::pack_shape(1, 2),
+        knn::RESULT_BYTES_PER_ITEM as u64,
+        size_of::<sssp::SsspParameters>() as u64,
+        offset_of!(sssp::SsspParameters, vertices) as u64,
+        offset_of!(sssp::SsspParameters, arcs) as u64,
+        offset_of!(sssp::SsspParameters, offsets) as u64,
+        offset_of!(sssp::SsspParameters, targets) as u64,
+        offset_of!(sssp::SsspParameters, weights) as u64,
+        sssp::PARAMETERS_ALIGNMENT,
+        sssp::INFINITY as u64,
+        size_of::<pagerank::PageRankParameters>() as u64,
+        offset_of!(pagerank::PageRankParameters, vertices) as u64,
+        offset_of!(pagerank::PageRankParameters, arcs) as u64,
+        offset_of!(pagerank::PageRankParameters, offsets) as u64,
+        offset_of!(pagerank::PageRankParameters, sources) as u64,
+        pagerank::PARAMETERS_ALIGNMENT,
+        pagerank::VERTICES_PER_ITEM as u64,
+        ssb::pack_rows(1, 2),
+        ssb::Predicate {
+            quantity_low: 1,
+            quantity_high: 2,
+            discount_low: 3,
+            discount_high: 4,
+        }
+        .pack(),
+        ssb::ROWS_PER_PACKET as u64 | ssb::VALUE_BYTES << 32,
+        dlrm::pack_shape(1, 2),
+        dlrm::pack_batch(1, 2),
+        dlrm::ELEMENT_BYTES,
+        size_of::<opt::OptParameters>() as u64,
+        offset_of!(opt::OptParameters, hidden) as u64,
+        offset_of!(opt::OptParameters, heads) as u64,
+        offset_of!(opt::OptParameters, head_dim) as u64,
+        offset_of!(opt::OptParameters, capacity) as u64,
+        offset_of!(opt::OptParameters, output_split) as u64,
+        offset_of!(opt::OptParameters, reserved) as u64,
+        offset_of!(opt::OptParameters, input) as u64,
+        offset_of!(opt::OptParameters, ln_gamma) as u64,
+        offset_of!(opt::OptParameters, ln_beta) as u64,
+        offset_of!(opt::OptParameters, qkv_weight) as u64,
+        offset_of!(opt::OptParameters, qkv_bias) as u64,
+        offset_of!(opt::OptParameters, output_weight) as u64,
+        offset_of!(opt::OptParameters, output_bias) as u64,
+        offset_of!(opt::OptParameters, workspace) as u64,
+        opt::PARAMETER_ALIGNMENT | opt::ADDRESS_ALIGNMENT << 8 | opt::ELEMENT_BYTES << 16,
+        opt::PACKET_ELEMENTS as u64 | (opt::SOFTMAX_BLOCK_PACKETS as u64) << 32,
+        opt::MAX_HIDDEN as u64 | (opt::MAX_HEAD_DIM as u64) << 32,
+        opt::MAX_POSITIONS as u64 | (opt::MAX_OUTPUT_SPLIT as u64) << 32,
+        sssp::PARAMETERS_BYTES as u64 | (pagerank::PARAMETERS_BYTES as u64) << 32,
+    ]
+}
+
+const fn compute_layout_hash() -> u64 {
+    fold_all(fold_all(HASH_SEED, &link_fields()), &kernel_fields())
+}
+
+const fn fold_all(hash: u64, values: &[u64]) -> u64 {
+    let mut hash = hash;
+    let mut rest: &[u64] = values;
+    while let [value, tail @ ..] = rest {
+        hash = fold(hash, *value);
         rest = tail;
     }
     hash
 }
 
-/// A hash over the size and field offsets of every ABI type and over the address map.
+/// A hash over the size and field offsets of every ABI type (the kernels' parameter blocks
+/// included), over the address map, and over the kernels' argument packings and shape limits
+/// ([`crate::params`]).
 pub const LAYOUT_HASH: u64 = compute_layout_hash();
 
 #[cfg(test)]
@@ -87,5 +160,25 @@ mod tests {
     fn layout_hash_changes_when_any_folded_value_changes() {
         assert_ne!(fold(1, 2), fold(1, 3));
         assert_ne!(LAYOUT_HASH, 0);
+    }
+
+    #[test]
+    fn layout_hash_covers_the_kernel_parameter_blocks() {
+        // Without the kernels' fields the hash would be the fold of the link's alone.
+        assert_ne!(LAYOUT_HASH, fold_all(HASH_SEED, &link_fields()));
+        let kernel = kernel_fields();
+        assert!(kernel.contains(&(size_of::<opt::OptParameters>() as u64)));
+        assert!(kernel.contains(&(offset_of!(opt::OptParameters, workspace) as u64)));
+        assert!(kernel.contains(&(size_of::<sssp::SsspParameters>() as u64)));
+        assert!(kernel.contains(&(offset_of!(sssp::SsspParameters, weights) as u64)));
+        assert!(kernel.contains(&(size_of::<pagerank::PageRankParameters>() as u64)));
+        assert!(kernel.contains(&(offset_of!(pagerank::PageRankParameters, sources) as u64)));
+        // One changed packing changes the hash.
+        let mut changed = kernel;
+        changed[1] = knn::pack_shape(2, 1);
+        assert_ne!(
+            fold_all(fold_all(HASH_SEED, &link_fields()), &changed),
+            LAYOUT_HASH
+        );
     }
 }

@@ -92,6 +92,9 @@ use crate::kernels::ranges::{checked_range, offset_address, overlaps};
 use crate::kernels::{ItemCost, ItemSpec, VECTOR_LANES};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
 
+// The command's contract: argument packings and the batch's size.
+pub use shared_abi::params::dlrm::{batch_bytes, pack_batch, pack_shape, ELEMENT_BYTES};
+
 /// Elements of one item's packet: one vector register of [`VECTOR_LANES`] `f32`.
 pub const PACKET_ELEMENTS: usize = VECTOR_LANES;
 
@@ -100,9 +103,6 @@ pub const PACKET_BYTES: u64 = PACKET_ELEMENTS as u64 * ELEMENT_BYTES;
 
 /// Indices the kernel reads per chunk into its stack buffer (one 256-byte burst).
 pub const INDEX_CHUNK: usize = 64;
-
-/// Bytes of one `f32` element, `u32` index and `u32` offset.
-pub const ELEMENT_BYTES: u64 = 4;
 
 /// One lookup (M²NDP `dlrm_sls.py`'s `.LOOP1`): scalar: `slli` + `add` of the index's
 /// address, the bound check `bgeu` against `rows`, `mul` + `add` of the row packet's address,
@@ -142,25 +142,6 @@ pub const FIXED: ItemCost = ItemCost {
 
 /// Alignment every address of the command must have (the `f32` and `u32` natural alignment).
 pub const ADDRESS_ALIGNMENT: u64 = 4;
-
-/// `args[1]` for a table of `rows` vectors of `dim` elements.
-pub const fn pack_shape(rows: u32, dim: u32) -> u64 {
-    (rows as u64) | ((dim as u64) << 32)
-}
-
-/// `args[3]` for a batch of `bags` bags holding `index_count` indices in all.
-pub const fn pack_batch(bags: u32, index_count: u32) -> u64 {
-    (bags as u64) | ((index_count as u64) << 32)
-}
-
-/// Bytes of a batch of `bags` bags and `index_count` indices: `(bags + 1 + index_count) * 4`.
-/// (Cannot overflow: at most `(2^33 - 1) * 4`.)
-pub fn batch_bytes(bags: u32, index_count: u32) -> u64 {
-    u64::from(bags)
-        .saturating_add(1)
-        .saturating_add(u64::from(index_count))
-        .saturating_mul(ELEMENT_BYTES)
-}
 
 /// The modelled cost of one packet of a bag of `lookups` rows: [`FIXED`] + `lookups` ×
 /// [`PER_LOOKUP`]. Nothing is cached: Zipf-hot rows are read again, as a µthread without a

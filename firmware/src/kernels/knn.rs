@@ -46,14 +46,20 @@
 //! 3. The ordered horizontal reduction (`vfredosum`): `s = +0.0`, then `s = s + lane[0]`,
 //!    `s = s + lane[1]`, ..., `s = s + lane[7]`, each addition rounded in `f32`.
 //!
-//! The host reference (crate `workloads`) calls the same [`squared_distance`], so device and
-//! reference results are bit-identical; any other order (a plain sequential sum, `f64`
+//! [`squared_distance`] lives in the `kernel-arith` crate (re-exported here) and the host
+//! reference (crate `workloads`) calls the same function, so device and reference results are
+//! bit-identical; any other order (a plain sequential sum, `f64`
 //! accumulation) would differ in the last bits and break exact verification.
 
 use crate::hal::DeviceMemory;
 use crate::kernels::ranges::{checked_range, offset_address, overlaps};
 use crate::kernels::{ItemCost, ItemSpec};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
+
+// The distance both the device and the host reference compute (see the module docs).
+pub use kernel_arith::knn::{squared_distance, DistanceAccumulator};
+// The command's contract: the argument packing and the result's element size.
+pub use shared_abi::params::knn::{pack_shape, RESULT_BYTES_PER_ITEM};
 
 /// Vector lanes of the modelled µthread (`f32` lanes per vector instruction, M²NDP's
 /// `simd_width=256`: [`super::VECTOR_LANES`]). `dim` must be a multiple of it so every vector
@@ -66,9 +72,6 @@ pub const CHUNK_ELEMENTS: usize = 64;
 
 /// Bytes of one `f32` element.
 pub const ELEMENT_BYTES: u64 = 4;
-
-/// Bytes of result each item writes: one `f32` distance.
-pub const RESULT_BYTES_PER_ITEM: u32 = 4;
 
 /// Instructions per group of [`LANES`] elements: `vle32.v` of the row chunk from device
 /// memory and `vle32.v` of the query chunk from the µthread's scratchpad (the query is copied
@@ -104,11 +107,6 @@ pub const FIXED: ItemCost = ItemCost {
 /// Alignment every address of the command must have (the `f32` natural alignment).
 pub const ADDRESS_ALIGNMENT: u64 = 4;
 
-/// `args[2]` for `rows` database vectors of `dim` elements.
-pub const fn pack_shape(rows: u32, dim: u32) -> u64 {
-    (rows as u64) | ((dim as u64) << 32)
-}
-
 /// The modelled cost of one item of a launch with vectors of `dim` elements: see
 /// [`PER_LANE_GROUP`], [`PER_CHUNK`] and [`FIXED`]; the bytes are the row's `dim * 4` bytes
 /// read plus the 4-byte result written (the query lives in scratch after the first touch and
@@ -125,61 +123,6 @@ pub fn item_cost(dim: u32) -> ItemCost {
             dim.saturating_mul(ELEMENT_BYTES)
                 .saturating_add(u64::from(RESULT_BYTES_PER_ITEM)),
         ))
-}
-
-/// The running state of one squared L2 distance in the kernel's fixed summation order (see
-/// the module docs): [`LANES`] lane partial sums and the lane the next element goes to. Feeding the
-/// elements in several calls of [`DistanceAccumulator::add`] gives exactly the result of one
-/// call with all of them.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct DistanceAccumulator {
-    lanes: [f32; LANES],
-    next_lane: usize,
-}
-
-impl Default for DistanceAccumulator {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl DistanceAccumulator {
-    /// Every lane at `+0.0`, next element to lane 0.
-    pub const fn new() -> Self {
-        DistanceAccumulator {
-            lanes: [0.0; LANES],
-            next_lane: 0,
-        }
-    }
-
-    /// Adds the next elements: pairs `(a[j], b[j])` for `j < min(a.len(), b.len())`.
-    pub fn add(&mut self, a: &[f32], b: &[f32]) {
-        for (x, y) in a.iter().zip(b) {
-            let difference = x - y;
-            if let Some(lane) = self.lanes.get_mut(self.next_lane) {
-                *lane = libm::fmaf(difference, difference, *lane);
-            }
-            self.next_lane = self
-                .next_lane
-                .checked_add(1)
-                .filter(|next| *next < LANES)
-                .unwrap_or(0);
-        }
-    }
-
-    /// The ordered horizontal reduction: `((0 + lane0) + lane1) + ... + lane7`.
-    pub fn finish(&self) -> f32 {
-        self.lanes.iter().fold(0.0_f32, |sum, lane| sum + lane)
-    }
-}
-
-/// The squared L2 distance of `a` and `b` (over `min(a.len(), b.len())` elements) in the
-/// kernel's exact arithmetic and order: the one function both the device kernel and the host
-/// reference use, so their results are bit-identical.
-pub fn squared_distance(a: &[f32], b: &[f32]) -> f32 {
-    let mut accumulator = DistanceAccumulator::new();
-    accumulator.add(a, b);
-    accumulator.finish()
 }
 
 /// A decoded, validated KNN distance launch.
@@ -532,42 +475,6 @@ mod tests {
                 assert_eq!(got.to_bits(), squared_distance(row, query).to_bits());
             }
         }
-    }
-
-    #[test]
-    fn squared_distance_follows_the_documented_lane_order() {
-        // Values whose sum depends on the order: a large lane-0 term and small other terms.
-        let a: Vec<f32> = (0..16)
-            .map(|j| {
-                if j % 8 == 0 {
-                    4096.0
-                } else {
-                    0.000_123 * j as f32
-                }
-            })
-            .collect();
-        let b = vec![0.0_f32; 16];
-        let mut lanes = [0.0_f32; 8];
-        for (j, (x, y)) in a.iter().zip(&b).enumerate() {
-            let d = x - y;
-            lanes[j % 8] = d.mul_add(d, lanes[j % 8]);
-        }
-        let mut expected = 0.0_f32;
-        for lane in lanes {
-            expected += lane;
-        }
-        assert_eq!(squared_distance(&a, &b).to_bits(), expected.to_bits());
-    }
-
-    #[test]
-    fn accumulator_split_feeding_equals_one_call() {
-        let a: Vec<f32> = (0..75).map(|j| (j as f32 * 0.37).sin()).collect();
-        let b: Vec<f32> = (0..75).map(|j| (j as f32 * 0.11).cos()).collect();
-        let mut split = DistanceAccumulator::default();
-        split.add(&a[..3], &b[..3]);
-        split.add(&a[3..64], &b[3..64]);
-        split.add(&a[64..], &b[64..]);
-        assert_eq!(split.finish().to_bits(), squared_distance(&a, &b).to_bits());
     }
 
     fn assert_rejected(command: CommandDescriptor, memory_size: u64, status: Status) {

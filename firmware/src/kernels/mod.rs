@@ -7,7 +7,9 @@
 //! verifies.
 //!
 //! Adding a kernel: a module here, a [`shared_abi::KernelId`] variant, and an arm in each
-//! method of [`Kernel`].
+//! method of [`Kernel`]; what the host must agree on (argument packing, parameter block, shape
+//! limits) in a module of [`shared_abi::params`], folded into [`shared_abi::LAYOUT_HASH`]; and
+//! any arithmetic a host reference must reproduce bit for bit in the `kernel-arith` crate.
 //!
 //! # Stages
 //!
@@ -38,12 +40,9 @@ use core::ops::Range;
 use crate::hal::DeviceMemory;
 use shared_abi::{CommandDescriptor, KernelId, Status};
 
-/// Vector lanes of a CCM µthread: `f32` (or `u32`) elements per vector instruction. M²NDP's
-/// performance configuration (`config/performance/M2NDP/m2ndp.config`) has `simd_width=256`
-/// bits, 8 lanes of 32 bits, as its kernels' `vle32.v` over 32-byte packets show. Every kernel's
-/// vector arithmetic (and so its summation order, the bit-exact contract with the host
-/// references) is written for this width.
-pub const VECTOR_LANES: usize = 8;
+/// Vector lanes of a CCM µthread (8, M²NDP's `simd_width=256`): part of the contract with the
+/// host, so defined in [`shared_abi::params::VECTOR_LANES`].
+pub use shared_abi::params::VECTOR_LANES;
 
 /// Bytes of one device-memory burst: paper Table III's DDR5-4800 moves 64 bytes per access
 /// (a 32-bit sub-channel at burst length 16, JEDEC JESD79-5). A random access to fewer bytes

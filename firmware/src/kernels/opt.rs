@@ -21,7 +21,9 @@
 //! each), the stacked Q/K/V weight (`3 hidden` rows of `hidden`, row-major: output row `r` is
 //! the dot product of weight row `r` with the normalized input) and bias (`3 hidden`), the
 //! output weight (`hidden x hidden`, row-major) and bias (`hidden`), and the kernel's
-//! workspace ([`workspace_bytes`]). All values are little-endian `f32`.
+//! workspace ([`workspace_bytes`]). All values are little-endian `f32`. The block's layout, the
+//! shape limits and the cache and workspace sizes are part of the ABI
+//! ([`shared_abi::params::opt`], re-exported here).
 //!
 //! # Work items: M²NDP's µthreads
 //!
@@ -133,8 +135,9 @@
 //! blocks' weighted values times their factors in block order ([`accumulate_weighted`]) and
 //! multiplies by the reciprocal of the total ([`block_factors`]); stage 9 adds the parts in
 //! part order from `+0.0`, then the bias, then `x` ([`project`], [`residual`]). The softmax
-//! uses `libm::expf`, LayerNorm `libm::sqrtf`. The host reference (crate `workloads`) calls
-//! these same public helpers, so device and reference agree bit for bit.
+//! uses `libm::expf`, LayerNorm `libm::sqrtf`. These helpers live in the `kernel-arith` crate
+//! (re-exported here); the host reference (crate `workloads`) calls the same functions, so
+//! device and reference agree bit for bit.
 //!
 //! The modelled instructions are M²NDP's fused `vfmacc`; the arithmetic rounds the product and
 //! the sum separately. A fused multiply-add has no fast portable implementation on the hosts
@@ -160,14 +163,24 @@ use crate::hal::DeviceMemory;
 use crate::kernels::ranges::{checked_range, overlaps};
 use crate::kernels::{ItemCost, ItemSpec};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
-use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+// The arithmetic shared with the host reference (see the module docs), from `kernel-arith`.
+pub use kernel_arith::opt::{
+    accumulate_weighted, add_into, attention_scale, block_factors, block_output, dot, dot_lanes,
+    exponents, layer_norm_moments, normalize, ordered_sum, project, residual, running_max, scale,
+    score, split_dot, LaneSum, LayerNormMoments, GEMV_BLOCK_ELEMENTS, LAYER_NORM_EPSILON,
+};
+// The command's contract (parameter block, limits, workspace and cache sizes), from
+// `shared-abi`.
+pub use shared_abi::params::opt::{
+    cache_bytes, workspace_bytes, OptParameters, WorkspaceLayout, ADDRESS_ALIGNMENT, ELEMENT_BYTES,
+    MAX_HEAD_DIM, MAX_HIDDEN, MAX_OUTPUT_SPLIT, MAX_POSITIONS, PACKET_ELEMENTS,
+    PARAMETER_ALIGNMENT, PARAMETER_BYTES, SOFTMAX_BLOCK_PACKETS,
+};
 
 /// Vector lanes of the modelled µthread: [`super::VECTOR_LANES`] (M²NDP's `simd_width=256`, 8
 /// `f32`); also the elements of one packet.
 pub const LANES: usize = super::VECTOR_LANES;
-
-/// Elements of one 32-byte packet (`LANES` as a `u32`).
-pub const PACKET_ELEMENTS: u32 = LANES as u32;
 
 /// Bytes of one packet: M²NDP's µthread input vector (half a DDR5 burst,
 /// [`super::DRAM_BURST_BYTES`]; the stages' packets stream, so each costs its size).
@@ -177,42 +190,15 @@ pub const PACKET_BYTES: u64 = 32;
 /// `OptGemvOutputMapSplit` keeps one accumulator register per row of its output packet.
 pub const GEMV_ROWS: u32 = PACKET_ELEMENTS;
 
-/// Columns of one GEMV block: the 8 packets M²NDP's GEMV loop loads per iteration
-/// (`unroll_level = 8`), the unit of its K split.
-pub const GEMV_BLOCK_ELEMENTS: u32 = 64;
-
-/// Token packets of one softmax block: 64 tokens, the 256-byte chunk of a head's scores that
-/// one processing unit holds (M²NDP `m2ndp_interleave_size=256`; `configs.stride` of its
-/// examples).
-pub const SOFTMAX_BLOCK_PACKETS: u32 = 8;
-
 /// Dimension packets per iteration of Attention1's loops over `head_dim`: M²NDP's unroll level
 /// for a head dimension that is a multiple of 10 (OPT-2.7B's 80: one iteration).
 pub const HEAD_UNROLL_PACKETS: u32 = 10;
 
-/// Largest hidden size (bounds the work of one launch).
-pub const MAX_HIDDEN: u32 = 4096;
-
-/// Largest head dimension (a head's query, one key row and a partial are stack buffers).
-pub const MAX_HEAD_DIM: u32 = 256;
-
-/// Largest KV cache capacity: OPT's 2048 positions.
-pub const MAX_POSITIONS: u32 = 2048;
-
 /// Largest softmax block count of a head: `MAX_POSITIONS / 64`.
 pub const MAX_BLOCKS: u32 = MAX_POSITIONS / (SOFTMAX_BLOCK_PACKETS * PACKET_ELEMENTS);
 
-/// Largest K split of the output projection.
-pub const MAX_OUTPUT_SPLIT: u32 = 16;
-
-/// The LayerNorm epsilon (OPT's).
-pub const LAYER_NORM_EPSILON: f32 = 1e-5;
-
 /// Stages of every launch.
 pub const STAGES: u32 = 10;
-
-/// Bytes of one element.
-pub const ELEMENT_BYTES: u64 = 4;
 
 /// Elements the kernel reads per device-memory access into its stack buffers (a simulation
 /// detail, not part of the model).
@@ -220,12 +206,6 @@ pub const CHUNK_ELEMENTS: usize = 64;
 
 /// Bytes of one chunk buffer.
 const CHUNK_BYTES: usize = CHUNK_ELEMENTS * 4;
-
-/// Alignment of the parameter block.
-pub const PARAMETER_ALIGNMENT: u64 = 8;
-
-/// Alignment of every other address (the `f32` natural alignment).
-pub const ADDRESS_ALIGNMENT: u64 = 4;
 
 /// The stages, in order (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -660,436 +640,8 @@ pub fn residual_cost(split: u32) -> ItemCost {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Arithmetic shared with the host reference
-// ---------------------------------------------------------------------------------------------
-
-/// A sum in a fixed lane order (see the module docs): `N` lane partial sums and the lane the
-/// next element goes to. Feeding elements in several calls gives exactly the result of one
-/// call with all of them. The device's sums are `LaneSum<LANES>` (the default); the host's
-/// MLP tasks, which model 16-lane AVX-512 vectors, use `LaneSum<16>`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct LaneSum<const N: usize = LANES> {
-    lanes: [f32; N],
-    next_lane: usize,
-}
-
-impl<const N: usize> Default for LaneSum<N> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<const N: usize> LaneSum<N> {
-    /// Every lane at `+0.0`, next element to lane 0.
-    pub const fn new() -> Self {
-        LaneSum {
-            lanes: [0.0; N],
-            next_lane: 0,
-        }
-    }
-
-    /// Adds one value to the next lane.
-    fn push(&mut self, value: f32) {
-        if let Some(lane) = self.lanes.get_mut(self.next_lane) {
-            *lane += value;
-        }
-        self.next_lane = self
-            .next_lane
-            .checked_add(1)
-            .filter(|next| *next < N)
-            .unwrap_or(0);
-    }
-
-    /// Adds the products `a[j] * b[j]` for `j < min(a.len(), b.len())`: each product rounded,
-    /// then added to its lane.
-    pub fn add_products(&mut self, a: &[f32], b: &[f32]) {
-        let mut a = a;
-        let mut b = b;
-        // Up to the next lane-0 boundary one at a time.
-        while self.next_lane != 0 {
-            let (Some((x, a_rest)), Some((y, b_rest))) = (a.split_first(), b.split_first()) else {
-                return;
-            };
-            self.push(x * y);
-            a = a_rest;
-            b = b_rest;
-        }
-        // Whole groups as N-lane vector operations.
-        let mut a_groups = a.chunks_exact(N);
-        let mut b_groups = b.chunks_exact(N);
-        for (x, y) in (&mut a_groups).zip(&mut b_groups) {
-            if let (Ok(x), Ok(y)) = (<&[f32; N]>::try_from(x), <&[f32; N]>::try_from(y)) {
-                for ((lane, x), y) in self.lanes.iter_mut().zip(x).zip(y) {
-                    *lane += x * y;
-                }
-            }
-        }
-        for (x, y) in a_groups.remainder().iter().zip(b_groups.remainder()) {
-            self.push(x * y);
-        }
-    }
-
-    /// Adds the values themselves.
-    pub fn add_values(&mut self, values: &[f32]) {
-        for value in values {
-            self.push(*value);
-        }
-    }
-
-    /// Adds the squares `v * v` (each rounded, then added).
-    pub fn add_squares(&mut self, values: &[f32]) {
-        for value in values {
-            self.push(value * value);
-        }
-    }
-
-    /// Adds the squared deviations `(v - mean) * (v - mean)`.
-    pub fn add_squared_deviations(&mut self, values: &[f32], mean: f32) {
-        for value in values {
-            let deviation = value - mean;
-            self.push(deviation * deviation);
-        }
-    }
-
-    /// The ordered horizontal reduction: `((0 + lane0) + lane1) + ... + lane(N-1)`.
-    pub fn finish(&self) -> f32 {
-        self.lanes.iter().fold(0.0_f32, |sum, lane| sum + lane)
-    }
-}
-
-/// `sum a[j] b[j]` in `N`-lane order.
-pub fn dot_lanes<const N: usize>(a: &[f32], b: &[f32]) -> f32 {
-    let mut sum = LaneSum::<N>::new();
-    sum.add_products(a, b);
-    sum.finish()
-}
-
-/// `sum a[j] b[j]` in the device's [`LANES`]-lane order.
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    dot_lanes::<LANES>(a, b)
-}
-
-/// Part `part` of `split` of the dot product of a GEMV row with its input (stage 8): the
-/// [`LANES`]-lane sum over the columns of the 64-column blocks `part, part + split, ...`, in
-/// increasing column order (every block but the last is a multiple of [`LANES`] long, so
-/// column `j` goes to lane `j % 8`).
-pub fn split_dot(row: &[f32], input: &[f32], part: u32, split: u32) -> f32 {
-    let mut sum: LaneSum = LaneSum::new();
-    let block = GEMV_BLOCK_ELEMENTS as usize;
-    let step = (split as usize).saturating_mul(block);
-    let mut start = (part as usize).saturating_mul(block);
-    while step > 0 && start < row.len().min(input.len()) {
-        let end = start.saturating_add(block);
-        if let (Some(a), Some(b)) = (
-            row.get(start..end.min(row.len())),
-            input.get(start..end.min(input.len())),
-        ) {
-            sum.add_products(a, b);
-        }
-        start = start.saturating_add(step);
-    }
-    sum.finish()
-}
-
-/// LayerNorm0's statistics as stage 0 accumulates them: the sum and the sum of squares of
-/// the elements, each a [`LaneSum`], fed in order.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct LayerNormMoments {
-    sum: LaneSum,
-    squares: LaneSum,
-    count: u32,
-}
-
-impl LayerNormMoments {
-    /// No elements yet.
-    pub const fn new() -> Self {
-        LayerNormMoments {
-            sum: LaneSum::new(),
-            squares: LaneSum::new(),
-            count: 0,
-        }
-    }
-
-    /// Adds the next elements.
-    pub fn add(&mut self, values: &[f32]) {
-        self.sum.add_values(values);
-        self.squares.add_squares(values);
-        let added = u32::try_from(values.len()).unwrap_or(u32::MAX);
-        self.count = self.count.saturating_add(added);
-    }
-
-    /// `(mean, 1 / sqrt(variance + epsilon))` with M²NDP's moments (`OptLayerNorm0`, then
-    /// `OptLayerNorm1`'s initializer): `mean = sum / n`, `mean_square = squares / n`,
-    /// `variance = mean_square - mean * mean`, `n` the element count as `f32`.
-    pub fn finish(&self) -> (f32, f32) {
-        let count = self.count as f32;
-        let mean = self.sum.finish() / count;
-        let mean_square = self.squares.finish() / count;
-        let variance = mean_square - mean * mean;
-        (mean, 1.0 / libm::sqrtf(variance + LAYER_NORM_EPSILON))
-    }
-}
-
-/// [`LayerNormMoments`] of `x` in one call.
-pub fn layer_norm_moments(x: &[f32]) -> (f32, f32) {
-    let mut moments = LayerNormMoments::new();
-    moments.add(x);
-    moments.finish()
-}
-
-/// One normalized element: `((value - mean) * reciprocal) * gamma + beta`.
-pub fn normalize(value: f32, mean: f32, reciprocal: f32, gamma: f32, beta: f32) -> f32 {
-    (value - mean) * reciprocal * gamma + beta
-}
-
-/// The score scale `1 / sqrt(head_dim)`.
-pub fn attention_scale(head_dim: u32) -> f32 {
-    1.0 / libm::sqrtf(head_dim as f32)
-}
-
-/// The scaled score of a query and a key: `dot(query, key) * scale`.
-pub fn score(query: &[f32], key: &[f32], scale: f32) -> f32 {
-    dot(query, key) * scale
-}
-
-/// The max of `values` left to right: starting from the first, a value replaces the max only
-/// when it is greater. An empty slice gives `-inf`.
-pub fn running_max(values: &[f32]) -> f32 {
-    let Some(first) = values.first().copied() else {
-        return f32::NEG_INFINITY;
-    };
-    values
-        .iter()
-        .fold(first, |max, value| if *value > max { *value } else { max })
-}
-
-/// The ordered sum `((0 + v0) + v1) + ...` (`vfredosum.vs` over one vector).
-pub fn ordered_sum(values: &[f32]) -> f32 {
-    values.iter().fold(0.0_f32, |sum, value| sum + value)
-}
-
-/// Replaces a packet's scores by their exponents `expf(s - max)` (`max`: the block's) and
-/// returns their [`ordered_sum`] (stage 4).
-pub fn exponents(scores: &mut [f32], max: f32) -> f32 {
-    for score in scores.iter_mut() {
-        *score = libm::expf(*score - max);
-    }
-    ordered_sum(scores)
-}
-
-/// `accumulator[d] = accumulator[d] + weight * values[d]` (the product rounded, then the add):
-/// one token's (or block's) contribution to a weighted sum, dimension by dimension.
-pub fn accumulate_weighted(accumulator: &mut [f32], weight: f32, values: &[f32]) {
-    for (sum, value) in accumulator.iter_mut().zip(values) {
-        *sum += weight * value;
-    }
-}
-
-/// `accumulator[d] = accumulator[d] + values[d]` (stage 6: a packet's partial into its
-/// block's).
-pub fn add_into(accumulator: &mut [f32], values: &[f32]) {
-    for (sum, value) in accumulator.iter_mut().zip(values) {
-        *sum += value;
-    }
-}
-
-/// Stage 7's rescale factors of a head's softmax blocks from their maxima and exponent sums:
-/// with `M` the [`running_max`] of `maxima`, `factors[b] = expf(maxima[b] - M)`; returns the
-/// reciprocal of the total `((0 + factors[0] * sums[0]) + factors[1] * sums[1]) + ...`
-/// (each product rounded, then added). Blocks past the shortest of the three slices are
-/// ignored.
-pub fn block_factors(maxima: &[f32], sums: &[f32], factors: &mut [f32]) -> f32 {
-    let max = running_max(maxima);
-    let mut total = 0.0_f32;
-    for ((factor, block_max), sum) in factors.iter_mut().zip(maxima).zip(sums) {
-        *factor = libm::expf(block_max - max);
-        total += *factor * sum;
-    }
-    1.0 / total
-}
-
-/// `values[d] = values[d] * reciprocal` (stage 7's last step).
-pub fn scale(values: &mut [f32], reciprocal: f32) {
-    for value in values.iter_mut() {
-        *value *= reciprocal;
-    }
-}
-
-/// A projection output: `dot + bias`.
-pub fn project(dot: f32, bias: f32) -> f32 {
-    dot + bias
-}
-
-/// The residual: `input + output`.
-pub fn residual(input: f32, output: f32) -> f32 {
-    input + output
-}
-
-/// One output of the attention block from the output projection's part sums (stage 9):
-/// `residual(input, project(ordered_sum(parts), bias))`.
-pub fn block_output(parts: &[f32], bias: f32, input: f32) -> f32 {
-    residual(input, project(ordered_sum(parts), bias))
-}
-
-// ---------------------------------------------------------------------------------------------
 // Command
 // ---------------------------------------------------------------------------------------------
-
-/// The parameter block the command's `args[0]` points at (see the module docs).
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
-#[repr(C)]
-pub struct OptParameters {
-    /// Hidden size (`heads * head_dim`).
-    pub hidden: u32,
-    /// Attention heads.
-    pub heads: u32,
-    /// Dimensions per head (a multiple of [`LANES`]).
-    pub head_dim: u32,
-    /// Positions each KV cache holds.
-    pub capacity: u32,
-    /// Parts of the output projection's columns (M²NDP's `OptOutProj` uses 4).
-    pub output_split: u32,
-    /// Must be zero.
-    pub reserved: [u32; 3],
-    /// The input hidden state (`hidden` `f32`).
-    pub input: u64,
-    /// LayerNorm0 gamma.
-    pub ln_gamma: u64,
-    /// LayerNorm0 beta.
-    pub ln_beta: u64,
-    /// Q/K/V weight, `3 hidden x hidden`.
-    pub qkv_weight: u64,
-    /// Q/K/V bias, `3 hidden`.
-    pub qkv_bias: u64,
-    /// Output weight, `hidden x hidden`.
-    pub output_weight: u64,
-    /// Output bias, `hidden`.
-    pub output_bias: u64,
-    /// Workspace of [`workspace_bytes`].
-    pub workspace: u64,
-}
-
-const _: () = assert!(core::mem::size_of::<OptParameters>() == 96);
-
-impl OptParameters {
-    /// The block's bytes as the kernel reads them (for a host to write into device memory).
-    pub fn bytes(&self) -> &[u8] {
-        self.as_bytes()
-    }
-}
-
-/// Bytes of the parameter block.
-pub const PARAMETER_BYTES: u64 = core::mem::size_of::<OptParameters>() as u64;
-
-/// Where each region of the workspace starts, in elements from its start (see
-/// [`workspace_bytes`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WorkspaceLayout {
-    /// LayerNorm0's mean and reciprocal deviation (one packet).
-    pub statistics: u64,
-    /// The normalized input (`hidden`).
-    pub normalized: u64,
-    /// The query (`hidden`).
-    pub query: u64,
-    /// Scores, then exponents, `[heads][capacity]`.
-    pub scores: u64,
-    /// Token packets' maxima, `[heads][packets]` with `packets = ceil(capacity / 8)`.
-    pub packet_maxima: u64,
-    /// Token packets' exponent sums, `[heads][packets]`.
-    pub packet_sums: u64,
-    /// Token packets' weighted values, `[heads][packets][head_dim]`.
-    pub packet_partials: u64,
-    /// Softmax blocks' maxima, `[heads][blocks]` with `blocks = ceil(packets / 8)`.
-    pub block_maxima: u64,
-    /// Softmax blocks' exponent sums, `[heads][blocks]`.
-    pub block_sums: u64,
-    /// Softmax blocks' weighted values, `[heads][blocks][head_dim]`.
-    pub block_partials: u64,
-    /// The attention output (`hidden`).
-    pub attention: u64,
-    /// The output projection's part sums, `[output_split][hidden]`.
-    pub out_partials: u64,
-    /// Elements in all.
-    pub elements: u64,
-}
-
-impl WorkspaceLayout {
-    /// The layout for a shape; `None` on overflow.
-    pub fn new(
-        hidden: u32,
-        heads: u32,
-        head_dim: u32,
-        capacity: u32,
-        output_split: u32,
-    ) -> Option<WorkspaceLayout> {
-        let hidden = u64::from(hidden);
-        let heads = u64::from(heads);
-        let head_dim = u64::from(head_dim);
-        let packets = ceil_div(u64::from(capacity), u64::from(PACKET_ELEMENTS));
-        let blocks = ceil_div(packets, u64::from(SOFTMAX_BLOCK_PACKETS));
-        let sizes = [
-            u64::from(PACKET_ELEMENTS),
-            hidden,
-            hidden,
-            heads.checked_mul(u64::from(capacity))?,
-            heads.checked_mul(packets)?,
-            heads.checked_mul(packets)?,
-            heads.checked_mul(packets)?.checked_mul(head_dim)?,
-            heads.checked_mul(blocks)?,
-            heads.checked_mul(blocks)?,
-            heads.checked_mul(blocks)?.checked_mul(head_dim)?,
-            hidden,
-            u64::from(output_split).checked_mul(hidden)?,
-        ];
-        let mut starts = [0_u64; 13];
-        let mut next = 0_u64;
-        for (start, size) in starts.iter_mut().zip(sizes) {
-            *start = next;
-            next = next.checked_add(size)?;
-        }
-        let [statistics, normalized, query, scores, packet_maxima, packet_sums, packet_partials, block_maxima, block_sums, block_partials, attention, out_partials, _] =
-            starts;
-        Some(WorkspaceLayout {
-            statistics,
-            normalized,
-            query,
-            scores,
-            packet_maxima,
-            packet_sums,
-            packet_partials,
-            block_maxima,
-            block_sums,
-            block_partials,
-            attention,
-            out_partials,
-            elements: next,
-        })
-    }
-}
-
-/// Bytes of the workspace of a shape (the regions of [`WorkspaceLayout`], all `f32`). `None`
-/// on overflow.
-pub fn workspace_bytes(
-    hidden: u32,
-    heads: u32,
-    head_dim: u32,
-    capacity: u32,
-    output_split: u32,
-) -> Option<u64> {
-    WorkspaceLayout::new(hidden, heads, head_dim, capacity, output_split)?
-        .elements
-        .checked_mul(ELEMENT_BYTES)
-}
-
-/// Bytes of one KV cache (keys or values) of one layer: `heads x capacity x head_dim` `f32`.
-pub fn cache_bytes(heads: u32, capacity: u32, head_dim: u32) -> Option<u64> {
-    u64::from(heads)
-        .checked_mul(u64::from(capacity))?
-        .checked_mul(u64::from(head_dim))?
-        .checked_mul(ELEMENT_BYTES)
-}
 
 /// What one item does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -2565,98 +2117,6 @@ mod tests {
                 assert!((g - e).abs() <= 1e-5 * e.abs().max(1.0), "split {split}");
             }
         }
-    }
-
-    #[test]
-    fn lane_sum_follows_the_documented_order_however_it_is_fed() {
-        let a: Vec<f32> = (0..75).map(|j| (j as f32 * 0.37).sin() * 1000.0).collect();
-        let b: Vec<f32> = (0..75).map(|j| (j as f32 * 0.11).cos()).collect();
-        let mut lanes = [0.0_f32; 8];
-        for j in 0..75 {
-            lanes[j % 8] += a[j] * b[j];
-        }
-        let mut expected = 0.0_f32;
-        for lane in lanes {
-            expected += lane;
-        }
-        assert_eq!(dot(&a, &b).to_bits(), expected.to_bits());
-        let mut split: LaneSum = LaneSum::default();
-        split.add_products(&a[..3], &b[..3]);
-        split.add_products(&a[3..40], &b[3..40]);
-        split.add_products(&a[40..], &b[40..]);
-        assert_eq!(split.finish().to_bits(), expected.to_bits());
-        // 16 lanes is another order.
-        let mut sixteen = [0.0_f32; 16];
-        for j in 0..75 {
-            sixteen[j % 16] += a[j] * b[j];
-        }
-        let other = sixteen.iter().fold(0.0_f32, |s, l| s + l);
-        assert_eq!(dot_lanes::<16>(&a, &b).to_bits(), other.to_bits());
-    }
-
-    #[test]
-    fn split_dot_sums_each_parts_blocks_in_column_order() {
-        // 200 columns: blocks 0..64, 64..128, 128..192, 192..200. Split 2: part 0 has blocks
-        // 0 and 2, part 1 blocks 1 and 3.
-        let row: Vec<f32> = (0..200).map(|j| (j as f32 * 0.7).sin()).collect();
-        let input: Vec<f32> = (0..200).map(|j| (j as f32 * 0.3).cos() * 3.0).collect();
-        let columns = |blocks: &[usize]| -> f32 {
-            let mut sum: LaneSum = LaneSum::new();
-            for block in blocks {
-                let range = block * 64..(block * 64 + 64).min(200);
-                sum.add_products(&row[range.clone()], &input[range]);
-            }
-            sum.finish()
-        };
-        assert_eq!(
-            split_dot(&row, &input, 0, 2).to_bits(),
-            columns(&[0, 2]).to_bits()
-        );
-        assert_eq!(
-            split_dot(&row, &input, 1, 2).to_bits(),
-            columns(&[1, 3]).to_bits()
-        );
-        assert_eq!(
-            split_dot(&row, &input, 0, 1).to_bits(),
-            dot(&row, &input).to_bits()
-        );
-        assert_eq!(split_dot(&row, &input, 4, 5), 0.0);
-        assert_eq!(split_dot(&row, &input, 0, 0), 0.0);
-    }
-
-    #[test]
-    fn softmax_and_layer_norm_helpers_on_hand_checkable_inputs() {
-        // M²NDP's moments: mean 2, mean square 5, variance 1.
-        let (mean, reciprocal) = layer_norm_moments(&[1.0, 3.0, 1.0, 3.0]);
-        assert_eq!(mean, 2.0);
-        assert_eq!(reciprocal, 1.0 / libm::sqrtf(1.0 + LAYER_NORM_EPSILON));
-        let mut fed = LayerNormMoments::new();
-        fed.add(&[1.0]);
-        fed.add(&[3.0, 1.0, 3.0]);
-        assert_eq!(fed.finish(), (mean, reciprocal));
-        assert_eq!(normalize(3.0, 2.0, 0.5, 2.0, 1.0), 2.0);
-        assert_eq!(running_max(&[1.0, 3.0, 2.0]), 3.0);
-        assert_eq!(running_max(&[]), f32::NEG_INFINITY);
-        assert_eq!(ordered_sum(&[1e8, 1.0, -1e8]), 0.0);
-        let mut scores = [1.0_f32, 3.0, 2.0];
-        let sum = exponents(&mut scores, 3.0);
-        assert_eq!(scores, [libm::expf(-2.0), 1.0, libm::expf(-1.0)]);
-        assert_eq!(sum, (0.0 + libm::expf(-2.0)) + 1.0 + libm::expf(-1.0));
-        // Two blocks: maxima 1 and 3, sums 2 and 4: factors e^-2 and 1, total 2 e^-2 + 4.
-        let mut factors = [0.0_f32; 2];
-        let reciprocal = block_factors(&[1.0, 3.0], &[2.0, 4.0], &mut factors);
-        assert_eq!(factors, [libm::expf(-2.0), 1.0]);
-        assert_eq!(reciprocal, 1.0 / (libm::expf(-2.0) * 2.0 + 4.0));
-        let mut values = [2.0_f32, 4.0];
-        scale(&mut values, 0.25);
-        assert_eq!(values, [0.5, 1.0]);
-        let mut accumulator = [1.0_f32, 2.0];
-        accumulate_weighted(&mut accumulator, 0.5, &[2.0, 4.0]);
-        assert_eq!(accumulator, [2.0, 4.0]);
-        add_into(&mut accumulator, &[1.0, 1.0]);
-        assert_eq!(accumulator, [3.0, 5.0]);
-        assert_eq!(attention_scale(16), 0.25);
-        assert_eq!(block_output(&[1.0, 2.0], 4.0, 8.0), 15.0);
     }
 
     fn rejected(memory: &FakeMemory, command: &CommandDescriptor, status: Status) {

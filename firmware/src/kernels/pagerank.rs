@@ -4,7 +4,8 @@
 //! # Device memory
 //!
 //! The graph lives in device memory as an in-neighbour CSR described by a [`PageRankParameters`]
-//! block written once at load time (`args[0]` points at it):
+//! block written once at load time (`args[0]` points at it; the block's layout is part of the
+//! ABI, [`shared_abi::params::pagerank`], re-exported here):
 //!
 //! | array | layout |
 //! |---|---|
@@ -72,7 +73,8 @@
 //! starts at `+0.0` and adds its contributions in increasing `k`, one rounded `f32` addition
 //! each (the masked `vfadd.vv`: a masked-off lane keeps its value). The sum is then the
 //! ordered reduction `((((+0.0 + lane[0]) + lane[1]) + ...) + lane[7])`. [`GatherSum`] is that
-//! order; the host reference calls the same [`gather_sum`], so results are bit-identical.
+//! order; it lives in the `kernel-arith` crate (re-exported here) and the host reference calls
+//! the same [`gather_sum`], so results are bit-identical.
 //!
 //! # Validation (everything a hostile host can send)
 //!
@@ -92,11 +94,13 @@ use crate::kernels::ranges::{checked_range, overlaps};
 use crate::kernels::sssp::{read_word, read_words, word_address, CHUNK_WORDS, RANDOM_ACCESS_BYTES};
 use crate::kernels::{ItemCost, ItemSpec, VECTOR_LANES};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
-use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-/// Vertices per item: one, as M²NDP's kernel2 gives each µthread one row (`args[2]` must say
-/// so).
-pub const VERTICES_PER_ITEM: u32 = 1;
+// The sum both the device and the host reference compute (see the module docs).
+pub use kernel_arith::pagerank::{gather_sum, GatherSum};
+// The command's contract: the parameter block and `args[2]`'s only value.
+pub use shared_abi::params::pagerank::{
+    PageRankParameters, PARAMETERS_ALIGNMENT, PARAMETERS_BYTES, VERTICES_PER_ITEM,
+};
 
 /// Bytes of result per vertex: one `f32` sum.
 pub const RESULT_BYTES_PER_VERTEX: u64 = 4;
@@ -141,33 +145,6 @@ pub const FIXED: ItemCost = ItemCost {
     bytes: 8 + RESULT_BYTES_PER_VERTEX,
 };
 
-/// The parameter block of the in-neighbour graph (32 bytes, little-endian `u64` fields).
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
-#[repr(C)]
-pub struct PageRankParameters {
-    /// Vertices.
-    pub vertices: u64,
-    /// Arcs (in-neighbour entries).
-    pub arcs: u64,
-    /// Device address of the CSR offsets (`vertices + 1` `u32`).
-    pub offsets: u64,
-    /// Device address of the in-neighbour ids (`arcs` `u32`).
-    pub sources: u64,
-}
-
-const _: () = assert!(core::mem::size_of::<PageRankParameters>() == 32);
-
-impl PageRankParameters {
-    /// The block as the bytes the host writes into device memory.
-    pub fn to_bytes(&self) -> [u8; 32] {
-        let mut bytes = [0_u8; 32];
-        bytes.copy_from_slice(self.as_bytes());
-        bytes
-    }
-}
-
 /// The modelled cost of the item of a vertex with `arcs` in-arcs: [`FIXED`], plus
 /// `ceil(arcs / 8)` × [`PER_CHUNK`], plus `arcs` × [`BYTES_PER_ARC`] bytes, plus the gathers'
 /// extra address-unit cycles: a chunk's gather of `k` contributions from random lines
@@ -180,58 +157,6 @@ pub fn item_cost(arcs: u64) -> ItemCost {
         .plus(PER_CHUNK.times(chunks))
         .plus(ItemCost::bytes(arcs.saturating_mul(BYTES_PER_ARC)))
         .plus(ItemCost::indexed_extra_cycles(arcs.saturating_sub(chunks)))
-}
-
-/// The kernel's sum of one vertex's contributions, fed in in-arc order: in-arc `k` goes to lane
-/// `k mod 8` (each lane a running `f32` sum from `+0.0`), and [`GatherSum::sum`] is the ordered
-/// reduction of the lanes (see the module docs). Feeding the contributions in several batches
-/// equals feeding them at once.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct GatherSum {
-    lanes: [f32; VECTOR_LANES],
-    next: usize,
-}
-
-impl Default for GatherSum {
-    fn default() -> Self {
-        GatherSum::new()
-    }
-}
-
-impl GatherSum {
-    /// No contribution yet: every lane `+0.0`.
-    pub const fn new() -> GatherSum {
-        GatherSum {
-            lanes: [0.0; VECTOR_LANES],
-            next: 0,
-        }
-    }
-
-    /// Adds the next in-arc's contribution to its lane.
-    pub fn add(&mut self, contribution: f32) {
-        if let Some(lane) = self.lanes.get_mut(self.next) {
-            *lane += contribution;
-        }
-        self.next = match self.next.checked_add(1) {
-            Some(next) if next < VECTOR_LANES => next,
-            _ => 0,
-        };
-    }
-
-    /// The ordered reduction `(((+0.0 + lane[0]) + lane[1]) + ...) + lane[7]` (`vfredosum.vs`
-    /// with a zero start).
-    pub fn sum(&self) -> f32 {
-        self.lanes.iter().fold(0.0, |sum, lane| sum + *lane)
-    }
-}
-
-/// The kernel's sum of `contributions`, in in-arc order (see [`GatherSum`]).
-pub fn gather_sum(contributions: impl IntoIterator<Item = f32>) -> f32 {
-    let mut sum = GatherSum::new();
-    for contribution in contributions {
-        sum.add(contribution);
-    }
-    sum.sum()
 }
 
 /// A decoded, validated PageRank gather launch.
@@ -267,7 +192,12 @@ impl PageRankKernel {
         if reserved != 0 || per_item != u64::from(VERTICES_PER_ITEM) {
             return Err(Status::ArgumentOutOfRange);
         }
-        let parameters_range = checked_range(parameters_address, 32, 8, size)?;
+        let parameters_range = checked_range(
+            parameters_address,
+            PARAMETERS_BYTES as u64,
+            PARAMETERS_ALIGNMENT,
+            size,
+        )?;
         let parameters: PageRankParameters = memory
             .read_value(DeviceAddress(parameters_address))
             .map_err(|_| Status::ArgumentOutOfRange)?;
@@ -539,37 +469,6 @@ mod tests {
             costs,
             [item_cost(1), item_cost(2), item_cost(2), item_cost(1)]
         );
-    }
-
-    #[test]
-    fn gather_sum_adds_lane_by_lane_then_reduces_in_lane_order() {
-        // Lane 0 gets 1e8 and -1e8 (arcs 0 and 8), lane 1 gets 1.0 (arc 1): the lanes are
-        // exact, 0 and 1, so the sum is 1. A running scalar sum would lose the 1.0 to 1e8 and
-        // give 0.
-        let mut values = [0.0_f32; 9];
-        values[0] = 1.0e8;
-        values[1] = 1.0;
-        values[8] = -1.0e8;
-        assert_eq!(gather_sum(values), 1.0);
-        assert_eq!(values.iter().fold(0.0_f32, |s, v| s + v), 0.0);
-        // The reduction adds the lanes in order, each addition rounded: lanes 1e8, 1, -1e8
-        // (arcs 0, 1, 2) give ((1e8 + 1) - 1e8) = 0 in f32 (exactly, 1).
-        assert_eq!(gather_sum([1.0e8, 1.0, -1.0e8]), 0.0);
-        // Feeding in batches equals feeding at once, across the lane wrap.
-        let many: Vec<f32> = (0..37).map(|k| 1.0 / (k as f32 + 3.0)).collect();
-        let mut split = GatherSum::new();
-        for value in &many[..13] {
-            split.add(*value);
-        }
-        for value in &many[13..] {
-            split.add(*value);
-        }
-        assert_eq!(
-            split.sum().to_bits(),
-            gather_sum(many.iter().copied()).to_bits()
-        );
-        // No contribution: +0.0.
-        assert_eq!(gather_sum([]).to_bits(), 0);
     }
 
     #[test]

@@ -93,6 +93,11 @@ use crate::kernels::ranges::{checked_range, overlaps};
 use crate::kernels::{ItemCost, ItemSpec};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
 
+// The command's contract: argument packings, the predicate, the bitmap's size.
+pub use shared_abi::params::ssb::{
+    bitmap_bytes, pack_rows, Predicate, ROWS_PER_PACKET, VALUE_BYTES,
+};
+
 /// Bytes of one M²NDP packet: the µthread's input vector (`PACKET_SIZE = MEM_ACCESS_SIZE = 32`
 /// in M²NDP's `src/common_defs.h`; `packet_size=32` in its performance configuration) and one
 /// 8-lane vector of 32-bit values; consecutive µthreads read consecutive packets, so the
@@ -100,11 +105,8 @@ use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
 /// [`super::DRAM_BURST_BYTES`]).
 pub const PACKET_BYTES: u64 = 32;
 
-/// Bytes of one column value (`u32`).
-pub const VALUE_BYTES: u64 = 4;
-
-/// Rows per packet of a column, hence per µthread and per bitmap byte: 32 / 4 = 8.
-pub const ROWS_PER_PACKET: u32 = (PACKET_BYTES / VALUE_BYTES) as u32;
+// A packet of a column holds [`ROWS_PER_PACKET`] values: the bitmap byte of one µthread.
+const _: () = assert!(ROWS_PER_PACKET as u64 == PACKET_BYTES / VALUE_BYTES);
 
 /// Rows the kernel reads per chunk into its stack buffers (256 bytes per column, small
 /// because every one-packet item clears them); a simulation detail of items of several
@@ -136,57 +138,6 @@ pub const COLUMN_ALIGNMENT: u64 = 4;
 
 /// Alignment of the result address: none (the µthread stores single bytes).
 pub const RESULT_ALIGNMENT: u64 = 1;
-
-/// `args[2]` for a table of `rows` rows filtered in items of `rows_per_item` rows.
-pub const fn pack_rows(rows: u32, rows_per_item: u32) -> u64 {
-    (rows as u64) | ((rows_per_item as u64) << 32)
-}
-
-/// Bytes of the bitmap of `rows` rows: `ceil(rows / 8)`.
-pub const fn bitmap_bytes(rows: u32) -> u64 {
-    (rows as u64).div_ceil(ROWS_PER_PACKET as u64)
-}
-
-/// The inclusive bounds of a query's predicate on the two filter columns.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Predicate {
-    /// Smallest `lo_quantity` that passes.
-    pub quantity_low: u16,
-    /// Largest `lo_quantity` that passes.
-    pub quantity_high: u16,
-    /// Smallest `lo_discount` that passes.
-    pub discount_low: u16,
-    /// Largest `lo_discount` that passes.
-    pub discount_high: u16,
-}
-
-impl Predicate {
-    /// `args[3]`: bits 0..16 `quantity_low`, 16..32 `quantity_high`, 32..48 `discount_low`,
-    /// 48..64 `discount_high`.
-    pub const fn pack(self) -> u64 {
-        (self.quantity_low as u64)
-            | ((self.quantity_high as u64) << 16)
-            | ((self.discount_low as u64) << 32)
-            | ((self.discount_high as u64) << 48)
-    }
-
-    /// The predicate packed in `argument` (every value is one).
-    pub fn unpack(argument: u64) -> Predicate {
-        let [a, b, c, d, e, f, g, h] = argument.to_le_bytes();
-        Predicate {
-            quantity_low: u16::from_le_bytes([a, b]),
-            quantity_high: u16::from_le_bytes([c, d]),
-            discount_low: u16::from_le_bytes([e, f]),
-            discount_high: u16::from_le_bytes([g, h]),
-        }
-    }
-
-    /// Whether a row with these values is marked.
-    pub fn matches(self, quantity: u32, discount: u32) -> bool {
-        (u32::from(self.quantity_low)..=u32::from(self.quantity_high)).contains(&quantity)
-            && (u32::from(self.discount_low)..=u32::from(self.discount_high)).contains(&discount)
-    }
-}
 
 /// The modelled cost of an item of `rows` rows: [`PER_PACKET`] and [`BYTES_PER_PACKET`] per
 /// packet of [`ROWS_PER_PACKET`] rows (a partial last packet costs a whole one). Saturates

@@ -4,7 +4,8 @@
 //! # Device memory
 //!
 //! The weighted graph lives in device memory in CSR form, described by a [`SsspParameters`]
-//! block the host writes once at load time (`args[0]` points at it):
+//! block the host writes once at load time (`args[0]` points at it; the block's layout is part
+//! of the ABI, [`shared_abi::params::sssp`], re-exported here):
 //!
 //! | array | layout |
 //! |---|---|
@@ -82,10 +83,11 @@ use crate::hal::DeviceMemory;
 use crate::kernels::ranges::{checked_range, overlaps};
 use crate::kernels::{ItemCost, ItemSpec, VECTOR_LANES};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
-use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-/// The distance of an unreached vertex.
-pub const INFINITY: u32 = u32::MAX;
+// The command's contract: the parameter block and the unreached distance.
+pub use shared_abi::params::sssp::{
+    SsspParameters, INFINITY, PARAMETERS_ALIGNMENT, PARAMETERS_BYTES,
+};
 
 /// Vertices per work item: one 32-byte packet of 4-byte distances, [`VECTOR_LANES`] (M²NDP's
 /// `packet_size=32` and `simd_width=256`; kernel0's `elems_per_packet`).
@@ -177,38 +179,6 @@ pub const PARTIAL_PACKET_EXIT: ItemCost = ItemCost::scalar(3);
 /// so streamed) and the neighbour's previous distance, gathered from an unpredictable address
 /// ([`RANDOM_ACCESS_BYTES`], one burst).
 pub const BYTES_PER_ARC: u64 = 8 + RANDOM_ACCESS_BYTES;
-
-/// The parameter block of a graph in device memory (40 bytes, little-endian `u64` fields).
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
-#[repr(C)]
-pub struct SsspParameters {
-    /// Vertices.
-    pub vertices: u64,
-    /// Arcs.
-    pub arcs: u64,
-    /// Device address of the CSR offsets (`vertices + 1` `u32`).
-    pub offsets: u64,
-    /// Device address of the arc targets (`arcs` `u32`).
-    pub targets: u64,
-    /// Device address of the arc weights (`arcs` `u32`).
-    pub weights: u64,
-}
-
-/// Bytes of [`SsspParameters`].
-pub const PARAMETERS_BYTES: usize = 40;
-
-const _: () = assert!(core::mem::size_of::<SsspParameters>() == PARAMETERS_BYTES);
-
-impl SsspParameters {
-    /// The block as the bytes the host writes into device memory.
-    pub fn to_bytes(&self) -> [u8; PARAMETERS_BYTES] {
-        let mut bytes = [0_u8; PARAMETERS_BYTES];
-        bytes.copy_from_slice(self.as_bytes());
-        bytes
-    }
-}
 
 /// The candidate distance through an arc of length `weight` from a neighbour at `distance`:
 /// the sum, saturating at [`INFINITY`] (an unreached neighbour stays unreached).
@@ -349,7 +319,12 @@ impl SsspKernel {
         if reserved_a != 0 || reserved_b != 0 {
             return Err(Status::ArgumentOutOfRange);
         }
-        let parameters_range = checked_range(parameters_address, PARAMETERS_BYTES as u64, 8, size)?;
+        let parameters_range = checked_range(
+            parameters_address,
+            PARAMETERS_BYTES as u64,
+            PARAMETERS_ALIGNMENT,
+            size,
+        )?;
         let parameters: SsspParameters = memory
             .read_value(DeviceAddress(parameters_address))
             .map_err(|_| Status::ArgumentOutOfRange)?;

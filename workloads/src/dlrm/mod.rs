@@ -3,7 +3,7 @@
 //!
 //! # The offload
 //!
-//! The CCM runs the sparse length sum, [`firmware::kernels::dlrm`]: for each bag of a batch it
+//! The CCM runs the sparse length sum, `firmware::kernels::dlrm`: for each bag of a batch it
 //! looks up the bag's rows in the table and sums them into one pooled vector of 256 `f32`
 //! (1 KiB per bag, bag-major in the result space). As in M²NDP's SLS, a work item is one
 //! 32-byte packet of one bag's pooled vector (8 of its 256 elements): 32 items per bag, 16,384
@@ -52,11 +52,11 @@ pub mod reference;
 use std::fmt;
 use std::ops::Range;
 
-use firmware::kernels::dlrm::{batch_bytes, pack_batch, pack_shape};
-use firmware::kernels::VECTOR_LANES;
 use host_runtime::app::{
     Application, DeviceInput, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError, Verification,
 };
+use shared_abi::params::dlrm::{batch_bytes, pack_batch, pack_shape};
+use shared_abi::params::VECTOR_LANES;
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
 use crate::{Scale, WorkloadError, WorkloadInfo, WorkloadOptions};

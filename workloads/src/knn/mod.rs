@@ -3,7 +3,7 @@
 //!
 //! # The offload
 //!
-//! One launch of the device kernel [`firmware::kernels::knn`] computes the squared L2 distance
+//! One launch of the device kernel `firmware::kernels::knn` computes the squared L2 distance
 //! of every (query, row) pair, 4 bytes each, query-major: the distance of query `q` to row `r`
 //! is at result offset `4 (q rows + r)`. The host selects each query's `k` nearest rows.
 //!
@@ -53,10 +53,10 @@ pub mod reference;
 
 use std::fmt;
 
-use firmware::kernels::knn::{pack_shape, RESULT_BYTES_PER_ITEM};
 use host_runtime::app::{
     Application, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError, Verification,
 };
+use shared_abi::params::knn::{pack_shape, RESULT_BYTES_PER_ITEM};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
 use crate::{WorkloadError, WorkloadInfo, WorkloadOptions};

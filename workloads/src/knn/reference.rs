@@ -1,12 +1,12 @@
 //! The plain KNN reference: brute force over every (query, row) pair.
 //!
-//! Distances come from [`firmware::kernels::knn::squared_distance`], the very function the
-//! device kernel runs, so the reference is bit-identical to a correct device result (the
-//! kernel's fixed summation order is documented there). Each query's rows are fully sorted by
+//! Distances come from [`kernel_arith::knn::squared_distance`], the very function the
+//! device kernel (`firmware::kernels::knn`) runs, so the reference is bit-identical to a correct
+//! device result (the kernel's fixed summation order is documented there). Each query's rows are fully sorted by
 //! (distance, row) and the first `k` kept: no heap, no chunking, nothing shared with the host
 //! tasks it checks.
 
-use firmware::kernels::knn::squared_distance;
+use kernel_arith::knn::squared_distance;
 
 use super::data::KnnData;
 use super::host::Neighbor;

@@ -3,7 +3,7 @@
 //! # The split
 //!
 //! The device's result is the attention block's output (`hidden` `f32`,
-//! [`firmware::kernels::opt`], stage 9). Task `t` of `T` owns the FFN units `[t u, (t + 1)
+//! `firmware::kernels::opt`, stage 9). Task `t` of `T` owns the FFN units `[t u, (t + 1)
 //! u)`, `u = ffn / T`: it computes LayerNorm1 of the attention block's output (every task
 //! recomputes it: 2560 elements, cheap next to its weights), its units' FC1 rows and ReLU, and
 //! its units' *partial* FC2 contribution to every output: `partial[i] = sum over its units c,
@@ -16,7 +16,7 @@
 //!
 //! The host models 16-lane (AVX-512) `f32` vectors: its dot products and LayerNorm1's sums are
 //! [`LaneSum`]s of [`HOST_LANES`] lanes ([`host_dot`], [`layer_norm`]: the mean, then the
-//! variance of the deviations, two passes), with the firmware's rounding rules (product
+//! variance of the deviations, two passes), with the device's rounding rules (product
 //! rounded, then added; lanes reduced in order), so the reference reproduces them bit for
 //! bit. The device's own arithmetic is at 8 lanes; the two never need to agree.
 //!
@@ -29,10 +29,10 @@
 //! whole device result (10 KB at paper scale) from the uncached ring, which the runtime
 //! charges as its payload.
 
-use firmware::kernels::opt::{
+use host_runtime::app::HostCost;
+use kernel_arith::opt::{
     accumulate_weighted, dot_lanes, normalize, project, residual, LaneSum, LAYER_NORM_EPSILON,
 };
-use host_runtime::app::HostCost;
 
 use super::data::OptWeights;
 use super::OptShape;

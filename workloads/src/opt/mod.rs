@@ -5,7 +5,7 @@
 //! # The offload
 //!
 //! One launch per layer (32 launches) of the staged device kernel
-//! [`firmware::kernels::opt`], decomposed as M²NDP's OPT benchmark is (the paper's Figure 3:
+//! `firmware::kernels::opt`, decomposed as M²NDP's OPT benchmark is (the paper's Figure 3:
 //! LayerNorm0, QKVProj, Attention1, Attention2, OutProj, Residual), one item per M²NDP µthread:
 //! LayerNorm0's statistics and normalization, the Q/K/V projection (appending the token's key
 //! and value to the layer's cache), Attention1's scores, exponents, weighted values and
@@ -53,10 +53,10 @@ pub mod reference;
 
 use std::fmt;
 
-use firmware::kernels::opt::{cache_bytes, workspace_bytes, OptParameters, PARAMETER_BYTES};
 use host_runtime::app::{
     Application, DeviceInput, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError, Verification,
 };
+use shared_abi::params::opt::{cache_bytes, workspace_bytes, OptParameters, PARAMETER_BYTES};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
 use crate::{Scale, WorkloadError, WorkloadInfo, WorkloadOptions};

@@ -1,5 +1,5 @@
 //! The plain reference: the whole decode step on the host, layer by layer, in the device's and
-//! the MLP tasks' exact arithmetic (the firmware's public helpers: [`dot`], [`split_dot`],
+//! the MLP tasks' exact arithmetic (the helpers of crate `kernel-arith` the device kernel runs: [`dot`], [`split_dot`],
 //! [`layer_norm_moments`], [`running_max`], [`exponents`], [`accumulate_weighted`],
 //! [`block_factors`] and the rest; the host's [`host_dot`] and [`layer_norm`]), so a correct
 //! run matches it bit for bit.
@@ -9,11 +9,12 @@
 //! written out again here in their plainest form, a head, a softmax block and a token packet
 //! at a time where the device's reductions are.
 
-use firmware::kernels::opt::{
+use kernel_arith::opt::{
     accumulate_weighted, add_into, attention_scale, block_factors, block_output, dot, exponents,
     layer_norm_moments, normalize, ordered_sum, project, residual, running_max, scale, score,
-    split_dot, PACKET_ELEMENTS, SOFTMAX_BLOCK_PACKETS,
+    split_dot,
 };
+use shared_abi::params::opt::{PACKET_ELEMENTS, SOFTMAX_BLOCK_PACKETS};
 
 use super::data::{kv_cache, OptWeights};
 use super::host::{host_dot, layer_norm, relu};

@@ -13,7 +13,7 @@
 //!
 //! The in-neighbour CSR (the graph is symmetric: the same lists) lives in device memory; each
 //! launch gathers, for every vertex, the sum of its in-neighbours' contributions
-//! `c[u] = rank[u] / degree(u)` ([`firmware::kernels::pagerank`]): the CCM's neighbour
+//! `c[u] = rank[u] / degree(u)` (`firmware::kernels::pagerank`): the CCM's neighbour
 //! traversal and accumulation. One item per vertex, as M²NDP's PageRank SpMV gives each
 //! µthread one row (299,067 items per launch at paper scale), gathering 8 in-arcs per vector
 //! instruction; the kernel's module docs compare it with M²NDP's kernels line by line. The
@@ -55,10 +55,10 @@ pub mod reference;
 
 use std::fmt;
 
-use firmware::kernels::pagerank::{PageRankParameters, VERTICES_PER_ITEM};
 use host_runtime::app::{
     Application, DeviceInput, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError, Verification,
 };
+use shared_abi::params::pagerank::{PageRankParameters, VERTICES_PER_ITEM};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
 use crate::graph::{self, words_to_le_bytes, Csr, EdgeList, GraphSource};

@@ -6,7 +6,7 @@
 //! bit. [`plain_f64`] is the textbook power iteration in `f64`, an
 //! independent check that the `f32` answer is PageRank at all (within a stated tolerance).
 
-use firmware::kernels::pagerank::gather_sum;
+use kernel_arith::pagerank::gather_sum;
 
 use crate::graph::Csr;
 

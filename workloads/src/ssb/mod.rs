@@ -20,7 +20,7 @@
 //!
 //! Device memory holds the two filter columns, `lo_quantity` and `lo_discount`, as the
 //! schema's 4-byte integers (uncompressed, as a plain column store keeps them), loaded once
-//! by [`Application::load`]. One launch of [`firmware::kernels::ssb`] marks
+//! by [`Application::load`]. One launch of `firmware::kernels::ssb` marks
 //! the rows passing the query's lineorder predicates in a bitmap of one bit per row (about
 //! 750 KB at SF 1), in items of [`Granularity::rows_per_item`] rows: at both scales 8 rows,
 //! one 32-byte packet of each column and one bitmap byte, which is one M²NDP µthread (the
@@ -57,10 +57,10 @@ pub mod reference;
 
 use std::fmt;
 
-use firmware::kernels::ssb::{bitmap_bytes, pack_rows, Predicate, ROWS_PER_PACKET, VALUE_BYTES};
 use host_runtime::app::{
     Application, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError, Verification,
 };
+use shared_abi::params::ssb::{bitmap_bytes, pack_rows, Predicate, ROWS_PER_PACKET, VALUE_BYTES};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
 use crate::{Scale, WorkloadError, WorkloadInfo, WorkloadOptions};

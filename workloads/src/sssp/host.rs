@@ -110,7 +110,7 @@ pub fn count_changes(lengths: impl IntoIterator<Item = usize>) -> (u64, HostCost
 #[cfg(test)]
 mod tests {
     use super::*;
-    use firmware::kernels::sssp::INFINITY;
+    use shared_abi::params::sssp::INFINITY;
 
     fn bytes(words: &[u32]) -> Vec<u8> {
         words.iter().flat_map(|w| w.to_le_bytes()).collect()

@@ -16,7 +16,7 @@
 //! # The offload: topology-driven Bellman-Ford, as M²NDP's SSSP benchmark
 //!
 //! The weighted CSR (both arcs of every edge, sorted by their first endpoint) and two distance
-//! vectors live in device memory ([`firmware::kernels::sssp`]). Each launch is one round of
+//! vectors live in device memory (`firmware::kernels::sssp`). Each launch is one round of
 //! pull-style Bellman-Ford over every vertex, M²NDP's `examples/benchmarks/sssp/kernel0.py`:
 //! one CCM item per 8 vertices (a 32-byte packet of the distance vector), each vertex's new
 //! distance the minimum of its previous one and its neighbours' previous distances plus the
@@ -74,12 +74,12 @@ pub mod reference;
 
 use std::fmt;
 
-use firmware::kernels::sssp::{SsspParameters, INFINITY};
 use host_runtime::app::{
     Application, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError, Verification,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use shared_abi::params::sssp::{SsspParameters, INFINITY};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
 use crate::graph::{self, words_to_le_bytes, Csr, EdgeList, GraphSource};

@@ -8,7 +8,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use firmware::kernels::sssp::INFINITY;
+use shared_abi::params::sssp::INFINITY;
 
 use crate::graph::Csr;
 
