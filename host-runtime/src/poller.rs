@@ -6,12 +6,12 @@
 //! range `[head, tail)`) into the [`crate::ready_pool`]: "the polling routine only moves
 //! metadata to the ready pool". Nothing it pays for grows with the records of the batch; the
 //! host tasks read the records with their payloads. When the poll ends, the batch reaches the
-//! scheduler ([`Poller::poll_done`]): its records are copied out of the ring to learn which
+//! scheduler (`Poller::poll_done`): its records are copied out of the ring to learn which
 //! tasks became ready (bookkeeping the model gives no time), and the heads freed meanwhile go
-//! back to the device in one flow-control store ([`Poller::send_flow_control`]).
+//! back to the device in one flow-control store (`Poller::send_flow_control`).
 //!
 //! When polls happen is the mode's business: [`crate::modes::axle`] schedules one every
-//! polling interval on the control thread while results are due; [`crate::modes::axle_irq`]
+//! polling interval on the control thread while results are due; `crate::modes::axle_irq`
 //! runs one per interrupt, in interrupt context, with the tail the interrupt announces as its
 //! limit.
 

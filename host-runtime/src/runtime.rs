@@ -45,10 +45,10 @@
 //!
 //! # Where the code is
 //!
-//! This module is the core every mechanism shares: [`Host`] holds the control thread's clock,
+//! This module is the core every mechanism shares: `Host` holds the control thread's clock,
 //! the timers, the scheduler and its workers, the launch being run and the measurements, and
 //! [`Runtime`] runs the turn loop, the launches (input stores, tracking) and the host tasks.
-//! Each mechanism is a [`crate::modes::Mechanism`] in its own module of [`crate::modes`]
+//! Each mechanism is a `crate::modes::Mechanism` in its own module of [`crate::modes`]
 //! (`rp`, `bs`, `axle`, `axle_irq`) holding its own state: how a launch is issued, what its
 //! responses and timers do, where a task's bytes come from. The poll and the interrupt
 //! handler are [`crate::poller`].

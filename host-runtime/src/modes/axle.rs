@@ -10,7 +10,7 @@
 //! meanwhile. Each local poll also checks for a stalled run: no record and no task for longer
 //! than `host.stall_timeout_ns` is a deadlock when the ring is full, a stall otherwise.
 //!
-//! [`Stream`] is what AXLE shares with AXLE_Interrupt ([`super::axle_irq`]): the ring (its
+//! `Stream` is what AXLE shares with AXLE_Interrupt (`super::axle_irq`): the ring (its
 //! host end, [`AxleRing`], in `ring`), its programming, the posted launch store, the tasks'
 //! reads of records and payloads, and the release of slots when tasks finish.
 

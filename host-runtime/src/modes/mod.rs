@@ -2,17 +2,17 @@
 //!
 //! [`crate::runtime`] holds what every mechanism shares (the control thread's clock, the
 //! timers, the scheduler and workers, the launch being run, the measurements) and runs the
-//! launches and the host tasks; a [`Mechanism`] holds its own state and decides how a launch
+//! launches and the host tasks; a `Mechanism` holds its own state and decides how a launch
 //! is issued and how its results reach the tasks:
 //!
 //! | module | mechanism | its state |
 //! |--------|-----------|-----------|
-//! | [`rp`] | remote polling: descriptor store, doorbell, CXL.io polls, dequeue, result load | the control thread's RP step |
-//! | [`bs`] | bulk synchronous: one synchronous launch store, then the result load | the control thread's BS step |
+//! | `rp` | remote polling: descriptor store, doorbell, CXL.io polls, dequeue, result load | the control thread's RP step |
+//! | `bs` | bulk synchronous: one synchronous launch store, then the result load | the control thread's BS step |
 //! | [`axle`] | back-streaming with local polling (the [`crate::poller`] every interval) | the ring, the poll schedule |
-//! | [`axle_irq`] | back-streaming with an interrupt handler per DMA request | the ring |
+//! | `axle_irq` | back-streaming with an interrupt handler per DMA request | the ring |
 //!
-//! [`bulk`] is the result load RP and BS share; [`axle`] also holds what AXLE_Interrupt
+//! `bulk` is the result load RP and BS share; [`axle`] also holds what AXLE_Interrupt
 //! shares with AXLE (the ring, its programming, the posted launch, the tasks' reads).
 
 pub mod axle;
