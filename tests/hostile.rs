@@ -27,10 +27,12 @@ use std::io::{Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use zerocopy::{FromZeros, IntoBytes};
+
+mod common;
+use common::{Reaped, Scratch};
 
 const AXLE: &str = env!("CARGO_BIN_EXE_axle");
 /// Bound on any single wait for a process or a log line.
@@ -39,67 +41,6 @@ const DEADLINE: Duration = Duration::from_secs(30);
 const HONEST: [&str; 7] = ["run", "knn-a", "--mode", "axle", "--queries", "1", "--json"];
 /// Host memory of a hostile session (the honest run needs less).
 const HOST_MEMORY: u64 = 16 << 20;
-
-/// A fresh directory for one test's socket and log; removed at the end.
-struct Scratch {
-    dir: PathBuf,
-}
-
-impl Scratch {
-    fn new(test: &str) -> Scratch {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "axle-hostile-{}-{}-{test}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch { dir }
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.dir.join("emu.sock")
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// A child process that is killed (SIGKILL) and reaped when dropped.
-struct Reaped(Child);
-
-impl Reaped {
-    fn pid(&self) -> i32 {
-        self.0.id() as i32
-    }
-
-    fn wait_for_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.0.try_wait().unwrap() {
-                return Some(status);
-            }
-            if started.elapsed() > limit {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
-
-    fn signal(&self, signal: nix::sys::signal::Signal) {
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), signal).unwrap();
-    }
-}
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// What the emulator process holds, from `/proc`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -370,7 +311,7 @@ fn end_reason(client: &Client) -> String {
 
 #[test]
 fn a_turn_asking_for_a_huge_load_is_refused_and_the_next_host_served() {
-    let scratch = Scratch::new("huge-load");
+    let scratch = Scratch::new("hostile", "huge-load");
     let mut emulator = EmulatorProcess::start(&scratch, &[]);
     let idle = emulator.held();
     for (what, length) in [("2^50 bytes", 1u64 << 50), ("u64::MAX bytes", u64::MAX)] {
@@ -405,7 +346,7 @@ fn touched_segments(count: usize, bytes: u64) -> Vec<OwnedFd> {
 
 #[test]
 fn descriptors_past_the_expected_count_are_all_closed() {
-    let scratch = Scratch::new("extra-fds");
+    let scratch = Scratch::new("hostile", "extra-fds");
     let mut emulator = EmulatorProcess::start(&scratch, &[]);
     let idle = emulator.held();
     // 3: one more than a wall-clock session takes; 8: fits the receive buffer; 9, 16 and 200:
@@ -438,7 +379,7 @@ fn refusal(socket: &Path, host_memory_bytes: u64, setup: &str, fds: &[BorrowedFd
 
 #[test]
 fn segments_of_the_wrong_kind_size_or_seals_are_refused_by_name() {
-    let scratch = Scratch::new("segments");
+    let scratch = Scratch::new("hostile", "segments");
     let mut emulator = EmulatorProcess::start(&scratch, &[]);
     let idle = emulator.held();
     let setup = setup_json(&honest_setup());
@@ -507,7 +448,7 @@ fn segments_of_the_wrong_kind_size_or_seals_are_refused_by_name() {
 
 #[test]
 fn device_set_ups_beyond_the_models_or_the_machines_limits_are_refused() {
-    let scratch = Scratch::new("set-up");
+    let scratch = Scratch::new("hostile", "set-up");
     let mut emulator = EmulatorProcess::start(&scratch, &[]);
     let idle = emulator.held();
     let segment = sealed_memfd("hostile-host-memory", 4096).unwrap();
@@ -580,7 +521,7 @@ fn lying_turn(emulator: &EmulatorProcess, lie: &Lie<'_>) -> String {
 #[test]
 fn turns_that_lie_are_refused_and_the_host_detached() {
     use std::sync::atomic::Ordering::Release;
-    let scratch = Scratch::new("turns");
+    let scratch = Scratch::new("hostile", "turns");
     let mut emulator = EmulatorProcess::start(&scratch, &[]);
     let idle = emulator.held();
     let calls = |build: &dyn Fn(&mut RecordingLink)| {
@@ -668,7 +609,7 @@ fn turns_that_lie_are_refused_and_the_host_detached() {
 
 #[test]
 fn a_host_that_keeps_its_turn_is_detached_after_the_turn_timeout_and_the_next_host_served() {
-    let scratch = Scratch::new("timeout");
+    let scratch = Scratch::new("hostile", "timeout");
     let mut emulator = EmulatorProcess::start(&scratch, &["--turn-timeout", "0.5"]);
     let idle = emulator.held();
     // Never takes its first turn.
@@ -723,7 +664,7 @@ fn a_host_that_keeps_its_turn_is_detached_after_the_turn_timeout_and_the_next_ho
 
 #[test]
 fn a_host_that_never_finishes_is_detached_at_the_session_limit_and_the_next_host_served() {
-    let scratch = Scratch::new("session");
+    let scratch = Scratch::new("hostile", "session");
     let mut emulator = EmulatorProcess::start(&scratch, &["--session-limit", "0.5"]);
     let idle = emulator.held();
     // Takes its turns at once, each asking for the next a nanosecond later, forever.
@@ -757,7 +698,7 @@ fn a_listener_that_never_accepts_does_not_hang_the_start_up() {
     use nix::sys::socket::{
         bind, connect, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
     };
-    let scratch = Scratch::new("busy-listener");
+    let scratch = Scratch::new("hostile", "busy-listener");
     let path = scratch.socket();
     let address = UnixAddr::new(&path).unwrap();
     let listener = socket(
@@ -799,7 +740,7 @@ fn a_listener_that_never_accepts_does_not_hang_the_start_up() {
 
 #[test]
 fn an_emulator_removes_only_the_socket_it_created() {
-    let scratch = Scratch::new("inode");
+    let scratch = Scratch::new("hostile", "inode");
     let mut first = EmulatorProcess::start(&scratch, &[]);
     std::fs::remove_file(&first.socket).unwrap();
     let second_scratch = Scratch {

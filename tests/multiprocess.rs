@@ -14,9 +14,11 @@ use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{Reaped, Scratch};
 
 const AXLE: &str = env!("CARGO_BIN_EXE_axle");
 const MODES: [&str; 4] = ["rp", "bs", "axle", "axle-irq"];
@@ -24,68 +26,6 @@ const MODES: [&str; 4] = ["rp", "bs", "axle", "axle-irq"];
 const DEADLINE: Duration = Duration::from_secs(60);
 /// A run long enough (about two seconds attached) to be killed in the middle.
 const LONG_RUN: [&str; 6] = ["knn-c", "--mode", "axle", "--queries", "488", "--json"];
-
-/// A fresh directory for one test's socket and logs; removed at the end.
-struct Scratch {
-    dir: PathBuf,
-}
-
-impl Scratch {
-    fn new(test: &str) -> Scratch {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "axle-mp-{}-{}-{test}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch { dir }
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.dir.join("emu.sock")
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// A child process that is killed (SIGKILL) and reaped when dropped.
-struct Reaped(Child);
-
-impl Reaped {
-    fn pid(&self) -> i32 {
-        self.0.id() as i32
-    }
-
-    /// Waits for the process to exit, at most `limit`.
-    fn wait_for_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.0.try_wait().unwrap() {
-                return Some(status);
-            }
-            if started.elapsed() > limit {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
-
-    fn signal(&self, signal: nix::sys::signal::Signal) {
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), signal).unwrap();
-    }
-}
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// `axle emu` on the scratch directory's socket, logging into `emu.log`.
 struct EmulatorProcess {
@@ -225,7 +165,7 @@ fn shm_entries() -> Vec<String> {
 
 #[test]
 fn attached_runs_print_exactly_the_in_process_json_for_every_mode_of_every_workload() {
-    let scratch = Scratch::new("equal");
+    let scratch = Scratch::new("mp", "equal");
     let shm_before = shm_entries();
     let emulator = EmulatorProcess::start(&scratch);
     let socket = emulator.socket.to_str().unwrap().to_owned();
@@ -275,7 +215,7 @@ fn attached_runs_print_exactly_the_in_process_json_for_every_mode_of_every_workl
 
 #[test]
 fn an_abi_mismatch_is_refused_on_both_sides_and_the_emulator_serves_on() {
-    let scratch = Scratch::new("abi");
+    let scratch = Scratch::new("mp", "abi");
     let emulator = EmulatorProcess::start(&scratch);
     let socket = emulator.socket.to_str().unwrap().to_owned();
     let version = shared_abi::ABI_VERSION;
@@ -320,7 +260,7 @@ fn the_socket_is_created_0600_and_removed_on_sigterm_and_sigint() {
         nix::sys::signal::Signal::SIGTERM,
         nix::sys::signal::Signal::SIGINT,
     ] {
-        let scratch = Scratch::new("socket");
+        let scratch = Scratch::new("mp", "socket");
         let mut emulator = EmulatorProcess::start(&scratch);
         let metadata = std::fs::symlink_metadata(&emulator.socket).unwrap();
         assert!(metadata.file_type().is_socket());
@@ -348,7 +288,7 @@ fn the_socket_is_created_0600_and_removed_on_sigterm_and_sigint() {
 
 #[test]
 fn a_stale_socket_is_replaced_and_a_live_one_is_not_stolen() {
-    let scratch = Scratch::new("stale");
+    let scratch = Scratch::new("mp", "stale");
     let socket = scratch.socket();
     // A socket file nobody listens on, as a SIGKILLed emulator leaves behind.
     drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
@@ -365,7 +305,7 @@ fn a_stale_socket_is_replaced_and_a_live_one_is_not_stolen() {
 
 #[test]
 fn an_emulator_killed_mid_run_fails_the_host_within_a_second() {
-    let scratch = Scratch::new("emu-killed");
+    let scratch = Scratch::new("mp", "emu-killed");
     let shm_before = shm_entries();
     let mut emulator = EmulatorProcess::start(&scratch);
     let mut host = spawn_attached(&LONG_RUN, &emulator.socket);
@@ -403,7 +343,7 @@ fn an_emulator_killed_mid_run_fails_the_host_within_a_second() {
 
 #[test]
 fn a_host_killed_mid_run_is_logged_its_segments_freed_and_the_next_host_served() {
-    let scratch = Scratch::new("host-killed");
+    let scratch = Scratch::new("mp", "host-killed");
     let shm_before = shm_entries();
     let emulator = EmulatorProcess::start(&scratch);
     let idle_descriptors = emulator.open_descriptors();
@@ -452,7 +392,7 @@ fn a_host_killed_mid_run_is_logged_its_segments_freed_and_the_next_host_served()
 
 #[test]
 fn attaching_to_nothing_fails_with_a_clear_message() {
-    let scratch = Scratch::new("nothing");
+    let scratch = Scratch::new("mp", "nothing");
     let output = axle(&[
         "run",
         "knn-a",
@@ -479,7 +419,7 @@ fn wall_attached(args: &[&str], socket: &Path) -> Output {
 
 #[test]
 fn attached_wall_clock_runs_of_every_workload_in_every_mode_verify() {
-    let scratch = Scratch::new("wall-all");
+    let scratch = Scratch::new("mp", "wall-all");
     let emulator = EmulatorProcess::start(&scratch);
     let mut runs = 0;
     for workload in workloads::names() {
@@ -515,7 +455,7 @@ fn attached_wall_clock_runs_of_every_workload_in_every_mode_verify() {
 
 #[test]
 fn an_attached_wall_clock_run_of_axle_irq_delivers_its_interrupts_through_the_eventfd() {
-    let scratch = Scratch::new("wall-irq");
+    let scratch = Scratch::new("mp", "wall-irq");
     let emulator = EmulatorProcess::start(&scratch);
     // The run fails when the interrupts signalled on the host's eventfd differ from those the
     // device raised, so a verified run here is the eventfd path working.
@@ -538,7 +478,7 @@ fn an_attached_wall_clock_run_of_axle_irq_delivers_its_interrupts_through_the_ev
 
 #[test]
 fn a_host_killed_during_an_attached_wall_clock_run_leaves_the_emulator_serving() {
-    let scratch = Scratch::new("wall-killed");
+    let scratch = Scratch::new("mp", "wall-killed");
     let emulator = EmulatorProcess::start(&scratch);
     let idle_descriptors = emulator.open_descriptors();
     let mut args = LONG_RUN.to_vec();
