@@ -37,7 +37,10 @@ pub mod limits;
 pub mod link;
 pub mod phys;
 #[cfg(not(loom))]
-#[allow(unsafe_code)]
+#[allow(
+    unsafe_code,
+    reason = "memfd mappings and SCM_RIGHTS; the crate's only unsafe"
+)]
 pub mod shm;
 pub mod sync;
 #[cfg(not(loom))]

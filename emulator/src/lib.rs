@@ -24,7 +24,10 @@ pub mod hal_impl;
 pub mod link;
 pub mod registers;
 pub mod server;
-#[allow(unsafe_code)]
+#[allow(
+    unsafe_code,
+    reason = "the mapped device-memory segment; the crate's only unsafe"
+)]
 pub mod shm;
 pub mod sim;
 pub mod trace;
