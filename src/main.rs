@@ -178,17 +178,9 @@ struct EmuArgs {
 }
 
 /// `axle emu --turn-timeout`'s default, in seconds.
-#[cfg(not(loom))]
 const DEFAULT_TURN_TIMEOUT_SECS: f64 = emulator::server::DEFAULT_TURN_TIMEOUT.as_secs_f64();
 /// `axle emu --session-limit`'s default, in seconds.
-#[cfg(not(loom))]
 const DEFAULT_SESSION_LIMIT_SECS: f64 = emulator::server::DEFAULT_SESSION_LIMIT.as_secs_f64();
-/// The loom build has no emulator server (and never serves); any value will do.
-#[cfg(loom)]
-const DEFAULT_TURN_TIMEOUT_SECS: f64 = 60.0;
-/// Likewise.
-#[cfg(loom)]
-const DEFAULT_SESSION_LIMIT_SECS: f64 = 1800.0;
 
 /// A turn timeout: a positive number of seconds, at most a day.
 fn parse_turn_timeout(text: &str) -> Result<f64, String> {
@@ -542,7 +534,6 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-#[cfg(not(loom))]
 fn emu_command(args: EmuArgs) -> anyhow::Result<ExitCode> {
     let options = emulator::server::ServeOptions {
         turn_timeout: std::time::Duration::from_secs_f64(args.turn_timeout),
@@ -550,11 +541,6 @@ fn emu_command(args: EmuArgs) -> anyhow::Result<ExitCode> {
     };
     emulator::server::serve(&args.socket, &options)?;
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(loom)]
-fn emu_command(_: EmuArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("axle emu is not available in a loom build")
 }
 
 fn list_command(args: ListArgs) -> anyhow::Result<ExitCode> {

@@ -467,7 +467,6 @@ pub fn run_traced(request: &RunRequest, trace: &Path) -> anyhow::Result<RunRepor
 /// host on two threads against the real clock. Fails like [`run`] does, and also when the
 /// run outlives `options.limit` or an end-of-run check ([`crate::wall::EndState::violations`])
 /// fails.
-#[cfg(not(loom))]
 pub fn run_wall(
     request: &RunRequest,
     options: &crate::wall::WallOptions,
@@ -496,16 +495,6 @@ pub fn run_wall(
     Ok(crate::wall::WallRun { report, end })
 }
 
-/// Wall-clock mode does not exist in a loom build.
-#[cfg(loom)]
-pub fn run_wall(
-    _: &RunRequest,
-    _: &crate::wall::WallOptions,
-) -> anyhow::Result<crate::wall::WallRun> {
-    anyhow::bail!("--clock wall is not available in a loom build")
-}
-
-#[cfg(not(loom))]
 mod attached {
     use super::*;
     use emulator::server::Setup;
@@ -654,21 +643,4 @@ mod attached {
     }
 }
 
-#[cfg(not(loom))]
 pub use attached::{run_attached, run_wall_attached};
-
-/// The multi-process transport does not exist in a loom build.
-#[cfg(loom)]
-pub fn run_wall_attached(
-    _: &RunRequest,
-    _: &AttachTarget,
-    _: &crate::wall::WallOptions,
-) -> anyhow::Result<crate::wall::WallRun> {
-    anyhow::bail!("--attach is not available in a loom build")
-}
-
-/// The multi-process transport does not exist in a loom build.
-#[cfg(loom)]
-pub fn run_attached(_: &RunRequest, _: &AttachTarget) -> anyhow::Result<RunReport> {
-    anyhow::bail!("--attach is not available in a loom build")
-}

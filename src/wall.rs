@@ -43,13 +43,10 @@
 
 use crate::run::RunReport;
 use cosim_link::jitter::{Jitter, JitterSpec};
-#[cfg(not(loom))]
 use cosim_link::wall::{ports, serve_host, HostOptions, WallClock, WallError};
 use emulator::DeviceMetrics;
-#[cfg(not(loom))]
 use emulator::Emulator;
 use host_runtime::modes::axle::RingState;
-#[cfg(not(loom))]
 use host_runtime::{Runtime, Stretch};
 use shared_abi::Ticks;
 use std::time::Duration;
@@ -59,7 +56,6 @@ use std::time::Duration;
 pub const DEFAULT_LIMIT: Duration = Duration::from_secs(60);
 
 /// The stream number of each stress point (so that each draws its own sequence).
-#[cfg_attr(loom, allow(dead_code))]
 mod streams {
     pub const DMA_LANDING: u64 = 1;
     pub const DEVICE_LOOP: u64 = 2;
@@ -109,7 +105,6 @@ impl WallStress {
         }
     }
 
-    #[cfg(not(loom))]
     fn jitter(&self, spec: JitterSpec, stream: u64) -> Option<Jitter> {
         spec.is_active()
             .then(|| Jitter::new(spec, self.seed, stream))
@@ -298,7 +293,6 @@ pub struct WallRun {
 }
 
 /// The host side's part of the end state, taken while the runtime still exists.
-#[cfg(not(loom))]
 #[derive(Debug, Default)]
 pub(crate) struct HostSide {
     pub(crate) ring: Option<RingState>,
@@ -308,7 +302,6 @@ pub(crate) struct HostSide {
 /// Drives `runtime` and `device` against the real clock on two threads until the host is
 /// done (or the run fails). Returns the outcome (the error's message) for the report; fills
 /// `side` with what the host side left behind.
-#[cfg(not(loom))]
 pub(crate) fn drive(
     device: &mut Emulator,
     runtime: &mut Runtime<'_>,
@@ -391,7 +384,6 @@ pub(crate) fn drive(
 }
 
 /// The device side's part of the end state.
-#[cfg(not(loom))]
 pub(crate) fn end_state(device: &Emulator, side: HostSide) -> EndState {
     let firmware = device.firmware();
     EndState {
@@ -409,7 +401,6 @@ pub(crate) fn end_state(device: &Emulator, side: HostSide) -> EndState {
 
 /// The outcome of an attached wall-clock run (the error's message), as [`drive`] combines the
 /// two sides' outcomes; fills `side.host`.
-#[cfg(not(loom))]
 pub(crate) fn combine_attached(
     ended: &host_driver::attachment::WallSessionEnd,
     side: &mut HostSide,
@@ -429,7 +420,6 @@ pub(crate) fn combine_attached(
 }
 
 /// The end state of an attached wall-clock run: the device's part as the emulator sent it.
-#[cfg(not(loom))]
 pub(crate) fn remote_end_state(
     device: &cosim_link::attach::WallDeviceEnd,
     metrics: DeviceMetrics,

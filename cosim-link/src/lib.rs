@@ -12,8 +12,8 @@
 //! - [`jitter`]: seeded random delays for the wall-clock stress runs (both sides draw from it);
 //! - [`limits`]: the bounds on every size from outside (host messages, configuration, data
 //!   files), checked before allocating (both sides use it);
-//! - [`sync`]: the loom shim (the models in `tests/loom_ring.rs` build this crate with
-//!   `--cfg loom`).
+//! - [`sync`]: the loom shim (the models in `host-runtime/tests/loom_ring.rs` build this crate
+//!   with `--cfg loom`).
 //!
 //! The multi-process form (not under loom) adds:
 //!
@@ -37,7 +37,10 @@ pub mod limits;
 pub mod link;
 pub mod phys;
 #[cfg(not(loom))]
-#[allow(unsafe_code)]
+#[allow(
+    unsafe_code,
+    reason = "memfd mappings and SCM_RIGHTS; the crate's only unsafe"
+)]
 pub mod shm;
 pub mod sync;
 #[cfg(not(loom))]

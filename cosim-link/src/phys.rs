@@ -216,7 +216,7 @@ impl PhysicalMemory {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

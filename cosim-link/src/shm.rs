@@ -302,10 +302,11 @@ pub fn receive_with_fds(
         }
     };
     let mut fds = Vec::new();
-    // SAFETY (the cmsg walk): the CMSG_* functions walk the `msg_controllen` bytes the
-    // kernel wrote into `control`, which stays alive and unmodified during the walk; each
-    // header they return lies inside that buffer, and its data holds
-    // `cmsg_len - CMSG_LEN(0)` bytes (the kernel shortens `cmsg_len` when it truncates).
+    // SAFETY: this comment covers the whole cmsg walk below. The CMSG_* functions walk the
+    // `msg_controllen` bytes the kernel wrote into `control`, which stays alive and
+    // unmodified during the walk; each header they return lies inside that buffer, and its
+    // data holds `cmsg_len - CMSG_LEN(0)` bytes (the kernel shortens `cmsg_len` when it
+    // truncates).
     let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(&header) };
     while !cmsg.is_null() {
         // SAFETY: see above; `cmsg` is non-null and inside the buffer.

@@ -161,7 +161,6 @@ impl Emulator {
             link: Link::default(),
             host_memory,
             mailbox: [0; (mailbox::WINDOW_LENGTH / 8) as usize],
-            #[cfg(not(loom))]
             register_page: None,
             host_events: Default::default(),
             bulk_tokens: Default::default(),
@@ -189,7 +188,6 @@ impl Emulator {
 
     /// Serves the device's register window: a shared page with this device's identity and a
     /// mirror of its mailbox from now on. Returns the page (its fd goes to the host).
-    #[cfg(not(loom))]
     pub fn serve_registers(&mut self) -> std::io::Result<&crate::registers::RegisterPage> {
         let (data_base, data_end) = self.data_window();
         let page = crate::registers::RegisterPage::create(crate::registers::DeviceIdentity {
@@ -353,7 +351,6 @@ impl Emulator {
     /// host waits for a response, has taken every response sent, and no device event is
     /// left (exact, see `cosim_link::wall`); with [`CoSimError::WallTimeLimit`] once the
     /// clock passes `limit`. Both errors are sent to the host thread too, which then stops.
-    #[cfg(not(loom))]
     pub fn run_wall(
         &mut self,
         port: &cosim_link::wall::DevicePort,
@@ -641,13 +638,11 @@ impl Emulator {
 
 /// Wall-clock mode: the host's calls go onto the [`LinkPort`] stamped no earlier than the
 /// device's time (a call the host made before the device's clock reached it happens now).
-#[cfg(not(loom))]
 struct StampedNoEarlier<'a> {
     port: LinkPort<'a>,
     floor: Ticks,
 }
 
-#[cfg(not(loom))]
 impl DeviceLink for StampedNoEarlier<'_> {
     fn mem_store(&mut self, now: Ticks, address: DeviceAddress, data: &[u8]) {
         self.port.mem_store(now.max(self.floor), address, data);

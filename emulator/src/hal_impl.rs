@@ -116,7 +116,6 @@ pub struct Hardware {
     /// Mailbox registers.
     pub mailbox: [u64; (mailbox::WINDOW_LENGTH / 8) as usize],
     /// The register page served to an attached host, which mirrors the mailbox.
-    #[cfg(not(loom))]
     pub register_page: Option<crate::registers::RegisterPage>,
     /// Host events for the firmware.
     pub host_events: VecDeque<HostEvent>,
@@ -321,7 +320,6 @@ impl Hardware {
     pub fn set_mailbox(&mut self, offset: u64, value: u64) {
         if let Some(register) = self.mailbox.get_mut((offset / 8) as usize) {
             *register = value;
-            #[cfg(not(loom))]
             if let Some(page) = &self.register_page {
                 page.mirror_mailbox(offset, value);
             }
@@ -482,7 +480,6 @@ mod tests {
             link: Link::default(),
             host_memory: Arc::new(PhysicalMemory::new(1 << 20).unwrap()),
             mailbox: [0; (mailbox::WINDOW_LENGTH / 8) as usize],
-            #[cfg(not(loom))]
             register_page: None,
             host_events: VecDeque::new(),
             bulk_tokens: BTreeMap::new(),

@@ -12,7 +12,7 @@
 //! | [`trace`] | the device's timeline of a run (`axle run --trace`), off by default |
 //! | [`config`] | the device parameters |
 //! | [`shm`] | device memory as a mapped segment (the crate's only `unsafe`) |
-//! | `server` | the emulator as its own process: `axle emu` (not under loom) |
+//! | `server` | the emulator as its own process: `axle emu` |
 #![deny(unsafe_code)]
 
 pub mod ccm;
@@ -22,11 +22,12 @@ pub mod dma;
 pub mod dram;
 pub mod hal_impl;
 pub mod link;
-#[cfg(not(loom))]
 pub mod registers;
-#[cfg(not(loom))]
 pub mod server;
-#[allow(unsafe_code)]
+#[allow(
+    unsafe_code,
+    reason = "the mapped device-memory segment; the crate's only unsafe"
+)]
 pub mod shm;
 pub mod sim;
 pub mod trace;

@@ -26,7 +26,6 @@ pub struct DeviceIdentity {
 impl RegisterPage {
     /// A shared page (a sealed memfd, for [`RegisterPage::fd`]) holding `identity`, this
     /// build's magic, ABI version and layout hash, and an idle mailbox.
-    #[cfg(not(loom))]
     pub fn create(identity: DeviceIdentity) -> std::io::Result<RegisterPage> {
         let page = RegisterPage {
             segment: DeviceSegment::shared(registers::WINDOW_BYTES)?,

@@ -57,7 +57,6 @@ impl DeviceSegment {
 
     /// `bytes` (rounded up to whole words) of zeroed memory in an anonymous, sealed memory
     /// file that can be handed to another process ([`DeviceSegment::fd`]).
-    #[cfg(not(loom))]
     pub fn shared(bytes: u64) -> std::io::Result<DeviceSegment> {
         let words = word_count(bytes)?;
         let length = (words as u64) * 8;
@@ -102,7 +101,6 @@ impl DeviceSegment {
     }
 }
 
-#[cfg(not(loom))]
 impl cosim_link::phys::SharedWords for DeviceSegment {
     fn words(&self) -> &[AtomicU64] {
         DeviceSegment::words(self)

@@ -38,7 +38,8 @@
     clippy::unwrap_used,
     clippy::indexing_slicing,
     clippy::arithmetic_side_effects,
-    clippy::panic
+    clippy::panic,
+    reason = "test doubles: a violated expectation is a failed test, so panicking is the point"
 )]
 
 extern crate std;

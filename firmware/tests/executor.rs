@@ -971,7 +971,10 @@ impl GapAwareHost {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one parameter per dimension the property test draws"
+)]
 fn streaming_run(
     rows: u32,
     metadata_capacity: u32,

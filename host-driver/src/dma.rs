@@ -326,7 +326,7 @@ fn check_region_length(length: u64) -> Result<(), DmaError> {
     Ok(())
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -28,7 +28,10 @@ pub mod attachment;
 pub mod dma;
 pub mod frames;
 #[cfg(not(loom))]
-#[allow(unsafe_code)]
+#[allow(
+    unsafe_code,
+    reason = "volatile access to the mapped MMIO window; the crate's only unsafe"
+)]
 pub mod mmio;
 #[cfg(not(loom))]
 pub mod registers;

@@ -129,7 +129,7 @@ pub fn entries_from_frames(
     Ok(entries)
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

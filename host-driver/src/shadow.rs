@@ -149,7 +149,7 @@ pub fn init_control_block(
     Ok(())
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::frames::{FrameAllocator, FRAME_SIZE};

@@ -30,7 +30,7 @@ pub mod ring;
 pub mod runtime;
 pub mod sched;
 pub mod tasks;
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod test_link;
 pub mod trace;
 

@@ -434,7 +434,7 @@ pub fn publish_heads(
     Ok(())
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use host_driver::frames::FrameAllocator;

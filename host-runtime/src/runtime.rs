@@ -678,5 +678,5 @@ impl HostAgent for Runtime<'_> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests;

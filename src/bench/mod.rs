@@ -53,22 +53,14 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 use std::process::ExitCode;
 
-#[cfg(not(loom))]
 mod baselines;
-#[cfg(not(loom))]
 mod device;
-#[cfg(not(loom))]
 mod host;
-#[cfg(not(loom))]
 mod limits;
-#[cfg(not(loom))]
 mod report;
-#[cfg(not(loom))]
 mod ring;
-#[cfg(not(loom))]
 mod wire;
 
-#[cfg(not(loom))]
 pub use report::BenchReport;
 
 /// `axle bench`.
@@ -357,7 +349,6 @@ pub fn command(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-#[cfg(not(loom))]
 fn ring_command(args: &RingArgs) -> anyhow::Result<ExitCode> {
     let plan = Plan::from_args(args)?;
     let report = host::run(&plan)?;
@@ -369,19 +360,8 @@ fn ring_command(args: &RingArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-#[cfg(not(loom))]
 fn device_command() -> anyhow::Result<ExitCode> {
     device::main()
-}
-
-#[cfg(loom)]
-fn ring_command(_: &RingArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("axle bench is not available in a loom build")
-}
-
-#[cfg(loom)]
-fn device_command() -> anyhow::Result<ExitCode> {
-    anyhow::bail!("axle bench is not available in a loom build")
 }
 
 #[cfg(test)]

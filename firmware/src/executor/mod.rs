@@ -183,7 +183,10 @@ impl DmaExecutor {
     /// room last, and submits batches that are due (see the module docs): a batch that waited
     /// for the engine goes first, whole; while the engine takes no request, chunks keep
     /// joining the open batch.
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the hardware, the monitor, the ring and the per-run state are separate borrows"
+    )]
     pub fn pump<H: Clock + DeviceMemory + DmaEngine>(
         &mut self,
         hw: &mut H,
@@ -334,7 +337,10 @@ impl DmaExecutor {
         Ok(address)
     }
 
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the borrows of `pump` plus the chunk being formed"
+    )]
     fn form_payload<M: DeviceMemory>(
         &mut self,
         memory: &mut M,

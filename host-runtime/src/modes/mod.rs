@@ -125,5 +125,5 @@ pub(crate) fn mechanism(mode: Mode, ring: Option<AxleRing>) -> Box<dyn Mechanism
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests;

@@ -303,7 +303,7 @@ impl AxleRing {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use host_driver::frames::FrameAllocator;

@@ -1,7 +1,7 @@
 //! Loom models of the AXLE ring protocol, with the ordering edges of DESIGN.md section 5.
 //!
-//! The models run the real code: `host_driver::phys::PhysicalMemory` (under `--cfg loom` the
-//! `host_driver::sync` shim gives it loom atomics), `DmaRegion`, the frame allocator,
+//! The models run the real code: `cosim_link::phys::PhysicalMemory` (under `--cfg loom` the
+//! `cosim_link::sync` shim gives it loom atomics), host-driver's `DmaRegion`, the frame allocator,
 //! `init_control_block`, and host-runtime's `MetadataConsumer`, `PayloadHeadTracker`,
 //! `read_payload` and `publish_heads`. The device side is a few lines per model that do what
 //! the emulator's DMA engine does: Relaxed word writes for data (D1, D3) and one store per
@@ -13,7 +13,7 @@
 //! Run:
 //!
 //! ```text
-//! RUSTFLAGS="--cfg loom" cargo test --release --test loom_ring
+//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release -p host-runtime --test loom_ring
 //! ```
 //!
 //! A build from scratch takes about 80 s on 2 cores. Models (i) and (ii) are explored
@@ -23,14 +23,16 @@
 //!
 //! Under `--cfg loom` every crate linked into this test is compiled with loom atomics, so any
 //! code that builds an `Arc<PhysicalMemory>` for a `DmaRegion` must take `Arc` from
-//! `host_driver::sync`, not `std::sync`.
+//! `cosim_link::sync`, not `std::sync`. The models live in host-runtime, the lowest crate that
+//! has every piece they run (firmware is a dev-dependency under `--cfg loom`), so the loom build
+//! compiles neither the emulator nor the CLI.
 #![cfg(loom)]
 
+use cosim_link::phys::PhysicalMemory;
+use cosim_link::sync::{Arc, Ordering};
 use host_driver::dma::DmaRegion;
 use host_driver::frames::{FrameAllocator, FRAME_SIZE};
-use host_driver::phys::PhysicalMemory;
 use host_driver::shadow::init_control_block;
-use host_driver::sync::{Arc, Ordering};
 use host_runtime::ring::{publish_heads, read_payload, MetadataConsumer, PayloadHeadTracker};
 use loom::thread;
 use shared_abi::control::{METADATA_TAIL_OFFSET, PAYLOAD_HEAD_OFFSET, PAYLOAD_TAIL_OFFSET};
