@@ -19,6 +19,7 @@ use firmware::hal::{
     Clock, ComputeUnits, DeviceMemory, DmaCompletion, DmaEngine, DmaError, DmaKind, DmaRequest,
     DmaTag, HostEvent, ItemCompletion, KernelLaunch, MemoryFault, Registers,
 };
+use firmware::FirmwareError;
 use shared_abi::{mailbox, DeviceAddress, Status, Ticks};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -374,9 +375,9 @@ impl DmaEngine for Hardware {
 }
 
 impl ComputeUnits for Hardware {
-    fn dispatch(&mut self, launch: KernelLaunch) -> Result<(), Status> {
+    fn dispatch(&mut self, launch: KernelLaunch) -> Result<(), FirmwareError> {
         if self.ccm.is_running() {
-            return Err(Status::Busy);
+            return Err(FirmwareError::Busy);
         }
         let mut command = launch.command;
         command.flags = 0;
