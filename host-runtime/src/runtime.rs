@@ -112,7 +112,7 @@ pub enum RuntimeError {
     },
     /// The rings broke the protocol.
     #[error("ring protocol violation: {0}")]
-    Ring(String),
+    Ring(#[from] crate::modes::axle::AxleRingError),
     /// A record did not fit the launch's plan.
     #[error("record does not fit the launch: {0}")]
     Track(#[from] TrackError),
@@ -324,7 +324,9 @@ impl<'a> Runtime<'a> {
     }
 
     /// The AXLE rings as both sides left them (`None` in RP and BS).
-    pub fn ring_state(&self) -> Option<Result<crate::modes::axle::RingState, String>> {
+    pub fn ring_state(
+        &self,
+    ) -> Option<Result<crate::modes::axle::RingState, crate::modes::axle::AxleRingError>> {
         self.mechanism.ring().map(AxleRing::state)
     }
 

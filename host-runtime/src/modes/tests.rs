@@ -3,6 +3,8 @@
 //! its error paths (a device error status, a short result load, a BROKEN ring, a deadlock).
 
 use crate::config::HostConfig;
+use crate::modes::axle::AxleRingError;
+use crate::ring::RingError;
 use crate::runtime::{Mode, Runtime, RuntimeError};
 use crate::test_link::{plan, run_until, Device, Reply, ScriptedLink, TestApp, RESULT_ADDRESS};
 use cosim_link::link::Wake;
@@ -347,8 +349,15 @@ fn axle_fails_at_the_first_poll_after_the_device_latches_the_ring_broken() {
     device.break_ring(&rt, Status::TranslationFault.code());
     assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
     match rt.failure() {
-        Some(RuntimeError::Ring(message)) => {
-            assert!(message.contains("BROKEN with status code 5"), "{message}")
+        Some(RuntimeError::Ring(error)) => {
+            assert_eq!(
+                *error,
+                AxleRingError::Protocol(RingError::DeviceBroken { code: 5 })
+            );
+            assert!(
+                error.to_string().contains("BROKEN with status code 5"),
+                "{error}"
+            )
         }
         other => panic!("expected a ring error, got {other:?}"),
     }
@@ -416,10 +425,18 @@ fn axle_refuses_a_record_of_another_launch() {
     device.produce(&rt, 7, 0, 0);
     assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
     match rt.failure() {
-        Some(RuntimeError::Ring(message)) => {
+        Some(RuntimeError::Ring(error)) => {
+            assert_eq!(
+                *error,
+                AxleRingError::ForeignTag {
+                    sequence: 0,
+                    tag: 7,
+                    launch: 1
+                }
+            );
             assert!(
-                message.contains("carries tag 7 during launch 1"),
-                "{message}"
+                error.to_string().contains("carries tag 7 during launch 1"),
+                "{error}"
             )
         }
         other => panic!("expected a ring error, got {other:?}"),
@@ -435,7 +452,7 @@ fn axle_without_a_ring_fails_its_first_launch() {
     assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
     assert_eq!(
         rt.failure(),
-        Some(&RuntimeError::Ring("AXLE mode without a DMA ring".into()))
+        Some(&RuntimeError::Ring(AxleRingError::NoRing))
     );
 }
 
@@ -492,8 +509,15 @@ fn axle_irq_fails_in_the_handler_when_the_ring_is_broken() {
     link.interrupt(ns(300), 1);
     assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
     match rt.failure() {
-        Some(RuntimeError::Ring(message)) => {
-            assert!(message.contains("BROKEN with status code 6"), "{message}")
+        Some(RuntimeError::Ring(error)) => {
+            assert_eq!(
+                *error,
+                AxleRingError::Protocol(RingError::DeviceBroken { code: 6 })
+            );
+            assert!(
+                error.to_string().contains("BROKEN with status code 6"),
+                "{error}"
+            )
         }
         other => panic!("expected a ring error, got {other:?}"),
     }
