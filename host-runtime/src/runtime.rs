@@ -135,6 +135,9 @@ pub enum RuntimeError {
         /// What was waited for.
         diagnosis: String,
     },
+    /// A host step of the application refused to go on.
+    #[error("{0}")]
+    Application(#[from] crate::app::AppError),
     /// A result load came back short (outside device memory).
     #[error("result load of {expected} bytes returned {got}")]
     ShortLoad {
@@ -354,9 +357,16 @@ impl<'a> Runtime<'a> {
     // ----- launches -------------------------------------------------------------------------
 
     fn begin_next_launch(&mut self, now: Ticks, link: &mut dyn DeviceLink) {
-        let Some(plan) = self.host.app.next_launch() else {
-            self.host.end_run(now);
-            return;
+        let plan = match self.host.app.next_launch() {
+            Ok(Some(plan)) => plan,
+            Ok(None) => {
+                self.host.end_run(now);
+                return;
+            }
+            Err(error) => {
+                self.host.fail(now, error.into());
+                return;
+            }
         };
         if !self.host.started {
             self.host.started = true;
@@ -439,7 +449,13 @@ impl<'a> Runtime<'a> {
                     }
                 };
             let tag = launch.tag;
-            let cost = host.app.run_task(&spec, &bytes);
+            let cost = match host.app.run_task(&spec, &bytes) {
+                Ok(cost) => cost,
+                Err(error) => {
+                    host.fail(now, error.into());
+                    return;
+                }
+            };
             let duration = host
                 .cost
                 .work(cost)
@@ -489,7 +505,13 @@ impl<'a> Runtime<'a> {
         };
         launch.finishing = true;
         let tag = launch.tag;
-        let cost: HostCost = host.app.finish_launch();
+        let cost: HostCost = match host.app.finish_launch() {
+            Ok(cost) => cost,
+            Err(error) => {
+                host.fail(now, error.into());
+                return;
+            }
+        };
         let end = now.plus(host.cost.work(cost));
         host.trace_span(HostSpanKind::FinishLaunch { worker, tag }, now, end);
         host.host_busy.start(now);
@@ -662,6 +684,10 @@ impl HostAgent for Runtime<'_> {
             }
             self.start_ready_tasks(now);
             self.maybe_finish_launch(now);
+            if self.host.done {
+                // A task or the final step failed the run.
+                continue;
+            }
             if self.inbox.is_empty()
                 && self
                     .host

@@ -118,6 +118,45 @@ fn rp_stores_the_descriptor_rings_polls_until_complete_dequeues_then_loads_once(
 }
 
 #[test]
+fn an_application_refusing_a_task_fails_the_run_at_that_call() {
+    let mut app = bulk_app();
+    app.refuse_task = Some(0);
+    let mut link = ScriptedLink::new([
+        Reply::Store {
+            after: ns(100),
+            status: 0,
+        },
+        Reply::IoRead {
+            after: ns(500),
+            value: complete(Status::Ok.code()),
+        },
+        Reply::Load {
+            after: ns(300),
+            data: result_bytes(128),
+        },
+    ]);
+    let mut rt = Runtime::new(Mode::Rp, HostConfig::default(), &mut app, None);
+    let mut now = Ticks::ZERO;
+    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
+    let expected = crate::AppError::new(
+        "test",
+        crate::Scope::Whole,
+        crate::AppProblem::RanTwice { task: 0 },
+    );
+    assert_eq!(rt.failure(), Some(&RuntimeError::Application(expected)));
+    assert_eq!(
+        rt.failure().map(ToString::to_string).as_deref(),
+        Some("test: task 0 ran twice")
+    );
+    drop(rt);
+    assert!(
+        app.read.iter().all(|(task, _)| *task != 0),
+        "the refused task read nothing"
+    );
+    assert_eq!(app.finished_launches, 0, "the launch never finished");
+}
+
+#[test]
 fn rp_fails_with_the_device_status_and_neither_dequeues_nor_loads() {
     let mut app = bulk_app();
     let mut link = ScriptedLink::new([
