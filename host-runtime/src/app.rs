@@ -173,7 +173,17 @@ pub enum AppProblem {
         /// The range the plan gave the task.
         planned: Range<u64>,
     },
-    /// A task ran a second time (or names a slot that does not exist).
+    /// A task whose byte range or result length does not fit the launch.
+    #[error("task {task} over {needs:?} with {bytes} bytes does not fit the launch")]
+    DoesNotFit {
+        /// The task's id.
+        task: u32,
+        /// The range the runtime said the task needs.
+        needs: Range<u64>,
+        /// Result bytes handed over.
+        bytes: usize,
+    },
+    /// A task ran a second time.
     #[error("task {task} ran twice")]
     RanTwice {
         /// The task's id.

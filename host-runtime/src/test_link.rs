@@ -4,8 +4,8 @@
 //! record, metadata tail, status word), and [`TestApp`], an application whose launches are
 //! given and which records the bytes each task read.
 
-use crate::app::{Application, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError};
 use crate::app::{AppError, AppProblem, DeviceInput, Scope, Verification};
+use crate::app::{Application, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError};
 use crate::modes::axle::AxleRing;
 use crate::runtime::Runtime;
 use cosim_link::link::{DeviceLink, HostAgent, LinkResponse, Wake};
