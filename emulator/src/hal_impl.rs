@@ -203,7 +203,9 @@ impl Hardware {
             let checked = self
                 .dram
                 .read_value::<firmware::hal::DmaDescriptor>(address)
-                .map_err(Status::from)
+                // The engine's status register reports a descriptor it cannot read as a
+                // device memory fault.
+                .map_err(|_| Status::DeviceMemoryFault)
                 .and_then(|d| {
                     crate::dma::check_descriptor(&d, device_size, host_size).map(|kind| (d, kind))
                 });

@@ -31,12 +31,6 @@ pub struct MemoryFault {
     pub length: u64,
 }
 
-impl From<MemoryFault> for Status {
-    fn from(_: MemoryFault) -> Status {
-        Status::DeviceMemoryFault
-    }
-}
-
 /// The device's own memory (the HDM range), as the firmware and kernels see it.
 pub trait DeviceMemory {
     /// Bytes of device memory.

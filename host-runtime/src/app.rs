@@ -9,6 +9,11 @@
 //! [`HostCost`] it returns. When every task of a launch is done the runtime calls
 //! [`Application::finish_launch`] (for example a final merge), then asks for the next plan: an
 //! iteration may depend on the previous one's host results.
+//!
+//! Each of those calls returns a `Result`: an application that is handed a task or bytes its
+//! plan does not have, or is called out of order, says so with an [`AppError`] at that call,
+//! and the runtime fails the run with it ([`crate::RuntimeError::Application`]).
+//! [`Application::verify`] only compares the answer of a run that finished.
 
 use core::ops::Range;
 use shared_abi::{CommandDescriptor, DeviceAddress};
@@ -230,9 +235,22 @@ pub enum BadResult {
     /// Tasks that read the same result bytes were handed different bytes.
     #[error("result bytes differ from another task's")]
     DiffersFromAnotherTask,
-    /// The block's values are malformed.
-    #[error("{0}")]
-    Malformed(String),
+    /// The block is not whole 4-byte values.
+    #[error("{bytes} result bytes are not whole distances")]
+    PartialWords {
+        /// Bytes handed over.
+        bytes: usize,
+    },
+    /// The block's vertices lie beyond the graph's.
+    #[error("vertices {first}..{end} lie beyond the {vertices} vertices")]
+    VerticesBeyond {
+        /// The block's first vertex.
+        first: u32,
+        /// One past its last.
+        end: usize,
+        /// Vertices in the graph.
+        vertices: usize,
+    },
 }
 
 impl AppError {

@@ -101,14 +101,14 @@ impl Mode {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RuntimeError {
     /// The device reported an error for a launch.
-    #[error("device reported `{status}` (code {code}) for launch {tag}")]
+    #[error("device reported `{}` (code {code}) for launch {tag}", status_text(*.status, *.code))]
     Device {
         /// The launch tag.
         tag: u32,
         /// The status code.
         code: u32,
-        /// Its meaning.
-        status: String,
+        /// The code decoded, when this build knows it.
+        status: Option<Status>,
     },
     /// The rings broke the protocol.
     #[error("ring protocol violation: {0}")]
@@ -146,6 +146,11 @@ pub enum RuntimeError {
         /// Bytes received.
         got: u64,
     },
+}
+
+/// A device status for an error message: its meaning, or that this build does not know it.
+fn status_text(status: Option<Status>, code: u32) -> String {
+    status.map_or_else(|| format!("unknown status {code}"), |s| s.to_string())
 }
 
 /// What the host measured.
@@ -592,8 +597,7 @@ impl<'a> Host<'a> {
 
     /// The device reported status `code` for the current launch: the run fails.
     pub(crate) fn device_error(&mut self, now: Ticks, code: u32) {
-        let status = Status::try_from(code)
-            .map_or_else(|c| format!("unknown status {c}"), |s| s.to_string());
+        let status = Status::try_from(code).ok();
         let tag = self.launch.as_ref().map_or(0, |l| l.tag);
         self.fail(now, RuntimeError::Device { tag, code, status });
     }

@@ -271,7 +271,14 @@ fn bs_fails_with_the_status_of_the_launch_store_and_loads_nothing() {
     match rt.failure() {
         Some(RuntimeError::Device { tag, code, status }) => {
             assert_eq!((*tag, *code), (1, Status::UnknownKernel.code()));
-            assert_eq!(*status, Status::UnknownKernel.to_string());
+            assert_eq!(*status, Some(Status::UnknownKernel));
+            assert!(
+                rt.failure()
+                    .unwrap()
+                    .to_string()
+                    .contains(&format!("`{}`", Status::UnknownKernel)),
+                "the message names the status"
+            );
         }
         other => panic!("expected a device error, got {other:?}"),
     }

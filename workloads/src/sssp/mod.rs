@@ -499,9 +499,9 @@ impl Application for SsspApplication {
                 }
                 Ok(cost)
             }
-            Err(reason) => Err(self.fail(AppProblem::BadResult {
+            Err(what) => Err(self.fail(AppProblem::BadResult {
                 task: task.id,
-                what: BadResult::Malformed(reason),
+                what,
             })),
         }
     }
