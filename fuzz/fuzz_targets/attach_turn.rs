@@ -21,11 +21,11 @@
 #![no_main]
 
 use arbitrary::{Arbitrary, Unstructured};
+use emulator::{CoSimError, DeviceConfig, Emulator};
 use cosim_link::attach::{receive_message_with, AttachError, MessageKind, SessionRequest};
 use cosim_link::link::{DeviceLink, HostAgent, LinkResponse, Wake};
-use cosim_link::turn::{decode_device_turn, replay_host_turn, DeviceTurn, RecordingLink};
-use emulator::{CoSimError, DeviceConfig, Emulator};
 use host_driver::phys::PhysicalMemory;
+use cosim_link::turn::{decode_device_turn, replay_host_turn, DeviceTurn, RecordingLink};
 use libfuzzer_sys::fuzz_target;
 use shared_abi::{DeviceAddress, Ticks};
 use std::io::Write;
@@ -74,12 +74,8 @@ impl DeviceLink for Recorder {
         data: &[u8],
         token: u64,
     ) {
-        self.0.push(Call::StoreSynchronous(
-            now.0,
-            address.0,
-            data.to_vec(),
-            token,
-        ));
+        self.0
+            .push(Call::StoreSynchronous(now.0, address.0, data.to_vec(), token));
     }
     fn mem_load(
         &mut self,

@@ -273,11 +273,7 @@ fn check_items(
         if consistent && !bad_index {
             assert_eq!(outcome, Ok(()), "item {index}");
         } else {
-            assert_eq!(
-                outcome,
-                Err(FirmwareError::ArgumentOutOfRange),
-                "item {index}"
-            );
+            assert_eq!(outcome, Err(FirmwareError::ArgumentOutOfRange), "item {index}");
         }
     }
     assert_eq!(

@@ -274,11 +274,7 @@ fn check_items(
         if good {
             assert_eq!(outcome, Ok(()), "item {index}");
         } else {
-            assert_eq!(
-                outcome,
-                Err(FirmwareError::ArgumentOutOfRange),
-                "item {index}"
-            );
+            assert_eq!(outcome, Err(FirmwareError::ArgumentOutOfRange), "item {index}");
         }
     }
     assert_eq!(

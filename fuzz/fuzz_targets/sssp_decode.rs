@@ -359,9 +359,7 @@ fn cost(offsets: &[u64]) -> ItemCost {
         let passes = degree.div_ceil(8).max(1);
         cost = cost.plus(PER_ARC_GROUP.times(passes));
         // A pass gathering k neighbours from random lines keeps the address unit k cycles.
-        cost = cost.plus(ItemCost::indexed_extra_cycles(
-            degree.saturating_sub(passes),
-        ));
+        cost = cost.plus(ItemCost::indexed_extra_cycles(degree.saturating_sub(passes)));
         arcs += degree;
     }
     if vertices < 8 {
@@ -392,19 +390,11 @@ fn check_items(
         let want = expected(model, memory.inner.contents(), index);
         let described = kernel.item(index, &memory);
         let Some(offsets) = &want.offsets else {
-            assert_eq!(
-                described,
-                Err(FirmwareError::ArgumentOutOfRange),
-                "item {index}"
-            );
+            assert_eq!(described, Err(FirmwareError::ArgumentOutOfRange), "item {index}");
             let outcome = execute_within(&mut memory, &[], "sssp item", |memory| {
                 kernel.execute(index, memory)
             });
-            assert_eq!(
-                outcome,
-                Err(FirmwareError::ArgumentOutOfRange),
-                "item {index}"
-            );
+            assert_eq!(outcome, Err(FirmwareError::ArgumentOutOfRange), "item {index}");
             continue;
         };
         let item = described.expect("an item with consistent offsets");
@@ -428,11 +418,7 @@ fn check_items(
             kernel.execute(index, memory)
         });
         match &want.distances {
-            None => assert_eq!(
-                outcome,
-                Err(FirmwareError::ArgumentOutOfRange),
-                "item {index}"
-            ),
+            None => assert_eq!(outcome, Err(FirmwareError::ArgumentOutOfRange), "item {index}"),
             Some(distances) => {
                 assert_eq!(outcome, Ok(()), "item {index}");
                 let written: Vec<u32> = (0..want.count)
