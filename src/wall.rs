@@ -358,7 +358,10 @@ pub(crate) fn drive(
         });
         (host, device_outcome)
     });
-    side.ring = runtime.ring_state().transpose()?;
+    side.ring = runtime
+        .ring_state()
+        .transpose()
+        .map_err(|error| error.to_string())?;
     match (host, device_outcome) {
         (Ok(end), Ok(())) => {
             side.host = HostCounts {

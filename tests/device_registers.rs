@@ -7,7 +7,7 @@ use cosim_link::sync::Arc;
 use emulator::{DeviceConfig, Emulator};
 use firmware::StreamingFactor;
 use host_driver::mmio::DeviceWindow;
-use host_driver::registers::{ExpectedIdentity, RegisterWindow};
+use host_driver::registers::{ExpectedIdentity, RegisterError, RegisterWindow};
 use shared_abi::registers;
 
 fn device() -> Emulator {
@@ -59,12 +59,24 @@ fn the_probe_names_the_register_that_differs() {
     let window = mapped(&mut device);
     let error = window.probe(&expected).unwrap_err();
     assert!(
+        matches!(
+            error,
+            RegisterError::Mismatch {
+                name: "data window end",
+                offset: 0x28,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    let error = error.to_string();
+    assert!(
         error.contains("data window end") && error.contains("0x28"),
         "{error}"
     );
     expected = identity(&device);
     expected.device_memory_bytes *= 2;
-    let error = window.probe(&expected).unwrap_err();
+    let error = window.probe(&expected).unwrap_err().to_string();
     assert!(error.contains("device memory size"), "{error}");
 }
 
@@ -78,6 +90,6 @@ fn a_page_with_another_magic_is_refused() {
     let window =
         RegisterWindow::new(DeviceWindow::map(fd, registers::WINDOW_BYTES).expect("mapping"))
             .expect("a whole page");
-    let error = window.probe(&expected).unwrap_err();
+    let error = window.probe(&expected).unwrap_err().to_string();
     assert!(error.contains("magic"), "{error}");
 }

@@ -189,7 +189,7 @@ fn knn_items(workload: &str) -> u64 {
     app.load(&mut Discard { next: 1 << 20 })
         .expect("the data set loads");
     let mut items = 0;
-    while let Some(plan) = app.next_launch() {
+    while let Some(plan) = app.next_launch().unwrap() {
         items += plan.command.result_length / 4;
     }
     items

@@ -34,6 +34,39 @@ pub struct Refused {
     pub reason: String,
 }
 
+/// A configuration value the model cannot run with. Each names the field, the value and the
+/// rule it breaks.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// A count or rate that must be at least 1 is 0.
+    #[error("{field} is 0; it must be at least 1")]
+    Zero {
+        /// The field (`host.host_units`).
+        field: String,
+    },
+    /// A rate that must be a positive finite number is not.
+    #[error("{field} is {value}; it must be a positive number")]
+    NotPositive {
+        /// The field.
+        field: String,
+        /// Its value.
+        value: f64,
+    },
+    /// A value outside the range the model accepts.
+    #[error("{field} is {value}; {rule}")]
+    OutOfRange {
+        /// The field.
+        field: String,
+        /// Its value.
+        value: u64,
+        /// The range and why.
+        rule: String,
+    },
+    /// A size above a limit of the model or the machine.
+    #[error(transparent)]
+    Refused(#[from] Refused),
+}
+
 /// `value` unless it exceeds `limit`.
 pub fn check(what: &str, value: u64, limit: u64, reason: &str) -> Result<u64, Refused> {
     if value > limit {

@@ -742,15 +742,12 @@ impl Ccm {
             self.busy_total = self.busy_total.plus(now.since(self.busy_since));
         }
         let running = self.running.as_mut()?;
-        let status = match running.kernel.execute(active.item, memory) {
-            Ok(()) => shared_abi::Status::Ok,
-            Err(status) => status,
-        };
+        let outcome = running.kernel.execute(active.item, memory);
         let tag = running.tag;
         self.completions.push_back(firmware::hal::ItemCompletion {
             tag,
             item: active.item,
-            status,
+            outcome,
         });
         running.finished += 1;
         let ended = Ended {
@@ -1125,7 +1122,7 @@ mod tests {
         assert!(ccm
             .completions
             .iter()
-            .all(|c| c.tag == 1 && c.status == shared_abi::Status::Ok));
+            .all(|c| c.tag == 1 && c.outcome.is_ok()));
     }
 
     #[test]

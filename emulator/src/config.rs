@@ -1,6 +1,6 @@
 //! The device's parameters (the CCM and link rows of the paper's Table III).
 
-use cosim_link::limits;
+use cosim_link::limits::{self, ConfigError};
 use serde::{Deserialize, Serialize};
 
 /// How the CCM scheduler hands work items to µthreads.
@@ -139,7 +139,7 @@ impl Default for DeviceConfig {
 impl DeviceConfig {
     /// Checks every parameter for a value the model cannot run with. Each error names the
     /// field (`device.<name>`), the value and the limit.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         let positive = [
             ("ccm_units", u64::from(self.ccm_units)),
             ("ccm_sub_cores", u64::from(self.ccm_sub_cores)),
@@ -164,7 +164,9 @@ impl DeviceConfig {
         ];
         for (name, value) in positive {
             if value == 0 {
-                return Err(format!("device.{name} is 0; it must be at least 1"));
+                return Err(ConfigError::Zero {
+                    field: format!("device.{name}"),
+                });
             }
         }
         for (name, value) in [
@@ -172,9 +174,10 @@ impl DeviceConfig {
             ("link_gbps", self.link_gbps),
         ] {
             if !(value.is_finite() && value > 0.0) {
-                return Err(format!(
-                    "device.{name} is {value}; it must be a positive number"
-                ));
+                return Err(ConfigError::NotPositive {
+                    field: format!("device.{name}"),
+                    value,
+                });
             }
         }
         let uthreads = u64::from(self.ccm_units)
@@ -185,8 +188,7 @@ impl DeviceConfig {
             uthreads,
             MAX_UTHREADS,
             "the CCM µthreads the model keeps a slot for",
-        )
-        .map_err(|refused| refused.to_string())?;
+        )?;
         for (name, value) in [
             ("ccm_issue_width", self.ccm_issue_width),
             ("ccm_scalar_units", self.ccm_scalar_units),
@@ -199,31 +201,29 @@ impl DeviceConfig {
                 u64::from(value),
                 u64::from(MAX_UNITS_PER_SUB_CORE),
                 "the units of one kind a sub-core may have",
-            )
-            .map_err(|refused| refused.to_string())?;
+            )?;
         }
         let channel_limit = firmware::executor::MAX_IN_FLIGHT as u32;
         if self.dma_channels == 0 || self.dma_channels > channel_limit {
-            return Err(format!(
-                "device.dma_channels is {}; it must be 1..={channel_limit} (the firmware keeps at most {channel_limit} DMA requests in flight)",
-                self.dma_channels
-            ));
+            return Err(ConfigError::OutOfRange {
+                field: "device.dma_channels".into(),
+                value: u64::from(self.dma_channels),
+                rule: format!("it must be 1..={channel_limit} (the firmware keeps at most {channel_limit} DMA requests in flight)"),
+            });
         }
         self.check_device_memory()
     }
 
     /// Device memory against the model's limit ([`MAX_DEVICE_MEMORY_MIB`]) and the machine's
     /// available memory (`cosim_link::limits`), before it is mapped.
-    pub fn check_device_memory(&self) -> Result<(), String> {
+    pub fn check_device_memory(&self) -> Result<(), ConfigError> {
         limits::check(
             "device.device_memory_mib",
             self.device_memory_mib,
             MAX_DEVICE_MEMORY_MIB,
             "the model's device memory: 64 GiB",
-        )
-        .map_err(|refused| refused.to_string())?;
-        limits::bytes("device.device_memory_mib", self.device_memory_mib, 1 << 20)
-            .map_err(|refused| refused.to_string())?;
+        )?;
+        limits::bytes("device.device_memory_mib", self.device_memory_mib, 1 << 20)?;
         Ok(())
     }
 }
@@ -242,7 +242,7 @@ mod tests {
         assert!(with(1).validate().is_ok());
         assert!(with(64).validate().is_ok());
         for refused in [0, 65] {
-            let error = with(refused).validate().unwrap_err();
+            let error = with(refused).validate().unwrap_err().to_string();
             assert!(
                 error.contains("dma_channels") && error.contains(&refused.to_string()),
                 "{error}"
@@ -257,7 +257,7 @@ mod tests {
             ccm_units: 4_000_000_000,
             ..DeviceConfig::default()
         };
-        let error = config.validate().unwrap_err();
+        let error = config.validate().unwrap_err().to_string();
         assert!(
             error.contains("ccm_units")
                 && error.contains("256000000000")
@@ -272,7 +272,10 @@ mod tests {
             device_memory_mib,
             ..DeviceConfig::default()
         };
-        let error = with(MAX_DEVICE_MEMORY_MIB + 1).validate().unwrap_err();
+        let error = with(MAX_DEVICE_MEMORY_MIB + 1)
+            .validate()
+            .unwrap_err()
+            .to_string();
         assert!(
             error.contains("device.device_memory_mib") && error.contains("65537"),
             "{error}"
@@ -281,7 +284,10 @@ mod tests {
         // machine, so only a size beyond any machine's memory is asserted.
         let machine = limits::Machine::get().memory_budget >> 20;
         if machine < MAX_DEVICE_MEMORY_MIB {
-            let error = with(MAX_DEVICE_MEMORY_MIB).validate().unwrap_err();
+            let error = with(MAX_DEVICE_MEMORY_MIB)
+                .validate()
+                .unwrap_err()
+                .to_string();
             assert!(error.contains("available"), "{error}");
         }
         assert_eq!(with(256).validate(), Ok(()));

@@ -19,6 +19,7 @@ use firmware::hal::{
     Clock, ComputeUnits, DeviceMemory, DmaCompletion, DmaEngine, DmaError, DmaKind, DmaRequest,
     DmaTag, HostEvent, ItemCompletion, KernelLaunch, MemoryFault, Registers,
 };
+use firmware::FirmwareError;
 use shared_abi::{mailbox, DeviceAddress, Status, Ticks};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -201,7 +202,9 @@ impl Hardware {
             let checked = self
                 .dram
                 .read_value::<firmware::hal::DmaDescriptor>(address)
-                .map_err(Status::from)
+                // The engine's status register reports a descriptor it cannot read as a
+                // device memory fault.
+                .map_err(|_| Status::DeviceMemoryFault)
                 .and_then(|d| {
                     crate::dma::check_descriptor(&d, device_size, host_size).map(|kind| (d, kind))
                 });
@@ -372,9 +375,9 @@ impl DmaEngine for Hardware {
 }
 
 impl ComputeUnits for Hardware {
-    fn dispatch(&mut self, launch: KernelLaunch) -> Result<(), Status> {
+    fn dispatch(&mut self, launch: KernelLaunch) -> Result<(), FirmwareError> {
         if self.ccm.is_running() {
-            return Err(Status::Busy);
+            return Err(FirmwareError::Busy);
         }
         let mut command = launch.command;
         command.flags = 0;

@@ -1,6 +1,7 @@
 //! The firmware's top level: one [`Firmware`] per device, driven by [`Firmware::step`].
 
 use crate::command::{self, ValidCommand};
+use crate::error::FirmwareError;
 use crate::executor::{DmaExecutor, PumpOutcome, StreamTarget};
 use crate::hal::{Hal, HostEvent, KernelLaunch};
 use crate::monitor::ResultMonitor;
@@ -59,7 +60,8 @@ pub struct StepOutcome {
 struct Active {
     valid: ValidCommand,
     monitor: ResultMonitor,
-    status: Status,
+    /// The launch's first failure, reported when it completes.
+    failure: Option<FirmwareError>,
     completion_sent: bool,
     /// The stage the compute units run (see [`crate::kernels`]).
     stage: u32,
@@ -76,7 +78,7 @@ pub struct Firmware {
     active: Option<Active>,
     queued: Deque<ValidCommand, LAUNCH_QUEUE>,
     mailbox_occupied: bool,
-    broken: Option<Status>,
+    broken: Option<FirmwareError>,
     counters: Counters,
     trace: Trace,
 }
@@ -107,8 +109,13 @@ impl Firmware {
         &self.trace
     }
 
-    /// Why the ring is BROKEN, if it is.
+    /// Why the ring is BROKEN, if it is, as the device status word tells the host.
     pub fn broken(&self) -> Option<Status> {
+        self.broken.map(Status::from)
+    }
+
+    /// Why the ring is BROKEN, if it is, as the firmware knows it.
+    pub fn broken_error(&self) -> Option<FirmwareError> {
         self.broken
     }
 
@@ -140,7 +147,7 @@ impl Firmware {
             self.on_host_event(hw, event);
         }
         while let Some(item) = hw.poll_item() {
-            self.on_item(hw, item.item, item.status);
+            self.on_item(hw, item.item, item.outcome);
         }
         let mut waiting_for_credit = false;
         if let Some(outcome) = self.stream(hw) {
@@ -163,7 +170,7 @@ impl Firmware {
             }
         };
         if status != Status::Ok {
-            self.latch_broken(hw, status);
+            self.latch_broken(hw, FirmwareError::Reported(status));
         }
         let interrupt = self
             .active
@@ -201,7 +208,7 @@ impl Firmware {
                 hw.write_mailbox(mailbox::STATUS, mailbox::status::RUNNING);
                 match command::read_mailbox_descriptor(hw, address) {
                     Ok(command) => self.accept(hw, &command, LaunchMode::RemotePolling),
-                    Err(status) => self.mailbox_complete(hw, 0, status),
+                    Err(error) => self.mailbox_complete(hw, 0, error.into()),
                 }
             }
             HostEvent::Dequeue => {
@@ -217,7 +224,7 @@ impl Firmware {
                 }
                 // A header without the magic: the driver is reprogramming (it clears the
                 // header before it rewrites the entries). Not an error.
-                Err(Status::NoRegion) => self.region = None,
+                Err(FirmwareError::NoRegion) => self.region = None,
                 Err(status) => {
                     self.region = None;
                     self.latch_broken(hw, status);
@@ -231,11 +238,11 @@ impl Firmware {
         let checked = command::validate(command, mode, &*hw).and_then(|valid| {
             if valid.mode == LaunchMode::BackStreaming {
                 if self.region.is_none() {
-                    return Err(Status::NoRegion);
+                    return Err(FirmwareError::NoRegion);
                 }
                 if let Some(status) = self.broken {
                     let _ = status;
-                    return Err(Status::RingBroken);
+                    return Err(FirmwareError::RingBroken);
                 }
             }
             Ok(valid)
@@ -243,7 +250,7 @@ impl Firmware {
         match checked {
             Ok(valid) => {
                 if self.queued.push_back(valid).is_err() {
-                    self.refuse(hw, command, mode, Status::Busy);
+                    self.refuse(hw, command, mode, FirmwareError::Busy);
                 }
             }
             Err(status) => self.refuse(hw, command, mode, status),
@@ -255,8 +262,9 @@ impl Firmware {
         hw: &mut H,
         command: &CommandDescriptor,
         mode: LaunchMode,
-        status: Status,
+        error: FirmwareError,
     ) {
+        let status = Status::from(error);
         self.counters.refused = self.counters.refused.saturating_add(1);
         self.trace.record(TraceEvent::Refused {
             tag: command.tag,
@@ -265,7 +273,7 @@ impl Firmware {
         match mode {
             LaunchMode::RemotePolling => self.mailbox_complete(hw, command.tag, status),
             LaunchMode::BulkSynchronous => hw.complete_bulk_launch(command.tag, status),
-            LaunchMode::BackStreaming => self.latch_broken(hw, status),
+            LaunchMode::BackStreaming => self.latch_broken(hw, error),
         }
     }
 
@@ -327,7 +335,7 @@ impl Firmware {
         self.active = Some(Active {
             valid,
             monitor,
-            status: Status::Ok,
+            failure: None,
             completion_sent: false,
             stage,
             stage_left,
@@ -340,7 +348,7 @@ impl Firmware {
         hw: &mut H,
         valid: &ValidCommand,
         mut stage: u32,
-    ) -> Result<(u32, u32), Status> {
+    ) -> Result<(u32, u32), FirmwareError> {
         let stages = valid.kernel.stages();
         while stage < stages {
             let range = valid.kernel.stage_items(stage);
@@ -358,13 +366,13 @@ impl Firmware {
         Ok((stages, 0))
     }
 
-    fn on_item<H: Hal>(&mut self, hw: &mut H, item: u32, status: Status) {
+    fn on_item<H: Hal>(&mut self, hw: &mut H, item: u32, outcome: Result<(), FirmwareError>) {
         let scratch = self.config.scratch;
         let Some(active) = self.active.as_mut() else {
             return;
         };
-        if status != Status::Ok && active.status == Status::Ok {
-            active.status = status;
+        if let Err(error) = outcome {
+            active.failure.get_or_insert(error);
         }
         let result = match active.valid.kernel.item(item, &*hw) {
             Ok(spec) => active.monitor.populated(
@@ -379,9 +387,7 @@ impl Firmware {
             }
         };
         if let Err(error) = result {
-            if active.status == Status::Ok {
-                active.status = error;
-            }
+            active.failure.get_or_insert(error);
         }
         active.stage_left = active.stage_left.saturating_sub(1);
         let next_stage = active.stage.saturating_add(1);
@@ -392,10 +398,8 @@ impl Firmware {
                     active.stage = stage;
                     active.stage_left = left;
                 }
-                Err(status) => {
-                    if active.status == Status::Ok {
-                        active.status = status;
-                    }
+                Err(error) => {
+                    active.failure.get_or_insert(error);
                     // Nothing will run the remaining items: count them as finished (failed)
                     // so that the launch completes with the error instead of hanging.
                     let total = active.valid.kernel.items();
@@ -449,20 +453,19 @@ impl Firmware {
         }
         match active.valid.mode {
             LaunchMode::RemotePolling => {
-                let (tag, status) = (active.valid.command.tag, active.status);
+                let (tag, status) = (active.valid.command.tag, wire_status(active.failure));
                 self.active = None;
                 self.mailbox_complete(hw, tag, status);
             }
             LaunchMode::BulkSynchronous => {
-                let (tag, status) = (active.valid.command.tag, active.status);
+                let (tag, status) = (active.valid.command.tag, wire_status(active.failure));
                 self.active = None;
                 hw.complete_bulk_launch(tag, status);
             }
             LaunchMode::BackStreaming => {
-                if active.status != Status::Ok && !active.completion_sent {
+                if let (Some(error), false) = (active.failure, active.completion_sent) {
                     active.completion_sent = true;
-                    let status = active.status;
-                    self.latch_broken(hw, status);
+                    self.latch_broken(hw, error);
                     self.active = None;
                     return;
                 }
@@ -488,11 +491,12 @@ impl Firmware {
 
     /// Latches the ring BROKEN: nothing more is streamed until the region is reprogrammed, and
     /// the device status word tells the host why (as soon as the DMA engine takes the write).
-    fn latch_broken<H: Hal>(&mut self, hw: &mut H, status: Status) {
+    fn latch_broken<H: Hal>(&mut self, hw: &mut H, error: FirmwareError) {
         if self.broken.is_some() {
             return;
         }
-        self.broken = Some(status);
+        self.broken = Some(error);
+        let status = Status::from(error);
         self.executor.abandon_batch();
         self.trace.record(TraceEvent::Broken { status });
         if let Some(region) = self.region.as_ref() {
@@ -502,4 +506,9 @@ impl Firmware {
                 .publish_status(hw, region, &self.config.scratch, status);
         }
     }
+}
+
+/// A launch's completion status on the wire: [`Status::Ok`], or its first failure.
+fn wire_status(failure: Option<FirmwareError>) -> Status {
+    failure.map_or(Status::Ok, Status::from)
 }

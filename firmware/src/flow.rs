@@ -6,9 +6,10 @@
 //! smaller, than the true one, so it grants less room, never more: the device never writes past
 //! its cached head plus the capacity.
 
+use crate::error::FirmwareError;
 use crate::hal::DeviceMemory;
 use shared_abi::ring::{free_slots, head_update_is_valid, RingIndex};
-use shared_abi::{device_map, FlowControlMessage, Status};
+use shared_abi::{device_map, FlowControlMessage};
 
 /// The cached heads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -62,13 +63,13 @@ impl Credits {
 
     /// Edge D5: reads the host's heads from the flow-control block and adopts them. A head that
     /// moves backwards or passes the device's own tail is a protocol violation:
-    /// [`Status::HeadBeyondTail`], and the caller latches the ring BROKEN.
+    /// [`FirmwareError::HeadBeyondTail`], and the caller latches the ring BROKEN.
     pub fn refresh<M: DeviceMemory>(
         &mut self,
         memory: &M,
         metadata_tail: u64,
         payload_tail: u64,
-    ) -> Result<(), Status> {
+    ) -> Result<(), FirmwareError> {
         let message: FlowControlMessage = memory.read_value(device_map::FLOW_CONTROL)?;
         let metadata_ok = head_update_is_valid(
             RingIndex(self.metadata_head),
@@ -81,7 +82,7 @@ impl Credits {
             RingIndex(payload_tail),
         );
         if !(metadata_ok && payload_ok) {
-            return Err(Status::HeadBeyondTail);
+            return Err(FirmwareError::HeadBeyondTail);
         }
         self.metadata_head = message.metadata_head;
         self.payload_head = message.payload_head;

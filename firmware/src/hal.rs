@@ -12,6 +12,7 @@
 //! Every method is non-blocking: the firmware is driven by [`crate::Firmware::step`] from the
 //! board's main loop or the emulator's event queue, and never waits inside a call.
 
+use crate::error::FirmwareError;
 use shared_abi::{DeviceAddress, Status, Ticks};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -28,12 +29,6 @@ pub struct MemoryFault {
     pub address: DeviceAddress,
     /// Bytes of the access.
     pub length: u64,
-}
-
-impl From<MemoryFault> for Status {
-    fn from(_: MemoryFault) -> Status {
-        Status::DeviceMemoryFault
-    }
 }
 
 /// The device's own memory (the HDM range), as the firmware and kernels see it.
@@ -85,15 +80,15 @@ impl DmaKind {
 }
 
 impl TryFrom<u32> for DmaKind {
-    type Error = Status;
-    fn try_from(value: u32) -> Result<Self, Status> {
+    type Error = FirmwareError;
+    fn try_from(value: u32) -> Result<Self, FirmwareError> {
         Ok(match value {
             1 => DmaKind::Payload,
             2 => DmaKind::Metadata,
             3 => DmaKind::MetadataTail,
             4 => DmaKind::PayloadTail,
             5 => DmaKind::DeviceStatus,
-            _ => return Err(Status::MalformedDescriptor),
+            _ => return Err(FirmwareError::MalformedDescriptor),
         })
     }
 }
@@ -175,8 +170,8 @@ pub struct ItemCompletion {
     pub tag: u32,
     /// The item's index.
     pub item: u32,
-    /// Whether the kernel code succeeded on it.
-    pub status: Status,
+    /// Whether the kernel code succeeded on it, or why not.
+    pub outcome: Result<(), FirmwareError>,
 }
 
 /// A kernel launch handed to the compute units.
@@ -202,7 +197,7 @@ impl KernelLaunch {
 pub trait ComputeUnits {
     /// Starts running the work items of `launch` (one stage). The scheduler (round-robin or FIFO) is the
     /// implementation's; it MUST report each item exactly once.
-    fn dispatch(&mut self, launch: KernelLaunch) -> Result<(), Status>;
+    fn dispatch(&mut self, launch: KernelLaunch) -> Result<(), FirmwareError>;
     /// The next finished work item, in completion order.
     fn poll_item(&mut self) -> Option<ItemCompletion>;
 }

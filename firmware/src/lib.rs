@@ -8,6 +8,7 @@
 //! | module | what |
 //! |--------|------|
 //! | [`hal`] | the traits a board implements |
+//! | [`error`] | the firmware's error type and its one mapping onto the wire's `Status` |
 //! | [`command`] | decoding and validating launches |
 //! | [`monitor`] | the result monitor |
 //! | [`executor`] | the DMA executor |
@@ -28,6 +29,7 @@
 
 pub mod command;
 mod device;
+pub mod error;
 pub mod executor;
 pub mod flow;
 pub mod hal;
@@ -40,3 +42,4 @@ pub mod trace;
 pub mod translate;
 
 pub use device::{Firmware, FirmwareConfig, StepOutcome, StreamingFactor, LAUNCH_QUEUE};
+pub use error::{FirmwareError, HalBreach};

@@ -44,6 +44,7 @@
 
 extern crate std;
 
+use crate::error::FirmwareError;
 use crate::hal::{
     Clock, ComputeUnits, DeviceMemory, DmaCompletion, DmaDescriptor, DmaEngine, DmaError, DmaKind,
     DmaRequest, DmaTag, HostEvent, ItemCompletion, KernelLaunch, MemoryFault, Registers,
@@ -445,7 +446,7 @@ pub struct FakeComputeUnits {
     running: Option<Running>,
     completions: VecDeque<ItemCompletion>,
     /// Status [`ComputeUnits::dispatch`] answers with instead of starting (`None`: start).
-    pub refuse_dispatch: Option<Status>,
+    pub refuse_dispatch: Option<FirmwareError>,
     /// Whether [`FakeHal::finish_items`] runs the real kernel code of each item (default
     /// `true`), so the result space holds the real answer.
     pub execute_kernels: bool,
@@ -686,24 +687,21 @@ impl FakeHal {
             );
             running.finished[item as usize] = true;
             let tag = running.launch.command.tag;
-            let status = match (self.compute.execute_kernels, running.kernel) {
-                (true, Some(kernel)) => kernel
-                    .execute(item, &mut self.memory)
-                    .err()
-                    .unwrap_or(Status::Ok),
-                _ => Status::Ok,
+            let outcome = match (self.compute.execute_kernels, running.kernel) {
+                (true, Some(kernel)) => kernel.execute(item, &mut self.memory),
+                _ => Ok(()),
             };
             self.compute
                 .completions
-                .push_back(ItemCompletion { tag, item, status });
+                .push_back(ItemCompletion { tag, item, outcome });
         }
     }
 
-    /// Reports `items` finished with `status`, without running kernel code.
-    pub fn finish_items_with_status(
+    /// Reports `items` failed with `error`, without running kernel code.
+    pub fn finish_items_with_error(
         &mut self,
         items: impl IntoIterator<Item = u32>,
-        status: Status,
+        error: FirmwareError,
     ) {
         for item in items {
             let running = self.compute.running.as_mut().expect("no launch dispatched");
@@ -717,9 +715,11 @@ impl FakeHal {
             );
             running.finished[item as usize] = true;
             let tag = running.launch.command.tag;
-            self.compute
-                .completions
-                .push_back(ItemCompletion { tag, item, status });
+            self.compute.completions.push_back(ItemCompletion {
+                tag,
+                item,
+                outcome: Err(error),
+            });
         }
     }
 
@@ -745,6 +745,15 @@ impl FakeHal {
             .completions
             .push_back(DmaCompletion { tag, status });
         Some(tag)
+    }
+
+    /// Reports a completion for `tag` without completing any request: a DMA engine that
+    /// breaks the HAL's contract (completions in submission order, one per request).
+    pub fn report_spurious_dma_completion(&mut self, tag: DmaTag) {
+        self.dma.completions.push_back(DmaCompletion {
+            tag,
+            status: Status::Ok,
+        });
     }
 
     /// Completes up to `count` of the oldest outstanding requests successfully; returns how
@@ -830,7 +839,7 @@ impl DmaEngine for FakeHal {
 }
 
 impl ComputeUnits for FakeHal {
-    fn dispatch(&mut self, launch: KernelLaunch) -> Result<(), Status> {
+    fn dispatch(&mut self, launch: KernelLaunch) -> Result<(), FirmwareError> {
         if let Some(status) = self.compute.refuse_dispatch {
             return Err(status);
         }

@@ -18,10 +18,11 @@
 //! check (at most 1024 x 1023 / 2 comparisons), once per (re)programming; chosen over sorting a
 //! copy so the check needs no second 16 KiB table on the firmware's stack.
 
+use crate::error::FirmwareError;
 use crate::hal::DeviceMemory;
 use shared_abi::region::RingLayout;
 use shared_abi::sgl::MAX_SG_ENTRIES;
-use shared_abi::{device_map, HostPhysAddr, ScatterGatherEntry, ShadowRegionDescriptor, Status};
+use shared_abi::{device_map, HostPhysAddr, ScatterGatherEntry, ShadowRegionDescriptor};
 
 /// Bytes of one shadowed entry in device memory.
 const ENTRY_SIZE: u64 = core::mem::size_of::<ScatterGatherEntry>() as u64;
@@ -52,15 +53,15 @@ pub struct ShadowRegion {
     entries: heapless::Vec<TranslatedEntry, MAX_SG_ENTRIES>,
 }
 
-fn read_descriptor(memory: &impl DeviceMemory) -> Result<ShadowRegionDescriptor, Status> {
+fn read_descriptor(memory: &impl DeviceMemory) -> Result<ShadowRegionDescriptor, FirmwareError> {
     Ok(memory.read_value::<ShadowRegionDescriptor>(device_map::SHADOW_DESCRIPTOR)?)
 }
 
-fn read_entry(memory: &impl DeviceMemory, index: u32) -> Result<ScatterGatherEntry, Status> {
+fn read_entry(memory: &impl DeviceMemory, index: u32) -> Result<ScatterGatherEntry, FirmwareError> {
     let address = u64::from(index)
         .checked_mul(ENTRY_SIZE)
         .and_then(|offset| device_map::SHADOW_ENTRIES.checked_add(offset))
-        .ok_or(Status::MalformedDescriptor)?;
+        .ok_or(FirmwareError::MalformedDescriptor)?;
     Ok(memory.read_value::<ScatterGatherEntry>(address)?)
 }
 
@@ -73,35 +74,36 @@ const fn overlaps(a: u64, a_end: u64, b: u64, b_end: u64) -> bool {
 impl ShadowRegion {
     /// Loads and validates the shadow descriptor and entries from device memory.
     ///
-    /// Errors: [`Status::NoRegion`] when the magic is not [`shared_abi::ABI_MAGIC`] (nothing
-    /// programmed, or a reprogramming in progress); [`Status::MalformedDescriptor`] for any
-    /// inconsistency; [`Status::DeviceMemoryFault`] when device memory cannot be read.
-    pub fn load(memory: &impl DeviceMemory) -> Result<ShadowRegion, Status> {
+    /// Errors: [`FirmwareError::NoRegion`] when the magic is not [`shared_abi::ABI_MAGIC`] (nothing
+    /// programmed, or a reprogramming in progress); [`FirmwareError::MalformedDescriptor`] for any
+    /// inconsistency; [`FirmwareError::MemoryFault`] when device memory cannot be read.
+    pub fn load(memory: &impl DeviceMemory) -> Result<ShadowRegion, FirmwareError> {
         let descriptor = read_descriptor(memory)?;
         if descriptor.magic != shared_abi::ABI_MAGIC {
-            return Err(Status::NoRegion);
+            return Err(FirmwareError::NoRegion);
         }
         let count = descriptor.entry_count;
         if count == 0 || !usize::try_from(count).is_ok_and(|count| count <= MAX_SG_ENTRIES) {
-            return Err(Status::MalformedDescriptor);
+            return Err(FirmwareError::MalformedDescriptor);
         }
-        let layout = RingLayout::from_descriptor(&descriptor)?;
+        let layout = RingLayout::from_descriptor(&descriptor)
+            .map_err(|_| FirmwareError::MalformedDescriptor)?;
         let region_length = layout.region_length();
         let mut entries: heapless::Vec<TranslatedEntry, MAX_SG_ENTRIES> = heapless::Vec::new();
         let mut region_offset: u64 = 0;
         for index in 0..count {
             let entry = read_entry(memory, index)?;
             if entry.length == 0 || entry.length % 8 != 0 || entry.host_phys % 8 != 0 {
-                return Err(Status::MalformedDescriptor);
+                return Err(FirmwareError::MalformedDescriptor);
             }
             let physical_end = entry
                 .host_phys
                 .checked_add(entry.length)
-                .ok_or(Status::MalformedDescriptor)?;
+                .ok_or(FirmwareError::MalformedDescriptor)?;
             let next_offset = region_offset
                 .checked_add(entry.length)
                 .filter(|&end| end <= region_length)
-                .ok_or(Status::MalformedDescriptor)?;
+                .ok_or(FirmwareError::MalformedDescriptor)?;
             if entries.iter().any(|earlier| {
                 overlaps(
                     earlier.host_phys,
@@ -110,7 +112,7 @@ impl ShadowRegion {
                     physical_end,
                 )
             }) {
-                return Err(Status::MalformedDescriptor);
+                return Err(FirmwareError::MalformedDescriptor);
             }
             entries
                 .push(TranslatedEntry {
@@ -118,11 +120,11 @@ impl ShadowRegion {
                     host_phys: entry.host_phys,
                     length: entry.length,
                 })
-                .map_err(|_| Status::MalformedDescriptor)?;
+                .map_err(|_| FirmwareError::MalformedDescriptor)?;
             region_offset = next_offset;
         }
         if region_offset != region_length {
-            return Err(Status::MalformedDescriptor);
+            return Err(FirmwareError::MalformedDescriptor);
         }
         // INVARIANT: every condition of the type's invariants was checked above.
         Ok(ShadowRegion {
@@ -165,12 +167,16 @@ impl ShadowRegion {
 
     /// The host physical address of region offsets `[region_offset, region_offset + length)`.
     ///
-    /// [`Status::TranslationFault`] when the range is empty, overflows, or does not lie inside
+    /// [`FirmwareError::TranslationFault`] when the range is empty, overflows, or does not lie inside
     /// one entry.
-    pub fn translate(&self, region_offset: u64, length: u64) -> Result<HostPhysAddr, Status> {
+    pub fn translate(
+        &self,
+        region_offset: u64,
+        length: u64,
+    ) -> Result<HostPhysAddr, FirmwareError> {
         let (address, available) = self.translate_prefix(region_offset, length)?;
         if available != length {
-            return Err(Status::TranslationFault);
+            return Err(FirmwareError::TranslationFault);
         }
         Ok(address)
     }
@@ -179,35 +185,35 @@ impl ShadowRegion {
     /// `[region_offset, region_offset + length)` lie in the same entry (at least 1, at most
     /// `length`): the first piece of a write that may straddle entries.
     ///
-    /// [`Status::TranslationFault`] when the range is empty, overflows, or ends beyond the
+    /// [`FirmwareError::TranslationFault`] when the range is empty, overflows, or ends beyond the
     /// region.
     pub fn translate_prefix(
         &self,
         region_offset: u64,
         length: u64,
-    ) -> Result<(HostPhysAddr, u64), Status> {
+    ) -> Result<(HostPhysAddr, u64), FirmwareError> {
         let end = region_offset
             .checked_add(length)
-            .ok_or(Status::TranslationFault)?;
+            .ok_or(FirmwareError::TranslationFault)?;
         if length == 0 || end > self.region_length() {
-            return Err(Status::TranslationFault);
+            return Err(FirmwareError::TranslationFault);
         }
         let entry = self
             .entry_at(region_offset)
-            .ok_or(Status::TranslationFault)?;
+            .ok_or(FirmwareError::TranslationFault)?;
         // entry.region_offset <= region_offset < entry end, and host_phys + length does not
         // overflow (invariant), so neither does anything below.
         let into_entry = region_offset
             .checked_sub(entry.region_offset)
-            .ok_or(Status::TranslationFault)?;
+            .ok_or(FirmwareError::TranslationFault)?;
         let left_in_entry = entry
             .length
             .checked_sub(into_entry)
-            .ok_or(Status::TranslationFault)?;
+            .ok_or(FirmwareError::TranslationFault)?;
         let address = entry
             .host_phys
             .checked_add(into_entry)
-            .ok_or(Status::TranslationFault)?;
+            .ok_or(FirmwareError::TranslationFault)?;
         Ok((HostPhysAddr(address), left_in_entry.min(length)))
     }
 }
@@ -302,7 +308,7 @@ mod tests {
     fn load(
         descriptor: &ShadowRegionDescriptor,
         entries: &[ScatterGatherEntry],
-    ) -> Result<ShadowRegion, Status> {
+    ) -> Result<ShadowRegion, FirmwareError> {
         ShadowRegion::load(&FakeDeviceMemory::program(descriptor, entries))
     }
 
@@ -344,7 +350,7 @@ mod tests {
         let region = load(&descriptor, &entries).unwrap();
         assert_eq!(
             region.translate(PAGE - 16, 32),
-            Err(Status::TranslationFault)
+            Err(FirmwareError::TranslationFault)
         );
         assert_eq!(
             region.translate_prefix(PAGE - 16, 32),
@@ -360,19 +366,22 @@ mod tests {
     fn empty_outside_and_overflowing_ranges_are_faults() {
         let (descriptor, entries) = three_page_table();
         let region = load(&descriptor, &entries).unwrap();
-        assert_eq!(region.translate(0, 0), Err(Status::TranslationFault));
-        assert_eq!(region.translate(3 * PAGE, 8), Err(Status::TranslationFault));
+        assert_eq!(region.translate(0, 0), Err(FirmwareError::TranslationFault));
+        assert_eq!(
+            region.translate(3 * PAGE, 8),
+            Err(FirmwareError::TranslationFault)
+        );
         assert_eq!(
             region.translate(3 * PAGE - 8, 16),
-            Err(Status::TranslationFault)
+            Err(FirmwareError::TranslationFault)
         );
         assert_eq!(
             region.translate(u64::MAX - 3, 8),
-            Err(Status::TranslationFault)
+            Err(FirmwareError::TranslationFault)
         );
         assert_eq!(
             region.translate_prefix(u64::MAX, u64::MAX),
-            Err(Status::TranslationFault)
+            Err(FirmwareError::TranslationFault)
         );
     }
 
@@ -380,10 +389,10 @@ mod tests {
     fn missing_magic_means_no_region() {
         let (mut descriptor, entries) = three_page_table();
         descriptor.magic = 0;
-        assert_eq!(load(&descriptor, &entries), Err(Status::NoRegion));
+        assert_eq!(load(&descriptor, &entries), Err(FirmwareError::NoRegion));
         assert_eq!(
             ShadowRegion::load(&FakeDeviceMemory::new()),
-            Err(Status::NoRegion)
+            Err(FirmwareError::NoRegion)
         );
     }
 
@@ -394,7 +403,7 @@ mod tests {
             descriptor.entry_count = count;
             assert_eq!(
                 load(&descriptor, &entries),
-                Err(Status::MalformedDescriptor),
+                Err(FirmwareError::MalformedDescriptor),
                 "count {count}"
             );
         }
@@ -407,11 +416,14 @@ mod tests {
         overrun[1].length = 2 * PAGE;
         assert_eq!(
             load(&descriptor, &overrun),
-            Err(Status::MalformedDescriptor)
+            Err(FirmwareError::MalformedDescriptor)
         );
         let mut short = entries.clone();
         short[2].length = PAGE - 8;
-        assert_eq!(load(&descriptor, &short), Err(Status::MalformedDescriptor));
+        assert_eq!(
+            load(&descriptor, &short),
+            Err(FirmwareError::MalformedDescriptor)
+        );
         // Lengths whose sum wraps around u64 to exactly the region length.
         let mut wrapping = entries.clone();
         wrapping[0].length = u64::MAX - 7;
@@ -419,7 +431,7 @@ mod tests {
         wrapping[1].host_phys = 0x10_0000;
         assert_eq!(
             load(&descriptor, &wrapping),
-            Err(Status::MalformedDescriptor)
+            Err(FirmwareError::MalformedDescriptor)
         );
     }
 
@@ -436,19 +448,22 @@ mod tests {
         );
         let mut with_empty = descriptor;
         with_empty.entry_count = 4;
-        assert_eq!(load(&with_empty, &empty), Err(Status::MalformedDescriptor));
+        assert_eq!(
+            load(&with_empty, &empty),
+            Err(FirmwareError::MalformedDescriptor)
+        );
         let mut odd_length = entries.clone();
         odd_length[0].length = PAGE - 4;
         odd_length[1].length = PAGE + 4;
         assert_eq!(
             load(&descriptor, &odd_length),
-            Err(Status::MalformedDescriptor)
+            Err(FirmwareError::MalformedDescriptor)
         );
         let mut odd_address = entries.clone();
         odd_address[2].host_phys = 0x9004;
         assert_eq!(
             load(&descriptor, &odd_address),
-            Err(Status::MalformedDescriptor)
+            Err(FirmwareError::MalformedDescriptor)
         );
     }
 
@@ -459,7 +474,7 @@ mod tests {
         wrapping[2].host_phys = u64::MAX - 7;
         assert_eq!(
             load(&descriptor, &wrapping),
-            Err(Status::MalformedDescriptor)
+            Err(FirmwareError::MalformedDescriptor)
         );
     }
 
@@ -470,11 +485,14 @@ mod tests {
         overlapping[2].host_phys = 0x5000 + PAGE - 8;
         assert_eq!(
             load(&descriptor, &overlapping),
-            Err(Status::MalformedDescriptor)
+            Err(FirmwareError::MalformedDescriptor)
         );
         let mut same = entries.clone();
         same[1].host_phys = 0x9000;
-        assert_eq!(load(&descriptor, &same), Err(Status::MalformedDescriptor));
+        assert_eq!(
+            load(&descriptor, &same),
+            Err(FirmwareError::MalformedDescriptor)
+        );
     }
 
     #[test]
@@ -483,7 +501,7 @@ mod tests {
         descriptor.payload_offset += 8;
         assert_eq!(
             load(&descriptor, &entries),
-            Err(Status::MalformedDescriptor)
+            Err(FirmwareError::MalformedDescriptor)
         );
     }
 
@@ -514,6 +532,9 @@ mod tests {
         let memory = FakeDeviceMemory {
             bytes: vec![0; device_map::SHADOW_DESCRIPTOR.0 as usize + 8],
         };
-        assert_eq!(ShadowRegion::load(&memory), Err(Status::DeviceMemoryFault));
+        assert!(matches!(
+            ShadowRegion::load(&memory),
+            Err(FirmwareError::MemoryFault(_))
+        ));
     }
 }

@@ -11,7 +11,7 @@ use firmware::testing::{
     test_firmware, AxleBench, BulkCompletion, FakeHal, KnnLaunch, TestRegion, DEVICE_MEMORY_BYTES,
 };
 use firmware::trace::TraceEvent;
-use firmware::{Firmware, StreamingFactor};
+use firmware::{Firmware, FirmwareError, StreamingFactor};
 use shared_abi::command::CommandFlags;
 use shared_abi::{device_map, mailbox, CommandDescriptor, LaunchMode, Status};
 
@@ -177,7 +177,7 @@ fn bs_failed_item_is_reported_in_the_completion() {
     hal.launch_store(launch.command(LaunchMode::BulkSynchronous, TAG));
     firmware.step(&mut hal);
     hal.finish_items(1..launch.items());
-    hal.finish_items_with_status([0], Status::DeviceMemoryFault);
+    hal.finish_items_with_error([0], FirmwareError::AddressOverflow);
     firmware.step(&mut hal);
     assert_eq!(
         hal.registers.bulk_completions(),
@@ -258,7 +258,7 @@ fn rp_failed_item_puts_its_code_in_the_high_half_of_status() {
         &launch.command(LaunchMode::RemotePolling, TAG),
     );
     hal.finish_items(0..5);
-    hal.finish_items_with_status([5], Status::DeviceMemoryFault);
+    hal.finish_items_with_error([5], FirmwareError::AddressOverflow);
     hal.finish_items(6..launch.items());
     firmware.step(&mut hal);
     let status = hal.registers.mailbox(mailbox::STATUS);

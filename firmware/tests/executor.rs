@@ -882,6 +882,35 @@ fn failed_dma_request_latches_broken_and_streams_nothing_more() {
 }
 
 #[test]
+fn a_dma_completion_out_of_submission_order_latches_broken_as_a_hal_breach() {
+    let mut bench = bench(80, 64, 64, slots(4), true);
+    bench.finish_chunks(0..6);
+    bench.step();
+    assert_eq!(bench.payloads_per_request(), [4]);
+    let oldest = bench.hal.dma.submitted()[0].tag;
+    let bogus = firmware::hal::DmaTag(oldest.0 + 1000);
+    bench.hal.report_spurious_dma_completion(bogus);
+    bench.step();
+    assert_eq!(
+        bench.firmware.broken_error(),
+        Some(firmware::FirmwareError::HalContract(
+            firmware::HalBreach::CompletionOutOfOrder {
+                reported: bogus.0,
+                expected: Some(oldest.0),
+            }
+        ))
+    );
+    // On the wire the host reads a HAL breach, not a malformed descriptor of its own.
+    assert_eq!(bench.firmware.broken(), Some(Status::HalContract));
+    let last = bench.hal.dma.submitted().last().unwrap();
+    assert_eq!(kinds(last), [DmaKind::DeviceStatus]);
+    assert_eq!(
+        last.writes()[0].value(),
+        u64::from(Status::HalContract.code())
+    );
+}
+
+#[test]
 fn broken_ring_with_an_open_batch_is_not_busy_once_every_item_finished() {
     let mut bench = bench_with_failed_request();
     bench.hal.complete_all_dma();

@@ -25,6 +25,7 @@ use axle_fuzz::{Bytes, FakeDeviceMemory};
 use firmware::command::{read_mailbox_descriptor, validate};
 use firmware::kernels::knn::{LANES, RESULT_BYTES_PER_ITEM};
 use firmware::kernels::Kernel;
+use firmware::FirmwareError;
 use libfuzzer_sys::fuzz_target;
 use shared_abi::command::CommandFlags;
 use shared_abi::{CommandDescriptor, KernelId, LaunchMode, Status};
@@ -90,7 +91,7 @@ fn check_decoded(command: &CommandDescriptor, kernel: &Kernel, memory_size: u64)
     }
     assert_eq!(
         kernel.item(kernel.items(), &SizeOnly(memory_size)),
-        Err(Status::ArgumentOutOfRange)
+        Err(FirmwareError::ArgumentOutOfRange)
     );
 }
 
@@ -169,7 +170,7 @@ fn check_validate(command: &CommandDescriptor, expected: LaunchMode, memory_size
                 !reference_ok,
                 "validate refused a valid {command:?} on {expected:?}: {status:?}"
             );
-            assert_ne!(status, Status::Ok);
+            assert_ne!(Status::from(status), Status::Ok);
         }
     }
 }
@@ -231,9 +232,9 @@ fuzz_target!(|data: &[u8]| {
             execute_some(&command, &kernel, memory_size, input.remaining());
         }
         Err(status) => {
-            assert_ne!(status, Status::Ok);
+            assert_ne!(Status::from(status), Status::Ok);
             if KernelId::try_from(command.kernel).is_err() {
-                assert_eq!(status, Status::UnknownKernel);
+                assert_eq!(status, FirmwareError::UnknownKernel);
             }
         }
     }
@@ -255,7 +256,7 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(read.as_bytes(), &memory.contents()[start..start + 64]);
         }
         Err(status) => {
-            assert_eq!(status, Status::ArgumentOutOfRange);
+            assert_eq!(status, FirmwareError::ArgumentOutOfRange);
             assert!(u128::from(address) + 64 > small as u128);
         }
     }

@@ -29,8 +29,9 @@ use axle_fuzz::kernel_check::{
 use axle_fuzz::FakeDeviceMemory;
 use firmware::kernels::dlrm::{item_cost, DlrmKernel};
 use firmware::kernels::Kernel;
+use firmware::FirmwareError;
 use libfuzzer_sys::fuzz_target;
-use shared_abi::{CommandDescriptor, KernelId, Status};
+use shared_abi::{CommandDescriptor, KernelId};
 
 #[derive(Arbitrary, Debug)]
 struct Input {
@@ -64,14 +65,14 @@ struct Model {
 }
 
 /// The module docs' validation rules, over a snapshot of device memory.
-fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Model, Status> {
+fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Model, FirmwareError> {
     if command.kernel != KernelId::DlrmSls as u32 {
-        return Err(Status::UnknownKernel);
+        return Err(FirmwareError::UnknownKernel);
     }
     if command.flags != 0 {
-        return Err(Status::MalformedDescriptor);
+        return Err(FirmwareError::MalformedDescriptor);
     }
-    let refuse = Err(Status::ArgumentOutOfRange);
+    let refuse = Err(FirmwareError::ArgumentOutOfRange);
     let size = memory.len() as u64;
     let [table, shape, batch, counts] = command.args;
     let (rows, dim) = (shape & 0xFFFF_FFFF, shape >> 32);
@@ -231,7 +232,7 @@ fn check_items(
     assert!(kernel.stage_items(1).is_empty());
     assert_eq!(
         kernel.item(kernel.items(), &memory),
-        Err(Status::ArgumentOutOfRange)
+        Err(FirmwareError::ArgumentOutOfRange)
     );
     let result = Span::new(command.result_address, u128::from(command.result_length));
     let row_bytes = 4 * model.dim;
@@ -259,7 +260,7 @@ fn check_items(
             assert_eq!(item.result_length, 32);
             assert_eq!(item.cost, item_cost((end - start) as u32), "item {index}");
         } else {
-            assert_eq!(item, Err(Status::ArgumentOutOfRange), "item {index}");
+            assert_eq!(item, Err(FirmwareError::ArgumentOutOfRange), "item {index}");
         }
         let allowed: &[Span] = if !consistent || bad_index {
             &[]
@@ -272,12 +273,12 @@ fn check_items(
         if consistent && !bad_index {
             assert_eq!(outcome, Ok(()), "item {index}");
         } else {
-            assert_eq!(outcome, Err(Status::ArgumentOutOfRange), "item {index}");
+            assert_eq!(outcome, Err(FirmwareError::ArgumentOutOfRange), "item {index}");
         }
     }
     assert_eq!(
         kernel.execute(kernel.items(), &mut memory),
-        Err(Status::ArgumentOutOfRange)
+        Err(FirmwareError::ArgumentOutOfRange)
     );
 }
 

@@ -17,8 +17,9 @@
 use arbitrary::Arbitrary;
 use axle_fuzz::FakeDeviceMemory;
 use firmware::flow::Credits;
+use firmware::FirmwareError;
 use libfuzzer_sys::fuzz_target;
-use shared_abi::{device_map, FlowControlMessage, Status};
+use shared_abi::{device_map, FlowControlMessage};
 use zerocopy::IntoBytes;
 
 #[derive(Arbitrary, Debug)]
@@ -96,7 +97,7 @@ fuzz_target!(|input: Input| {
 
         let result = credits.refresh(&memory, metadata_tail, payload_tail);
         if size < BLOCK_END {
-            assert_eq!(result, Err(Status::DeviceMemoryFault));
+            assert!(matches!(result, Err(FirmwareError::MemoryFault(_))));
             assert_eq!(credits, old);
             continue;
         }
@@ -115,7 +116,7 @@ fuzz_target!(|input: Input| {
         } else {
             assert_eq!(
                 result,
-                Err(Status::HeadBeyondTail),
+                Err(FirmwareError::HeadBeyondTail),
                 "{message:?} tails {metadata_tail} {payload_tail} from {old:?}"
             );
             assert_eq!(credits, old, "a refused message changed the cached heads");

@@ -29,8 +29,9 @@ use axle_fuzz::kernel_check::{
 use axle_fuzz::FakeDeviceMemory;
 use firmware::kernels::opt::OptKernel;
 use firmware::kernels::Kernel;
+use firmware::FirmwareError;
 use libfuzzer_sys::fuzz_target;
-use shared_abi::{CommandDescriptor, KernelId, Status};
+use shared_abi::{CommandDescriptor, KernelId};
 
 /// `(heads, head_dim)` of the valid layouts: `hidden` at most 128 (two 64-column blocks of
 /// the output projection), so the weights stay small.
@@ -137,14 +138,14 @@ fn workspace_regions(
 }
 
 /// The module docs' validation rules, over a snapshot of device memory.
-fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Model, Status> {
+fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Model, FirmwareError> {
     if command.kernel != KernelId::OptAttention as u32 {
-        return Err(Status::UnknownKernel);
+        return Err(FirmwareError::UnknownKernel);
     }
     if command.flags != 0 {
-        return Err(Status::MalformedDescriptor);
+        return Err(FirmwareError::MalformedDescriptor);
     }
-    let refuse = Err(Status::ArgumentOutOfRange);
+    let refuse = Err(FirmwareError::ArgumentOutOfRange);
     let size = memory.len() as u64;
     let [parameter_address, key_cache, value_cache, position] = command.args;
     let parameters = Span::new(parameter_address, u128::from(PARAMETER_BYTES));
@@ -481,7 +482,7 @@ fn check_items(
     assert_eq!(u64::from(kernel.items()), next);
     assert_eq!(
         kernel.item(kernel.items(), &memory),
-        Err(Status::ArgumentOutOfRange)
+        Err(FirmwareError::ArgumentOutOfRange)
     );
     let result = Span::new(command.result_address, u128::from(command.result_length));
     let mut memory = Watched::new(memory);
@@ -515,7 +516,7 @@ fn check_items(
     }
     assert_eq!(
         kernel.execute(kernel.items(), &mut memory),
-        Err(Status::ArgumentOutOfRange)
+        Err(FirmwareError::ArgumentOutOfRange)
     );
 }
 

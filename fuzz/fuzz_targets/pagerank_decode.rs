@@ -26,8 +26,9 @@ use axle_fuzz::kernel_check::{
 use axle_fuzz::FakeDeviceMemory;
 use firmware::kernels::pagerank::{item_cost, PageRankKernel, PageRankParameters};
 use firmware::kernels::Kernel;
+use firmware::FirmwareError;
 use libfuzzer_sys::fuzz_target;
-use shared_abi::{CommandDescriptor, KernelId, Status};
+use shared_abi::{CommandDescriptor, KernelId};
 
 #[derive(Arbitrary, Debug)]
 struct Input {
@@ -60,14 +61,14 @@ struct Model {
 }
 
 /// The module docs' validation rules, over a snapshot of device memory.
-fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Model, Status> {
+fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Model, FirmwareError> {
     if command.kernel != KernelId::PageRankGather as u32 {
-        return Err(Status::UnknownKernel);
+        return Err(FirmwareError::UnknownKernel);
     }
     if command.flags != 0 {
-        return Err(Status::MalformedDescriptor);
+        return Err(FirmwareError::MalformedDescriptor);
     }
-    let refuse = Err(Status::ArgumentOutOfRange);
+    let refuse = Err(FirmwareError::ArgumentOutOfRange);
     let size = memory.len() as u64;
     let [parameters_address, contributions, per_item, reserved] = command.args;
     if reserved != 0 || per_item != 1 {
@@ -241,7 +242,7 @@ fn check_items(
     assert!(kernel.stage_items(1).is_empty());
     assert_eq!(
         kernel.item(kernel.items(), &memory),
-        Err(Status::ArgumentOutOfRange)
+        Err(FirmwareError::ArgumentOutOfRange)
     );
     let result = Span::new(command.result_address, u128::from(command.result_length));
     let mut memory = Watched::new(memory);
@@ -264,7 +265,7 @@ fn check_items(
                     !good,
                     "item {index} of a consistent graph refused: {status:?}"
                 );
-                assert_eq!(status, Status::ArgumentOutOfRange);
+                assert_eq!(status, FirmwareError::ArgumentOutOfRange);
             }
         }
         let outcome = execute_within(&mut memory, &[item_span], "pagerank item", |memory| {
@@ -273,12 +274,12 @@ fn check_items(
         if good {
             assert_eq!(outcome, Ok(()), "item {index}");
         } else {
-            assert_eq!(outcome, Err(Status::ArgumentOutOfRange), "item {index}");
+            assert_eq!(outcome, Err(FirmwareError::ArgumentOutOfRange), "item {index}");
         }
     }
     assert_eq!(
         kernel.execute(kernel.items(), &mut memory),
-        Err(Status::ArgumentOutOfRange)
+        Err(FirmwareError::ArgumentOutOfRange)
     );
 }
 

@@ -17,6 +17,7 @@
 use arbitrary::Arbitrary;
 use axle_fuzz::FakeDeviceMemory;
 use firmware::translate::ShadowRegion;
+use firmware::FirmwareError;
 use libfuzzer_sys::fuzz_target;
 use shared_abi::region::RingLayout;
 use shared_abi::sgl::MAX_SG_ENTRIES;
@@ -129,7 +130,7 @@ fn check_range(
             );
         }
         Err(status) => {
-            assert_eq!(status, Status::TranslationFault);
+            assert_eq!(status, FirmwareError::TranslationFault);
             assert_eq!(expected, None, "translate({offset:#x}, {length}) refused");
         }
     }
@@ -148,7 +149,7 @@ fn check_range(
             assert!(piece >= 1 && piece <= length);
         }
         Err(status) => {
-            assert_eq!(status, Status::TranslationFault);
+            assert_eq!(status, FirmwareError::TranslationFault);
             assert_eq!(expected_prefix, None);
         }
     }
@@ -223,7 +224,7 @@ fuzz_target!(|input: Input| {
             (region, entries)
         }
         (Err(status), None) => {
-            assert_ne!(status, Status::Ok);
+            assert_ne!(Status::from(status), Status::Ok);
             return;
         }
         (Ok(region), None) => panic!("load accepted a table the rules refuse: {region:?}"),

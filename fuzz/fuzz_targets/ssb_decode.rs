@@ -25,8 +25,9 @@ use axle_fuzz::kernel_check::{
 use axle_fuzz::FakeDeviceMemory;
 use firmware::kernels::ssb::SsbKernel;
 use firmware::kernels::{ItemCost, Kernel};
+use firmware::FirmwareError;
 use libfuzzer_sys::fuzz_target;
-use shared_abi::{CommandDescriptor, KernelId, Status};
+use shared_abi::{CommandDescriptor, KernelId};
 
 #[derive(Arbitrary, Debug)]
 struct Input {
@@ -53,14 +54,14 @@ struct Model {
 }
 
 /// The module docs' validation rules against a device memory of `size` bytes.
-fn model(command: &CommandDescriptor, size: u64) -> Result<Model, Status> {
+fn model(command: &CommandDescriptor, size: u64) -> Result<Model, FirmwareError> {
     if command.kernel != KernelId::SsbFilter as u32 {
-        return Err(Status::UnknownKernel);
+        return Err(FirmwareError::UnknownKernel);
     }
     if command.flags != 0 {
-        return Err(Status::MalformedDescriptor);
+        return Err(FirmwareError::MalformedDescriptor);
     }
-    let refuse = Err(Status::ArgumentOutOfRange);
+    let refuse = Err(FirmwareError::ArgumentOutOfRange);
     let [quantity, discount, shape, bounds] = command.args;
     let rows = shape & 0xFFFF_FFFF;
     let rows_per_item = shape >> 32;
@@ -215,7 +216,7 @@ fn check_items(
     assert!(kernel.stage_items(1).is_empty());
     assert_eq!(
         kernel.item(kernel.items(), &memory),
-        Err(Status::ArgumentOutOfRange)
+        Err(FirmwareError::ArgumentOutOfRange)
     );
     let result = Span::new(command.result_address, u128::from(command.result_length));
     let mut memory = Watched::new(memory);
@@ -247,7 +248,7 @@ fn check_items(
     }
     assert_eq!(
         kernel.execute(kernel.items(), &mut memory),
-        Err(Status::ArgumentOutOfRange)
+        Err(FirmwareError::ArgumentOutOfRange)
     );
 }
 

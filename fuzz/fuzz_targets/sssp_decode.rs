@@ -30,8 +30,9 @@ use axle_fuzz::kernel_check::{
 use axle_fuzz::FakeDeviceMemory;
 use firmware::kernels::sssp::{SsspKernel, SsspParameters};
 use firmware::kernels::{ItemCost, Kernel};
+use firmware::FirmwareError;
 use libfuzzer_sys::fuzz_target;
-use shared_abi::{CommandDescriptor, KernelId, Status};
+use shared_abi::{CommandDescriptor, KernelId};
 
 /// The docs' cost constants, restated (kernel0's lines by functional unit).
 const PACKET: ItemCost = ItemCost {
@@ -104,14 +105,14 @@ fn read_parameters(memory: &[u8], address: u64) -> Option<[u64; 5]> {
 }
 
 /// The module docs' validation rules, over a snapshot of device memory.
-fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Model, Status> {
+fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Model, FirmwareError> {
     if command.kernel != KernelId::SsspRelax as u32 {
-        return Err(Status::UnknownKernel);
+        return Err(FirmwareError::UnknownKernel);
     }
     if command.flags != 0 {
-        return Err(Status::MalformedDescriptor);
+        return Err(FirmwareError::MalformedDescriptor);
     }
-    let refuse = Err(Status::ArgumentOutOfRange);
+    let refuse = Err(FirmwareError::ArgumentOutOfRange);
     let size = memory.len() as u64;
     let [parameters_address, previous, reserved_a, reserved_b] = command.args;
     if reserved_a != 0 || reserved_b != 0 {
@@ -380,7 +381,7 @@ fn check_items(
     assert!(kernel.stage_items(1).is_empty());
     assert_eq!(
         kernel.item(kernel.items(), &memory),
-        Err(Status::ArgumentOutOfRange)
+        Err(FirmwareError::ArgumentOutOfRange)
     );
     let result = Span::new(command.result_address, u128::from(command.result_length));
     let mut memory = Watched::new(memory);
@@ -389,11 +390,11 @@ fn check_items(
         let want = expected(model, memory.inner.contents(), index);
         let described = kernel.item(index, &memory);
         let Some(offsets) = &want.offsets else {
-            assert_eq!(described, Err(Status::ArgumentOutOfRange), "item {index}");
+            assert_eq!(described, Err(FirmwareError::ArgumentOutOfRange), "item {index}");
             let outcome = execute_within(&mut memory, &[], "sssp item", |memory| {
                 kernel.execute(index, memory)
             });
-            assert_eq!(outcome, Err(Status::ArgumentOutOfRange), "item {index}");
+            assert_eq!(outcome, Err(FirmwareError::ArgumentOutOfRange), "item {index}");
             continue;
         };
         let item = described.expect("an item with consistent offsets");
@@ -417,7 +418,7 @@ fn check_items(
             kernel.execute(index, memory)
         });
         match &want.distances {
-            None => assert_eq!(outcome, Err(Status::ArgumentOutOfRange), "item {index}"),
+            None => assert_eq!(outcome, Err(FirmwareError::ArgumentOutOfRange), "item {index}"),
             Some(distances) => {
                 assert_eq!(outcome, Ok(()), "item {index}");
                 let written: Vec<u32> = (0..want.count)
@@ -435,7 +436,7 @@ fn check_items(
     }
     assert_eq!(
         kernel.execute(kernel.items(), &mut memory),
-        Err(Status::ArgumentOutOfRange)
+        Err(FirmwareError::ArgumentOutOfRange)
     );
 }
 

@@ -136,7 +136,7 @@ impl Attachment {
             std::os::fd::AsFd::as_fd(&register_fd),
             shared_abi::registers::WINDOW_BYTES,
         )?)
-        .map_err(AttachError::Protocol)?;
+        .map_err(|error| AttachError::Protocol(error.to_string()))?;
         drop(register_fd);
         registers
             .probe(&ExpectedIdentity {
@@ -144,7 +144,7 @@ impl Attachment {
                 data_base: ready.data_base,
                 data_end: ready.data_end,
             })
-            .map_err(AttachError::Protocol)?;
+            .map_err(|error| AttachError::Protocol(error.to_string()))?;
         let device = DeviceWindow::map(
             std::os::fd::AsFd::as_fd(&device_fd),
             ready.device_memory_bytes,

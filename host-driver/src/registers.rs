@@ -25,15 +25,42 @@ pub struct ExpectedIdentity {
     pub data_end: u64,
 }
 
+/// The register window is unusable, or the device behind it is not the one expected.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RegisterError {
+    /// The mapped page is shorter than the register window.
+    #[error("the register window has {bytes} bytes, {expected} expected")]
+    TooShort {
+        /// Bytes mapped.
+        bytes: u64,
+        /// Bytes of the window.
+        expected: u64,
+    },
+    /// A register load faulted.
+    #[error("register window: {0}")]
+    Fault(#[from] WindowFault),
+    /// An identity register reads another value than this build and the session expect.
+    #[error("register window: {name} register at {offset:#x} reads {got:#x}, expected {want:#x}")]
+    Mismatch {
+        /// The register's name.
+        name: &'static str,
+        /// Its offset in the window.
+        offset: u64,
+        /// What it reads.
+        got: u64,
+        /// What was expected.
+        want: u64,
+    },
+}
+
 impl RegisterWindow {
     /// Wraps a mapped register page; it must be at least [`registers::WINDOW_BYTES`] long.
-    pub fn new(window: DeviceWindow) -> Result<RegisterWindow, String> {
+    pub fn new(window: DeviceWindow) -> Result<RegisterWindow, RegisterError> {
         if window.len() < registers::WINDOW_BYTES {
-            return Err(format!(
-                "the register window has {} bytes, {} expected",
-                window.len(),
-                registers::WINDOW_BYTES
-            ));
+            return Err(RegisterError::TooShort {
+                bytes: window.len(),
+                expected: registers::WINDOW_BYTES,
+            });
         }
         Ok(RegisterWindow { window })
     }
@@ -52,7 +79,7 @@ impl RegisterWindow {
 
     /// The probe: every identity register must hold what this build and the session expect.
     /// The error names the first register that differs, with both values.
-    pub fn probe(&self, expected: &ExpectedIdentity) -> Result<(), String> {
+    pub fn probe(&self, expected: &ExpectedIdentity) -> Result<(), RegisterError> {
         let checks = [
             ("magic", registers::MAGIC, shared_abi::ABI_MAGIC),
             (
@@ -74,13 +101,14 @@ impl RegisterWindow {
             ("data window end", registers::DATA_END, expected.data_end),
         ];
         for (name, offset, want) in checks {
-            let got = self
-                .read(offset)
-                .map_err(|fault| format!("register window: {fault}"))?;
+            let got = self.read(offset)?;
             if got != want {
-                return Err(format!(
-                    "register window: {name} register at {offset:#x} reads {got:#x}, expected {want:#x}"
-                ));
+                return Err(RegisterError::Mismatch {
+                    name,
+                    offset,
+                    got,
+                    want,
+                });
             }
         }
         Ok(())

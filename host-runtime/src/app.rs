@@ -9,6 +9,11 @@
 //! [`HostCost`] it returns. When every task of a launch is done the runtime calls
 //! [`Application::finish_launch`] (for example a final merge), then asks for the next plan: an
 //! iteration may depend on the previous one's host results.
+//!
+//! Each of those calls returns a `Result`: an application that is handed a task or bytes its
+//! plan does not have, or is called out of order, says so with an [`AppError`] at that call,
+//! and the runtime fails the run with it ([`crate::RuntimeError::Application`]).
+//! [`Application::verify`] only compares the answer of a run that finished.
 
 use core::ops::Range;
 use shared_abi::{CommandDescriptor, DeviceAddress};
@@ -100,6 +105,165 @@ pub enum LoadError {
     },
 }
 
+/// A host step of an application could not be done: the runtime called it out of order, or
+/// handed it a task or result bytes its plan does not have. The runtime fails the run with it
+/// at the call ([`crate::RuntimeError::Application`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{application}: {scope}{problem}")]
+pub struct AppError {
+    /// The application's name (`knn-a`).
+    pub application: String,
+    /// Which launch, batch or layer, when the application has several.
+    pub scope: Scope,
+    /// What went wrong.
+    pub problem: AppProblem,
+}
+
+/// Where in an application's sequence of launches an [`AppProblem`] arose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// The application has one launch, or the problem is not about one.
+    Whole,
+    /// Launch `n` (counting from 0) of an iterative application.
+    Launch(u32),
+    /// Batch `n` (DLRM).
+    Batch(usize),
+    /// Layer `n` (OPT).
+    Layer(u32),
+}
+
+impl core::fmt::Display for Scope {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Scope::Whole => Ok(()),
+            Scope::Launch(n) => write!(f, "launch {n}: "),
+            Scope::Batch(n) => write!(f, "batch {n}: "),
+            Scope::Layer(n) => write!(f, "layer {n}: "),
+        }
+    }
+}
+
+/// What an application's host step refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AppProblem {
+    /// `next_launch` before `load`.
+    #[error("next_launch called before load")]
+    NotLoaded,
+    /// `next_launch` while the previous launch has not finished.
+    #[error("next_launch called before the launch finished")]
+    LaunchInFlight,
+    /// `run_task` or `finish_launch` with no launch in flight.
+    #[error("{call} with no launch in flight")]
+    NoLaunch {
+        /// The call.
+        call: &'static str,
+    },
+    /// A task the plan does not have.
+    #[error("task {task} does not exist ({tasks} tasks)")]
+    NoSuchTask {
+        /// The task's id.
+        task: u32,
+        /// Tasks in the plan.
+        tasks: usize,
+    },
+    /// A task whose byte range or result length is not the one planned.
+    #[error("task {task}: needs {needs:?} with {bytes} result bytes, planned {planned:?}")]
+    WrongInput {
+        /// The task's id.
+        task: u32,
+        /// The range the runtime said the task needs.
+        needs: Range<u64>,
+        /// Result bytes handed over.
+        bytes: usize,
+        /// The range the plan gave the task.
+        planned: Range<u64>,
+    },
+    /// A task whose byte range or result length does not fit the launch.
+    #[error("task {task} over {needs:?} with {bytes} bytes does not fit the launch")]
+    DoesNotFit {
+        /// The task's id.
+        task: u32,
+        /// The range the runtime said the task needs.
+        needs: Range<u64>,
+        /// Result bytes handed over.
+        bytes: usize,
+    },
+    /// A task ran a second time.
+    #[error("task {task} ran twice")]
+    RanTwice {
+        /// The task's id.
+        task: u32,
+    },
+    /// `finish_launch` while tasks of the launch have not run.
+    #[error("{missing} tasks never ran (first: task {first})")]
+    NeverRan {
+        /// Tasks that did not run.
+        missing: usize,
+        /// The first of them.
+        first: usize,
+    },
+    /// The result bytes contradict the data set or each other.
+    #[error("task {task}: {what}")]
+    BadResult {
+        /// The task's id.
+        task: u32,
+        /// What the bytes contradict.
+        what: BadResult,
+    },
+}
+
+/// How a task's result bytes contradict the data set or each other ([`AppProblem::BadResult`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadResult {
+    /// The task's span names a query the data set does not have.
+    #[error("query {query} does not exist")]
+    NoSuchQuery {
+        /// The query.
+        query: u32,
+    },
+    /// A row beyond the table is marked.
+    #[error("row {row} is marked but the table has {rows} rows")]
+    RowBeyondTable {
+        /// The row.
+        row: u64,
+        /// Rows in the table.
+        rows: u64,
+    },
+    /// A block starting beyond the graph's vertices.
+    #[error("starts beyond the vertices")]
+    BeyondVertices,
+    /// Tasks that read the same result bytes were handed different bytes.
+    #[error("result bytes differ from another task's")]
+    DiffersFromAnotherTask,
+    /// The block is not whole 4-byte values.
+    #[error("{bytes} result bytes are not whole distances")]
+    PartialWords {
+        /// Bytes handed over.
+        bytes: usize,
+    },
+    /// The block's vertices lie beyond the graph's.
+    #[error("vertices {first}..{end} lie beyond the {vertices} vertices")]
+    VerticesBeyond {
+        /// The block's first vertex.
+        first: u32,
+        /// One past its last.
+        end: usize,
+        /// Vertices in the graph.
+        vertices: usize,
+    },
+}
+
+impl AppError {
+    /// `problem` of the application `application` in `scope`.
+    pub fn new(application: impl Into<String>, scope: Scope, problem: AppProblem) -> AppError {
+        AppError {
+            application: application.into(),
+            scope,
+            problem,
+        }
+    }
+}
+
 /// How a run's answer compared with the reference.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verification {
@@ -121,13 +285,16 @@ pub trait Application {
     /// Loads the data set into device memory (untimed).
     fn load(&mut self, device: &mut dyn DeviceLoader) -> Result<(), LoadError>;
     /// The next offload iteration, or `None` when the application has finished. Called once
-    /// at the start and once after each launch's [`Application::finish_launch`].
-    fn next_launch(&mut self) -> Option<LaunchPlan>;
+    /// at the start and once after each launch's [`Application::finish_launch`]. Fails when
+    /// called out of order (before `load`, or with a launch in flight).
+    fn next_launch(&mut self) -> Result<Option<LaunchPlan>, AppError>;
     /// Runs host task `task` of the current launch over `result`, the bytes of `task.needs`,
-    /// and returns its modelled cost.
-    fn run_task(&mut self, task: &HostTask, result: &[u8]) -> HostCost;
-    /// Runs the launch's final host step after all its tasks, and returns its cost.
-    fn finish_launch(&mut self) -> HostCost;
+    /// and returns its modelled cost. Fails when the task or its bytes are not the ones
+    /// planned, or it already ran.
+    fn run_task(&mut self, task: &HostTask, result: &[u8]) -> Result<HostCost, AppError>;
+    /// Runs the launch's final host step after all its tasks, and returns its cost. Fails when
+    /// a task of the launch did not run.
+    fn finish_launch(&mut self) -> Result<HostCost, AppError>;
     /// Compares the answer with the plain reference implementation.
     fn verify(&self) -> Verification;
 }

@@ -1,6 +1,6 @@
 //! The host's parameters (the host and AXLE rows of the paper's Table III).
 
-use cosim_link::limits;
+use cosim_link::limits::{self, ConfigError};
 use serde::{Deserialize, Serialize};
 
 /// Most host µthreads (`host_units` x `host_uthreads`) a configuration may ask for: 65,536,
@@ -115,7 +115,7 @@ impl Default for HostConfig {
 impl HostConfig {
     /// Checks every parameter for a value the model cannot run with. Each error names the
     /// field (`host.<name>`), the value and the limit.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         for (name, value) in [
             ("host_units", u64::from(self.host_units)),
             ("host_uthreads", u64::from(self.host_uthreads)),
@@ -126,31 +126,35 @@ impl HostConfig {
             ("stall_timeout_ns", self.stall_timeout_ns),
         ] {
             if value == 0 {
-                return Err(format!("host.{name} is 0; it must be at least 1"));
+                return Err(ConfigError::Zero {
+                    field: format!("host.{name}"),
+                });
             }
         }
         let uthreads = self.uthreads();
         if uthreads < 2 {
-            return Err(format!(
-                "host.host_units x host.host_uthreads is {uthreads}; the host needs at least two µthreads (a control thread and a worker)"
-            ));
+            return Err(ConfigError::OutOfRange {
+                field: "host.host_units x host.host_uthreads".into(),
+                value: uthreads,
+                rule: "the host needs at least two µthreads (a control thread and a worker)".into(),
+            });
         }
         limits::check(
             "host.host_units x host.host_uthreads",
             uthreads,
             MAX_HOST_UTHREADS,
             "the host µthreads the model keeps a queue for and scans at each task start",
-        )
-        .map_err(|refused| refused.to_string())?;
+        )?;
         for (name, value) in [
             ("host_ipc", self.host_ipc),
             ("host_memory_gbps", self.host_memory_gbps),
             ("input_store_gbps", self.input_store_gbps),
         ] {
             if !(value.is_finite() && value > 0.0) {
-                return Err(format!(
-                    "host.{name} is {value}; it must be a positive number"
-                ));
+                return Err(ConfigError::NotPositive {
+                    field: format!("host.{name}"),
+                    value,
+                });
             }
         }
         Ok(())
@@ -197,7 +201,7 @@ mod tests {
         });
         assert_eq!(config.uthreads(), 1 << 32);
         assert_eq!(config.workers(), u32::MAX);
-        let error = config.validate().unwrap_err();
+        let error = config.validate().unwrap_err().to_string();
         assert!(
             error.contains("host_units x host.host_uthreads")
                 && error.contains("4294967296")
@@ -223,13 +227,23 @@ mod tests {
     #[test]
     fn a_zero_stall_timeout_is_refused_naming_the_field() {
         let error = with(|c| c.stall_timeout_ns = 0).validate().unwrap_err();
+        assert_eq!(
+            error,
+            ConfigError::Zero {
+                field: "host.stall_timeout_ns".into()
+            }
+        );
+        let error = error.to_string();
         assert!(error.contains("host.stall_timeout_ns is 0"), "{error}");
     }
 
     #[test]
     fn rates_must_be_positive_finite_numbers() {
         for value in [0.0, -1.0, f64::NAN, f64::INFINITY] {
-            let error = with(|c| c.host_ipc = value).validate().unwrap_err();
+            let error = with(|c| c.host_ipc = value)
+                .validate()
+                .unwrap_err()
+                .to_string();
             assert!(error.contains("host.host_ipc"), "{error}");
         }
     }

@@ -34,6 +34,7 @@ pub mod tasks;
 mod test_link;
 pub mod trace;
 
+pub use app::{AppError, AppProblem, BadResult, Scope};
 pub use config::{HostConfig, HostScheduling};
 pub use metrics::RunMetrics;
 pub use runtime::{HostMeasurements, Mode, Runtime, RuntimeError, Stretch};

@@ -15,7 +15,7 @@
 //! runs one per interrupt, in interrupt context, with the tail the interrupt announces as its
 //! limit.
 
-use crate::modes::axle::AxleRing;
+use crate::modes::axle::{AxleRing, AxleRingError};
 use crate::modes::ModeTimer;
 use crate::runtime::{Host, RuntimeError, Timer};
 use crate::trace::HostSpanKind;
@@ -143,11 +143,12 @@ impl Poller {
                     }
                 };
                 if record.tag != launch.tag {
-                    let message = format!(
-                        "record {} carries tag {} during launch {}",
-                        record.sequence, record.tag, launch.tag
-                    );
-                    host.fail(now, RuntimeError::Ring(message));
+                    let error = AxleRingError::ForeignTag {
+                        sequence: record.sequence,
+                        tag: record.tag,
+                        launch: launch.tag,
+                    };
+                    host.fail(now, RuntimeError::Ring(error));
                     return;
                 }
                 launch.first_result.get_or_insert(now);

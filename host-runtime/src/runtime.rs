@@ -101,18 +101,18 @@ impl Mode {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RuntimeError {
     /// The device reported an error for a launch.
-    #[error("device reported `{status}` (code {code}) for launch {tag}")]
+    #[error("device reported `{}` (code {code}) for launch {tag}", status_text(*.status, *.code))]
     Device {
         /// The launch tag.
         tag: u32,
         /// The status code.
         code: u32,
-        /// Its meaning.
-        status: String,
+        /// The code decoded, when this build knows it.
+        status: Option<Status>,
     },
     /// The rings broke the protocol.
     #[error("ring protocol violation: {0}")]
-    Ring(String),
+    Ring(#[from] crate::modes::axle::AxleRingError),
     /// A record did not fit the launch's plan.
     #[error("record does not fit the launch: {0}")]
     Track(#[from] TrackError),
@@ -135,6 +135,9 @@ pub enum RuntimeError {
         /// What was waited for.
         diagnosis: String,
     },
+    /// A host step of the application refused to go on.
+    #[error("{0}")]
+    Application(#[from] crate::app::AppError),
     /// A result load came back short (outside device memory).
     #[error("result load of {expected} bytes returned {got}")]
     ShortLoad {
@@ -143,6 +146,11 @@ pub enum RuntimeError {
         /// Bytes received.
         got: u64,
     },
+}
+
+/// A device status for an error message: its meaning, or that this build does not know it.
+fn status_text(status: Option<Status>, code: u32) -> String {
+    status.map_or_else(|| format!("unknown status {code}"), |s| s.to_string())
 }
 
 /// What the host measured.
@@ -324,7 +332,9 @@ impl<'a> Runtime<'a> {
     }
 
     /// The AXLE rings as both sides left them (`None` in RP and BS).
-    pub fn ring_state(&self) -> Option<Result<crate::modes::axle::RingState, String>> {
+    pub fn ring_state(
+        &self,
+    ) -> Option<Result<crate::modes::axle::RingState, crate::modes::axle::AxleRingError>> {
         self.mechanism.ring().map(AxleRing::state)
     }
 
@@ -352,9 +362,16 @@ impl<'a> Runtime<'a> {
     // ----- launches -------------------------------------------------------------------------
 
     fn begin_next_launch(&mut self, now: Ticks, link: &mut dyn DeviceLink) {
-        let Some(plan) = self.host.app.next_launch() else {
-            self.host.end_run(now);
-            return;
+        let plan = match self.host.app.next_launch() {
+            Ok(Some(plan)) => plan,
+            Ok(None) => {
+                self.host.end_run(now);
+                return;
+            }
+            Err(error) => {
+                self.host.fail(now, error.into());
+                return;
+            }
         };
         if !self.host.started {
             self.host.started = true;
@@ -437,7 +454,13 @@ impl<'a> Runtime<'a> {
                     }
                 };
             let tag = launch.tag;
-            let cost = host.app.run_task(&spec, &bytes);
+            let cost = match host.app.run_task(&spec, &bytes) {
+                Ok(cost) => cost,
+                Err(error) => {
+                    host.fail(now, error.into());
+                    return;
+                }
+            };
             let duration = host
                 .cost
                 .work(cost)
@@ -487,7 +510,13 @@ impl<'a> Runtime<'a> {
         };
         launch.finishing = true;
         let tag = launch.tag;
-        let cost: HostCost = host.app.finish_launch();
+        let cost: HostCost = match host.app.finish_launch() {
+            Ok(cost) => cost,
+            Err(error) => {
+                host.fail(now, error.into());
+                return;
+            }
+        };
         let end = now.plus(host.cost.work(cost));
         host.trace_span(HostSpanKind::FinishLaunch { worker, tag }, now, end);
         host.host_busy.start(now);
@@ -568,8 +597,7 @@ impl<'a> Host<'a> {
 
     /// The device reported status `code` for the current launch: the run fails.
     pub(crate) fn device_error(&mut self, now: Ticks, code: u32) {
-        let status = Status::try_from(code)
-            .map_or_else(|c| format!("unknown status {c}"), |s| s.to_string());
+        let status = Status::try_from(code).ok();
         let tag = self.launch.as_ref().map_or(0, |l| l.tag);
         self.fail(now, RuntimeError::Device { tag, code, status });
     }
@@ -660,6 +688,10 @@ impl HostAgent for Runtime<'_> {
             }
             self.start_ready_tasks(now);
             self.maybe_finish_launch(now);
+            if self.host.done {
+                // A task or the final step failed the run.
+                continue;
+            }
             if self.inbox.is_empty()
                 && self
                     .host

@@ -4,8 +4,8 @@
 //! record, metadata tail, status word), and [`TestApp`], an application whose launches are
 //! given and which records the bytes each task read.
 
+use crate::app::{AppError, AppProblem, DeviceInput, Scope, Verification};
 use crate::app::{Application, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError};
-use crate::app::{DeviceInput, Verification};
 use crate::modes::axle::AxleRing;
 use crate::runtime::Runtime;
 use cosim_link::link::{DeviceLink, HostAgent, LinkResponse, Wake};
@@ -253,6 +253,8 @@ pub(crate) struct TestApp {
     /// (task id, bytes read), in the order the tasks ran.
     pub(crate) read: Vec<(u32, Vec<u8>)>,
     pub(crate) finished_launches: u32,
+    /// `run_task` of this task fails (an application refusing a task).
+    pub(crate) refuse_task: Option<u32>,
 }
 
 impl Application for TestApp {
@@ -262,19 +264,26 @@ impl Application for TestApp {
     fn load(&mut self, _: &mut dyn DeviceLoader) -> Result<(), LoadError> {
         Ok(())
     }
-    fn next_launch(&mut self) -> Option<LaunchPlan> {
-        self.launches.pop_front()
+    fn next_launch(&mut self) -> Result<Option<LaunchPlan>, AppError> {
+        Ok(self.launches.pop_front())
     }
-    fn run_task(&mut self, task: &HostTask, result: &[u8]) -> HostCost {
+    fn run_task(&mut self, task: &HostTask, result: &[u8]) -> Result<HostCost, AppError> {
+        if self.refuse_task == Some(task.id) {
+            return Err(AppError::new(
+                "test",
+                Scope::Whole,
+                AppProblem::RanTwice { task: task.id },
+            ));
+        }
         self.read.push((task.id, result.to_vec()));
-        HostCost {
+        Ok(HostCost {
             operations: self.operations,
             memory_bytes: 0,
-        }
+        })
     }
-    fn finish_launch(&mut self) -> HostCost {
+    fn finish_launch(&mut self) -> Result<HostCost, AppError> {
         self.finished_launches += 1;
-        HostCost::default()
+        Ok(HostCost::default())
     }
     fn verify(&self) -> Verification {
         Verification {

@@ -27,6 +27,9 @@ pub enum Status {
     DeviceMemoryFault = 9,
     /// An AXLE launch arrived before a DMA region was programmed.
     NoRegion = 10,
+    /// The device's own hardware broke the contract of the firmware's HAL (for example a DMA
+    /// completion out of submission order): a board or emulator bug, not the host's input.
+    HalContract = 11,
 }
 
 impl Status {
@@ -51,6 +54,7 @@ impl TryFrom<u32> for Status {
             8 => Status::AbiMismatch,
             9 => Status::DeviceMemoryFault,
             10 => Status::NoRegion,
+            11 => Status::HalContract,
             other => return Err(other),
         })
     }
@@ -70,6 +74,7 @@ impl core::fmt::Display for Status {
             Status::AbiMismatch => "ABI magic, version or layout hash mismatch",
             Status::DeviceMemoryFault => "device memory access out of range",
             Status::NoRegion => "no DMA region programmed",
+            Status::HalContract => "device hardware broke the firmware's HAL contract",
         };
         f.write_str(text)
     }
@@ -81,10 +86,10 @@ mod tests {
 
     #[test]
     fn every_status_round_trips_through_its_code() {
-        for code in 0..=10u32 {
+        for code in 0..=11u32 {
             let status = Status::try_from(code).unwrap();
             assert_eq!(status.code(), code);
         }
-        assert_eq!(Status::try_from(11), Err(11));
+        assert_eq!(Status::try_from(12), Err(12));
     }
 }

@@ -152,9 +152,12 @@ pub(crate) fn run_tasks(
 ) -> HostCost {
     let mut cost = HostCost::default();
     for task in plan.tasks.iter().rev() {
-        cost = cost.plus(app.run_task(task, &result_bytes(device, plan, task)));
+        cost = cost.plus(
+            app.run_task(task, &result_bytes(device, plan, task))
+                .unwrap(),
+        );
     }
-    cost.plus(app.finish_launch())
+    cost.plus(app.finish_launch().unwrap())
 }
 
 /// Runs `app` to the end on a fresh fake device; `corrupt` may change each launch's result
@@ -168,7 +171,7 @@ pub(crate) fn run(
     let mut device = FakeDevice::loaded(app);
     let mut launches = 0;
     let mut cost = HostCost::default();
-    while let Some(plan) = app.next_launch() {
+    while let Some(plan) = app.next_launch().unwrap() {
         let launched = launch(&mut device, &plan);
         let covered: u64 = launched
             .items
@@ -187,9 +190,9 @@ pub(crate) fn run(
         corrupt(launches, &mut result);
         for task in plan.tasks.iter().rev() {
             let bytes = &result[task.needs.start as usize..task.needs.end as usize];
-            cost = cost.plus(app.run_task(task, bytes));
+            cost = cost.plus(app.run_task(task, bytes).unwrap());
         }
-        cost = cost.plus(app.finish_launch());
+        cost = cost.plus(app.finish_launch().unwrap());
         launches += 1;
     }
     (launches, cost)

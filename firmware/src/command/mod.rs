@@ -5,12 +5,13 @@
 //! - BS and AXLE: the packet filter hands over the 64-byte launch store itself.
 //!
 //! Validation happens once, here: mode, flags, kernel id and every kernel argument. A malformed
-//! command yields a [`Status`], never a panic.
+//! command yields a [`FirmwareError`] (the device reports it as the wire's `Status`), never a panic.
 
+use crate::error::FirmwareError;
 use crate::hal::DeviceMemory;
 use crate::kernels::Kernel;
 use shared_abi::command::CommandFlags;
-use shared_abi::{CommandDescriptor, DeviceAddress, LaunchMode, Status};
+use shared_abi::{CommandDescriptor, DeviceAddress, LaunchMode};
 
 /// A command that passed validation.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -30,14 +31,15 @@ pub fn validate<M: DeviceMemory>(
     command: &CommandDescriptor,
     expected: LaunchMode,
     memory: &M,
-) -> Result<ValidCommand, Status> {
-    let mode = LaunchMode::try_from(command.mode)?;
+) -> Result<ValidCommand, FirmwareError> {
+    let mode =
+        LaunchMode::try_from(command.mode).map_err(|_| FirmwareError::MalformedDescriptor)?;
     if mode != expected {
-        return Err(Status::MalformedDescriptor);
+        return Err(FirmwareError::MalformedDescriptor);
     }
-    let flags = CommandFlags::from_bits(command.flags).ok_or(Status::MalformedDescriptor)?;
+    let flags = CommandFlags::from_bits(command.flags).ok_or(FirmwareError::MalformedDescriptor)?;
     if flags.contains(CommandFlags::INTERRUPT) && mode != LaunchMode::BackStreaming {
-        return Err(Status::MalformedDescriptor);
+        return Err(FirmwareError::MalformedDescriptor);
     }
     // Kernels see the command without the processor's flags.
     let mut for_kernel = *command;
@@ -55,8 +57,8 @@ pub fn validate<M: DeviceMemory>(
 pub fn read_mailbox_descriptor<M: DeviceMemory>(
     memory: &M,
     address: u64,
-) -> Result<CommandDescriptor, Status> {
+) -> Result<CommandDescriptor, FirmwareError> {
     memory
         .read_value::<CommandDescriptor>(DeviceAddress(address))
-        .map_err(|_| Status::ArgumentOutOfRange)
+        .map_err(|_| FirmwareError::ArgumentOutOfRange)
 }

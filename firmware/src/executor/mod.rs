@@ -50,6 +50,7 @@
 //! publishing write. If the engine cannot take that request yet, the status stays pending and
 //! is published at the first later step that can ([`DmaExecutor::publish_pending_status`]).
 
+use crate::error::{FirmwareError, HalBreach};
 use crate::flow::Credits;
 use crate::hal::{
     Clock, DeviceMemory, DmaDescriptor, DmaEngine, DmaError, DmaKind, DmaRequest, DmaTag,
@@ -196,7 +197,7 @@ impl DmaExecutor {
         target: StreamTarget,
         counters: &mut Counters,
         trace: &mut Trace,
-    ) -> Result<PumpOutcome, Status> {
+    ) -> Result<PumpOutcome, FirmwareError> {
         let layout = *region.layout();
         // With nothing in flight no completion will come to clear a refusal: try again.
         if self.in_flight.is_empty() {
@@ -262,8 +263,9 @@ impl DmaExecutor {
     }
 
     /// Handles one DMA completion: frees its descriptors and staging cells. Returns the
-    /// metadata tail the request published.
-    pub fn complete(&mut self, tag: DmaTag) -> Result<u64, Status> {
+    /// metadata tail the request published, or [`FirmwareError::HalContract`] when the engine
+    /// reports a request that is not the oldest in flight.
+    pub fn complete(&mut self, tag: DmaTag) -> Result<u64, FirmwareError> {
         match self.in_flight.pop_front() {
             Some(entry) if entry.tag == tag => {
                 self.descriptor_head = entry.descriptor_end;
@@ -272,7 +274,12 @@ impl DmaExecutor {
                 Ok(entry.metadata_end)
             }
             // Completions must come back in submission order (a HAL guarantee).
-            _ => Err(Status::MalformedDescriptor),
+            other => Err(FirmwareError::HalContract(
+                HalBreach::CompletionOutOfOrder {
+                    reported: tag.0,
+                    expected: other.map(|entry| entry.tag.0),
+                },
+            )),
         }
     }
 
@@ -308,7 +315,7 @@ impl DmaExecutor {
         memory: &mut M,
         scratch: &ScratchLayout,
         descriptor: DmaDescriptor,
-    ) -> Result<(), Status> {
+    ) -> Result<(), FirmwareError> {
         let address = ScratchLayout::cell(
             scratch.descriptor_base(),
             self.descriptor_tail,
@@ -325,7 +332,7 @@ impl DmaExecutor {
         memory: &mut M,
         scratch: &ScratchLayout,
         bytes: &[u8],
-    ) -> Result<DeviceAddress, Status> {
+    ) -> Result<DeviceAddress, FirmwareError> {
         let address = ScratchLayout::cell(
             scratch.staging_base(),
             self.staging_tail,
@@ -350,7 +357,7 @@ impl DmaExecutor {
         target: StreamTarget,
         chunk: u32,
         last: bool,
-    ) -> Result<(), Status> {
+    ) -> Result<(), FirmwareError> {
         let layout = *region.layout();
         if self.batch_payloads == 0 {
             self.batch_first = self.descriptor_tail;
@@ -360,12 +367,12 @@ impl DmaExecutor {
         let source = target
             .result_address
             .checked_add(offset)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let payload_index = self.payload_tail;
         let slot = shared_abi::RingIndex(payload_index).slot(layout.payload_capacity());
         let slot_offset = layout
             .payload_slot_offset(slot)
-            .ok_or(Status::TranslationFault)?;
+            .ok_or(FirmwareError::TranslationFault)?;
         // D1: the payload data. DMA moves whole 8-byte words: the whole words come straight
         // from the result space; a short last chunk's final partial word is staged with zero
         // padding, so nothing beyond the result space is ever read or sent (the record's
@@ -390,10 +397,10 @@ impl DmaExecutor {
             let mut word = [0u8; 8];
             let tail_source = source
                 .checked_add(whole)
-                .ok_or(Status::ArgumentOutOfRange)?;
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
             let bytes = word
                 .get_mut(..partial as usize)
-                .ok_or(Status::ArgumentOutOfRange)?;
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
             memory.read(tail_source, bytes)?;
             let cell = self.stage(memory, scratch, &word)?;
             let destination = region.translate(slot_offset.saturating_add(whole), 8)?;
@@ -469,7 +476,7 @@ impl DmaExecutor {
         scratch: &ScratchLayout,
         counters: &mut Counters,
         trace: &mut Trace,
-    ) -> Result<bool, Status> {
+    ) -> Result<bool, FirmwareError> {
         if self.batch_payloads == 0 {
             return Ok(true);
         }
@@ -495,7 +502,7 @@ impl DmaExecutor {
             ring_base: scratch.descriptor_base(),
             ring_capacity: scratch.descriptor_capacity,
             first: self.batch_first,
-            count: u32::try_from(count).map_err(|_| Status::ArgumentOutOfRange)?,
+            count: u32::try_from(count).map_err(|_| FirmwareError::ArgumentOutOfRange)?,
             payloads: self.batch_payloads,
         };
         if !self.send(hw, request)? {
@@ -515,7 +522,11 @@ impl DmaExecutor {
     /// Submits `request`, whose last descriptor and staging cell were just written: on
     /// acceptance it joins the in-flight requests (`Ok(true)`); when the engine refuses
     /// ([`DmaError::QueueFull`]), that descriptor and cell are undone (`Ok(false)`).
-    fn send<H: DmaEngine>(&mut self, hw: &mut H, request: DmaRequest) -> Result<bool, Status> {
+    fn send<H: DmaEngine>(
+        &mut self,
+        hw: &mut H,
+        request: DmaRequest,
+    ) -> Result<bool, FirmwareError> {
         match hw.submit(request) {
             Ok(tag) => {
                 let entry = InFlight {
@@ -524,7 +535,9 @@ impl DmaExecutor {
                     staging_end: self.staging_tail,
                     metadata_end: self.metadata_tail,
                 };
-                self.in_flight.push_back(entry).map_err(|_| Status::Busy)?;
+                self.in_flight
+                    .push_back(entry)
+                    .map_err(|_| FirmwareError::Busy)?;
                 Ok(true)
             }
             Err(DmaError::QueueFull) => {
@@ -552,7 +565,7 @@ impl DmaExecutor {
         region: &ShadowRegion,
         scratch: &ScratchLayout,
         status: Status,
-    ) -> Result<(), Status> {
+    ) -> Result<(), FirmwareError> {
         self.pending_status = Some(status);
         self.publish_pending_status(hw, region, scratch)
     }
@@ -565,7 +578,7 @@ impl DmaExecutor {
         hw: &mut H,
         region: &ShadowRegion,
         scratch: &ScratchLayout,
-    ) -> Result<(), Status> {
+    ) -> Result<(), FirmwareError> {
         let Some(status) = self.pending_status else {
             return Ok(());
         };

@@ -63,21 +63,21 @@
 //! # Validation (everything a hostile host can send)
 //!
 //! At decode:
-//! - `kernel` is not SLS: [`Status::UnknownKernel`]; `flags != 0`: [`Status::MalformedDescriptor`].
+//! - `kernel` is not SLS: [`FirmwareError::UnknownKernel`]; `flags != 0`: [`FirmwareError::MalformedDescriptor`].
 //! - `rows`, `dim` or `bags` zero, `dim` not a multiple of [`VECTOR_LANES`], `bags * dim / 8`
 //!   (the items) not fitting a `u32`, any address not 4-byte aligned, the table, batch or
 //!   result byte range overflowing or ending beyond device memory, the result space
 //!   overlapping the table or the batch, `result_length` other than `bags * dim * 4`, or the
-//!   batch's `offsets[0] != 0` or `offsets[bags] != index_count`: [`Status::ArgumentOutOfRange`].
+//!   batch's `offsets[0] != 0` or `offsets[bags] != index_count`: [`FirmwareError::ArgumentOutOfRange`].
 //!
 //! Per item (the batch is data, read when the item is described and run):
 //! - `offsets[b] > offsets[b + 1]` or `offsets[b + 1] > index_count`: the item is refused
-//!   with [`Status::ArgumentOutOfRange`].
-//! - Any index of the bag `>= rows`: [`Status::ArgumentOutOfRange`] at execute, before any read
+//!   with [`FirmwareError::ArgumentOutOfRange`].
+//! - Any index of the bag `>= rows`: [`FirmwareError::ArgumentOutOfRange`] at execute, before any read
 //!   of that row; the item writes nothing (it stores its packet only at the end).
 //!
 //! Every size is computed with checked arithmetic; nothing here can panic. A memory smaller
-//! than the one the command was validated against yields [`Status::DeviceMemoryFault`].
+//! than the one the command was validated against yields [`FirmwareError::MemoryFault`].
 //!
 //! # Arithmetic and summation order (bit-exact contract with the host reference)
 //!
@@ -87,10 +87,11 @@
 //! packets changes the result). A host reference that adds in the same order in `f32` is
 //! bit-identical.
 
+use crate::error::FirmwareError;
 use crate::hal::DeviceMemory;
 use crate::kernels::ranges::{checked_range, offset_address, overlaps};
 use crate::kernels::{ItemCost, ItemSpec, VECTOR_LANES};
-use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
+use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
 // The command's contract: argument packings and the batch's size.
 pub use shared_abi::params::dlrm::{batch_bytes, pack_batch, pack_shape, ELEMENT_BYTES};
@@ -187,7 +188,7 @@ fn split(value: u64) -> (u32, u32) {
 }
 
 /// Reads the little-endian `u32` at `address`.
-fn read_u32<M: DeviceMemory>(memory: &M, address: DeviceAddress) -> Result<u32, Status> {
+fn read_u32<M: DeviceMemory>(memory: &M, address: DeviceAddress) -> Result<u32, FirmwareError> {
     let mut word = [0_u8; 4];
     memory.read(address, &mut word)?;
     Ok(u32::from_le_bytes(word))
@@ -199,39 +200,41 @@ impl DlrmKernel {
     pub fn decode<M: DeviceMemory>(
         command: &CommandDescriptor,
         memory: &M,
-    ) -> Result<DlrmKernel, Status> {
+    ) -> Result<DlrmKernel, FirmwareError> {
         if command.kernel != KernelId::DlrmSls as u32 {
-            return Err(Status::UnknownKernel);
+            return Err(FirmwareError::UnknownKernel);
         }
         if command.flags != 0 {
-            return Err(Status::MalformedDescriptor);
+            return Err(FirmwareError::MalformedDescriptor);
         }
         let [table, shape, batch, counts] = command.args;
         let (rows, dim) = split(shape);
         let (bags, index_count) = split(counts);
         if rows == 0 || dim == 0 || bags == 0 {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         if usize::try_from(dim)
             .ok()
             .and_then(|dim| dim.checked_rem(PACKET_ELEMENTS))
             != Some(0)
         {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
-        let row_bytes = dim.checked_mul(4).ok_or(Status::ArgumentOutOfRange)?;
+        let row_bytes = dim
+            .checked_mul(4)
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let packets = dim
             .checked_div(PACKET_ELEMENTS as u32)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let items = bags
             .checked_mul(packets)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let memory_size = memory.size();
         let table_range = checked_range(
             table,
             u64::from(rows)
                 .checked_mul(u64::from(row_bytes))
-                .ok_or(Status::ArgumentOutOfRange)?,
+                .ok_or(FirmwareError::ArgumentOutOfRange)?,
             ADDRESS_ALIGNMENT,
             memory_size,
         )?;
@@ -243,9 +246,9 @@ impl DlrmKernel {
         )?;
         let result_length = u64::from(bags)
             .checked_mul(u64::from(row_bytes))
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         if command.result_length != result_length {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         let result_range = checked_range(
             command.result_address,
@@ -254,7 +257,7 @@ impl DlrmKernel {
             memory_size,
         )?;
         if overlaps(result_range, table_range) || overlaps(result_range, batch_range) {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         let kernel = DlrmKernel {
             table: DeviceAddress(table),
@@ -267,12 +270,12 @@ impl DlrmKernel {
             packets,
             items,
         };
-        let first =
-            read_u32(memory, kernel.offset_address(0)?).map_err(|_| Status::ArgumentOutOfRange)?;
+        let first = read_u32(memory, kernel.offset_address(0)?)
+            .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
         let last = read_u32(memory, kernel.offset_address(bags)?)
-            .map_err(|_| Status::ArgumentOutOfRange)?;
+            .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
         if first != 0 || last != index_count {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         Ok(kernel)
     }
@@ -318,28 +321,32 @@ impl DlrmKernel {
     }
 
     /// Address of `offsets[bag]`.
-    fn offset_address(&self, bag: u32) -> Result<DeviceAddress, Status> {
+    fn offset_address(&self, bag: u32) -> Result<DeviceAddress, FirmwareError> {
         offset_address(self.batch, u64::from(bag), ELEMENT_BYTES)
     }
 
     /// Address of `indices[position]`.
-    fn index_address(&self, position: u32) -> Result<DeviceAddress, Status> {
+    fn index_address(&self, position: u32) -> Result<DeviceAddress, FirmwareError> {
         let first_index = u64::from(self.bags)
             .checked_add(1)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         offset_address(
             self.batch,
             first_index
                 .checked_add(u64::from(position))
-                .ok_or(Status::ArgumentOutOfRange)?,
+                .ok_or(FirmwareError::ArgumentOutOfRange)?,
             ELEMENT_BYTES,
         )
     }
 
     /// The positions in `indices` of bag `bag`'s lookups, validated against the batch.
-    fn bag_positions<M: DeviceMemory>(&self, bag: u32, memory: &M) -> Result<(u32, u32), Status> {
+    fn bag_positions<M: DeviceMemory>(
+        &self,
+        bag: u32,
+        memory: &M,
+    ) -> Result<(u32, u32), FirmwareError> {
         if bag >= self.bags {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         let mut words = [0_u8; 8];
         memory.read(self.offset_address(bag)?, &mut words)?;
@@ -347,41 +354,43 @@ impl DlrmKernel {
         let start = u32::from_le_bytes([a, b, c, d]);
         let end = u32::from_le_bytes([e, f, g, h]);
         if start > end || end > self.index_count {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         Ok((start, end))
     }
 
     /// The bag of item `index` and the packet's byte offset within the row.
-    fn bag_and_packet(&self, index: u32) -> Result<(u32, u64), Status> {
+    fn bag_and_packet(&self, index: u32) -> Result<(u32, u64), FirmwareError> {
         if index >= self.items {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         let bag = index
             .checked_div(self.packets)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let packet = index
             .checked_rem(self.packets)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         Ok((
             bag,
             u64::from(packet)
                 .checked_mul(PACKET_BYTES)
-                .ok_or(Status::ArgumentOutOfRange)?,
+                .ok_or(FirmwareError::ArgumentOutOfRange)?,
         ))
     }
 
     /// Item `index` (packet `index mod (dim / 8)` of bag `index / (dim / 8)`): result offset
     /// `32 * index`, 32 bytes, cost [`item_cost`] of the bag's length (read from the batch's
     /// offsets).
-    pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, Status> {
+    pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, FirmwareError> {
         let (bag, _) = self.bag_and_packet(index)?;
         let (start, end) = self.bag_positions(bag, memory)?;
-        let lookups = end.checked_sub(start).ok_or(Status::ArgumentOutOfRange)?;
+        let lookups = end
+            .checked_sub(start)
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         Ok(ItemSpec {
             result_offset: u64::from(index)
                 .checked_mul(PACKET_BYTES)
-                .ok_or(Status::ArgumentOutOfRange)?,
+                .ok_or(FirmwareError::ArgumentOutOfRange)?,
             result_length: PACKET_BYTES as u32,
             cost: item_cost(lookups),
         })
@@ -390,12 +399,16 @@ impl DlrmKernel {
     /// Runs item `index`: reads the bag's indices [`INDEX_CHUNK`] at a time, adds each
     /// looked-up row's 32-byte packet into the 8-lane accumulator ([`accumulate`]), and writes
     /// the packet (little-endian) to the result.
-    pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &mut M) -> Result<(), Status> {
+    pub fn execute<M: DeviceMemory>(
+        &self,
+        index: u32,
+        memory: &mut M,
+    ) -> Result<(), FirmwareError> {
         let (bag, packet_offset) = self.bag_and_packet(index)?;
         let (start, end) = self.bag_positions(bag, memory)?;
         let row_bytes = u64::from(self.dim)
             .checked_mul(ELEMENT_BYTES)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let mut sums = [0.0_f32; PACKET_ELEMENTS];
         let mut values = [0.0_f32; PACKET_ELEMENTS];
         let mut packet = [0_u8; PACKET_BYTES as usize];
@@ -403,33 +416,36 @@ impl DlrmKernel {
         let mut position = start;
         while position < end {
             let count = usize::try_from(end.saturating_sub(position))
-                .map_err(|_| Status::ArgumentOutOfRange)?
+                .map_err(|_| FirmwareError::ArgumentOutOfRange)?
                 .min(INDEX_CHUNK);
-            let chunk_bytes = count.checked_mul(4).ok_or(Status::ArgumentOutOfRange)?;
+            let chunk_bytes = count
+                .checked_mul(4)
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
             let chunk = index_buffer
                 .get_mut(..chunk_bytes)
-                .ok_or(Status::ArgumentOutOfRange)?;
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
             memory.read(self.index_address(position)?, chunk)?;
             for word in chunk.chunks_exact(4) {
-                let word = <[u8; 4]>::try_from(word).map_err(|_| Status::ArgumentOutOfRange)?;
+                let word =
+                    <[u8; 4]>::try_from(word).map_err(|_| FirmwareError::ArgumentOutOfRange)?;
                 let row = u32::from_le_bytes(word);
                 if row >= self.rows {
-                    return Err(Status::ArgumentOutOfRange);
+                    return Err(FirmwareError::ArgumentOutOfRange);
                 }
                 let row_address = offset_address(self.table, u64::from(row), row_bytes)?
                     .checked_add(packet_offset)
-                    .ok_or(Status::ArgumentOutOfRange)?;
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?;
                 memory.read(row_address, &mut packet)?;
                 for (value, bytes) in values.iter_mut().zip(packet.chunks_exact(4)) {
-                    let bytes =
-                        <[u8; 4]>::try_from(bytes).map_err(|_| Status::ArgumentOutOfRange)?;
+                    let bytes = <[u8; 4]>::try_from(bytes)
+                        .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
                     *value = f32::from_le_bytes(bytes);
                 }
                 accumulate(&mut sums, &values);
             }
             position = position
-                .checked_add(u32::try_from(count).map_err(|_| Status::ArgumentOutOfRange)?)
-                .ok_or(Status::ArgumentOutOfRange)?;
+                .checked_add(u32::try_from(count).map_err(|_| FirmwareError::ArgumentOutOfRange)?)
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
         }
         for (bytes, sum) in packet.chunks_exact_mut(4).zip(sums.iter()) {
             bytes.copy_from_slice(&sum.to_le_bytes());
@@ -439,9 +455,9 @@ impl DlrmKernel {
             .checked_add(
                 u64::from(index)
                     .checked_mul(PACKET_BYTES)
-                    .ok_or(Status::ArgumentOutOfRange)?,
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?,
             )
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         memory.write(packet_address, &packet)?;
         Ok(())
     }
@@ -575,10 +591,13 @@ mod tests {
         }
         assert_eq!(kernel.item(9, &memory).unwrap().cost, item_cost(5));
         assert_eq!(kernel.item(4, &memory).unwrap().cost, item_cost(0));
-        assert_eq!(kernel.item(16, &memory), Err(Status::ArgumentOutOfRange));
+        assert_eq!(
+            kernel.item(16, &memory),
+            Err(FirmwareError::ArgumentOutOfRange)
+        );
         assert_eq!(
             kernel.item(u32::MAX, &memory),
-            Err(Status::ArgumentOutOfRange)
+            Err(FirmwareError::ArgumentOutOfRange)
         );
     }
 
@@ -691,7 +710,7 @@ mod tests {
         for item in 0..4 {
             assert_eq!(
                 kernel.execute(item, &mut memory),
-                Err(Status::ArgumentOutOfRange)
+                Err(FirmwareError::ArgumentOutOfRange)
             );
         }
         let mut after = [0_u8; 128];
@@ -701,7 +720,7 @@ mod tests {
         let kernel = DlrmKernel::decode(&command(10, 32, 1, 1), &memory).unwrap();
         assert_eq!(
             kernel.execute(0, &mut memory),
-            Err(Status::ArgumentOutOfRange)
+            Err(FirmwareError::ArgumentOutOfRange)
         );
     }
 
@@ -712,24 +731,30 @@ mod tests {
         let kernel = DlrmKernel::decode(&command(10, 32, 3, 4), &memory).unwrap();
         assert!(kernel.item(3, &memory).is_ok());
         for item in 4..8 {
-            assert_eq!(kernel.item(item, &memory), Err(Status::ArgumentOutOfRange));
+            assert_eq!(
+                kernel.item(item, &memory),
+                Err(FirmwareError::ArgumentOutOfRange)
+            );
             assert_eq!(
                 kernel.execute(item, &mut memory),
-                Err(Status::ArgumentOutOfRange)
+                Err(FirmwareError::ArgumentOutOfRange)
             );
         }
         assert!(kernel.item(8, &memory).is_ok());
         // Bag 0 ends beyond index_count (decoded with 4 indices).
         let (mut memory, _) = memory_with(10, 32, &[0, 9, 4], &[1, 2, 3, 4]);
         let kernel = DlrmKernel::decode(&command(10, 32, 2, 4), &memory).unwrap();
-        assert_eq!(kernel.item(0, &memory), Err(Status::ArgumentOutOfRange));
+        assert_eq!(
+            kernel.item(0, &memory),
+            Err(FirmwareError::ArgumentOutOfRange)
+        );
         assert_eq!(
             kernel.execute(0, &mut memory),
-            Err(Status::ArgumentOutOfRange)
+            Err(FirmwareError::ArgumentOutOfRange)
         );
     }
 
-    fn assert_rejected(command: CommandDescriptor, memory: &FakeMemory, status: Status) {
+    fn assert_rejected(command: CommandDescriptor, memory: &FakeMemory, status: FirmwareError) {
         assert_eq!(
             DlrmKernel::decode(&command, memory),
             Err(status),
@@ -742,10 +767,10 @@ mod tests {
         let (command, memory, _) = valid();
         let mut wrong = command;
         wrong.kernel = KernelId::KnnDistance as u32;
-        assert_rejected(wrong, &memory, Status::UnknownKernel);
+        assert_rejected(wrong, &memory, FirmwareError::UnknownKernel);
         let mut flags = command;
         flags.flags = 1;
-        assert_rejected(flags, &memory, Status::MalformedDescriptor);
+        assert_rejected(flags, &memory, FirmwareError::MalformedDescriptor);
     }
 
     #[test]
@@ -755,13 +780,13 @@ mod tests {
             assert_rejected(
                 command(rows, dim, bags, 10),
                 &memory,
-                Status::ArgumentOutOfRange,
+                FirmwareError::ArgumentOutOfRange,
             );
         }
         // dim * 4 not fitting a u32.
         let mut huge = command(1, 0x4000_0000, 1, 10);
         huge.result_length = 1 << 32;
-        assert_rejected(huge, &memory, Status::ArgumentOutOfRange);
+        assert_rejected(huge, &memory, FirmwareError::ArgumentOutOfRange);
         // dim 8 (one packet per bag) and 24 are whole vectors of 8 lanes.
         let (memory, _) = memory_with(10, 24, &OFFSETS, &INDICES);
         assert_eq!(
@@ -785,7 +810,7 @@ mod tests {
         for length in [0, 508, 511, 513, 516, 1024] {
             let mut wrong = command;
             wrong.result_length = length;
-            assert_rejected(wrong, &memory, Status::ArgumentOutOfRange);
+            assert_rejected(wrong, &memory, FirmwareError::ArgumentOutOfRange);
         }
     }
 
@@ -796,11 +821,15 @@ mod tests {
         for count in [9, 11] {
             let mut wrong = command;
             wrong.args[3] = pack_batch(4, count);
-            assert_rejected(wrong, &memory, Status::ArgumentOutOfRange);
+            assert_rejected(wrong, &memory, FirmwareError::ArgumentOutOfRange);
         }
         // offsets[0] not 0.
         let (memory, _) = memory_with(10, 32, &[1, 3], &[1, 2, 3]);
-        assert_rejected(command_for(1, 3), &memory, Status::ArgumentOutOfRange);
+        assert_rejected(
+            command_for(1, 3),
+            &memory,
+            FirmwareError::ArgumentOutOfRange,
+        );
     }
 
     fn command_for(bags: u32, index_count: u32) -> CommandDescriptor {
@@ -829,13 +858,17 @@ mod tests {
             with(&|c| c.result_address = BATCH - 508), // overlaps the batch's start
         ];
         for case in cases {
-            assert_rejected(case, &memory, Status::ArgumentOutOfRange);
+            assert_rejected(case, &memory, FirmwareError::ArgumentOutOfRange);
         }
         // Touching is fine.
         assert!(DlrmKernel::decode(&with(&|c| c.result_address = TABLE + 1280), &memory).is_ok());
         assert!(DlrmKernel::decode(&with(&|c| c.result_address = BATCH + 60), &memory).is_ok());
         // Nothing fits a tiny memory.
-        assert_rejected(command, &FakeMemory::new(0x100), Status::ArgumentOutOfRange);
+        assert_rejected(
+            command,
+            &FakeMemory::new(0x100),
+            FirmwareError::ArgumentOutOfRange,
+        );
     }
 
     #[test]
@@ -843,11 +876,14 @@ mod tests {
         let (command, memory, _) = valid();
         let kernel = DlrmKernel::decode(&command, &memory).unwrap();
         let mut small = FakeMemory::new(0x2000);
-        assert_eq!(
+        assert!(matches!(
             kernel.execute(0, &mut small),
-            Err(Status::DeviceMemoryFault)
-        );
-        assert_eq!(kernel.item(0, &small), Err(Status::DeviceMemoryFault));
+            Err(FirmwareError::MemoryFault(_))
+        ));
+        assert!(matches!(
+            kernel.item(0, &small),
+            Err(FirmwareError::MemoryFault(_))
+        ));
     }
 
     proptest! {
@@ -916,9 +952,9 @@ mod tests {
                 for item in 0..kernel.items() {
                     let described = kernel.item(item, &memory);
                     let outcome = kernel.execute(item, &mut memory);
-                    prop_assert!(outcome == Ok(()) || outcome == Err(Status::ArgumentOutOfRange));
+                    prop_assert!(outcome == Ok(()) || outcome == Err(FirmwareError::ArgumentOutOfRange));
                     if described.is_err() {
-                        prop_assert_eq!(outcome, Err(Status::ArgumentOutOfRange));
+                        prop_assert_eq!(outcome, Err(FirmwareError::ArgumentOutOfRange));
                     }
                     let bag = (item / (dim / 8)) as usize;
                     let well_formed = well_formed_batch
@@ -929,7 +965,7 @@ mod tests {
                         prop_assert_eq!(outcome, Ok(()));
                     }
                 }
-                prop_assert_eq!(kernel.execute(kernel.items(), &mut memory), Err(Status::ArgumentOutOfRange));
+                prop_assert_eq!(kernel.execute(kernel.items(), &mut memory), Err(FirmwareError::ArgumentOutOfRange));
             }
         }
     }

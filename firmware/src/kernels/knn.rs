@@ -23,13 +23,13 @@
 //!
 //! # Validation (everything a hostile host can send)
 //!
-//! - `kernel` is not KNN: [`Status::UnknownKernel`]; `flags != 0`: [`Status::MalformedDescriptor`].
+//! - `kernel` is not KNN: [`FirmwareError::UnknownKernel`]; `flags != 0`: [`FirmwareError::MalformedDescriptor`].
 //! - `rows`, `dim` or `query_count` zero, `query_count` wider than 32 bits, `dim` not a
 //!   multiple of [`LANES`], `rows * query_count` not fitting a `u32` item count, any address not
 //!   4-byte aligned (the `f32` natural alignment, which a vector load unit wants), any of the
 //!   three byte ranges overflowing or ending beyond device memory, the result space
 //!   overlapping an input (results would then depend on item order), or `result_length`
-//!   different from `rows * query_count * 4`: [`Status::ArgumentOutOfRange`].
+//!   different from `rows * query_count * 4`: [`FirmwareError::ArgumentOutOfRange`].
 //!
 //! Every size is computed with checked arithmetic; nothing here can panic.
 //!
@@ -51,10 +51,11 @@
 //! bit-identical; any other order (a plain sequential sum, `f64`
 //! accumulation) would differ in the last bits and break exact verification.
 
+use crate::error::FirmwareError;
 use crate::hal::DeviceMemory;
 use crate::kernels::ranges::{checked_range, offset_address, overlaps};
 use crate::kernels::{ItemCost, ItemSpec};
-use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
+use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
 // The distance both the device and the host reference compute (see the module docs).
 pub use kernel_arith::knn::{squared_distance, DistanceAccumulator};
@@ -146,45 +147,49 @@ pub struct KnnKernel {
 impl KnnKernel {
     /// Decodes and validates `command` against a device memory of `memory_size` bytes (see the
     /// module docs for every rule). Never panics.
-    pub fn decode(command: &CommandDescriptor, memory_size: u64) -> Result<KnnKernel, Status> {
+    pub fn decode(
+        command: &CommandDescriptor,
+        memory_size: u64,
+    ) -> Result<KnnKernel, FirmwareError> {
         if command.kernel != KernelId::KnnDistance as u32 {
-            return Err(Status::UnknownKernel);
+            return Err(FirmwareError::UnknownKernel);
         }
         if command.flags != 0 {
-            return Err(Status::MalformedDescriptor);
+            return Err(FirmwareError::MalformedDescriptor);
         }
         let [database, queries, shape, query_count] = command.args;
-        let rows =
-            u32::try_from(shape & u64::from(u32::MAX)).map_err(|_| Status::ArgumentOutOfRange)?;
-        let dim = u32::try_from(shape >> 32).map_err(|_| Status::ArgumentOutOfRange)?;
-        let query_count = u32::try_from(query_count).map_err(|_| Status::ArgumentOutOfRange)?;
+        let rows = u32::try_from(shape & u64::from(u32::MAX))
+            .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
+        let dim = u32::try_from(shape >> 32).map_err(|_| FirmwareError::ArgumentOutOfRange)?;
+        let query_count =
+            u32::try_from(query_count).map_err(|_| FirmwareError::ArgumentOutOfRange)?;
         if rows == 0 || dim == 0 || query_count == 0 {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         if usize::try_from(dim)
             .ok()
             .and_then(|dim| dim.checked_rem(LANES))
             != Some(0)
         {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         let items = rows
             .checked_mul(query_count)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let vector_bytes = u64::from(dim)
             .checked_mul(ELEMENT_BYTES)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let database_bytes = vector_bytes
             .checked_mul(u64::from(rows))
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let query_bytes = vector_bytes
             .checked_mul(u64::from(query_count))
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let result_bytes = u64::from(items)
             .checked_mul(u64::from(RESULT_BYTES_PER_ITEM))
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         if command.result_length != result_bytes {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         let database_range =
             checked_range(database, database_bytes, ADDRESS_ALIGNMENT, memory_size)?;
@@ -196,7 +201,7 @@ impl KnnKernel {
             memory_size,
         )?;
         if overlaps(result_range, database_range) || overlaps(result_range, query_range) {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         Ok(KnnKernel {
             database: DeviceAddress(database),
@@ -245,13 +250,13 @@ impl KnnKernel {
     }
 
     /// Item `index`: result offset `4 * index`, 4 bytes, cost [`item_cost`]`(dim)`.
-    pub fn item(&self, index: u32) -> Result<ItemSpec, Status> {
+    pub fn item(&self, index: u32) -> Result<ItemSpec, FirmwareError> {
         if index >= self.items {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         let result_offset = u64::from(index)
             .checked_mul(u64::from(RESULT_BYTES_PER_ITEM))
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         Ok(ItemSpec {
             result_offset,
             result_length: RESULT_BYTES_PER_ITEM,
@@ -262,18 +267,22 @@ impl KnnKernel {
     /// Runs item `index`: streams the row and the query through fixed-size stack buffers of
     /// [`CHUNK_ELEMENTS`] elements, and writes their [`squared_distance`] (little-endian) at
     /// `result_address + 4 * index`. A memory fault (a memory smaller than the one the command
-    /// was validated against) is reported as [`Status::DeviceMemoryFault`].
-    pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &mut M) -> Result<(), Status> {
+    /// was validated against) is reported as [`FirmwareError::MemoryFault`].
+    pub fn execute<M: DeviceMemory>(
+        &self,
+        index: u32,
+        memory: &mut M,
+    ) -> Result<(), FirmwareError> {
         let item = self.item(index)?;
         let query = index
             .checked_div(self.rows)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let row = index
             .checked_rem(self.rows)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let vector_bytes = u64::from(self.dim)
             .checked_mul(ELEMENT_BYTES)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let row_address = offset_address(self.database, u64::from(row), vector_bytes)?;
         let query_address = offset_address(self.queries, u64::from(query), vector_bytes)?;
 
@@ -286,45 +295,45 @@ impl KnnKernel {
         while offset < vector_bytes {
             let remaining = vector_bytes
                 .checked_sub(offset)
-                .ok_or(Status::ArgumentOutOfRange)?;
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
             let length = usize::try_from(remaining.min(CHUNK_BYTES as u64))
-                .map_err(|_| Status::ArgumentOutOfRange)?;
+                .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
             let elements = read_chunk(
                 memory,
                 row_address
                     .checked_add(offset)
-                    .ok_or(Status::ArgumentOutOfRange)?,
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?,
                 row_bytes
                     .get_mut(..length)
-                    .ok_or(Status::ArgumentOutOfRange)?,
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?,
                 &mut row_values,
             )?;
             read_chunk(
                 memory,
                 query_address
                     .checked_add(offset)
-                    .ok_or(Status::ArgumentOutOfRange)?,
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?,
                 query_bytes
                     .get_mut(..length)
-                    .ok_or(Status::ArgumentOutOfRange)?,
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?,
                 &mut query_values,
             )?;
             accumulator.add(
                 row_values
                     .get(..elements)
-                    .ok_or(Status::ArgumentOutOfRange)?,
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?,
                 query_values
                     .get(..elements)
-                    .ok_or(Status::ArgumentOutOfRange)?,
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?,
             );
             offset = offset
-                .checked_add(u64::try_from(length).map_err(|_| Status::ArgumentOutOfRange)?)
-                .ok_or(Status::ArgumentOutOfRange)?;
+                .checked_add(u64::try_from(length).map_err(|_| FirmwareError::ArgumentOutOfRange)?)
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
         }
         let result_address = self
             .result
             .checked_add(item.result_offset)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         memory.write(result_address, &accumulator.finish().to_le_bytes())?;
         Ok(())
     }
@@ -340,13 +349,15 @@ fn read_chunk<M: DeviceMemory>(
     address: DeviceAddress,
     bytes: &mut [u8],
     values: &mut [f32; CHUNK_ELEMENTS],
-) -> Result<usize, Status> {
+) -> Result<usize, FirmwareError> {
     memory.read(address, bytes)?;
     let mut elements = 0_usize;
     for (value, word) in values.iter_mut().zip(bytes.chunks_exact(4)) {
-        let word = <[u8; 4]>::try_from(word).map_err(|_| Status::ArgumentOutOfRange)?;
+        let word = <[u8; 4]>::try_from(word).map_err(|_| FirmwareError::ArgumentOutOfRange)?;
         *value = f32::from_le_bytes(word);
-        elements = elements.checked_add(1).ok_or(Status::ArgumentOutOfRange)?;
+        elements = elements
+            .checked_add(1)
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
     }
     Ok(elements)
 }
@@ -433,8 +444,11 @@ mod tests {
         );
         assert_eq!(spec.cost.vector, 10 * 2 + 3);
         assert_eq!(spec.cost.bytes, 80 * 4 + 4);
-        assert_eq!(kernel.item(15), Err(Status::ArgumentOutOfRange));
-        assert_eq!(kernel.item(u32::MAX), Err(Status::ArgumentOutOfRange));
+        assert_eq!(kernel.item(15), Err(FirmwareError::ArgumentOutOfRange));
+        assert_eq!(
+            kernel.item(u32::MAX),
+            Err(FirmwareError::ArgumentOutOfRange)
+        );
     }
 
     #[test]
@@ -477,7 +491,7 @@ mod tests {
         }
     }
 
-    fn assert_rejected(command: CommandDescriptor, memory_size: u64, status: Status) {
+    fn assert_rejected(command: CommandDescriptor, memory_size: u64, status: FirmwareError) {
         assert_eq!(
             KnnKernel::decode(&command, memory_size),
             Err(status),
@@ -489,10 +503,10 @@ mod tests {
     fn wrong_kernel_or_reserved_flags_are_rejected() {
         let mut wrong_kernel = valid();
         wrong_kernel.kernel = 99;
-        assert_rejected(wrong_kernel, MEMORY, Status::UnknownKernel);
+        assert_rejected(wrong_kernel, MEMORY, FirmwareError::UnknownKernel);
         let mut flags = valid();
         flags.flags = 1;
-        assert_rejected(flags, MEMORY, Status::MalformedDescriptor);
+        assert_rejected(flags, MEMORY, FirmwareError::MalformedDescriptor);
     }
 
     #[test]
@@ -500,17 +514,17 @@ mod tests {
         assert_rejected(
             command(0x1000, 0x4000, 0, 80, 3, 0x8000),
             MEMORY,
-            Status::ArgumentOutOfRange,
+            FirmwareError::ArgumentOutOfRange,
         );
         assert_rejected(
             command(0x1000, 0x4000, 5, 0, 3, 0x8000),
             MEMORY,
-            Status::ArgumentOutOfRange,
+            FirmwareError::ArgumentOutOfRange,
         );
         assert_rejected(
             command(0x1000, 0x4000, 5, 80, 0, 0x8000),
             MEMORY,
-            Status::ArgumentOutOfRange,
+            FirmwareError::ArgumentOutOfRange,
         );
     }
 
@@ -520,7 +534,7 @@ mod tests {
             assert_rejected(
                 command(0x1000, 0x4000, 5, dim, 3, 0x8000),
                 MEMORY,
-                Status::ArgumentOutOfRange,
+                FirmwareError::ArgumentOutOfRange,
             );
         }
     }
@@ -529,14 +543,14 @@ mod tests {
     fn query_count_wider_than_32_bits_is_rejected() {
         let mut wide = valid();
         wide.args[3] = 1 << 32 | 3;
-        assert_rejected(wide, MEMORY, Status::ArgumentOutOfRange);
+        assert_rejected(wide, MEMORY, FirmwareError::ArgumentOutOfRange);
     }
 
     #[test]
     fn item_count_overflowing_u32_is_rejected() {
         let mut huge = command(0, 0, 1 << 16, 8, 1 << 16, 0);
         huge.result_length = 1 << 34;
-        assert_rejected(huge, u64::MAX, Status::ArgumentOutOfRange);
+        assert_rejected(huge, u64::MAX, FirmwareError::ArgumentOutOfRange);
     }
 
     #[test]
@@ -544,11 +558,11 @@ mod tests {
         for delta in [-4_i64, -1, 1, 4] {
             let mut command = valid();
             command.result_length = (60 + delta) as u64;
-            assert_rejected(command, MEMORY, Status::ArgumentOutOfRange);
+            assert_rejected(command, MEMORY, FirmwareError::ArgumentOutOfRange);
         }
         let mut zero = valid();
         zero.result_length = 0;
-        assert_rejected(zero, MEMORY, Status::ArgumentOutOfRange);
+        assert_rejected(zero, MEMORY, FirmwareError::ArgumentOutOfRange);
     }
 
     #[test]
@@ -557,22 +571,22 @@ mod tests {
         assert_rejected(
             command(MEMORY - 1436, 0x4000, 5, 80, 3, 0x8000),
             MEMORY,
-            Status::ArgumentOutOfRange,
+            FirmwareError::ArgumentOutOfRange,
         );
         assert_rejected(
             command(0x1000, MEMORY - 4, 5, 80, 3, 0x8000),
             MEMORY,
-            Status::ArgumentOutOfRange,
+            FirmwareError::ArgumentOutOfRange,
         );
         assert_rejected(
             command(0x1000, 0x4000, 5, 80, 3, MEMORY - 56),
             MEMORY,
-            Status::ArgumentOutOfRange,
+            FirmwareError::ArgumentOutOfRange,
         );
         // Exactly at the end is fine.
         assert!(KnnKernel::decode(&command(0x1000, 0x4000, 5, 80, 3, MEMORY - 60), MEMORY).is_ok());
         // Everything beyond a tiny memory.
-        assert_rejected(valid(), 0, Status::ArgumentOutOfRange);
+        assert_rejected(valid(), 0, FirmwareError::ArgumentOutOfRange);
     }
 
     #[test]
@@ -580,22 +594,22 @@ mod tests {
         assert_rejected(
             command(u64::MAX - 3, 0x4000, 5, 80, 3, 0x8000),
             u64::MAX,
-            Status::ArgumentOutOfRange,
+            FirmwareError::ArgumentOutOfRange,
         );
         assert_rejected(
             command(0x1000, u64::MAX - 3, 5, 80, 3, 0x8000),
             u64::MAX,
-            Status::ArgumentOutOfRange,
+            FirmwareError::ArgumentOutOfRange,
         );
         assert_rejected(
             command(0x1000, 0x4000, 5, 80, 3, u64::MAX - 3),
             u64::MAX,
-            Status::ArgumentOutOfRange,
+            FirmwareError::ArgumentOutOfRange,
         );
         // Byte counts that overflow u64: dim * 4 * rows.
         let mut command = command(0, 0, u32::MAX, 0xFFFF_FFF8, 1, 0);
         command.result_length = u64::from(u32::MAX) * 4;
-        assert_rejected(command, u64::MAX, Status::ArgumentOutOfRange);
+        assert_rejected(command, u64::MAX, FirmwareError::ArgumentOutOfRange);
     }
 
     #[test]
@@ -603,17 +617,17 @@ mod tests {
         assert_rejected(
             command(0x1001, 0x4000, 5, 80, 3, 0x8000),
             MEMORY,
-            Status::ArgumentOutOfRange,
+            FirmwareError::ArgumentOutOfRange,
         );
         assert_rejected(
             command(0x1000, 0x4002, 5, 80, 3, 0x8000),
             MEMORY,
-            Status::ArgumentOutOfRange,
+            FirmwareError::ArgumentOutOfRange,
         );
         assert_rejected(
             command(0x1000, 0x4000, 5, 80, 3, 0x8003),
             MEMORY,
-            Status::ArgumentOutOfRange,
+            FirmwareError::ArgumentOutOfRange,
         );
     }
 
@@ -623,13 +637,13 @@ mod tests {
         assert_rejected(
             command(0x1000, 0x4000, 5, 80, 3, 0x1000 + 1596),
             MEMORY,
-            Status::ArgumentOutOfRange,
+            FirmwareError::ArgumentOutOfRange,
         );
         // Ending inside the queries.
         assert_rejected(
             command(0x1000, 0x4000, 5, 80, 3, 0x4000 - 56),
             MEMORY,
-            Status::ArgumentOutOfRange,
+            FirmwareError::ArgumentOutOfRange,
         );
         // Touching but not overlapping is fine; inputs may overlap each other (read-only).
         assert!(
@@ -641,13 +655,13 @@ mod tests {
     fn execute_on_a_smaller_memory_than_validated_reports_a_fault() {
         let kernel = KnnKernel::decode(&valid(), MEMORY).unwrap();
         let mut small = FakeMemory::new(0x2000);
-        assert_eq!(
+        assert!(matches!(
             kernel.execute(0, &mut small),
-            Err(Status::DeviceMemoryFault)
-        );
+            Err(FirmwareError::MemoryFault(_))
+        ));
         assert_eq!(
             kernel.execute(15, &mut small),
-            Err(Status::ArgumentOutOfRange)
+            Err(FirmwareError::ArgumentOutOfRange)
         );
     }
 
@@ -691,10 +705,10 @@ mod tests {
                     if memory_size <= 0x2000 {
                         prop_assert_eq!(outcome, Ok(()));
                     } else {
-                        prop_assert!(outcome == Ok(()) || outcome == Err(Status::DeviceMemoryFault));
+                        prop_assert!(outcome == Ok(()) || matches!(outcome, Err(FirmwareError::MemoryFault(_))));
                     }
                 }
-                prop_assert_eq!(kernel.execute(kernel.items(), &mut memory), Err(Status::ArgumentOutOfRange));
+                prop_assert_eq!(kernel.execute(kernel.items(), &mut memory), Err(FirmwareError::ArgumentOutOfRange));
             }
         }
     }

@@ -35,10 +35,11 @@ mod ranges;
 pub mod ssb;
 pub mod sssp;
 
+use crate::error::FirmwareError;
 use core::ops::Range;
 
 use crate::hal::DeviceMemory;
-use shared_abi::{CommandDescriptor, KernelId, Status};
+use shared_abi::{CommandDescriptor, KernelId};
 
 /// Vector lanes of a CCM µthread (8, M²NDP's `simd_width=256`): part of the contract with the
 /// host, so defined in [`shared_abi::params::VECTOR_LANES`].
@@ -244,18 +245,20 @@ impl Kernel {
     pub fn decode<M: DeviceMemory>(
         command: &CommandDescriptor,
         memory: &M,
-    ) -> Result<Kernel, Status> {
+    ) -> Result<Kernel, FirmwareError> {
         let memory_size = memory.size();
-        Ok(match KernelId::try_from(command.kernel)? {
-            KernelId::KnnDistance => Kernel::Knn(knn::KnnKernel::decode(command, memory_size)?),
-            KernelId::SsspRelax => Kernel::Sssp(sssp::SsspKernel::decode(command, memory)?),
-            KernelId::PageRankGather => {
-                Kernel::PageRank(pagerank::PageRankKernel::decode(command, memory)?)
-            }
-            KernelId::SsbFilter => Kernel::Ssb(ssb::SsbKernel::decode(command, memory)?),
-            KernelId::OptAttention => Kernel::Opt(opt::OptKernel::decode(command, memory)?),
-            KernelId::DlrmSls => Kernel::Dlrm(dlrm::DlrmKernel::decode(command, memory)?),
-        })
+        Ok(
+            match KernelId::try_from(command.kernel).map_err(|_| FirmwareError::UnknownKernel)? {
+                KernelId::KnnDistance => Kernel::Knn(knn::KnnKernel::decode(command, memory_size)?),
+                KernelId::SsspRelax => Kernel::Sssp(sssp::SsspKernel::decode(command, memory)?),
+                KernelId::PageRankGather => {
+                    Kernel::PageRank(pagerank::PageRankKernel::decode(command, memory)?)
+                }
+                KernelId::SsbFilter => Kernel::Ssb(ssb::SsbKernel::decode(command, memory)?),
+                KernelId::OptAttention => Kernel::Opt(opt::OptKernel::decode(command, memory)?),
+                KernelId::DlrmSls => Kernel::Dlrm(dlrm::DlrmKernel::decode(command, memory)?),
+            },
+        )
     }
 
     /// Work items in the launch, over all stages.
@@ -280,9 +283,9 @@ impl Kernel {
         }
     }
 
-    /// Item `index` (`index < items()`, else [`Status::ArgumentOutOfRange`]), read from the
+    /// Item `index` (`index < items()`, else [`FirmwareError::ArgumentOutOfRange`]), read from the
     /// launch's arguments and, where the kernel needs it, from `memory` (read only).
-    pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, Status> {
+    pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, FirmwareError> {
         match self {
             Kernel::Knn(k) => k.item(index),
             Kernel::Sssp(k) => k.item(index, memory),
@@ -294,7 +297,11 @@ impl Kernel {
     }
 
     /// Runs item `index`: reads its inputs and writes its result bytes in device memory.
-    pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &mut M) -> Result<(), Status> {
+    pub fn execute<M: DeviceMemory>(
+        &self,
+        index: u32,
+        memory: &mut M,
+    ) -> Result<(), FirmwareError> {
         each_kernel!(self, k => k.execute(index, memory))
     }
 }

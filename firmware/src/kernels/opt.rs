@@ -109,7 +109,7 @@
 //!
 //! # Validation (everything a hostile host can send)
 //!
-//! - `kernel` is not OPT: [`Status::UnknownKernel`]; `flags != 0`: [`Status::MalformedDescriptor`].
+//! - `kernel` is not OPT: [`FirmwareError::UnknownKernel`]; `flags != 0`: [`FirmwareError::MalformedDescriptor`].
 //! - The parameter block not 8-byte aligned or not inside device memory, any shape zero,
 //!   `head_dim` not a multiple of [`LANES`] or above [`MAX_HEAD_DIM`], `hidden != heads *
 //!   head_dim` or above [`MAX_HIDDEN`], `capacity` above [`MAX_POSITIONS`], `position >=
@@ -117,7 +117,7 @@
 //!   address not 4-byte aligned, any range overflowing or ending beyond device memory,
 //!   `result_length != hidden * 4`, the item count not fitting a `u32`, or any written range
 //!   (the two caches, the workspace, the result) overlapping another range:
-//!   [`Status::ArgumentOutOfRange`]. Read-only inputs may overlap each other.
+//!   [`FirmwareError::ArgumentOutOfRange`]. Read-only inputs may overlap each other.
 //!
 //! Every size is computed with checked arithmetic; nothing here can panic.
 //!
@@ -157,12 +157,13 @@
 //! few values every item of a stage reads (LayerNorm's mean and reciprocal deviation), which
 //! stay in the unit's L1 after the first.
 
+use crate::error::FirmwareError;
 use core::ops::Range;
 
 use crate::hal::DeviceMemory;
 use crate::kernels::ranges::{checked_range, overlaps};
 use crate::kernels::{ItemCost, ItemSpec};
-use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
+use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
 // The arithmetic shared with the host reference (see the module docs), from `kernel-arith`.
 pub use kernel_arith::opt::{
@@ -691,13 +692,13 @@ pub struct OptKernel {
 }
 
 /// `a * b` as `u64`, or out of range.
-fn product(a: u64, b: u64) -> Result<u64, Status> {
-    a.checked_mul(b).ok_or(Status::ArgumentOutOfRange)
+fn product(a: u64, b: u64) -> Result<u64, FirmwareError> {
+    a.checked_mul(b).ok_or(FirmwareError::ArgumentOutOfRange)
 }
 
 /// `a * b` as `u32`, or out of range.
-fn product32(a: u32, b: u32) -> Result<u32, Status> {
-    a.checked_mul(b).ok_or(Status::ArgumentOutOfRange)
+fn product32(a: u32, b: u32) -> Result<u32, FirmwareError> {
+    a.checked_mul(b).ok_or(FirmwareError::ArgumentOutOfRange)
 }
 
 /// `a / PACKET_ELEMENTS` (every caller's `a` is a multiple of it or wants the floor).
@@ -711,12 +712,12 @@ impl OptKernel {
     pub fn decode<M: DeviceMemory>(
         command: &CommandDescriptor,
         memory: &M,
-    ) -> Result<Self, Status> {
+    ) -> Result<Self, FirmwareError> {
         if command.kernel != KernelId::OptAttention as u32 {
-            return Err(Status::UnknownKernel);
+            return Err(FirmwareError::UnknownKernel);
         }
         if command.flags != 0 {
-            return Err(Status::MalformedDescriptor);
+            return Err(FirmwareError::MalformedDescriptor);
         }
         let memory_size = memory.size();
         let [parameter_address, key_cache, value_cache, position] = command.args;
@@ -741,24 +742,24 @@ impl OptKernel {
             || p.head_dim.checked_rem(PACKET_ELEMENTS) != Some(0)
             || p.heads.checked_mul(p.head_dim) != Some(p.hidden)
         {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
-        let position = u32::try_from(position).map_err(|_| Status::ArgumentOutOfRange)?;
+        let position = u32::try_from(position).map_err(|_| FirmwareError::ArgumentOutOfRange)?;
         if position >= p.capacity {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
 
         let hidden = u64::from(p.hidden);
         let vector_bytes = product(hidden, ELEMENT_BYTES)?;
         if command.result_length != vector_bytes {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         let qkv_rows = product(hidden, 3)?;
-        let cache =
-            cache_bytes(p.heads, p.capacity, p.head_dim).ok_or(Status::ArgumentOutOfRange)?;
+        let cache = cache_bytes(p.heads, p.capacity, p.head_dim)
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let layout =
             WorkspaceLayout::new(p.hidden, p.heads, p.head_dim, p.capacity, p.output_split)
-                .ok_or(Status::ArgumentOutOfRange)?;
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let workspace = product(layout.elements, ELEMENT_BYTES)?;
         let range =
             |start: u64, length: u64| checked_range(start, length, ADDRESS_ALIGNMENT, memory_size);
@@ -785,11 +786,13 @@ impl OptKernel {
                     .skip(index.saturating_add(1))
                     .any(|other| overlaps(*target, *other))
             {
-                return Err(Status::ArgumentOutOfRange);
+                return Err(FirmwareError::ArgumentOutOfRange);
             }
         }
 
-        let tokens = position.checked_add(1).ok_or(Status::ArgumentOutOfRange)?;
+        let tokens = position
+            .checked_add(1)
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let token_packets = tokens.div_ceil(PACKET_ELEMENTS);
         let blocks = token_packets.div_ceil(SOFTMAX_BLOCK_PACKETS);
         let hidden_packets = packets_of(p.hidden);
@@ -810,7 +813,9 @@ impl OptKernel {
         let mut stage_starts = [0_u32; STAGES as usize + 1];
         let mut next = 0_u32;
         for (start, items) in stage_starts.iter_mut().skip(1).zip(counts) {
-            next = next.checked_add(items).ok_or(Status::ArgumentOutOfRange)?;
+            next = next
+                .checked_add(items)
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
             *start = next;
         }
         Ok(OptKernel {
@@ -867,30 +872,34 @@ impl OptKernel {
     }
 
     /// The stage of item `index` and its index within the stage.
-    fn locate(&self, index: u32) -> Result<(u32, u32), Status> {
+    fn locate(&self, index: u32) -> Result<(u32, u32), FirmwareError> {
         if index >= self.items() {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         for stage in 0..STAGES {
             let items = self.stage_items(stage);
             if items.contains(&index) {
                 let local = index
                     .checked_sub(items.start)
-                    .ok_or(Status::ArgumentOutOfRange)?;
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?;
                 return Ok((stage, local));
             }
         }
-        Err(Status::ArgumentOutOfRange)
+        Err(FirmwareError::ArgumentOutOfRange)
     }
 
     /// What item `index` does.
-    fn work(&self, index: u32) -> Result<Work, Status> {
+    fn work(&self, index: u32) -> Result<Work, FirmwareError> {
         let p = &self.parameters;
         let (stage, local) = self.locate(index)?;
-        let split = |per: u32| -> Result<(u32, u32), Status> {
+        let split = |per: u32| -> Result<(u32, u32), FirmwareError> {
             Ok((
-                local.checked_div(per).ok_or(Status::ArgumentOutOfRange)?,
-                local.checked_rem(per).ok_or(Status::ArgumentOutOfRange)?,
+                local
+                    .checked_div(per)
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?,
+                local
+                    .checked_rem(per)
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?,
             ))
         };
         Ok(match stage {
@@ -918,7 +927,7 @@ impl OptKernel {
                 Work::OutProj { part, packet }
             }
             9 => Work::Residual { packet: local },
-            _ => return Err(Status::ArgumentOutOfRange),
+            _ => return Err(FirmwareError::ArgumentOutOfRange),
         })
     }
 
@@ -933,7 +942,7 @@ impl OptKernel {
 
     /// Item `index`: its result range (only stage 9's items have one: `32 p`, 32 bytes) and
     /// its cost (the stage's, see the cost constants). Reads nothing from `memory`.
-    pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, Status> {
+    pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, FirmwareError> {
         let _ = memory;
         let p = &self.parameters;
         let none = |cost: ItemCost| ItemSpec {
@@ -967,8 +976,12 @@ impl OptKernel {
 
     /// Runs item `index` (see the module docs for what each stage reads and writes). A memory
     /// fault (a memory smaller than the one the command was validated against) is reported
-    /// as [`Status::DeviceMemoryFault`].
-    pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &mut M) -> Result<(), Status> {
+    /// as [`FirmwareError::MemoryFault`].
+    pub fn execute<M: DeviceMemory>(
+        &self,
+        index: u32,
+        memory: &mut M,
+    ) -> Result<(), FirmwareError> {
         match self.work(index)? {
             Work::Statistics => self.execute_statistics(memory),
             Work::Normalize { packet } => self.execute_normalize(packet, memory),
@@ -985,37 +998,37 @@ impl OptKernel {
 
     /// Device address of workspace element `index` of the region starting at element
     /// `region`.
-    fn workspace(&self, region: u64, index: u64) -> Result<u64, Status> {
+    fn workspace(&self, region: u64, index: u64) -> Result<u64, FirmwareError> {
         element_address(
             self.parameters.workspace,
             region
                 .checked_add(index)
-                .ok_or(Status::ArgumentOutOfRange)?,
+                .ok_or(FirmwareError::ArgumentOutOfRange)?,
         )
     }
 
     /// Element index of `(head, token, dim)` in a cache.
-    fn cache_element(&self, head: u32, token: u32, dim: u32) -> Result<u64, Status> {
+    fn cache_element(&self, head: u32, token: u32, dim: u32) -> Result<u64, FirmwareError> {
         let p = &self.parameters;
         product(u64::from(head), u64::from(p.capacity))?
             .checked_add(u64::from(token))
-            .ok_or(Status::ArgumentOutOfRange)
+            .ok_or(FirmwareError::ArgumentOutOfRange)
             .and_then(|row| product(row, u64::from(p.head_dim)))?
             .checked_add(u64::from(dim))
-            .ok_or(Status::ArgumentOutOfRange)
+            .ok_or(FirmwareError::ArgumentOutOfRange)
     }
 
     /// Index of token packet `packet` of head `head` in the `[heads][packets]` regions (whose
     /// row length is the capacity's packet count).
-    fn packet_index(&self, head: u32, packet: u32) -> Result<u64, Status> {
+    fn packet_index(&self, head: u32, packet: u32) -> Result<u64, FirmwareError> {
         let capacity_packets = u64::from(self.parameters.capacity.div_ceil(PACKET_ELEMENTS));
         product(u64::from(head), capacity_packets)?
             .checked_add(u64::from(packet))
-            .ok_or(Status::ArgumentOutOfRange)
+            .ok_or(FirmwareError::ArgumentOutOfRange)
     }
 
     /// Index of softmax block `block` of head `head` in the `[heads][blocks]` regions.
-    fn block_index(&self, head: u32, block: u32) -> Result<u64, Status> {
+    fn block_index(&self, head: u32, block: u32) -> Result<u64, FirmwareError> {
         let capacity_blocks = u64::from(
             self.parameters
                 .capacity
@@ -1024,7 +1037,7 @@ impl OptKernel {
         );
         product(u64::from(head), capacity_blocks)?
             .checked_add(u64::from(block))
-            .ok_or(Status::ArgumentOutOfRange)
+            .ok_or(FirmwareError::ArgumentOutOfRange)
     }
 
     /// Tokens of token packet `packet`: `8 packet .. min(8 packet + 8, tokens)`.
@@ -1033,7 +1046,7 @@ impl OptKernel {
         start..start.saturating_add(PACKET_ELEMENTS).min(self.tokens)
     }
 
-    fn execute_statistics<M: DeviceMemory>(&self, memory: &mut M) -> Result<(), Status> {
+    fn execute_statistics<M: DeviceMemory>(&self, memory: &mut M) -> Result<(), FirmwareError> {
         let p = &self.parameters;
         let mut moments = LayerNormMoments::new();
         let mut chunk = [0.0_f32; CHUNK_ELEMENTS];
@@ -1041,7 +1054,9 @@ impl OptKernel {
         let hidden = p.hidden as usize;
         while done < hidden {
             let length = hidden.saturating_sub(done).min(CHUNK_ELEMENTS);
-            let values = chunk.get_mut(..length).ok_or(Status::ArgumentOutOfRange)?;
+            let values = chunk
+                .get_mut(..length)
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
             read_floats(memory, element_address(p.input, done as u64)?, values)?;
             moments.add(values);
             done = done.saturating_add(length);
@@ -1058,7 +1073,7 @@ impl OptKernel {
         &self,
         packet: u32,
         memory: &mut M,
-    ) -> Result<(), Status> {
+    ) -> Result<(), FirmwareError> {
         let p = &self.parameters;
         let mut statistics = [0.0_f32; 2];
         read_floats(
@@ -1082,23 +1097,23 @@ impl OptKernel {
 
     /// Where output row `row` (a multiple of 8) of the stacked projection and the 7 after it
     /// go: q in the workspace, or the head's cache slot at `position`.
-    fn qkv_destination(&self, row: u32) -> Result<u64, Status> {
+    fn qkv_destination(&self, row: u32) -> Result<u64, FirmwareError> {
         let p = &self.parameters;
         let matrix = row
             .checked_div(p.hidden)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let column = row
             .checked_rem(p.hidden)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         if matrix == 0 {
             return self.workspace(self.layout.query, u64::from(column));
         }
         let head = column
             .checked_div(p.head_dim)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let dim = column
             .checked_rem(p.head_dim)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let element = self.cache_element(head, self.position, dim)?;
         let base = if matrix == 1 {
             self.key_cache
@@ -1119,7 +1134,7 @@ impl OptKernel {
         columns: u32,
         input: u64,
         (part, split): (u32, u32),
-    ) -> Result<[f32; GEMV_ROWS as usize], Status> {
+    ) -> Result<[f32; GEMV_ROWS as usize], FirmwareError> {
         let mut sums = [LaneSum::<LANES>::new(); GEMV_ROWS as usize];
         let block = GEMV_BLOCK_ELEMENTS as usize;
         let mut input_block = [0.0_f32; GEMV_BLOCK_ELEMENTS as usize];
@@ -1131,15 +1146,15 @@ impl OptKernel {
             let length = columns.saturating_sub(start).min(block);
             let input_values = input_block
                 .get_mut(..length)
-                .ok_or(Status::ArgumentOutOfRange)?;
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
             read_floats(memory, element_address(input, start as u64)?, input_values)?;
             for (row, sum) in (first_row..).zip(sums.iter_mut()) {
                 let values = row_block
                     .get_mut(..length)
-                    .ok_or(Status::ArgumentOutOfRange)?;
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?;
                 let element = product(u64::from(row), columns as u64)?
                     .checked_add(start as u64)
-                    .ok_or(Status::ArgumentOutOfRange)?;
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?;
                 read_floats(memory, element_address(matrix, element)?, values)?;
                 sum.add_products(values, input_values);
             }
@@ -1152,7 +1167,11 @@ impl OptKernel {
         Ok(out)
     }
 
-    fn execute_qkv<M: DeviceMemory>(&self, packet: u32, memory: &mut M) -> Result<(), Status> {
+    fn execute_qkv<M: DeviceMemory>(
+        &self,
+        packet: u32,
+        memory: &mut M,
+    ) -> Result<(), FirmwareError> {
         let p = &self.parameters;
         let first_row = product32(packet, GEMV_ROWS)?;
         let normalized = self.workspace(self.layout.normalized, 0)?;
@@ -1181,13 +1200,13 @@ impl OptKernel {
         head: u32,
         packet: u32,
         memory: &mut M,
-    ) -> Result<(), Status> {
+    ) -> Result<(), FirmwareError> {
         let p = &self.parameters;
         let head_dim = p.head_dim as usize;
         let mut query = [0.0_f32; MAX_HEAD_DIM as usize];
         let query = query
             .get_mut(..head_dim)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let query_start = product(u64::from(head), u64::from(p.head_dim))?;
         read_floats(
             memory,
@@ -1196,7 +1215,9 @@ impl OptKernel {
         )?;
         let scale = attention_scale(p.head_dim);
         let mut key = [0.0_f32; MAX_HEAD_DIM as usize];
-        let key = key.get_mut(..head_dim).ok_or(Status::ArgumentOutOfRange)?;
+        let key = key
+            .get_mut(..head_dim)
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let mut scores = [0.0_f32; LANES];
         let tokens = self.packet_tokens(packet);
         let count = tokens.end.saturating_sub(tokens.start) as usize;
@@ -1208,11 +1229,13 @@ impl OptKernel {
             )?;
             *value = score(query, key, scale);
         }
-        let scores = scores.get(..count).ok_or(Status::ArgumentOutOfRange)?;
+        let scores = scores
+            .get(..count)
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let score_row = product(u64::from(head), u64::from(p.capacity))?;
         let first = score_row
             .checked_add(u64::from(tokens.start))
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         write_floats(memory, self.workspace(self.layout.scores, first)?, scores)?;
         write_floats(
             memory,
@@ -1226,14 +1249,14 @@ impl OptKernel {
         head: u32,
         packet: u32,
         memory: &mut M,
-    ) -> Result<(), Status> {
+    ) -> Result<(), FirmwareError> {
         let p = &self.parameters;
         let block = packet / SOFTMAX_BLOCK_PACKETS;
         let packets = self.block_packets(block);
         let mut maxima = [0.0_f32; SOFTMAX_BLOCK_PACKETS as usize];
         let maxima = maxima
             .get_mut(..packets.end.saturating_sub(packets.start) as usize)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         read_floats(
             memory,
             self.workspace(
@@ -1247,10 +1270,10 @@ impl OptKernel {
         let mut scores = [0.0_f32; LANES];
         let scores = scores
             .get_mut(..tokens.end.saturating_sub(tokens.start) as usize)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let first = product(u64::from(head), u64::from(p.capacity))?
             .checked_add(u64::from(tokens.start))
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let address = self.workspace(self.layout.scores, first)?;
         read_floats(memory, address, scores)?;
         let sum = exponents(scores, max);
@@ -1267,26 +1290,26 @@ impl OptKernel {
         head: u32,
         packet: u32,
         memory: &mut M,
-    ) -> Result<(), Status> {
+    ) -> Result<(), FirmwareError> {
         let p = &self.parameters;
         let head_dim = p.head_dim as usize;
         let tokens = self.packet_tokens(packet);
         let mut weights = [0.0_f32; LANES];
         let weights = weights
             .get_mut(..tokens.end.saturating_sub(tokens.start) as usize)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let first = product(u64::from(head), u64::from(p.capacity))?
             .checked_add(u64::from(tokens.start))
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         read_floats(memory, self.workspace(self.layout.scores, first)?, weights)?;
         let mut accumulator = [0.0_f32; MAX_HEAD_DIM as usize];
         let accumulator = accumulator
             .get_mut(..head_dim)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let mut values = [0.0_f32; MAX_HEAD_DIM as usize];
         let values = values
             .get_mut(..head_dim)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         for (token, weight) in tokens.zip(weights.iter()) {
             read_floats(
                 memory,
@@ -1308,21 +1331,25 @@ impl OptKernel {
         head: u32,
         block: u32,
         memory: &mut M,
-    ) -> Result<(), Status> {
+    ) -> Result<(), FirmwareError> {
         let p = &self.parameters;
         let head_dim = p.head_dim as usize;
         let packets = self.block_packets(block);
         let count = packets.end.saturating_sub(packets.start) as usize;
         let first = self.packet_index(head, packets.start)?;
         let mut maxima = [0.0_f32; SOFTMAX_BLOCK_PACKETS as usize];
-        let maxima = maxima.get_mut(..count).ok_or(Status::ArgumentOutOfRange)?;
+        let maxima = maxima
+            .get_mut(..count)
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         read_floats(
             memory,
             self.workspace(self.layout.packet_maxima, first)?,
             maxima,
         )?;
         let mut sums = [0.0_f32; SOFTMAX_BLOCK_PACKETS as usize];
-        let sums = sums.get_mut(..count).ok_or(Status::ArgumentOutOfRange)?;
+        let sums = sums
+            .get_mut(..count)
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         read_floats(
             memory,
             self.workspace(self.layout.packet_sums, first)?,
@@ -1331,11 +1358,11 @@ impl OptKernel {
         let mut accumulator = [0.0_f32; MAX_HEAD_DIM as usize];
         let accumulator = accumulator
             .get_mut(..head_dim)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let mut partial = [0.0_f32; MAX_HEAD_DIM as usize];
         let partial = partial
             .get_mut(..head_dim)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         for packet in packets {
             let slot = product(self.packet_index(head, packet)?, u64::from(p.head_dim))?;
             read_floats(
@@ -1369,24 +1396,28 @@ impl OptKernel {
         head: u32,
         packet: u32,
         memory: &mut M,
-    ) -> Result<(), Status> {
+    ) -> Result<(), FirmwareError> {
         let p = &self.parameters;
         let blocks = self.blocks as usize;
         let first = self.block_index(head, 0)?;
         let mut maxima = [0.0_f32; MAX_BLOCKS as usize];
-        let maxima = maxima.get_mut(..blocks).ok_or(Status::ArgumentOutOfRange)?;
+        let maxima = maxima
+            .get_mut(..blocks)
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         read_floats(
             memory,
             self.workspace(self.layout.block_maxima, first)?,
             maxima,
         )?;
         let mut sums = [0.0_f32; MAX_BLOCKS as usize];
-        let sums = sums.get_mut(..blocks).ok_or(Status::ArgumentOutOfRange)?;
+        let sums = sums
+            .get_mut(..blocks)
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         read_floats(memory, self.workspace(self.layout.block_sums, first)?, sums)?;
         let mut factors = [0.0_f32; MAX_BLOCKS as usize];
         let factors = factors
             .get_mut(..blocks)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let reciprocal = block_factors(maxima, sums, factors);
         let first_dim = product32(packet, PACKET_ELEMENTS)?;
         let mut accumulator = [0.0_f32; LANES];
@@ -1394,7 +1425,7 @@ impl OptKernel {
         for (block, factor) in (0_u32..).zip(factors.iter()) {
             let slot = product(self.block_index(head, block)?, u64::from(p.head_dim))?
                 .checked_add(u64::from(first_dim))
-                .ok_or(Status::ArgumentOutOfRange)?;
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
             read_floats(
                 memory,
                 self.workspace(self.layout.block_partials, slot)?,
@@ -1405,7 +1436,7 @@ impl OptKernel {
         scale(&mut accumulator, reciprocal);
         let out = product(u64::from(head), u64::from(p.head_dim))?
             .checked_add(u64::from(first_dim))
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         write_floats(
             memory,
             self.workspace(self.layout.attention, out)?,
@@ -1418,7 +1449,7 @@ impl OptKernel {
         part: u32,
         packet: u32,
         memory: &mut M,
-    ) -> Result<(), Status> {
+    ) -> Result<(), FirmwareError> {
         let p = &self.parameters;
         let first_row = product32(packet, GEMV_ROWS)?;
         let attention = self.workspace(self.layout.attention, 0)?;
@@ -1432,7 +1463,7 @@ impl OptKernel {
         )?;
         let slot = product(u64::from(part), u64::from(p.hidden))?
             .checked_add(u64::from(first_row))
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         write_floats(
             memory,
             self.workspace(self.layout.out_partials, slot)?,
@@ -1440,17 +1471,21 @@ impl OptKernel {
         )
     }
 
-    fn execute_residual<M: DeviceMemory>(&self, packet: u32, memory: &mut M) -> Result<(), Status> {
+    fn execute_residual<M: DeviceMemory>(
+        &self,
+        packet: u32,
+        memory: &mut M,
+    ) -> Result<(), FirmwareError> {
         let p = &self.parameters;
         let first = product(u64::from(packet), u64::from(PACKET_ELEMENTS))?;
         let mut parts = [[0.0_f32; LANES]; MAX_OUTPUT_SPLIT as usize];
         let parts = parts
             .get_mut(..p.output_split as usize)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         for (part, values) in (0_u64..).zip(parts.iter_mut()) {
             let slot = product(part, u64::from(p.hidden))?
                 .checked_add(first)
-                .ok_or(Status::ArgumentOutOfRange)?;
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
             read_floats(
                 memory,
                 self.workspace(self.layout.out_partials, slot)?,
@@ -1466,7 +1501,7 @@ impl OptKernel {
         for (lane, ((out, bias), x)) in out.iter_mut().zip(bias).zip(x).enumerate() {
             let column = column
                 .get_mut(..parts.len())
-                .ok_or(Status::ArgumentOutOfRange)?;
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
             for (value, part) in column.iter_mut().zip(parts.iter()) {
                 *value = part.get(lane).copied().unwrap_or_default();
             }
@@ -1477,11 +1512,11 @@ impl OptKernel {
 }
 
 /// `base + 4 * index`, checked.
-fn element_address(base: u64, index: u64) -> Result<u64, Status> {
+fn element_address(base: u64, index: u64) -> Result<u64, FirmwareError> {
     index
         .checked_mul(ELEMENT_BYTES)
         .and_then(|offset| base.checked_add(offset))
-        .ok_or(Status::ArgumentOutOfRange)
+        .ok_or(FirmwareError::ArgumentOutOfRange)
 }
 
 /// Reads `values.len()` little-endian `f32` at `address`, a chunk at a time.
@@ -1489,23 +1524,25 @@ fn read_floats<M: DeviceMemory>(
     memory: &M,
     address: u64,
     values: &mut [f32],
-) -> Result<(), Status> {
+) -> Result<(), FirmwareError> {
     let mut bytes = [0_u8; CHUNK_BYTES];
     let mut address = address;
     for chunk in values.chunks_mut(CHUNK_ELEMENTS) {
         let length = chunk
             .len()
             .checked_mul(4)
-            .ok_or(Status::ArgumentOutOfRange)?;
-        let buffer = bytes.get_mut(..length).ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
+        let buffer = bytes
+            .get_mut(..length)
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         memory.read(DeviceAddress(address), buffer)?;
         for (value, word) in chunk.iter_mut().zip(buffer.chunks_exact(4)) {
-            let word = <[u8; 4]>::try_from(word).map_err(|_| Status::ArgumentOutOfRange)?;
+            let word = <[u8; 4]>::try_from(word).map_err(|_| FirmwareError::ArgumentOutOfRange)?;
             *value = f32::from_le_bytes(word);
         }
         address = address
             .checked_add(length as u64)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
     }
     Ok(())
 }
@@ -1515,22 +1552,24 @@ fn write_floats<M: DeviceMemory>(
     memory: &mut M,
     address: u64,
     values: &[f32],
-) -> Result<(), Status> {
+) -> Result<(), FirmwareError> {
     let mut bytes = [0_u8; CHUNK_BYTES];
     let mut address = address;
     for chunk in values.chunks(CHUNK_ELEMENTS) {
         let length = chunk
             .len()
             .checked_mul(4)
-            .ok_or(Status::ArgumentOutOfRange)?;
-        let buffer = bytes.get_mut(..length).ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
+        let buffer = bytes
+            .get_mut(..length)
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         for (word, value) in buffer.chunks_exact_mut(4).zip(chunk) {
             word.copy_from_slice(&value.to_le_bytes());
         }
         memory.write(DeviceAddress(address), buffer)?;
         address = address
             .checked_add(length as u64)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
     }
     Ok(())
 }
@@ -1539,6 +1578,7 @@ fn write_floats<M: DeviceMemory>(
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use shared_abi::Status;
 
     type FakeMemory = crate::testing::FakeDeviceMemory;
 
@@ -1934,10 +1974,13 @@ mod tests {
             assert_eq!(spec.result_length, 32);
             assert_eq!(spec.cost, residual_cost(SPLIT));
         }
-        assert_eq!(kernel.item(261, &memory), Err(Status::ArgumentOutOfRange));
+        assert_eq!(
+            kernel.item(261, &memory),
+            Err(FirmwareError::ArgumentOutOfRange)
+        );
         assert_eq!(
             kernel.item(u32::MAX, &memory),
-            Err(Status::ArgumentOutOfRange)
+            Err(FirmwareError::ArgumentOutOfRange)
         );
     }
 
@@ -2119,7 +2162,7 @@ mod tests {
         }
     }
 
-    fn rejected(memory: &FakeMemory, command: &CommandDescriptor, status: Status) {
+    fn rejected(memory: &FakeMemory, command: &CommandDescriptor, status: FirmwareError) {
         assert_eq!(
             OptKernel::decode(command, memory),
             Err(status),
@@ -2132,19 +2175,19 @@ mod tests {
         let memory = loaded(&layer());
         let mut c = command();
         c.kernel = KernelId::KnnDistance as u32;
-        rejected(&memory, &c, Status::UnknownKernel);
+        rejected(&memory, &c, FirmwareError::UnknownKernel);
         let mut c = command();
         c.flags = 1;
-        rejected(&memory, &c, Status::MalformedDescriptor);
+        rejected(&memory, &c, FirmwareError::MalformedDescriptor);
         for position in [72, 73, u64::from(u32::MAX), 1 << 32, u64::MAX] {
             let mut c = command();
             c.args[3] = position;
-            rejected(&memory, &c, Status::ArgumentOutOfRange);
+            rejected(&memory, &c, FirmwareError::ArgumentOutOfRange);
         }
         for length in [0, 508, 511, 513, 516, 1024, 2048, u64::MAX] {
             let mut c = command();
             c.result_length = length;
-            rejected(&memory, &c, Status::ArgumentOutOfRange);
+            rejected(&memory, &c, FirmwareError::ArgumentOutOfRange);
         }
         // Position 71 (the last slot) and position 0 are fine.
         for position in [0, 71] {
@@ -2189,7 +2232,7 @@ mod tests {
             let mut p = parameters();
             change(&mut p);
             memory.put(DeviceAddress(PARAMETERS), &p);
-            rejected(&memory, &command(), Status::ArgumentOutOfRange);
+            rejected(&memory, &command(), FirmwareError::ArgumentOutOfRange);
         }
     }
 
@@ -2214,7 +2257,7 @@ mod tests {
         for (arg, address) in cases {
             let mut c = command();
             c.args[arg] = address;
-            rejected(&memory, &c, Status::ArgumentOutOfRange);
+            rejected(&memory, &c, FirmwareError::ArgumentOutOfRange);
         }
         for result in [
             INPUT,
@@ -2227,7 +2270,7 @@ mod tests {
         ] {
             let mut c = command();
             c.result_address = result;
-            rejected(&memory, &c, Status::ArgumentOutOfRange);
+            rejected(&memory, &c, FirmwareError::ArgumentOutOfRange);
         }
         // Read-only inputs may overlap each other.
         let mut shared = loaded(&layer());
@@ -2245,15 +2288,17 @@ mod tests {
         let mut small = FakeMemory::new(0x3000);
         for stage in STAGE_RANGES {
             let item = stage.start;
-            assert_eq!(
-                kernel.execute(item, &mut small),
-                Err(Status::DeviceMemoryFault),
+            assert!(
+                matches!(
+                    kernel.execute(item, &mut small),
+                    Err(FirmwareError::MemoryFault(_))
+                ),
                 "item {item}"
             );
         }
         assert_eq!(
             kernel.execute(261, &mut small),
-            Err(Status::ArgumentOutOfRange)
+            Err(FirmwareError::ArgumentOutOfRange)
         );
     }
 

@@ -78,22 +78,23 @@
 //!
 //! # Validation (everything a hostile host can send)
 //!
-//! - `kernel` is not PageRank: [`Status::UnknownKernel`]; `flags != 0`: [`Status::MalformedDescriptor`].
+//! - `kernel` is not PageRank: [`FirmwareError::UnknownKernel`]; `flags != 0`: [`FirmwareError::MalformedDescriptor`].
 //! - Any address unaligned (parameters: 8, arrays and result: 4), any array or the result
 //!   overflowing or ending beyond device memory, `vertices` zero or `vertices + 1` not fitting
 //!   a `u32`, `arcs` not fitting a `u32`, `args[2]` other than [`VERTICES_PER_ITEM`],
 //!   `args[3] != 0`, the result overlapping any input, or `result_length != 4 * vertices`:
-//!   [`Status::ArgumentOutOfRange`] at decode. An item whose offsets decrease or exceed `arcs`,
-//!   or whose source ids are `>= vertices`, fails with [`Status::ArgumentOutOfRange`] when it is
+//!   [`FirmwareError::ArgumentOutOfRange`] at decode. An item whose offsets decrease or exceed `arcs`,
+//!   or whose source ids are `>= vertices`, fails with [`FirmwareError::ArgumentOutOfRange`] when it is
 //!   described or executed.
 //!
 //! Every size is computed with checked arithmetic; nothing here can panic.
 
+use crate::error::FirmwareError;
 use crate::hal::DeviceMemory;
 use crate::kernels::ranges::{checked_range, overlaps};
 use crate::kernels::sssp::{read_word, read_words, word_address, CHUNK_WORDS, RANDOM_ACCESS_BYTES};
 use crate::kernels::{ItemCost, ItemSpec, VECTOR_LANES};
-use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
+use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
 // The sum both the device and the host reference compute (see the module docs).
 pub use kernel_arith::pagerank::{gather_sum, GatherSum};
@@ -180,17 +181,17 @@ impl PageRankKernel {
     pub fn decode<M: DeviceMemory>(
         command: &CommandDescriptor,
         memory: &M,
-    ) -> Result<Self, Status> {
+    ) -> Result<Self, FirmwareError> {
         if command.kernel != KernelId::PageRankGather as u32 {
-            return Err(Status::UnknownKernel);
+            return Err(FirmwareError::UnknownKernel);
         }
         if command.flags != 0 {
-            return Err(Status::MalformedDescriptor);
+            return Err(FirmwareError::MalformedDescriptor);
         }
         let size = memory.size();
         let [parameters_address, contributions, per_item, reserved] = command.args;
         if reserved != 0 || per_item != u64::from(VERTICES_PER_ITEM) {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         let parameters_range = checked_range(
             parameters_address,
@@ -200,16 +201,20 @@ impl PageRankKernel {
         )?;
         let parameters: PageRankParameters = memory
             .read_value(DeviceAddress(parameters_address))
-            .map_err(|_| Status::ArgumentOutOfRange)?;
+            .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
         let vertices = parameters.vertices;
         if vertices == 0 || vertices >= u64::from(u32::MAX) || parameters.arcs > u64::from(u32::MAX)
         {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
-        let words = |n: u64| n.checked_mul(4).ok_or(Status::ArgumentOutOfRange);
+        let words = |n: u64| n.checked_mul(4).ok_or(FirmwareError::ArgumentOutOfRange);
         let offsets_range = checked_range(
             parameters.offsets,
-            words(vertices.checked_add(1).ok_or(Status::ArgumentOutOfRange)?)?,
+            words(
+                vertices
+                    .checked_add(1)
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?,
+            )?,
             4,
             size,
         )?;
@@ -217,7 +222,7 @@ impl PageRankKernel {
         let contributions_range = checked_range(contributions, words(vertices)?, 4, size)?;
         let result_bytes = words(vertices)?;
         if command.result_length != result_bytes {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         let result_range = checked_range(command.result_address, result_bytes, 4, size)?;
         if [
@@ -229,9 +234,9 @@ impl PageRankKernel {
         .iter()
         .any(|range| overlaps(*range, result_range))
         {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
-        let vertices = u32::try_from(vertices).map_err(|_| Status::ArgumentOutOfRange)?;
+        let vertices = u32::try_from(vertices).map_err(|_| FirmwareError::ArgumentOutOfRange)?;
         Ok(PageRankKernel {
             parameters,
             contributions,
@@ -252,9 +257,9 @@ impl PageRankKernel {
 
     /// Vertex `index`'s in-arcs `offsets[index]..offsets[index + 1]` (checked: not decreasing,
     /// within the arcs). Two words of device memory: the µthread's two `lw`.
-    fn arcs<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<(u64, u64), Status> {
+    fn arcs<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<(u64, u64), FirmwareError> {
         if index >= self.vertices {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         let mut words = [0_u8; 8];
         memory.read(
@@ -265,27 +270,34 @@ impl PageRankKernel {
         let first = u64::from(u32::from_le_bytes([a, b, c, d]));
         let last = u64::from(u32::from_le_bytes([e, f, g, h]));
         if first > last || last > self.parameters.arcs {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         Ok((first, last))
     }
 
     /// Item `index` (vertex `index`): result offset `4 * index`, 4 bytes, cost [`item_cost`] of
     /// its in-degree (read from the offsets).
-    pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, Status> {
+    pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, FirmwareError> {
         let (first, last) = self.arcs(index, memory)?;
         Ok(ItemSpec {
             result_offset: u64::from(index)
                 .checked_mul(RESULT_BYTES_PER_VERTEX)
-                .ok_or(Status::ArgumentOutOfRange)?,
+                .ok_or(FirmwareError::ArgumentOutOfRange)?,
             result_length: RESULT_BYTES_PER_VERTEX as u32,
-            cost: item_cost(last.checked_sub(first).ok_or(Status::ArgumentOutOfRange)?),
+            cost: item_cost(
+                last.checked_sub(first)
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?,
+            ),
         })
     }
 
     /// Runs item `index`: the [`gather_sum`] of vertex `index`'s in-neighbours' contributions,
     /// written at `4 * index` of the result.
-    pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &mut M) -> Result<(), Status> {
+    pub fn execute<M: DeviceMemory>(
+        &self,
+        index: u32,
+        memory: &mut M,
+    ) -> Result<(), FirmwareError> {
         let (first, last) = self.arcs(index, memory)?;
         let parameters = self.parameters;
         let mut sources = [0_u32; CHUNK_WORDS];
@@ -294,15 +306,15 @@ impl PageRankKernel {
         while arc < last {
             let chunk = usize::try_from(
                 last.checked_sub(arc)
-                    .ok_or(Status::ArgumentOutOfRange)?
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?
                     .min(CHUNK_WORDS as u64),
             )
-            .map_err(|_| Status::ArgumentOutOfRange)?;
+            .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
             read_words(memory, parameters.sources, arc, chunk, &mut sources)?;
             for source in sources.iter().take(chunk) {
                 let source = u64::from(*source);
                 if source >= parameters.vertices {
-                    return Err(Status::ArgumentOutOfRange);
+                    return Err(FirmwareError::ArgumentOutOfRange);
                 }
                 sum.add(f32::from_bits(read_word(
                     memory,
@@ -312,7 +324,7 @@ impl PageRankKernel {
             }
             arc = arc
                 .checked_add(chunk as u64)
-                .ok_or(Status::ArgumentOutOfRange)?;
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
         }
         memory.write(
             word_address(self.result, u64::from(index))?,
@@ -414,10 +426,13 @@ mod tests {
             words,
             [0xAAAA_AAAA, 0xAAAA_AAAA, 1.25_f32.to_bits(), 0xAAAA_AAAA]
         );
-        assert_eq!(kernel.item(4, &memory), Err(Status::ArgumentOutOfRange));
+        assert_eq!(
+            kernel.item(4, &memory),
+            Err(FirmwareError::ArgumentOutOfRange)
+        );
         assert_eq!(
             kernel.execute(4, &mut memory),
-            Err(Status::ArgumentOutOfRange)
+            Err(FirmwareError::ArgumentOutOfRange)
         );
     }
 
@@ -508,7 +523,7 @@ mod tests {
     fn rejected(memory: &FakeMemory, command: &CommandDescriptor) {
         assert_eq!(
             PageRankKernel::decode(command, memory),
-            Err(Status::ArgumentOutOfRange),
+            Err(FirmwareError::ArgumentOutOfRange),
             "{command:?}"
         );
     }
@@ -520,13 +535,13 @@ mod tests {
         c.kernel = KernelId::SsspRelax as u32;
         assert_eq!(
             PageRankKernel::decode(&c, &memory),
-            Err(Status::UnknownKernel)
+            Err(FirmwareError::UnknownKernel)
         );
         let mut c = valid;
         c.flags = 1;
         assert_eq!(
             PageRankKernel::decode(&c, &memory),
-            Err(Status::MalformedDescriptor)
+            Err(FirmwareError::MalformedDescriptor)
         );
         for (field, value) in [
             (2, 0),
@@ -597,22 +612,28 @@ mod tests {
         // offsets[1] = 4 > offsets[2] = 3: vertex 1 runs backwards; vertex 0 (0..4) is fine.
         put_words(&mut memory, OFFSETS, &[0, 4, 3, 5, 6]);
         assert!(kernel.item(0, &memory).is_ok());
-        assert_eq!(kernel.item(1, &memory), Err(Status::ArgumentOutOfRange));
+        assert_eq!(
+            kernel.item(1, &memory),
+            Err(FirmwareError::ArgumentOutOfRange)
+        );
         assert_eq!(
             kernel.execute(1, &mut memory),
-            Err(Status::ArgumentOutOfRange)
+            Err(FirmwareError::ArgumentOutOfRange)
         );
         // offsets[4] = 9 beyond the 6 arcs: only vertex 3 fails.
         put_words(&mut memory, OFFSETS, &[0, 1, 3, 5, 9]);
         assert!(kernel.item(2, &memory).is_ok());
-        assert_eq!(kernel.item(3, &memory), Err(Status::ArgumentOutOfRange));
+        assert_eq!(
+            kernel.item(3, &memory),
+            Err(FirmwareError::ArgumentOutOfRange)
+        );
         // A source id >= vertices fails its vertex at execute.
         put_words(&mut memory, OFFSETS, &[0, 1, 3, 5, 6]);
         put_words(&mut memory, SOURCES, &[1, 0, 2, 1, 3, 4]);
         assert!(kernel.execute(2, &mut memory).is_ok());
         assert_eq!(
             kernel.execute(3, &mut memory),
-            Err(Status::ArgumentOutOfRange)
+            Err(FirmwareError::ArgumentOutOfRange)
         );
     }
 
@@ -660,7 +681,7 @@ mod tests {
                 }
                 assert_eq!(
                     kernel.item(kernel.items(), &memory),
-                    Err(Status::ArgumentOutOfRange)
+                    Err(FirmwareError::ArgumentOutOfRange)
                 );
             }
             let _ = PageRankKernel::decode(&command, &FakeMemory::new(0x300));

@@ -1,24 +1,25 @@
 //! Byte-range checks every kernel's decoder shares: a command's buffer must be aligned and lie
 //! inside device memory, and the result space must not overlap an input.
 
-use shared_abi::{DeviceAddress, Status};
+use crate::error::FirmwareError;
+use shared_abi::DeviceAddress;
 
 /// `[start, start + length)` if `start` is a multiple of `alignment` and the range neither
-/// overflows nor ends beyond `memory_size`; otherwise [`Status::ArgumentOutOfRange`].
+/// overflows nor ends beyond `memory_size`; otherwise [`FirmwareError::ArgumentOutOfRange`].
 pub(crate) fn checked_range(
     start: u64,
     length: u64,
     alignment: u64,
     memory_size: u64,
-) -> Result<(u64, u64), Status> {
+) -> Result<(u64, u64), FirmwareError> {
     if start.checked_rem(alignment) != Some(0) {
-        return Err(Status::ArgumentOutOfRange);
+        return Err(FirmwareError::ArgumentOutOfRange);
     }
     let end = start
         .checked_add(length)
-        .ok_or(Status::ArgumentOutOfRange)?;
+        .ok_or(FirmwareError::ArgumentOutOfRange)?;
     if end > memory_size {
-        return Err(Status::ArgumentOutOfRange);
+        return Err(FirmwareError::ArgumentOutOfRange);
     }
     Ok((start, end))
 }
@@ -34,11 +35,11 @@ pub(crate) fn offset_address(
     base: DeviceAddress,
     index: u64,
     stride: u64,
-) -> Result<DeviceAddress, Status> {
+) -> Result<DeviceAddress, FirmwareError> {
     index
         .checked_mul(stride)
         .and_then(|offset| base.checked_add(offset))
-        .ok_or(Status::ArgumentOutOfRange)
+        .ok_or(FirmwareError::ArgumentOutOfRange)
 }
 
 #[cfg(test)]
@@ -56,11 +57,17 @@ mod tests {
     #[test]
     fn ranges_must_be_aligned_and_inside_memory() {
         assert_eq!(checked_range(8, 8, 4, 16), Ok((8, 16)));
-        assert_eq!(checked_range(6, 8, 4, 16), Err(Status::ArgumentOutOfRange));
-        assert_eq!(checked_range(12, 8, 4, 16), Err(Status::ArgumentOutOfRange));
+        assert_eq!(
+            checked_range(6, 8, 4, 16),
+            Err(FirmwareError::ArgumentOutOfRange)
+        );
+        assert_eq!(
+            checked_range(12, 8, 4, 16),
+            Err(FirmwareError::ArgumentOutOfRange)
+        );
         assert_eq!(
             checked_range(u64::MAX - 3, 8, 4, u64::MAX),
-            Err(Status::ArgumentOutOfRange)
+            Err(FirmwareError::ArgumentOutOfRange)
         );
         assert_eq!(
             offset_address(DeviceAddress(8), 3, 4),
@@ -68,7 +75,7 @@ mod tests {
         );
         assert_eq!(
             offset_address(DeviceAddress(8), u64::MAX, 4),
-            Err(Status::ArgumentOutOfRange)
+            Err(FirmwareError::ArgumentOutOfRange)
         );
     }
 }

@@ -53,12 +53,12 @@
 //!
 //! # Validation (everything a hostile host can send)
 //!
-//! - `kernel` is not the SSB filter: [`Status::UnknownKernel`]; `flags != 0`:
-//!   [`Status::MalformedDescriptor`].
+//! - `kernel` is not the SSB filter: [`FirmwareError::UnknownKernel`]; `flags != 0`:
+//!   [`FirmwareError::MalformedDescriptor`].
 //! - `rows` or `rows_per_item` zero, `rows_per_item` not a multiple of [`ROWS_PER_PACKET`],
 //!   `result_length` different from [`bitmap_bytes`]`(rows)`, a column address not 4-byte
 //!   aligned, any of the three byte ranges overflowing or ending beyond device memory, or the
-//!   result overlapping a column: [`Status::ArgumentOutOfRange`]. The columns may overlap each
+//!   result overlapping a column: [`FirmwareError::ArgumentOutOfRange`]. The columns may overlap each
 //!   other (they are only read). The result needs no alignment (the µthread stores bytes).
 //!   Bounds with `low > high` are accepted: that predicate marks nothing.
 //!
@@ -88,10 +88,11 @@
 //! sb   x11, (x10)             scalar memory
 //! ```
 
+use crate::error::FirmwareError;
 use crate::hal::DeviceMemory;
 use crate::kernels::ranges::{checked_range, overlaps};
 use crate::kernels::{ItemCost, ItemSpec};
-use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
+use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
 // The command's contract: argument packings, the predicate, the bitmap's size.
 pub use shared_abi::params::ssb::{
@@ -174,35 +175,39 @@ impl SsbKernel {
     pub fn decode<M: DeviceMemory>(
         command: &CommandDescriptor,
         memory: &M,
-    ) -> Result<Self, Status> {
+    ) -> Result<Self, FirmwareError> {
         Self::decode_for_size(command, memory.size())
     }
 
     /// [`SsbKernel::decode`] against a device memory of `memory_size` bytes.
-    pub fn decode_for_size(command: &CommandDescriptor, memory_size: u64) -> Result<Self, Status> {
+    pub fn decode_for_size(
+        command: &CommandDescriptor,
+        memory_size: u64,
+    ) -> Result<Self, FirmwareError> {
         if command.kernel != KernelId::SsbFilter as u32 {
-            return Err(Status::UnknownKernel);
+            return Err(FirmwareError::UnknownKernel);
         }
         if command.flags != 0 {
-            return Err(Status::MalformedDescriptor);
+            return Err(FirmwareError::MalformedDescriptor);
         }
         let [quantity, discount, shape, bounds] = command.args;
-        let rows =
-            u32::try_from(shape & u64::from(u32::MAX)).map_err(|_| Status::ArgumentOutOfRange)?;
-        let rows_per_item = u32::try_from(shape >> 32).map_err(|_| Status::ArgumentOutOfRange)?;
+        let rows = u32::try_from(shape & u64::from(u32::MAX))
+            .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
+        let rows_per_item =
+            u32::try_from(shape >> 32).map_err(|_| FirmwareError::ArgumentOutOfRange)?;
         if rows == 0 || rows_per_item == 0 || rows_per_item.checked_rem(ROWS_PER_PACKET) != Some(0)
         {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         let predicate = Predicate::unpack(bounds);
         let items = rows.div_ceil(rows_per_item);
         let result_bytes = bitmap_bytes(rows);
         if command.result_length != result_bytes {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         let column_bytes = u64::from(rows)
             .checked_mul(VALUE_BYTES)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let quantity_range = checked_range(quantity, column_bytes, COLUMN_ALIGNMENT, memory_size)?;
         let discount_range = checked_range(discount, column_bytes, COLUMN_ALIGNMENT, memory_size)?;
         let result_range = checked_range(
@@ -212,7 +217,7 @@ impl SsbKernel {
             memory_size,
         )?;
         if overlaps(result_range, quantity_range) || overlaps(result_range, discount_range) {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         Ok(SsbKernel {
             quantity: DeviceAddress(quantity),
@@ -261,28 +266,28 @@ impl SsbKernel {
     }
 
     /// First row and row count of item `index`.
-    fn item_rows(&self, index: u32) -> Result<(u32, u32), Status> {
+    fn item_rows(&self, index: u32) -> Result<(u32, u32), FirmwareError> {
         if index >= self.items {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         let first = index
             .checked_mul(self.rows_per_item)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let count = self
             .rows
             .checked_sub(first)
-            .ok_or(Status::ArgumentOutOfRange)?
+            .ok_or(FirmwareError::ArgumentOutOfRange)?
             .min(self.rows_per_item);
         Ok((first, count))
     }
 
     /// Item `index`: its rows' bitmap bytes (see the module docs), cost [`item_cost`] of its
     /// rows. Device memory is not read.
-    pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, Status> {
+    pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, FirmwareError> {
         let _ = memory;
         let (first, count) = self.item_rows(index)?;
         let result_length =
-            u32::try_from(bitmap_bytes(count)).map_err(|_| Status::ArgumentOutOfRange)?;
+            u32::try_from(bitmap_bytes(count)).map_err(|_| FirmwareError::ArgumentOutOfRange)?;
         Ok(ItemSpec {
             result_offset: byte_offset(first),
             result_length,
@@ -292,39 +297,51 @@ impl SsbKernel {
 
     /// Runs item `index`: streams its rows of both columns through stack buffers of
     /// [`CHUNK_ROWS`] values and writes the marking bytes. A memory fault (a memory smaller
-    /// than the one the command was validated against) is [`Status::DeviceMemoryFault`].
-    pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &mut M) -> Result<(), Status> {
+    /// than the one the command was validated against) is [`FirmwareError::MemoryFault`].
+    pub fn execute<M: DeviceMemory>(
+        &self,
+        index: u32,
+        memory: &mut M,
+    ) -> Result<(), FirmwareError> {
         let (first, count) = self.item_rows(index)?;
         let mut quantities = [0_u8; CHUNK_BYTES];
         let mut discounts = [0_u8; CHUNK_BYTES];
         let mut marks = [0_u8; CHUNK_MARK_BYTES];
         let mut done = 0_u32;
         while done < count {
-            let row = first.checked_add(done).ok_or(Status::ArgumentOutOfRange)?;
-            let remaining = count.checked_sub(done).ok_or(Status::ArgumentOutOfRange)?;
+            let row = first
+                .checked_add(done)
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
+            let remaining = count
+                .checked_sub(done)
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
             let length = usize::try_from(remaining)
-                .map_err(|_| Status::ArgumentOutOfRange)?
+                .map_err(|_| FirmwareError::ArgumentOutOfRange)?
                 .min(CHUNK_ROWS);
             let bytes = length
                 .checked_mul(VALUE_BYTES as usize)
-                .ok_or(Status::ArgumentOutOfRange)?;
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
             let quantities = quantities
                 .get_mut(..bytes)
-                .ok_or(Status::ArgumentOutOfRange)?;
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
             let discounts = discounts
                 .get_mut(..bytes)
-                .ok_or(Status::ArgumentOutOfRange)?;
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
             memory.read(column_address(self.quantity, row)?, quantities)?;
             memory.read(column_address(self.discount, row)?, discounts)?;
             let mark_bytes = mark_packets(self.predicate, quantities, discounts, &mut marks);
-            let marks = marks.get(..mark_bytes).ok_or(Status::ArgumentOutOfRange)?;
+            let marks = marks
+                .get(..mark_bytes)
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
             let address = self
                 .result
                 .checked_add(byte_offset(row))
-                .ok_or(Status::ArgumentOutOfRange)?;
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
             memory.write(address, marks)?;
-            let step = u32::try_from(length).map_err(|_| Status::ArgumentOutOfRange)?;
-            done = done.checked_add(step).ok_or(Status::ArgumentOutOfRange)?;
+            let step = u32::try_from(length).map_err(|_| FirmwareError::ArgumentOutOfRange)?;
+            done = done
+                .checked_add(step)
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
         }
         Ok(())
     }
@@ -342,11 +359,11 @@ fn byte_offset(row: u32) -> u64 {
 }
 
 /// `column + 4 row`, checked.
-fn column_address(column: DeviceAddress, row: u32) -> Result<DeviceAddress, Status> {
+fn column_address(column: DeviceAddress, row: u32) -> Result<DeviceAddress, FirmwareError> {
     u64::from(row)
         .checked_mul(VALUE_BYTES)
         .and_then(|offset| column.checked_add(offset))
-        .ok_or(Status::ArgumentOutOfRange)
+        .ok_or(FirmwareError::ArgumentOutOfRange)
 }
 
 /// Marks the rows of one chunk, a packet (one µthread body) at a time: row `j` has the
@@ -425,11 +442,11 @@ mod tests {
         command(0x1000, 0x2000, 1000, 128, 0x3000)
     }
 
-    fn decode(command: &CommandDescriptor, memory_size: u64) -> Result<SsbKernel, Status> {
+    fn decode(command: &CommandDescriptor, memory_size: u64) -> Result<SsbKernel, FirmwareError> {
         SsbKernel::decode_for_size(command, memory_size)
     }
 
-    fn assert_rejected(command: CommandDescriptor, memory_size: u64, status: Status) {
+    fn assert_rejected(command: CommandDescriptor, memory_size: u64, status: FirmwareError) {
         assert_eq!(decode(&command, memory_size), Err(status), "{command:?}");
     }
 
@@ -491,10 +508,13 @@ mod tests {
         let last = kernel.item(7, &memory).unwrap();
         assert_eq!((last.result_offset, last.result_length), (112, 13));
         assert_eq!(last.cost.bytes, 13 * 65);
-        assert_eq!(kernel.item(8, &memory), Err(Status::ArgumentOutOfRange));
+        assert_eq!(
+            kernel.item(8, &memory),
+            Err(FirmwareError::ArgumentOutOfRange)
+        );
         assert_eq!(
             kernel.item(u32::MAX, &memory),
-            Err(Status::ArgumentOutOfRange)
+            Err(FirmwareError::ArgumentOutOfRange)
         );
     }
 
@@ -585,10 +605,10 @@ mod tests {
     fn wrong_kernel_or_reserved_flags_are_rejected() {
         let mut wrong_kernel = valid();
         wrong_kernel.kernel = KernelId::KnnDistance as u32;
-        assert_rejected(wrong_kernel, MEMORY, Status::UnknownKernel);
+        assert_rejected(wrong_kernel, MEMORY, FirmwareError::UnknownKernel);
         let mut flags = valid();
         flags.flags = 2;
-        assert_rejected(flags, MEMORY, Status::MalformedDescriptor);
+        assert_rejected(flags, MEMORY, FirmwareError::MalformedDescriptor);
     }
 
     #[test]
@@ -626,7 +646,7 @@ mod tests {
             assert_rejected(
                 command(0x1000, 0x2000, rows, per_item, 0x3000),
                 MEMORY,
-                Status::ArgumentOutOfRange,
+                FirmwareError::ArgumentOutOfRange,
             );
         }
         // One item bigger than the table is fine.
@@ -638,7 +658,7 @@ mod tests {
         for length in [0, 120, 124, 126, 128, 1000] {
             let mut command = valid();
             command.result_length = length;
-            assert_rejected(command, MEMORY, Status::ArgumentOutOfRange);
+            assert_rejected(command, MEMORY, FirmwareError::ArgumentOutOfRange);
         }
     }
 
@@ -648,17 +668,17 @@ mod tests {
         assert_rejected(
             command(MEMORY - 3996, 0x2000, 1000, 128, 0x3000),
             MEMORY,
-            Status::ArgumentOutOfRange,
+            FirmwareError::ArgumentOutOfRange,
         );
         assert_rejected(
             command(0x1000, MEMORY - 3996, 1000, 128, 0x3000),
             MEMORY,
-            Status::ArgumentOutOfRange,
+            FirmwareError::ArgumentOutOfRange,
         );
         assert_rejected(
             command(0x1000, 0x2000, 1000, 128, MEMORY - 120),
             MEMORY,
-            Status::ArgumentOutOfRange,
+            FirmwareError::ArgumentOutOfRange,
         );
         // Exactly at the end is fine.
         assert!(decode(
@@ -671,24 +691,24 @@ mod tests {
             assert_rejected(
                 command(address, 0x2000, 1000, 128, 0x3000),
                 u64::MAX,
-                Status::ArgumentOutOfRange,
+                FirmwareError::ArgumentOutOfRange,
             );
             assert_rejected(
                 command(0x1000, address, 1000, 128, 0x3000),
                 u64::MAX,
-                Status::ArgumentOutOfRange,
+                FirmwareError::ArgumentOutOfRange,
             );
         }
         assert_rejected(
             command(0x1000, 0x2000, 1000, 128, u64::MAX - 7),
             u64::MAX,
-            Status::ArgumentOutOfRange,
+            FirmwareError::ArgumentOutOfRange,
         );
         // The largest table: 4 * u32::MAX bytes per column does not fit a small memory.
         let mut huge = command(0, 0, u32::MAX, 64, 0);
         huge.result_length = bitmap_bytes(u32::MAX);
-        assert_rejected(huge, 1 << 33, Status::ArgumentOutOfRange);
-        assert_rejected(valid(), 0, Status::ArgumentOutOfRange);
+        assert_rejected(huge, 1 << 33, FirmwareError::ArgumentOutOfRange);
+        assert_rejected(valid(), 0, FirmwareError::ArgumentOutOfRange);
     }
 
     #[test]
@@ -697,7 +717,7 @@ mod tests {
             assert_rejected(
                 command(quantity, discount, 1000, 128, 0x3000),
                 MEMORY,
-                Status::ArgumentOutOfRange,
+                FirmwareError::ArgumentOutOfRange,
             );
         }
         assert!(decode(&command(0x1004, 0x2008, 1000, 128, 0x3003), MEMORY).is_ok());
@@ -708,12 +728,12 @@ mod tests {
         assert_rejected(
             command(0x1000, 0x2000, 1000, 128, 0x1000 + 3992),
             MEMORY,
-            Status::ArgumentOutOfRange,
+            FirmwareError::ArgumentOutOfRange,
         );
         assert_rejected(
             command(0x1000, 0x2000, 1000, 128, 0x2000 - 120),
             MEMORY,
-            Status::ArgumentOutOfRange,
+            FirmwareError::ArgumentOutOfRange,
         );
         // Touching is fine; the columns may overlap each other.
         assert!(decode(&command(0x1000, 0x1000, 1000, 128, 0x1000 + 4000), MEMORY).is_ok());
@@ -723,13 +743,13 @@ mod tests {
     fn execute_on_a_smaller_memory_than_validated_reports_a_fault() {
         let kernel = decode(&valid(), MEMORY).unwrap();
         let mut small = FakeMemory::new(0x1800);
-        assert_eq!(
+        assert!(matches!(
             kernel.execute(0, &mut small),
-            Err(Status::DeviceMemoryFault)
-        );
+            Err(FirmwareError::MemoryFault(_))
+        ));
         assert_eq!(
             kernel.execute(8, &mut small),
-            Err(Status::ArgumentOutOfRange)
+            Err(FirmwareError::ArgumentOutOfRange)
         );
     }
 
@@ -779,11 +799,11 @@ mod tests {
                     if memory_size <= 0x2000 {
                         prop_assert_eq!(outcome, Ok(()));
                     } else {
-                        prop_assert!(outcome == Ok(()) || outcome == Err(Status::DeviceMemoryFault));
+                        prop_assert!(outcome == Ok(()) || matches!(outcome, Err(FirmwareError::MemoryFault(_))));
                     }
                 }
                 prop_assert_eq!(next, command.result_length);
-                prop_assert_eq!(kernel.execute(kernel.items(), &mut memory), Err(Status::ArgumentOutOfRange));
+                prop_assert_eq!(kernel.execute(kernel.items(), &mut memory), Err(FirmwareError::ArgumentOutOfRange));
             }
         }
     }

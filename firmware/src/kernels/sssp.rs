@@ -66,23 +66,24 @@
 //!
 //! # Validation (everything a hostile host can send)
 //!
-//! - `kernel` is not SSSP: [`Status::UnknownKernel`]; `flags != 0`: [`Status::MalformedDescriptor`].
+//! - `kernel` is not SSSP: [`FirmwareError::UnknownKernel`]; `flags != 0`: [`FirmwareError::MalformedDescriptor`].
 //! - `args[2]` or `args[3]` not zero, any address unaligned (parameters: 8, arrays, previous
 //!   distances and result: 4), the parameter block, any array, the previous distances or the
 //!   result overflowing or ending beyond device memory, `vertices` zero or `vertices + 1` not
 //!   fitting a `u32`, `arcs` not fitting a `u32`, `result_length != 4 * vertices`, or the result
 //!   overlapping the parameter block, an array or the previous distances:
-//!   [`Status::ArgumentOutOfRange`] at decode.
-//! - An item whose offsets decrease or exceed `arcs` fails with [`Status::ArgumentOutOfRange`]
+//!   [`FirmwareError::ArgumentOutOfRange`] at decode.
+//! - An item whose offsets decrease or exceed `arcs` fails with [`FirmwareError::ArgumentOutOfRange`]
 //!   when it is described or executed; an arc whose target is `>= vertices` fails the item's
-//!   execution with [`Status::ArgumentOutOfRange`]. A failed item writes nothing.
+//!   execution with [`FirmwareError::ArgumentOutOfRange`]. A failed item writes nothing.
 //!
 //! Every size is computed with checked arithmetic; nothing here can panic.
 
+use crate::error::FirmwareError;
 use crate::hal::DeviceMemory;
 use crate::kernels::ranges::{checked_range, overlaps};
 use crate::kernels::{ItemCost, ItemSpec, VECTOR_LANES};
-use shared_abi::{CommandDescriptor, DeviceAddress, KernelId, Status};
+use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
 // The command's contract: the parameter block and the unreached distance.
 pub use shared_abi::params::sssp::{
@@ -227,16 +228,20 @@ pub fn item_cost(degrees: &[u32]) -> ItemCost {
 }
 
 /// `base + index * 4`, checked.
-pub(crate) fn word_address(base: u64, index: u64) -> Result<DeviceAddress, Status> {
+pub(crate) fn word_address(base: u64, index: u64) -> Result<DeviceAddress, FirmwareError> {
     index
         .checked_mul(4)
         .and_then(|offset| base.checked_add(offset))
         .map(DeviceAddress)
-        .ok_or(Status::ArgumentOutOfRange)
+        .ok_or(FirmwareError::ArgumentOutOfRange)
 }
 
 /// The little-endian `u32` at `base + 4 * index`.
-pub(crate) fn read_word<M: DeviceMemory>(memory: &M, base: u64, index: u64) -> Result<u32, Status> {
+pub(crate) fn read_word<M: DeviceMemory>(
+    memory: &M,
+    base: u64,
+    index: u64,
+) -> Result<u32, FirmwareError> {
     let mut word = [0_u8; 4];
     memory.read(word_address(base, index)?, &mut word)?;
     Ok(u32::from_le_bytes(word))
@@ -250,14 +255,19 @@ pub(crate) fn read_words<M: DeviceMemory>(
     index: u64,
     count: usize,
     words: &mut [u32; CHUNK_WORDS],
-) -> Result<(), Status> {
+) -> Result<(), FirmwareError> {
     let mut bytes = [0_u8; CHUNK_WORDS * 4];
-    let length = count.checked_mul(4).ok_or(Status::ArgumentOutOfRange)?;
-    let bytes = bytes.get_mut(..length).ok_or(Status::ArgumentOutOfRange)?;
+    let length = count
+        .checked_mul(4)
+        .ok_or(FirmwareError::ArgumentOutOfRange)?;
+    let bytes = bytes
+        .get_mut(..length)
+        .ok_or(FirmwareError::ArgumentOutOfRange)?;
     memory.read(word_address(base, index)?, bytes)?;
     for (word, chunk) in words.iter_mut().zip(bytes.chunks_exact(4)) {
-        *word =
-            u32::from_le_bytes(<[u8; 4]>::try_from(chunk).map_err(|_| Status::ArgumentOutOfRange)?);
+        *word = u32::from_le_bytes(
+            <[u8; 4]>::try_from(chunk).map_err(|_| FirmwareError::ArgumentOutOfRange)?,
+        );
     }
     Ok(())
 }
@@ -275,12 +285,18 @@ struct Span {
 
 impl Span {
     /// The arcs of the item's `lane`-th vertex.
-    fn arcs(&self, lane: usize) -> Result<(u64, u64), Status> {
-        let start = self.offsets.get(lane).ok_or(Status::ArgumentOutOfRange)?;
+    fn arcs(&self, lane: usize) -> Result<(u64, u64), FirmwareError> {
+        let start = self
+            .offsets
+            .get(lane)
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let end = self
             .offsets
-            .get(lane.checked_add(1).ok_or(Status::ArgumentOutOfRange)?)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .get(
+                lane.checked_add(1)
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?,
+            )
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         Ok((u64::from(*start), u64::from(*end)))
     }
 }
@@ -307,17 +323,17 @@ impl SsspKernel {
     pub fn decode<M: DeviceMemory>(
         command: &CommandDescriptor,
         memory: &M,
-    ) -> Result<Self, Status> {
+    ) -> Result<Self, FirmwareError> {
         if command.kernel != KernelId::SsspRelax as u32 {
-            return Err(Status::UnknownKernel);
+            return Err(FirmwareError::UnknownKernel);
         }
         if command.flags != 0 {
-            return Err(Status::MalformedDescriptor);
+            return Err(FirmwareError::MalformedDescriptor);
         }
         let size = memory.size();
         let [parameters_address, previous, reserved_a, reserved_b] = command.args;
         if reserved_a != 0 || reserved_b != 0 {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         let parameters_range = checked_range(
             parameters_address,
@@ -327,16 +343,20 @@ impl SsspKernel {
         )?;
         let parameters: SsspParameters = memory
             .read_value(DeviceAddress(parameters_address))
-            .map_err(|_| Status::ArgumentOutOfRange)?;
+            .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
         let vertices = parameters.vertices;
         if vertices == 0 || vertices >= u64::from(u32::MAX) || parameters.arcs > u64::from(u32::MAX)
         {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
-        let words = |n: u64| n.checked_mul(4).ok_or(Status::ArgumentOutOfRange);
+        let words = |n: u64| n.checked_mul(4).ok_or(FirmwareError::ArgumentOutOfRange);
         let offsets_range = checked_range(
             parameters.offsets,
-            words(vertices.checked_add(1).ok_or(Status::ArgumentOutOfRange)?)?,
+            words(
+                vertices
+                    .checked_add(1)
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?,
+            )?,
             4,
             size,
         )?;
@@ -345,9 +365,9 @@ impl SsspKernel {
         let previous_range = checked_range(previous, words(vertices)?, 4, size)?;
         let result_bytes = vertices
             .checked_mul(RESULT_BYTES_PER_VERTEX)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         if command.result_length != result_bytes {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         let result_range = checked_range(command.result_address, result_bytes, 4, size)?;
         if [
@@ -360,9 +380,9 @@ impl SsspKernel {
         .iter()
         .any(|range| overlaps(*range, result_range))
         {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
-        let vertices = u32::try_from(vertices).map_err(|_| Status::ArgumentOutOfRange)?;
+        let vertices = u32::try_from(vertices).map_err(|_| FirmwareError::ArgumentOutOfRange)?;
         Ok(SsspKernel {
             parameters,
             previous,
@@ -388,32 +408,37 @@ impl SsspKernel {
 
     /// Item `index`'s vertices and their offsets (read: the row packet and the next offset),
     /// checked not to decrease nor exceed `arcs`.
-    fn span<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<Span, Status> {
+    fn span<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<Span, FirmwareError> {
         if index >= self.items {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         let per_item = u64::from(VERTICES_PER_ITEM);
         let first = u64::from(index)
             .checked_mul(per_item)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let end = first
             .checked_add(per_item)
-            .ok_or(Status::ArgumentOutOfRange)?
+            .ok_or(FirmwareError::ArgumentOutOfRange)?
             .min(self.parameters.vertices);
-        let count = usize::try_from(end.checked_sub(first).ok_or(Status::ArgumentOutOfRange)?)
-            .map_err(|_| Status::ArgumentOutOfRange)?;
+        let count = usize::try_from(
+            end.checked_sub(first)
+                .ok_or(FirmwareError::ArgumentOutOfRange)?,
+        )
+        .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
         let mut offsets = [0_u32; CHUNK_WORDS];
         read_words(
             memory,
             self.parameters.offsets,
             first,
-            count.checked_add(1).ok_or(Status::ArgumentOutOfRange)?,
+            count
+                .checked_add(1)
+                .ok_or(FirmwareError::ArgumentOutOfRange)?,
             &mut offsets,
         )?;
         let mut previous = 0_u32;
         for offset in offsets.iter().take(count.saturating_add(1)) {
             if *offset < previous || u64::from(*offset) > self.parameters.arcs {
-                return Err(Status::ArgumentOutOfRange);
+                return Err(FirmwareError::ArgumentOutOfRange);
             }
             previous = *offset;
         }
@@ -426,7 +451,7 @@ impl SsspKernel {
 
     /// Item `index`: result offset `32 i`, 4 bytes per vertex, cost [`item_cost`] (its
     /// vertices' degrees read from the offsets).
-    pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, Status> {
+    pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, FirmwareError> {
         let span = self.span(index, memory)?;
         let mut degrees = [0_u32; VERTICES_PER_ITEM as usize];
         for (lane, degree) in (0..span.count).zip(degrees.iter_mut()) {
@@ -434,23 +459,23 @@ impl SsspKernel {
             *degree = end
                 .checked_sub(start)
                 .and_then(|degree| u32::try_from(degree).ok())
-                .ok_or(Status::ArgumentOutOfRange)?;
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
         }
         let degrees = degrees
             .get(..span.count)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let vertices = span.count as u64;
         Ok(ItemSpec {
             result_offset: span
                 .first
                 .checked_mul(RESULT_BYTES_PER_VERTEX)
-                .ok_or(Status::ArgumentOutOfRange)?,
+                .ok_or(FirmwareError::ArgumentOutOfRange)?,
             result_length: u32::try_from(
                 vertices
                     .checked_mul(RESULT_BYTES_PER_VERTEX)
-                    .ok_or(Status::ArgumentOutOfRange)?,
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?,
             )
-            .map_err(|_| Status::ArgumentOutOfRange)?,
+            .map_err(|_| FirmwareError::ArgumentOutOfRange)?,
             cost: item_cost(degrees),
         })
     }
@@ -458,7 +483,11 @@ impl SsspKernel {
     /// Runs item `index`: the new distance of each of its vertices (see the module docs),
     /// written at `4 v` of the result in one store once all are known (a failed item writes
     /// nothing).
-    pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &mut M) -> Result<(), Status> {
+    pub fn execute<M: DeviceMemory>(
+        &self,
+        index: u32,
+        memory: &mut M,
+    ) -> Result<(), FirmwareError> {
         let span = self.span(index, memory)?;
         let parameters = self.parameters;
         let mut targets = [0_u32; CHUNK_WORDS];
@@ -468,37 +497,39 @@ impl SsspKernel {
             let vertex = span
                 .first
                 .checked_add(lane as u64)
-                .ok_or(Status::ArgumentOutOfRange)?;
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
             let mut best = read_word(memory, self.previous, vertex)?;
             let (mut arc, end) = span.arcs(lane)?;
             while arc < end {
                 let chunk = usize::try_from(
                     end.checked_sub(arc)
-                        .ok_or(Status::ArgumentOutOfRange)?
+                        .ok_or(FirmwareError::ArgumentOutOfRange)?
                         .min(CHUNK_WORDS as u64),
                 )
-                .map_err(|_| Status::ArgumentOutOfRange)?;
+                .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
                 read_words(memory, parameters.targets, arc, chunk, &mut targets)?;
                 read_words(memory, parameters.weights, arc, chunk, &mut weights)?;
                 for (target, weight) in targets.iter().zip(weights.iter()).take(chunk) {
                     let target = u64::from(*target);
                     if target >= parameters.vertices {
-                        return Err(Status::ArgumentOutOfRange);
+                        return Err(FirmwareError::ArgumentOutOfRange);
                     }
                     let neighbour = read_word(memory, self.previous, target)?;
                     best = best.min(candidate(neighbour, *weight));
                 }
                 arc = arc
                     .checked_add(chunk as u64)
-                    .ok_or(Status::ArgumentOutOfRange)?;
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?;
             }
             slot.copy_from_slice(&best.to_le_bytes());
         }
         let length = span
             .count
             .checked_mul(4)
-            .ok_or(Status::ArgumentOutOfRange)?;
-        let bytes = packet.get(..length).ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
+        let bytes = packet
+            .get(..length)
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         memory.write(word_address(self.result, span.first)?, bytes)?;
         Ok(())
     }
@@ -767,7 +798,7 @@ mod tests {
         }));
     }
 
-    fn rejected(memory: &FakeMemory, command: &CommandDescriptor, status: Status) {
+    fn rejected(memory: &FakeMemory, command: &CommandDescriptor, status: FirmwareError) {
         assert_eq!(
             SsspKernel::decode(command, memory),
             Err(status),
@@ -781,19 +812,19 @@ mod tests {
         assert!(SsspKernel::decode(&valid, &memory).is_ok());
         let mut c = valid;
         c.kernel = KernelId::PageRankGather as u32;
-        rejected(&memory, &c, Status::UnknownKernel);
+        rejected(&memory, &c, FirmwareError::UnknownKernel);
         let mut c = valid;
         c.flags = 4;
-        rejected(&memory, &c, Status::MalformedDescriptor);
+        rejected(&memory, &c, FirmwareError::MalformedDescriptor);
         for (field, value) in [(2, 1), (3, 8), (2, u64::MAX)] {
             let mut c = valid;
             c.args[field] = value;
-            rejected(&memory, &c, Status::ArgumentOutOfRange);
+            rejected(&memory, &c, FirmwareError::ArgumentOutOfRange);
         }
         for length in [0, 16, 24, 21, u64::MAX] {
             let mut c = valid;
             c.result_length = length;
-            rejected(&memory, &c, Status::ArgumentOutOfRange);
+            rejected(&memory, &c, FirmwareError::ArgumentOutOfRange);
         }
         for (field, value) in [
             (0, PARAMETERS + 4),
@@ -803,12 +834,12 @@ mod tests {
         ] {
             let mut c = valid;
             c.args[field] = value;
-            rejected(&memory, &c, Status::ArgumentOutOfRange);
+            rejected(&memory, &c, FirmwareError::ArgumentOutOfRange);
         }
         for address in [B + 2, MEMORY - 16, u64::MAX - 3] {
             let mut c = valid;
             c.result_address = address;
-            rejected(&memory, &c, Status::ArgumentOutOfRange);
+            rejected(&memory, &c, FirmwareError::ArgumentOutOfRange);
         }
         // The result overlapping each input (the previous distances included: a round must
         // not read what it writes).
@@ -822,7 +853,7 @@ mod tests {
         ] {
             let mut c = valid;
             c.result_address = address;
-            rejected(&memory, &c, Status::ArgumentOutOfRange);
+            rejected(&memory, &c, FirmwareError::ArgumentOutOfRange);
         }
         // Touching but not overlapping is fine.
         let mut c = valid;
@@ -878,7 +909,7 @@ mod tests {
             // `vertices` also sizes the result: keep the command consistent with it.
             let mut c = valid;
             c.result_length = 4 * parameters.vertices.min(5);
-            rejected(&memory, &c, Status::ArgumentOutOfRange);
+            rejected(&memory, &c, FirmwareError::ArgumentOutOfRange);
         }
         memory
             .write(DeviceAddress(PARAMETERS), &good.to_bytes())
@@ -892,30 +923,42 @@ mod tests {
         let kernel = SsspKernel::decode(&command, &memory).unwrap();
         // Offsets decreasing inside item 1, or beyond the arcs at its end.
         put_words(&mut memory, OFFSETS + 4 * 10, &[3]);
-        assert_eq!(kernel.item(1, &memory), Err(Status::ArgumentOutOfRange));
+        assert_eq!(
+            kernel.item(1, &memory),
+            Err(FirmwareError::ArgumentOutOfRange)
+        );
         assert_eq!(
             kernel.execute(1, &mut memory),
-            Err(Status::ArgumentOutOfRange)
+            Err(FirmwareError::ArgumentOutOfRange)
         );
         assert!(kernel.item(0, &memory).is_ok(), "item 0 ends at offset 8");
         let (offsets, targets, _) = path_graph();
         put_words(&mut memory, OFFSETS, &offsets);
         put_words(&mut memory, OFFSETS + 4 * 16, &[targets.len() as u32 + 1]);
-        assert_eq!(kernel.item(1, &memory), Err(Status::ArgumentOutOfRange));
-        assert_eq!(kernel.item(2, &memory), Err(Status::ArgumentOutOfRange));
+        assert_eq!(
+            kernel.item(1, &memory),
+            Err(FirmwareError::ArgumentOutOfRange)
+        );
+        assert_eq!(
+            kernel.item(2, &memory),
+            Err(FirmwareError::ArgumentOutOfRange)
+        );
         put_words(&mut memory, OFFSETS, &offsets);
         // A target beyond the graph fails execution (its description does not read targets).
         put_words(&mut memory, TARGETS + 4 * 20, &[20]);
         assert!(kernel.item(1, &memory).is_ok());
         assert_eq!(
             kernel.execute(1, &mut memory),
-            Err(Status::ArgumentOutOfRange)
+            Err(FirmwareError::ArgumentOutOfRange)
         );
         assert_eq!(words(&memory, B, 20), [UNTOUCHED; 20]);
-        assert_eq!(kernel.item(3, &memory), Err(Status::ArgumentOutOfRange));
+        assert_eq!(
+            kernel.item(3, &memory),
+            Err(FirmwareError::ArgumentOutOfRange)
+        );
         assert_eq!(
             kernel.execute(3, &mut memory),
-            Err(Status::ArgumentOutOfRange)
+            Err(FirmwareError::ArgumentOutOfRange)
         );
     }
 
@@ -973,7 +1016,7 @@ mod tests {
                 }
                 assert_eq!(
                     kernel.item(kernel.items(), &memory),
-                    Err(Status::ArgumentOutOfRange)
+                    Err(FirmwareError::ArgumentOutOfRange)
                 );
             }
             // A memory smaller than the command assumes.

@@ -7,9 +7,10 @@
 //! counter reaches its length is complete. Complete chunks are offered to the DMA executor in
 //! completion order (out-of-order streaming) or strictly by offset (in-order streaming).
 
+use crate::error::FirmwareError;
 use crate::hal::DeviceMemory;
 use crate::scratch::ScratchLayout;
-use shared_abi::{DeviceAddress, Status};
+use shared_abi::DeviceAddress;
 
 /// The monitor's fixed-size state; the per-chunk state is in scratch memory.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -36,15 +37,15 @@ impl ResultMonitor {
         chunk_bytes: u32,
         items: u32,
         in_order: bool,
-    ) -> Result<ResultMonitor, Status> {
+    ) -> Result<ResultMonitor, FirmwareError> {
         if chunk_bytes == 0 {
-            return Err(Status::MalformedDescriptor);
+            return Err(FirmwareError::MalformedDescriptor);
         }
         let chunk_bytes = u64::from(chunk_bytes);
         let chunks = result_length.div_ceil(chunk_bytes);
-        let chunks = u32::try_from(chunks).map_err(|_| Status::ArgumentOutOfRange)?;
+        let chunks = u32::try_from(chunks).map_err(|_| FirmwareError::ArgumentOutOfRange)?;
         if chunks > scratch.chunk_capacity {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         let zeros = [0u8; 256];
         let mut remaining = u64::from(chunks) * 4;
@@ -53,9 +54,11 @@ impl ResultMonitor {
             let step = remaining.min(zeros.len() as u64);
             let part = zeros
                 .get(..step as usize)
-                .ok_or(Status::DeviceMemoryFault)?;
+                .ok_or(FirmwareError::AddressOverflow)?;
             memory.write(address, part)?;
-            address = address.checked_add(step).ok_or(Status::DeviceMemoryFault)?;
+            address = address
+                .checked_add(step)
+                .ok_or(FirmwareError::AddressOverflow)?;
             remaining = remaining.saturating_sub(step);
         }
         Ok(ResultMonitor {
@@ -106,33 +109,33 @@ impl ResultMonitor {
         scratch: &ScratchLayout,
         offset: u64,
         length: u64,
-    ) -> Result<(), Status> {
+    ) -> Result<(), FirmwareError> {
         self.items_done = self.items_done.saturating_add(1);
         let end = offset
             .checked_add(length)
-            .ok_or(Status::ArgumentOutOfRange)?;
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         if end > self.result_length {
-            return Err(Status::ArgumentOutOfRange);
+            return Err(FirmwareError::ArgumentOutOfRange);
         }
         let mut position = offset;
         while position < end {
             // chunk_bytes > 0 (checked in `start`).
             let chunk = position
                 .checked_div(self.chunk_bytes)
-                .ok_or(Status::MalformedDescriptor)?;
+                .ok_or(FirmwareError::MalformedDescriptor)?;
             let chunk_end = chunk
                 .saturating_add(1)
                 .saturating_mul(self.chunk_bytes)
                 .min(end);
             let added = chunk_end.saturating_sub(position);
-            let chunk = u32::try_from(chunk).map_err(|_| Status::ArgumentOutOfRange)?;
+            let chunk = u32::try_from(chunk).map_err(|_| FirmwareError::ArgumentOutOfRange)?;
             let address = counter_address(scratch, chunk);
             let count: u32 = memory.read_value(address)?;
             let count = u64::from(count).saturating_add(added);
             let full = self.chunk_length(chunk);
             if count > full {
                 // Two items claimed the same bytes: a kernel bug, reported, never a panic.
-                return Err(Status::ArgumentOutOfRange);
+                return Err(FirmwareError::ArgumentOutOfRange);
             }
             memory.write(address, &(count as u32).to_le_bytes())?;
             if count == full && !self.in_order {
@@ -156,7 +159,7 @@ impl ResultMonitor {
         &self,
         memory: &M,
         scratch: &ScratchLayout,
-    ) -> Result<Option<u32>, Status> {
+    ) -> Result<Option<u32>, FirmwareError> {
         if self.taken >= self.chunks {
             return Ok(None);
         }

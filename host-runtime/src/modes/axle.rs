@@ -16,7 +16,7 @@
 
 mod ring;
 
-pub use ring::{AxleRing, RingState};
+pub use ring::{AxleRing, AxleRingError, RingState};
 
 use super::{Mechanism, ModeTimer, TaskInput, BULK_CHUNK};
 use crate::app::HostTask;
@@ -99,10 +99,10 @@ impl Stream {
             .poller
             .ring
             .as_mut()
-            .ok_or_else(|| RuntimeError::Ring("AXLE mode without a DMA ring".into()))?;
+            .ok_or(RuntimeError::Ring(AxleRingError::NoRing))?;
         for (address, bytes) in ring
             .setup_stores()
-            .map_err(|e| RuntimeError::Ring(e.to_string()))?
+            .map_err(|e| RuntimeError::Ring(e.into()))?
         {
             link.mem_store(now, address, &bytes);
         }

@@ -3,6 +3,8 @@
 //! its error paths (a device error status, a short result load, a BROKEN ring, a deadlock).
 
 use crate::config::HostConfig;
+use crate::modes::axle::AxleRingError;
+use crate::ring::RingError;
 use crate::runtime::{Mode, Runtime, RuntimeError};
 use crate::test_link::{plan, run_until, Device, Reply, ScriptedLink, TestApp, RESULT_ADDRESS};
 use cosim_link::link::Wake;
@@ -113,6 +115,45 @@ fn rp_stores_the_descriptor_rings_polls_until_complete_dequeues_then_loads_once(
         vec![(0, vec![0xa0; 64]), (1, vec![0xa1; 64])],
         "each task reads its chunk of the loaded result"
     );
+}
+
+#[test]
+fn an_application_refusing_a_task_fails_the_run_at_that_call() {
+    let mut app = bulk_app();
+    app.refuse_task = Some(0);
+    let mut link = ScriptedLink::new([
+        Reply::Store {
+            after: ns(100),
+            status: 0,
+        },
+        Reply::IoRead {
+            after: ns(500),
+            value: complete(Status::Ok.code()),
+        },
+        Reply::Load {
+            after: ns(300),
+            data: result_bytes(128),
+        },
+    ]);
+    let mut rt = Runtime::new(Mode::Rp, HostConfig::default(), &mut app, None);
+    let mut now = Ticks::ZERO;
+    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
+    let expected = crate::AppError::new(
+        "test",
+        crate::Scope::Whole,
+        crate::AppProblem::RanTwice { task: 0 },
+    );
+    assert_eq!(rt.failure(), Some(&RuntimeError::Application(expected)));
+    assert_eq!(
+        rt.failure().map(ToString::to_string).as_deref(),
+        Some("test: task 0 ran twice")
+    );
+    drop(rt);
+    assert!(
+        app.read.iter().all(|(task, _)| *task != 0),
+        "the refused task read nothing"
+    );
+    assert_eq!(app.finished_launches, 0, "the launch never finished");
 }
 
 #[test]
@@ -230,7 +271,14 @@ fn bs_fails_with_the_status_of_the_launch_store_and_loads_nothing() {
     match rt.failure() {
         Some(RuntimeError::Device { tag, code, status }) => {
             assert_eq!((*tag, *code), (1, Status::UnknownKernel.code()));
-            assert_eq!(*status, Status::UnknownKernel.to_string());
+            assert_eq!(*status, Some(Status::UnknownKernel));
+            assert!(
+                rt.failure()
+                    .unwrap()
+                    .to_string()
+                    .contains(&format!("`{}`", Status::UnknownKernel)),
+                "the message names the status"
+            );
         }
         other => panic!("expected a device error, got {other:?}"),
     }
@@ -347,8 +395,15 @@ fn axle_fails_at_the_first_poll_after_the_device_latches_the_ring_broken() {
     device.break_ring(&rt, Status::TranslationFault.code());
     assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
     match rt.failure() {
-        Some(RuntimeError::Ring(message)) => {
-            assert!(message.contains("BROKEN with status code 5"), "{message}")
+        Some(RuntimeError::Ring(error)) => {
+            assert_eq!(
+                *error,
+                AxleRingError::Protocol(RingError::DeviceBroken { code: 5 })
+            );
+            assert!(
+                error.to_string().contains("BROKEN with status code 5"),
+                "{error}"
+            )
         }
         other => panic!("expected a ring error, got {other:?}"),
     }
@@ -416,10 +471,18 @@ fn axle_refuses_a_record_of_another_launch() {
     device.produce(&rt, 7, 0, 0);
     assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
     match rt.failure() {
-        Some(RuntimeError::Ring(message)) => {
+        Some(RuntimeError::Ring(error)) => {
+            assert_eq!(
+                *error,
+                AxleRingError::ForeignTag {
+                    sequence: 0,
+                    tag: 7,
+                    launch: 1
+                }
+            );
             assert!(
-                message.contains("carries tag 7 during launch 1"),
-                "{message}"
+                error.to_string().contains("carries tag 7 during launch 1"),
+                "{error}"
             )
         }
         other => panic!("expected a ring error, got {other:?}"),
@@ -435,7 +498,7 @@ fn axle_without_a_ring_fails_its_first_launch() {
     assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
     assert_eq!(
         rt.failure(),
-        Some(&RuntimeError::Ring("AXLE mode without a DMA ring".into()))
+        Some(&RuntimeError::Ring(AxleRingError::NoRing))
     );
 }
 
@@ -492,8 +555,15 @@ fn axle_irq_fails_in_the_handler_when_the_ring_is_broken() {
     link.interrupt(ns(300), 1);
     assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
     match rt.failure() {
-        Some(RuntimeError::Ring(message)) => {
-            assert!(message.contains("BROKEN with status code 6"), "{message}")
+        Some(RuntimeError::Ring(error)) => {
+            assert_eq!(
+                *error,
+                AxleRingError::Protocol(RingError::DeviceBroken { code: 6 })
+            );
+            assert!(
+                error.to_string().contains("BROKEN with status code 6"),
+                "{error}"
+            )
         }
         other => panic!("expected a ring error, got {other:?}"),
     }

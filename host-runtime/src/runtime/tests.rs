@@ -50,17 +50,17 @@ impl Application for ScriptedApp {
     fn load(&mut self, _: &mut dyn crate::app::DeviceLoader) -> Result<(), LoadError> {
         Ok(())
     }
-    fn next_launch(&mut self) -> Option<LaunchPlan> {
-        self.launches.pop_front()
+    fn next_launch(&mut self) -> Result<Option<LaunchPlan>, crate::app::AppError> {
+        Ok(self.launches.pop_front())
     }
-    fn run_task(&mut self, task: &HostTask, _: &[u8]) -> HostCost {
-        HostCost {
+    fn run_task(&mut self, task: &HostTask, _: &[u8]) -> Result<HostCost, crate::app::AppError> {
+        Ok(HostCost {
             operations: self.operations.get(&task.id).copied().unwrap_or(0),
             memory_bytes: 0,
-        }
+        })
     }
-    fn finish_launch(&mut self) -> HostCost {
-        HostCost::default()
+    fn finish_launch(&mut self) -> Result<HostCost, crate::app::AppError> {
+        Ok(HostCost::default())
     }
     fn verify(&self) -> Verification {
         Verification {

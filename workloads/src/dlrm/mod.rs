@@ -53,7 +53,8 @@ use std::fmt;
 use std::ops::Range;
 
 use host_runtime::app::{
-    Application, DeviceInput, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError, Verification,
+    AppError, AppProblem, Application, DeviceInput, DeviceLoader, HostCost, HostTask, LaunchPlan,
+    LoadError, Scope, Verification,
 };
 use shared_abi::params::dlrm::{batch_bytes, pack_batch, pack_shape};
 use shared_abi::params::VECTOR_LANES;
@@ -143,7 +144,6 @@ pub struct DlrmApplication {
     ctr: Vec<Vec<f32>>,
     /// Per batch: which tasks ran.
     ran: Vec<Vec<bool>>,
-    problems: Vec<String>,
 }
 
 impl fmt::Debug for DlrmApplication {
@@ -155,7 +155,6 @@ impl fmt::Debug for DlrmApplication {
             .field("current", &self.current)
             .field("launched", &self.launched)
             .field("finished", &self.finished)
-            .field("problems", &self.problems)
             .finish_non_exhaustive()
     }
 }
@@ -218,7 +217,6 @@ impl DlrmApplication {
             received: Vec::new(),
             ctr: Vec::new(),
             ran: Vec::new(),
-            problems: Vec::new(),
         };
         app.reset();
         Ok(app)
@@ -294,13 +292,13 @@ impl DlrmApplication {
         self.received = vec![vec![f32::NAN; bags * self.shape.dim as usize]; batches];
         self.ctr = vec![vec![f32::NAN; bags]; batches];
         self.ran = vec![vec![false; self.task_count() as usize]; batches];
-        self.problems.clear();
     }
 
-    /// Records something that went wrong on the host side (verify then fails with it).
-    fn problem(&mut self, text: String) {
-        log::error!("dlrm: {text}");
-        self.problems.push(text);
+    /// A host step's failure in `scope` (logged; the runtime fails the run with it).
+    fn fail(&self, scope: Scope, problem: AppProblem) -> AppError {
+        let error = AppError::new(NAME, scope, problem);
+        log::error!("dlrm: {error}");
+        error
     }
 }
 
@@ -357,17 +355,15 @@ impl Application for DlrmApplication {
         Ok(())
     }
 
-    fn next_launch(&mut self) -> Option<LaunchPlan> {
+    fn next_launch(&mut self) -> Result<Option<LaunchPlan>, AppError> {
         if self.launched >= self.batches.len() {
-            return None;
+            return Ok(None);
         }
         let Some(buffers) = self.device else {
-            self.problem("next_launch called before load".into());
-            return None;
+            return Err(self.fail(Scope::Whole, AppProblem::NotLoaded));
         };
         if let Some(current) = self.current {
-            self.problem(format!("batch {current} launched again before it finished"));
-            return None;
+            return Err(self.fail(Scope::Batch(current), AppProblem::LaunchInFlight));
         }
         let index = self.launched;
         let batch = &self.batches[index];
@@ -396,44 +392,42 @@ impl Application for DlrmApplication {
         );
         self.current = Some(index);
         self.launched += 1;
-        Some(LaunchPlan {
+        Ok(Some(LaunchPlan {
             inputs,
             command,
             tasks: self.tasks(),
-        })
+        }))
     }
 
-    fn run_task(&mut self, task: &HostTask, result: &[u8]) -> HostCost {
+    fn run_task(&mut self, task: &HostTask, result: &[u8]) -> Result<HostCost, AppError> {
         let Some(batch) = self.current else {
-            self.problem(format!("task {} ran with no launch in flight", task.id));
-            return HostCost::default();
+            return Err(self.fail(Scope::Whole, AppProblem::NoLaunch { call: "run_task" }));
         };
         if task.id >= self.task_count() {
-            self.problem(format!(
-                "task {} does not exist ({} tasks)",
-                task.id,
-                self.task_count()
+            return Err(self.fail(
+                Scope::Batch(batch),
+                AppProblem::NoSuchTask {
+                    task: task.id,
+                    tasks: self.task_count() as usize,
+                },
             ));
-            return HostCost::default();
         }
         let bags = self.task_bags(task.id);
         let pooled_bytes = self.shape.pooled_bytes();
         let needs = u64::from(bags.start) * pooled_bytes..u64::from(bags.end) * pooled_bytes;
-        if task.needs != needs {
-            self.problem(format!(
-                "batch {batch} task {}: needs {:?}, planned {needs:?}",
-                task.id, task.needs
+        if task.needs != needs || result.len() as u64 != needs.end - needs.start {
+            return Err(self.fail(
+                Scope::Batch(batch),
+                AppProblem::WrongInput {
+                    task: task.id,
+                    needs: task.needs.clone(),
+                    bytes: result.len(),
+                    planned: needs,
+                },
             ));
-            return HostCost::default();
         }
-        if result.len() as u64 != needs.end - needs.start {
-            self.problem(format!(
-                "batch {batch} task {}: {} result bytes, {} expected",
-                task.id,
-                result.len(),
-                needs.end - needs.start
-            ));
-            return HostCost::default();
+        if self.ran[batch][task.id as usize] {
+            return Err(self.fail(Scope::Batch(batch), AppProblem::RanTwice { task: task.id }));
         }
         let dim = self.shape.dim as usize;
         let first_value = bags.start as usize * dim;
@@ -446,28 +440,28 @@ impl Application for DlrmApplication {
             self.ctr[batch][bags.start as usize + offset] = ctr;
         }
         self.received[batch][first_value..first_value + pooled.len()].copy_from_slice(&pooled);
-        if std::mem::replace(&mut self.ran[batch][task.id as usize], true) {
-            self.problem(format!("batch {batch} task {} ran twice", task.id));
-        }
-        host::task_cost(&self.mlp, u64::from(bags.end - bags.start))
+        self.ran[batch][task.id as usize] = true;
+        Ok(host::task_cost(&self.mlp, u64::from(bags.end - bags.start)))
     }
 
-    fn finish_launch(&mut self) -> HostCost {
+    fn finish_launch(&mut self) -> Result<HostCost, AppError> {
         let Some(batch) = self.current.take() else {
-            self.problem("finish_launch with no launch in flight".into());
-            return HostCost::default();
+            return Err(self.fail(
+                Scope::Whole,
+                AppProblem::NoLaunch {
+                    call: "finish_launch",
+                },
+            ));
         };
         let missing = self.ran[batch].iter().filter(|ran| !**ran).count();
         if let Some(first) = self.ran[batch].iter().position(|ran| !*ran) {
-            self.problem(format!(
-                "batch {batch}: {missing} tasks never ran (first: task {first})"
-            ));
+            return Err(self.fail(Scope::Batch(batch), AppProblem::NeverRan { missing, first }));
         }
         self.finished += 1;
-        HostCost {
+        Ok(HostCost {
             operations: FINISH_OPERATIONS,
             memory_bytes: 0,
-        }
+        })
     }
 
     fn verify(&self) -> Verification {
@@ -475,9 +469,6 @@ impl Application for DlrmApplication {
             passed: false,
             detail: format!("{NAME}: {detail}"),
         };
-        if let Some(problem) = self.problems.first() {
-            return fail(problem.clone());
-        }
         if self.finished != self.batches.len() {
             return fail(format!(
                 "{} of {} batches finished",
@@ -540,15 +531,15 @@ mod tests {
     fn run_all(app: &mut DlrmApplication, corrupt: impl Fn(usize, &mut FakeDevice, &LaunchPlan)) {
         let mut device = FakeDevice::loaded(app);
         let mut index = 0;
-        while let Some(plan) = app.next_launch() {
+        while let Some(plan) = app.next_launch().unwrap() {
             testing::launch(&mut device, &plan);
             corrupt(index, &mut device, &plan);
             for task in plan.tasks.iter().rev() {
                 let bytes = testing::result_bytes(&device, &plan, task);
-                let cost = app.run_task(task, &bytes);
+                let cost = app.run_task(task, &bytes).unwrap();
                 assert!(cost.operations > 0);
             }
-            app.finish_launch();
+            app.finish_launch().unwrap();
             index += 1;
         }
         assert_eq!(index, 2);
@@ -594,7 +585,7 @@ mod tests {
     fn plan_command_inputs_and_tasks() {
         let mut app = small();
         FakeDevice::loaded(&mut app);
-        let plan = app.next_launch().unwrap();
+        let plan = app.next_launch().unwrap().unwrap();
         let command = plan.command;
         assert_eq!(command.kernel, KernelId::DlrmSls as u32);
         assert_eq!((command.mode, command.tag, command.flags), (0, 0, 0));
@@ -621,7 +612,7 @@ mod tests {
     fn each_task_needs_exactly_the_32_packet_items_of_its_bag() {
         let mut app = small();
         let mut device = FakeDevice::loaded(&mut app);
-        let plan = app.next_launch().unwrap();
+        let plan = app.next_launch().unwrap().unwrap();
         testing::launch(&mut device, &plan);
         let kernel = firmware::kernels::Kernel::decode(&plan.command, &device).unwrap();
         assert_eq!(kernel.items(), 32 * 256 / 8);
@@ -638,27 +629,40 @@ mod tests {
     }
 
     #[test]
-    fn a_task_that_never_ran_or_got_wrong_bytes_fails_verification() {
+    fn a_task_that_never_ran_or_got_wrong_bytes_fails_at_the_call() {
         let mut app = small();
         let mut device = FakeDevice::loaded(&mut app);
-        let plan = app.next_launch().unwrap();
+        let plan = app.next_launch().unwrap().unwrap();
         testing::launch(&mut device, &plan);
         let task = &plan.tasks[1];
-        app.run_task(task, &testing::result_bytes(&device, &plan, task));
-        app.finish_launch();
-        let verification = app.verify();
-        assert!(!verification.passed);
-        assert!(
-            verification.detail.contains("31 tasks never ran"),
-            "{}",
-            verification.detail
+        app.run_task(task, &testing::result_bytes(&device, &plan, task))
+            .unwrap();
+        let error = app.finish_launch().unwrap_err();
+        assert_eq!(error.scope, Scope::Batch(0));
+        assert_eq!(
+            error.problem,
+            AppProblem::NeverRan {
+                missing: 31,
+                first: 0
+            }
         );
+        assert!(error.to_string().contains("31 tasks never ran"), "{error}");
 
         let mut app = small();
         FakeDevice::loaded(&mut app);
-        let plan = app.next_launch().unwrap();
-        assert_eq!(app.run_task(&plan.tasks[0], &[0; 12]), HostCost::default());
-        assert!(!app.verify().passed);
+        let plan = app.next_launch().unwrap().unwrap();
+        let error = app.run_task(&plan.tasks[0], &[0; 12]).unwrap_err();
+        assert!(
+            matches!(
+                error.problem,
+                AppProblem::WrongInput {
+                    task: 0,
+                    bytes: 12,
+                    ..
+                }
+            ),
+            "{error}"
+        );
     }
 
     #[test]

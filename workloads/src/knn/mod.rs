@@ -54,7 +54,8 @@ pub mod reference;
 use std::fmt;
 
 use host_runtime::app::{
-    Application, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError, Verification,
+    AppError, AppProblem, Application, BadResult, DeviceLoader, HostCost, HostTask, LaunchPlan,
+    LoadError, Scope, Verification,
 };
 use shared_abi::params::knn::{pack_shape, RESULT_BYTES_PER_ITEM};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
@@ -168,7 +169,6 @@ pub struct KnnApplication {
     /// Each query's running top-k, best first.
     running: Vec<Vec<Neighbor>>,
     answer: Option<Vec<Vec<Neighbor>>>,
-    problems: Vec<String>,
 }
 
 impl fmt::Debug for KnnApplication {
@@ -182,7 +182,6 @@ impl fmt::Debug for KnnApplication {
             .field("device", &self.device)
             .field("launched", &self.launched)
             .field("answered", &self.answer.is_some())
-            .field("problems", &self.problems)
             .finish()
     }
 }
@@ -248,7 +247,6 @@ impl KnnApplication {
             device: None,
             launched: false,
             answer: None,
-            problems: Vec::new(),
         })
     }
 
@@ -304,10 +302,11 @@ impl KnnApplication {
         first * bytes..(first + u64::from(span.rows)) * bytes
     }
 
-    /// Records something that went wrong on the host side (verify then fails with it).
-    fn problem(&mut self, text: String) {
-        log::error!("knn: {text}");
-        self.problems.push(text);
+    /// A host step's failure (logged; the runtime fails the run with it).
+    fn fail(&self, problem: AppProblem) -> AppError {
+        let error = AppError::new(self.shape.name, Scope::Whole, problem);
+        log::error!("knn: {error}");
+        error
     }
 }
 
@@ -370,17 +369,15 @@ impl Application for KnnApplication {
         self.partial = vec![None; self.spans.len()];
         self.running = vec![Vec::new(); self.data.queries() as usize];
         self.answer = None;
-        self.problems.clear();
         Ok(())
     }
 
-    fn next_launch(&mut self) -> Option<LaunchPlan> {
+    fn next_launch(&mut self) -> Result<Option<LaunchPlan>, AppError> {
         if self.launched {
-            return None;
+            return Ok(None);
         }
         let Some(buffers) = self.device else {
-            self.problem("next_launch called before load".into());
-            return None;
+            return Err(self.fail(AppProblem::NotLoaded));
         };
         self.launched = true;
         let command = CommandDescriptor {
@@ -397,45 +394,46 @@ impl Application for KnnApplication {
                 u64::from(self.data.queries()),
             ],
         };
-        Some(LaunchPlan {
+        Ok(Some(LaunchPlan {
             inputs: Vec::new(),
             command,
             tasks: self.tasks(),
-        })
+        }))
     }
 
-    fn run_task(&mut self, task: &HostTask, result: &[u8]) -> HostCost {
+    fn run_task(&mut self, task: &HostTask, result: &[u8]) -> Result<HostCost, AppError> {
         let Some(span) = self.spans.get(task.id as usize).copied() else {
-            self.problem(format!(
-                "task {} does not exist ({} tasks)",
-                task.id,
-                self.spans.len()
-            ));
-            return HostCost::default();
+            return Err(self.fail(AppProblem::NoSuchTask {
+                task: task.id,
+                tasks: self.spans.len(),
+            }));
         };
         let needs = self.span_bytes(&span);
-        if task.needs != needs {
-            self.problem(format!(
-                "task {}: needs {:?}, planned {needs:?}",
-                task.id, task.needs
-            ));
-        }
         let expected = span.rows as usize * RESULT_BYTES_PER_ITEM as usize;
-        if result.len() != expected {
-            self.problem(format!(
-                "task {}: {} result bytes, {expected} expected",
-                task.id,
-                result.len()
-            ));
-            return HostCost::default();
+        if task.needs != needs || result.len() != expected {
+            return Err(self.fail(AppProblem::WrongInput {
+                task: task.id,
+                needs: task.needs.clone(),
+                bytes: result.len(),
+                planned: needs,
+            }));
+        }
+        if self.running.get(span.query as usize).is_none() {
+            return Err(self.fail(AppProblem::BadResult {
+                task: task.id,
+                what: BadResult::NoSuchQuery { query: span.query },
+            }));
+        }
+        if self
+            .partial
+            .get(task.id as usize)
+            .is_some_and(Option::is_some)
+        {
+            return Err(self.fail(AppProblem::RanTwice { task: task.id }));
         }
         let (kept, chunk_cost) = host::chunk_top_k(span.first_row, result, self.k as usize);
         let Some(running) = self.running.get_mut(span.query as usize) else {
-            self.problem(format!(
-                "task {}: query {} does not exist",
-                task.id, span.query
-            ));
-            return chunk_cost;
+            return Ok(chunk_cost);
         };
         let (folded, fold_cost) =
             host::merge_top_k([running.as_slice(), kept.as_slice()], self.k as usize);
@@ -450,14 +448,12 @@ impl Application for KnnApplication {
             kept.len()
         );
         if let Some(slot) = self.partial.get_mut(task.id as usize) {
-            if slot.replace(kept).is_some() {
-                self.problem(format!("task {} ran twice", task.id));
-            }
+            *slot = Some(kept);
         }
-        cost
+        Ok(cost)
     }
 
-    fn finish_launch(&mut self) -> HostCost {
+    fn finish_launch(&mut self) -> Result<HostCost, AppError> {
         let missing: Vec<usize> = self
             .partial
             .iter()
@@ -465,11 +461,11 @@ impl Application for KnnApplication {
             .filter(|(_, list)| list.is_none())
             .map(|(id, _)| id)
             .collect();
-        if let Some(first) = missing.first() {
-            self.problem(format!(
-                "{} tasks never ran (first: task {first})",
-                missing.len()
-            ));
+        if let Some(&first) = missing.first() {
+            return Err(self.fail(AppProblem::NeverRan {
+                missing: missing.len(),
+                first,
+            }));
         }
         let answer = self.running.clone();
         // Copying each query's answer out: one load and one store per neighbour.
@@ -480,7 +476,7 @@ impl Application for KnnApplication {
         };
         log::debug!("knn: answered {} queries", answer.len());
         self.answer = Some(answer);
-        cost
+        Ok(cost)
     }
 
     fn verify(&self) -> Verification {
@@ -488,9 +484,6 @@ impl Application for KnnApplication {
             passed: false,
             detail,
         };
-        if let Some(problem) = self.problems.first() {
-            return fail(format!("{}: {problem}", self.shape.name));
-        }
         let Some(answer) = &self.answer else {
             return fail(format!("{}: the launch never finished", self.shape.name));
         };
@@ -532,7 +525,7 @@ mod tests {
         // KNN does not size device memory (no `device_bytes`): 4 MiB holds every shape.
         let mut device = FakeDevice::new(4 << 20);
         app.load(&mut device).unwrap();
-        let plan = app.next_launch().unwrap();
+        let plan = app.next_launch().unwrap().unwrap();
         let launched = testing::launch(&mut device, &plan);
         assert_eq!(
             u64::from(launched.kernel.items()) * 4,
@@ -548,7 +541,7 @@ mod tests {
             let (device, plan) = load_and_compute(&mut app);
             let cost = testing::run_tasks(&mut app, &device, &plan);
             assert!(cost.operations > 0);
-            assert!(app.next_launch().is_none(), "exactly one launch");
+            assert!(app.next_launch().unwrap().is_none(), "exactly one launch");
             let verification = app.verify();
             assert!(verification.passed, "{}", verification.detail);
             assert!(
@@ -605,7 +598,7 @@ mod tests {
         )
         .unwrap();
         app.load(&mut FakeDevice::new(4 << 20)).unwrap();
-        let plan = app.next_launch().unwrap();
+        let plan = app.next_launch().unwrap().unwrap();
         let command = plan.command;
         assert_eq!(command.kernel, KernelId::KnnDistance as u32);
         assert_eq!((command.mode, command.tag, command.flags), (0, 0, 0));
@@ -650,12 +643,14 @@ mod tests {
             distances.iter().flat_map(|d| d.to_le_bytes()).collect()
         };
         // Query 0: rows 0..4 then 4..6. Row 5 ties row 1 at 1.0 (row 1 wins), row 3 ties row 4 at 2.0.
-        app.run_task(&tasks[0], &bytes(&[9.0, 1.0, 5.0, 2.0]));
-        app.run_task(&tasks[1], &bytes(&[2.0, 1.0]));
+        app.run_task(&tasks[0], &bytes(&[9.0, 1.0, 5.0, 2.0]))
+            .unwrap();
+        app.run_task(&tasks[1], &bytes(&[2.0, 1.0])).unwrap();
         // Query 1: all equal: the three lowest rows.
-        app.run_task(&tasks[3], &bytes(&[7.0, 7.0]));
-        app.run_task(&tasks[2], &bytes(&[7.0, 7.0, 7.0, 7.0]));
-        let cost = app.finish_launch();
+        app.run_task(&tasks[3], &bytes(&[7.0, 7.0])).unwrap();
+        app.run_task(&tasks[2], &bytes(&[7.0, 7.0, 7.0, 7.0]))
+            .unwrap();
+        let cost = app.finish_launch().unwrap();
         // The final step only copies the 2 x 3 answers out; selection happened in the tasks.
         assert_eq!(cost.operations, 6 * host::STORE_OPERATIONS_PER_KEPT);
         let answer = app.answer().unwrap();
@@ -666,7 +661,7 @@ mod tests {
     }
 
     #[test]
-    fn a_task_that_never_ran_or_ran_with_wrong_bytes_fails_verification() {
+    fn a_task_that_never_ran_ran_twice_or_got_wrong_bytes_fails_at_the_call() {
         let shape = KnnShape {
             name: "knn-test",
             dim: 8,
@@ -680,19 +675,37 @@ mod tests {
         };
         let mut app = KnnApplication::new(shape, &options).unwrap();
         let tasks = app.tasks();
-        app.run_task(&tasks[0], &[0; 8]);
-        app.finish_launch();
-        let verification = app.verify();
-        assert!(!verification.passed);
-        assert!(
-            verification.detail.contains("never ran"),
-            "{}",
-            verification.detail
+        app.run_task(&tasks[0], &[0; 8]).unwrap();
+        let error = app.finish_launch().unwrap_err();
+        assert_eq!(
+            error.problem,
+            AppProblem::NeverRan {
+                missing: 1,
+                first: 1
+            }
+        );
+        assert_eq!(
+            error.to_string(),
+            "knn-test: 1 tasks never ran (first: task 1)"
         );
 
         let mut app = KnnApplication::new(shape, &options).unwrap();
-        assert_eq!(app.run_task(&tasks[1], &[0; 4]), HostCost::default());
-        assert!(!app.verify().passed);
+        let error = app.run_task(&tasks[1], &[0; 4]).unwrap_err();
+        assert!(
+            matches!(
+                error.problem,
+                AppProblem::WrongInput {
+                    task: 1,
+                    bytes: 4,
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        let error = app
+            .run_task(&tasks[0], &[0; 8])
+            .and_then(|_| app.run_task(&tasks[0], &[0; 8]));
+        assert_eq!(error.unwrap_err().problem, AppProblem::RanTwice { task: 0 });
     }
 
     #[test]

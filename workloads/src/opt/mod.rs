@@ -54,7 +54,8 @@ pub mod reference;
 use std::fmt;
 
 use host_runtime::app::{
-    Application, DeviceInput, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError, Verification,
+    AppError, AppProblem, Application, BadResult, DeviceInput, DeviceLoader, HostCost, HostTask,
+    LaunchPlan, LoadError, Scope, Verification,
 };
 use shared_abi::params::opt::{cache_bytes, workspace_bytes, OptParameters, PARAMETER_BYTES};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
@@ -243,7 +244,6 @@ pub struct OptApplication {
     attention_output: Option<Vec<f32>>,
     partials: Vec<Option<Vec<f32>>>,
     answer: Option<Vec<f32>>,
-    problems: Vec<String>,
 }
 
 impl fmt::Debug for OptApplication {
@@ -255,7 +255,6 @@ impl fmt::Debug for OptApplication {
             .field("layer", &self.layer)
             .field("launched", &self.launched)
             .field("answered", &self.answer.is_some())
-            .field("problems", &self.problems)
             .finish_non_exhaustive()
     }
 }
@@ -310,7 +309,6 @@ impl OptApplication {
             attention_output: None,
             partials: vec![None; shape.mlp_tasks as usize],
             answer: None,
-            problems: Vec::new(),
         })
     }
 
@@ -340,10 +338,11 @@ impl OptApplication {
             .collect()
     }
 
-    /// Records something that went wrong on the host side (verify then fails with it).
-    fn problem(&mut self, text: String) {
-        log::error!("opt: {text}");
-        self.problems.push(text);
+    /// A host step's failure (logged; the runtime fails the run with it).
+    fn fail(&self, problem: AppProblem) -> AppError {
+        let error = AppError::new(NAME, Scope::Layer(self.layer), problem);
+        log::error!("opt: {error}");
+        error
     }
 }
 
@@ -422,29 +421,25 @@ impl Application for OptApplication {
         self.attention_output = None;
         self.partials = vec![None; shape.mlp_tasks as usize];
         self.answer = None;
-        self.problems.clear();
         Ok(())
     }
 
-    fn next_launch(&mut self) -> Option<LaunchPlan> {
+    fn next_launch(&mut self) -> Result<Option<LaunchPlan>, AppError> {
         if self.layer >= self.shape.layers {
-            return None;
+            return Ok(None);
         }
         let Some(buffers) = &self.device else {
-            self.problem("next_launch called before load".into());
-            return None;
+            return Err(self.fail(AppProblem::NotLoaded));
         };
         if self.launched {
-            let layer = self.layer;
-            self.problem(format!("layer {layer} launched twice without finishing"));
-            return None;
+            return Err(self.fail(AppProblem::LaunchInFlight));
         }
         let layer = self.layer as usize;
         let (Some(keys), Some(values)) = (
             buffers.key_caches.get(layer).copied(),
             buffers.value_caches.get(layer).copied(),
         ) else {
-            return None;
+            return Ok(None);
         };
         let inputs = if self.layer == 0 {
             // The token's embedding was loaded with the data.
@@ -472,39 +467,37 @@ impl Application for OptApplication {
         self.launched = true;
         self.attention_output = None;
         self.partials = vec![None; self.shape.mlp_tasks as usize];
-        Some(LaunchPlan {
+        Ok(Some(LaunchPlan {
             inputs,
             command,
             tasks: self.tasks(),
-        })
+        }))
     }
 
-    fn run_task(&mut self, task: &HostTask, result: &[u8]) -> HostCost {
+    fn run_task(&mut self, task: &HostTask, result: &[u8]) -> Result<HostCost, AppError> {
         if task.id >= self.shape.mlp_tasks {
-            self.problem(format!(
-                "task {} does not exist ({} tasks)",
-                task.id, self.shape.mlp_tasks
-            ));
-            return HostCost::default();
+            return Err(self.fail(AppProblem::NoSuchTask {
+                task: task.id,
+                tasks: self.shape.mlp_tasks as usize,
+            }));
         }
         let needs = 0..self.shape.result_bytes();
         if task.needs != needs || result.len() as u64 != self.shape.result_bytes() {
-            self.problem(format!(
-                "task {}: needs {:?} with {} bytes, planned {needs:?}",
-                task.id,
-                task.needs,
-                result.len()
-            ));
-            return HostCost::default();
+            return Err(self.fail(AppProblem::WrongInput {
+                task: task.id,
+                needs: task.needs.clone(),
+                bytes: result.len(),
+                planned: needs,
+            }));
         }
         let attention_output = from_le_bytes(result);
         match &self.attention_output {
             None => self.attention_output = Some(attention_output.clone()),
             Some(seen) if *seen != attention_output => {
-                let (layer, id) = (self.layer, task.id);
-                self.problem(format!(
-                    "layer {layer} task {id}: result bytes differ from another task's"
-                ));
+                return Err(self.fail(AppProblem::BadResult {
+                    task: task.id,
+                    what: BadResult::DiffersFromAnotherTask,
+                }));
             }
             Some(_) => {}
         }
@@ -513,29 +506,30 @@ impl Application for OptApplication {
             *slot = Some(partial);
         }
         log::trace!("opt: layer {} task {} done", self.layer, task.id);
-        host::task_cost(&self.shape)
+        Ok(host::task_cost(&self.shape))
     }
 
-    fn finish_launch(&mut self) -> HostCost {
+    fn finish_launch(&mut self) -> Result<HostCost, AppError> {
+        let missing = self.partials.iter().filter(|p| p.is_none()).count();
+        if let Some(first) = self.partials.iter().position(Option::is_none) {
+            return Err(self.fail(AppProblem::NeverRan { missing, first }));
+        }
+        let Some(attention_output) = self.attention_output.take() else {
+            return Err(self.fail(AppProblem::NeverRan {
+                missing: self.partials.len(),
+                first: 0,
+            }));
+        };
         let layer = self.layer;
         self.launched = false;
         self.layer += 1;
-        let missing = self.partials.iter().filter(|p| p.is_none()).count();
-        let Some(attention_output) = self.attention_output.take() else {
-            self.problem(format!("layer {layer}: no task ran"));
-            return HostCost::default();
-        };
-        if missing > 0 {
-            self.problem(format!("layer {layer}: {missing} MLP tasks never ran"));
-            return HostCost::default();
-        }
         let partials: Vec<Vec<f32>> = self.partials.iter_mut().filter_map(Option::take).collect();
         self.hidden_state = host::finish(&self.weights, &attention_output, &partials);
         log::debug!("opt: layer {layer} finished");
         if self.layer == self.shape.layers {
             self.answer = Some(self.hidden_state.clone());
         }
-        host::finish_cost(&self.shape)
+        Ok(host::finish_cost(&self.shape))
     }
 
     fn verify(&self) -> Verification {
@@ -543,9 +537,6 @@ impl Application for OptApplication {
             passed: false,
             detail: format!("{NAME}: {detail}"),
         };
-        if let Some(problem) = self.problems.first() {
-            return fail(problem.clone());
-        }
         let Some(answer) = &self.answer else {
             return fail(format!(
                 "the decode step never finished ({} of {} layers)",
@@ -675,7 +666,7 @@ mod tests {
     /// tasks in reverse order with their bytes, then the final step.
     fn run_all(app: &mut OptApplication, device: &mut FakeDevice) -> usize {
         let mut launches = 0;
-        while let Some(plan) = app.next_launch() {
+        while let Some(plan) = app.next_launch().unwrap() {
             launches += 1;
             let launched = testing::launch(device, &plan);
             assert_eq!(launched.kernel.stages(), 10);
@@ -693,10 +684,12 @@ mod tests {
                 "items cover the result once"
             );
             for task in plan.tasks.iter().rev() {
-                let cost = app.run_task(task, &testing::result_bytes(device, &plan, task));
+                let cost = app
+                    .run_task(task, &testing::result_bytes(device, &plan, task))
+                    .unwrap();
                 assert!(cost.operations > 0 && cost.memory_bytes > 0);
             }
-            app.finish_launch();
+            app.finish_launch().unwrap();
         }
         launches
     }
@@ -721,7 +714,7 @@ mod tests {
     fn plan_inputs_and_tasks_cover_the_result() {
         let mut app = OptApplication::new(&small()).unwrap();
         let device = FakeDevice::loaded(&mut app);
-        let plan = app.next_launch().unwrap();
+        let plan = app.next_launch().unwrap().unwrap();
         assert!(plan.inputs.is_empty(), "layer 0's input is loaded");
         assert_eq!(plan.command.kernel, KernelId::OptAttention as u32);
         assert_eq!(
@@ -739,10 +732,10 @@ mod tests {
         // Finishing the launch by hand (every task on zeros) makes the next plan carry the
         // MLP's output as the device input.
         for task in &plan.tasks {
-            app.run_task(task, &[0; 256]);
+            app.run_task(task, &[0; 256]).unwrap();
         }
-        app.finish_launch();
-        let next = app.next_launch().unwrap();
+        app.finish_launch().unwrap();
+        let next = app.next_launch().unwrap().unwrap();
         assert_eq!(next.inputs.len(), 1);
         assert_eq!(next.inputs[0].bytes.len(), 256);
         assert_ne!(
@@ -797,10 +790,10 @@ mod tests {
     }
 
     #[test]
-    fn a_corrupted_result_or_missing_task_fails_verification() {
+    fn a_corrupted_result_fails_verification_and_a_missing_task_fails_at_the_call() {
         let mut app = OptApplication::new(&small()).unwrap();
         let mut device = FakeDevice::loaded(&mut app);
-        let plan = app.next_launch().unwrap();
+        let plan = app.next_launch().unwrap().unwrap();
         testing::launch(&mut device, &plan);
         let base = plan.command.result_address as usize;
         let mut bytes = device.memory[base..base + 256].to_vec();
@@ -808,9 +801,9 @@ mod tests {
         // rounded away by the MLP's residual add).
         bytes[2] ^= 0x10;
         for task in &plan.tasks {
-            app.run_task(task, &bytes);
+            app.run_task(task, &bytes).unwrap();
         }
-        app.finish_launch();
+        app.finish_launch().unwrap();
         run_all(&mut app, &mut device);
         let verification = app.verify();
         assert!(!verification.passed);
@@ -822,29 +815,35 @@ mod tests {
 
         let mut app = OptApplication::new(&small()).unwrap();
         FakeDevice::loaded(&mut app);
-        let plan = app.next_launch().unwrap();
-        app.run_task(&plan.tasks[0], &[0; 256]);
-        app.finish_launch();
-        let verification = app.verify();
-        assert!(!verification.passed);
+        let plan = app.next_launch().unwrap().unwrap();
+        app.run_task(&plan.tasks[0], &[0; 256]).unwrap();
+        let error = app.finish_launch().unwrap_err();
+        assert_eq!(error.scope, Scope::Layer(0));
         assert!(
-            verification.detail.contains("never ran"),
-            "{}",
-            verification.detail
+            matches!(error.problem, AppProblem::NeverRan { first: 1, .. }),
+            "{error}"
         );
+        assert!(error.to_string().contains("never ran"), "{error}");
     }
 
     #[test]
-    fn unfinished_run_and_bad_tasks_fail_verification() {
+    fn unfinished_run_fails_verification_and_bad_calls_fail_at_the_call() {
         let mut app = OptApplication::new(&small()).unwrap();
         assert!(app.verify().detail.contains("never finished"));
-        assert_eq!(app.next_launch(), None, "no launch before load");
+        assert_eq!(
+            app.next_launch().unwrap_err().problem,
+            AppProblem::NotLoaded,
+            "no launch before load"
+        );
         let task = HostTask {
             id: 99,
             needs: 0..256,
             chain: None,
         };
-        assert_eq!(app.run_task(&task, &[0; 256]), HostCost::default());
+        assert!(matches!(
+            app.run_task(&task, &[0; 256]).unwrap_err().problem,
+            AppProblem::NoSuchTask { task: 99, .. }
+        ));
         assert!(!app.verify().passed);
     }
 

@@ -56,7 +56,8 @@ pub mod reference;
 use std::fmt;
 
 use host_runtime::app::{
-    Application, DeviceInput, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError, Verification,
+    AppError, AppProblem, Application, DeviceInput, DeviceLoader, HostCost, HostTask, LaunchPlan,
+    LoadError, Scope, Verification,
 };
 use shared_abi::params::pagerank::{PageRankParameters, VERTICES_PER_ITEM};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
@@ -170,7 +171,6 @@ pub struct PageRankApplication {
     in_flight: bool,
     changes: Vec<Option<f64>>,
     last_change: f64,
-    problems: Vec<String>,
 }
 
 impl fmt::Debug for PageRankApplication {
@@ -179,7 +179,6 @@ impl fmt::Debug for PageRankApplication {
             .field("vertices", &self.graph.vertices())
             .field("arcs", &self.graph.arcs())
             .field("iterations", &self.iterations)
-            .field("problems", &self.problems)
             .finish()
     }
 }
@@ -230,7 +229,6 @@ impl PageRankApplication {
             in_flight: false,
             changes: Vec::new(),
             last_change: f64::NAN,
-            problems: Vec::new(),
         }
     }
 
@@ -260,9 +258,11 @@ impl PageRankApplication {
         tasks
     }
 
-    fn problem(&mut self, text: String) {
-        log::error!("pagerank: {text}");
-        self.problems.push(text);
+    /// A host step's failure (logged; the runtime fails the run with it).
+    fn fail(&self, problem: AppProblem) -> AppError {
+        let error = AppError::new(NAME, Scope::Launch(self.iterations), problem);
+        log::error!("pagerank: {error}");
+        error
     }
 
     fn contribution_bytes(&self) -> Vec<u8> {
@@ -318,18 +318,15 @@ impl Application for PageRankApplication {
         self.in_flight = false;
         self.changes.clear();
         self.last_change = f64::NAN;
-        self.problems.clear();
         Ok(())
     }
 
-    fn next_launch(&mut self) -> Option<LaunchPlan> {
+    fn next_launch(&mut self) -> Result<Option<LaunchPlan>, AppError> {
         let Some(buffers) = self.device else {
-            self.problem("next_launch called before load".into());
-            return None;
+            return Err(self.fail(AppProblem::NotLoaded));
         };
         if self.in_flight {
-            self.problem("next_launch called before the launch finished".into());
-            return None;
+            return Err(self.fail(AppProblem::LaunchInFlight));
         }
         if self.iterations >= ITERATIONS {
             log::info!(
@@ -337,7 +334,7 @@ impl Application for PageRankApplication {
                 self.iterations,
                 self.last_change
             );
-            return None;
+            return Ok(None);
         }
         let inputs = if self.iterations == 0 {
             Vec::new()
@@ -352,7 +349,7 @@ impl Application for PageRankApplication {
         let tasks = Self::tasks(n);
         self.changes = vec![None; tasks.len()];
         self.in_flight = true;
-        Some(LaunchPlan {
+        Ok(Some(LaunchPlan {
             inputs,
             command: CommandDescriptor {
                 kernel: KernelId::PageRankGather as u32,
@@ -369,24 +366,34 @@ impl Application for PageRankApplication {
                 ],
             },
             tasks,
-        })
+        }))
     }
 
-    fn run_task(&mut self, task: &HostTask, result: &[u8]) -> HostCost {
+    fn run_task(&mut self, task: &HostTask, result: &[u8]) -> Result<HostCost, AppError> {
+        if !self.in_flight {
+            return Err(self.fail(AppProblem::NoLaunch { call: "run_task" }));
+        }
         let length = task.needs.end.saturating_sub(task.needs.start);
-        if !self.in_flight
-            || result.len() as u64 != length
+        if result.len() as u64 != length
             || task.needs.start % 4 != 0
             || length % 4 != 0
             || task.needs.end > u64::from(self.graph.vertices()) * 4
         {
-            self.problem(format!(
-                "task {} over {:?} with {} bytes does not fit the launch",
-                task.id,
-                task.needs,
-                result.len()
-            ));
-            return HostCost::default();
+            return Err(self.fail(AppProblem::DoesNotFit {
+                task: task.id,
+                needs: task.needs.clone(),
+                bytes: result.len(),
+            }));
+        }
+        match self.changes.get(task.id as usize) {
+            None => {
+                return Err(self.fail(AppProblem::NoSuchTask {
+                    task: task.id,
+                    tasks: self.changes.len(),
+                }))
+            }
+            Some(Some(_)) => return Err(self.fail(AppProblem::RanTwice { task: task.id })),
+            Some(None) => {}
         }
         let (change, cost) = host::update_ranks(
             &self.graph,
@@ -397,19 +404,16 @@ impl Application for PageRankApplication {
             &mut self.rank,
             &mut self.contributions,
         );
-        match self.changes.get_mut(task.id as usize) {
-            Some(slot) if slot.is_none() => *slot = Some(change),
-            _ => self.problem(format!("task {} ran twice or does not exist", task.id)),
+        if let Some(slot) = self.changes.get_mut(task.id as usize) {
+            *slot = Some(change);
         }
-        cost
+        Ok(cost)
     }
 
-    fn finish_launch(&mut self) -> HostCost {
-        if let Some(missing) = self.changes.iter().position(Option::is_none) {
-            self.problem(format!(
-                "launch {}: task {missing} never ran",
-                self.iterations
-            ));
+    fn finish_launch(&mut self) -> Result<HostCost, AppError> {
+        if let Some(first) = self.changes.iter().position(Option::is_none) {
+            let missing = self.changes.iter().filter(|c| c.is_none()).count();
+            return Err(self.fail(AppProblem::NeverRan { missing, first }));
         }
         self.last_change = self.changes.iter().flatten().sum();
         self.dangling_share = reference::dangling_share(&self.graph, &self.rank);
@@ -422,11 +426,11 @@ impl Application for PageRankApplication {
             self.iterations,
             self.last_change
         );
-        HostCost {
+        Ok(HostCost {
             operations: self.changes.len() as u64 * host::OPERATIONS_PER_TASK_TOTAL
                 + dangling * host::OPERATIONS_PER_DANGLING_VERTEX,
             memory_bytes: dangling * 64,
-        }
+        })
     }
 
     fn verify(&self) -> Verification {
@@ -434,9 +438,6 @@ impl Application for PageRankApplication {
             passed: false,
             detail,
         };
-        if let Some(problem) = self.problems.first() {
-            return fail(format!("pagerank: {problem}"));
-        }
         if self.iterations != ITERATIONS || self.in_flight {
             return fail(format!(
                 "pagerank: {} of {ITERATIONS} iterations finished",
@@ -535,7 +536,7 @@ mod tests {
     fn each_task_needs_exactly_the_items_of_its_1024_vertices() {
         let mut app = PageRankApplication::new(&small()).unwrap();
         let device = testing::FakeDevice::loaded(&mut app);
-        let plan = app.next_launch().unwrap();
+        let plan = app.next_launch().unwrap().unwrap();
         let kernel = firmware::kernels::Kernel::decode(&plan.command, &device).unwrap();
         assert_eq!(kernel.items(), SMALL_VERTICES);
         assert_eq!(plan.tasks.len(), (SMALL_VERTICES / TASK_VERTICES) as usize);

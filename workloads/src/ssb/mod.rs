@@ -58,7 +58,8 @@ pub mod reference;
 use std::fmt;
 
 use host_runtime::app::{
-    Application, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError, Verification,
+    AppError, AppProblem, Application, BadResult, DeviceLoader, HostCost, HostTask, LaunchPlan,
+    LoadError, Scope, Verification,
 };
 use shared_abi::params::ssb::{bitmap_bytes, pack_rows, Predicate, ROWS_PER_PACKET, VALUE_BYTES};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
@@ -232,7 +233,6 @@ pub struct SsbApplication {
     launched: bool,
     partials: Vec<Option<Partial>>,
     answer: Option<Partial>,
-    problems: Vec<String>,
 }
 
 impl fmt::Debug for SsbApplication {
@@ -244,7 +244,6 @@ impl fmt::Debug for SsbApplication {
             .field("device", &self.device)
             .field("launched", &self.launched)
             .field("answer", &self.answer)
-            .field("problems", &self.problems)
             .finish_non_exhaustive()
     }
 }
@@ -301,7 +300,6 @@ impl SsbApplication {
             launched: false,
             partials: vec![None; tasks],
             answer: None,
-            problems: Vec::new(),
         })
     }
 
@@ -343,10 +341,11 @@ impl SsbApplication {
             .collect()
     }
 
-    /// Records something that went wrong on the host side (verify then fails with it).
-    fn problem(&mut self, text: String) {
-        log::error!("ssb: {text}");
-        self.problems.push(text);
+    /// A host step's failure (logged; the runtime fails the run with it).
+    fn fail(&self, problem: AppProblem) -> AppError {
+        let error = AppError::new(self.query.name(), Scope::Whole, problem);
+        log::error!("ssb: {error}");
+        error
     }
 }
 
@@ -383,17 +382,15 @@ impl Application for SsbApplication {
         self.launched = false;
         self.partials = vec![None; self.partials.len()];
         self.answer = None;
-        self.problems.clear();
         Ok(())
     }
 
-    fn next_launch(&mut self) -> Option<LaunchPlan> {
+    fn next_launch(&mut self) -> Result<Option<LaunchPlan>, AppError> {
         if self.launched {
-            return None;
+            return Ok(None);
         }
         let Some(buffers) = self.device else {
-            self.problem("next_launch called before load".into());
-            return None;
+            return Err(self.fail(AppProblem::NotLoaded));
         };
         self.launched = true;
         let command = CommandDescriptor {
@@ -410,36 +407,32 @@ impl Application for SsbApplication {
                 self.query.spec().filter.pack(),
             ],
         };
-        Some(LaunchPlan {
+        Ok(Some(LaunchPlan {
             inputs: Vec::new(),
             command,
             tasks: self.tasks(),
-        })
+        }))
     }
 
-    fn run_task(&mut self, task: &HostTask, result: &[u8]) -> HostCost {
+    fn run_task(&mut self, task: &HostTask, result: &[u8]) -> Result<HostCost, AppError> {
         let id = task.id as usize;
         if id >= self.partials.len() {
-            self.problem(format!(
-                "task {id} does not exist ({} tasks)",
-                self.partials.len()
-            ));
-            return HostCost::default();
+            return Err(self.fail(AppProblem::NoSuchTask {
+                task: task.id,
+                tasks: self.partials.len(),
+            }));
         }
         let needs = self.task_bytes(id);
-        if task.needs != needs {
-            self.problem(format!(
-                "task {id}: needs {:?}, planned {needs:?}",
-                task.needs
-            ));
+        if task.needs != needs || result.len() as u64 != needs.end - needs.start {
+            return Err(self.fail(AppProblem::WrongInput {
+                task: task.id,
+                needs: task.needs.clone(),
+                bytes: result.len(),
+                planned: needs,
+            }));
         }
-        if result.len() as u64 != needs.end - needs.start {
-            self.problem(format!(
-                "task {id}: {} result bytes, {} expected",
-                result.len(),
-                needs.end - needs.start
-            ));
-            return HostCost::default();
+        if self.partials[id].is_some() {
+            return Err(self.fail(AppProblem::RanTwice { task: task.id }));
         }
         let tables = HostTables {
             orderdate: &self.data.orderdate,
@@ -451,26 +444,27 @@ impl Application for SsbApplication {
         let outcome =
             host::join_and_aggregate(needs.start * 8, result, &tables, self.query.spec().date);
         if let Some(row) = outcome.stray_row {
-            self.problem(format!(
-                "task {id}: row {row} is marked but the table has {} rows",
-                self.data.rows()
-            ));
+            return Err(self.fail(AppProblem::BadResult {
+                task: task.id,
+                what: BadResult::RowBeyondTable {
+                    row,
+                    rows: self.data.rows() as u64,
+                },
+            }));
         }
         log::trace!(
             "ssb: task {id} bytes {needs:?} marked {} selected {}",
             outcome.partial.marked,
             outcome.partial.selected
         );
-        if self.partials[id].replace(outcome.partial).is_some() {
-            self.problem(format!("task {id} ran twice"));
-        }
-        outcome.cost
+        self.partials[id] = Some(outcome.partial);
+        Ok(outcome.cost)
     }
 
-    fn finish_launch(&mut self) -> HostCost {
+    fn finish_launch(&mut self) -> Result<HostCost, AppError> {
         let missing = self.partials.iter().filter(|p| p.is_none()).count();
         if let Some(first) = self.partials.iter().position(Option::is_none) {
-            self.problem(format!("{missing} tasks never ran (first: task {first})"));
+            return Err(self.fail(AppProblem::NeverRan { missing, first }));
         }
         let answer = self
             .partials
@@ -486,10 +480,10 @@ impl Application for SsbApplication {
             answer.selected
         );
         self.answer = Some(answer);
-        HostCost {
+        Ok(HostCost {
             operations: partials * FINISH_OPERATIONS_PER_PARTIAL,
             memory_bytes: partials * PARTIAL_BYTES,
-        }
+        })
     }
 
     fn verify(&self) -> Verification {
@@ -498,9 +492,6 @@ impl Application for SsbApplication {
             passed: false,
             detail,
         };
-        if let Some(problem) = self.problems.first() {
-            return fail(format!("{name}: {problem}"));
-        }
         let Some(answer) = self.answer else {
             return fail(format!("{name}: the launch never finished"));
         };
@@ -544,7 +535,7 @@ mod tests {
     /// Loads `app`, runs its launch's items on the fake device, returns device and plan.
     fn load_and_compute(app: &mut SsbApplication) -> (FakeDevice, LaunchPlan) {
         let mut device = FakeDevice::loaded(app);
-        let plan = app.next_launch().unwrap();
+        let plan = app.next_launch().unwrap().unwrap();
         testing::launch(&mut device, &plan);
         (device, plan)
     }
@@ -564,7 +555,7 @@ mod tests {
             let (device, plan) = load_and_compute(&mut app);
             let cost = testing::run_tasks(&mut app, &device, &plan);
             assert!(cost.operations > 0);
-            assert!(app.next_launch().is_none(), "exactly one launch");
+            assert!(app.next_launch().unwrap().is_none(), "exactly one launch");
             let verification = app.verify();
             assert!(verification.passed, "{}", verification.detail);
             let expected = reference::evaluate(app.data(), &query.spec());
@@ -595,7 +586,7 @@ mod tests {
         let mut app = small(Query::Q1_2, 3);
         FakeDevice::loaded(&mut app);
         assert!(app.device_bytes() >= 8 * u64::from(app.data().rows()) + app.result_length());
-        let plan = app.next_launch().unwrap();
+        let plan = app.next_launch().unwrap().unwrap();
         let command = plan.command;
         let rows = app.data().rows();
         assert_eq!(command.kernel, KernelId::SsbFilter as u32);
@@ -635,45 +626,61 @@ mod tests {
     }
 
     #[test]
-    fn a_bit_past_the_table_fails_verification() {
+    fn a_bit_past_the_table_fails_the_task() {
         let mut app = small(Query::Q1_1, 42);
         let (mut device, plan) = load_and_compute(&mut app);
         let rows = u64::from(app.data().rows());
         assert_ne!(rows % 8, 0, "the test needs a partial last byte");
         let last = (plan.command.result_address + plan.command.result_length - 1) as usize;
         device.memory[last] = 0x80;
-        testing::run_tasks(&mut app, &device, &plan);
-        let verification = app.verify();
-        assert!(!verification.passed);
+        let task = plan.tasks.last().unwrap();
+        let error = app
+            .run_task(task, &testing::result_bytes(&device, &plan, task))
+            .unwrap_err();
         assert!(
-            verification.detail.contains("is marked but"),
-            "{}",
-            verification.detail
+            matches!(
+                error.problem,
+                AppProblem::BadResult {
+                    what: BadResult::RowBeyondTable { .. },
+                    ..
+                }
+            ),
+            "{error}"
         );
+        assert!(error.to_string().contains("is marked but"), "{error}");
     }
 
     #[test]
-    fn missing_or_repeated_tasks_fail_verification() {
+    fn missing_repeated_or_short_tasks_fail_at_the_call() {
         let mut app = small(Query::Q1_2, 1);
         let tasks = app.tasks();
-        app.run_task(&tasks[0], &vec![0; 256]);
-        app.finish_launch();
-        let verification = app.verify();
-        assert!(!verification.passed);
+        app.run_task(&tasks[0], &vec![0; 256]).unwrap();
+        let error = app.finish_launch().unwrap_err();
         assert!(
-            verification.detail.contains("never ran"),
-            "{}",
-            verification.detail
+            matches!(error.problem, AppProblem::NeverRan { first: 1, .. }),
+            "{error}"
         );
+        assert!(error.to_string().contains("never ran"), "{error}");
 
         let mut app = small(Query::Q1_2, 1);
-        app.run_task(&tasks[0], &vec![0; 256]);
-        app.run_task(&tasks[0], &vec![0; 256]);
-        assert!(app.verify().detail.contains("ran twice"));
+        app.run_task(&tasks[0], &vec![0; 256]).unwrap();
+        let error = app.run_task(&tasks[0], &vec![0; 256]).unwrap_err();
+        assert_eq!(error.problem, AppProblem::RanTwice { task: 0 });
+        assert!(error.to_string().contains("ran twice"), "{error}");
 
         let mut app = small(Query::Q1_2, 1);
-        assert_eq!(app.run_task(&tasks[0], &[0; 8]), HostCost::default());
-        assert!(!app.verify().passed);
+        let error = app.run_task(&tasks[0], &[0; 8]).unwrap_err();
+        assert!(
+            matches!(
+                error.problem,
+                AppProblem::WrongInput {
+                    task: 0,
+                    bytes: 8,
+                    ..
+                }
+            ),
+            "{error}"
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@
 //! [`FINAL_FIXED_OPERATIONS`] + tasks × [`FINAL_OPERATIONS_PER_TASK`] instructions and tasks ×
 //! [`FINAL_BYTES_PER_TASK`] bytes.
 
-use host_runtime::app::HostCost;
+use host_runtime::app::{BadResult, HostCost};
 
 /// Fixed instructions per task: call and return (2), the block's first vertex, vertex count,
 /// host-copy and result pointers (4), the list pointer (1), the lane index vector (broadcast
@@ -57,12 +57,11 @@ pub fn compare_block(
     first: u32,
     result: &[u8],
     distances: &mut [u32],
-) -> Result<(Vec<u32>, HostCost), String> {
+) -> Result<(Vec<u32>, HostCost), BadResult> {
     if result.len() % 4 != 0 {
-        return Err(format!(
-            "{} result bytes are not whole distances",
-            result.len()
-        ));
+        return Err(BadResult::PartialWords {
+            bytes: result.len(),
+        });
     }
     let count = result.len() / 4;
     let start = first as usize;
@@ -70,11 +69,11 @@ pub fn compare_block(
         .checked_add(count)
         .and_then(|end| distances.get_mut(start..end))
     else {
-        return Err(format!(
-            "vertices {first}..{} lie beyond the {} vertices",
-            start.saturating_add(count),
-            distances.len()
-        ));
+        return Err(BadResult::VerticesBeyond {
+            first,
+            end: start.saturating_add(count),
+            vertices: distances.len(),
+        });
     };
     let mut changed = Vec::new();
     for ((vertex, word), known) in (first..).zip(result.chunks_exact(4)).zip(copy.iter_mut()) {
@@ -140,9 +139,22 @@ mod tests {
     #[test]
     fn a_block_beyond_the_copy_or_of_partial_words_is_refused() {
         let mut distances = vec![0; 4];
-        assert!(compare_block(3, &bytes(&[1, 2]), &mut distances).is_err());
-        assert!(compare_block(u32::MAX, &bytes(&[1]), &mut distances).is_err());
-        assert!(compare_block(0, &[1, 2, 3], &mut distances).is_err());
+        assert_eq!(
+            compare_block(3, &bytes(&[1, 2]), &mut distances).unwrap_err(),
+            BadResult::VerticesBeyond {
+                first: 3,
+                end: 5,
+                vertices: 4
+            }
+        );
+        assert!(matches!(
+            compare_block(u32::MAX, &bytes(&[1]), &mut distances),
+            Err(BadResult::VerticesBeyond { .. })
+        ));
+        assert_eq!(
+            compare_block(0, &[1, 2, 3], &mut distances).unwrap_err(),
+            BadResult::PartialWords { bytes: 3 }
+        );
         assert_eq!(distances, [0; 4], "a refused block changes nothing");
     }
 

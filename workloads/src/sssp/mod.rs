@@ -75,7 +75,8 @@ pub mod reference;
 use std::fmt;
 
 use host_runtime::app::{
-    Application, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError, Verification,
+    AppError, AppProblem, Application, BadResult, DeviceLoader, HostCost, HostTask, LaunchPlan,
+    LoadError, Scope, Verification,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -235,7 +236,6 @@ pub struct SsspApplication {
     /// Vertices changed by each finished launch.
     changes: Vec<u64>,
     converged: bool,
-    problems: Vec<String>,
 }
 
 impl fmt::Debug for SsspApplication {
@@ -246,7 +246,6 @@ impl fmt::Debug for SsspApplication {
             .field("rounds", &self.rounds)
             .field("launches", &self.launches)
             .field("converged", &self.converged)
-            .field("problems", &self.problems)
             .finish()
     }
 }
@@ -315,7 +314,6 @@ impl SsspApplication {
             lists: Vec::new(),
             changes: Vec::new(),
             converged: false,
-            problems: Vec::new(),
         }
     }
 
@@ -360,9 +358,11 @@ impl SsspApplication {
         tasks
     }
 
-    fn problem(&mut self, text: String) {
-        log::error!("sssp: {text}");
-        self.problems.push(text);
+    /// A host step's failure (logged; the runtime fails the run with it).
+    fn fail(&self, problem: AppProblem) -> AppError {
+        let error = AppError::new("sssp", Scope::Launch(self.launches), problem);
+        log::error!("sssp: {error}");
+        error
     }
 }
 
@@ -417,18 +417,15 @@ impl Application for SsspApplication {
         self.lists.clear();
         self.changes.clear();
         self.converged = false;
-        self.problems.clear();
         Ok(())
     }
 
-    fn next_launch(&mut self) -> Option<LaunchPlan> {
+    fn next_launch(&mut self) -> Result<Option<LaunchPlan>, AppError> {
         let Some(buffers) = self.device else {
-            self.problem("next_launch called before load".into());
-            return None;
+            return Err(self.fail(AppProblem::NotLoaded));
         };
         if self.in_flight {
-            self.problem("next_launch called before the launch finished".into());
-            return None;
+            return Err(self.fail(AppProblem::LaunchInFlight));
         }
         if self.converged || self.rounds.is_some_and(|rounds| self.launches >= rounds) {
             log::info!(
@@ -437,7 +434,7 @@ impl Application for SsspApplication {
                 if self.converged { ", converged" } else { "" },
                 self.changes
             );
-            return None;
+            return Ok(None);
         }
         let parity = (self.launches % 2) as usize;
         let (previous, result) = (buffers.vectors[parity], buffers.vectors[1 - parity]);
@@ -460,49 +457,59 @@ impl Application for SsspApplication {
             self.launches,
             tasks.len()
         );
-        Some(LaunchPlan {
+        Ok(Some(LaunchPlan {
             inputs: Vec::new(),
             command,
             tasks,
-        })
+        }))
     }
 
-    fn run_task(&mut self, task: &HostTask, result: &[u8]) -> HostCost {
+    fn run_task(&mut self, task: &HostTask, result: &[u8]) -> Result<HostCost, AppError> {
+        if !self.in_flight {
+            return Err(self.fail(AppProblem::NoLaunch { call: "run_task" }));
+        }
         let expected = result.len() as u64 == task.needs.end.saturating_sub(task.needs.start);
-        if !self.in_flight || !expected || task.needs.start % 4 != 0 {
-            self.problem(format!(
-                "task {} over {:?} with {} bytes does not fit the launch",
-                task.id,
-                task.needs,
-                result.len()
-            ));
-            return HostCost::default();
+        if !expected || task.needs.start % 4 != 0 {
+            return Err(self.fail(AppProblem::DoesNotFit {
+                task: task.id,
+                needs: task.needs.clone(),
+                bytes: result.len(),
+            }));
         }
         let Ok(first) = u32::try_from(task.needs.start / 4) else {
-            self.problem(format!("task {} starts beyond the vertices", task.id));
-            return HostCost::default();
+            return Err(self.fail(AppProblem::BadResult {
+                task: task.id,
+                what: BadResult::BeyondVertices,
+            }));
         };
+        match self.lists.get(task.id as usize) {
+            None => {
+                return Err(self.fail(AppProblem::NoSuchTask {
+                    task: task.id,
+                    tasks: self.lists.len(),
+                }))
+            }
+            Some(Some(_)) => return Err(self.fail(AppProblem::RanTwice { task: task.id })),
+            Some(None) => {}
+        }
         match host::compare_block(first, result, &mut self.distances) {
             Ok((changed, cost)) => {
-                match self.lists.get_mut(task.id as usize) {
-                    Some(slot) if slot.is_none() => *slot = Some(changed),
-                    _ => self.problem(format!("task {} ran twice or does not exist", task.id)),
+                if let Some(slot) = self.lists.get_mut(task.id as usize) {
+                    *slot = Some(changed);
                 }
-                cost
+                Ok(cost)
             }
-            Err(reason) => {
-                self.problem(format!("task {}: {reason}", task.id));
-                HostCost::default()
-            }
+            Err(what) => Err(self.fail(AppProblem::BadResult {
+                task: task.id,
+                what,
+            })),
         }
     }
 
-    fn finish_launch(&mut self) -> HostCost {
-        if let Some(missing) = self.lists.iter().position(Option::is_none) {
-            self.problem(format!(
-                "launch {}: task {missing} never ran",
-                self.launches
-            ));
+    fn finish_launch(&mut self) -> Result<HostCost, AppError> {
+        if let Some(first) = self.lists.iter().position(Option::is_none) {
+            let missing = self.lists.iter().filter(|list| list.is_none()).count();
+            return Err(self.fail(AppProblem::NeverRan { missing, first }));
         }
         let lists = std::mem::take(&mut self.lists);
         let (changed, cost) =
@@ -510,7 +517,7 @@ impl Application for SsspApplication {
         self.changes.push(changed);
         self.converged = changed == 0;
         self.in_flight = false;
-        cost
+        Ok(cost)
     }
 
     fn verify(&self) -> Verification {
@@ -518,9 +525,6 @@ impl Application for SsspApplication {
             passed: false,
             detail,
         };
-        if let Some(problem) = self.problems.first() {
-            return fail(format!("sssp: {problem}"));
-        }
         match self.rounds {
             None if !self.converged => {
                 return fail(format!(
@@ -705,7 +709,7 @@ mod tests {
         let mut device = testing::FakeDevice::loaded(&mut app);
         let mut previous_result = None;
         let mut reads = Vec::new();
-        while let Some(plan) = app.next_launch() {
+        while let Some(plan) = app.next_launch().unwrap() {
             assert!(plan.inputs.is_empty(), "the host writes no launch input");
             assert_eq!(plan.command.result_length, 4 * 5);
             assert_eq!(plan.command.args[2..], [0, 0]);

@@ -21,14 +21,82 @@
 //! - A task that needs no result bytes reads no record.
 
 use crate::flow::FlowControl;
-use crate::ready_pool::ReadyPool;
-use crate::ring::{publish_heads, read_payload, GapAwareHead, MetadataConsumer};
-use host_driver::dma::DmaRegion;
+use crate::ready_pool::{PoolFull, ReadyPool};
+use crate::ring::{publish_heads, read_payload, GapAwareHead, MetadataConsumer, RingError};
+use host_driver::dma::{DmaError, DmaRegion};
 use host_driver::shadow::{init_control_block, shadow_stores, DeviceStore, ShadowError};
 use host_driver::sync::Ordering;
 use shared_abi::region::RingLayout;
 use shared_abi::{device_map, DeviceAddress, FlowControlMessage, MetadataRecord, RingIndex};
 use std::ops::Range;
+
+/// Why the host side of an AXLE ring refused to go on: the ring protocol was broken (by the
+/// device, or by records that contradict the host's bookkeeping), or the region could not be
+/// read. Each variant keeps its source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AxleRingError {
+    /// The AXLE mode was started without a DMA ring.
+    #[error("AXLE mode without a DMA ring")]
+    NoRing,
+    /// The consumer refused the tail or a record (see [`RingError`]).
+    #[error(transparent)]
+    Protocol(#[from] RingError),
+    /// The ready pool is full.
+    #[error(transparent)]
+    PoolFull(#[from] PoolFull),
+    /// Programming the shadow descriptors failed.
+    #[error(transparent)]
+    Shadow(#[from] ShadowError),
+    /// A load of the region's control block failed.
+    #[error(transparent)]
+    Region(#[from] DmaError),
+    /// A record names a payload slot outside the ring.
+    #[error("record {index} names payload slot {slot}")]
+    SlotOutOfRange {
+        /// The record's index.
+        index: u64,
+        /// The slot it names.
+        slot: u32,
+    },
+    /// Two records name the same held payload slot.
+    #[error("records {other} and {index} both name the held payload slot {slot}")]
+    SlotHeldTwice {
+        /// The record that holds the slot.
+        other: u64,
+        /// The record that names it again.
+        index: u64,
+        /// The slot.
+        slot: u32,
+    },
+    /// A payload was consumed that no taken record names.
+    #[error("payload index {index} consumed with no record naming it")]
+    UnnamedPayload {
+        /// The payload index.
+        index: u64,
+    },
+    /// The payload ring's gap-aware head refused a release.
+    #[error("payload: {0}")]
+    PayloadHead(#[source] RingError),
+    /// The metadata ring's gap-aware head refused a release.
+    #[error("metadata: {0}")]
+    MetadataHead(#[source] RingError),
+    /// A task's input names a chunk that has not arrived.
+    #[error("chunk at offset {offset} has not arrived")]
+    ChunkMissing {
+        /// The chunk's offset in the result.
+        offset: u64,
+    },
+    /// A record carries the tag of another launch.
+    #[error("record {sequence} carries tag {tag} during launch {launch}")]
+    ForeignTag {
+        /// The record's sequence.
+        sequence: u64,
+        /// Its tag.
+        tag: u32,
+        /// The running launch's tag.
+        launch: u32,
+    },
+}
 
 /// The rings as both sides left them: the device's words in the control block and the
 /// host's own indexes. The end-of-run checks of a wall-clock stress run compare them.
@@ -117,7 +185,7 @@ impl AxleRing {
     /// Polls the metadata tail (H1) and pushes the new records below `limit` (all of them
     /// when `None`), the index range `[head, tail)`, into the ready pool as one batch, without
     /// reading them. Returns the batch (empty when nothing was new).
-    pub fn poll(&mut self, limit: Option<u64>) -> Result<Range<u64>, String> {
+    pub fn poll(&mut self, limit: Option<u64>) -> Result<Range<u64>, AxleRingError> {
         let cursor = self.consumer.head();
         let mut max = u64::from(self.layout.metadata_capacity());
         if let Some(limit) = limit {
@@ -128,10 +196,9 @@ impl AxleRing {
         }
         let batch = self
             .consumer
-            .poll_batch(&self.region, self.records.head(), max)
-            .map_err(|e| e.to_string())?;
+            .poll_batch(&self.region, self.records.head(), max)?;
         if !batch.is_empty() {
-            self.pool.push(batch.clone()).map_err(|e| e.to_string())?;
+            self.pool.push(batch.clone())?;
         }
         Ok(batch)
     }
@@ -144,28 +211,23 @@ impl AxleRing {
     /// Reads record `index` of a batch taken from the pool (validated: sequence, length,
     /// slot) and returns it with the payload index it names. The record's slot stays held
     /// until that payload is consumed ([`AxleRing::consume`]).
-    pub fn take_record(&mut self, index: u64) -> Result<(MetadataRecord, u64), String> {
-        let record = self
-            .consumer
-            .read_record(&self.region, index)
-            .map_err(|e| e.to_string())?;
+    pub fn take_record(&mut self, index: u64) -> Result<(MetadataRecord, u64), AxleRingError> {
+        let record = self.consumer.read_record(&self.region, index)?;
         let slot = record.payload_slot;
         let payload = self.payloads.slot_index(slot);
         let owner = self
             .record_of
             .get_mut(slot as usize)
-            .ok_or_else(|| format!("record {index} names payload slot {slot}"))?;
+            .ok_or(AxleRingError::SlotOutOfRange { index, slot })?;
         if let Some(other) = *owner {
-            return Err(format!(
-                "records {other} and {index} both name the held payload slot {slot}"
-            ));
+            return Err(AxleRingError::SlotHeldTwice { other, index, slot });
         }
         *owner = Some(index);
         Ok((record, payload))
     }
 
     /// Releases the records of batches no launch will take (arrived with no launch).
-    pub fn drain_stale(&mut self) -> Result<(), String> {
+    pub fn drain_stale(&mut self) -> Result<(), AxleRingError> {
         while let Some(batch) = self.pool.pop() {
             for index in batch {
                 let (_, payload) = self.take_record(index)?;
@@ -177,23 +239,23 @@ impl AxleRing {
 
     /// The payload `index` has been read by every task that needs it, and so has the record
     /// naming it: both slots are released (gap-aware heads).
-    pub fn consume(&mut self, index: u64) -> Result<(), String> {
+    pub fn consume(&mut self, index: u64) -> Result<(), AxleRingError> {
         let slot = RingIndex(index).slot(self.layout.payload_capacity());
         let record = self
             .record_of
             .get(slot as usize)
             .copied()
             .flatten()
-            .ok_or_else(|| format!("payload index {index} consumed with no record naming it"))?;
+            .ok_or(AxleRingError::UnnamedPayload { index })?;
         self.payloads
             .consume(index)
-            .map_err(|e| format!("payload: {e}"))?;
+            .map_err(AxleRingError::PayloadHead)?;
         if let Some(owner) = self.record_of.get_mut(slot as usize) {
             *owner = None;
         }
         self.records
             .consume(record)
-            .map_err(|e| format!("metadata: {e}"))?;
+            .map_err(AxleRingError::MetadataHead)?;
         self.max_gap_slots = self.max_gap_slots.max(self.payloads.gap_slots());
         Ok(())
     }
@@ -204,14 +266,14 @@ impl AxleRing {
         &self,
         chunks: &[(u64, u64, Option<u64>)],
         needs: &Range<u64>,
-    ) -> Result<(Vec<u8>, u64), String> {
+    ) -> Result<(Vec<u8>, u64), AxleRingError> {
         // A task's input range, inside the launch's result, which lives in (bounded) device
         // memory; a slot is at most `shared_abi::region::MAX_SLOT_SIZE` bytes.
         let mut bytes = vec![0u8; (needs.end - needs.start) as usize];
         let mut slot_bytes = vec![0u8; self.layout.slot_size() as usize];
         let mut read = 0;
         for &(offset, length, index) in chunks {
-            let index = index.ok_or_else(|| format!("chunk at offset {offset} has not arrived"))?;
+            let index = index.ok_or(AxleRingError::ChunkMissing { offset })?;
             let slot = RingIndex(index).slot(self.layout.payload_capacity());
             read_payload(
                 &self.region,
@@ -219,8 +281,7 @@ impl AxleRing {
                 slot,
                 length as u32,
                 &mut slot_bytes,
-            )
-            .map_err(|e| e.to_string())?;
+            )?;
             read += length;
             let start = needs.start.max(offset);
             let end = needs.end.min(offset + length);
@@ -265,7 +326,7 @@ impl AxleRing {
     }
 
     /// The rings as both sides left them (control-block words and the host's indexes).
-    pub fn state(&self) -> Result<RingState, String> {
+    pub fn state(&self) -> Result<RingState, AxleRingError> {
         use shared_abi::control::{
             DEVICE_STATUS_OFFSET, METADATA_HEAD_OFFSET, METADATA_TAIL_OFFSET, PAYLOAD_HEAD_OFFSET,
             PAYLOAD_TAIL_OFFSET,
@@ -274,7 +335,7 @@ impl AxleRing {
         let load = |offset: u64| {
             self.region
                 .load_u64(control + offset, Ordering::Acquire)
-                .map_err(|e| e.to_string())
+                .map_err(AxleRingError::Region)
         };
         Ok(RingState {
             metadata_tail: load(METADATA_TAIL_OFFSET)?,
@@ -382,8 +443,18 @@ mod tests {
         assert_eq!(ring.poll(None), Ok(0..2));
         ring.take_record(0).unwrap();
         let error = ring.take_record(1).unwrap_err();
+        assert_eq!(
+            error,
+            AxleRingError::SlotHeldTwice {
+                other: 0,
+                index: 1,
+                slot: 0
+            }
+        );
         assert!(
-            error.contains("both name the held payload slot 0"),
+            error
+                .to_string()
+                .contains("both name the held payload slot 0"),
             "{error}"
         );
     }
