@@ -9,7 +9,9 @@
 use crate::FakeDeviceMemory;
 use arbitrary::Arbitrary;
 use firmware::hal::{DeviceMemory, MemoryFault};
+use firmware::kernels::Kernel;
 use shared_abi::DeviceAddress;
+use shared_abi::{CommandDescriptor, KernelId, Status};
 
 /// Smallest memory the targets build: `FakeDeviceMemory` decodes the flow-control block at
 /// 0x1000..0x1010 on every read that touches it, so a memory must hold all of it.
@@ -81,7 +83,7 @@ impl Rng {
     }
 
     /// The next value.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -90,7 +92,7 @@ impl Rng {
 
     /// A value below `bound` (`bound > 0`).
     pub fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
+        self.next_u64() % bound
     }
 }
 
@@ -308,4 +310,70 @@ pub fn first_middle_last(range: core::ops::Range<u32>) -> Vec<u32> {
     let mut picks = vec![range.start, middle, last];
     picks.dedup();
     picks
+}
+
+/// What a kernel decoder target supplies to the one body they share ([`check`]): its fuzz
+/// input, how that input becomes a (possibly mutated) command and memory, the model of the
+/// module docs' validation rules, the kernel's own decoder, and the check of an accepted
+/// launch's items.
+pub trait KernelTarget {
+    /// The kernel the target decodes.
+    const ID: KernelId;
+    /// The structured fuzz input (decoded from the raw bytes as libFuzzer decodes it).
+    type Input: for<'a> Arbitrary<'a> + core::fmt::Debug;
+    /// The kernel's own decoded form (`SsspKernel`...).
+    type Decoded: core::fmt::Debug + PartialEq;
+    /// What the model knows of an accepted launch.
+    type Model: core::fmt::Debug;
+
+    /// The valid layout the input describes, with its mutations (at most [`MAX_MUTATIONS`])
+    /// applied: the device memory and the command.
+    fn prepare(input: &Self::Input) -> (FakeDeviceMemory, CommandDescriptor);
+    /// The module docs' rules over a snapshot of device memory.
+    fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Self::Model, Status>;
+    /// The kernel's own decoder.
+    fn decode(
+        command: &CommandDescriptor,
+        memory: &FakeDeviceMemory,
+    ) -> Result<Self::Decoded, Status>;
+    /// The decoded form as the `Kernel` enum holds it.
+    fn wrap(decoded: Self::Decoded) -> Kernel;
+    /// Checks the items of an accepted launch and runs some of them.
+    fn check_items(
+        kernel: &Kernel,
+        model: &Self::Model,
+        command: &CommandDescriptor,
+        memory: FakeDeviceMemory,
+    );
+}
+
+/// The body of every kernel decoder target: the kernel's decoder agrees with the model (same
+/// status when both refuse); for the kernel's own id, `Kernel::decode` agrees too and an
+/// accepted launch's items pass [`KernelTarget::check_items`]; for another id (a mutation of
+/// the kernel field) `Kernel::decode` only must not panic.
+pub fn check<K: KernelTarget>(data: &[u8]) {
+    let Some(input) = crate::arbitrary_input::<K::Input>(data) else {
+        return;
+    };
+    let (memory, command) = K::prepare(&input);
+    let expected = K::model(&command, memory.contents());
+    let direct = K::decode(&command, &memory);
+    match (&direct, &expected) {
+        (Ok(_), Ok(_)) => {}
+        (Err(got), Err(want)) => assert_eq!(got, want, "{command:?}"),
+        _ => panic!("decoder {direct:?} but the docs' rules say {expected:?} for {command:?}"),
+    }
+    if command.kernel != K::ID as u32 {
+        // Another kernel's decoder (or none) answers: only "no panic" is checked.
+        let _ = Kernel::decode(&command, &memory);
+        return;
+    }
+    match (Kernel::decode(&command, &memory), expected) {
+        (Ok(kernel), Ok(model)) => {
+            assert_eq!(K::wrap(direct.expect("accepted above")), kernel);
+            K::check_items(&kernel, &model, &command, memory);
+        }
+        (Err(got), Err(want)) => assert_eq!(got, want),
+        (got, want) => panic!("Kernel::decode {got:?} but the docs' rules say {want:?}"),
+    }
 }
