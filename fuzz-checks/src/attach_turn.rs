@@ -1,0 +1,257 @@
+//! The messages a host sends an emulator process (`axle emu`): the attach framing and session
+//! request (`cosim_link::attach`, `emulator::server::check_session_request`), the host's half
+//! of a turn (`cosim_link::turn::replay_host_turn`), the device's half (what the host decodes,
+//! `decode_device_turn`), and a host turn run by a real `Emulator`.
+//!
+//! Input: a selector byte, then the part's bytes.
+//!
+//! - 0: raw bytes as the host's half of a turn, replayed onto a recording link. An `Ok` has
+//!   consumed the whole message, and re-encoding what was replayed (`RecordingLink`) replays
+//!   to the same calls and wake;
+//! - 1: raw bytes as the device's half of a turn. An `Ok` re-encodes (`DeviceTurn`) to a
+//!   message that decodes to the same time and deliveries;
+//! - 2: raw bytes on the attach socket (a socket pair, the writer closed after them) read as
+//!   a session request (`receive_message_with`, 0 to 2 descriptors), then checked by
+//!   `check_session_request`. An accepted request has a set-up the model validates, device
+//!   memory within the machine's memory, host memory within it too;
+//! - 3: a structured host turn (link calls with lengths from the whole `u64` range, times,
+//!   tokens, a wake) run by an `Emulator` as the host's first turn. It must never panic or
+//!   abort; a load longer than the device's memory, more bytes in flight than that, must end
+//!   the run with `CoSimError::HostRequest`.
+
+use arbitrary::{Arbitrary, Unstructured};
+use cosim_link::attach::{receive_message_with, AttachError, MessageKind, SessionRequest};
+use cosim_link::link::{DeviceLink, HostAgent, LinkResponse, Wake};
+use cosim_link::turn::{decode_device_turn, replay_host_turn, DeviceTurn, RecordingLink};
+use emulator::{CoSimError, DeviceConfig, Emulator};
+use host_driver::phys::PhysicalMemory;
+use shared_abi::{DeviceAddress, Ticks};
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+
+/// A link call, as replayed.
+#[derive(Clone, Debug, PartialEq, Eq, Arbitrary)]
+enum Call {
+    Store(u64, u64, Vec<u8>),
+    StoreSynchronous(u64, u64, Vec<u8>, u64),
+    Load(u64, u64, Length, u32, u64),
+    IoWrite(u64, u64, u64),
+    IoRead(u64, u64, u64),
+}
+
+/// A load's length: small, near the device's memory, or anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Arbitrary)]
+enum Length {
+    Small(u16),
+    NearDevice(i32),
+    Any(u64),
+}
+
+impl Length {
+    fn bytes(self, device: u64) -> u64 {
+        match self {
+            Length::Small(bytes) => u64::from(bytes),
+            Length::NearDevice(delta) => device.saturating_add_signed(i64::from(delta)),
+            Length::Any(bytes) => bytes,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Recorder(Vec<Call>);
+
+impl DeviceLink for Recorder {
+    fn mem_store(&mut self, now: Ticks, address: DeviceAddress, data: &[u8]) {
+        self.0.push(Call::Store(now.0, address.0, data.to_vec()));
+    }
+    fn mem_store_synchronous(
+        &mut self,
+        now: Ticks,
+        address: DeviceAddress,
+        data: &[u8],
+        token: u64,
+    ) {
+        self.0.push(Call::StoreSynchronous(
+            now.0,
+            address.0,
+            data.to_vec(),
+            token,
+        ));
+    }
+    fn mem_load(
+        &mut self,
+        now: Ticks,
+        address: DeviceAddress,
+        length: u64,
+        outstanding: u32,
+        token: u64,
+    ) {
+        self.0.push(Call::Load(
+            now.0,
+            address.0,
+            Length::Any(length),
+            outstanding,
+            token,
+        ));
+    }
+    fn io_write(&mut self, now: Ticks, register: u64, value: u64) {
+        self.0.push(Call::IoWrite(now.0, register, value));
+    }
+    fn io_read(&mut self, now: Ticks, register: u64, token: u64) {
+        self.0.push(Call::IoRead(now.0, register, token));
+    }
+}
+
+/// Makes `calls` on `link` (load lengths against a device of `device` bytes).
+fn play(calls: &[Call], link: &mut dyn DeviceLink, device: u64) {
+    for call in calls {
+        match call {
+            Call::Store(now, address, data) => {
+                link.mem_store(Ticks(*now), DeviceAddress(*address), data)
+            }
+            Call::StoreSynchronous(now, address, data, token) => {
+                link.mem_store_synchronous(Ticks(*now), DeviceAddress(*address), data, *token)
+            }
+            Call::Load(now, address, length, outstanding, token) => link.mem_load(
+                Ticks(*now),
+                DeviceAddress(*address),
+                length.bytes(device),
+                *outstanding,
+                *token,
+            ),
+            Call::IoWrite(now, register, value) => link.io_write(Ticks(*now), *register, *value),
+            Call::IoRead(now, register, token) => link.io_read(Ticks(*now), *register, *token),
+        }
+    }
+}
+
+fn host_turn(message: &[u8]) {
+    let mut first = Recorder::default();
+    let Ok(wake) = replay_host_turn(message, &mut first) else {
+        return;
+    };
+    let mut again = RecordingLink::default();
+    play(&first.0, &mut again, 0);
+    let encoded = again.finish(wake);
+    let mut second = Recorder::default();
+    assert_eq!(replay_host_turn(&encoded, &mut second).ok(), Some(wake));
+    assert_eq!(first.0, second.0);
+}
+
+fn device_turn(message: &[u8]) {
+    let Ok((now, deliveries)) = decode_device_turn(message) else {
+        return;
+    };
+    let mut turn = DeviceTurn::default();
+    for (at, response) in &deliveries {
+        turn.deliver(*at, response);
+    }
+    let again = decode_device_turn(&turn.take(now)).expect("a re-encoded turn decodes");
+    assert_eq!(again, (now, deliveries));
+}
+
+fn session_request(bytes: &[u8]) {
+    let (mut writer, reader) = UnixStream::pair().expect("a socket pair");
+    // Fuzz inputs are far smaller than a socket buffer: the write does not block.
+    writer.write_all(bytes).expect("write");
+    drop(writer);
+    let received = receive_message_with::<SessionRequest>(
+        &reader,
+        MessageKind::Session,
+        0..=2,
+        AttachError::HostDied("test"),
+    );
+    let Ok((request, fds)) = received else {
+        return;
+    };
+    assert!(fds.is_empty());
+    if let Ok(setup) = emulator::server::check_session_request(&request) {
+        assert!(setup.device.validate().is_ok());
+        let budget = cosim_link::limits::Machine::get().memory_budget;
+        assert!(Emulator::device_memory_bytes(&setup.device) <= budget);
+        assert!(request.host_memory_bytes <= budget);
+    }
+}
+
+/// A host whose first turn makes `calls` and wakes as told; then it is done.
+struct OneTurn {
+    calls: Vec<Call>,
+    wake: Wake,
+    device: u64,
+    turns: u32,
+}
+
+impl HostAgent for OneTurn {
+    fn deliver(&mut self, _: Ticks, _: LinkResponse) {}
+
+    fn turn(&mut self, _: Ticks, link: &mut dyn DeviceLink) -> Wake {
+        self.turns += 1;
+        if self.turns > 1 {
+            return Wake::Done;
+        }
+        // Through the wire format, as across processes.
+        let mut recording = RecordingLink::default();
+        play(&self.calls, &mut recording, self.device);
+        let message = recording.finish(self.wake);
+        replay_host_turn(&message, link).unwrap_or(Wake::Done)
+    }
+}
+
+/// Device memory of the emulator under test: the smallest the server accepts would do, but
+/// the default is as cheap (an anonymous mapping, touched only where written).
+const DEVICE_MIB: u64 = 256;
+
+fn emulated_turn(bytes: &[u8]) {
+    let mut input = Unstructured::new(bytes);
+    let Ok(calls) = Vec::<Call>::arbitrary(&mut input) else {
+        return;
+    };
+    let wake = match u8::arbitrary(&mut input).unwrap_or(0) % 3 {
+        0 => Wake::At(Ticks(u64::arbitrary(&mut input).unwrap_or(0))),
+        1 => Wake::OnResponse,
+        _ => Wake::Done,
+    };
+    let config = DeviceConfig {
+        device_memory_mib: DEVICE_MIB,
+        ..DeviceConfig::default()
+    };
+    let device = Emulator::device_memory_bytes(&config);
+    let host_memory = Arc::new(PhysicalMemory::new(1 << 16).expect("64 KiB"));
+    let mut emulator = Emulator::new(
+        config,
+        host_memory,
+        firmware::StreamingFactor::Bytes(4096),
+        false,
+    );
+    let too_long = calls.iter().any(|call| match call {
+        Call::Load(_, _, length, ..) => length.bytes(device) > device,
+        _ => false,
+    });
+    let mut host = OneTurn {
+        calls,
+        wake,
+        device,
+        turns: 0,
+    };
+    let outcome = emulator.run(&mut host, Ticks::from_ns(1_000_000));
+    if too_long {
+        assert!(
+            matches!(outcome, Err(CoSimError::HostRequest(_))),
+            "a load longer than device memory was not refused: {outcome:?}"
+        );
+    }
+}
+
+/// The check: panics exactly where the `attach_turn` fuzz target reports a finding.
+pub fn check(data: &[u8]) {
+    let Some((&selector, rest)) = data.split_first() else {
+        return;
+    };
+    match selector % 4 {
+        0 => host_turn(rest),
+        1 => device_turn(rest),
+        2 => session_request(rest),
+        _ => emulated_turn(rest),
+    }
+}

@@ -1,0 +1,380 @@
+//! Pieces shared by the kernel decoder targets (`sssp_decode`, `pagerank_decode`, `ssb_decode`,
+//! `opt_decode`, `dlrm_decode`): range arithmetic for the models (in `u128`, so a model never
+//! overflows where the decoder must check), reading words out of a memory snapshot, a device
+//! memory that records every write, the field mutations that turn a valid layout into a
+//! hostile one, and the check that an item wrote only where its kernel's docs allow.
+//!
+//! Nothing here calls a kernel's own helpers: the models are written from the module docs.
+
+use crate::FakeDeviceMemory;
+use arbitrary::Arbitrary;
+use firmware::hal::{DeviceMemory, MemoryFault};
+use firmware::kernels::Kernel;
+use firmware::FirmwareError;
+use shared_abi::DeviceAddress;
+use shared_abi::{CommandDescriptor, KernelId};
+
+/// Smallest memory the targets build: `FakeDeviceMemory` decodes the flow-control block at
+/// 0x1000..0x1010 on every read that touches it, so a memory must hold all of it.
+pub const MIN_MEMORY: u64 = 0x1010;
+
+/// A half-open byte range `[start, end)` in `u128` (no overflow whatever the command says).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    /// First byte.
+    pub start: u128,
+    /// One past the last byte.
+    pub end: u128,
+}
+
+impl Span {
+    /// `[start, start + length)`.
+    pub fn new(start: u64, length: u128) -> Span {
+        Span {
+            start: u128::from(start),
+            end: u128::from(start) + length,
+        }
+    }
+
+    /// Whether the range starts at a multiple of `alignment` and ends at or before `size`.
+    pub fn fits(&self, alignment: u64, size: u64) -> bool {
+        self.start % u128::from(alignment) == 0 && self.end <= u128::from(size)
+    }
+
+    /// Whether the two ranges share a byte (an empty range shares none).
+    pub fn overlaps(&self, other: &Span) -> bool {
+        let (a, b) = (self, other);
+        a.start < a.end && b.start < b.end && a.start < b.end && b.start < a.end
+    }
+
+    /// Whether `other` lies inside this range.
+    pub fn contains(&self, other: &Span) -> bool {
+        self.start <= other.start && other.end <= self.end
+    }
+}
+
+/// The little-endian `u32` at `address` of a memory snapshot (`None` outside it).
+pub fn word(memory: &[u8], address: u128) -> Option<u32> {
+    let start = usize::try_from(address).ok()?;
+    let bytes = memory.get(start..start.checked_add(4)?)?;
+    Some(u32::from_le_bytes(bytes.try_into().ok()?))
+}
+
+/// The little-endian `u64` at `address` of a memory snapshot (`None` outside it).
+pub fn dword(memory: &[u8], address: u128) -> Option<u64> {
+    let start = usize::try_from(address).ok()?;
+    let bytes = memory.get(start..start.checked_add(8)?)?;
+    Some(u64::from_le_bytes(bytes.try_into().ok()?))
+}
+
+/// Writes little-endian `u32` words at `address` (set-up; as much as fits).
+pub fn put_words(memory: &mut FakeDeviceMemory, address: u64, words: &[u32]) {
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    memory.fill(address, &bytes);
+}
+
+/// A tiny xorshift for bulk contents (the fuzz input chooses the seed and the structure).
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from `seed` (any value).
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x9E37_79B9_7F4A_7C15 | 1)
+    }
+
+    /// The next value.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A value below `bound` (`bound > 0`).
+    pub fn below(&mut self, bound: u64) -> u64 {
+        self.next_u64() % bound
+    }
+}
+
+/// Bump allocation of a layout: each array at the next multiple of `alignment` after the
+/// previous one's end plus a gap.
+#[derive(Clone, Debug)]
+pub struct Bump {
+    next: u64,
+}
+
+impl Bump {
+    /// An allocator starting at `start`.
+    pub fn new(start: u64) -> Bump {
+        Bump { next: start }
+    }
+
+    /// `length` bytes at a multiple of `alignment`, `gap` bytes (rounded up to `alignment`)
+    /// after the previous array.
+    pub fn take(&mut self, length: u64, alignment: u64, gap: u64) -> u64 {
+        let start = (self.next + gap).next_multiple_of(alignment);
+        self.next = start + length;
+        start
+    }
+
+    /// One past the last allocated byte.
+    pub fn end(&self) -> u64 {
+        self.next
+    }
+}
+
+/// The memory size for a layout ending at `end`: `end + slack` (slack may be negative: then
+/// the last arrays stick out), at least [`MIN_MEMORY`].
+pub fn memory_size(end: u64, slack: i16) -> u64 {
+    end.saturating_add_signed(i64::from(slack)).max(MIN_MEMORY)
+}
+
+/// How a mutation changes a field.
+#[derive(Arbitrary, Clone, Copy, Debug)]
+pub enum Tweak {
+    /// Adds a small signed amount (wrapping).
+    Add(i8),
+    /// One of a list of boundary values (0, 1, the memory size and its neighbours, the
+    /// `u32` and `u64` limits...).
+    Boundary(u8),
+    /// The address of another array of the layout plus a small signed byte offset (overlaps
+    /// and misalignment).
+    Address(u8, i8),
+    /// An arbitrary value.
+    Raw(u64),
+    /// Flips one bit.
+    Flip(u8),
+}
+
+/// What a [`Tweak`] can refer to: the memory size and the layout's array addresses.
+#[derive(Clone, Debug)]
+pub struct TweakContext {
+    /// Bytes of device memory.
+    pub memory_size: u64,
+    /// Addresses of the layout's arrays (and the result).
+    pub addresses: Vec<u64>,
+}
+
+impl Tweak {
+    /// The tweaked value.
+    pub fn apply(self, value: u64, context: &TweakContext) -> u64 {
+        let size = context.memory_size;
+        match self {
+            Tweak::Add(delta) => value.wrapping_add_signed(i64::from(delta)),
+            Tweak::Boundary(which) => {
+                let values = [
+                    0,
+                    1,
+                    2,
+                    4,
+                    8,
+                    16,
+                    64,
+                    size,
+                    size.wrapping_sub(1),
+                    size.wrapping_sub(4),
+                    size.wrapping_sub(8),
+                    size.wrapping_sub(64),
+                    size / 2,
+                    u64::from(u16::MAX),
+                    u64::from(u32::MAX) - 1,
+                    u64::from(u32::MAX),
+                    1 << 32,
+                    (1 << 32) + 1,
+                    1 << 31,
+                    u64::MAX,
+                    u64::MAX - 3,
+                    u64::MAX - 7,
+                    i64::MAX as u64,
+                    value.wrapping_mul(2),
+                    value / 2,
+                ];
+                values[usize::from(which) % values.len()]
+            }
+            Tweak::Address(which, delta) => {
+                let base = if context.addresses.is_empty() {
+                    0
+                } else {
+                    context.addresses[usize::from(which) % context.addresses.len()]
+                };
+                base.wrapping_add_signed(i64::from(delta))
+            }
+            Tweak::Raw(raw) => raw,
+            Tweak::Flip(bit) => value ^ (1 << (bit % 64)),
+        }
+    }
+
+    /// The tweaked value of a 32-bit field.
+    pub fn apply32(self, value: u32, context: &TweakContext) -> u32 {
+        self.apply(u64::from(value), context) as u32
+    }
+}
+
+/// One mutation of a valid layout: a field (each target numbers its own fields: command
+/// fields, parameter block fields, words of the arrays), an element index for array words,
+/// and the change.
+#[derive(Arbitrary, Clone, Copy, Debug)]
+pub struct Mutation {
+    /// Which field (modulo the target's field count).
+    pub field: u8,
+    /// Which element, for array words (modulo the array's length).
+    pub index: u16,
+    /// The change.
+    pub tweak: Tweak,
+}
+
+/// Mutations a target applies at most (more would rarely leave anything valid).
+pub const MAX_MUTATIONS: usize = 4;
+
+/// A device memory that records every write it is asked for (successful or not), so a check
+/// sees a write even when it stores the bytes already there.
+#[derive(Clone, Debug)]
+pub struct Watched {
+    /// The memory.
+    pub inner: FakeDeviceMemory,
+    /// `(address, length)` of every write, in order.
+    pub writes: Vec<(u64, u64)>,
+}
+
+impl Watched {
+    /// Watches `inner`.
+    pub fn new(inner: FakeDeviceMemory) -> Watched {
+        Watched {
+            inner,
+            writes: Vec::new(),
+        }
+    }
+}
+
+impl DeviceMemory for Watched {
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+
+    fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
+        self.inner.read(address, buffer)
+    }
+
+    fn write(&mut self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
+        self.writes.push((address.0, data.len() as u64));
+        self.inner.write(address, data)
+    }
+}
+
+/// Runs `run` (one item's execution) on `memory` and checks that every write it asked for,
+/// and every byte that changed, lies inside one of `allowed`. Returns what `run` returned.
+pub fn execute_within<T>(
+    memory: &mut Watched,
+    allowed: &[Span],
+    what: &str,
+    run: impl FnOnce(&mut Watched) -> T,
+) -> T {
+    let before = memory.inner.contents().to_vec();
+    memory.writes.clear();
+    let result = run(memory);
+    for &(address, length) in &memory.writes {
+        let write = Span::new(address, u128::from(length));
+        if length > 0 {
+            assert!(
+                allowed.iter().any(|span| span.contains(&write)),
+                "{what}: write of {length} bytes at {address:#x} outside {allowed:x?}"
+            );
+        }
+    }
+    let after = memory.inner.contents();
+    assert_eq!(before.len(), after.len());
+    // Chunk by chunk (a slice comparison is a memcmp), bytes only in chunks that differ.
+    const CHUNK: usize = 256;
+    for (chunk, (a, b)) in before.chunks(CHUNK).zip(after.chunks(CHUNK)).enumerate() {
+        if a == b {
+            continue;
+        }
+        for (offset, _) in a.iter().zip(b).enumerate().filter(|(_, (x, y))| x != y) {
+            let at = (chunk * CHUNK + offset) as u128;
+            assert!(
+                allowed.iter().any(|span| span.start <= at && at < span.end),
+                "{what}: byte {at:#x} changed outside {allowed:x?}"
+            );
+        }
+    }
+    result
+}
+
+/// First, middle and last of `range` (deduplicated; empty for an empty range).
+pub fn first_middle_last(range: core::ops::Range<u32>) -> Vec<u32> {
+    if range.is_empty() {
+        return Vec::new();
+    }
+    let last = range.end - 1;
+    let middle = range.start + (last - range.start) / 2;
+    let mut picks = vec![range.start, middle, last];
+    picks.dedup();
+    picks
+}
+
+/// What a kernel decoder target supplies to the one body they share ([`check`]): its fuzz
+/// input, how that input becomes a (possibly mutated) command and memory, the model of the
+/// module docs' validation rules, the kernel's own decoder, and the check of an accepted
+/// launch's items.
+pub trait KernelTarget {
+    /// The kernel the target decodes.
+    const ID: KernelId;
+    /// The structured fuzz input (decoded from the raw bytes as libFuzzer decodes it).
+    type Input: for<'a> Arbitrary<'a> + core::fmt::Debug;
+    /// The kernel's own decoded form (`SsspKernel`...).
+    type Decoded: core::fmt::Debug + PartialEq;
+    /// What the model knows of an accepted launch.
+    type Model: core::fmt::Debug;
+
+    /// The valid layout the input describes, with its mutations (at most [`MAX_MUTATIONS`])
+    /// applied: the device memory and the command.
+    fn prepare(input: &Self::Input) -> (FakeDeviceMemory, CommandDescriptor);
+    /// The module docs' rules over a snapshot of device memory.
+    fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Self::Model, FirmwareError>;
+    /// The kernel's own decoder.
+    fn decode(
+        command: &CommandDescriptor,
+        memory: &FakeDeviceMemory,
+    ) -> Result<Self::Decoded, FirmwareError>;
+    /// The decoded form as the `Kernel` enum holds it.
+    fn wrap(decoded: Self::Decoded) -> Kernel;
+    /// Checks the items of an accepted launch and runs some of them.
+    fn check_items(
+        kernel: &Kernel,
+        model: &Self::Model,
+        command: &CommandDescriptor,
+        memory: FakeDeviceMemory,
+    );
+}
+
+/// The body of every kernel decoder target: the kernel's decoder agrees with the model (same
+/// status when both refuse); for the kernel's own id, `Kernel::decode` agrees too and an
+/// accepted launch's items pass [`KernelTarget::check_items`]; for another id (a mutation of
+/// the kernel field) `Kernel::decode` only must not panic.
+pub fn check<K: KernelTarget>(data: &[u8]) {
+    let Some(input) = crate::arbitrary_input::<K::Input>(data) else {
+        return;
+    };
+    let (memory, command) = K::prepare(&input);
+    let expected = K::model(&command, memory.contents());
+    let direct = K::decode(&command, &memory);
+    match (&direct, &expected) {
+        (Ok(_), Ok(_)) => {}
+        (Err(got), Err(want)) => assert_eq!(got, want, "{command:?}"),
+        _ => panic!("decoder {direct:?} but the docs' rules say {expected:?} for {command:?}"),
+    }
+    if command.kernel != K::ID as u32 {
+        // Another kernel's decoder (or none) answers: only "no panic" is checked.
+        let _ = Kernel::decode(&command, &memory);
+        return;
+    }
+    match (Kernel::decode(&command, &memory), expected) {
+        (Ok(kernel), Ok(model)) => {
+            assert_eq!(K::wrap(direct.expect("accepted above")), kernel);
+            K::check_items(&kernel, &model, &command, memory);
+        }
+        (Err(got), Err(want)) => assert_eq!(got, want),
+        (got, want) => panic!("Kernel::decode {got:?} but the docs' rules say {want:?}"),
+    }
+}
