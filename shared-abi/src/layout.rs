@@ -31,7 +31,7 @@ const HASH_SEED: u64 = 0xcbf2_9ce4_8422_2325;
 
 /// The link's own layouts: control block, metadata record, command descriptor, flow-control
 /// message, shadow descriptors, the device address map, mailbox and register offsets.
-const fn link_fields() -> [u64; 31] {
+const fn link_fields() -> [u64; 32] {
     [
         size_of::<RingControlBlock>() as u64,
         control::METADATA_TAIL_OFFSET,
@@ -67,6 +67,9 @@ const fn link_fields() -> [u64; 31] {
             | crate::registers::MAILBOX_MIRROR << 16
             | crate::registers::WINDOW_BYTES << 32,
         ABI_VERSION as u64,
+        // The highest status code: a build that knows a code its peer does not (a new
+        // `Status`) refuses to talk rather than report "unknown status".
+        crate::Status::HalContract as u64,
     ]
 }
 
@@ -160,6 +163,15 @@ mod tests {
     fn layout_hash_changes_when_any_folded_value_changes() {
         assert_ne!(fold(1, 2), fold(1, 3));
         assert_ne!(LAYOUT_HASH, 0);
+    }
+
+    #[test]
+    fn layout_hash_folds_the_highest_status_code() {
+        let highest = crate::Status::HalContract as u32;
+        assert!(link_fields().contains(&u64::from(highest)));
+        // A new code must replace HalContract in `link_fields`.
+        assert!(crate::Status::try_from(highest + 1).is_err());
+        assert!((0..=highest).all(|code| crate::Status::try_from(code).is_ok()));
     }
 
     #[test]
