@@ -384,6 +384,14 @@ fn eval_command(args: EvalArgs) -> anyhow::Result<ExitCode> {
             started.elapsed().as_secs_f64(),
             if jobs == 1 { "job" } else { "jobs" }
         ))?;
+        let events: u64 = evaluation.results.total_events();
+        let wall = started.elapsed().as_secs_f64();
+        if wall > 0.0 {
+            eprintln!(
+                "axle eval: {events} simulator events in {wall:.1} s of wall time, {:.2} M events/s",
+                events as f64 / wall / 1e6
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -519,10 +527,18 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         axle::write_stdout(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
     } else {
         axle::write_stdout(&axle::report::human(&report))?;
+        let wall = started.elapsed().as_secs_f64();
         axle::write_stdout(&format!(
-            "  wall time: {:.2} s (host machine, not modelled time)\n",
-            started.elapsed().as_secs_f64()
+            "  wall time: {wall:.2} s (host machine, not modelled time)\n"
         ))?;
+        // The simulator's speed on this machine: wall time, so on standard error.
+        if wall > 0.0 {
+            eprintln!(
+                "simulator: {:.2} M events/s, {:.2} M host turns/s (wall time {wall:.2} s)",
+                report.simulator.events as f64 / wall / 1e6,
+                report.simulator.host_turns as f64 / wall / 1e6
+            );
+        }
     }
     if !report.verified {
         eprintln!(

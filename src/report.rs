@@ -71,6 +71,11 @@ pub fn human(report: &RunReport) -> String {
     }
     let _ = writeln!(
         out,
+        "  simulator: {} events, {} host turns, {} link calls",
+        report.simulator.events, report.simulator.host_turns, report.simulator.link_calls
+    );
+    let _ = writeln!(
+        out,
         "  verified: {} ({})",
         if report.verified { "yes" } else { "NO" },
         report.verification

@@ -221,6 +221,10 @@ pub struct RunReport {
     pub metrics: RunMetrics,
     /// The parameters used.
     pub config: AxleConfig,
+    /// What the simulator itself did (deterministic counts of a virtual-time run; they vary
+    /// in wall-clock mode).
+    #[serde(default)]
+    pub simulator: emulator::SimulatorCounts,
 }
 
 /// Where the emulator of an attached run is.
@@ -366,6 +370,7 @@ impl Prepared {
             verification: verification.detail,
             metrics,
             config: config.clone(),
+            simulator: device_metrics.simulator,
         })
     }
 }

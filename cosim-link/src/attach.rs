@@ -141,6 +141,15 @@ pub struct DeviceCounters {
     pub interrupts: u64,
     /// Ticks the device-to-host direction was busy.
     pub upstream_busy: u64,
+    /// Device events the simulator processed.
+    #[serde(default)]
+    pub events: u64,
+    /// Turns the host was given.
+    #[serde(default)]
+    pub host_turns: u64,
+    /// Link calls the host made.
+    #[serde(default)]
+    pub link_calls: u64,
 }
 
 /// The end of a run, from the emulator.

@@ -86,6 +86,19 @@ pub enum CoSimError {
     HostRequest(String),
 }
 
+/// What the simulator itself did over a run (gem5's stats files keep the like): deterministic
+/// counts of a virtual-time run, which a change to the model or the simulator moves. They
+/// measure the simulator's work, not the modelled system.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SimulatorCounts {
+    /// Device events processed (CCM, DMA, link, firmware, interrupts).
+    pub events: u64,
+    /// Turns the host was given.
+    pub host_turns: u64,
+    /// Link calls the host made (CXL.mem loads and stores, CXL.io reads and writes).
+    pub link_calls: u64,
+}
+
 /// What the device measured over a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DeviceMetrics {
@@ -105,6 +118,8 @@ pub struct DeviceMetrics {
     pub interrupts: u64,
     /// Bytes the device-to-host direction carried (including per-transaction overhead).
     pub upstream_busy: Ticks,
+    /// What the simulator did.
+    pub simulator: SimulatorCounts,
 }
 
 /// The emulated device.
@@ -171,6 +186,7 @@ impl Emulator {
             landings_unordered: false,
             trace: None,
             host_in_flight: Default::default(),
+            counts: Default::default(),
             dram,
             config,
         };
@@ -266,6 +282,7 @@ impl Emulator {
             head_reads: counters.head_reads,
             interrupts: self.hardware.interrupts,
             upstream_busy: self.hardware.link.upstream.busy(),
+            simulator: self.hardware.counts,
         }
     }
 
@@ -299,6 +316,7 @@ impl Emulator {
                 let Some((at, event)) = self.hardware.queue.pop() else {
                     continue;
                 };
+                self.hardware.counts.events += 1;
                 self.hardware.now = at;
                 if let Some(response) = self.process(event) {
                     host.deliver(at, response);
@@ -311,6 +329,7 @@ impl Emulator {
             } else {
                 let at = host_at.unwrap_or(self.hardware.now);
                 self.hardware.now = self.hardware.now.max(at);
+                self.hardware.counts.host_turns += 1;
                 let mut port = LinkPort {
                     hardware: &mut self.hardware,
                 };
@@ -399,6 +418,7 @@ impl Emulator {
                 let Some((_, event)) = self.hardware.queue.pop() else {
                     break;
                 };
+                self.hardware.counts.events += 1;
                 self.hardware.now = self.hardware.now.max(at);
                 if let Some(response) = self.process(event) {
                     port.respond(at, response).map_err(gone)?;
@@ -692,6 +712,7 @@ impl LinkPort<'_> {
     fn admit(&mut self, now: Ticks, what: &str, bytes: u64) -> bool {
         // `what` names the bytes ("a CXL.mem load's length").
         let hw = &mut *self.hardware;
+        hw.counts.link_calls += 1;
         let in_flight = &hw.host_in_flight;
         let device_bytes = hw.dram.size();
         let checked = cosim_link::limits::check(

@@ -143,6 +143,8 @@ pub struct Hardware {
     pub trace: Option<Box<DeviceTrace>>,
     /// The host's link requests in flight, bounded (`crate::cosim`'s "Bounds").
     pub host_in_flight: HostInFlight,
+    /// What the simulator itself did (events, host turns, link calls).
+    pub counts: crate::cosim::SimulatorCounts,
 }
 
 /// The host's link requests in flight: sent and not yet handled by the device, or (a load) whose
@@ -493,6 +495,7 @@ mod tests {
             landings_unordered: false,
             trace: None,
             host_in_flight: Default::default(),
+            counts: Default::default(),
             config,
         }
     }

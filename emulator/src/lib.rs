@@ -33,4 +33,4 @@ pub mod sim;
 pub mod trace;
 
 pub use config::{DeviceConfig, Scheduling};
-pub use cosim::{CoSimError, DeviceMetrics, Emulator};
+pub use cosim::{CoSimError, DeviceMetrics, Emulator, SimulatorCounts};

@@ -195,6 +195,9 @@ impl From<&DeviceMetrics> for DeviceCounters {
             head_reads: metrics.head_reads,
             interrupts: metrics.interrupts,
             upstream_busy: metrics.upstream_busy.0,
+            events: metrics.simulator.events,
+            host_turns: metrics.simulator.host_turns,
+            link_calls: metrics.simulator.link_calls,
         }
     }
 }
@@ -210,6 +213,11 @@ impl From<&DeviceCounters> for DeviceMetrics {
             head_reads: counters.head_reads,
             interrupts: counters.interrupts,
             upstream_busy: Ticks(counters.upstream_busy),
+            simulator: crate::cosim::SimulatorCounts {
+                events: counters.events,
+                host_turns: counters.host_turns,
+                link_calls: counters.link_calls,
+            },
         }
     }
 }

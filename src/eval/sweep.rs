@@ -111,6 +111,17 @@ impl Results {
         self.outcomes.is_empty()
     }
 
+    /// The simulator events of every run that finished.
+    pub fn total_events(&self) -> u64 {
+        self.outcomes
+            .values()
+            .map(|outcome| match outcome {
+                Outcome::Done(report) => report.simulator.events,
+                Outcome::Deadlock(_) => 0,
+            })
+            .sum()
+    }
+
     /// The results of `points` from the run files (`runs/<id>.json`, [`write_run`]) in
     /// `directories`: every point's file must be in one of them (the error lists the missing
     /// identifiers), and a file must hold the run its name says.
