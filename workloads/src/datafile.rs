@@ -23,8 +23,9 @@
 //!   model's limits and the machine's memory with `cosim_link::limits` before anything is
 //!   sized from them (see `graph`).
 //!
-//! Every refusal is a [`cosim_link::limits::Refused`] (the value, the limit, why), to which
-//! the workload adds the file's path.
+//! Every refusal is a [`cosim_link::limits::Refused`] (the value, the limit, why), carried in
+//! a [`DataFileError`] (or the graph readers' `graph::GraphError`) that adds the line; the
+//! workload adds the file's path (`WorkloadError::Input`, whose source the reason is).
 //!
 //! # Provenance
 //!
@@ -63,10 +64,48 @@ pub const MAX_DECOMPRESSED_BYTES: u64 = 1 << 30;
 /// refuses a stream that needs more before allocating it.
 pub const MAX_XZ_DECODER_BYTES: u64 = 256 << 20;
 
+/// Why a data file could not be opened or read as lines.
+///
+/// A variant that wraps another error keeps it as its [`source`](std::error::Error::source)
+/// and does not repeat it in its own message: `{:#}` (the CLI) prints the chain, for example
+/// `line 3: the decompressed size in bytes (read so far) is ...`.
+#[derive(Debug, thiserror::Error)]
+pub enum DataFileError {
+    /// The file could not be opened, or its metadata read.
+    #[error("cannot open")]
+    Open(#[source] io::Error),
+    /// Not a regular file (a FIFO, a device, a directory).
+    #[error("not a regular file (a data file is read to its end; give the file itself)")]
+    NotRegular,
+    /// liblzma refused to start a decoder.
+    #[error("cannot start an xz decoder")]
+    XzDecoder(#[source] xz2::stream::Error),
+    /// Reading failed before the end of line `line` (the stream, the decompressor, or a
+    /// [`Limited`] refusal, which is an [`io::Error`] holding a [`Refused`]).
+    #[error("line {line}")]
+    Read {
+        /// The line being read (1-based).
+        line: usize,
+        /// What the reader said.
+        #[source]
+        source: io::Error,
+    },
+    /// A line longer than the limit (the refusal names the line, its length so far and the
+    /// limit).
+    #[error(transparent)]
+    LineTooLong(Refused),
+    /// A line is not UTF-8 text.
+    #[error("line {line}: not text (invalid UTF-8)")]
+    NotText {
+        /// The line (1-based).
+        line: usize,
+    },
+}
+
 /// An xz decoder of `file` whose memory is limited to [`MAX_XZ_DECODER_BYTES`].
-pub fn xz_decoder<R: Read>(file: R) -> Result<XzReader<R>, String> {
+pub fn xz_decoder<R: Read>(file: R) -> Result<XzReader<R>, DataFileError> {
     let stream = xz2::stream::Stream::new_stream_decoder(MAX_XZ_DECODER_BYTES, 0)
-        .map_err(|error| format!("cannot start an xz decoder: {error}"))?;
+        .map_err(DataFileError::XzDecoder)?;
     Ok(XzReader(xz2::read::XzDecoder::new_stream(file, stream)))
 }
 
@@ -128,13 +167,11 @@ impl Default for ReadLimits {
 }
 
 /// Opens `path` for reading if it is a regular file.
-pub fn open_regular(path: &Path) -> Result<File, String> {
-    let file = File::open(path).map_err(|error| error.to_string())?;
-    let metadata = file.metadata().map_err(|error| error.to_string())?;
+pub fn open_regular(path: &Path) -> Result<File, DataFileError> {
+    let file = File::open(path).map_err(DataFileError::Open)?;
+    let metadata = file.metadata().map_err(DataFileError::Open)?;
     if !metadata.is_file() {
-        return Err(
-            "not a regular file (a data file is read to its end; give the file itself)".into(),
-        );
+        return Err(DataFileError::NotRegular);
     }
     Ok(file)
 }
@@ -212,7 +249,7 @@ impl<R: BufRead> BoundedLines<R> {
     }
 
     /// The next line (1-based number, text without the line break), or `None` at the end.
-    pub fn next_line(&mut self) -> Result<Option<(usize, &str)>, String> {
+    pub fn next_line(&mut self) -> Result<Option<(usize, &str)>, DataFileError> {
         self.line.clear();
         let number = self.number + 1;
         let mut any = false;
@@ -220,7 +257,10 @@ impl<R: BufRead> BoundedLines<R> {
             let buffer = self
                 .reader
                 .fill_buf()
-                .map_err(|error| format!("line {number}: {error}"))?;
+                .map_err(|source| DataFileError::Read {
+                    line: number,
+                    source,
+                })?;
             if buffer.is_empty() {
                 break;
             }
@@ -237,7 +277,7 @@ impl<R: BufRead> BoundedLines<R> {
                              1024 characters); workloads::datafile::MAX_LINE_BYTES"
                         .into(),
                 };
-                return Err(refused.to_string());
+                return Err(DataFileError::LineTooLong(refused));
             }
             self.line
                 .extend_from_slice(buffer.get(..take).unwrap_or_default());
@@ -253,8 +293,8 @@ impl<R: BufRead> BoundedLines<R> {
         if self.line.last() == Some(&b'\r') {
             self.line.pop();
         }
-        let text = std::str::from_utf8(&self.line)
-            .map_err(|_| format!("line {number}: not text (invalid UTF-8)"))?;
+        let text =
+            std::str::from_utf8(&self.line).map_err(|_| DataFileError::NotText { line: number })?;
         Ok(Some((number, text)))
     }
 }
@@ -460,7 +500,7 @@ mod tests {
         let long = format!("1 2\n{}\n", "9".repeat(100));
         let mut lines = BoundedLines::new(io::BufReader::with_capacity(8, long.as_bytes()), 10);
         assert!(lines.next_line().unwrap().is_some());
-        let error = lines.next_line().unwrap_err();
+        let error = lines.next_line().unwrap_err().to_string();
         assert!(
             error.contains("line 2") && error.contains("limit of 10"),
             "{error}"
@@ -470,9 +510,10 @@ mod tests {
 
     #[test]
     fn a_device_or_directory_is_not_read_as_a_data_file() {
-        assert!(open_regular(Path::new("/dev/zero"))
-            .unwrap_err()
-            .contains("not a regular file"));
+        assert!(matches!(
+            open_regular(Path::new("/dev/zero")),
+            Err(DataFileError::NotRegular)
+        ));
         assert!(open_regular(&std::env::temp_dir()).is_err());
     }
 

@@ -56,13 +56,18 @@ impl fmt::Display for Scale {
     }
 }
 
+/// A scale name other than `paper` or `small`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown scale `{0}`; valid: paper, small")]
+pub struct UnknownScale(pub String);
+
 impl FromStr for Scale {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Scale, String> {
+    type Err = UnknownScale;
+    fn from_str(text: &str) -> Result<Scale, UnknownScale> {
         match text {
             "paper" => Ok(Scale::Paper),
             "small" => Ok(Scale::Small),
-            other => Err(format!("unknown scale `{other}`; valid: paper, small")),
+            other => Err(UnknownScale(other.to_owned())),
         }
     }
 }
@@ -145,15 +150,18 @@ pub enum WorkloadError {
     /// The real data could not be used.
     #[error(transparent)]
     Data(#[from] knn::data::DataError),
-    /// A workload's input file could not be read or parsed.
-    #[error("{workload}: {path}: {reason}")]
+    /// A workload's input graph could not be read, generated or put in CSR form. The
+    /// message names the workload and the file (or generator); the reason is the
+    /// [`source`](std::error::Error::source), which the CLI's `{:#}` prints after it.
+    #[error("{workload}: {path}")]
     Input {
         /// The workload.
         workload: &'static str,
-        /// The file.
+        /// The file (or the generator's description).
         path: String,
         /// What went wrong.
-        reason: String,
+        #[source]
+        reason: graph::GraphError,
     },
 }
 

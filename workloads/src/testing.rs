@@ -253,3 +253,16 @@ pub(crate) fn tar_gz(entries: &[(&str, &[u8])]) -> Vec<u8> {
     }
     builder.into_inner().unwrap().finish().unwrap()
 }
+
+/// An error and its sources joined by `: `: what the CLI prints (anyhow's `{:#}`), so a test
+/// of a message checks the text a user sees.
+pub(crate) fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -46,14 +46,62 @@ pub fn click_probability(mlp: &TopMlp, pooled: &[f32]) -> f64 {
     1.0 / (1.0 + (-activations[0]).exp())
 }
 
+/// How a batch's results differ from the reference (the first difference).
+#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
+pub enum ReferenceError {
+    /// Another number of pooled values.
+    #[error("{got} pooled values, {expected} expected")]
+    PooledLength {
+        /// Values received.
+        got: usize,
+        /// Values expected.
+        expected: usize,
+    },
+    /// A pooled element whose bits differ.
+    #[error(
+        "bag {bag} element {element}: {got:e} ({:#010x}), expected {expected:e} ({:#010x})",
+        got.to_bits(),
+        expected.to_bits()
+    )]
+    Pooled {
+        /// The bag.
+        bag: usize,
+        /// The element within the bag's vector.
+        element: usize,
+        /// The value received.
+        got: f32,
+        /// The reference's.
+        expected: f32,
+    },
+    /// Another number of CTRs.
+    #[error("{got} CTRs, {expected} expected")]
+    CtrLength {
+        /// CTRs received.
+        got: usize,
+        /// CTRs expected.
+        expected: usize,
+    },
+    /// A CTR farther than [`CTR_TOLERANCE`] from the reference (or NaN).
+    #[error("bag {bag}: CTR {got}, expected {expected} (difference {difference:e})")]
+    Ctr {
+        /// The bag.
+        bag: usize,
+        /// The CTR received.
+        got: f32,
+        /// The reference's.
+        expected: f64,
+        /// Their distance.
+        difference: f64,
+    },
+}
+
 /// Compares pooled vectors bit for bit; `Err` names the first difference.
-pub fn compare_pooled(got: &[f32], expected: &[f32], dim: usize) -> Result<(), String> {
+pub fn compare_pooled(got: &[f32], expected: &[f32], dim: usize) -> Result<(), ReferenceError> {
     if got.len() != expected.len() {
-        return Err(format!(
-            "{} pooled values, {} expected",
-            got.len(),
-            expected.len()
-        ));
+        return Err(ReferenceError::PooledLength {
+            got: got.len(),
+            expected: expected.len(),
+        });
     }
     match got
         .iter()
@@ -61,31 +109,34 @@ pub fn compare_pooled(got: &[f32], expected: &[f32], dim: usize) -> Result<(), S
         .position(|(g, e)| g.to_bits() != e.to_bits())
     {
         None => Ok(()),
-        Some(at) => Err(format!(
-            "bag {} element {}: {:e} ({:#010x}), expected {:e} ({:#010x})",
-            at / dim,
-            at % dim,
-            got[at],
-            got[at].to_bits(),
-            expected[at],
-            expected[at].to_bits()
-        )),
+        Some(at) => Err(ReferenceError::Pooled {
+            bag: at / dim,
+            element: at % dim,
+            got: got[at],
+            expected: expected[at],
+        }),
     }
 }
 
 /// Compares CTRs with the reference within [`CTR_TOLERANCE`]; `Ok` holds the largest
 /// difference, `Err` names the first one beyond it.
-pub fn compare_ctr(got: &[f32], expected: &[f64]) -> Result<f64, String> {
+pub fn compare_ctr(got: &[f32], expected: &[f64]) -> Result<f64, ReferenceError> {
     if got.len() != expected.len() {
-        return Err(format!("{} CTRs, {} expected", got.len(), expected.len()));
+        return Err(ReferenceError::CtrLength {
+            got: got.len(),
+            expected: expected.len(),
+        });
     }
     let mut largest = 0.0_f64;
     for (bag, (&g, &e)) in got.iter().zip(expected).enumerate() {
         let difference = (f64::from(g) - e).abs();
         if difference.is_nan() || difference > CTR_TOLERANCE {
-            return Err(format!(
-                "bag {bag}: CTR {g}, expected {e} (difference {difference:e})"
-            ));
+            return Err(ReferenceError::Ctr {
+                bag,
+                got: g,
+                expected: e,
+                difference,
+            });
         }
         largest = largest.max(difference);
     }
@@ -164,13 +215,16 @@ mod tests {
         assert_eq!(compare_pooled(&expected, &expected, 2), Ok(()));
         let mut wrong = expected;
         wrong[3] = f32::from_bits(4.0_f32.to_bits() + 1);
-        let error = compare_pooled(&wrong, &expected, 2).unwrap_err();
+        let error = compare_pooled(&wrong, &expected, 2)
+            .unwrap_err()
+            .to_string();
         assert!(error.starts_with("bag 1 element 1"), "{error}");
         assert!(compare_pooled(&expected[..3], &expected, 2).is_err());
 
         assert_eq!(compare_ctr(&[0.5, 0.25], &[0.5, 0.25]), Ok(0.0));
         assert!(compare_ctr(&[0.5, 0.25], &[0.5, 0.26])
             .unwrap_err()
+            .to_string()
             .starts_with("bag 1"));
         assert!(compare_ctr(&[f32::NAN], &[0.5]).is_err());
         assert!(compare_ctr(&[0.5], &[]).is_err());

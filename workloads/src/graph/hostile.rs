@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::datafile::{MAX_LINE_BYTES, MAX_TAR_ENTRIES, MAX_XZ_DECODER_BYTES};
-use crate::testing::{tar_gz, xz, TempDir};
+use crate::testing::{chain, tar_gz, xz, TempDir};
 
 const BANNER: &str = "%%MatrixMarket matrix coordinate pattern symmetric\n";
 
@@ -40,17 +40,19 @@ fn huge_header_counts_are_refused_before_allocating_naming_value_and_limit() {
     let dir = TempDir::new("huge-header");
     let start = Instant::now();
     // Edges beyond the model's limit (arcs are counted by u32 offsets).
-    let error = read_pace_gr_xz(&pace_xz(&dir, "p tw 5 1000000000000\n1 2\n")).unwrap_err();
+    let error = chain(&read_pace_gr_xz(&pace_xz(&dir, "p tw 5 1000000000000\n1 2\n")).unwrap_err());
     assert!(
         error.contains("edge count is 1000000000000") && error.contains(&MAX_EDGES.to_string()),
         "{error}"
     );
     // Vertices beyond the model's limit, in a Matrix Market size line.
-    let error = read_mtx_tar_gz(&mtx_tar_gz(
-        &dir,
-        &format!("{BANNER}5000000000 5000000000 1\n2 1\n"),
-    ))
-    .unwrap_err();
+    let error = chain(
+        &read_mtx_tar_gz(&mtx_tar_gz(
+            &dir,
+            &format!("{BANNER}5000000000 5000000000 1\n2 1\n"),
+        ))
+        .unwrap_err(),
+    );
     assert!(
         error.contains("vertex count is 5000000000")
             && error.contains(&MAX_VERTICES.to_string())
@@ -58,13 +60,13 @@ fn huge_header_counts_are_refused_before_allocating_naming_value_and_limit() {
         "{error}"
     );
     // A count past u64 is not a count at all.
-    let error = parse_pace_gr("p tw 99999999999999999999999 1\n".as_bytes()).unwrap_err();
+    let error = chain(&parse_pace_gr("p tw 99999999999999999999999 1\n".as_bytes()).unwrap_err());
     assert!(error.contains("not a vertex count"), "{error}");
     // Within the model's limits but beyond this machine's memory (4e9 vertices of 32 bytes
     // are 128 GB), when that is so.
     let footprint = 4_000_000_000 * HOST_BYTES_PER_VERTEX;
     if cosim_link::limits::Machine::get().memory_budget < footprint {
-        let error = parse_pace_gr("p tw 4000000000 1\n1 2\n".as_bytes()).unwrap_err();
+        let error = chain(&parse_pace_gr("p tw 4000000000 1\n1 2\n".as_bytes()).unwrap_err());
         assert!(
             error.contains("vertex count is 4000000000") && error.contains("available"),
             "{error}"
@@ -79,7 +81,7 @@ fn a_header_that_overstates_its_edges_costs_only_the_edges_read() {
     // present: refused as a truncated file, having reserved RESERVE_AHEAD edges (8 MiB), not
     // the 160 MB the header asks for.
     const { assert!(20_000_000 > RESERVE_AHEAD) };
-    let error = parse_pace_gr("p tw 5 20000000\n1 2\n".as_bytes()).unwrap_err();
+    let error = chain(&parse_pace_gr("p tw 5 20000000\n1 2\n".as_bytes()).unwrap_err());
     assert!(
         error.contains("1 edges, the header says 20000000"),
         "{error}"
@@ -98,7 +100,7 @@ fn a_long_line_in_a_small_xz_is_refused_at_the_line_limit_without_reading_it() {
     assert!(compressed.len() < 4096, "{} bytes", compressed.len());
     let dir = TempDir::new("long-line");
     let path = dir.file("long.gr.xz", &compressed);
-    let error = read_pace_gr_xz(&path).unwrap_err();
+    let error = chain(&read_pace_gr_xz(&path).unwrap_err());
     assert!(
         error.contains("length of line 2") && error.contains(&format!("limit of {MAX_LINE_BYTES}")),
         "{error}"
@@ -121,7 +123,7 @@ fn a_long_line_in_a_small_xz_is_refused_at_the_line_limit_without_reading_it() {
         line_bytes: 16,
         ..ReadLimits::default()
     };
-    let error = parse_pace_gr_with(text.as_bytes(), low).unwrap_err();
+    let error = chain(&parse_pace_gr_with(text.as_bytes(), low).unwrap_err());
     assert!(
         error.contains("line 1") && error.contains("is 20") && error.contains("limit of 16"),
         "{error}"
@@ -143,7 +145,7 @@ fn a_decompression_bomb_is_refused_at_the_decompressed_limit() {
         decompressed_bytes: 1 << 20,
         ..ReadLimits::default()
     };
-    let error = read_pace_gr_xz_with(&path, low).unwrap_err();
+    let error = chain(&read_pace_gr_xz_with(&path, low).unwrap_err());
     assert!(
         error.contains("decompressed size")
             && error.contains("is 1048577")
@@ -158,7 +160,7 @@ fn a_decompression_bomb_is_refused_at_the_decompressed_limit() {
     ]);
     let path = dir.file("bomb.tar.gz", &tarball);
     assert!(read_mtx_tar_gz(&path).is_ok());
-    let error = read_mtx_tar_gz_with(&path, low).unwrap_err();
+    let error = chain(&read_mtx_tar_gz_with(&path, low).unwrap_err());
     assert!(error.contains("limit of 1048576"), "{error}");
 }
 
@@ -173,7 +175,8 @@ fn a_tarball_of_many_entries_is_refused_at_the_entry_limit() {
         .collect();
     let mtx = format!("{BANNER}2 2 1\n2 1\n");
     entries.push(("g/g.mtx", mtx.as_bytes()));
-    let error = read_mtx_tar(std::io::Cursor::new(strip_gzip(&tar_gz(&entries)))).unwrap_err();
+    let error =
+        chain(&read_mtx_tar(std::io::Cursor::new(strip_gzip(&tar_gz(&entries)))).unwrap_err());
     assert!(
         error.contains(&format!("is {}", MAX_TAR_ENTRIES + 1))
             && error.contains(&format!("limit of {MAX_TAR_ENTRIES}")),
@@ -193,15 +196,15 @@ fn strip_gzip(compressed: &[u8]) -> Vec<u8> {
 #[test]
 fn edge_counts_other_than_the_header_and_truncated_files_are_refused() {
     // More edges than announced: refused at the first extra line.
-    let error = parse_pace_gr("p tw 4 1\n1 2\n2 3\n3 4\n".as_bytes()).unwrap_err();
+    let error = chain(&parse_pace_gr("p tw 4 1\n1 2\n2 3\n3 4\n".as_bytes()).unwrap_err());
     assert!(
         error.contains("line 3") && error.contains("more edges than the header's 1"),
         "{error}"
     );
-    let error = parse_mtx(format!("{BANNER}4 4 1\n2 1\n3 1\n").as_bytes()).unwrap_err();
+    let error = chain(&parse_mtx(format!("{BANNER}4 4 1\n2 1\n3 1\n").as_bytes()).unwrap_err());
     assert!(error.contains("more edges than the header's 1"), "{error}");
     // Fewer.
-    let error = parse_mtx(format!("{BANNER}4 4 3\n2 1\n").as_bytes()).unwrap_err();
+    let error = chain(&parse_mtx(format!("{BANNER}4 4 3\n2 1\n").as_bytes()).unwrap_err());
     assert!(error.contains("1 entries, the size line says 3"), "{error}");
     // A compressed file cut short: an error, not a panic, for both formats.
     let dir = TempDir::new("truncated");
@@ -226,13 +229,13 @@ fn vertex_ids_out_of_range_name_the_id_and_the_header_count() {
         ("p tw 5 1\n0 2\n", "vertex 0"),
         ("p tw 5 1\n4294967295 2\n", "vertex 4294967295"),
     ] {
-        let error = parse_pace_gr(text.as_bytes()).unwrap_err();
+        let error = chain(&parse_pace_gr(text.as_bytes()).unwrap_err());
         assert!(
             error.contains(id) && error.contains("1..=5"),
             "{text:?}: {error}"
         );
     }
-    let error = parse_pace_gr("p tw 5 1\n1 99999999999\n".as_bytes()).unwrap_err();
+    let error = chain(&parse_pace_gr("p tw 5 1\n1 99999999999\n".as_bytes()).unwrap_err());
     assert!(
         error.contains("`99999999999` is not a vertex id"),
         "{error}"
@@ -241,9 +244,9 @@ fn vertex_ids_out_of_range_name_the_id_and_the_header_count() {
 
 #[test]
 fn a_device_is_not_read_as_a_graph() {
-    let error = read_pace_gr_xz(Path::new("/dev/zero")).unwrap_err();
+    let error = chain(&read_pace_gr_xz(Path::new("/dev/zero")).unwrap_err());
     assert!(error.contains("not a regular file"), "{error}");
-    let error = read_mtx_tar_gz(Path::new("/dev/zero")).unwrap_err();
+    let error = chain(&read_mtx_tar_gz(Path::new("/dev/zero")).unwrap_err());
     assert!(error.contains("not a regular file"), "{error}");
 }
 
@@ -280,7 +283,7 @@ fn an_xz_header_asking_for_a_huge_dictionary_is_refused_before_it_is_allocated()
     crc.update(&compressed[12..12 + size - 4]);
     compressed[12 + size - 4..12 + size].copy_from_slice(&crc.sum().to_le_bytes());
     let dir = TempDir::new("dictionary");
-    let error = read_pace_gr_xz(&dir.file("dict.gr.xz", &compressed)).unwrap_err();
+    let error = chain(&read_pace_gr_xz(&dir.file("dict.gr.xz", &compressed)).unwrap_err());
     assert!(
         error.to_lowercase().contains("memory")
             && error.contains(&MAX_XZ_DECODER_BYTES.to_string()),

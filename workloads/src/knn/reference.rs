@@ -28,35 +28,74 @@ pub fn brute_force(data: &KnnData, k: usize) -> Vec<Vec<Neighbor>> {
         .collect()
 }
 
+/// How an answer differs from the reference (the first difference).
+#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
+pub enum ReferenceError {
+    /// Another number of queries.
+    #[error("{answered} queries answered, {expected} expected")]
+    Queries {
+        /// Queries answered.
+        answered: usize,
+        /// Queries asked.
+        expected: usize,
+    },
+    /// A query with another number of neighbours.
+    #[error("query {query}: {got} neighbours, {expected} expected")]
+    Neighbours {
+        /// The query.
+        query: usize,
+        /// Neighbours answered.
+        got: usize,
+        /// Neighbours expected.
+        expected: usize,
+    },
+    /// Another row, or another distance bit pattern, at a rank.
+    #[error(
+        "query {query} rank {rank}: row {} distance {:e} ({:#010x}), expected row {} distance {:e} ({:#010x})",
+        got.row,
+        got.distance,
+        got.distance.to_bits(),
+        expected.row,
+        expected.distance,
+        expected.distance.to_bits()
+    )]
+    Neighbour {
+        /// The query.
+        query: usize,
+        /// The rank (0 = nearest).
+        rank: usize,
+        /// The answer's neighbour.
+        got: Neighbor,
+        /// The reference's.
+        expected: Neighbor,
+    },
+}
+
 /// Compares an answer with the reference: the same rows in the same order with bit-identical
 /// distances, per query. `Err` describes the first difference.
-pub fn compare(answer: &[Vec<Neighbor>], expected: &[Vec<Neighbor>]) -> Result<(), String> {
+pub fn compare(answer: &[Vec<Neighbor>], expected: &[Vec<Neighbor>]) -> Result<(), ReferenceError> {
     if answer.len() != expected.len() {
-        return Err(format!(
-            "{} queries answered, {} expected",
-            answer.len(),
-            expected.len()
-        ));
+        return Err(ReferenceError::Queries {
+            answered: answer.len(),
+            expected: expected.len(),
+        });
     }
     for (query, (got, want)) in answer.iter().zip(expected).enumerate() {
         if got.len() != want.len() {
-            return Err(format!(
-                "query {query}: {} neighbours, {} expected",
-                got.len(),
-                want.len()
-            ));
+            return Err(ReferenceError::Neighbours {
+                query,
+                got: got.len(),
+                expected: want.len(),
+            });
         }
         for (rank, (g, w)) in got.iter().zip(want).enumerate() {
             if g.row != w.row || g.distance.to_bits() != w.distance.to_bits() {
-                return Err(format!(
-                    "query {query} rank {rank}: row {} distance {:e} ({:#010x}), expected row {} distance {:e} ({:#010x})",
-                    g.row,
-                    g.distance,
-                    g.distance.to_bits(),
-                    w.row,
-                    w.distance,
-                    w.distance.to_bits()
-                ));
+                return Err(ReferenceError::Neighbour {
+                    query,
+                    rank,
+                    got: *g,
+                    expected: *w,
+                });
             }
         }
     }
@@ -101,11 +140,13 @@ mod tests {
         wrong_row[0][1].row = 3;
         assert!(compare(&wrong_row, &expected)
             .unwrap_err()
+            .to_string()
             .starts_with("query 0 rank 1: row 3"));
         let mut wrong_bits = expected.clone();
         wrong_bits[0][0].distance = f32::from_bits(1.0_f32.to_bits() + 1);
         assert!(compare(&wrong_bits, &expected)
             .unwrap_err()
+            .to_string()
             .contains("rank 0"));
         assert!(compare(&[], &expected).is_err());
     }

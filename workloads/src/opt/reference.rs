@@ -185,14 +185,42 @@ pub fn mlp_block(shape: &OptShape, weights: &OptWeights, attention_output: &[f32
         .collect()
 }
 
-/// The first difference between `answer` and `expected`, bit for bit, as text.
-pub fn compare(answer: &[f32], expected: &[f32]) -> Result<(), String> {
+/// How a final hidden state differs from the reference.
+#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
+pub enum ReferenceError {
+    /// Another number of values.
+    #[error("{got} values, {expected} expected")]
+    Length {
+        /// Values answered.
+        got: usize,
+        /// Values expected.
+        expected: usize,
+    },
+    /// The first element whose bits differ.
+    #[error(
+        "element {index}: {got} but the reference has {expected} ({mismatches} of {length} differ)"
+    )]
+    Element {
+        /// Its index.
+        index: usize,
+        /// The answer's value.
+        got: f32,
+        /// The reference's.
+        expected: f32,
+        /// How many elements differ in all.
+        mismatches: usize,
+        /// Elements compared.
+        length: usize,
+    },
+}
+
+/// The first difference between `answer` and `expected`, bit for bit.
+pub fn compare(answer: &[f32], expected: &[f32]) -> Result<(), ReferenceError> {
     if answer.len() != expected.len() {
-        return Err(format!(
-            "{} values, {} expected",
-            answer.len(),
-            expected.len()
-        ));
+        return Err(ReferenceError::Length {
+            got: answer.len(),
+            expected: expected.len(),
+        });
     }
     let mismatches = answer
         .iter()
@@ -205,12 +233,13 @@ pub fn compare(answer: &[f32], expected: &[f32]) -> Result<(), String> {
         .position(|(a, e)| a.to_bits() != e.to_bits())
     {
         None => Ok(()),
-        Some(index) => Err(format!(
-            "element {index}: {} but the reference has {} ({mismatches} of {} differ)",
-            answer[index],
-            expected[index],
-            answer.len()
-        )),
+        Some(index) => Err(ReferenceError::Element {
+            index,
+            got: answer[index],
+            expected: expected[index],
+            mismatches,
+            length: answer.len(),
+        }),
     }
 }
 
@@ -381,7 +410,9 @@ mod tests {
     #[test]
     fn compare_reports_the_first_difference() {
         assert!(compare(&[1.0, 2.0], &[1.0, 2.0]).is_ok());
-        let error = compare(&[1.0, 2.5, 3.0], &[1.0, 2.0, 4.0]).unwrap_err();
+        let error = compare(&[1.0, 2.5, 3.0], &[1.0, 2.0, 4.0])
+            .unwrap_err()
+            .to_string();
         assert!(
             error.contains("element 1") && error.contains("2 of 3"),
             "{error}"

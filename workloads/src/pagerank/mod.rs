@@ -186,7 +186,7 @@ impl fmt::Debug for PageRankApplication {
 impl PageRankApplication {
     /// An instance with `options` (see the module docs for the input).
     pub fn new(options: &WorkloadOptions) -> Result<PageRankApplication, WorkloadError> {
-        let input_error = |path: String, reason: String| WorkloadError::Input {
+        let input_error = |path: String, reason: graph::GraphError| WorkloadError::Input {
             workload: NAME,
             path,
             reason,

@@ -148,17 +148,17 @@ fn rounds(options: &WorkloadOptions) -> Option<u32> {
 
 /// Parses an iteration count as the CLI takes it: a number of launches, or `converge` (also
 /// `0`) for "until a launch changes no distance", which is `0`.
-pub fn parse_iterations(text: &str) -> Result<u32, String> {
+pub fn parse_iterations(text: &str) -> Result<u32, NotIterations> {
     match text.trim() {
         "converge" => Ok(0),
-        number => number.parse().map_err(|_| {
-            format!(
-                "`{number}` is not a number of launches (0..={}) or `converge`",
-                u32::MAX
-            )
-        }),
+        number => number.parse().map_err(|_| NotIterations(number.to_owned())),
     }
 }
+
+/// Text that is not an iteration count ([`parse_iterations`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a number of launches (0..={max}) or `converge`", max = u32::MAX)]
+pub struct NotIterations(pub String);
 
 /// The source, as the catalog states it before reading anything (a run's own output says
 /// what it read: [`graph::file_description`]).
@@ -259,7 +259,7 @@ fn weights(edges: usize, seed: u64) -> Vec<u32> {
 impl SsspApplication {
     /// An instance with `options` (see the module docs for the input and the iterations).
     pub fn new(options: &WorkloadOptions) -> Result<SsspApplication, WorkloadError> {
-        let input_error = |path: String, reason: String| WorkloadError::Input {
+        let input_error = |path: String, reason: graph::GraphError| WorkloadError::Input {
             workload: NAME,
             path,
             reason,
@@ -698,7 +698,7 @@ mod tests {
         assert_eq!(parse_iterations("converge"), Ok(0));
         assert_eq!(parse_iterations("0"), Ok(0));
         for bad in ["-1", "ten", "4294967296", ""] {
-            let error = parse_iterations(bad).unwrap_err();
+            let error = parse_iterations(bad).unwrap_err().to_string();
             assert!(error.contains("converge"), "{bad}: {error}");
         }
     }
@@ -785,6 +785,27 @@ mod tests {
         };
         let error = SsspApplication::new(&options).unwrap_err();
         assert!(matches!(error, WorkloadError::Input { .. }), "{error}");
+        // The reason is kept typed, as the source; the CLI's text names the workload, the
+        // file and the operating system's reason.
+        let reason = std::error::Error::source(&error)
+            .and_then(|source| source.downcast_ref::<graph::GraphError>());
+        assert!(
+            matches!(
+                reason,
+                Some(graph::GraphError::File(
+                    crate::datafile::DataFileError::Open(_)
+                ))
+            ),
+            "{reason:?}"
+        );
+        let text = crate::testing::chain(&error);
+        assert!(
+            text.starts_with("sssp: ")
+                && text.contains("axle-sssp-no-such-dir")
+                && text.contains("cannot open: ")
+                && text.contains("os error 2"),
+            "{text}"
+        );
         assert!(info(&options)
             .characteristics
             .contains("axle-sssp-no-such-dir"));
