@@ -317,7 +317,8 @@ impl Prepared {
         let mut frames = FrameAllocator::new(self.host_bytes);
         let region = DmaRegion::allocate(Arc::clone(memory), &mut frames, layout.region_length())
             .context("allocating the DMA region")?;
-        Ok(Some(AxleRing::new(region, layout, 1)))
+        let ring = AxleRing::new(region, layout, 1).context("programming the DMA region")?;
+        Ok(Some(ring))
     }
 
     /// Runs the host runtime with `drive`, which co-simulates it with the device and returns

@@ -4,7 +4,7 @@
 //! and a BROKEN ring, never a panic or an out-of-bounds write").
 //!
 //! Each test builds a real ring with the host driver (`PhysicalMemory`, `FrameAllocator`,
-//! `DmaRegion`, `init_control_block`, `shadow_stores`), loads a small KNN data set into device
+//! `DmaRegion`, `shadow::program`), loads a small KNN data set into device
 //! memory, and drives [`emulator::Emulator`] with a [`ScriptedHost`]: a list of steps, each run
 //! at the host's turns until it says it is done, issuing link calls through the `DeviceLink` it
 //! is given. Everything is virtual time and deterministic.
@@ -19,9 +19,9 @@ use emulator::{DeviceConfig, Emulator};
 use firmware::kernels::knn::pack_shape;
 use firmware::scratch::ScratchLayout;
 use firmware::StreamingFactor;
-use host_driver::dma::DmaRegion;
+use host_driver::dma::{DmaRegion, MappedRegion};
 use host_driver::frames::{FrameAllocator, FRAME_SIZE};
-use host_driver::shadow::{init_control_block, shadow_stores, DeviceStore, STORE_SIZE};
+use host_driver::shadow::{program, DeviceStore, STORE_SIZE};
 use shared_abi::command::CommandFlags;
 use shared_abi::control::{DEVICE_STATUS_OFFSET, METADATA_TAIL_OFFSET, PAYLOAD_TAIL_OFFSET};
 use shared_abi::region::RingLayout;
@@ -243,7 +243,8 @@ fn with_mode(mut command: CommandDescriptor, mode: LaunchMode, tag: u32) -> Comm
 /// One ring pair in a DMA region of `memory`, initialised as the driver does.
 struct Ring {
     memory: Arc<PhysicalMemory>,
-    region: DmaRegion,
+    region: MappedRegion,
+    stores: Vec<DeviceStore>,
     layout: RingLayout,
 }
 
@@ -253,17 +254,18 @@ impl Ring {
         let mut frames = FrameAllocator::new(memory.len());
         let region = DmaRegion::allocate(Arc::clone(memory), &mut frames, layout.region_length())
             .expect("region");
-        init_control_block(&region, &layout, EPOCH).expect("control block");
+        let programmed = program(region, &layout, EPOCH).expect("programmed region");
         Ring {
             memory: Arc::clone(memory),
-            region,
+            region: programmed.region,
+            stores: programmed.stores,
             layout,
         }
     }
 
     /// The driver's stores that program the region.
     fn setup_stores(&self) -> Vec<DeviceStore> {
-        shadow_stores(&self.region, &self.layout, EPOCH).expect("shadow stores")
+        self.stores.clone()
     }
 
     fn word(&self, offset: u64) -> u64 {

@@ -104,6 +104,9 @@ pub fn check(data: &[u8]) {
     if input.initialise {
         init_control_block(&region, &layout, 1).expect("init");
     }
+    // Handed to the device: the fuzzed device writes through its view, the host only reads.
+    let region = region.hand_to_device();
+    let device = region.device_view();
     let slot_size = u64::from(layout.slot_size());
     let result_length = slot_size * u64::from(input.result_chunks) + slot_size / 2;
     let tasks: Vec<HostTask> = input
@@ -144,25 +147,25 @@ pub fn check(data: &[u8]) {
                         tag: record.tag,
                         flags: record.flags,
                     };
-                    region
+                    device
                         .write_bytes(layout.metadata_slot_offset(produced), written.as_bytes())
                         .expect("a slot inside the region");
                     produced = produced.wrapping_add(1);
                 }
-                region
+                device
                     .store_u64(METADATA_TAIL_OFFSET, produced, Ordering::Release)
                     .expect("tail word");
             }
             Action::Tail(tail) => {
                 produced = *tail;
-                region
+                device
                     .store_u64(METADATA_TAIL_OFFSET, *tail, Ordering::Release)
                     .expect("tail word");
             }
-            Action::PayloadTail(tail) => region
+            Action::PayloadTail(tail) => device
                 .store_u64(PAYLOAD_TAIL_OFFSET, *tail, Ordering::Release)
                 .expect("payload tail word"),
-            Action::Status(word) => region
+            Action::Status(word) => device
                 .store_u64(DEVICE_STATUS_OFFSET, *word, Ordering::Release)
                 .expect("status word"),
             Action::Scribble(offset, words) => {
@@ -173,7 +176,7 @@ pub fn check(data: &[u8]) {
                     .flat_map(|w| w.to_le_bytes())
                     .collect();
                 let room = (layout.region_length() - offset) as usize;
-                let _ = region.write_bytes(offset, &bytes[..bytes.len().min(room)]);
+                let _ = device.write_bytes(offset, &bytes[..bytes.len().min(room)]);
             }
             Action::Poll(max) => {
                 let head = consumer.head();

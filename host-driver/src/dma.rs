@@ -21,9 +21,88 @@
 //!   `&[u8]` into the region: every access is an atomic load or store of one 8-byte word of
 //!   [`PhysicalMemory`], ordered explicitly (Acquire on tails, Release on heads) where the
 //!   protocol needs it, and copied out before it is interpreted.
-//! - **Owned by whom.** The region is CPU-owned until its scatter-gather list is shadowed into
-//!   the device; from then on the device may write the rings at any time, and the host touches
-//!   them only through the ring protocol (host-runtime's `ring` module).
+//! - **Owned by whom.** See the next section: the types say it.
+//!
+//! # Ownership, as types
+//!
+//! A region is in one of two states, and each state is its own type:
+//!
+//! 1. **CPU-owned: [`DmaRegion`].** Fresh from the allocator. The host may read and write any
+//!    word ([`DmaRegion::write_bytes`], [`DmaRegion::store_u64`]), initialise the control block
+//!    ([`crate::shadow::init_control_block`]) and give the frames back
+//!    ([`DmaRegion::release`]). The device does not know the frames.
+//! 2. **Handed to the device: [`MappedRegion`].** Made by consuming the [`DmaRegion`]:
+//!    [`crate::shadow::program`] (which initialises the control block and returns the shadow
+//!    stores that tell the device the scatter-gather list) or [`DmaRegion::hand_to_device`]
+//!    (for a device that learns the frames another way, e.g. the bench's wire order). From
+//!    then on the device may write the rings at any time. The host may only do what the ring
+//!    protocol does: load words and read bytes ([`MappedRegion::load_u64`],
+//!    [`MappedRegion::read_bytes`]) and publish its two heads
+//!    ([`MappedRegion::store_head`], Release). It cannot write data, and it cannot release
+//!    the frames: a [`MappedRegion`] has neither method.
+//! 3. **Back to CPU-owned: [`MappedRegion::quiesce`].** Consumes the mapped handle and a
+//!    [`Quiesced`] token, the caller's evidence that the device has stopped using the frames
+//!    (its acknowledgement of the end of the work, or the end of the run). Only then can the
+//!    region be written again or released.
+//!
+//! A [`MappedRegion`] that is dropped without being quiesced keeps its frames allocated: they
+//! are never reused, which is the safe side (a run's ring lives until the run ends).
+//!
+//! Writing to a region after handing it over does not compile (it was moved):
+//!
+//! ```compile_fail
+//! # use host_driver::dma::DmaRegion;
+//! # fn f(region: DmaRegion) {
+//! let mapped = region.hand_to_device();
+//! region.write_bytes(0, &[0u8; 8]); // error[E0382]: use of moved value
+//! # }
+//! ```
+//!
+//! nor does writing through the mapped handle:
+//!
+//! ```compile_fail
+//! # use host_driver::dma::MappedRegion;
+//! # fn f(mapped: &MappedRegion) {
+//! mapped.write_bytes(0, &[0u8; 8]); // error[E0599]: no method `write_bytes`
+//! # }
+//! ```
+//!
+//! nor releasing the frames while the device holds them:
+//!
+//! ```compile_fail
+//! # use host_driver::dma::MappedRegion;
+//! # use host_driver::frames::FrameAllocator;
+//! # fn f(mapped: MappedRegion, allocator: &mut FrameAllocator) {
+//! mapped.release(allocator); // error[E0599]: no method `release`
+//! # }
+//! ```
+//!
+//! The order that compiles:
+//!
+//! ```
+//! # use host_driver::dma::{DmaRegion, Quiesced};
+//! # use host_driver::frames::FrameAllocator;
+//! # use host_driver::phys::PhysicalMemory;
+//! # use host_driver::sync::{Arc, Ordering};
+//! let memory = Arc::new(PhysicalMemory::new(16 * 4096).unwrap());
+//! let mut allocator = FrameAllocator::new(memory.len());
+//! let region = DmaRegion::allocate(memory, &mut allocator, 4096).unwrap();
+//! region.store_u64(0, 7, Ordering::Relaxed).unwrap(); // CPU-owned: any store
+//! let mapped = region.hand_to_device(); // the device may write from here on
+//! assert_eq!(mapped.load_u64(0, Ordering::Acquire).unwrap(), 7);
+//! // ... the device acknowledges the end of its work ...
+//! let region = mapped.quiesce(Quiesced::device_acknowledged());
+//! region.release(&mut allocator).unwrap();
+//! ```
+//!
+//! Device models (tests, the loom models, the bench's peer) write a mapped region through a
+//! [`DeviceView`] ([`MappedRegion::device_view`], [`DeviceView::from_frames`]): the device's
+//! DMA, which may store anywhere in the region but cannot release it.
+//!
+//! What the types cannot see stays a rule: a [`Quiesced`] token must be made only after the
+//! device's acknowledgement; a [`DeviceView`] is the device's, never the host's; and
+//! [`DmaRegion::from_frames`] over frames the device holds would make a second CPU-owned
+//! region (the constructor checks the frames, not who owns them).
 //!
 //! # Shared-memory segments (the multi-process form)
 //!
@@ -35,6 +114,8 @@
 use crate::frames::{FrameAllocator, FrameError, FRAME_SIZE};
 use cosim_link::phys::{PhysError, PhysicalMemory, WORD_SIZE};
 use cosim_link::sync::{Arc, Ordering};
+use shared_abi::control::{METADATA_HEAD_OFFSET, PAYLOAD_HEAD_OFFSET};
+use shared_abi::region::CONTROL_OFFSET;
 use shared_abi::HostPhysAddr;
 
 /// A region access or construction that was refused; nothing was read or written.
@@ -316,6 +397,185 @@ impl DmaRegion {
     }
 }
 
+impl DmaRegion {
+    /// Hands the region to the device: from here on the device may write it, and the host
+    /// may only read it and publish its heads ([`MappedRegion`]). Call it before the device
+    /// learns of the frames (before the shadow stores, or any message naming them, are sent);
+    /// [`crate::shadow::program`] does, for the shadow descriptors.
+    pub fn hand_to_device(self) -> MappedRegion {
+        MappedRegion { region: self }
+    }
+}
+
+/// Evidence that the device no longer uses a region's frames: its acknowledgement of the end
+/// of the work that used them (a completion, a peer's final answer), or the end of the run.
+/// [`MappedRegion::quiesce`] takes one. Zero-sized; making one is the caller's statement
+/// that the acknowledgement is in hand (see the module docs: this part is a rule, not a type).
+#[derive(Debug)]
+#[must_use = "a Quiesced token is only useful to MappedRegion::quiesce"]
+pub struct Quiesced(());
+
+impl Quiesced {
+    /// The device has acknowledged the end of its work on the region.
+    pub fn device_acknowledged() -> Quiesced {
+        Quiesced(())
+    }
+}
+
+/// Which host index [`MappedRegion::store_head`] publishes (the host line of the control
+/// block).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostHead {
+    /// The metadata head (edge H2).
+    Metadata,
+    /// The payload head (edge H3).
+    Payload,
+}
+
+/// A DMA region handed to the device (see the module docs): the device may write it at any
+/// time; the host may load words, read bytes and publish its two heads, nothing else. Back to
+/// CPU-owned only through [`MappedRegion::quiesce`].
+pub struct MappedRegion {
+    region: DmaRegion,
+}
+
+impl core::fmt::Debug for MappedRegion {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("MappedRegion")
+            .field("region", &self.region)
+            .finish()
+    }
+}
+
+impl MappedRegion {
+    /// Bytes in the region.
+    pub fn len(&self) -> u64 {
+        self.region.len()
+    }
+
+    /// Always `false`: a region has at least one byte.
+    pub fn is_empty(&self) -> bool {
+        self.region.is_empty()
+    }
+
+    /// The frames, in region order (what the device was told, through the scatter-gather
+    /// list).
+    pub fn frames(&self) -> &[HostPhysAddr] {
+        self.region.frames()
+    }
+
+    /// The physical memory the region lives in.
+    pub fn memory(&self) -> &Arc<PhysicalMemory> {
+        self.region.memory()
+    }
+
+    /// The host physical address of region offsets `[offset, offset + length)` (see
+    /// [`DmaRegion::translate`]): where the device's DMA lands.
+    pub fn translate(&self, offset: u64, length: u64) -> Result<HostPhysAddr, DmaError> {
+        self.region.translate(offset, length)
+    }
+
+    /// Loads the word at region offset `offset` (8-byte aligned): a tail (Acquire), the
+    /// status word, a record's sequence.
+    pub fn load_u64(&self, offset: u64, ordering: Ordering) -> Result<u64, DmaError> {
+        self.region.load_u64(offset, ordering)
+    }
+
+    /// Reads whole words at region offset `offset` with Relaxed loads (see
+    /// [`DmaRegion::read_bytes`]): records and payloads, after the Acquire of a tail.
+    pub fn read_bytes(&self, offset: u64, buffer: &mut [u8]) -> Result<(), DmaError> {
+        self.region.read_bytes(offset, buffer)
+    }
+
+    /// Publishes one of the host's heads into the host line of the control block, with a
+    /// Release store: the only store the host makes into a region the device holds.
+    pub fn store_head(&self, head: HostHead, value: u64) -> Result<(), DmaError> {
+        let offset = match head {
+            HostHead::Metadata => METADATA_HEAD_OFFSET,
+            HostHead::Payload => PAYLOAD_HEAD_OFFSET,
+        };
+        self.region
+            .store_u64(CONTROL_OFFSET + offset, value, Ordering::Release)
+    }
+
+    /// The device's side of this region, for device models ([`DeviceView`]).
+    pub fn device_view(&self) -> DeviceView {
+        DeviceView {
+            region: DmaRegion {
+                memory: Arc::clone(&self.region.memory),
+                frames: self.region.frames.clone(),
+                length: self.region.length,
+            },
+        }
+    }
+
+    /// Takes the region back from a device that has stopped using it (`quiesced`): the
+    /// mapped handle is consumed, and the CPU-owned region may be written or released again.
+    pub fn quiesce(self, quiesced: Quiesced) -> DmaRegion {
+        let Quiesced(()) = quiesced;
+        self.region
+    }
+}
+
+/// The device's side of a region: what a device model writes through the frames it was
+/// given (a test's or a loom model's stand-in for the emulator's DMA, the bench's peer). It can
+/// store anything anywhere in the region, as the device's DMA can, but it cannot release the
+/// frames. Host code never makes one (a rule: the types cannot tell a device model from the
+/// host); [`MappedRegion::device_view`] and [`DeviceView::from_frames`] are the only ways.
+#[derive(Debug)]
+pub struct DeviceView {
+    region: DmaRegion,
+}
+
+impl DeviceView {
+    /// The device's view of `length` bytes over `frames` (region order) of `memory`, as told
+    /// by a scatter-gather list or a wire message (checked like [`DmaRegion::from_frames`]).
+    pub fn from_frames(
+        memory: Arc<PhysicalMemory>,
+        frames: Vec<HostPhysAddr>,
+        length: u64,
+    ) -> Result<DeviceView, DmaError> {
+        Ok(DeviceView {
+            region: DmaRegion::from_frames(memory, frames, length)?,
+        })
+    }
+
+    /// Bytes in the region.
+    pub fn len(&self) -> u64 {
+        self.region.len()
+    }
+
+    /// Always `false`: a region has at least one byte.
+    pub fn is_empty(&self) -> bool {
+        self.region.is_empty()
+    }
+
+    /// See [`DmaRegion::translate`].
+    pub fn translate(&self, offset: u64, length: u64) -> Result<HostPhysAddr, DmaError> {
+        self.region.translate(offset, length)
+    }
+
+    /// See [`DmaRegion::load_u64`].
+    pub fn load_u64(&self, offset: u64, ordering: Ordering) -> Result<u64, DmaError> {
+        self.region.load_u64(offset, ordering)
+    }
+
+    /// See [`DmaRegion::store_u64`].
+    pub fn store_u64(&self, offset: u64, value: u64, ordering: Ordering) -> Result<(), DmaError> {
+        self.region.store_u64(offset, value, ordering)
+    }
+
+    /// See [`DmaRegion::read_bytes`].
+    pub fn read_bytes(&self, offset: u64, buffer: &mut [u8]) -> Result<(), DmaError> {
+        self.region.read_bytes(offset, buffer)
+    }
+
+    /// See [`DmaRegion::write_bytes`].
+    pub fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<(), DmaError> {
+        self.region.write_bytes(offset, data)
+    }
+}
+
 fn check_region_length(length: u64) -> Result<(), DmaError> {
     if length == 0 {
         return Err(DmaError::Empty);
@@ -459,6 +719,41 @@ mod tests {
             DmaRegion::from_frames(memory, vec![f(1)], 0).unwrap_err(),
             DmaError::Empty
         );
+    }
+
+    #[test]
+    fn a_mapped_region_reads_what_the_device_wrote_and_stores_only_heads() {
+        let (memory, mut allocator, region) = setup(64, 2 * FRAME_SIZE);
+        region.store_u64(FRAME_SIZE, 5, Ordering::Relaxed).unwrap();
+        let frames = region.frames().to_vec();
+        let mapped = region.hand_to_device();
+        assert_eq!(mapped.load_u64(FRAME_SIZE, Ordering::Acquire).unwrap(), 5);
+        // The device writes through the frames it was given.
+        memory
+            .store_u64(HostPhysAddr(frames[1].0 + 8), 9, Ordering::Release)
+            .unwrap();
+        let mut word = [0u8; 8];
+        mapped.read_bytes(FRAME_SIZE + 8, &mut word).unwrap();
+        assert_eq!(u64::from_le_bytes(word), 9);
+        mapped.store_head(HostHead::Payload, 3).unwrap();
+        mapped.store_head(HostHead::Metadata, 4).unwrap();
+        assert_eq!(
+            mapped
+                .load_u64(CONTROL_OFFSET + PAYLOAD_HEAD_OFFSET, Ordering::Acquire)
+                .unwrap(),
+            3
+        );
+        assert_eq!(
+            mapped
+                .load_u64(CONTROL_OFFSET + METADATA_HEAD_OFFSET, Ordering::Acquire)
+                .unwrap(),
+            4
+        );
+        let free = allocator.free_frames();
+        let region = mapped.quiesce(Quiesced::device_acknowledged());
+        assert_eq!(region.frames(), &frames[..]);
+        region.release(&mut allocator).unwrap();
+        assert_eq!(allocator.free_frames(), free + 2);
     }
 
     #[test]

@@ -6,7 +6,6 @@
 //! region's physical layout allows. The device's table holds at most
 //! [`MAX_SG_ENTRIES`] entries; a longer list is refused here rather than truncated there.
 
-use crate::dma::DmaRegion;
 use crate::frames::{FrameAllocator, FrameError, FRAME_SIZE, MAX_RUN_FRAMES};
 use shared_abi::sgl::MAX_SG_ENTRIES;
 use shared_abi::{HostPhysAddr, ScatterGatherEntry};
@@ -78,13 +77,9 @@ pub fn entries_for_first_region(memory_bytes: u64, length: u64) -> Result<usize,
     Ok(entries_from_frames(&frames, length)?.len())
 }
 
-/// The scatter-gather list of `region`.
-pub fn scatter_gather_list(region: &DmaRegion) -> Result<Vec<ScatterGatherEntry>, SglError> {
-    entries_from_frames(region.frames(), region.len())
-}
-
-/// The scatter-gather list of a region of `length` bytes over `frames` (region order): every
-/// frame contributes 4096 bytes except the last, which contributes the rest.
+/// The scatter-gather list of a region of `length` bytes over `frames` (region order; a
+/// region's [`frames`](crate::dma::MappedRegion::frames)): every frame contributes 4096 bytes
+/// except the last, which contributes the rest.
 pub fn entries_from_frames(
     frames: &[HostPhysAddr],
     length: u64,
@@ -132,6 +127,7 @@ pub fn entries_from_frames(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dma::DmaRegion;
 
     fn frames(numbers: &[u64]) -> Vec<HostPhysAddr> {
         numbers
@@ -227,7 +223,9 @@ mod tests {
         let region = DmaRegion::allocate(memory, &mut allocator, length).unwrap();
         assert_eq!(
             entries_for_first_region(memory_bytes, length),
-            Ok(scatter_gather_list(&region).unwrap().len())
+            Ok(entries_from_frames(region.frames(), region.len())
+                .unwrap()
+                .len())
         );
     }
 
@@ -249,7 +247,7 @@ mod tests {
         let mut allocator = FrameAllocator::new(memory.len());
         let region =
             DmaRegion::allocate(Arc::clone(&memory), &mut allocator, 100 * FRAME_SIZE).unwrap();
-        let entries = scatter_gather_list(&region).unwrap();
+        let entries = entries_from_frames(region.frames(), region.len()).unwrap();
         assert!(entries.len() > 1);
         // Walking the entries reproduces the frame list.
         let walked: Vec<HostPhysAddr> = entries

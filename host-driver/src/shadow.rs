@@ -15,9 +15,17 @@
 //! 3. the real header, with [`shared_abi::ABI_MAGIC`], at [`device_map::SHADOW_DESCRIPTOR`].
 //!
 //! So a device never sees a header with magic whose entries are not yet all written.
+//!
+//! # Ownership
+//!
+//! [`program`] is the hand-over of [`crate::dma`]'s ownership rule: it takes the CPU-owned
+//! [`DmaRegion`], initialises its control block (the last CPU writes), and returns the
+//! [`MappedRegion`] with the stores; the region cannot be written or released while the
+//! device holds its scatter-gather list. [`init_control_block`] takes a CPU-owned region;
+//! [`shadow_stores`] only reads the frames of a mapped one.
 
-use crate::dma::{DmaError, DmaRegion};
-use crate::sgl::{scatter_gather_list, SglError};
+use crate::dma::{DmaError, DmaRegion, MappedRegion};
+use crate::sgl::{entries_from_frames, SglError};
 use crate::sync::Ordering;
 use shared_abi::control::{StaticLine, RING_LINE};
 use shared_abi::region::RingLayout;
@@ -53,10 +61,10 @@ pub enum ShadowError {
 /// One CXL.mem store: the device address and the bytes stored there.
 pub type DeviceStore = (DeviceAddress, Vec<u8>);
 
-fn check_length(region: &DmaRegion, layout: &RingLayout) -> Result<(), ShadowError> {
-    if region.len() != layout.region_length() {
+fn check_length(region_length: u64, layout: &RingLayout) -> Result<(), ShadowError> {
+    if region_length != layout.region_length() {
         return Err(ShadowError::LengthMismatch {
-            region_length: region.len(),
+            region_length,
             layout_length: layout.region_length(),
         });
     }
@@ -77,15 +85,42 @@ fn line_stores(address: DeviceAddress, bytes: &[u8], stores: &mut Vec<DeviceStor
     }
 }
 
+/// A region handed to the device by [`program`], and the stores that tell the device.
+#[derive(Debug)]
+pub struct Programmed {
+    /// The region, now the device's (the host reads it and publishes heads only).
+    pub region: MappedRegion,
+    /// The CXL.mem stores to issue, in order (see the module docs).
+    pub stores: Vec<DeviceStore>,
+}
+
+/// Programs `region` (laid out as `layout`) into the device: checks the length and the
+/// scatter-gather list, initialises the control block ([`init_control_block`], the last CPU
+/// writes), hands the region to the device, and returns it with the shadow stores to issue.
+///
+/// On an error the region is dropped with its frames still allocated (never reused).
+pub fn program(
+    region: DmaRegion,
+    layout: &RingLayout,
+    epoch: u64,
+) -> Result<Programmed, ShadowError> {
+    check_length(region.len(), layout)?;
+    entries_from_frames(region.frames(), region.len())?;
+    init_control_block(&region, layout, epoch)?;
+    let region = region.hand_to_device();
+    let stores = shadow_stores(&region, layout, epoch)?;
+    Ok(Programmed { region, stores })
+}
+
 /// The CXL.mem stores that program `region` (laid out as `layout`) into the device, in issue
 /// order (see the module docs): invalidate the header, write the entries, write the header.
 pub fn shadow_stores(
-    region: &DmaRegion,
+    region: &MappedRegion,
     layout: &RingLayout,
     epoch: u64,
 ) -> Result<Vec<DeviceStore>, ShadowError> {
-    check_length(region, layout)?;
-    let entries = scatter_gather_list(region)?;
+    check_length(region.len(), layout)?;
+    let entries = entries_from_frames(region.frames(), region.len())?;
     // At most MAX_SG_ENTRIES (1024) entries, so the count fits a u32.
     let entry_count = u32::try_from(entries.len()).map_err(|_| SglError::TooManyEntries {
         entries: entries.len(),
@@ -123,7 +158,7 @@ pub fn init_control_block(
     layout: &RingLayout,
     epoch: u64,
 ) -> Result<(), ShadowError> {
-    check_length(region, layout)?;
+    check_length(region.len(), layout)?;
     let control = layout.control_offset();
     let zero_line = [0u8; RING_LINE];
     region.write_bytes(
@@ -176,7 +211,7 @@ mod tests {
     #[test]
     fn every_store_is_at_most_one_line_and_never_crosses_a_line() {
         let layout = RingLayout::new(1000, 1000, 32).unwrap();
-        let stores = shadow_stores(&region_for(&layout), &layout, 1).unwrap();
+        let stores = shadow_stores(&region_for(&layout).hand_to_device(), &layout, 1).unwrap();
         for (address, bytes) in &stores {
             assert!(!bytes.is_empty() && bytes.len() as u64 <= STORE_SIZE);
             assert_eq!(
@@ -189,7 +224,7 @@ mod tests {
     #[test]
     fn header_with_magic_is_the_last_store_and_no_earlier_store_carries_magic() {
         let layout = RingLayout::new(1000, 1000, 32).unwrap();
-        let stores = shadow_stores(&region_for(&layout), &layout, 7).unwrap();
+        let stores = shadow_stores(&region_for(&layout).hand_to_device(), &layout, 7).unwrap();
         let (last_address, last_bytes) = stores.last().unwrap();
         assert_eq!(*last_address, device_map::SHADOW_DESCRIPTOR);
         let header = ShadowRegionDescriptor::read_from_bytes(last_bytes).unwrap();
@@ -209,7 +244,7 @@ mod tests {
     #[test]
     fn first_store_invalidates_the_old_header() {
         let layout = RingLayout::new(16, 16, 64).unwrap();
-        let stores = shadow_stores(&region_for(&layout), &layout, 2).unwrap();
+        let stores = shadow_stores(&region_for(&layout).hand_to_device(), &layout, 2).unwrap();
         assert_eq!(stores[0].0, device_map::SHADOW_DESCRIPTOR);
         assert_eq!(stores[0].1, vec![0u8; 64]);
     }
@@ -217,7 +252,7 @@ mod tests {
     #[test]
     fn applied_stores_describe_the_region_exactly() {
         let layout = RingLayout::new(1000, 1000, 32).unwrap();
-        let region = region_for(&layout);
+        let region = region_for(&layout).hand_to_device();
         let stores = shadow_stores(&region, &layout, 3).unwrap();
         let mut image = vec![0u8; device_map::RP_DESCRIPTOR.0 as usize];
         apply(&stores, &mut image);
@@ -232,7 +267,9 @@ mod tests {
         .unwrap();
         assert_eq!(
             entries,
-            crate::sgl::scatter_gather_list(&region).unwrap().as_slice()
+            crate::sgl::entries_from_frames(region.frames(), region.len())
+                .unwrap()
+                .as_slice()
         );
         assert_eq!(
             entries.iter().map(|e| e.length).sum::<u64>(),
@@ -246,14 +283,41 @@ mod tests {
         let layout = RingLayout::new(16, 16, 64).unwrap();
         let bigger = RingLayout::new(16, 1000, 64).unwrap();
         let region = region_for(&bigger);
+        assert!(init_control_block(&region, &layout, 1).is_err());
         assert_eq!(
-            shadow_stores(&region, &layout, 1),
+            program(region, &layout, 1).map(|_| ()),
             Err(ShadowError::LengthMismatch {
                 region_length: bigger.region_length(),
                 layout_length: layout.region_length()
             })
         );
-        assert!(init_control_block(&region, &layout, 1).is_err());
+    }
+
+    #[test]
+    fn program_initialises_the_control_block_then_hands_over_with_the_shadow_stores() {
+        let layout = RingLayout::new(4, 8, 32).unwrap();
+        let region = region_for(&layout);
+        region
+            .store_u64(METADATA_TAIL_OFFSET, 99, Ordering::Relaxed)
+            .unwrap();
+        let programmed = program(region, &layout, 5).unwrap();
+        let mapped = &programmed.region;
+        assert_eq!(
+            mapped
+                .load_u64(METADATA_TAIL_OFFSET, Ordering::Acquire)
+                .unwrap(),
+            0
+        );
+        let mut line = [0u8; 128];
+        mapped.read_bytes(0, &mut line).unwrap();
+        assert_eq!(
+            StaticLine::read_from_bytes(&line).unwrap(),
+            layout.static_line(5)
+        );
+        assert_eq!(
+            programmed.stores,
+            shadow_stores(mapped, &layout, 5).unwrap()
+        );
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The host side of the rings: reading metadata records, tracking the gap-aware heads,
 //! reading payloads and publishing the heads.
 //!
-//! Everything here goes through a [`DmaRegion`] (atomic words; never a `&[u8]` into memory the
-//! device writes) laid out as a [`RingLayout`]. The ordering edges are DESIGN.md section 5's:
+//! Everything here goes through a [`MappedRegion`] (atomic words; never a `&[u8]` into memory
+//! the device writes) laid out as a [`RingLayout`]: the region is the device's, so the host
+//! can only load, read and publish its heads (host-driver's `dma` module docs). The ordering edges are DESIGN.md section 5's:
 //!
 //! | edge | who | what | where |
 //! |------|-----|------|-------|
@@ -23,11 +24,9 @@
 //! and capacity, each record's sequence (its absolute index), its length and its payload slot.
 //! The launch tag is checked by the caller, which knows which launches are live.
 
-use host_driver::dma::{DmaError, DmaRegion};
+use host_driver::dma::{DmaError, HostHead, MappedRegion};
 use host_driver::sync::Ordering;
-use shared_abi::control::{
-    DEVICE_STATUS_OFFSET, METADATA_HEAD_OFFSET, METADATA_TAIL_OFFSET, PAYLOAD_HEAD_OFFSET,
-};
+use shared_abi::control::{DEVICE_STATUS_OFFSET, METADATA_TAIL_OFFSET};
 use shared_abi::region::RingLayout;
 use shared_abi::MetadataRecord;
 
@@ -143,7 +142,7 @@ impl MetadataConsumer {
     /// validates it against the cursor and against `released`, the oldest index whose slot
     /// the host has not given back to the device (at most the cursor): the device writes at
     /// most a ring's capacity beyond it.
-    fn load_tail(&self, region: &DmaRegion, released: u64) -> Result<u64, RingError> {
+    fn load_tail(&self, region: &MappedRegion, released: u64) -> Result<u64, RingError> {
         let control = self.layout.control_offset();
         // The status is the low half of its 8-byte word (little-endian); the high half is
         // reserved.
@@ -180,7 +179,7 @@ impl MetadataConsumer {
     /// record is validated when it is read ([`MetadataConsumer::read_record`]).
     pub fn poll_batch(
         &mut self,
-        region: &DmaRegion,
+        region: &MappedRegion,
         released: u64,
         max: u64,
     ) -> Result<std::ops::Range<u64>, RingError> {
@@ -203,7 +202,7 @@ impl MetadataConsumer {
     /// the bad one is not.
     pub fn poll(
         &mut self,
-        region: &DmaRegion,
+        region: &MappedRegion,
         max: usize,
         out: &mut Vec<MetadataRecord>,
     ) -> Result<usize, RingError> {
@@ -227,7 +226,11 @@ impl MetadataConsumer {
     /// Call it only for an index of a batch that [`MetadataConsumer::poll_batch`] returned
     /// (its H1 load made the record visible) whose slot the host has not yet given back to
     /// the device (H2).
-    pub fn read_record(&self, region: &DmaRegion, index: u64) -> Result<MetadataRecord, RingError> {
+    pub fn read_record(
+        &self,
+        region: &MappedRegion,
+        index: u64,
+    ) -> Result<MetadataRecord, RingError> {
         let mut bytes = [0u8; 32];
         region.read_bytes(self.layout.metadata_slot_offset(index), &mut bytes)?;
         let record: MetadataRecord = zerocopy::transmute!(bytes);
@@ -372,7 +375,7 @@ impl GapAwareHead {
 /// Call it only for a slot named by a record that [`MetadataConsumer::poll`] returned (its H1
 /// load made the payload visible) and before the payload head passes it (H3).
 pub fn read_payload(
-    region: &DmaRegion,
+    region: &MappedRegion,
     layout: &RingLayout,
     slot: u32,
     length: u32,
@@ -413,45 +416,35 @@ pub fn read_payload(
 /// store of a [`shared_abi::FlowControlMessage`]. Call it only after every read of the slots
 /// below `payload_head` (H3 orders those reads before the device's reuse of the slots).
 pub fn publish_heads(
-    region: &DmaRegion,
-    layout: &RingLayout,
+    region: &MappedRegion,
     metadata_head: u64,
     payload_head: u64,
 ) -> Result<(), RingError> {
-    let control = layout.control_offset();
     // H2.
-    region.store_u64(
-        control + METADATA_HEAD_OFFSET,
-        metadata_head,
-        Ordering::Release,
-    )?;
+    region.store_head(HostHead::Metadata, metadata_head)?;
     // H3.
-    region.store_u64(
-        control + PAYLOAD_HEAD_OFFSET,
-        payload_head,
-        Ordering::Release,
-    )?;
+    region.store_head(HostHead::Payload, payload_head)?;
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use host_driver::dma::DmaRegion;
     use host_driver::frames::FrameAllocator;
     use host_driver::phys::PhysicalMemory;
-    use host_driver::shadow::init_control_block;
+    use host_driver::shadow::program;
     use host_driver::sync::Arc;
     use proptest::prelude::*;
-    use shared_abi::control::PAYLOAD_TAIL_OFFSET;
+    use shared_abi::control::{METADATA_HEAD_OFFSET, PAYLOAD_HEAD_OFFSET, PAYLOAD_TAIL_OFFSET};
     use zerocopy::IntoBytes;
 
-    fn ring(metadata: u32, payload: u32, slot_size: u32) -> (DmaRegion, RingLayout) {
+    fn ring(metadata: u32, payload: u32, slot_size: u32) -> (MappedRegion, RingLayout) {
         let layout = RingLayout::new(metadata, payload, slot_size).unwrap();
         let memory = Arc::new(PhysicalMemory::new(256 * 4096).unwrap());
         let mut allocator = FrameAllocator::new(memory.len());
         let region = DmaRegion::allocate(memory, &mut allocator, layout.region_length()).unwrap();
-        init_control_block(&region, &layout, 1).unwrap();
-        (region, layout)
+        (program(region, &layout, 1).unwrap().region, layout)
     }
 
     fn record(sequence: u64, slot: u32, length: u32) -> MetadataRecord {
@@ -466,7 +459,8 @@ mod tests {
     }
 
     /// What the device does for one payload: D1, D2, D3, D4.
-    fn produce(region: &DmaRegion, layout: &RingLayout, index: u64, data: &[u8]) {
+    fn produce(region: &MappedRegion, layout: &RingLayout, index: u64, data: &[u8]) {
+        let region = region.device_view();
         let slot = (index % u64::from(layout.payload_capacity())) as u32;
         let offset = layout.payload_slot_offset(slot).unwrap();
         region.write_bytes(offset, data).unwrap();
@@ -528,6 +522,7 @@ mod tests {
         let (region, layout) = ring(4, 4, 16);
         // A tail published without its record (what a Relaxed D4 could let the host see).
         region
+            .device_view()
             .store_u64(METADATA_TAIL_OFFSET, 1, Ordering::Release)
             .unwrap();
         let mut consumer = MetadataConsumer::new(layout);
@@ -553,6 +548,7 @@ mod tests {
         assert_eq!(consumer.poll(&region, 8, &mut out), Ok(2));
         // Tail moves to 3 but index 2's slot still holds record 0.
         region
+            .device_view()
             .store_u64(METADATA_TAIL_OFFSET, 3, Ordering::Release)
             .unwrap();
         assert_eq!(
@@ -572,6 +568,7 @@ mod tests {
         produce(&region, &layout, 0, &[0; 8]);
         consumer.poll(&region, 8, &mut out).unwrap();
         region
+            .device_view()
             .store_u64(METADATA_TAIL_OFFSET, 0, Ordering::Release)
             .unwrap();
         assert_eq!(
@@ -584,6 +581,7 @@ mod tests {
     fn tail_more_than_capacity_ahead_is_an_error() {
         let (region, layout) = ring(4, 4, 8);
         region
+            .device_view()
             .store_u64(METADATA_TAIL_OFFSET, 5, Ordering::Release)
             .unwrap();
         let mut consumer = MetadataConsumer::new(layout);
@@ -603,6 +601,7 @@ mod tests {
         produce(&region, &layout, 0, &[0; 8]);
         // Status 6 (RingBroken) in the low half, garbage in the reserved high half.
         region
+            .device_view()
             .store_u64(
                 DEVICE_STATUS_OFFSET,
                 0xdead_0000_0000_0006,
@@ -622,6 +621,7 @@ mod tests {
     fn reserved_half_of_the_status_word_does_not_break_the_ring() {
         let (region, layout) = ring(4, 4, 8);
         region
+            .device_view()
             .store_u64(
                 DEVICE_STATUS_OFFSET,
                 0xdead_0000_0000_0000,
@@ -637,9 +637,11 @@ mod tests {
         let (region, layout) = ring(4, 4, 16);
         let bad_length = record(0, 0, 17);
         region
+            .device_view()
             .write_bytes(layout.metadata_slot_offset(0), bad_length.as_bytes())
             .unwrap();
         region
+            .device_view()
             .store_u64(METADATA_TAIL_OFFSET, 1, Ordering::Release)
             .unwrap();
         let mut consumer = MetadataConsumer::new(layout);
@@ -652,6 +654,7 @@ mod tests {
         );
         let bad_slot = record(0, 4, 16);
         region
+            .device_view()
             .write_bytes(layout.metadata_slot_offset(0), bad_slot.as_bytes())
             .unwrap();
         assert_eq!(
@@ -739,8 +742,8 @@ mod tests {
 
     #[test]
     fn publish_heads_lands_in_the_host_line() {
-        let (region, layout) = ring(4, 4, 8);
-        publish_heads(&region, &layout, 3, 2).unwrap();
+        let (region, _) = ring(4, 4, 8);
+        publish_heads(&region, 3, 2).unwrap();
         assert_eq!(
             region
                 .load_u64(METADATA_HEAD_OFFSET, Ordering::Acquire)

@@ -347,13 +347,16 @@ impl Device {
         let region =
             host_driver::dma::DmaRegion::allocate(memory, &mut allocator, layout.region_length())
                 .expect("a DMA region");
-        (AxleRing::new(region, layout, 1), Device { layout })
+        (
+            AxleRing::new(region, layout, 1).expect("a programmed ring"),
+            Device { layout },
+        )
     }
 
     /// Streams result chunk `chunk` (filled with the byte `chunk`) of launch `tag` as payload
     /// and record `index` into `runtime`'s ring, and publishes the metadata tail `index + 1`.
     pub(crate) fn produce(&self, runtime: &Runtime<'_>, tag: u32, index: u64, chunk: u64) {
-        let region = runtime.ring().expect("an AXLE ring").region();
+        let region = runtime.ring().expect("an AXLE ring").region().device_view();
         let slot_size = self.layout.slot_size();
         let slot = (index % u64::from(self.layout.payload_capacity())) as u32;
         let offset = self
@@ -385,7 +388,7 @@ impl Device {
 
     /// Latches `runtime`'s ring BROKEN with status `code`.
     pub(crate) fn break_ring(&self, runtime: &Runtime<'_>, code: u32) {
-        let region = runtime.ring().expect("an AXLE ring").region();
+        let region = runtime.ring().expect("an AXLE ring").region().device_view();
         region
             .store_u64(
                 self.layout.control_offset() + DEVICE_STATUS_OFFSET,

@@ -2,10 +2,13 @@
 //!
 //! The models run the real code: `cosim_link::phys::PhysicalMemory` (under `--cfg loom` the
 //! `cosim_link::sync` shim gives it loom atomics), host-driver's `DmaRegion`, the frame allocator,
-//! `init_control_block`, and host-runtime's `MetadataConsumer`, `PayloadHeadTracker`,
+//! `shadow::program` (which initialises the control block and hands the region to the device
+//! as a `MappedRegion`), and host-runtime's `MetadataConsumer`, `PayloadHeadTracker`,
 //! `read_payload` and `publish_heads`. The device side is a few lines per model that do what
 //! the emulator's DMA engine does: Relaxed word writes for data (D1, D3) and one store per
-//! tail (D2, D4), all at host physical addresses translated through the region's frames.
+//! tail (D2, D4), all at host physical addresses translated through the region's frames. The
+//! host thread holds the region as the driver does while the device owns it: a `MappedRegion`,
+//! through which it can only load, read and publish its heads.
 //!
 //! Each model has a broken twin with one edge weakened or moved; a test asserts that loom
 //! rejects the twin with the model's own assertion (not a loom limit).
@@ -30,9 +33,9 @@
 
 use cosim_link::phys::PhysicalMemory;
 use cosim_link::sync::{Arc, Ordering};
-use host_driver::dma::DmaRegion;
+use host_driver::dma::{DmaRegion, MappedRegion};
 use host_driver::frames::{FrameAllocator, FRAME_SIZE};
-use host_driver::shadow::init_control_block;
+use host_driver::shadow::program;
 use host_runtime::ring::{publish_heads, read_payload, MetadataConsumer, PayloadHeadTracker};
 use loom::thread;
 use shared_abi::control::{METADATA_TAIL_OFFSET, PAYLOAD_HEAD_OFFSET, PAYLOAD_TAIL_OFFSET};
@@ -63,12 +66,13 @@ fn builder() -> loom::model::Builder {
 }
 
 /// A ring in fresh, scattered memory, initialised as the driver does.
-fn setup(metadata_capacity: u32, payload_capacity: u32) -> (Arc<DmaRegion>, RingLayout) {
+fn setup(metadata_capacity: u32, payload_capacity: u32) -> (Arc<MappedRegion>, RingLayout) {
     let layout = RingLayout::new(metadata_capacity, payload_capacity, SLOT_SIZE).unwrap();
     let memory = Arc::new(PhysicalMemory::new(MEMORY_FRAMES * FRAME_SIZE).unwrap());
     let mut allocator = FrameAllocator::new(memory.len());
     let region = DmaRegion::allocate(memory, &mut allocator, layout.region_length()).unwrap();
-    init_control_block(&region, &layout, 1).unwrap();
+    // The shadow stores are what the device would be sent; the model's device knows the frames.
+    let region = program(region, &layout, 1).unwrap().region;
     let frames = region.frames();
     assert!(
         frames
@@ -104,19 +108,19 @@ fn record_bytes(sequence: u64, slot: u32, length: u32) -> Vec<u8> {
 }
 
 /// The device's DMA data write: Relaxed word stores at host physical addresses (D1, D3).
-fn dma_write(region: &DmaRegion, offset: u64, data: &[u8]) {
+fn dma_write(region: &MappedRegion, offset: u64, data: &[u8]) {
     let address = region.translate(offset, data.len() as u64).unwrap();
     region.memory().write_words(address, data).unwrap();
 }
 
 /// The device's DMA index write (D2, D4).
-fn dma_publish(region: &DmaRegion, offset: u64, value: u64, ordering: Ordering) {
+fn dma_publish(region: &MappedRegion, offset: u64, value: u64, ordering: Ordering) {
     let address = region.translate(offset, 8).unwrap();
     region.memory().store_u64(address, value, ordering).unwrap();
 }
 
 /// The device produces payload `index` into its slot: D1, D2, D3, D4.
-fn produce(region: &DmaRegion, layout: &RingLayout, index: u64, metadata_tail: Ordering) {
+fn produce(region: &MappedRegion, layout: &RingLayout, index: u64, metadata_tail: Ordering) {
     let slot = (index % u64::from(layout.payload_capacity())) as u32;
     // D1: payload data.
     dma_write(
@@ -139,7 +143,7 @@ fn produce(region: &DmaRegion, layout: &RingLayout, index: u64, metadata_tail: O
 /// Polls until `records` holds `count` records (H1 inside `poll`).
 fn poll_until(
     consumer: &mut MetadataConsumer,
-    region: &DmaRegion,
+    region: &MappedRegion,
     records: &mut Vec<MetadataRecord>,
     count: usize,
 ) {
@@ -153,7 +157,7 @@ fn poll_until(
 }
 
 /// Reads the payload a record names and asserts it is complete and the right one.
-fn read_and_check(region: &DmaRegion, layout: &RingLayout, record: &MetadataRecord) {
+fn read_and_check(region: &MappedRegion, layout: &RingLayout, record: &MetadataRecord) {
     let mut out = [0u8; SLOT_SIZE as usize];
     read_payload(region, layout, record.payload_slot, record.length, &mut out).unwrap();
     assert_eq!(
@@ -245,13 +249,13 @@ fn out_of_order_with_stale_heads(publish: HeadPublish) {
     assert_eq!(tracker.gap_slots(), 1);
     if publish == HeadPublish::BeforeRead {
         assert_eq!(tracker.consume(0), Ok(true));
-        publish_heads(&region, &layout, consumer.head(), tracker.head()).unwrap();
+        publish_heads(&region, consumer.head(), tracker.head()).unwrap();
         read_and_check(&region, &layout, &first);
     } else {
         read_and_check(&region, &layout, &first);
         assert_eq!(tracker.consume(0), Ok(true));
         // H3 after the reads of slots 0 and 1.
-        publish_heads(&region, &layout, consumer.head(), tracker.head()).unwrap();
+        publish_heads(&region, consumer.head(), tracker.head()).unwrap();
     }
     assert_eq!(tracker.head(), 2);
     assert_eq!(tracker.gap_slots(), 0);
@@ -262,7 +266,7 @@ fn out_of_order_with_stale_heads(publish: HeadPublish) {
     assert_eq!(tracker.slot_index(third.payload_slot), 2);
     read_and_check(&region, &layout, &third);
     assert_eq!(tracker.consume(2), Ok(true));
-    publish_heads(&region, &layout, consumer.head(), tracker.head()).unwrap();
+    publish_heads(&region, consumer.head(), tracker.head()).unwrap();
     device.join().unwrap();
 }
 
@@ -395,7 +399,7 @@ fn flow_control_at_the_wrap(capacity: u32, room: Room) {
             Ok(_) => {}
             Err(error) => panic!("{VIOLATION}: consume {}: {error}", record.sequence),
         }
-        publish_heads(&region, &layout, consumer.head(), tracker.head()).unwrap();
+        publish_heads(&region, consumer.head(), tracker.head()).unwrap();
         block.store(consumer.head(), tracker.head());
     }
     assert_eq!(tracker.head(), payloads);
@@ -440,7 +444,7 @@ fn batch_steps(range: std::ops::Range<u64>, order: BatchOrder) -> Vec<BatchStep>
 }
 
 /// Does one write of a batch.
-fn do_step(region: &DmaRegion, layout: &RingLayout, step: BatchStep) {
+fn do_step(region: &MappedRegion, layout: &RingLayout, step: BatchStep) {
     let slot = |index: u64| (index % u64::from(layout.payload_capacity())) as u32;
     match step {
         BatchStep::Payload(index) => dma_write(
@@ -531,7 +535,7 @@ fn crash_mid_batch(stop: usize, order: BatchOrder) {
     );
     assert_eq!(tracker.head(), published, "{VIOLATION}: payload head");
     assert_eq!(tracker.gap_slots(), 0, "{VIOLATION}: a gap after the drain");
-    publish_heads(&region, &layout, consumer.head(), tracker.head()).unwrap();
+    publish_heads(&region, consumer.head(), tracker.head()).unwrap();
     device.join().unwrap();
 }
 

@@ -16,7 +16,7 @@ use crate::bench::wire::{
 use crate::bench::Plan;
 use anyhow::{bail, Context};
 use cosim_link::shm::MappedWords;
-use host_driver::dma::DmaRegion;
+use host_driver::dma::{DmaRegion, Quiesced};
 use host_driver::frames::{FrameAllocator, FRAME_SIZE};
 use host_driver::phys::PhysicalMemory;
 use host_driver::shadow::init_control_block;
@@ -346,6 +346,8 @@ impl Host {
             region.write_bytes(page * FRAME_SIZE, &zero)?;
         }
         init_control_block(&region, &layout, self.epoch)?;
+        // The order names the frames: the device may write them from here on.
+        let region = region.hand_to_device();
         let phase = RingPhase {
             kind,
             frames: region.frames().iter().map(|frame| frame.0).collect(),
@@ -369,7 +371,10 @@ impl Host {
             "bench: ring phase {kind:?} took {:.2} s",
             phase_started.elapsed().as_secs_f64()
         );
-        region.release(&mut self.allocator)?;
+        // The device's final answer (`done`) is its acknowledgement: the frames are ours again.
+        region
+            .quiesce(Quiesced::device_acknowledged())
+            .release(&mut self.allocator)?;
         Ok((value, (stats, publications)))
     }
 

@@ -5,7 +5,7 @@ use crate::bench::limits::{fill, holds, now_ns, pattern};
 use crate::bench::wire::{ProducerStats, RingKind, RingPhase, Watch};
 use crate::bench::Fault;
 use anyhow::{bail, Context};
-use host_driver::dma::DmaRegion;
+use host_driver::dma::{DeviceView, MappedRegion};
 use host_driver::phys::PhysicalMemory;
 use host_driver::sync::{Arc, Ordering};
 use host_runtime::flow::FlowControl;
@@ -32,7 +32,7 @@ pub const BENCH_TAG: u32 = 0xa71e;
 /// head that moves backwards or passes a tail is a protocol violation.
 #[derive(Debug)]
 pub struct Producer<'a> {
-    region: &'a DmaRegion,
+    region: &'a DeviceView,
     layout: RingLayout,
     batch: u32,
     metadata_tail: u64,
@@ -45,7 +45,7 @@ pub struct Producer<'a> {
 
 impl<'a> Producer<'a> {
     /// A producer of a freshly initialised ring (every index 0).
-    pub fn new(region: &'a DmaRegion, layout: RingLayout, batch: u32) -> Producer<'a> {
+    pub fn new(region: &'a DeviceView, layout: RingLayout, batch: u32) -> Producer<'a> {
         Producer {
             region,
             layout,
@@ -240,7 +240,7 @@ pub fn device_phase(
         .iter()
         .map(|&frame| shared_abi::HostPhysAddr(frame))
         .collect();
-    let region = DmaRegion::from_frames(Arc::clone(memory), frames, layout.region_length())?;
+    let region = DeviceView::from_frames(Arc::clone(memory), frames, layout.region_length())?;
     let mut line = [0u8; 128];
     region.read_bytes(layout.control_offset(), &mut line)?;
     let static_line = StaticLine::read_from_bytes(&line)
@@ -320,7 +320,7 @@ fn last_flag(index: u64, total: u64) -> MetadataFlags {
 /// head publication.
 #[derive(Debug)]
 pub struct Consumer<'a> {
-    region: &'a DmaRegion,
+    region: &'a MappedRegion,
     layout: RingLayout,
     metadata: MetadataConsumer,
     payloads: PayloadHeadTracker,
@@ -331,7 +331,7 @@ pub struct Consumer<'a> {
 
 impl<'a> Consumer<'a> {
     /// A consumer of a freshly initialised ring.
-    pub fn new(region: &'a DmaRegion, layout: RingLayout) -> Consumer<'a> {
+    pub fn new(region: &'a MappedRegion, layout: RingLayout) -> Consumer<'a> {
         Consumer {
             region,
             layout,
@@ -392,12 +392,7 @@ impl<'a> Consumer<'a> {
             self.payloads.consume(index)?;
         }
         if let Some(message) = self.flow.due(self.metadata.head(), self.payloads.head()) {
-            publish_heads(
-                self.region,
-                &self.layout,
-                message.metadata_head,
-                message.payload_head,
-            )?;
+            publish_heads(self.region, message.metadata_head, message.payload_head)?;
             self.flow.sent(message);
         }
         Ok(count)
@@ -580,16 +575,20 @@ fn consume_timed(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use host_driver::dma::DmaRegion;
     use host_driver::frames::FrameAllocator;
     use host_driver::shadow::init_control_block;
 
-    fn ring(metadata: u32, payload: u32, slot_size: u32) -> (DmaRegion, RingLayout) {
+    /// A ring handed to the device: the host's mapped region and the device's view of it.
+    fn ring(metadata: u32, payload: u32, slot_size: u32) -> (MappedRegion, DeviceView, RingLayout) {
         let layout = RingLayout::new(metadata, payload, slot_size).unwrap();
         let memory = Arc::new(PhysicalMemory::new(512 * 4096).unwrap());
         let mut allocator = FrameAllocator::new(memory.len());
         let region = DmaRegion::allocate(memory, &mut allocator, layout.region_length()).unwrap();
         init_control_block(&region, &layout, 1).unwrap();
-        (region, layout)
+        let region = region.hand_to_device();
+        let device = region.device_view();
+        (region, device, layout)
     }
 
     fn never(what: &str) -> impl FnMut() -> anyhow::Result<()> + '_ {
@@ -598,10 +597,10 @@ mod tests {
 
     #[test]
     fn what_the_producer_publishes_the_consumer_reads_and_checks() {
-        let (region, layout) = ring(8, 8, 8);
+        let (region, device, layout) = ring(8, 8, 8);
         let mut check = never("the producer");
         let mut watch = Watch::new(&mut check);
-        let mut producer = Producer::new(&region, layout, 4);
+        let mut producer = Producer::new(&device, layout, 4);
         let mut consumer = Consumer::new(&region, layout);
         let mut data = [0u8; 8];
         let mut seen = Vec::new();
@@ -632,14 +631,14 @@ mod tests {
 
     #[test]
     fn a_full_ring_makes_the_producer_close_its_batch_and_wait() {
-        let (region, layout) = ring(4, 4, 8);
+        let (region, device, layout) = ring(4, 4, 8);
         let mut waits = 0;
         let mut check = || {
             waits += 1;
             bail!("no credit")
         };
         let mut watch = Watch::new(&mut check);
-        let mut producer = Producer::new(&region, layout, 32);
+        let mut producer = Producer::new(&device, layout, 32);
         for index in 0..4 {
             producer
                 .publish(&[0; 8], index * 8, MetadataFlags::empty(), &mut watch)
@@ -664,16 +663,16 @@ mod tests {
 
     #[test]
     fn heads_beyond_the_tails_are_a_violation() {
-        let (region, layout) = ring(2, 2, 8);
+        let (region, device, layout) = ring(2, 2, 8);
         let mut check = never("the producer");
         let mut watch = Watch::new(&mut check);
-        let mut producer = Producer::new(&region, layout, 1);
+        let mut producer = Producer::new(&device, layout, 1);
         for index in 0..2 {
             producer
                 .publish(&[0; 8], index * 8, MetadataFlags::empty(), &mut watch)
                 .unwrap();
         }
-        publish_heads(&region, &layout, 3, 3).unwrap();
+        publish_heads(&region, 3, 3).unwrap();
         let error = producer
             .publish(&[0; 8], 16, MetadataFlags::empty(), &mut watch)
             .unwrap_err();
@@ -682,10 +681,10 @@ mod tests {
 
     #[test]
     fn a_forged_sequence_is_refused_by_the_real_poller() {
-        let (region, layout) = ring(8, 8, 8);
+        let (region, device, layout) = ring(8, 8, 8);
         let mut check = never("the producer");
         let mut watch = Watch::new(&mut check);
-        let mut producer = Producer::new(&region, layout, 1);
+        let mut producer = Producer::new(&device, layout, 1);
         producer
             .publish_with_sequence(&[0; 8], 0, MetadataFlags::empty(), Some(5), &mut watch)
             .unwrap();

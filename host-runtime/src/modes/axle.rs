@@ -100,10 +100,7 @@ impl Stream {
             .ring
             .as_mut()
             .ok_or(RuntimeError::Ring(AxleRingError::NoRing))?;
-        for (address, bytes) in ring
-            .setup_stores()
-            .map_err(|e| RuntimeError::Ring(e.into()))?
-        {
+        for (address, bytes) in ring.take_setup_stores().unwrap_or_default() {
             link.mem_store(now, address, &bytes);
         }
         self.programmed = true;

@@ -108,7 +108,7 @@ fn ring() -> AxleRing {
     let region =
         host_driver::dma::DmaRegion::allocate(memory, &mut allocator, layout.region_length())
             .expect("a DMA region");
-    AxleRing::new(region, layout, 1)
+    AxleRing::new(region, layout, 1).expect("a programmed ring")
 }
 
 fn config(poll_ns: u64) -> HostConfig {
@@ -130,7 +130,8 @@ fn runtime(app: &mut ScriptedApp, poll_ns: u64) -> Runtime<'_> {
 fn produce(runtime: &Runtime<'_>, tag: u32, index: u64, chunk: u64) {
     let ring = runtime.mechanism.ring().expect("an AXLE ring");
     let layout = RingLayout::new(SLOTS, SLOTS, SLOT).expect("a valid layout");
-    let region = ring.region();
+    // The device writes through the frames it was given.
+    let region = ring.region().device_view();
     let slot = (index % u64::from(SLOTS)) as u32;
     let offset = layout.payload_slot_offset(slot).expect("a payload slot");
     region

@@ -19,12 +19,20 @@
 //! - A record whose payload several tasks read is read by each of them (each pays for it);
 //!   both slots are released after the last one.
 //! - A task that needs no result bytes reads no record.
+//!
+//! # Who owns the region
+//!
+//! [`AxleRing::new`] programs the region ([`host_driver::shadow::program`]): the control block
+//! is initialised there, the region becomes the device's ([`MappedRegion`]), and the shadow
+//! stores wait in the ring until the first launch issues them ([`AxleRing::take_setup_stores`]).
+//! From then on the ring only loads, reads and publishes heads. The ring never gives the
+//! region back: a run's ring lives until the run ends, and the frames go with the run.
 
 use crate::flow::FlowControl;
 use crate::ready_pool::{PoolFull, ReadyPool};
 use crate::ring::{publish_heads, read_payload, GapAwareHead, MetadataConsumer, RingError};
-use host_driver::dma::{DmaError, DmaRegion};
-use host_driver::shadow::{init_control_block, shadow_stores, DeviceStore, ShadowError};
+use host_driver::dma::{DmaError, DmaRegion, MappedRegion};
+use host_driver::shadow::{program, DeviceStore, ShadowError};
 use host_driver::sync::Ordering;
 use shared_abi::region::RingLayout;
 use shared_abi::{device_map, DeviceAddress, FlowControlMessage, MetadataRecord, RingIndex};
@@ -44,9 +52,6 @@ pub enum AxleRingError {
     /// The ready pool is full.
     #[error(transparent)]
     PoolFull(#[from] PoolFull),
-    /// Programming the shadow descriptors failed.
-    #[error(transparent)]
-    Shadow(#[from] ShadowError),
     /// A load of the region's control block failed.
     #[error(transparent)]
     Region(#[from] DmaError),
@@ -129,12 +134,13 @@ pub struct RingState {
     pub payload_capacity: u32,
 }
 
-/// One ring pair in a pinned DMA region.
+/// One ring pair in a pinned DMA region, handed to the device.
 #[derive(Debug)]
 pub struct AxleRing {
-    region: DmaRegion,
+    region: MappedRegion,
+    /// The shadow stores that tell the device the region, until the first launch takes them.
+    setup: Option<Vec<DeviceStore>>,
     layout: RingLayout,
-    epoch: u64,
     consumer: MetadataConsumer,
     records: GapAwareHead,
     payloads: GapAwareHead,
@@ -147,9 +153,11 @@ pub struct AxleRing {
 
 impl AxleRing {
     /// A ring over `region`, laid out as `layout` (the region must be exactly
-    /// `layout.region_length()` bytes).
-    pub fn new(region: DmaRegion, layout: RingLayout, epoch: u64) -> AxleRing {
-        AxleRing {
+    /// `layout.region_length()` bytes): initialises the control block and hands the region to
+    /// the device; the shadow stores wait for [`AxleRing::take_setup_stores`].
+    pub fn new(region: DmaRegion, layout: RingLayout, epoch: u64) -> Result<AxleRing, ShadowError> {
+        let programmed = program(region, &layout, epoch)?;
+        Ok(AxleRing {
             consumer: MetadataConsumer::new(layout),
             // The capacities are bounded before the region exists (the region is allocated, and
             // a run's slot count is checked against the scatter-gather table first).
@@ -157,12 +165,12 @@ impl AxleRing {
             payloads: GapAwareHead::new(&layout),
             record_of: vec![None; layout.payload_capacity() as usize],
             pool: ReadyPool::new(layout.metadata_capacity() as usize),
-            region,
+            region: programmed.region,
+            setup: Some(programmed.stores),
             layout,
-            epoch,
             flow: FlowControl::default(),
             max_gap_slots: 0,
-        }
+        })
     }
 
     /// Bytes per payload slot.
@@ -170,16 +178,15 @@ impl AxleRing {
         self.layout.slot_size()
     }
 
-    /// The region (for tests and tools).
-    pub fn region(&self) -> &DmaRegion {
+    /// The region, the device's (for tests and tools).
+    pub fn region(&self) -> &MappedRegion {
         &self.region
     }
 
-    /// Initialises the control block and returns the CXL.mem stores that program the shadow
-    /// descriptors (entries first, header last).
-    pub fn setup_stores(&mut self) -> Result<Vec<DeviceStore>, ShadowError> {
-        init_control_block(&self.region, &self.layout, self.epoch)?;
-        shadow_stores(&self.region, &self.layout, self.epoch)
+    /// The CXL.mem stores that program the shadow descriptors (header cleared, entries, header
+    /// last), the first time; `None` afterwards (the ring is programmed once).
+    pub fn take_setup_stores(&mut self) -> Option<Vec<DeviceStore>> {
+        self.setup.take()
     }
 
     /// Polls the metadata tail (H1) and pushes the new records below `limit` (all of them
@@ -304,12 +311,8 @@ impl AxleRing {
 
     /// The flow-control store was sent.
     pub fn flow_control_sent(&mut self, message: FlowControlMessage) {
-        if let Err(error) = publish_heads(
-            &self.region,
-            &self.layout,
-            message.metadata_head,
-            message.payload_head,
-        ) {
+        if let Err(error) = publish_heads(&self.region, message.metadata_head, message.payload_head)
+        {
             log::warn!("flow: mirroring heads failed: {error}");
         }
         self.flow.sent(message);
@@ -378,13 +381,15 @@ mod tests {
         let memory = Arc::new(PhysicalMemory::new(64 * 4096).unwrap());
         let mut allocator = FrameAllocator::new(memory.len());
         let region = DmaRegion::allocate(memory, &mut allocator, layout.region_length()).unwrap();
-        let mut ring = AxleRing::new(region, layout, 1);
-        ring.setup_stores().unwrap();
+        let mut ring = AxleRing::new(region, layout, 1).unwrap();
+        assert!(ring.take_setup_stores().is_some());
+        assert_eq!(ring.take_setup_stores(), None);
         ring
     }
 
     /// The device streams record `index` naming payload slot `slot`.
     fn produce(ring: &AxleRing, index: u64, slot: u32) {
+        let device = ring.region.device_view();
         let record = MetadataRecord {
             sequence: index,
             result_offset: index * 8,
@@ -393,10 +398,10 @@ mod tests {
             tag: 1,
             flags: 0,
         };
-        ring.region
+        device
             .write_bytes(ring.layout.metadata_slot_offset(index), record.as_bytes())
             .unwrap();
-        ring.region
+        device
             .store_u64(
                 ring.layout.control_offset() + METADATA_TAIL_OFFSET,
                 index + 1,
