@@ -26,13 +26,13 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use zerocopy::{FromZeros, IntoBytes};
 
 mod common;
-use common::{Reaped, Scratch};
+use common::{EmulatorProcess, Reaped, Scratch};
 
 const AXLE: &str = env!("CARGO_BIN_EXE_axle");
 /// Bound on any single wait for a process or a log line.
@@ -52,54 +52,9 @@ struct Held {
     shmem_kib: u64,
 }
 
-/// `axle emu` on the scratch directory's socket, logging into `emu.log`.
-struct EmulatorProcess {
-    child: Reaped,
-    log: PathBuf,
-    socket: PathBuf,
-}
-
 impl EmulatorProcess {
     fn start(scratch: &Scratch, extra: &[&str]) -> EmulatorProcess {
-        let socket = scratch.socket();
-        let log = scratch.dir.join("emu.log");
-        let child = Command::new(AXLE)
-            .args(["emu", "--socket"])
-            .arg(&socket)
-            .args(extra)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let emulator = EmulatorProcess {
-            child: Reaped(child),
-            log,
-            socket,
-        };
-        emulator.wait_for_log("serving on", 1);
-        emulator
-    }
-
-    fn log(&self) -> String {
-        let mut text = String::new();
-        if let Ok(mut file) = File::open(&self.log) {
-            let _ = file.read_to_string(&mut text);
-        }
-        text
-    }
-
-    fn wait_for_log(&self, pattern: &str, count: usize) {
-        let started = Instant::now();
-        while self.log().matches(pattern).count() < count {
-            assert!(
-                started.elapsed() < DEADLINE,
-                "the emulator never logged `{pattern}` {count} times; its log:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        EmulatorProcess::start_with(AXLE, scratch, extra, DEADLINE)
     }
 
     fn alive(&mut self) -> bool {

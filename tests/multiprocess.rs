@@ -10,15 +10,14 @@
 //!
 //! Run: `cargo test --release --test multiprocess`.
 
-use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Reaped, Scratch};
+use common::{EmulatorProcess, Reaped, Scratch};
 
 const AXLE: &str = env!("CARGO_BIN_EXE_axle");
 const MODES: [&str; 4] = ["rp", "bs", "axle", "axle-irq"];
@@ -27,54 +26,9 @@ const DEADLINE: Duration = Duration::from_secs(60);
 /// A run long enough (about two seconds attached) to be killed in the middle.
 const LONG_RUN: [&str; 6] = ["knn-c", "--mode", "axle", "--queries", "488", "--json"];
 
-/// `axle emu` on the scratch directory's socket, logging into `emu.log`.
-struct EmulatorProcess {
-    child: Reaped,
-    log: PathBuf,
-    socket: PathBuf,
-}
-
 impl EmulatorProcess {
     fn start(scratch: &Scratch) -> EmulatorProcess {
-        let socket = scratch.socket();
-        let log = scratch.dir.join("emu.log");
-        let child = Command::new(AXLE)
-            .args(["emu", "--socket"])
-            .arg(&socket)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let emulator = EmulatorProcess {
-            child: Reaped(child),
-            log,
-            socket,
-        };
-        emulator.wait_for_log("serving on", 1);
-        emulator
-    }
-
-    fn log(&self) -> String {
-        let mut text = String::new();
-        if let Ok(mut file) = File::open(&self.log) {
-            let _ = file.read_to_string(&mut text);
-        }
-        text
-    }
-
-    /// Waits until the log holds `pattern` at least `count` times.
-    fn wait_for_log(&self, pattern: &str, count: usize) {
-        let started = Instant::now();
-        while self.log().matches(pattern).count() < count {
-            assert!(
-                started.elapsed() < DEADLINE,
-                "the emulator never logged `{pattern}` {count} times; its log:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        EmulatorProcess::start_with(AXLE, scratch, &[], DEADLINE)
     }
 
     /// Descriptors the emulator process holds.

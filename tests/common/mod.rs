@@ -1,10 +1,13 @@
 //! Helpers shared by the integration tests that start processes (`multiprocess.rs`,
-//! `hostile.rs`): a scratch directory per test and a child process that is always reaped.
+//! `hostile.rs`): a scratch directory per test, a child process that is always reaped, and an
+//! `axle emu` process with its log.
 //! Each test file uses what it needs.
 #![allow(dead_code, reason = "each test file uses a part of the helpers")]
 
+use std::fs::File;
+use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Child, ExitStatus};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -69,5 +72,69 @@ impl Drop for Reaped {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// `axle emu` on a scratch directory's socket, logging into `emu.log`; killed when dropped.
+/// Each test file adds the methods it needs in its own `impl` block.
+pub struct EmulatorProcess {
+    pub child: Reaped,
+    pub log: PathBuf,
+    pub socket: PathBuf,
+    /// Bound on each wait for a log line.
+    pub deadline: Duration,
+}
+
+impl EmulatorProcess {
+    /// Starts `axle` (the binary `axle`) as `axle emu --socket <scratch>/emu.sock EXTRA...` and
+    /// waits until it serves.
+    pub fn start_with(
+        axle: &str,
+        scratch: &Scratch,
+        extra: &[&str],
+        deadline: Duration,
+    ) -> EmulatorProcess {
+        let socket = scratch.socket();
+        let log = scratch.dir.join("emu.log");
+        let child = Command::new(axle)
+            .args(["emu", "--socket"])
+            .arg(&socket)
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let emulator = EmulatorProcess {
+            child: Reaped(child),
+            log,
+            socket,
+            deadline,
+        };
+        emulator.wait_for_log("serving on", 1);
+        emulator
+    }
+
+    /// The emulator's log so far.
+    pub fn log(&self) -> String {
+        let mut text = String::new();
+        if let Ok(mut file) = File::open(&self.log) {
+            let _ = file.read_to_string(&mut text);
+        }
+        text
+    }
+
+    /// Waits until the log holds `pattern` at least `count` times.
+    pub fn wait_for_log(&self, pattern: &str, count: usize) {
+        let started = Instant::now();
+        while self.log().matches(pattern).count() < count {
+            assert!(
+                started.elapsed() < self.deadline,
+                "the emulator never logged `{pattern}` {count} times; its log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
     }
 }
