@@ -82,8 +82,10 @@ struct RunArgs {
     /// Offload mechanism.
     #[arg(long, value_enum)]
     mode: ModeArg,
-    /// AXLE local polling interval, e.g. 50ns (p1), 500ns (p10), 5us (p100).
-    #[arg(long, value_name = "DURATION")]
+    /// AXLE local polling interval, e.g. 50ns (p1), 500ns (p10), 5us (p100); or `adaptive`:
+    /// from host.poll_interval_ns up to host.adaptive_poll_longest_ns (p1 to p100 by default),
+    /// following the records' arrival (ours, not the paper's; docs/model.md)
+    #[arg(long, value_name = "DURATION|adaptive")]
     poll: Option<String>,
     /// Streaming factor: bytes per DMA batch (32 = SF1) or a share of the result (25%).
     #[arg(long, value_name = "BYTES|PERCENT")]
@@ -401,8 +403,13 @@ fn build_config(args: &RunArgs) -> anyhow::Result<AxleConfig> {
         Some(path) => AxleConfig::load(path)?,
         None => AxleConfig::default(),
     };
-    if let Some(poll) = &args.poll {
-        config.host.poll_interval_ns = parse_duration_ns(poll).context("--poll")?;
+    match args.poll.as_deref() {
+        Some("adaptive") => config.host.poll_policy = host_runtime::PollPolicy::Adaptive,
+        Some(poll) => {
+            config.host.poll_interval_ns = parse_duration_ns(poll).context("--poll")?;
+            config.host.poll_policy = host_runtime::PollPolicy::Fixed;
+        }
+        None => {}
     }
     if let Some(sf) = &args.sf {
         config.axle.streaming_factor = sf.clone();

@@ -21,6 +21,18 @@ pub enum HostScheduling {
     Fifo,
 }
 
+/// How the AXLE poller chooses its interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PollPolicy {
+    /// Every `poll_interval_ns`, as the paper does (p1, p10, p100).
+    #[default]
+    Fixed,
+    /// Between `poll_interval_ns` and `adaptive_poll_longest_ns`, following the arrival of
+    /// records and the host's backlog (`crate::adaptive_poll`). Not in the paper.
+    Adaptive,
+}
+
 /// Host parameters. Times in nanoseconds, frequencies in megahertz, bandwidths in GB/s.
 ///
 /// Each field's doc comment names the source of its default: the paper (Table III, section
@@ -83,6 +95,15 @@ pub struct HostConfig {
     /// AXLE: local polling interval. Paper, Table III and Figure 10: p1 = 50 ns (the
     /// default), p10 = 500 ns, p100 = 5000 ns.
     pub poll_interval_ns: u64,
+    /// AXLE: how the polling interval is chosen: "fixed" (every `poll_interval_ns`, the
+    /// paper's behaviour and the default) or "adaptive" (between `poll_interval_ns` and
+    /// `adaptive_poll_longest_ns`, following the records' arrival; ours, not the paper's:
+    /// `axle run --poll adaptive`).
+    pub poll_policy: PollPolicy,
+    /// AXLE, adaptive polling: the longest interval it backs off to. Default 5000 ns, the
+    /// paper's p100, the interval it recommends for host core efficiency (section V). Must be
+    /// at least `poll_interval_ns`.
+    pub adaptive_poll_longest_ns: u64,
     /// AXLE: no progress for this long (no record, no task) while work is outstanding is a
     /// deadlock. Not a model constant: a watchdog that ends a run that cannot finish; it
     /// changes no figure of a run that does. Must be positive (0 would call every wait for
@@ -107,6 +128,8 @@ impl Default for HostConfig {
             scheduling: HostScheduling::Rr,
             remote_poll_interval_ns: 1000,
             poll_interval_ns: 50,
+            poll_policy: PollPolicy::Fixed,
+            adaptive_poll_longest_ns: 5000,
             stall_timeout_ns: 20_000_000,
         }
     }
@@ -130,6 +153,16 @@ impl HostConfig {
                     field: format!("host.{name}"),
                 });
             }
+        }
+        if self.adaptive_poll_longest_ns < self.poll_interval_ns {
+            return Err(ConfigError::OutOfRange {
+                field: "host.adaptive_poll_longest_ns".into(),
+                value: self.adaptive_poll_longest_ns,
+                rule: format!(
+                    "it must be at least host.poll_interval_ns ({} ns), the shortest interval",
+                    self.poll_interval_ns
+                ),
+            });
         }
         let uthreads = self.uthreads();
         if uthreads < 2 {
@@ -235,6 +268,25 @@ mod tests {
         );
         let error = error.to_string();
         assert!(error.contains("host.stall_timeout_ns is 0"), "{error}");
+    }
+
+    #[test]
+    fn the_adaptive_longest_interval_may_not_be_shorter_than_the_shortest() {
+        let error = with(|c| {
+            c.poll_interval_ns = 500;
+            c.adaptive_poll_longest_ns = 499;
+        })
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.contains("host.adaptive_poll_longest_ns")
+                && error.contains("499")
+                && error.contains("500 ns"),
+            "{error}"
+        );
+        let equal = with(|c| c.adaptive_poll_longest_ns = c.poll_interval_ns);
+        assert_eq!(equal.validate(), Ok(()));
     }
 
     #[test]

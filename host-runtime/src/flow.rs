@@ -27,6 +27,11 @@ impl FlowControl {
         self.stores += 1;
     }
 
+    /// The payload head the device was last told.
+    pub fn sent_payload_head(&self) -> u64 {
+        self.sent.payload_head
+    }
+
     /// Stores sent so far.
     pub fn stores(&self) -> u64 {
         self.stores

@@ -6,6 +6,7 @@
 //! | [`app`] | what a workload gives the runtime |
 //! | [`runtime`] | the co-simulated host: control thread, workers, launches and tasks; drives a mode |
 //! | [`poller`] | the poller: AXLE's local poll (and AXLE_Interrupt's handler): tail load, batch into the ready pool |
+//! | [`adaptive_poll`] | `--poll adaptive`: the polling interval follows the records' arrival (ours, not the paper's) |
 //! | [`ring`] | the host side of the rings: the poller's consumer, the gap-aware heads |
 //! | [`ready_pool`] | the ready pool (batches of new records) |
 //! | [`sched`] | the host scheduler |
@@ -18,6 +19,7 @@
 //! | [`config`] | host parameters |
 #![forbid(unsafe_code)]
 
+pub mod adaptive_poll;
 pub mod app;
 pub mod config;
 pub mod cost;
@@ -35,6 +37,6 @@ mod test_link;
 pub mod trace;
 
 pub use app::{AppError, AppProblem, BadResult, Scope};
-pub use config::{HostConfig, HostScheduling};
+pub use config::{HostConfig, HostScheduling, PollPolicy};
 pub use metrics::RunMetrics;
 pub use runtime::{HostMeasurements, Mode, Runtime, RuntimeError, Stretch};

@@ -279,6 +279,7 @@ impl<'a> Runtime<'a> {
         ring: Option<AxleRing>,
     ) -> Runtime<'a> {
         let workers = config.workers();
+        let mechanism = crate::modes::mechanism(mode, ring, &config);
         Runtime {
             host: Host {
                 mode,
@@ -302,7 +303,7 @@ impl<'a> Runtime<'a> {
                 real_clock: false,
                 trace: None,
             },
-            mechanism: crate::modes::mechanism(mode, ring),
+            mechanism,
             inbox: VecDeque::new(),
         }
     }

@@ -145,6 +145,41 @@ impl Scheduler {
         self.waiting
     }
 
+    /// Some ready task cannot start now: its worker is busy (round-robin), every worker is
+    /// (FIFO), or it is parked behind a running task of its chain. Tasks that a free worker
+    /// can start are not counted: they start as soon as the runtime hands them out.
+    pub fn blocked(&self) -> bool {
+        let parked = self.chain_parked.values().any(|parked| !parked.is_empty());
+        let queued = match self.policy {
+            HostScheduling::Fifo => !self.fifo.is_empty() && self.busy.iter().all(|busy| *busy),
+            HostScheduling::Rr => self
+                .busy
+                .iter()
+                .zip(&self.per_worker)
+                .any(|(busy, queue)| *busy && !queue.is_empty()),
+        };
+        parked || queued
+    }
+
+    /// Whether `task`, not ready yet, could start at once if its bytes arrived now: a worker
+    /// it may run on is free (round-robin: its own; FIFO: any) and no task of its chain is
+    /// queued or running.
+    pub fn could_start_now(&self, task: u32) -> bool {
+        if self
+            .chain_of(task)
+            .is_some_and(|chain| self.chain_parked.contains_key(&chain))
+        {
+            return false;
+        }
+        match self.policy {
+            HostScheduling::Fifo => self.busy.iter().any(|busy| !busy),
+            HostScheduling::Rr => {
+                let worker = task as usize % self.busy.len().max(1);
+                self.busy.get(worker).is_some_and(|busy| !busy)
+            }
+        }
+    }
+
     /// Workers running something.
     pub fn running(&self) -> usize {
         self.busy.iter().filter(|busy| **busy).count()
@@ -154,6 +189,44 @@ impl Scheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_task_a_free_worker_can_start_is_not_blocked_one_behind_a_busy_worker_is() {
+        let mut rr = Scheduler::new(HostScheduling::Rr, 2);
+        rr.ready(0);
+        assert!(!rr.blocked(), "worker 0 is free to start task 0");
+        assert_eq!(rr.next_start(), Some((0, 0)));
+        rr.ready(2); // also worker 0's, which is busy
+        assert!(rr.blocked());
+        rr.release(0, Some(0));
+        assert!(!rr.blocked());
+        let mut fifo = Scheduler::new(HostScheduling::Fifo, 1);
+        fifo.ready(0);
+        assert!(!fifo.blocked());
+        assert_eq!(fifo.next_start(), Some((0, 0)));
+        fifo.ready(1);
+        assert!(fifo.blocked(), "the only worker is busy");
+    }
+
+    #[test]
+    fn a_task_could_start_now_only_on_a_free_worker_and_an_idle_chain() {
+        let mut rr = Scheduler::new(HostScheduling::Rr, 2);
+        rr.set_chains(vec![Some(7), None, Some(7), None]);
+        assert!(rr.could_start_now(1) && rr.could_start_now(2));
+        rr.ready(0);
+        assert_eq!(rr.next_start(), Some((0, 0)));
+        assert!(
+            !rr.could_start_now(2),
+            "worker 0 is busy, and so is chain 7"
+        );
+        assert!(rr.could_start_now(3), "worker 1 is free");
+        rr.release(0, Some(0));
+        assert!(rr.could_start_now(2));
+        let mut fifo = Scheduler::new(HostScheduling::Fifo, 1);
+        fifo.ready(0);
+        assert_eq!(fifo.next_start(), Some((0, 0)));
+        assert!(!fifo.could_start_now(1), "the only worker is busy");
+    }
 
     #[test]
     fn fifo_runs_tasks_in_ready_order_on_the_lowest_free_worker() {

@@ -216,6 +216,20 @@ impl LaunchTracker {
         self.arrived >= self.payload.len()
     }
 
+    /// The tasks still waiting for bytes of the result.
+    pub fn waiting_for_bytes(&self) -> impl Iterator<Item = u32> + '_ {
+        self.missing
+            .iter()
+            .enumerate()
+            .filter(|(_, missing)| **missing > 0)
+            .map(|(task, _)| task as u32)
+    }
+
+    /// Chunks of the result arrived so far, and chunks in all.
+    pub fn progress(&self) -> (u64, u64) {
+        (self.arrived as u64, self.payload.len() as u64)
+    }
+
     /// Whether every task finished.
     pub fn all_finished(&self) -> bool {
         self.finished >= self.tasks.len()

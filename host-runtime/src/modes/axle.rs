@@ -19,7 +19,9 @@ mod ring;
 pub use ring::{AxleRing, AxleRingError, RingState};
 
 use super::{Mechanism, ModeTimer, TaskInput, BULK_CHUNK};
+use crate::adaptive_poll::{AdaptivePoll, PollFacts};
 use crate::app::HostTask;
+use crate::config::{HostConfig, PollPolicy};
 use crate::cost::CostModel;
 use crate::poller::Poller;
 use crate::runtime::{Host, Launch, RuntimeError, Stretch, Timer};
@@ -144,13 +146,64 @@ pub(crate) struct Axle {
     stream: Stream,
     /// A local poll is scheduled.
     poll_scheduled: bool,
+    /// `--poll adaptive`: the schedule, and when the next poll is due (a poll timer due at
+    /// another time was superseded: brought forward by a task's end, rule 3). `None`: fixed
+    /// interval, the paper's polling.
+    adaptive: Option<(AdaptivePoll, Ticks)>,
 }
 
 impl Axle {
-    pub(crate) fn new(ring: Option<AxleRing>) -> Axle {
+    pub(crate) fn new(ring: Option<AxleRing>, config: &HostConfig) -> Axle {
+        let adaptive = (config.poll_policy == PollPolicy::Adaptive).then(|| {
+            let schedule = AdaptivePoll::new(
+                Ticks::from_ns(config.poll_interval_ns),
+                Ticks::from_ns(config.adaptive_poll_longest_ns),
+            );
+            (schedule, Ticks::NEVER)
+        });
         Axle {
             stream: Stream::new(ring, false),
             poll_scheduled: false,
+            adaptive,
+        }
+    }
+
+    /// Schedules the next local poll at `at`.
+    fn schedule_poll(&mut self, host: &mut Host<'_>, at: Ticks) {
+        self.poll_scheduled = true;
+        if let Some((_, due)) = self.adaptive.as_mut() {
+            *due = at;
+        }
+        host.at(at, Timer::Mode(ModeTimer::LocalPoll));
+    }
+
+    /// Whether a task still waiting for bytes could start at once if they arrived now (adaptive
+    /// rule 3: otherwise a record seen sooner starts nothing sooner).
+    fn bytes_would_start_a_task(host: &Host<'_>) -> bool {
+        host.launch.as_ref().is_some_and(|launch| {
+            launch
+                .tracker
+                .waiting_for_bytes()
+                .any(|task| host.scheduler.could_start_now(task))
+        })
+    }
+
+    /// What the adaptive schedule needs to know after a poll that `found_records`.
+    fn facts(&self, host: &Host<'_>, found_records: bool) -> PollFacts {
+        let ring_filling = self.stream.poller.ring.as_ref().is_some_and(|ring| {
+            let capacity = ring.payload_capacity();
+            capacity > 0 && ring.unreturned_slots().saturating_mul(2) > capacity
+        });
+        let (arrived, chunks) = host
+            .launch
+            .as_ref()
+            .map_or((0, 0), |launch| launch.tracker.progress());
+        PollFacts {
+            found_records,
+            backlog: !Self::bytes_would_start_a_task(host),
+            ring_filling,
+            arrived,
+            chunks,
         }
     }
 
@@ -227,7 +280,10 @@ impl Mechanism for Axle {
         link: &mut dyn DeviceLink,
     ) -> Result<(), RuntimeError> {
         self.stream.post_launch(host, now, command, link)?;
-        if !self.poll_scheduled {
+        if let Some((schedule, _)) = self.adaptive.as_mut() {
+            let first = schedule.first_poll_after_launch(now);
+            self.schedule_poll(host, now.plus(first));
+        } else if !self.poll_scheduled {
             self.poll_scheduled = true;
             host.at(
                 now.plus(Ticks::from_ns(host.config.poll_interval_ns)),
@@ -262,6 +318,10 @@ impl Mechanism for Axle {
     ) {
         match timer {
             ModeTimer::LocalPoll => {
+                if self.adaptive.is_some_and(|(_, due)| due != now) {
+                    // Superseded: the poll was brought forward (or put back) since.
+                    return;
+                }
                 if host.done {
                     self.poll_scheduled = false;
                     return;
@@ -269,7 +329,7 @@ impl Mechanism for Axle {
                 if host.control_free > now {
                     // The control thread is busy: the poll starts when it frees up.
                     let free = host.control_free;
-                    host.at(free, Timer::Mode(ModeTimer::LocalPoll));
+                    self.schedule_poll(host, free);
                     return;
                 }
                 self.poll_scheduled = false;
@@ -289,8 +349,13 @@ impl Mechanism for Axle {
                 if !host.done && !self.poll_scheduled && outstanding {
                     // The next poll starts one interval after this one did, or at once if the
                     // poll took longer than the interval.
+                    let facts = self.facts(host, batch);
+                    let started = self.stream.poller.started;
+                    let interval = match self.adaptive.as_mut() {
+                        Some((schedule, _)) => schedule.next_interval(started, facts),
+                        None => Ticks::from_ns(host.config.poll_interval_ns),
+                    };
                     self.poll_scheduled = true;
-                    let interval = Ticks::from_ns(host.config.poll_interval_ns);
                     let next = self
                         .stream
                         .poller
@@ -299,7 +364,7 @@ impl Mechanism for Axle {
                         .max(host.control_free)
                         .max(now)
                         .plus(host.stretched(Stretch::Poll));
-                    host.at(next, Timer::Mode(ModeTimer::LocalPoll));
+                    self.schedule_poll(host, next);
                 }
             }
             ModeTimer::RemotePoll => {}
@@ -318,12 +383,41 @@ impl Mechanism for Axle {
 
     fn task_finished(
         &mut self,
-        _host: &mut Host<'_>,
-        _now: Ticks,
+        host: &mut Host<'_>,
+        now: Ticks,
         freed: Vec<u64>,
         _link: &mut dyn DeviceLink,
     ) -> Result<(), RuntimeError> {
-        self.stream.consume(freed)
+        self.stream.consume(freed)?;
+        if !self.poll_scheduled || host.done {
+            return Ok(());
+        }
+        let Some((mut schedule, due)) = self.adaptive else {
+            return Ok(());
+        };
+        // Adaptive rule 3: a poll put back because no task could use new bytes comes forward
+        // now that one can (a worker freed up).
+        let after = if Self::bytes_would_start_a_task(host) {
+            schedule.backlog_cleared()
+        } else {
+            None
+        };
+        if let Some((stored, _)) = self.adaptive.as_mut() {
+            *stored = schedule;
+        }
+        if let Some(after) = after {
+            let soonest = self
+                .stream
+                .poller
+                .started
+                .plus(after)
+                .max(host.control_free)
+                .max(now);
+            if soonest < due {
+                self.schedule_poll(host, soonest);
+            }
+        }
+        Ok(())
     }
 
     fn awaiting_results(&self) -> bool {

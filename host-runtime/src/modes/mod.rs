@@ -116,11 +116,15 @@ pub(crate) trait Mechanism: std::fmt::Debug {
 pub(crate) const BULK_CHUNK: u64 = 64;
 
 /// The mechanism for `mode`; the streaming modes take `ring` (RP and BS use none).
-pub(crate) fn mechanism(mode: Mode, ring: Option<AxleRing>) -> Box<dyn Mechanism> {
+pub(crate) fn mechanism(
+    mode: Mode,
+    ring: Option<AxleRing>,
+    config: &crate::config::HostConfig,
+) -> Box<dyn Mechanism> {
     match mode {
         Mode::Rp => Box::new(rp::Rp::new()),
         Mode::Bs => Box::new(bs::Bs::new()),
-        Mode::Axle => Box::new(axle::Axle::new(ring)),
+        Mode::Axle => Box::new(axle::Axle::new(ring, config)),
         Mode::AxleIrq => Box::new(axle_irq::AxleIrq::new(ring)),
     }
 }

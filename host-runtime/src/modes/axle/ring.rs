@@ -365,6 +365,15 @@ impl AxleRing {
     pub fn held_slots(&self) -> u64 {
         self.consumer.head().saturating_sub(self.payloads.head())
     }
+
+    /// Payload slots the device still counts as used, as far as the host has seen: from the
+    /// payload head last sent to the device to the newest record polled (held slots, and
+    /// freed ones whose head has not been sent yet).
+    pub fn unreturned_slots(&self) -> u64 {
+        self.consumer
+            .head()
+            .saturating_sub(self.flow.sent_payload_head())
+    }
 }
 
 #[cfg(test)]
