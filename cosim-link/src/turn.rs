@@ -40,9 +40,10 @@
 //! non-blocking `MSG_PEEK` on the socket returns end-of-file once the peer process has died
 //! (the kernel closes its descriptors), so a dead peer is noticed within milliseconds.
 
-use crate::link::{DeviceLink, HostAgent, LinkResponse, Wake};
+use crate::link::{DeviceLink, HostAgent, LinkCall, LinkResponse, Wake};
 use crate::shm::{MappedWords, SegmentError};
 use shared_abi::{DeviceAddress, Ticks};
+use std::borrow::Cow;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -451,40 +452,7 @@ pub fn decode_device_turn(
     Ok((now, deliveries))
 }
 
-/// A link call the host made during its turn.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum LinkCall {
-    MemStore {
-        now: Ticks,
-        address: DeviceAddress,
-        data: Vec<u8>,
-    },
-    MemStoreSynchronous {
-        now: Ticks,
-        address: DeviceAddress,
-        data: Vec<u8>,
-        token: u64,
-    },
-    MemLoad {
-        now: Ticks,
-        address: DeviceAddress,
-        length: u64,
-        outstanding: u32,
-        token: u64,
-    },
-    IoWrite {
-        now: Ticks,
-        register: u64,
-        value: u64,
-    },
-    IoRead {
-        now: Ticks,
-        register: u64,
-        token: u64,
-    },
-}
-
-/// The host's [`DeviceLink`] across processes: records every call, in order, for the emulator
+/// The host's [`DeviceLink`] across processes: encodes every call, in order, for the emulator
 /// to replay onto its link when the turn comes back.
 #[derive(Debug, Default)]
 pub struct RecordingLink {
@@ -520,66 +488,68 @@ impl RecordingLink {
 }
 
 impl DeviceLink for RecordingLink {
-    fn mem_store(&mut self, now: Ticks, address: DeviceAddress, data: &[u8]) {
+    fn call(&mut self, call: LinkCall<'_>) {
         let w = &mut self.writer;
-        w.word(MEM_STORE);
-        w.word(now.0);
-        w.word(address.0);
-        w.string(data);
-    }
-
-    fn mem_store_synchronous(
-        &mut self,
-        now: Ticks,
-        address: DeviceAddress,
-        data: &[u8],
-        token: u64,
-    ) {
-        let w = &mut self.writer;
-        w.word(MEM_STORE_SYNCHRONOUS);
-        w.word(now.0);
-        w.word(address.0);
-        w.string(data);
-        w.word(token);
-    }
-
-    fn mem_load(
-        &mut self,
-        now: Ticks,
-        address: DeviceAddress,
-        length: u64,
-        outstanding: u32,
-        token: u64,
-    ) {
-        let w = &mut self.writer;
-        w.word(MEM_LOAD);
-        w.word(now.0);
-        w.word(address.0);
-        w.word(length);
-        w.word(u64::from(outstanding));
-        w.word(token);
-    }
-
-    fn io_write(&mut self, now: Ticks, register: u64, value: u64) {
-        let w = &mut self.writer;
-        w.word(IO_WRITE);
-        w.word(now.0);
-        w.word(register);
-        w.word(value);
-    }
-
-    fn io_read(&mut self, now: Ticks, register: u64, token: u64) {
-        let w = &mut self.writer;
-        w.word(IO_READ);
-        w.word(now.0);
-        w.word(register);
-        w.word(token);
+        match call {
+            LinkCall::MemStore { now, address, data } => {
+                w.word(MEM_STORE);
+                w.word(now.0);
+                w.word(address.0);
+                w.string(&data);
+            }
+            LinkCall::MemStoreSynchronous {
+                now,
+                address,
+                data,
+                token,
+            } => {
+                w.word(MEM_STORE_SYNCHRONOUS);
+                w.word(now.0);
+                w.word(address.0);
+                w.string(&data);
+                w.word(token);
+            }
+            LinkCall::MemLoad {
+                now,
+                address,
+                length,
+                outstanding,
+                token,
+            } => {
+                w.word(MEM_LOAD);
+                w.word(now.0);
+                w.word(address.0);
+                w.word(length);
+                w.word(u64::from(outstanding));
+                w.word(token);
+            }
+            LinkCall::IoWrite {
+                now,
+                register,
+                value,
+            } => {
+                w.word(IO_WRITE);
+                w.word(now.0);
+                w.word(register);
+                w.word(value);
+            }
+            LinkCall::IoRead {
+                now,
+                register,
+                token,
+            } => {
+                w.word(IO_READ);
+                w.word(now.0);
+                w.word(register);
+                w.word(token);
+            }
+        }
     }
 }
 
-/// Decodes the host's half of a turn (checking all of it first) and replays its link calls,
-/// in order, onto `link`; returns the host's wake.
-pub fn replay_host_turn(message: &[u8], link: &mut dyn DeviceLink) -> Result<Wake, TurnError> {
+/// Decodes the host's half of a turn, all of it: its link calls in order (their data borrowed
+/// from `message`) and its wake.
+pub fn decode_host_turn(message: &[u8]) -> Result<(Vec<LinkCall<'_>>, Wake), TurnError> {
     let mut r = Reader { rest: message };
     let mut calls = Vec::new();
     let wake = loop {
@@ -587,12 +557,12 @@ pub fn replay_host_turn(message: &[u8], link: &mut dyn DeviceLink) -> Result<Wak
             MEM_STORE => LinkCall::MemStore {
                 now: Ticks(r.word()?),
                 address: DeviceAddress(r.word()?),
-                data: r.string()?.to_vec(),
+                data: Cow::Borrowed(r.string()?),
             },
             MEM_STORE_SYNCHRONOUS => LinkCall::MemStoreSynchronous {
                 now: Ticks(r.word()?),
                 address: DeviceAddress(r.word()?),
-                data: r.string()?.to_vec(),
+                data: Cow::Borrowed(r.string()?),
                 token: r.word()?,
             },
             MEM_LOAD => LinkCall::MemLoad {
@@ -629,33 +599,15 @@ pub fn replay_host_turn(message: &[u8], link: &mut dyn DeviceLink) -> Result<Wak
     if !r.is_empty() {
         return Err(TurnError::Malformed("bytes after the wake"));
     }
+    Ok((calls, wake))
+}
+
+/// Decodes the host's half of a turn (checking all of it first, [`decode_host_turn`]) and
+/// replays its link calls, in order, onto `link`; returns the host's wake.
+pub fn replay_host_turn(message: &[u8], link: &mut dyn DeviceLink) -> Result<Wake, TurnError> {
+    let (calls, wake) = decode_host_turn(message)?;
     for call in calls {
-        match call {
-            LinkCall::MemStore { now, address, data } => link.mem_store(now, address, &data),
-            LinkCall::MemStoreSynchronous {
-                now,
-                address,
-                data,
-                token,
-            } => link.mem_store_synchronous(now, address, &data, token),
-            LinkCall::MemLoad {
-                now,
-                address,
-                length,
-                outstanding,
-                token,
-            } => link.mem_load(now, address, length, outstanding, token),
-            LinkCall::IoWrite {
-                now,
-                register,
-                value,
-            } => link.io_write(now, register, value),
-            LinkCall::IoRead {
-                now,
-                register,
-                token,
-            } => link.io_read(now, register, token),
-        }
+        link.call(call);
     }
     Ok(wake)
 }
@@ -689,64 +641,7 @@ pub fn serve_host(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A link that remembers what was called on it.
-    #[derive(Default)]
-    struct Calls(Vec<LinkCall>);
-
-    impl DeviceLink for Calls {
-        fn mem_store(&mut self, now: Ticks, address: DeviceAddress, data: &[u8]) {
-            self.0.push(LinkCall::MemStore {
-                now,
-                address,
-                data: data.to_vec(),
-            });
-        }
-        fn mem_store_synchronous(
-            &mut self,
-            now: Ticks,
-            address: DeviceAddress,
-            data: &[u8],
-            token: u64,
-        ) {
-            self.0.push(LinkCall::MemStoreSynchronous {
-                now,
-                address,
-                data: data.to_vec(),
-                token,
-            });
-        }
-        fn mem_load(
-            &mut self,
-            now: Ticks,
-            address: DeviceAddress,
-            length: u64,
-            outstanding: u32,
-            token: u64,
-        ) {
-            self.0.push(LinkCall::MemLoad {
-                now,
-                address,
-                length,
-                outstanding,
-                token,
-            });
-        }
-        fn io_write(&mut self, now: Ticks, register: u64, value: u64) {
-            self.0.push(LinkCall::IoWrite {
-                now,
-                register,
-                value,
-            });
-        }
-        fn io_read(&mut self, now: Ticks, register: u64, token: u64) {
-            self.0.push(LinkCall::IoRead {
-                now,
-                register,
-                token,
-            });
-        }
-    }
+    use crate::link::Recorder;
 
     fn drive(link: &mut dyn DeviceLink) {
         link.mem_store(Ticks(5), DeviceAddress(0x1000), &[1, 2, 3]);
@@ -761,14 +656,14 @@ mod tests {
         let mut recording = RecordingLink::default();
         drive(&mut recording);
         let message = recording.finish(Wake::At(Ticks(77)));
-        let mut replayed = Calls::default();
+        let mut replayed = Recorder::default();
         assert_eq!(
             replay_host_turn(&message, &mut replayed).unwrap(),
             Wake::At(Ticks(77))
         );
-        let mut direct = Calls::default();
+        let mut direct = Recorder::default();
         drive(&mut direct);
-        assert_eq!(replayed.0, direct.0);
+        assert_eq!(replayed, direct);
     }
 
     #[test]
@@ -812,7 +707,7 @@ mod tests {
         drive(&mut recording);
         let message = recording.finish(Wake::Done);
         for cut in 0..message.len() {
-            assert!(replay_host_turn(&message[..cut], &mut Calls::default()).is_err());
+            assert!(replay_host_turn(&message[..cut], &mut Recorder::default()).is_err());
         }
         let mut turn = DeviceTurn::default();
         turn.deliver(
@@ -829,7 +724,7 @@ mod tests {
         // A byte-string length that points far past the end.
         message[40..48].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(decode_device_turn(&message).is_err());
-        assert!(replay_host_turn(&[0xff; 8], &mut Calls::default()).is_err());
+        assert!(replay_host_turn(&[0xff; 8], &mut Recorder::default()).is_err());
     }
 
     #[test]

@@ -39,7 +39,7 @@ use crate::sim::queue::EventQueue;
 use crate::sim::time::one_way;
 use crate::trace::{DeviceInstant, DeviceTrace, LinkDirection, LinkTraffic};
 use cosim_link::hdm::DataAllocator;
-use cosim_link::link::{DeviceLink, HostAgent, LinkResponse, Wake};
+use cosim_link::link::{DeviceLink, HostAgent, LinkCall, LinkResponse, Wake};
 use cosim_link::phys::PhysicalMemory;
 use cosim_link::sync::Arc;
 use firmware::hal::{DeviceMemory, HostEvent};
@@ -377,7 +377,7 @@ impl Emulator {
         limit: Ticks,
         mut stall: Option<cosim_link::jitter::Jitter>,
     ) -> Result<(), CoSimError> {
-        use cosim_link::turn::replay_host_turn;
+        use cosim_link::turn::decode_host_turn;
         let gone = |error: cosim_link::wall::WallError| CoSimError::Host(error.to_string());
         let mut host_wake = Wake::At(Ticks::ZERO);
         let mut host_delivered = 0u64;
@@ -394,15 +394,19 @@ impl Emulator {
                     },
                 };
                 host_delivered = turn.delivered;
-                let floor = self.hardware.now;
-                let mut link = StampedNoEarlier {
-                    port: LinkPort {
-                        hardware: &mut self.hardware,
-                    },
-                    floor,
-                };
-                host_wake = replay_host_turn(&turn.message, &mut link)
+                let (calls, wake) = decode_host_turn(&turn.message)
                     .map_err(|error| CoSimError::Host(error.to_string()))?;
+                host_wake = wake;
+                // Stamped no earlier than the device's time: a call the host made before the
+                // device's clock reached it happens now.
+                let floor = self.hardware.now;
+                let mut link = LinkPort {
+                    hardware: &mut self.hardware,
+                };
+                for call in calls {
+                    let at = call.now().max(floor);
+                    link.call(call.at(at));
+                }
                 if let Some(refusal) = self.hardware.host_in_flight.refusal.take() {
                     let failure = CoSimError::HostRequest(refusal);
                     port.end(failure.to_string());
@@ -551,7 +555,7 @@ impl Emulator {
                 respond_at,
             } => {
                 hw.host_in_flight.release(1, length);
-                // Allocated only for a range inside device memory (which `LinkPort::mem_load`
+                // Allocated only for a range inside device memory (which `LinkPort::load`
                 // also checked against the device's size before the request was accepted).
                 let inside = address
                     .checked_add(length)
@@ -656,50 +660,6 @@ impl Emulator {
     }
 }
 
-/// Wall-clock mode: the host's calls go onto the [`LinkPort`] stamped no earlier than the
-/// device's time (a call the host made before the device's clock reached it happens now).
-struct StampedNoEarlier<'a> {
-    port: LinkPort<'a>,
-    floor: Ticks,
-}
-
-impl DeviceLink for StampedNoEarlier<'_> {
-    fn mem_store(&mut self, now: Ticks, address: DeviceAddress, data: &[u8]) {
-        self.port.mem_store(now.max(self.floor), address, data);
-    }
-
-    fn mem_store_synchronous(
-        &mut self,
-        now: Ticks,
-        address: DeviceAddress,
-        data: &[u8],
-        token: u64,
-    ) {
-        self.port
-            .mem_store_synchronous(now.max(self.floor), address, data, token);
-    }
-
-    fn mem_load(
-        &mut self,
-        now: Ticks,
-        address: DeviceAddress,
-        length: u64,
-        outstanding: u32,
-        token: u64,
-    ) {
-        self.port
-            .mem_load(now.max(self.floor), address, length, outstanding, token);
-    }
-
-    fn io_write(&mut self, now: Ticks, register: u64, value: u64) {
-        self.port.io_write(now.max(self.floor), register, value);
-    }
-
-    fn io_read(&mut self, now: Ticks, register: u64, token: u64) {
-        self.port.io_read(now.max(self.floor), register, token);
-    }
-}
-
 /// The host's [`DeviceLink`] in-process: each call becomes a timed event.
 struct LinkPort<'a> {
     hardware: &'a mut Hardware,
@@ -780,50 +740,74 @@ impl LinkPort<'_> {
 }
 
 impl DeviceLink for LinkPort<'_> {
-    fn mem_store(&mut self, now: Ticks, address: DeviceAddress, data: &[u8]) {
-        if !self.admit(now, "a CXL.mem store's data", data.len() as u64) {
+    /// Each call becomes a timed event, once [`LinkPort::admit`] takes it.
+    fn call(&mut self, call: LinkCall<'_>) {
+        match call {
+            LinkCall::MemStore { now, address, data } => self.store(now, address, &data, None),
+            LinkCall::MemStoreSynchronous {
+                now,
+                address,
+                data,
+                token,
+            } => self.store(now, address, &data, Some(token)),
+            LinkCall::MemLoad {
+                now,
+                address,
+                length,
+                outstanding,
+                token,
+            } => self.load(now, address, length, outstanding, token),
+            LinkCall::IoWrite {
+                now,
+                register,
+                value,
+            } => self.register_access(
+                now,
+                "a CXL.io register write",
+                LinkTraffic::IoWrite,
+                Event::IoWrite { register, value },
+            ),
+            LinkCall::IoRead {
+                now,
+                register,
+                token,
+            } => self.register_access(
+                now,
+                "a CXL.io register read",
+                LinkTraffic::IoRead,
+                Event::IoRead { register, token },
+            ),
+        }
+    }
+}
+
+impl LinkPort<'_> {
+    /// A CXL.mem store, posted (`token` `None`) or synchronous.
+    fn store(&mut self, now: Ticks, address: DeviceAddress, data: &[u8], token: Option<u64>) {
+        let (what, traffic) = match token {
+            None => ("a CXL.mem store's data", LinkTraffic::MemStore),
+            Some(_) => (
+                "a synchronous CXL.mem store's data",
+                LinkTraffic::MemStoreSynchronous,
+            ),
+        };
+        if !self.admit(now, what, data.len() as u64) {
             return;
         }
         let rtt = self.hardware.config.cxl_mem_round_trip_ns;
-        let at = self.downstream(now, data.len() as u64, rtt, LinkTraffic::MemStore);
+        let at = self.downstream(now, data.len() as u64, rtt, traffic);
         self.hardware.queue.push(
             at,
             Event::HostStore {
                 address,
                 data: data.to_vec(),
-                token: None,
+                token,
             },
         );
     }
 
-    fn mem_store_synchronous(
-        &mut self,
-        now: Ticks,
-        address: DeviceAddress,
-        data: &[u8],
-        token: u64,
-    ) {
-        if !self.admit(now, "a synchronous CXL.mem store's data", data.len() as u64) {
-            return;
-        }
-        let rtt = self.hardware.config.cxl_mem_round_trip_ns;
-        let at = self.downstream(
-            now,
-            data.len() as u64,
-            rtt,
-            LinkTraffic::MemStoreSynchronous,
-        );
-        self.hardware.queue.push(
-            at,
-            Event::HostStore {
-                address,
-                data: data.to_vec(),
-                token: Some(token),
-            },
-        );
-    }
-
-    fn mem_load(
+    /// CXL.mem loads: the response returns when the last line has crossed the link.
+    fn load(
         &mut self,
         now: Ticks,
         address: DeviceAddress,
@@ -871,25 +855,13 @@ impl DeviceLink for LinkPort<'_> {
         );
     }
 
-    fn io_write(&mut self, now: Ticks, register: u64, value: u64) {
-        if !self.admit(now, "a CXL.io register write", 0) {
+    /// A CXL.io register write or read (8 bytes downstream).
+    fn register_access(&mut self, now: Ticks, what: &str, traffic: LinkTraffic, event: Event) {
+        if !self.admit(now, what, 0) {
             return;
         }
         let rtt = self.hardware.config.cxl_io_round_trip_ns;
-        let at = self.downstream(now, 8, rtt, LinkTraffic::IoWrite);
-        self.hardware
-            .queue
-            .push(at, Event::IoWrite { register, value });
-    }
-
-    fn io_read(&mut self, now: Ticks, register: u64, token: u64) {
-        if !self.admit(now, "a CXL.io register read", 0) {
-            return;
-        }
-        let rtt = self.hardware.config.cxl_io_round_trip_ns;
-        let at = self.downstream(now, 8, rtt, LinkTraffic::IoRead);
-        self.hardware
-            .queue
-            .push(at, Event::IoRead { register, token });
+        let at = self.downstream(now, 8, rtt, traffic);
+        self.hardware.queue.push(at, event);
     }
 }
