@@ -229,28 +229,9 @@ impl LinkCall<'_> {
         }
     }
 
-    /// Makes the call again on `link` (its data borrowed from `self`).
+    /// Makes the call again on `link` (a copy of it: a recorded call can be replayed again).
     pub fn replay(&self, link: &mut dyn DeviceLink) {
-        let call = match self {
-            LinkCall::MemStore { now, address, data } => LinkCall::MemStore {
-                now: *now,
-                address: *address,
-                data: Cow::Borrowed(data),
-            },
-            LinkCall::MemStoreSynchronous {
-                now,
-                address,
-                data,
-                token,
-            } => LinkCall::MemStoreSynchronous {
-                now: *now,
-                address: *address,
-                data: Cow::Borrowed(data),
-                token: *token,
-            },
-            other => other.clone(),
-        };
-        link.call(call);
+        link.call(self.clone());
     }
 }
 
@@ -320,10 +301,11 @@ pub trait HostAgent {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn drive(link: &mut dyn DeviceLink) {
+    /// One call of each kind, in order, at times 5 to 9.
+    pub(crate) fn drive(link: &mut dyn DeviceLink) {
         link.mem_store(Ticks(5), DeviceAddress(0x1000), &[1, 2, 3]);
         link.mem_store_synchronous(Ticks(6), DeviceAddress(0), &[9; 64], 11);
         link.mem_load(Ticks(7), DeviceAddress(0x10_0000), 4096, 8, 12);

@@ -331,16 +331,9 @@ pub fn serve_host(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::link::{DeviceLink, LinkResponse, Recorder};
-    use shared_abi::{DeviceAddress, Ticks};
-
-    fn drive(link: &mut dyn DeviceLink) {
-        link.mem_store(Ticks(5), DeviceAddress(0x1000), &[1, 2, 3]);
-        link.mem_store_synchronous(Ticks(6), DeviceAddress(0), &[9; 64], 11);
-        link.mem_load(Ticks(7), DeviceAddress(0x10_0000), 4096, 8, 12);
-        link.io_write(Ticks(8), 0x10, 0xdead);
-        link.io_read(Ticks(9), 0x18, 13);
-    }
+    use crate::link::tests::drive;
+    use crate::link::{LinkResponse, Recorder};
+    use shared_abi::Ticks;
 
     #[test]
     fn recorded_link_calls_replay_in_order_with_their_times() {

@@ -3,7 +3,7 @@
 //! D1 to D4) and records every call the runtime makes on the link.
 
 use super::*;
-use crate::app::{DeviceInput, HostTask, LoadError, Verification};
+use crate::app::{HostTask, LoadError, Verification};
 use crate::trace::HostSpan;
 use cosim_link::link::{LinkCall, Recorder};
 use host_driver::frames::FrameAllocator;
@@ -68,32 +68,7 @@ impl Application for ScriptedApp {
 /// A launch of `chunks` 32-byte result chunks; task `i` needs the chunks from `needs[i].0` up
 /// to `needs[i].1`.
 fn plan(chunks: u64, needs: &[(u64, u64)], input_bytes: usize) -> LaunchPlan {
-    let tasks = needs
-        .iter()
-        .enumerate()
-        .map(|(id, &(first, end))| HostTask {
-            id: id as u32,
-            needs: first * u64::from(SLOT)..end * u64::from(SLOT),
-            chain: None,
-        })
-        .collect();
-    let inputs = if input_bytes > 0 {
-        vec![DeviceInput {
-            address: DeviceAddress(0x10_0000),
-            bytes: vec![7; input_bytes],
-        }]
-    } else {
-        Vec::new()
-    };
-    LaunchPlan {
-        inputs,
-        command: CommandDescriptor {
-            result_address: 0x20_0000,
-            result_length: chunks * u64::from(SLOT),
-            ..CommandDescriptor::default()
-        },
-        tasks,
-    }
+    crate::test_link::plan(u64::from(SLOT), chunks, needs, input_bytes)
 }
 
 fn ring() -> AxleRing {
