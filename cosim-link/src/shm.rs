@@ -1,12 +1,22 @@
-//! Shared-memory segments: the one place of this crate's `unsafe`.
+//! Shared-memory segments: the one place of this crate's `unsafe`, and the one module of the
+//! stack that maps memory (the emulator and the host's driver build on it and hold no
+//! `unsafe` for it).
 //!
-//! Across processes, host physical memory, device memory and the turn page are anonymous
-//! shared-memory segments: a memfd (`memfd_create`, close-on-exec, sized up front, sealed
-//! against shrinking and growing; [`sealed_memfd`]), mapped shared and read-write
-//! ([`MappedWords`]), and handed to the peer over the emulator's Unix socket with SCM_RIGHTS
-//! ([`send_with_fds`] sends such descriptors, [`receive_with_fds`] takes them in). Nothing is named in `/dev/shm`, so a crash
-//! leaves nothing behind. A mapping is exposed only as a slice of [`AtomicU64`]: never a
-//! `&[u8]`, since the other process writes it concurrently.
+//! Across processes, host physical memory, device memory, the register page and the turn page
+//! are anonymous shared-memory segments: a memfd (`memfd_create`, close-on-exec, sized up
+//! front, sealed against shrinking and growing; [`sealed_memfd`]), mapped shared and
+//! read-write, and handed to the peer over the emulator's Unix socket with SCM_RIGHTS
+//! ([`send_with_fds`] sends such descriptors, [`receive_with_fds`] takes them in). Nothing is
+//! named in `/dev/shm`, so a crash leaves nothing behind.
+//!
+//! A mapping is never exposed as a `&[u8]`, since the other process writes it concurrently.
+//! It is either
+//!
+//! - [`MappedWords`]: a slice of [`AtomicU64`] (host physical memory, the turn page, the
+//!   emulator's device memory and register page; also private anonymous memory, the
+//!   in-process emulator's device memory), or
+//! - [`MappedVolatile`]: volatile loads and stores of whole aligned values, as a driver
+//!   touches a device's memory (the host driver's device-memory and register windows).
 use crate::phys::{SharedWords, WORD_SIZE};
 use memmap2::{MmapOptions, MmapRaw};
 use nix::fcntl::{fcntl, FcntlArg, SealFlag};
@@ -16,7 +26,10 @@ use std::ffi::CString;
 use std::io::{IoSlice, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::ptr::NonNull;
 use std::sync::atomic::AtomicU64;
+use volatile::VolatilePtr;
+use zerocopy::{FromBytes, IntoBytes};
 
 /// Creating, checking or mapping a shared-memory segment failed.
 #[derive(Debug, thiserror::Error)]
@@ -129,14 +142,32 @@ fn check_segment(fd: BorrowedFd<'_>, bytes: u64) -> Result<(), SegmentError> {
     Ok(())
 }
 
-/// A shared-memory segment mapped as 8-byte atomic words.
+/// Checks the segment `fd` ([`check_segment`]) and maps all of it, shared and read-write.
+fn map_segment(
+    fd: BorrowedFd<'_>,
+    bytes: u64,
+    what: &'static str,
+) -> Result<MmapRaw, SegmentError> {
+    check_segment(fd, bytes)?;
+    let length = usize::try_from(bytes).map_err(|_| SegmentError::Size {
+        expected: bytes,
+        actual: bytes,
+    })?;
+    MmapOptions::new()
+        .len(length)
+        .map_raw(fd.as_raw_fd())
+        .map_err(|error| SegmentError::System { what, error })
+}
+
+/// A shared-memory segment (or private anonymous memory) mapped as 8-byte atomic words.
 ///
 /// # Invariants
 ///
-/// - `map` is a shared, read-write mapping of exactly `words * 8` bytes, page-aligned
-///   (hence 8-byte aligned), alive and never remapped until `self` drops;
-/// - the file behind it is sealed against shrinking, so every page of the mapping stays
-///   backed for as long as the mapping exists.
+/// - `map` is a read-write mapping of at least `words * 8` bytes, page-aligned (hence
+///   8-byte aligned), alive and never remapped until `self` drops;
+/// - it is either private anonymous memory ([`MappedWords::anonymous`]) or a shared mapping
+///   of a file sealed against shrinking, so every page of the mapping stays backed for as
+///   long as the mapping exists.
 pub struct MappedWords {
     map: MmapRaw,
     words: usize,
@@ -145,7 +176,7 @@ pub struct MappedWords {
 impl core::fmt::Debug for MappedWords {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("MappedWords")
-            .field("bytes", &self.map.len())
+            .field("bytes", &self.len())
             .finish()
     }
 }
@@ -162,23 +193,37 @@ impl MappedWords {
     /// Maps the segment `fd`, which must be `bytes` bytes long (a multiple of 8) and
     /// sealed against shrinking.
     pub fn map(fd: BorrowedFd<'_>, bytes: u64) -> Result<MappedWords, SegmentError> {
-        check_segment(fd, bytes)?;
-        let length = usize::try_from(bytes).map_err(|_| SegmentError::Size {
-            expected: bytes,
-            actual: bytes,
-        })?;
+        let map = map_segment(fd, bytes, "mapping a segment")?;
+        // INVARIANT: a shared read-write mapping of the whole file (checked: its size, a
+        // multiple of 8, and its seal against shrinking); mmap returns page-aligned addresses.
+        Ok(MappedWords {
+            words: map.len() / 8,
+            map,
+        })
+    }
+
+    /// `bytes` (rounded up to whole words) of zeroed memory private to this process: no file,
+    /// nothing to hand to a peer.
+    pub fn anonymous(bytes: u64) -> Result<MappedWords, SegmentError> {
+        let words = usize::try_from(bytes.div_ceil(WORD_SIZE))
+            .ok()
+            .filter(|words| words.checked_mul(8).is_some())
+            .ok_or(SegmentError::Size {
+                expected: bytes,
+                actual: 0,
+            })?;
         let map = MmapOptions::new()
-            .len(length)
-            .map_raw(fd.as_raw_fd())
+            .len(words.max(1) * 8)
+            .map_anon()
             .map_err(|error| SegmentError::System {
-                what: "mapping a segment",
+                what: "mapping anonymous memory",
                 error,
             })?;
-        // INVARIANT: a shared read-write mapping of `length` bytes (checked equal to the
-        // sealed file's size, a multiple of 8); mmap returns page-aligned addresses.
+        // INVARIANT: a fresh read-write anonymous mapping of at least words * 8 bytes (mmap
+        // rejects a zero length, hence the max), page-aligned, private to this process.
         Ok(MappedWords {
-            words: length / 8,
-            map,
+            map: MmapRaw::from(map),
+            words,
         })
     }
 
@@ -189,7 +234,7 @@ impl MappedWords {
 
     /// Bytes of the segment.
     pub fn len(&self) -> u64 {
-        self.map.len() as u64
+        (self.words as u64) * WORD_SIZE
     }
 
     /// Whether the segment has no bytes.
@@ -201,14 +246,81 @@ impl MappedWords {
     pub fn words(&self) -> &[AtomicU64] {
         // SAFETY:
         // - the pointer is page-aligned, so aligned for `AtomicU64`, and non-null;
-        // - `words * 8` bytes from it are one live mapping (type invariant) that stays
-        //   mapped while the returned borrow of `self` lives, and the sealed file keeps
-        //   every page backed;
+        // - `words * 8` bytes from it lie in one live mapping (type invariant) that stays
+        //   mapped while the returned borrow of `self` lives, and every page stays backed
+        //   (anonymous memory, or a file sealed against shrinking);
         // - `AtomicU64` has the size and validity of `u64`, and every bit pattern is a
         //   valid `u64`;
         // - other processes write this memory concurrently: that is sound through
         //   atomics, which is all this slice allows (no `&u64`/`&[u8]` is ever formed).
         unsafe { std::slice::from_raw_parts(self.map.as_ptr().cast::<AtomicU64>(), self.words) }
+    }
+}
+
+/// A shared-memory segment mapped for volatile access, as a kernel driver maps a device's
+/// memory (`ioremap`/`memremap`) and touches it only through `readq`/`writeq`-style
+/// accessors: each access is one volatile load or store of a whole, aligned value, never a
+/// reference into the mapping. The host's driver builds its device-memory window on it
+/// (`host_driver::mmio`).
+///
+/// # Invariants
+///
+/// `map` is a shared, read-write, page-aligned mapping of `map.len()` bytes of a segment
+/// sealed against shrinking, alive and never remapped until `self` drops.
+pub struct MappedVolatile {
+    map: MmapRaw,
+}
+
+impl core::fmt::Debug for MappedVolatile {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("MappedVolatile")
+            .field("bytes", &self.map.len())
+            .finish()
+    }
+}
+
+impl MappedVolatile {
+    /// Maps the segment `fd`, which must be `bytes` bytes long (a multiple of 8) and sealed
+    /// against shrinking (the rules of [`MappedWords::map`]); `what` names it in an error.
+    pub fn map(
+        fd: BorrowedFd<'_>,
+        bytes: u64,
+        what: &'static str,
+    ) -> Result<MappedVolatile, SegmentError> {
+        let map = map_segment(fd, bytes, what)?;
+        // INVARIANT: shared read-write mapping of the checked, sealed segment.
+        Ok(MappedVolatile { map })
+    }
+
+    /// Bytes of the mapping.
+    pub fn len(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    /// Whether the mapping has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.map.len() == 0
+    }
+
+    /// A volatile pointer to the `T` at byte `offset`, if a whole `T` fits there and `offset`
+    /// is aligned for it. `T` is a plain value (`u8`, `u64`: [`FromBytes`] and [`IntoBytes`]),
+    /// so whatever the peer wrote reads as a valid `T` and a `T` written has no padding.
+    pub fn at<T: FromBytes + IntoBytes + Copy>(&self, offset: usize) -> Option<VolatilePtr<'_, T>> {
+        let end = offset.checked_add(size_of::<T>())?;
+        if end > self.map.len() || offset % align_of::<T>() != 0 {
+            return None;
+        }
+        let pointer = NonNull::new(self.map.as_mut_ptr().wrapping_add(offset).cast::<T>())?;
+        // SAFETY:
+        // - `pointer` lies inside the live mapping with room for a whole `T` and is aligned
+        //   for it (checked above; the mapping itself is page-aligned), and the sealed file
+        //   keeps every page backed;
+        // - the mapping outlives the returned pointer, whose lifetime is tied to `&self`;
+        // - `T: FromBytes`, valid for every bit pattern, so a volatile read of memory the
+        //   peer writes is a valid value; `T: IntoBytes`, so a write stores no padding;
+        // - no reference into the mapping is ever formed; the peer process accesses it too,
+        //   which volatile accesses to shared memory tolerate.
+        Some(unsafe { VolatilePtr::new(pointer) })
     }
 }
 

@@ -313,9 +313,8 @@ pub fn serve_host(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::link::DeviceLink;
+    use crate::link::{DeviceLink, LinkCall, Recorder};
     use crate::turn::replay_host_turn;
-    use shared_abi::DeviceAddress;
 
     /// A host that stores once, then waits for one response, then is done.
     struct Once {
@@ -340,19 +339,6 @@ mod tests {
         }
     }
 
-    #[derive(Default)]
-    struct Reads(Vec<(u64, u64)>);
-
-    impl DeviceLink for Reads {
-        fn mem_store(&mut self, _: Ticks, _: DeviceAddress, _: &[u8]) {}
-        fn mem_store_synchronous(&mut self, _: Ticks, _: DeviceAddress, _: &[u8], _: u64) {}
-        fn mem_load(&mut self, _: Ticks, _: DeviceAddress, _: u64, _: u32, _: u64) {}
-        fn io_write(&mut self, _: Ticks, _: u64, _: u64) {}
-        fn io_read(&mut self, _: Ticks, register: u64, token: u64) {
-            self.0.push((register, token));
-        }
-    }
-
     #[test]
     fn the_host_thread_sends_its_calls_and_takes_the_answers() {
         let clock = WallClock::start();
@@ -366,12 +352,22 @@ mod tests {
                     break turn;
                 }
             };
-            let mut reads = Reads::default();
+            let mut reads = Recorder::default();
             assert_eq!(
                 replay_host_turn(&first.message, &mut reads).unwrap(),
                 Wake::OnResponse
             );
-            assert_eq!(reads.0, vec![(8, 1)]);
+            let reads_made: Vec<(u64, u64)> = reads
+                .calls
+                .iter()
+                .filter_map(|call| match call {
+                    LinkCall::IoRead {
+                        register, token, ..
+                    } => Some((*register, *token)),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(reads_made, vec![(8, 1)]);
             assert_eq!(first.delivered, 0);
             device
                 .respond(Ticks(1), LinkResponse::IoReadDone { token: 1, value: 9 })

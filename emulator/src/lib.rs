@@ -11,9 +11,11 @@
 //! | [`cosim`] | the co-simulation loop with the host (and the wall-clock loop) |
 //! | [`trace`] | the device's timeline of a run (`axle run --trace`), off by default |
 //! | [`config`] | the device parameters |
-//! | [`shm`] | device memory as a mapped segment (the crate's only `unsafe`) |
+//! | [`shm`] | device memory as a segment of atomic words (mapped by `cosim_link::shm`) |
 //! | `server` | the emulator as its own process: `axle emu` |
-#![deny(unsafe_code)]
+//!
+//! No `unsafe`: every mapping of memory is `cosim_link::shm`'s.
+#![forbid(unsafe_code)]
 
 pub mod ccm;
 pub mod config;
@@ -24,10 +26,6 @@ pub mod hal_impl;
 pub mod link;
 pub mod registers;
 pub mod server;
-#[allow(
-    unsafe_code,
-    reason = "the mapped device-memory segment; the crate's only unsafe"
-)]
 pub mod shm;
 pub mod sim;
 pub mod trace;

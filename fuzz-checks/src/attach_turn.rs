@@ -21,16 +21,17 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use cosim_link::attach::{receive_message_with, AttachError, MessageKind, SessionRequest};
-use cosim_link::link::{DeviceLink, HostAgent, LinkResponse, Wake};
+use cosim_link::link::{DeviceLink, HostAgent, LinkCall, LinkResponse, Recorder, Wake};
 use cosim_link::turn::{decode_device_turn, replay_host_turn, DeviceTurn, RecordingLink};
 use emulator::{CoSimError, DeviceConfig, Emulator};
 use host_driver::phys::PhysicalMemory;
 use shared_abi::{DeviceAddress, Ticks};
+use std::borrow::Cow;
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 
-/// A link call, as replayed.
+/// A link call, as the fuzzer builds it.
 #[derive(Clone, Debug, PartialEq, Eq, Arbitrary)]
 enum Call {
     Store(u64, u64, Vec<u8>),
@@ -58,70 +59,38 @@ impl Length {
     }
 }
 
-#[derive(Default)]
-struct Recorder(Vec<Call>);
-
-impl DeviceLink for Recorder {
-    fn mem_store(&mut self, now: Ticks, address: DeviceAddress, data: &[u8]) {
-        self.0.push(Call::Store(now.0, address.0, data.to_vec()));
-    }
-    fn mem_store_synchronous(
-        &mut self,
-        now: Ticks,
-        address: DeviceAddress,
-        data: &[u8],
-        token: u64,
-    ) {
-        self.0.push(Call::StoreSynchronous(
-            now.0,
-            address.0,
-            data.to_vec(),
-            token,
-        ));
-    }
-    fn mem_load(
-        &mut self,
-        now: Ticks,
-        address: DeviceAddress,
-        length: u64,
-        outstanding: u32,
-        token: u64,
-    ) {
-        self.0.push(Call::Load(
-            now.0,
-            address.0,
-            Length::Any(length),
-            outstanding,
-            token,
-        ));
-    }
-    fn io_write(&mut self, now: Ticks, register: u64, value: u64) {
-        self.0.push(Call::IoWrite(now.0, register, value));
-    }
-    fn io_read(&mut self, now: Ticks, register: u64, token: u64) {
-        self.0.push(Call::IoRead(now.0, register, token));
-    }
-}
-
-/// Makes `calls` on `link` (load lengths against a device of `device` bytes).
-fn play(calls: &[Call], link: &mut dyn DeviceLink, device: u64) {
-    for call in calls {
-        match call {
-            Call::Store(now, address, data) => {
-                link.mem_store(Ticks(*now), DeviceAddress(*address), data)
-            }
-            Call::StoreSynchronous(now, address, data, token) => {
-                link.mem_store_synchronous(Ticks(*now), DeviceAddress(*address), data, *token)
-            }
-            Call::Load(now, address, length, outstanding, token) => link.mem_load(
-                Ticks(*now),
-                DeviceAddress(*address),
-                length.bytes(device),
-                *outstanding,
-                *token,
-            ),
-            Call::IoWrite(now, register, value) => link.io_write(Ticks(*now), *register, *value),
-            Call::IoRead(now, register, token) => link.io_read(Ticks(*now), *register, *token),
+impl Call {
+    /// The call as made on a link (a load's length against a device of `device` bytes).
+    fn link_call(&self, device: u64) -> LinkCall<'_> {
+        match self {
+            Call::Store(now, address, data) => LinkCall::MemStore {
+                now: Ticks(*now),
+                address: DeviceAddress(*address),
+                data: Cow::Borrowed(data),
+            },
+            Call::StoreSynchronous(now, address, data, token) => LinkCall::MemStoreSynchronous {
+                now: Ticks(*now),
+                address: DeviceAddress(*address),
+                data: Cow::Borrowed(data),
+                token: *token,
+            },
+            Call::Load(now, address, length, outstanding, token) => LinkCall::MemLoad {
+                now: Ticks(*now),
+                address: DeviceAddress(*address),
+                length: length.bytes(device),
+                outstanding: *outstanding,
+                token: *token,
+            },
+            Call::IoWrite(now, register, value) => LinkCall::IoWrite {
+                now: Ticks(*now),
+                register: *register,
+                value: *value,
+            },
+            Call::IoRead(now, register, token) => LinkCall::IoRead {
+                now: Ticks(*now),
+                register: *register,
+                token: *token,
+            },
         }
     }
 }
@@ -132,11 +101,13 @@ fn host_turn(message: &[u8]) {
         return;
     };
     let mut again = RecordingLink::default();
-    play(&first.0, &mut again, 0);
+    for call in &first.calls {
+        call.replay(&mut again);
+    }
     let encoded = again.finish(wake);
     let mut second = Recorder::default();
     assert_eq!(replay_host_turn(&encoded, &mut second).ok(), Some(wake));
-    assert_eq!(first.0, second.0);
+    assert_eq!(first, second);
 }
 
 fn device_turn(message: &[u8]) {
@@ -192,7 +163,9 @@ impl HostAgent for OneTurn {
         }
         // Through the wire format, as across processes.
         let mut recording = RecordingLink::default();
-        play(&self.calls, &mut recording, self.device);
+        for call in &self.calls {
+            recording.call(call.link_call(self.device));
+        }
         let message = recording.finish(self.wake);
         replay_host_turn(&message, link).unwrap_or(Wake::Done)
     }

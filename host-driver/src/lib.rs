@@ -20,18 +20,15 @@
 //! The co-simulation transport itself (link calls, the turn, the handshake's messages, the
 //! wall-clock channels, shared-memory segments, bounds) is the `cosim-link` crate.
 //!
-//! `unsafe` lives in [`mmio`] only; every other module forbids it.
-#![deny(unsafe_code)]
+//! No `unsafe`: the mappings behind [`mmio`] and the DMA regions' memory are
+//! `cosim_link::shm`'s.
+#![forbid(unsafe_code)]
 
 #[cfg(not(loom))]
 pub mod attachment;
 pub mod dma;
 pub mod frames;
 #[cfg(not(loom))]
-#[allow(
-    unsafe_code,
-    reason = "volatile access to the mapped MMIO window; the crate's only unsafe"
-)]
 pub mod mmio;
 #[cfg(not(loom))]
 pub mod registers;

@@ -5,20 +5,20 @@
 //! compiler may not merge, split, elide or reorder them, because the memory is not ordinary
 //! RAM. Here the device memory is the emulator's anonymous shared-memory segment, which the
 //! emulator hands over when the host attaches; [`DeviceWindow`] maps it and gives the same
-//! discipline through [`volatile::VolatilePtr`]: every access is a volatile load or store of a
+//! discipline through `volatile::VolatilePtr`: every access is a volatile load or store of a
 //! byte or of an aligned 8-byte word, bounds-checked, and never a reference into the window.
+//! The mapping and its volatile pointers are the transport's
+//! ([`cosim_link::shm::MappedVolatile`], which holds their `unsafe`); this module is the
+//! register-style access on top: bounds, faults, and splitting a range into bytes and words.
 //!
 //! The host uses this mapping for the untimed bulk set-up (loading a data set before the run,
 //! DESIGN.md section 4) and, mapping the device's register page the same way, for the attach
-//! probe of its identity registers ([`crate::registers`]). Every timed access (launch stores, flow control, RP and BS result
-//! loads) goes through the link model, over the co-simulation turn ([`cosim_link::turn`]).
+//! probe of its identity registers ([`crate::registers`]). Every timed access (launch stores,
+//! flow control, RP and BS result loads) goes through the link model, over the co-simulation turn ([`cosim_link::turn`]).
 
-use cosim_link::shm::SegmentError;
-use memmap2::{MmapOptions, MmapRaw};
+use cosim_link::shm::{MappedVolatile, SegmentError};
 use shared_abi::DeviceAddress;
-use std::os::fd::{AsRawFd, BorrowedFd};
-use std::ptr::NonNull;
-use volatile::VolatilePtr;
+use std::os::fd::BorrowedFd;
 
 /// An access outside the window; nothing was read or written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -34,11 +34,10 @@ pub struct WindowFault {
 ///
 /// # Invariants
 ///
-/// `map` is a shared, read-write, page-aligned mapping of `map.len()` bytes of a segment
-/// sealed against shrinking (checked by [`cosim_link::shm::MappedWords::map`]'s rules), alive and
-/// never remapped until `self` drops. Device address `a` is byte `a` of the mapping.
+/// Device address `a` is byte `a` of `map` (a checked, sealed segment mapped by
+/// [`cosim_link::shm::MappedVolatile`], which holds the `unsafe` of the mapping).
 pub struct DeviceWindow {
-    map: MmapRaw,
+    map: MappedVolatile,
 }
 
 impl core::fmt::Debug for DeviceWindow {
@@ -52,31 +51,18 @@ impl core::fmt::Debug for DeviceWindow {
 impl DeviceWindow {
     /// Maps the device-memory segment `fd` of `bytes` bytes.
     pub fn map(fd: BorrowedFd<'_>, bytes: u64) -> Result<DeviceWindow, SegmentError> {
-        // The same checks as for any segment (size, seals).
-        drop(cosim_link::shm::MappedWords::map(fd, bytes)?);
-        let length = usize::try_from(bytes).map_err(|_| SegmentError::Size {
-            expected: bytes,
-            actual: bytes,
-        })?;
-        let map = MmapOptions::new()
-            .len(length)
-            .map_raw(fd.as_raw_fd())
-            .map_err(|error| SegmentError::System {
-                what: "mapping the device memory window",
-                error,
-            })?;
-        // INVARIANT: shared read-write mapping of the checked, sealed segment.
+        let map = MappedVolatile::map(fd, bytes, "mapping the device memory window")?;
         Ok(DeviceWindow { map })
     }
 
     /// Bytes of the window.
     pub fn len(&self) -> u64 {
-        self.map.len() as u64
+        self.map.len()
     }
 
     /// Whether the window has no bytes.
     pub fn is_empty(&self) -> bool {
-        self.map.len() == 0
+        self.map.is_empty()
     }
 
     /// The byte offset range of `[address, address + length)`, if inside the window.
@@ -87,29 +73,10 @@ impl DeviceWindow {
         };
         let start = usize::try_from(address.0).map_err(|_| fault)?;
         let end = start.checked_add(length).ok_or(fault)?;
-        if end > self.map.len() {
+        if end as u64 > self.map.len() {
             return Err(fault);
         }
         Ok((start, end))
-    }
-
-    /// A volatile pointer to the `T` at byte `offset`, if a whole `T` fits there and `offset`
-    /// is aligned for it.
-    fn at<T: Copy>(&self, offset: usize) -> Option<VolatilePtr<'_, T>> {
-        let end = offset.checked_add(size_of::<T>())?;
-        if end > self.map.len() || offset % align_of::<T>() != 0 {
-            return None;
-        }
-        let pointer = NonNull::new(self.map.as_mut_ptr().wrapping_add(offset).cast::<T>())?;
-        // SAFETY:
-        // - `pointer` lies inside the live mapping with room for a whole `T` and is aligned
-        //   for it (checked above; the mapping itself is page-aligned);
-        // - the mapping outlives the returned pointer, whose lifetime is tied to `&self`;
-        // - the `T`s used here (`u8`, `u64`) are valid for every bit pattern, so a volatile
-        //   read of memory the device writes is a valid value;
-        // - no reference into the window is ever formed; the emulator process accesses it
-        //   too, which volatile accesses to shared memory tolerate.
-        Some(unsafe { VolatilePtr::new(pointer) })
     }
 
     /// Writes `data` at `address` with volatile stores (aligned 8-byte words where possible).
@@ -127,7 +94,7 @@ impl DeviceWindow {
             if offset % 8 == 0 && rest.len() >= 8 {
                 break;
             }
-            self.at::<u8>(offset).ok_or(fault)?.write(byte);
+            self.map.at::<u8>(offset).ok_or(fault)?.write(byte);
             offset += 1;
             rest = tail;
         }
@@ -135,13 +102,14 @@ impl DeviceWindow {
         for word in &mut words {
             let mut value = [0u8; 8];
             value.copy_from_slice(word);
-            self.at::<u64>(offset)
+            self.map
+                .at::<u64>(offset)
                 .ok_or(fault)?
                 .write(u64::from_le_bytes(value));
             offset += 8;
         }
         for &byte in words.remainder() {
-            self.at::<u8>(offset).ok_or(fault)?.write(byte);
+            self.map.at::<u8>(offset).ok_or(fault)?.write(byte);
             offset += 1;
         }
         Ok(())
@@ -159,17 +127,24 @@ impl DeviceWindow {
         let mut rest = buffer;
         while !rest.is_empty() && (offset % 8 != 0 || rest.len() < 8) {
             let (first, tail) = rest.split_at_mut(1);
-            first[0] = self.at::<u8>(offset).ok_or(fault)?.read();
+            first[0] = self.map.at::<u8>(offset).ok_or(fault)?.read();
             offset += 1;
             rest = tail;
         }
         let mut words = rest.chunks_exact_mut(8);
         for word in &mut words {
-            word.copy_from_slice(&self.at::<u64>(offset).ok_or(fault)?.read().to_le_bytes());
+            word.copy_from_slice(
+                &self
+                    .map
+                    .at::<u64>(offset)
+                    .ok_or(fault)?
+                    .read()
+                    .to_le_bytes(),
+            );
             offset += 8;
         }
         for byte in words.into_remainder() {
-            *byte = self.at::<u8>(offset).ok_or(fault)?.read();
+            *byte = self.map.at::<u8>(offset).ok_or(fault)?.read();
             offset += 1;
         }
         Ok(())

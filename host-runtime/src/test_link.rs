@@ -8,7 +8,7 @@ use crate::app::{AppError, AppProblem, DeviceInput, Scope, Verification};
 use crate::app::{Application, DeviceLoader, HostCost, HostTask, LaunchPlan, LoadError};
 use crate::modes::axle::AxleRing;
 use crate::runtime::Runtime;
-use cosim_link::link::{DeviceLink, HostAgent, LinkResponse, Wake};
+use cosim_link::link::{DeviceLink, HostAgent, LinkCall, LinkResponse, Wake};
 use host_driver::frames::FrameAllocator;
 use host_driver::phys::PhysicalMemory;
 use host_driver::sync::{Arc, Ordering};
@@ -18,53 +18,14 @@ use shared_abi::{CommandDescriptor, DeviceAddress, MetadataRecord, Ticks};
 use std::collections::VecDeque;
 use zerocopy::IntoBytes;
 
-/// One call the runtime made on the link.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Call {
-    /// A posted CXL.mem store.
-    MemStore {
-        at: Ticks,
-        address: DeviceAddress,
-        data: Vec<u8>,
-    },
-    /// A synchronous CXL.mem store.
-    MemStoreSynchronous {
-        at: Ticks,
-        address: DeviceAddress,
-        data: Vec<u8>,
-        token: u64,
-    },
-    /// CXL.mem loads.
-    MemLoad {
-        at: Ticks,
-        address: DeviceAddress,
-        length: u64,
-        token: u64,
-    },
-    /// A CXL.io register write.
-    IoWrite {
-        at: Ticks,
-        register: u64,
-        value: u64,
-    },
-    /// A CXL.io register read.
-    IoRead {
-        at: Ticks,
-        register: u64,
-        token: u64,
-    },
-}
-
-impl Call {
-    /// The call's kind and target, without times, tokens or data (for comparing sequences).
-    pub(crate) fn shape(&self) -> (&'static str, u64) {
-        match self {
-            Call::MemStore { address, .. } => ("mem_store", address.0),
-            Call::MemStoreSynchronous { address, .. } => ("mem_store_synchronous", address.0),
-            Call::MemLoad { address, .. } => ("mem_load", address.0),
-            Call::IoWrite { register, .. } => ("io_write", *register),
-            Call::IoRead { register, .. } => ("io_read", *register),
-        }
+/// The call's kind and target, without times, tokens or data (for comparing sequences).
+pub(crate) fn shape(call: &LinkCall<'_>) -> (&'static str, u64) {
+    match call {
+        LinkCall::MemStore { address, .. } => ("mem_store", address.0),
+        LinkCall::MemStoreSynchronous { address, .. } => ("mem_store_synchronous", address.0),
+        LinkCall::MemLoad { address, .. } => ("mem_load", address.0),
+        LinkCall::IoWrite { register, .. } => ("io_write", *register),
+        LinkCall::IoRead { register, .. } => ("io_read", *register),
     }
 }
 
@@ -84,7 +45,7 @@ pub(crate) enum Reply {
 #[derive(Debug, Default)]
 pub(crate) struct ScriptedLink {
     /// Every call, in order.
-    pub(crate) calls: Vec<Call>,
+    pub(crate) calls: Vec<LinkCall<'static>>,
     script: VecDeque<Reply>,
     /// Responses due, in the order they were made.
     pending: Vec<(Ticks, LinkResponse)>,
@@ -108,7 +69,7 @@ impl ScriptedLink {
 
     /// The calls' shapes (kind and target), in order.
     pub(crate) fn shapes(&self) -> Vec<(&'static str, u64)> {
-        self.calls.iter().map(Call::shape).collect()
+        self.calls.iter().map(shape).collect()
     }
 
     /// The stores (posted or synchronous) to `address`, with their times.
@@ -116,17 +77,17 @@ impl ScriptedLink {
         self.calls
             .iter()
             .filter_map(|call| match call {
-                Call::MemStore {
-                    at,
+                LinkCall::MemStore {
+                    now,
                     address: a,
                     data,
                 }
-                | Call::MemStoreSynchronous {
-                    at,
+                | LinkCall::MemStoreSynchronous {
+                    now,
                     address: a,
                     data,
                     ..
-                } if *a == address => Some((*at, data.clone())),
+                } if *a == address => Some((*now, data.to_vec())),
                 _ => None,
             })
             .collect()
@@ -168,51 +129,11 @@ impl ScriptedLink {
 }
 
 impl DeviceLink for ScriptedLink {
-    fn mem_store(&mut self, now: Ticks, address: DeviceAddress, data: &[u8]) {
-        self.calls.push(Call::MemStore {
-            at: now,
-            address,
-            data: data.to_vec(),
-        });
-    }
-    fn mem_store_synchronous(
-        &mut self,
-        now: Ticks,
-        address: DeviceAddress,
-        data: &[u8],
-        token: u64,
-    ) {
-        self.calls.push(Call::MemStoreSynchronous {
-            at: now,
-            address,
-            data: data.to_vec(),
-            token,
-        });
-        self.answer(now, token);
-    }
-    fn mem_load(&mut self, now: Ticks, address: DeviceAddress, length: u64, _: u32, token: u64) {
-        self.calls.push(Call::MemLoad {
-            at: now,
-            address,
-            length,
-            token,
-        });
-        self.answer(now, token);
-    }
-    fn io_write(&mut self, now: Ticks, register: u64, value: u64) {
-        self.calls.push(Call::IoWrite {
-            at: now,
-            register,
-            value,
-        });
-    }
-    fn io_read(&mut self, now: Ticks, register: u64, token: u64) {
-        self.calls.push(Call::IoRead {
-            at: now,
-            register,
-            token,
-        });
-        self.answer(now, token);
+    fn call(&mut self, call: LinkCall<'_>) {
+        if let Some(token) = call.token() {
+            self.answer(call.now(), token);
+        }
+        self.calls.push(call.into_owned());
     }
 }
 

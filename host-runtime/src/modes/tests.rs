@@ -85,17 +85,7 @@ fn rp_stores_the_descriptor_rings_polls_until_complete_dequeues_then_loads_once(
             ("mem_load", RESULT_ADDRESS),
         ]
     );
-    let times: Vec<u64> = link
-        .calls
-        .iter()
-        .map(|call| match call {
-            crate::test_link::Call::MemStore { at, .. }
-            | crate::test_link::Call::MemStoreSynchronous { at, .. }
-            | crate::test_link::Call::MemLoad { at, .. }
-            | crate::test_link::Call::IoWrite { at, .. }
-            | crate::test_link::Call::IoRead { at, .. } => at.as_ns(),
-        })
-        .collect();
+    let times: Vec<u64> = link.calls.iter().map(|call| call.now().as_ns()).collect();
     // Doorbell on the acknowledgement; polls one remote interval (1 µs) apart; the second
     // poll answers "complete": dequeue and load at once.
     assert_eq!(times, vec![0, 100, 1_100, 2_100, 2_600, 2_600]);

@@ -3,8 +3,9 @@
 //! D1 to D4) and records every call the runtime makes on the link.
 
 use super::*;
-use crate::app::{DeviceInput, HostTask, LoadError, Verification};
+use crate::app::{HostTask, LoadError, Verification};
 use crate::trace::HostSpan;
+use cosim_link::link::{LinkCall, Recorder};
 use host_driver::frames::FrameAllocator;
 use host_driver::phys::PhysicalMemory;
 use host_driver::sync::{Arc, Ordering};
@@ -16,25 +17,19 @@ use zerocopy::FromBytes;
 const SLOT: u32 = 32;
 const SLOTS: u32 = 2048;
 
-/// A link that records the posted stores and answers nothing.
-#[derive(Default)]
-struct RecordingLink {
-    /// Flow-control stores: (time, message).
-    flow_control: Vec<(Ticks, FlowControlMessage)>,
-}
-
-impl DeviceLink for RecordingLink {
-    fn mem_store(&mut self, now: Ticks, address: DeviceAddress, data: &[u8]) {
-        if address == device_map::FLOW_CONTROL {
-            if let Ok(message) = FlowControlMessage::read_from_bytes(data) {
-                self.flow_control.push((now, message));
+/// The flow-control stores `link` recorded: (time, message).
+fn flow_control(link: &Recorder) -> Vec<(Ticks, FlowControlMessage)> {
+    link.calls
+        .iter()
+        .filter_map(|call| match call {
+            LinkCall::MemStore { now, address, data } if *address == device_map::FLOW_CONTROL => {
+                FlowControlMessage::read_from_bytes(data)
+                    .ok()
+                    .map(|message| (*now, message))
             }
-        }
-    }
-    fn mem_store_synchronous(&mut self, _: Ticks, _: DeviceAddress, _: &[u8], _: u64) {}
-    fn mem_load(&mut self, _: Ticks, _: DeviceAddress, _: u64, _: u32, _: u64) {}
-    fn io_write(&mut self, _: Ticks, _: u64, _: u64) {}
-    fn io_read(&mut self, _: Ticks, _: u64, _: u64) {}
+            _ => None,
+        })
+        .collect()
 }
 
 /// An application whose launches are given; task `i` costs `operations[i]` instructions.
@@ -73,32 +68,7 @@ impl Application for ScriptedApp {
 /// A launch of `chunks` 32-byte result chunks; task `i` needs the chunks from `needs[i].0` up
 /// to `needs[i].1`.
 fn plan(chunks: u64, needs: &[(u64, u64)], input_bytes: usize) -> LaunchPlan {
-    let tasks = needs
-        .iter()
-        .enumerate()
-        .map(|(id, &(first, end))| HostTask {
-            id: id as u32,
-            needs: first * u64::from(SLOT)..end * u64::from(SLOT),
-            chain: None,
-        })
-        .collect();
-    let inputs = if input_bytes > 0 {
-        vec![DeviceInput {
-            address: DeviceAddress(0x10_0000),
-            bytes: vec![7; input_bytes],
-        }]
-    } else {
-        Vec::new()
-    };
-    LaunchPlan {
-        inputs,
-        command: CommandDescriptor {
-            result_address: 0x20_0000,
-            result_length: chunks * u64::from(SLOT),
-            ..CommandDescriptor::default()
-        },
-        tasks,
-    }
+    crate::test_link::plan(u64::from(SLOT), chunks, needs, input_bytes)
 }
 
 fn ring() -> AxleRing {
@@ -161,7 +131,7 @@ fn produce(runtime: &Runtime<'_>, tag: u32, index: u64, chunk: u64) {
 }
 
 /// Runs every host turn due up to `until` (the runtime asks for its wake-ups).
-fn advance(runtime: &mut Runtime<'_>, link: &mut RecordingLink, now: &mut Ticks, until: Ticks) {
+fn advance(runtime: &mut Runtime<'_>, link: &mut Recorder, now: &mut Ticks, until: Ticks) {
     loop {
         match runtime.turn(*now, link) {
             Wake::At(at) if at <= until => *now = at,
@@ -217,7 +187,7 @@ fn a_poll_costs_the_control_thread_the_same_for_1_and_for_1000_records() {
         operations: BTreeMap::new(),
     };
     let mut rt = runtime(&mut app, 10_000);
-    let mut link = RecordingLink::default();
+    let mut link = Recorder::default();
     let mut now = Ticks::ZERO;
     advance(&mut rt, &mut link, &mut now, ns(1_000));
     produce(&rt, 1, 0, 0);
@@ -256,7 +226,7 @@ fn a_task_reads_its_records_with_its_payloads_as_host_work() {
         operations: BTreeMap::new(),
     };
     let mut rt = runtime(&mut app, 1_000);
-    let mut link = RecordingLink::default();
+    let mut link = Recorder::default();
     let mut now = Ticks::ZERO;
     advance(&mut rt, &mut link, &mut now, ns(500));
     for index in 0..4 {
@@ -286,7 +256,7 @@ fn the_metadata_head_waits_for_the_task_that_reads_the_oldest_record() {
         operations: BTreeMap::from([(0, 30_000)]),
     };
     let mut rt = runtime(&mut app, 500);
-    let mut link = RecordingLink::default();
+    let mut link = Recorder::default();
     let mut now = Ticks::ZERO;
     advance(&mut rt, &mut link, &mut now, ns(100));
     for index in 0..3 {
@@ -298,11 +268,10 @@ fn the_metadata_head_waits_for_the_task_that_reads_the_oldest_record() {
     assert_eq!(state.polled, 3);
     assert_eq!((state.metadata_head, state.payload_head), (0, 0));
     assert_eq!(state.gap_slots, 2);
-    assert!(link.flow_control.is_empty(), "{:?}", link.flow_control);
+    assert!(flow_control(&link).is_empty(), "{:?}", flow_control(&link));
     advance(&mut rt, &mut link, &mut now, ns(30_000));
     // Task 0 finished: both heads pass all three records, in one store.
-    let heads: Vec<(u64, u64)> = link
-        .flow_control
+    let heads: Vec<(u64, u64)> = flow_control(&link)
         .iter()
         .map(|(_, message)| (message.metadata_head, message.payload_head))
         .collect();
@@ -312,7 +281,7 @@ fn the_metadata_head_waits_for_the_task_that_reads_the_oldest_record() {
         .find(|span| matches!(span.kind, HostSpanKind::Task { task: 0, .. }))
         .map(|span| span.end)
         .expect("task 0 ran");
-    assert!(link.flow_control[0].0 >= task_0_end);
+    assert!(flow_control(&link)[0].0 >= task_0_end);
 }
 
 #[test]
@@ -324,7 +293,7 @@ fn input_stores_occupy_the_control_thread_and_no_poll_runs_during_them() {
         operations: BTreeMap::new(),
     };
     let mut rt = runtime(&mut app, 500);
-    let mut link = RecordingLink::default();
+    let mut link = Recorder::default();
     let mut now = Ticks::ZERO;
     advance(&mut rt, &mut link, &mut now, ns(100));
     produce(&rt, 1, 0, 0);
@@ -387,7 +356,7 @@ fn an_interrupt_handler_costs_one_poll_whatever_it_takes_and_leaves_the_control_
     };
     let mut rt = Runtime::new(Mode::AxleIrq, config(500), &mut app, Some(ring()));
     rt.enable_trace();
-    let mut link = RecordingLink::default();
+    let mut link = Recorder::default();
     let mut now = Ticks::ZERO;
     advance(&mut rt, &mut link, &mut now, ns(1_000));
     produce(&rt, 1, 0, 0);
@@ -426,7 +395,7 @@ fn polling_stops_once_every_result_of_the_launch_has_arrived() {
         operations: BTreeMap::from([(0, 45_000)]),
     };
     let mut rt = runtime(&mut app, 500);
-    let mut link = RecordingLink::default();
+    let mut link = Recorder::default();
     let mut now = Ticks::ZERO;
     advance(&mut rt, &mut link, &mut now, ns(1_000));
     produce(&rt, 1, 0, 0);
@@ -454,7 +423,7 @@ fn an_interrupt_handlers_batch_reaches_the_scheduler_when_that_handler_ends() {
     };
     let mut rt = Runtime::new(Mode::AxleIrq, config(500), &mut app, Some(ring()));
     rt.enable_trace();
-    let mut link = RecordingLink::default();
+    let mut link = Recorder::default();
     let mut now = Ticks::ZERO;
     advance(&mut rt, &mut link, &mut now, ns(1_000));
     produce(&rt, 1, 0, 0);

@@ -40,12 +40,17 @@
 //! non-blocking `MSG_PEEK` on the socket returns end-of-file once the peer process has died
 //! (the kernel closes its descriptors), so a dead peer is noticed within milliseconds.
 
-use crate::link::{DeviceLink, HostAgent, LinkResponse, Wake};
+use crate::link::{HostAgent, Wake};
 use crate::shm::{MappedWords, SegmentError};
-use shared_abi::{DeviceAddress, Ticks};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+mod message;
+
+pub use message::{
+    decode_device_turn, decode_host_turn, replay_host_turn, DeviceTurn, RecordingLink,
+};
 
 /// Turn flag: the emulator holds the turn.
 pub const DEVICE: u64 = 1;
@@ -297,369 +302,6 @@ pub fn peer_alive(socket: &UnixStream) -> Result<bool, TurnError> {
     }
 }
 
-// ----- encoding ---------------------------------------------------------------------------
-
-const STORE_DONE: u64 = 1;
-const LOAD_DONE: u64 = 2;
-const IO_READ_DONE: u64 = 3;
-const INTERRUPT: u64 = 4;
-
-const MEM_STORE: u64 = 1;
-const MEM_STORE_SYNCHRONOUS: u64 = 2;
-const MEM_LOAD: u64 = 3;
-const IO_WRITE: u64 = 4;
-const IO_READ: u64 = 5;
-const WAKE: u64 = 15;
-
-const WAKE_AT: u64 = 0;
-const WAKE_ON_RESPONSE: u64 = 1;
-const WAKE_DONE: u64 = 2;
-
-#[derive(Debug, Default)]
-struct Writer {
-    bytes: Vec<u8>,
-}
-
-impl Writer {
-    fn word(&mut self, value: u64) {
-        self.bytes.extend_from_slice(&value.to_le_bytes());
-    }
-
-    fn string(&mut self, data: &[u8]) {
-        self.word(data.len() as u64);
-        self.bytes.extend_from_slice(data);
-        let padded = self.bytes.len().next_multiple_of(8);
-        self.bytes.resize(padded, 0);
-    }
-}
-
-struct Reader<'a> {
-    rest: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    fn is_empty(&self) -> bool {
-        self.rest.is_empty()
-    }
-
-    fn word(&mut self) -> Result<u64, TurnError> {
-        let (head, tail) = self
-            .rest
-            .split_first_chunk::<8>()
-            .ok_or(TurnError::Malformed("message ends inside a field"))?;
-        self.rest = tail;
-        Ok(u64::from_le_bytes(*head))
-    }
-
-    fn string(&mut self) -> Result<&'a [u8], TurnError> {
-        let length = self.word()?;
-        let padded = usize::try_from(length)
-            .ok()
-            .and_then(|length| length.checked_next_multiple_of(8))
-            .filter(|&padded| padded <= self.rest.len())
-            .ok_or(TurnError::Malformed("byte string longer than the message"))?;
-        let (field, tail) = self.rest.split_at(padded);
-        self.rest = tail;
-        Ok(field.get(..length as usize).unwrap_or_default())
-    }
-
-    fn u32(&mut self) -> Result<u32, TurnError> {
-        u32::try_from(self.word()?).map_err(|_| TurnError::Malformed("32-bit field out of range"))
-    }
-}
-
-/// The emulator's half of a turn: the responses delivered since the last turn, encoded as
-/// they arrive.
-#[derive(Debug, Default)]
-pub struct DeviceTurn {
-    writer: Writer,
-    count: u64,
-}
-
-impl DeviceTurn {
-    /// Adds a response delivered at `at`.
-    pub fn deliver(&mut self, at: Ticks, response: &LinkResponse) {
-        let w = &mut self.writer;
-        w.word(at.0);
-        match response {
-            LinkResponse::StoreDone { token, status } => {
-                w.word(STORE_DONE);
-                w.word(*token);
-                w.word(u64::from(*status));
-            }
-            LinkResponse::LoadDone { token, data } => {
-                w.word(LOAD_DONE);
-                w.word(*token);
-                w.string(data);
-            }
-            LinkResponse::IoReadDone { token, value } => {
-                w.word(IO_READ_DONE);
-                w.word(*token);
-                w.word(*value);
-            }
-            LinkResponse::Interrupt { message } => {
-                w.word(INTERRUPT);
-                w.word(*message);
-            }
-        }
-        self.count += 1;
-    }
-
-    /// The message for a turn at `now`; empties `self`.
-    pub fn take(&mut self, now: Ticks) -> Vec<u8> {
-        let body = std::mem::take(&mut self.writer.bytes);
-        let mut message = Vec::with_capacity(body.len() + 16);
-        message.extend_from_slice(&now.0.to_le_bytes());
-        message.extend_from_slice(&self.count.to_le_bytes());
-        message.extend_from_slice(&body);
-        self.count = 0;
-        message
-    }
-}
-
-/// Decodes the emulator's half of a turn: the time and the deliveries, in order.
-pub fn decode_device_turn(
-    message: &[u8],
-) -> Result<(Ticks, Vec<(Ticks, LinkResponse)>), TurnError> {
-    let mut r = Reader { rest: message };
-    let now = Ticks(r.word()?);
-    let count = r.word()?;
-    let mut deliveries = Vec::new();
-    for _ in 0..count {
-        let at = Ticks(r.word()?);
-        let response = match r.word()? {
-            STORE_DONE => LinkResponse::StoreDone {
-                token: r.word()?,
-                status: r.u32()?,
-            },
-            LOAD_DONE => LinkResponse::LoadDone {
-                token: r.word()?,
-                data: r.string()?.to_vec(),
-            },
-            IO_READ_DONE => LinkResponse::IoReadDone {
-                token: r.word()?,
-                value: r.word()?,
-            },
-            INTERRUPT => LinkResponse::Interrupt { message: r.word()? },
-            _ => return Err(TurnError::Malformed("unknown response code")),
-        };
-        deliveries.push((at, response));
-    }
-    if !r.is_empty() {
-        return Err(TurnError::Malformed("bytes after the last delivery"));
-    }
-    Ok((now, deliveries))
-}
-
-/// A link call the host made during its turn.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum LinkCall {
-    MemStore {
-        now: Ticks,
-        address: DeviceAddress,
-        data: Vec<u8>,
-    },
-    MemStoreSynchronous {
-        now: Ticks,
-        address: DeviceAddress,
-        data: Vec<u8>,
-        token: u64,
-    },
-    MemLoad {
-        now: Ticks,
-        address: DeviceAddress,
-        length: u64,
-        outstanding: u32,
-        token: u64,
-    },
-    IoWrite {
-        now: Ticks,
-        register: u64,
-        value: u64,
-    },
-    IoRead {
-        now: Ticks,
-        register: u64,
-        token: u64,
-    },
-}
-
-/// The host's [`DeviceLink`] across processes: records every call, in order, for the emulator
-/// to replay onto its link when the turn comes back.
-#[derive(Debug, Default)]
-pub struct RecordingLink {
-    writer: Writer,
-}
-
-impl RecordingLink {
-    /// Whether a call was recorded since the last [`RecordingLink::finish`].
-    pub fn has_calls(&self) -> bool {
-        !self.writer.bytes.is_empty()
-    }
-
-    /// The message that ends the turn: the recorded calls, then `wake`; empties `self`.
-    pub fn finish(&mut self, wake: Wake) -> Vec<u8> {
-        let w = &mut self.writer;
-        w.word(WAKE);
-        match wake {
-            Wake::At(at) => {
-                w.word(WAKE_AT);
-                w.word(at.0);
-            }
-            Wake::OnResponse => {
-                w.word(WAKE_ON_RESPONSE);
-                w.word(0);
-            }
-            Wake::Done => {
-                w.word(WAKE_DONE);
-                w.word(0);
-            }
-        }
-        std::mem::take(&mut w.bytes)
-    }
-}
-
-impl DeviceLink for RecordingLink {
-    fn mem_store(&mut self, now: Ticks, address: DeviceAddress, data: &[u8]) {
-        let w = &mut self.writer;
-        w.word(MEM_STORE);
-        w.word(now.0);
-        w.word(address.0);
-        w.string(data);
-    }
-
-    fn mem_store_synchronous(
-        &mut self,
-        now: Ticks,
-        address: DeviceAddress,
-        data: &[u8],
-        token: u64,
-    ) {
-        let w = &mut self.writer;
-        w.word(MEM_STORE_SYNCHRONOUS);
-        w.word(now.0);
-        w.word(address.0);
-        w.string(data);
-        w.word(token);
-    }
-
-    fn mem_load(
-        &mut self,
-        now: Ticks,
-        address: DeviceAddress,
-        length: u64,
-        outstanding: u32,
-        token: u64,
-    ) {
-        let w = &mut self.writer;
-        w.word(MEM_LOAD);
-        w.word(now.0);
-        w.word(address.0);
-        w.word(length);
-        w.word(u64::from(outstanding));
-        w.word(token);
-    }
-
-    fn io_write(&mut self, now: Ticks, register: u64, value: u64) {
-        let w = &mut self.writer;
-        w.word(IO_WRITE);
-        w.word(now.0);
-        w.word(register);
-        w.word(value);
-    }
-
-    fn io_read(&mut self, now: Ticks, register: u64, token: u64) {
-        let w = &mut self.writer;
-        w.word(IO_READ);
-        w.word(now.0);
-        w.word(register);
-        w.word(token);
-    }
-}
-
-/// Decodes the host's half of a turn (checking all of it first) and replays its link calls,
-/// in order, onto `link`; returns the host's wake.
-pub fn replay_host_turn(message: &[u8], link: &mut dyn DeviceLink) -> Result<Wake, TurnError> {
-    let mut r = Reader { rest: message };
-    let mut calls = Vec::new();
-    let wake = loop {
-        let call = match r.word()? {
-            MEM_STORE => LinkCall::MemStore {
-                now: Ticks(r.word()?),
-                address: DeviceAddress(r.word()?),
-                data: r.string()?.to_vec(),
-            },
-            MEM_STORE_SYNCHRONOUS => LinkCall::MemStoreSynchronous {
-                now: Ticks(r.word()?),
-                address: DeviceAddress(r.word()?),
-                data: r.string()?.to_vec(),
-                token: r.word()?,
-            },
-            MEM_LOAD => LinkCall::MemLoad {
-                now: Ticks(r.word()?),
-                address: DeviceAddress(r.word()?),
-                length: r.word()?,
-                outstanding: r.u32()?,
-                token: r.word()?,
-            },
-            IO_WRITE => LinkCall::IoWrite {
-                now: Ticks(r.word()?),
-                register: r.word()?,
-                value: r.word()?,
-            },
-            IO_READ => LinkCall::IoRead {
-                now: Ticks(r.word()?),
-                register: r.word()?,
-                token: r.word()?,
-            },
-            WAKE => {
-                let kind = r.word()?;
-                let at = r.word()?;
-                break match kind {
-                    WAKE_AT => Wake::At(Ticks(at)),
-                    WAKE_ON_RESPONSE => Wake::OnResponse,
-                    WAKE_DONE => Wake::Done,
-                    _ => return Err(TurnError::Malformed("unknown wake kind")),
-                };
-            }
-            _ => return Err(TurnError::Malformed("unknown link call code")),
-        };
-        calls.push(call);
-    };
-    if !r.is_empty() {
-        return Err(TurnError::Malformed("bytes after the wake"));
-    }
-    for call in calls {
-        match call {
-            LinkCall::MemStore { now, address, data } => link.mem_store(now, address, &data),
-            LinkCall::MemStoreSynchronous {
-                now,
-                address,
-                data,
-                token,
-            } => link.mem_store_synchronous(now, address, &data, token),
-            LinkCall::MemLoad {
-                now,
-                address,
-                length,
-                outstanding,
-                token,
-            } => link.mem_load(now, address, length, outstanding, token),
-            LinkCall::IoWrite {
-                now,
-                register,
-                value,
-            } => link.io_write(now, register, value),
-            LinkCall::IoRead {
-                now,
-                register,
-                token,
-            } => link.io_read(now, register, token),
-        }
-    }
-    Ok(wake)
-}
-
 /// The host process's side of the co-simulation: takes each turn the emulator hands over,
 /// delivers its responses to `agent` and runs `agent`'s turn with a [`RecordingLink`], until
 /// the agent is done or the emulator ends the run. `peer` is the socket to the emulator.
@@ -689,86 +331,23 @@ pub fn serve_host(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A link that remembers what was called on it.
-    #[derive(Default)]
-    struct Calls(Vec<LinkCall>);
-
-    impl DeviceLink for Calls {
-        fn mem_store(&mut self, now: Ticks, address: DeviceAddress, data: &[u8]) {
-            self.0.push(LinkCall::MemStore {
-                now,
-                address,
-                data: data.to_vec(),
-            });
-        }
-        fn mem_store_synchronous(
-            &mut self,
-            now: Ticks,
-            address: DeviceAddress,
-            data: &[u8],
-            token: u64,
-        ) {
-            self.0.push(LinkCall::MemStoreSynchronous {
-                now,
-                address,
-                data: data.to_vec(),
-                token,
-            });
-        }
-        fn mem_load(
-            &mut self,
-            now: Ticks,
-            address: DeviceAddress,
-            length: u64,
-            outstanding: u32,
-            token: u64,
-        ) {
-            self.0.push(LinkCall::MemLoad {
-                now,
-                address,
-                length,
-                outstanding,
-                token,
-            });
-        }
-        fn io_write(&mut self, now: Ticks, register: u64, value: u64) {
-            self.0.push(LinkCall::IoWrite {
-                now,
-                register,
-                value,
-            });
-        }
-        fn io_read(&mut self, now: Ticks, register: u64, token: u64) {
-            self.0.push(LinkCall::IoRead {
-                now,
-                register,
-                token,
-            });
-        }
-    }
-
-    fn drive(link: &mut dyn DeviceLink) {
-        link.mem_store(Ticks(5), DeviceAddress(0x1000), &[1, 2, 3]);
-        link.mem_store_synchronous(Ticks(6), DeviceAddress(0), &[9; 64], 11);
-        link.mem_load(Ticks(7), DeviceAddress(0x10_0000), 4096, 8, 12);
-        link.io_write(Ticks(8), 0x10, 0xdead);
-        link.io_read(Ticks(9), 0x18, 13);
-    }
+    use crate::link::tests::drive;
+    use crate::link::{LinkResponse, Recorder};
+    use shared_abi::Ticks;
 
     #[test]
     fn recorded_link_calls_replay_in_order_with_their_times() {
         let mut recording = RecordingLink::default();
         drive(&mut recording);
         let message = recording.finish(Wake::At(Ticks(77)));
-        let mut replayed = Calls::default();
+        let mut replayed = Recorder::default();
         assert_eq!(
             replay_host_turn(&message, &mut replayed).unwrap(),
             Wake::At(Ticks(77))
         );
-        let mut direct = Calls::default();
+        let mut direct = Recorder::default();
         drive(&mut direct);
-        assert_eq!(replayed.0, direct.0);
+        assert_eq!(replayed, direct);
     }
 
     #[test]
@@ -812,7 +391,7 @@ mod tests {
         drive(&mut recording);
         let message = recording.finish(Wake::Done);
         for cut in 0..message.len() {
-            assert!(replay_host_turn(&message[..cut], &mut Calls::default()).is_err());
+            assert!(replay_host_turn(&message[..cut], &mut Recorder::default()).is_err());
         }
         let mut turn = DeviceTurn::default();
         turn.deliver(
@@ -829,7 +408,7 @@ mod tests {
         // A byte-string length that points far past the end.
         message[40..48].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(decode_device_turn(&message).is_err());
-        assert!(replay_host_turn(&[0xff; 8], &mut Calls::default()).is_err());
+        assert!(replay_host_turn(&[0xff; 8], &mut Recorder::default()).is_err());
     }
 
     #[test]

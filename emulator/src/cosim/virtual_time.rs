@@ -1,0 +1,63 @@
+//! [`Emulator::run`]: the co-simulation loop in virtual time (see the parent module's docs).
+
+use super::port::LinkPort;
+use super::{CoSimError, Emulator};
+use cosim_link::link::{HostAgent, Wake};
+use shared_abi::Ticks;
+
+impl Emulator {
+    /// Runs the device and `host` together until the host is done. `limit` bounds virtual time.
+    pub fn run(&mut self, host: &mut dyn HostAgent, limit: Ticks) -> Result<(), CoSimError> {
+        let mut wake = Wake::At(self.hardware.now);
+        loop {
+            let host_at = match wake {
+                Wake::Done => return Ok(()),
+                Wake::At(at) => Some(at),
+                Wake::OnResponse => None,
+            };
+            let device_at = self.hardware.queue.peek_time();
+            let device_first = match (device_at, host_at) {
+                (Some(d), Some(h)) => d <= h,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => {
+                    return Err(CoSimError::Deadlock {
+                        at_ns: self.hardware.now.as_ns(),
+                    })
+                }
+            };
+            let next = if device_first { device_at } else { host_at }.unwrap_or(Ticks::NEVER);
+            if next > limit {
+                return Err(CoSimError::TimeLimit {
+                    limit_ns: limit.as_ns(),
+                });
+            }
+            if device_first {
+                let Some((at, event)) = self.hardware.queue.pop() else {
+                    continue;
+                };
+                self.hardware.counts.events += 1;
+                self.hardware.now = at;
+                if let Some(response) = self.process(event) {
+                    host.deliver(at, response);
+                    wake = match wake {
+                        Wake::At(t) if t <= at => Wake::At(t),
+                        Wake::Done => Wake::Done,
+                        _ => Wake::At(at),
+                    };
+                }
+            } else {
+                let at = host_at.unwrap_or(self.hardware.now);
+                self.hardware.now = self.hardware.now.max(at);
+                self.hardware.counts.host_turns += 1;
+                let mut port = LinkPort {
+                    hardware: &mut self.hardware,
+                };
+                wake = host.turn(at, &mut port);
+                if let Some(refusal) = self.hardware.host_in_flight.refusal.take() {
+                    return Err(CoSimError::HostRequest(refusal));
+                }
+            }
+        }
+    }
+}

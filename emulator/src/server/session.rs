@@ -1,0 +1,316 @@
+//! One host's session, from its hello to its end (steps 1 to 4 of the parent module's docs),
+//! in virtual time or on the wall clock.
+
+use super::accept::Signals;
+use super::limits::prepare;
+use super::remote_host::RemoteHost;
+use super::{ServeOptions, SessionError, WallSetup, ATTACH_STEP_TIMEOUT};
+use crate::cosim::{CoSimError, Emulator};
+use crate::dram::DeviceDram;
+use crate::shm::DeviceSegment;
+use cosim_link::attach::{
+    receive_message_with, send_message, AttachError, DeviceCounters, Hello, HelloAnswer,
+    MessageKind, SessionEnd, SessionReady, SessionRequest, WallDeviceEnd,
+};
+use cosim_link::turn::{DeviceTurn, TurnError, TurnPage};
+use cosim_link::wall::WallClock;
+use cosim_link::wall_socket::{device_side, receive_start, DeviceReader, DeviceReaderEnd};
+use shared_abi::{Status, Ticks};
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
+use std::time::Instant;
+use zerocopy::{FromZeros, IntoBytes};
+
+fn closed(error: std::io::Error, when: &'static str) -> SessionError {
+    match error.kind() {
+        ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::BrokenPipe => {
+            SessionError::HostDied(when)
+        }
+        ErrorKind::WouldBlock | ErrorKind::TimedOut => SessionError::Silent {
+            when,
+            after: ATTACH_STEP_TIMEOUT,
+        },
+        _ => SessionError::Io(error),
+    }
+}
+
+/// Tells the host why it is refused (best effort: it may be gone) and returns the error.
+fn refuse(stream: &UnixStream, reason: String) -> SessionError {
+    if let Err(error) = send_message(stream, MessageKind::Refused, &reason, &[]) {
+        log::debug!("emu: the refusal did not reach the host: {error}");
+    }
+    SessionError::Refused(reason)
+}
+
+pub(super) fn session(
+    stream: &UnixStream,
+    pid: i32,
+    signals: &mut Signals,
+    options: &ServeOptions,
+) -> Result<String, SessionError> {
+    stream.set_read_timeout(Some(ATTACH_STEP_TIMEOUT))?;
+    let mut hello = Hello::new_zeroed();
+    let mut reader = stream;
+    reader
+        .read_exact(hello.as_mut_bytes())
+        .map_err(|e| closed(e, "before its hello"))?;
+    log::info!(
+        "emu: host pid {pid} attached (process {} says ABI version {})",
+        hello.pid,
+        hello.version
+    );
+    let mut writer = stream;
+    if !hello.compatible() {
+        writer
+            .write_all(HelloAnswer::new(Status::AbiMismatch).as_bytes())
+            .map_err(|e| closed(e, "during the hello"))?;
+        return Err(SessionError::AbiMismatch {
+            host_version: hello.version,
+            host_hash: hello.layout_hash,
+        });
+    }
+    writer
+        .write_all(HelloAnswer::new(Status::Ok).as_bytes())
+        .map_err(|e| closed(e, "during the hello"))?;
+
+    // Every descriptor that arrives is owned from the moment it arrives: on any error below
+    // (too many, the wrong kind, a bad size) dropping `fds` closes all of them.
+    let (request, mut fds): (SessionRequest, _) = receive_message_with(
+        stream,
+        MessageKind::Session,
+        1..=2,
+        AttachError::HostDied("before its session request"),
+    )
+    .map_err(|error| match error {
+        AttachError::HostDied(when) => SessionError::HostDied(when),
+        AttachError::TimedOut { after, .. } => SessionError::Silent {
+            when: "before its session request",
+            after,
+        },
+        AttachError::Protocol(reason) => refuse(stream, reason),
+        other => other.into(),
+    })?;
+    let setup = match prepare(&request, &fds) {
+        Ok(setup) => setup,
+        Err(reason) => return Err(refuse(stream, reason.to_string())),
+    };
+    let (host_memory, setup) = setup;
+    // A wall-clock run's interrupt line (its eventfd) came second.
+    let interrupt_line = if setup.wall.is_some() {
+        fds.pop()
+    } else {
+        None
+    };
+    let device_bytes = Emulator::device_memory_bytes(&setup.device);
+    let segment = DeviceSegment::shared(device_bytes)?;
+    let dram = DeviceDram::from_segment(segment, device_bytes);
+    let (page, page_fd) = TurnPage::create()?;
+    let mut emulator = Emulator::with_device_memory(
+        setup.device.clone(),
+        host_memory,
+        dram,
+        setup.streaming_factor.into(),
+        setup.out_of_order,
+    );
+    let (data_base, data_end) = emulator.data_window();
+    let register_fd = emulator
+        .serve_registers()?
+        .fd()
+        .ok_or_else(|| SessionError::Refused("the register page is not shared".into()))?
+        .try_clone_to_owned()?;
+    let device_fd = emulator
+        .dram()
+        .segment()
+        .fd()
+        .ok_or_else(|| SessionError::Refused("device memory is not shared".into()))?;
+    send_message(
+        stream,
+        MessageKind::Ready,
+        &SessionReady {
+            device_memory_bytes: device_bytes,
+            data_base: data_base.0,
+            data_end: data_end.0,
+            turn_page_bytes: cosim_link::turn::TURN_PAGE_BYTES,
+        },
+        &[device_fd, page_fd.as_fd(), register_fd.as_fd()],
+    )?;
+    drop(register_fd);
+    drop(page_fd);
+    stream.set_read_timeout(None)?;
+    log::info!("emu: host pid {pid}: segments exchanged; the run starts");
+
+    if let (Some(wall), Some(line)) = (setup.wall, interrupt_line) {
+        return wall_session(stream, &mut emulator, wall, line, signals, options);
+    }
+
+    let mut host = RemoteHost {
+        page: &page,
+        peer: stream,
+        signals,
+        pending: DeviceTurn::default(),
+        turns: 0,
+        error: None,
+        turn_timeout: options.turn_timeout,
+        deadline: Instant::now().checked_add(options.session_limit),
+        expired: false,
+    };
+    let outcome = emulator.run(&mut host, Ticks::from_ns(setup.limit_ns));
+    let turns = host.turns;
+    if host.expired {
+        page.finish();
+        return Err(refuse(
+            stream,
+            format!(
+                "turn {turns}: the session lasted more than {} s of wall time, the emulator's \
+                 session limit (axle emu --session-limit); the host is detached",
+                options.session_limit.as_secs_f64()
+            ),
+        ));
+    }
+    match host.error.take() {
+        None => {}
+        Some(TurnError::PeerDied) => return Err(SessionError::HostDied("mid-run")),
+        Some(TurnError::Stopped) => return Err(SessionError::Stopped),
+        Some(error) => {
+            // The host broke the turn protocol or kept the turn too long: it is detached, and
+            // told why if it is still there to read it.
+            page.finish();
+            let reason = match error {
+                TurnError::TimedOut { after } => format!(
+                    "turn {turns}: the host kept its turn for more than {} s, the emulator's \
+                     turn timeout (axle emu --turn-timeout); it is detached",
+                    after.as_secs_f64()
+                ),
+                other => format!("turn {turns}: {other}; the host is detached"),
+            };
+            return Err(refuse(stream, reason));
+        }
+    }
+    page.finish();
+    let metrics = emulator.metrics();
+    send_message(
+        stream,
+        MessageKind::End,
+        &SessionEnd {
+            error: outcome.as_ref().err().map(ToString::to_string),
+            device: DeviceCounters::from(&metrics),
+            wall: None,
+        },
+        &[],
+    )?;
+    // The host closes once it has the outcome.
+    stream.set_read_timeout(Some(ATTACH_STEP_TIMEOUT))?;
+    let mut rest = [0u8; 64];
+    let _ = reader.read(&mut rest);
+    Ok(match outcome {
+        Ok(()) => format!(
+            "{turns} turns, {} ns of virtual time",
+            emulator.now().as_ns()
+        ),
+        Err(error) => format!("{turns} turns, the run failed: {error}"),
+    })
+}
+
+/// The run of a wall-clock session (`cosim_link::wall_socket`): the host's start instant,
+/// then [`Emulator::run_wall`] over the socket, then the outcome.
+fn wall_session(
+    stream: &UnixStream,
+    emulator: &mut Emulator,
+    wall: WallSetup,
+    interrupt_line: std::os::fd::OwnedFd,
+    signals: &mut Signals,
+    options: &ServeOptions,
+) -> Result<String, SessionError> {
+    // The host's start frame comes within the turn timeout, or the host is detached.
+    stream.set_read_timeout(Some(options.turn_timeout))?;
+    let start = receive_start(stream).map_err(|error| match error {
+        AttachError::HostDied(when) => SessionError::HostDied(when),
+        AttachError::Io(error) => match closed(error, "before the wall-clock run started") {
+            SessionError::Silent { when, .. } => SessionError::Silent {
+                when,
+                after: options.turn_timeout,
+            },
+            other => other,
+        },
+        other => other.into(),
+    })?;
+    let clock = WallClock::from_monotonic_ns(start);
+    let wake = signals.fd.as_fd().try_clone_to_owned()?;
+    let (port, transport) = device_side(
+        stream,
+        interrupt_line,
+        Some(wake),
+        Some(options.turn_timeout),
+    )?;
+    // The host's own limit, within the session limit (wall-clock ticks are real nanoseconds).
+    let session_ns = u64::try_from(options.session_limit.as_nanos()).unwrap_or(u64::MAX);
+    let limit = Ticks::from_ns(wall.limit_ns.min(session_ns));
+    let outcome = emulator.run_wall(&port, &clock, limit, None);
+    drop(port);
+    let (written, reader) = transport.finish_writing();
+    if signals.stop_requested() {
+        reader.stop();
+        return Err(SessionError::Stopped);
+    }
+    // A reader that has already ended says how: a silent host is detached, with the reason.
+    let (mut reader, mut read) = (Some(reader), None);
+    if reader.as_ref().is_some_and(DeviceReader::ended) {
+        read = reader.take().map(DeviceReader::stop);
+    }
+    if let Some(DeviceReaderEnd::TimedOut(after)) = read {
+        let reason = format!(
+            "the host sent nothing for more than {} s of a wall-clock run, the emulator's \
+             turn timeout (axle emu --turn-timeout); it is detached",
+            after.as_secs_f64()
+        );
+        let end = SessionEnd {
+            error: Some(reason.clone()),
+            device: DeviceCounters::from(&emulator.metrics()),
+            wall: None,
+        };
+        let _ = send_message(stream, MessageKind::End, &end, &[]);
+        return Err(SessionError::Refused(reason));
+    }
+    let firmware = emulator.firmware();
+    let counters = firmware.counters();
+    let end = SessionEnd {
+        error: outcome.as_ref().err().map(ToString::to_string),
+        device: DeviceCounters::from(&emulator.metrics()),
+        wall: Some(WallDeviceEnd {
+            launches: counters.launches,
+            refused: counters.refused,
+            payloads: counters.payloads,
+            dma_requests: counters.dma_requests,
+            head_reads: counters.head_reads,
+            backpressure_ticks: counters.backpressure_ticks,
+            streaming_idle: firmware.streaming_idle(),
+            waiting_for_credit: firmware.waiting_for_credit(),
+            broken: firmware.broken().map(Status::code),
+            stream_tails: firmware.stream_tails(),
+            device_time: emulator.now().0,
+        }),
+    };
+    let sent = written
+        .map_err(|e| closed(e, "mid-run"))
+        .and_then(|_| send_message(stream, MessageKind::End, &end, &[]).map_err(Into::into));
+    let read = match (read, reader) {
+        (Some(read), _) => read,
+        (None, Some(reader)) => reader.stop(),
+        (None, None) => DeviceReaderEnd::Stopped,
+    };
+    match (sent, outcome) {
+        (Err(_), _) if read == DeviceReaderEnd::HostClosed => {
+            Err(SessionError::HostDied("mid-run"))
+        }
+        (Err(error), _) => Err(error),
+        (Ok(()), Ok(())) => Ok(format!(
+            "wall clock, {} ns of device time",
+            emulator.now().as_ns()
+        )),
+        (Ok(()), Err(CoSimError::Host(_))) if read == DeviceReaderEnd::HostClosed => {
+            Err(SessionError::HostDied("mid-run"))
+        }
+        (Ok(()), Err(error)) => Ok(format!("wall clock, the run failed: {error}")),
+    }
+}
