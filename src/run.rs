@@ -721,3 +721,48 @@ mod attached {
 }
 
 pub use attached::{run_attached, run_wall_attached};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_run_keeps_the_runtime_error_typed_and_prints_it_once_after_workload_and_mode() {
+        let mut config = AxleConfig::default();
+        config.workload.queries = 2;
+        // Two slots cannot hold one KNN host task's four: the runtime reports a deadlock.
+        config.axle.slots = 2;
+        let request = RunRequest {
+            workload: "knn-a".into(),
+            mode: Mode::Axle,
+            config,
+            data: None,
+            wall_limit: None,
+        };
+        let error = match run(&request) {
+            Ok(report) => panic!("a 2-slot ring finished: {}", report.verification),
+            Err(error) => error,
+        };
+        let failed = error
+            .downcast_ref::<RunFailed>()
+            .unwrap_or_else(|| panic!("not a RunFailed: {error:#}"));
+        assert_eq!(
+            (failed.workload.as_str(), failed.mode),
+            ("knn-a", Mode::Axle)
+        );
+        assert!(
+            matches!(
+                failed.failure,
+                RunFailure::Runtime(host_runtime::RuntimeError::Deadlock { .. })
+            ),
+            "{:?}",
+            failed.failure
+        );
+        let text = format!("{error:#}");
+        assert!(
+            text.starts_with("knn-a in mode axle: deadlock detected at "),
+            "{text}"
+        );
+        assert_eq!(text.matches("deadlock detected").count(), 1, "{text}");
+    }
+}
