@@ -26,6 +26,15 @@
 //! wall and virtual time passed. The budget never changes a run that finishes within it: the
 //! wrapper passes every call through unchanged, so a run either completes with exactly the
 //! figures it always has or fails with that error.
+//!
+//! # Errors
+//!
+//! A run that started and failed ends in a [`RunFailed`]: the workload, the mode and a
+//! [`RunFailure`] that keeps the type of the library error it came from (the host runtime's,
+//! the co-simulation's, the wall-clock channels', the ring's), or the emulator process's
+//! message where it came over the socket as text. Errors before the run (configuration,
+//! workload, memory) and the end-of-run checks of a wall-clock run are plain `anyhow` errors
+//! with context.
 
 use crate::config::{AxleConfig, VIRTUAL_TIME_LIMIT_NS};
 use anyhow::Context;
@@ -37,7 +46,7 @@ use host_driver::phys::PhysicalMemory;
 use host_driver::sync::Arc;
 use host_runtime::app::{DeviceLoader, LoadError};
 use host_runtime::metrics::DeviceFigures;
-use host_runtime::modes::axle::AxleRing;
+use host_runtime::modes::axle::{AxleRing, AxleRingError};
 use host_runtime::{Mode, RunMetrics, Runtime};
 use serde::Serialize;
 use shared_abi::region::RingLayout;
@@ -66,6 +75,72 @@ pub fn default_wall_limit(scale: workloads::Scale) -> Duration {
 /// overrun by well under a millisecond.
 pub const WALL_CHECK_EVERY: u32 = 1024;
 
+/// Why a run that started did not finish cleanly, typed as the library that reported it did.
+///
+/// The message of each case is its error's message alone: no case names its error as a
+/// [`source`](std::error::Error::source), so the CLI's `{:#}` prints it once, as the message
+/// has always read.
+#[derive(Debug, thiserror::Error)]
+pub enum RunFailure {
+    /// The host runtime stopped the run (a device error status, a ring violation, a deadlock
+    /// or no progress, a short result load, the application's own error).
+    #[error("{0}")]
+    Runtime(host_runtime::RuntimeError),
+    /// The in-process co-simulation failed (deadlock, virtual-time limit, a refused link
+    /// request).
+    #[error("{0}")]
+    CoSim(emulator::CoSimError),
+    /// The emulator process ended an attached session with this error; it arrives over the
+    /// socket as its message (`cosim_link::attach::SessionEnd::error`).
+    #[error("{0}")]
+    Remote(String),
+    /// The host side of a wall-clock run failed (`cosim_link::wall::serve_host`).
+    #[error("{0}")]
+    Wall(cosim_link::wall::WallError),
+    /// The AXLE rings could not be read back at the end of a wall-clock run.
+    #[error("{0}")]
+    Ring(AxleRingError),
+    /// A wall-clock run outlived its limit (`--wall-limit`).
+    #[error(
+        "stopped after {} of wall time, unfinished (the wall-clock run's limit); raise --wall-limit if the run is expected to take longer",
+        format_duration(*.limit)
+    )]
+    WallLimit {
+        /// The limit.
+        limit: Duration,
+    },
+    /// The wall-time budget of a virtual-time run was spent (the check every
+    /// [`WALL_CHECK_EVERY`] calls into the host, [`RunRequest::wall_limit`]).
+    #[error(
+        "stopped after {:.1} s of wall time (the limit is {}) at {} of virtual time, unfinished; raise --wall-limit if the run is expected to take longer, or check the configuration for very slow rates or a very long host.stall_timeout_ns",
+        .elapsed.as_secs_f64(),
+        format_duration(*.limit),
+        format_virtual(*.at)
+    )]
+    WallBudget {
+        /// Wall time when the budget was found spent.
+        elapsed: Duration,
+        /// The budget.
+        limit: Duration,
+        /// Virtual time then.
+        at: Ticks,
+    },
+}
+
+/// A run that started and failed: its workload, its mode and why. It reads
+/// `knn-a in mode rp: <why>`; the failure is a field, not a
+/// [`source`](std::error::Error::source), so that `{:#}` prints it once.
+#[derive(Debug, thiserror::Error)]
+#[error("{workload} in mode {}: {failure}", .mode.name())]
+pub struct RunFailed {
+    /// Workload name.
+    pub workload: String,
+    /// Mechanism.
+    pub mode: Mode,
+    /// Why.
+    pub failure: RunFailure,
+}
+
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct RunRequest {
@@ -93,7 +168,8 @@ impl RunRequest {
 /// The host runtime as the co-simulation sees it, with a wall-time budget: every call passes
 /// through unchanged, and every [`WALL_CHECK_EVERY`] calls the wall clock is read; once the
 /// budget is spent, the next turn says the host is done (which ends the co-simulation loop,
-/// in-process or across the socket) and [`WallBudget::overrun`] says by how much.
+/// in-process or across the socket) and [`WallBudget::overrun`] says by how much
+/// ([`RunFailure::WallBudget`]).
 struct WallBudget<'r, 'a> {
     runtime: &'r mut Runtime<'a>,
     started: Instant,
@@ -130,14 +206,13 @@ impl<'r, 'a> WallBudget<'r, 'a> {
     }
 
     /// The error of a run stopped by the budget, if it was.
-    fn overrun(&self) -> Option<anyhow::Error> {
+    fn overrun(&self) -> Option<RunFailure> {
         let (elapsed, at) = self.overrun?;
-        Some(anyhow::anyhow!(
-            "stopped after {:.1} s of wall time (the limit is {}) at {} of virtual time, unfinished; raise --wall-limit if the run is expected to take longer, or check the configuration for very slow rates or a very long host.stall_timeout_ns",
-            elapsed.as_secs_f64(),
-            format_duration(self.limit),
-            format_virtual(at)
-        ))
+        Some(RunFailure::WallBudget {
+            elapsed,
+            limit: self.limit,
+            at,
+        })
     }
 }
 
@@ -187,12 +262,12 @@ fn format_virtual(at: Ticks) -> String {
 fn within_budget<T>(
     runtime: &mut Runtime<'_>,
     limit: Duration,
-    drive: impl FnOnce(&mut dyn HostAgent) -> anyhow::Result<(Result<(), String>, T)>,
-) -> anyhow::Result<(Result<(), String>, T)> {
+    drive: impl FnOnce(&mut dyn HostAgent) -> anyhow::Result<(Result<(), RunFailure>, T)>,
+) -> anyhow::Result<(Result<(), RunFailure>, T)> {
     let mut budget = WallBudget::new(runtime, limit);
     let (outcome, rest) = drive(&mut budget)?;
     match budget.overrun() {
-        Some(error) => Err(error),
+        Some(error) => Err(error.into()),
         None => Ok((outcome, rest)),
     }
 }
@@ -322,13 +397,14 @@ impl Prepared {
     }
 
     /// Runs the host runtime with `drive`, which co-simulates it with the device and returns
-    /// the co-simulation's outcome (its error message) and the device's metrics; then checks
-    /// the run and assembles its report. The same for both placements of the emulator.
+    /// the co-simulation's outcome and the device's metrics; then checks the run (a failure
+    /// is a [`RunFailed`]) and assembles its report. The same for both placements of the
+    /// emulator.
     fn run_and_report(
         mut self,
         request: &RunRequest,
         ring: Option<AxleRing>,
-        drive: impl FnOnce(&mut Runtime<'_>) -> anyhow::Result<(Result<(), String>, DeviceMetrics)>,
+        drive: impl FnOnce(&mut Runtime<'_>) -> anyhow::Result<(Result<(), RunFailure>, DeviceMetrics)>,
     ) -> anyhow::Result<RunReport> {
         let config = &request.config;
         let (measured, failure, (cosim, device_metrics)) = {
@@ -338,19 +414,16 @@ impl Prepared {
                 .with_context(|| format!("{} in mode {}", request.workload, request.mode.name()))?;
             (runtime.measurements(), runtime.failure().cloned(), driven)
         };
+        let failed = |failure| RunFailed {
+            workload: request.workload.clone(),
+            mode: request.mode,
+            failure,
+        };
         if let Some(failure) = failure {
-            anyhow::bail!(
-                "{} in mode {}: {failure}",
-                request.workload,
-                request.mode.name()
-            );
+            return Err(failed(RunFailure::Runtime(failure)).into());
         }
-        if let Err(error) = cosim {
-            anyhow::bail!(
-                "{} in mode {}: {error}",
-                request.workload,
-                request.mode.name()
-            );
+        if let Err(failure) = cosim {
+            return Err(failed(failure).into());
         }
         let figures = DeviceFigures {
             ccm_busy: device_metrics.ccm_busy,
@@ -431,7 +504,7 @@ pub fn run(request: &RunRequest) -> anyhow::Result<RunReport> {
     prepared.run_and_report(request, ring, |runtime| {
         within_budget(runtime, limit, |host| {
             let cosim = device.run(host, VIRTUAL_TIME_LIMIT);
-            Ok((cosim.map_err(|error| error.to_string()), device.metrics()))
+            Ok((cosim.map_err(RunFailure::CoSim), device.metrics()))
         })
     })
 }
@@ -451,7 +524,7 @@ pub fn run_traced(request: &RunRequest, trace: &Path) -> anyhow::Result<RunRepor
         runtime.enable_trace();
         let driven = within_budget(runtime, limit, |host| {
             let cosim = device.run(host, VIRTUAL_TIME_LIMIT);
-            Ok((cosim.map_err(|error| error.to_string()), device.metrics()))
+            Ok((cosim.map_err(RunFailure::CoSim), device.metrics()))
         });
         host_trace = runtime.take_trace();
         driven
@@ -564,7 +637,8 @@ mod attached {
             within_budget(runtime, limit, |host| {
                 let end = attachment.run(host)?;
                 Ok((
-                    end.error.map_or(Ok(()), Err),
+                    end.error
+                        .map_or(Ok(()), |error| Err(RunFailure::Remote(error))),
                     DeviceMetrics::from(&end.device),
                 ))
             })
@@ -617,10 +691,7 @@ mod attached {
         let mut report = prepared.run_and_report(request, ring, |runtime| {
             runtime.set_real_clock();
             let ended = attachment.run_wall(runtime, limit)?;
-            side.ring = runtime
-                .ring_state()
-                .transpose()
-                .map_err(anyhow::Error::msg)?;
+            side.ring = runtime.ring_state().transpose().map_err(RunFailure::Ring)?;
             let metrics = DeviceMetrics::from(&ended.end.device);
             let outcome = crate::wall::combine_attached(&ended, &mut side);
             device_end = ended.end.wall.map(|end| (end, metrics));
@@ -650,3 +721,48 @@ mod attached {
 }
 
 pub use attached::{run_attached, run_wall_attached};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_run_keeps_the_runtime_error_typed_and_prints_it_once_after_workload_and_mode() {
+        let mut config = AxleConfig::default();
+        config.workload.queries = 2;
+        // Two slots cannot hold one KNN host task's four: the runtime reports a deadlock.
+        config.axle.slots = 2;
+        let request = RunRequest {
+            workload: "knn-a".into(),
+            mode: Mode::Axle,
+            config,
+            data: None,
+            wall_limit: None,
+        };
+        let error = match run(&request) {
+            Ok(report) => panic!("a 2-slot ring finished: {}", report.verification),
+            Err(error) => error,
+        };
+        let failed = error
+            .downcast_ref::<RunFailed>()
+            .unwrap_or_else(|| panic!("not a RunFailed: {error:#}"));
+        assert_eq!(
+            (failed.workload.as_str(), failed.mode),
+            ("knn-a", Mode::Axle)
+        );
+        assert!(
+            matches!(
+                failed.failure,
+                RunFailure::Runtime(host_runtime::RuntimeError::Deadlock { .. })
+            ),
+            "{:?}",
+            failed.failure
+        );
+        let text = format!("{error:#}");
+        assert!(
+            text.starts_with("knn-a in mode axle: deadlock detected at "),
+            "{text}"
+        );
+        assert_eq!(text.matches("deadlock detected").count(), 1, "{text}");
+    }
+}

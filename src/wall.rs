@@ -41,7 +41,7 @@
 //! "no progress", the device stopped or fell behind the clock), the wall-clock limit
 //! ([`WallOptions::limit`]), and the end-of-run checks of [`EndState::violations`].
 
-use crate::run::RunReport;
+use crate::run::{RunFailure, RunReport};
 use cosim_link::jitter::{Jitter, JitterSpec};
 use cosim_link::wall::{ports, serve_host, HostOptions, WallClock, WallError};
 use emulator::DeviceMetrics;
@@ -300,14 +300,14 @@ pub(crate) struct HostSide {
 }
 
 /// Drives `runtime` and `device` against the real clock on two threads until the host is
-/// done (or the run fails). Returns the outcome (the error's message) for the report; fills
-/// `side` with what the host side left behind.
+/// done (or the run fails). Returns the outcome for the report; fills `side` with what the
+/// host side left behind.
 pub(crate) fn drive(
     device: &mut Emulator,
     runtime: &mut Runtime<'_>,
     options: &WallOptions,
     side: &mut HostSide,
-) -> Result<(), String> {
+) -> Result<(), RunFailure> {
     runtime.set_real_clock();
     let stress = options.stress;
     let mut loop_jitter = None;
@@ -358,10 +358,7 @@ pub(crate) fn drive(
         });
         (host, device_outcome)
     });
-    side.ring = runtime
-        .ring_state()
-        .transpose()
-        .map_err(|error| error.to_string())?;
+    side.ring = runtime.ring_state().transpose().map_err(RunFailure::Ring)?;
     match (host, device_outcome) {
         (Ok(end), Ok(())) => {
             side.host = HostCounts {
@@ -372,17 +369,16 @@ pub(crate) fn drive(
             };
             Ok(())
         }
-        (_, Err(emulator::CoSimError::WallTimeLimit { .. })) => Err(format!(
-            "stopped after {} of wall time, unfinished (the wall-clock run's limit); raise --wall-limit if the run is expected to take longer",
-            crate::run::format_duration(options.limit)
-        )),
+        (_, Err(emulator::CoSimError::WallTimeLimit { .. })) => Err(RunFailure::WallLimit {
+            limit: options.limit,
+        }),
         // The device's own error says most (deadlock, time limit); that the host went away
         // says least.
         (_, Err(error)) if !matches!(error, emulator::CoSimError::Host(_)) => {
-            Err(error.to_string())
+            Err(RunFailure::CoSim(error))
         }
-        (Err(error), _) => Err(error.to_string()),
-        (Ok(_), Err(error)) => Err(error.to_string()),
+        (Err(error), _) => Err(RunFailure::Wall(error)),
+        (Ok(_), Err(error)) => Err(RunFailure::CoSim(error)),
     }
 }
 
@@ -402,12 +398,12 @@ pub(crate) fn end_state(device: &Emulator, side: HostSide) -> EndState {
     }
 }
 
-/// The outcome of an attached wall-clock run (the error's message), as [`drive`] combines the
-/// two sides' outcomes; fills `side.host`.
+/// The outcome of an attached wall-clock run, as [`drive`] combines the two sides' outcomes;
+/// fills `side.host`.
 pub(crate) fn combine_attached(
     ended: &host_driver::attachment::WallSessionEnd,
     side: &mut HostSide,
-) -> Result<(), String> {
+) -> Result<(), RunFailure> {
     side.host.signalled = ended.signalled;
     if let Ok(end) = &ended.host {
         side.host.turns = end.turns;
@@ -417,8 +413,8 @@ pub(crate) fn combine_attached(
     match (&ended.host, &ended.end.error) {
         (Ok(_), None) => Ok(()),
         // The device's own error says most (deadlock, time limit).
-        (_, Some(error)) => Err(error.clone()),
-        (Err(error), None) => Err(error.to_string()),
+        (_, Some(error)) => Err(RunFailure::Remote(error.clone())),
+        (Err(error), None) => Err(RunFailure::Wall(error.clone())),
     }
 }
 

@@ -284,50 +284,24 @@ fn check_items(
     );
 }
 
-/// The `dlrm_decode` target's part of the kernel decoders' shared body.
-#[derive(Debug)]
-struct Dlrm;
-
-impl KernelTarget for Dlrm {
-    const ID: KernelId = KernelId::DlrmSls;
-    type Input = Input;
-    type Decoded = DlrmKernel;
-    type Model = Model;
-
-    fn prepare(input: &Input) -> (FakeDeviceMemory, CommandDescriptor) {
-        let (mut memory, mut command, layout, context) = build(input);
-        for mutation in input.mutations.iter().take(MAX_MUTATIONS) {
-            mutate(mutation, &mut memory, &mut command, &layout, &context);
-        }
-        (memory, command)
+/// The valid layout `input` describes, with its mutations applied.
+fn prepare(input: &Input) -> (FakeDeviceMemory, CommandDescriptor) {
+    let (mut memory, mut command, layout, context) = build(input);
+    for mutation in input.mutations.iter().take(MAX_MUTATIONS) {
+        mutate(mutation, &mut memory, &mut command, &layout, &context);
     }
-
-    fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Model, FirmwareError> {
-        model(command, memory)
-    }
-
-    fn decode(
-        command: &CommandDescriptor,
-        memory: &FakeDeviceMemory,
-    ) -> Result<DlrmKernel, FirmwareError> {
-        DlrmKernel::decode(command, memory)
-    }
-
-    fn wrap(decoded: DlrmKernel) -> Kernel {
-        Kernel::Dlrm(decoded)
-    }
-
-    fn check_items(
-        kernel: &Kernel,
-        model: &Model,
-        command: &CommandDescriptor,
-        memory: FakeDeviceMemory,
-    ) {
-        check_items(kernel, model, command, memory);
-    }
+    (memory, command)
 }
 
 /// The check: panics exactly where the `dlrm_decode` fuzz target reports a finding.
 pub fn check(data: &[u8]) {
-    crate::kernel_check::check::<Dlrm>(data);
+    let target = KernelTarget {
+        id: KernelId::DlrmSls,
+        prepare,
+        model,
+        decode: |command, memory| DlrmKernel::decode(command, memory),
+        wrap: Kernel::Dlrm,
+        check_items,
+    };
+    crate::kernel_check::check(&target, data);
 }

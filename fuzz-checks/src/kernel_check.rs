@@ -313,66 +313,58 @@ pub fn first_middle_last(range: core::ops::Range<u32>) -> Vec<u32> {
     picks
 }
 
-/// What a kernel decoder target supplies to the one body they share ([`check`]): its fuzz
-/// input, how that input becomes a (possibly mutated) command and memory, the model of the
-/// module docs' validation rules, the kernel's own decoder, and the check of an accepted
-/// launch's items.
-pub trait KernelTarget {
+/// What a kernel decoder target supplies to the one body they share ([`check`]): how its
+/// fuzz input (`Input`, decoded from the raw bytes as libFuzzer decodes it) becomes a
+/// (possibly mutated) command and memory, the model (`Model`) of the module docs' validation
+/// rules, the kernel's own decoder (to its `Decoded` form), and the check of an accepted
+/// launch's items. A target is this value, built in its `check`.
+#[derive(Debug)]
+pub struct KernelTarget<Input, Decoded, Model> {
     /// The kernel the target decodes.
-    const ID: KernelId;
-    /// The structured fuzz input (decoded from the raw bytes as libFuzzer decodes it).
-    type Input: for<'a> Arbitrary<'a> + core::fmt::Debug;
-    /// The kernel's own decoded form (`SsspKernel`...).
-    type Decoded: core::fmt::Debug + PartialEq;
-    /// What the model knows of an accepted launch.
-    type Model: core::fmt::Debug;
-
+    pub id: KernelId,
     /// The valid layout the input describes, with its mutations (at most [`MAX_MUTATIONS`])
     /// applied: the device memory and the command.
-    fn prepare(input: &Self::Input) -> (FakeDeviceMemory, CommandDescriptor);
+    pub prepare: fn(&Input) -> (FakeDeviceMemory, CommandDescriptor),
     /// The module docs' rules over a snapshot of device memory.
-    fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Self::Model, FirmwareError>;
-    /// The kernel's own decoder.
-    fn decode(
-        command: &CommandDescriptor,
-        memory: &FakeDeviceMemory,
-    ) -> Result<Self::Decoded, FirmwareError>;
-    /// The decoded form as the `Kernel` enum holds it.
-    fn wrap(decoded: Self::Decoded) -> Kernel;
+    pub model: fn(&CommandDescriptor, &[u8]) -> Result<Model, FirmwareError>,
+    /// The kernel's own decoder (`SsspKernel::decode`...).
+    pub decode: fn(&CommandDescriptor, &FakeDeviceMemory) -> Result<Decoded, FirmwareError>,
+    /// The decoded form as the `Kernel` enum holds it (`Kernel::Sssp`...).
+    pub wrap: fn(Decoded) -> Kernel,
     /// Checks the items of an accepted launch and runs some of them.
-    fn check_items(
-        kernel: &Kernel,
-        model: &Self::Model,
-        command: &CommandDescriptor,
-        memory: FakeDeviceMemory,
-    );
+    pub check_items: fn(&Kernel, &Model, &CommandDescriptor, FakeDeviceMemory),
 }
 
 /// The body of every kernel decoder target: the kernel's decoder agrees with the model (same
 /// status when both refuse); for the kernel's own id, `Kernel::decode` agrees too and an
-/// accepted launch's items pass [`KernelTarget::check_items`]; for another id (a mutation of
+/// accepted launch's items pass the target's `check_items`; for another id (a mutation of
 /// the kernel field) `Kernel::decode` only must not panic.
-pub fn check<K: KernelTarget>(data: &[u8]) {
-    let Some(input) = crate::arbitrary_input::<K::Input>(data) else {
+pub fn check<Input, Decoded, Model>(target: &KernelTarget<Input, Decoded, Model>, data: &[u8])
+where
+    Input: for<'a> Arbitrary<'a> + core::fmt::Debug,
+    Decoded: core::fmt::Debug + PartialEq,
+    Model: core::fmt::Debug,
+{
+    let Some(input) = crate::arbitrary_input::<Input>(data) else {
         return;
     };
-    let (memory, command) = K::prepare(&input);
-    let expected = K::model(&command, memory.contents());
-    let direct = K::decode(&command, &memory);
+    let (memory, command) = (target.prepare)(&input);
+    let expected = (target.model)(&command, memory.contents());
+    let direct = (target.decode)(&command, &memory);
     match (&direct, &expected) {
         (Ok(_), Ok(_)) => {}
         (Err(got), Err(want)) => assert_eq!(got, want, "{command:?}"),
         _ => panic!("decoder {direct:?} but the docs' rules say {expected:?} for {command:?}"),
     }
-    if command.kernel != K::ID as u32 {
+    if command.kernel != target.id as u32 {
         // Another kernel's decoder (or none) answers: only "no panic" is checked.
         let _ = Kernel::decode(&command, &memory);
         return;
     }
     match (Kernel::decode(&command, &memory), expected) {
         (Ok(kernel), Ok(model)) => {
-            assert_eq!(K::wrap(direct.expect("accepted above")), kernel);
-            K::check_items(&kernel, &model, &command, memory);
+            assert_eq!((target.wrap)(direct.expect("accepted above")), kernel);
+            (target.check_items)(&kernel, &model, &command, memory);
         }
         (Err(got), Err(want)) => assert_eq!(got, want),
         (got, want) => panic!("Kernel::decode {got:?} but the docs' rules say {want:?}"),

@@ -518,51 +518,25 @@ fn check_items(
     );
 }
 
-/// The `opt_decode` target's part of the kernel decoders' shared body.
-#[derive(Debug)]
-struct Opt;
-
-impl KernelTarget for Opt {
-    const ID: KernelId = KernelId::OptAttention;
-    type Input = Input;
-    type Decoded = OptKernel;
-    type Model = Model;
-
-    fn prepare(input: &Input) -> (FakeDeviceMemory, CommandDescriptor) {
-        let (mut memory, mut command, mut parameters, parameter_address, context) = build(input);
-        for mutation in input.mutations.iter().take(MAX_MUTATIONS) {
-            mutate(mutation, &mut command, &mut parameters, &context);
-        }
-        memory.fill(parameter_address, &parameters.bytes());
-        (memory, command)
+/// The valid layout `input` describes, with its mutations applied.
+fn prepare(input: &Input) -> (FakeDeviceMemory, CommandDescriptor) {
+    let (mut memory, mut command, mut parameters, parameter_address, context) = build(input);
+    for mutation in input.mutations.iter().take(MAX_MUTATIONS) {
+        mutate(mutation, &mut command, &mut parameters, &context);
     }
-
-    fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Model, FirmwareError> {
-        model(command, memory)
-    }
-
-    fn decode(
-        command: &CommandDescriptor,
-        memory: &FakeDeviceMemory,
-    ) -> Result<OptKernel, FirmwareError> {
-        OptKernel::decode(command, memory)
-    }
-
-    fn wrap(decoded: OptKernel) -> Kernel {
-        Kernel::Opt(decoded)
-    }
-
-    fn check_items(
-        kernel: &Kernel,
-        model: &Model,
-        command: &CommandDescriptor,
-        memory: FakeDeviceMemory,
-    ) {
-        check_items(kernel, model, command, memory);
-    }
+    memory.fill(parameter_address, &parameters.bytes());
+    (memory, command)
 }
 
 /// The check: panics exactly where the `opt_decode` fuzz target reports a finding.
 pub fn check(data: &[u8]) {
-    crate::kernel_check::check::<Opt>(data);
+    let target = KernelTarget {
+        id: KernelId::OptAttention,
+        prepare,
+        model,
+        decode: |command, memory| OptKernel::decode(command, memory),
+        wrap: Kernel::Opt,
+        check_items,
+    };
+    crate::kernel_check::check(&target, data);
 }

@@ -285,50 +285,24 @@ fn check_items(
     );
 }
 
-/// The `pagerank_decode` target's part of the kernel decoders' shared body.
-#[derive(Debug)]
-struct PageRank;
-
-impl KernelTarget for PageRank {
-    const ID: KernelId = KernelId::PageRankGather;
-    type Input = Input;
-    type Decoded = PageRankKernel;
-    type Model = Model;
-
-    fn prepare(input: &Input) -> (FakeDeviceMemory, CommandDescriptor) {
-        let (mut memory, mut command, layout, context) = build(input);
-        for mutation in input.mutations.iter().take(MAX_MUTATIONS) {
-            mutate(mutation, &mut memory, &mut command, &layout, &context);
-        }
-        (memory, command)
+/// The valid layout `input` describes, with its mutations applied.
+fn prepare(input: &Input) -> (FakeDeviceMemory, CommandDescriptor) {
+    let (mut memory, mut command, layout, context) = build(input);
+    for mutation in input.mutations.iter().take(MAX_MUTATIONS) {
+        mutate(mutation, &mut memory, &mut command, &layout, &context);
     }
-
-    fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Model, FirmwareError> {
-        model(command, memory)
-    }
-
-    fn decode(
-        command: &CommandDescriptor,
-        memory: &FakeDeviceMemory,
-    ) -> Result<PageRankKernel, FirmwareError> {
-        PageRankKernel::decode(command, memory)
-    }
-
-    fn wrap(decoded: PageRankKernel) -> Kernel {
-        Kernel::PageRank(decoded)
-    }
-
-    fn check_items(
-        kernel: &Kernel,
-        model: &Model,
-        command: &CommandDescriptor,
-        memory: FakeDeviceMemory,
-    ) {
-        check_items(kernel, model, command, memory);
-    }
+    (memory, command)
 }
 
 /// The check: panics exactly where the `pagerank_decode` fuzz target reports a finding.
 pub fn check(data: &[u8]) {
-    crate::kernel_check::check::<PageRank>(data);
+    let target = KernelTarget {
+        id: KernelId::PageRankGather,
+        prepare,
+        model,
+        decode: |command, memory| PageRankKernel::decode(command, memory),
+        wrap: Kernel::PageRank,
+        check_items,
+    };
+    crate::kernel_check::check(&target, data);
 }

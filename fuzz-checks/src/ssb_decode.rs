@@ -250,50 +250,24 @@ fn check_items(
     );
 }
 
-/// The `ssb_decode` target's part of the kernel decoders' shared body.
-#[derive(Debug)]
-struct Ssb;
-
-impl KernelTarget for Ssb {
-    const ID: KernelId = KernelId::SsbFilter;
-    type Input = Input;
-    type Decoded = SsbKernel;
-    type Model = Model;
-
-    fn prepare(input: &Input) -> (FakeDeviceMemory, CommandDescriptor) {
-        let (memory, mut command, context) = build(input);
-        for mutation in input.mutations.iter().take(MAX_MUTATIONS) {
-            mutate(mutation, &mut command, &context);
-        }
-        (memory, command)
+/// The valid layout `input` describes, with its mutations applied.
+fn prepare(input: &Input) -> (FakeDeviceMemory, CommandDescriptor) {
+    let (memory, mut command, context) = build(input);
+    for mutation in input.mutations.iter().take(MAX_MUTATIONS) {
+        mutate(mutation, &mut command, &context);
     }
-
-    fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Model, FirmwareError> {
-        model(command, memory.len() as u64)
-    }
-
-    fn decode(
-        command: &CommandDescriptor,
-        memory: &FakeDeviceMemory,
-    ) -> Result<SsbKernel, FirmwareError> {
-        SsbKernel::decode(command, memory)
-    }
-
-    fn wrap(decoded: SsbKernel) -> Kernel {
-        Kernel::Ssb(decoded)
-    }
-
-    fn check_items(
-        kernel: &Kernel,
-        model: &Model,
-        command: &CommandDescriptor,
-        memory: FakeDeviceMemory,
-    ) {
-        check_items(kernel, model, command, memory);
-    }
+    (memory, command)
 }
 
 /// The check: panics exactly where the `ssb_decode` fuzz target reports a finding.
 pub fn check(data: &[u8]) {
-    crate::kernel_check::check::<Ssb>(data);
+    let target = KernelTarget {
+        id: KernelId::SsbFilter,
+        prepare,
+        model: |command, memory| model(command, memory.len() as u64),
+        decode: |command, memory| SsbKernel::decode(command, memory),
+        wrap: Kernel::Ssb,
+        check_items,
+    };
+    crate::kernel_check::check(&target, data);
 }

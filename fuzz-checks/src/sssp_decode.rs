@@ -452,50 +452,24 @@ fn check_items(
     );
 }
 
-/// The `sssp_decode` target's part of the kernel decoders' shared body.
-#[derive(Debug)]
-struct Sssp;
-
-impl KernelTarget for Sssp {
-    const ID: KernelId = KernelId::SsspRelax;
-    type Input = Input;
-    type Decoded = SsspKernel;
-    type Model = Model;
-
-    fn prepare(input: &Input) -> (FakeDeviceMemory, CommandDescriptor) {
-        let (mut memory, mut command, layout, context) = build(input);
-        for mutation in input.mutations.iter().take(MAX_MUTATIONS) {
-            mutate(mutation, &mut memory, &mut command, &layout, &context);
-        }
-        (memory, command)
+/// The valid layout `input` describes, with its mutations applied.
+fn prepare(input: &Input) -> (FakeDeviceMemory, CommandDescriptor) {
+    let (mut memory, mut command, layout, context) = build(input);
+    for mutation in input.mutations.iter().take(MAX_MUTATIONS) {
+        mutate(mutation, &mut memory, &mut command, &layout, &context);
     }
-
-    fn model(command: &CommandDescriptor, memory: &[u8]) -> Result<Model, FirmwareError> {
-        model(command, memory)
-    }
-
-    fn decode(
-        command: &CommandDescriptor,
-        memory: &FakeDeviceMemory,
-    ) -> Result<SsspKernel, FirmwareError> {
-        SsspKernel::decode(command, memory)
-    }
-
-    fn wrap(decoded: SsspKernel) -> Kernel {
-        Kernel::Sssp(decoded)
-    }
-
-    fn check_items(
-        kernel: &Kernel,
-        model: &Model,
-        command: &CommandDescriptor,
-        memory: FakeDeviceMemory,
-    ) {
-        check_items(kernel, model, command, memory);
-    }
+    (memory, command)
 }
 
 /// The check: panics exactly where the `sssp_decode` fuzz target reports a finding.
 pub fn check(data: &[u8]) {
-    crate::kernel_check::check::<Sssp>(data);
+    let target = KernelTarget {
+        id: KernelId::SsspRelax,
+        prepare,
+        model,
+        decode: |command, memory| SsspKernel::decode(command, memory),
+        wrap: Kernel::Sssp,
+        check_items,
+    };
+    crate::kernel_check::check(&target, data);
 }

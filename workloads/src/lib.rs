@@ -138,14 +138,13 @@ pub enum WorkloadError {
         valid: String,
     },
     /// An option is out of range for the workload.
-    #[error("invalid option `{option}` for {workload}: {reason}")]
+    #[error("invalid option `{}` for {workload}: {reason}", .reason.option())]
     InvalidOption {
         /// The workload.
         workload: &'static str,
-        /// The option.
-        option: &'static str,
-        /// Why.
-        reason: String,
+        /// Which option broke which limit, with its value ([`OptionError::option`] names
+        /// the option).
+        reason: OptionError,
     },
     /// The real data could not be used.
     #[error(transparent)]
@@ -163,6 +162,95 @@ pub enum WorkloadError {
         #[source]
         reason: graph::GraphError,
     },
+}
+
+/// Why an option is out of range for a workload ([`WorkloadError::InvalidOption`]): each
+/// case with the value it was given and the limit it broke, so that a caller can match on it.
+#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
+pub enum OptionError {
+    /// KNN: no query in the batch.
+    #[error("must be at least 1")]
+    NoQueries,
+    /// KNN: the batch's distances (queries x rows) overflow what a launch holds.
+    #[error("{queries} x {rows} rows is more distances than a launch holds")]
+    TooManyDistances {
+        /// Queries asked for.
+        queries: u32,
+        /// Rows of the database.
+        rows: u32,
+    },
+    /// KNN: `k` is not in `1..=rows`.
+    #[error("{k} is not in 1..={rows}")]
+    KOutOfRange {
+        /// Neighbours asked for.
+        k: u32,
+        /// Rows of the database (the largest `k`).
+        rows: u32,
+    },
+    /// KNN: no row per host task.
+    #[error("must be at least 1")]
+    NoTaskRows,
+    /// SSB: rows per work item not a positive multiple of a packet's rows.
+    #[error("{rows_per_item} is not a positive multiple of {multiple}")]
+    RowsPerItem {
+        /// Rows per work item asked for.
+        rows_per_item: u32,
+        /// Rows per packet ([`shared_abi::params::ssb::ROWS_PER_PACKET`]).
+        multiple: u32,
+    },
+    /// SSB: bitmap bytes per host task not a positive multiple of a `u64` word.
+    #[error("{task_bytes} is not a positive multiple of {multiple}")]
+    TaskBytes {
+        /// Bitmap bytes per task asked for.
+        task_bytes: u64,
+        /// Bytes of the word a task reads the bitmap in (8).
+        multiple: u64,
+    },
+    /// SSB: the table has no rows at this scale.
+    #[error("the table has no rows")]
+    EmptyTable,
+    /// DLRM: a shape with no rows, bags or dimensions, or a dimension not a multiple of the
+    /// kernel's vector lanes.
+    #[error("unusable DLRM shape {shape:?}")]
+    DlrmShape {
+        /// The shape.
+        shape: dlrm::data::DlrmShape,
+    },
+    /// DLRM: a minimum pooling above the maximum, or a negative (or NaN) Zipf exponent.
+    #[error("unusable DLRM pooling {shape:?}")]
+    DlrmPooling {
+        /// The shape.
+        shape: dlrm::data::DlrmShape,
+    },
+    /// DLRM: a batch holds more indices than a `u32` counts.
+    #[error("a batch holds more indices than a u32 counts")]
+    BatchTooLarge,
+    /// OPT: the MLP tasks do not divide the FFN size.
+    #[error("{mlp_tasks} does not divide the FFN size {ffn}")]
+    MlpTasks {
+        /// MLP tasks per layer.
+        mlp_tasks: u32,
+        /// The FFN size.
+        ffn: u32,
+    },
+}
+
+impl OptionError {
+    /// The option at fault, as the error names it (`queries`, `k`, `scale`).
+    pub fn option(&self) -> &'static str {
+        match self {
+            OptionError::NoQueries | OptionError::TooManyDistances { .. } => "queries",
+            OptionError::KOutOfRange { .. } => "k",
+            OptionError::NoTaskRows => "task_rows",
+            OptionError::RowsPerItem { .. } => "rows_per_item",
+            OptionError::TaskBytes { .. } => "task_bytes",
+            OptionError::EmptyTable
+            | OptionError::DlrmShape { .. }
+            | OptionError::DlrmPooling { .. }
+            | OptionError::BatchTooLarge => "scale",
+            OptionError::MlpTasks { .. } => "mlp_tasks",
+        }
+    }
 }
 
 /// Every workload name, in Table IV order.
@@ -383,6 +471,72 @@ pub fn build(name: &str, options: &WorkloadOptions) -> Result<Box<dyn Applicatio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The error of building `name` with `options` (it must fail).
+    fn build_error(name: &str, options: &WorkloadOptions) -> WorkloadError {
+        match build(name, options) {
+            Ok(_) => panic!("{name} built with {options:?}"),
+            Err(error) => error,
+        }
+    }
+
+    #[test]
+    fn an_invalid_option_is_matchable_and_prints_the_option_its_value_and_the_limit() {
+        let small = WorkloadOptions {
+            scale: Scale::Small,
+            ..WorkloadOptions::default()
+        };
+        let k = build_error(
+            "knn-a",
+            &WorkloadOptions {
+                k: Some(129),
+                ..small.clone()
+            },
+        );
+        assert!(
+            matches!(
+                k,
+                WorkloadError::InvalidOption {
+                    workload: "knn-a",
+                    reason: OptionError::KOutOfRange { k: 129, rows: 128 },
+                }
+            ),
+            "{k:?}"
+        );
+        assert_eq!(
+            k.to_string(),
+            "invalid option `k` for knn-a: 129 is not in 1..=128"
+        );
+        let queries = build_error(
+            "knn-b",
+            &WorkloadOptions {
+                queries: Some(0),
+                ..small.clone()
+            },
+        );
+        assert_eq!(
+            queries.to_string(),
+            "invalid option `queries` for knn-b: must be at least 1"
+        );
+        let shape = opt::SMALL;
+        let mlp = opt::OptApplication::with_shape(
+            opt::OptShape {
+                mlp_tasks: shape.ffn + 1,
+                ..shape
+            },
+            &small,
+        )
+        .err()
+        .unwrap();
+        assert_eq!(
+            mlp.to_string(),
+            format!(
+                "invalid option `mlp_tasks` for opt-2.7b: {} does not divide the FFN size {}",
+                shape.ffn + 1,
+                shape.ffn
+            )
+        );
+    }
 
     #[test]
     fn every_name_is_described() {

@@ -60,7 +60,7 @@ use shared_abi::params::dlrm::{batch_bytes, pack_batch, pack_shape};
 use shared_abi::params::VECTOR_LANES;
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
-use crate::{Scale, WorkloadError, WorkloadInfo, WorkloadOptions};
+use crate::{OptionError, Scale, WorkloadError, WorkloadInfo, WorkloadOptions};
 use data::{Batch, DlrmShape, TableRows, TopMlp};
 
 /// Catalog name.
@@ -166,9 +166,8 @@ impl DlrmApplication {
         shape: DlrmShape,
         options: &WorkloadOptions,
     ) -> Result<DlrmApplication, WorkloadError> {
-        let invalid = |reason: String| WorkloadError::InvalidOption {
+        let invalid = |reason: OptionError| WorkloadError::InvalidOption {
             workload: NAME,
-            option: "scale",
             reason,
         };
         if shape.rows == 0
@@ -176,13 +175,13 @@ impl DlrmApplication {
             || shape.dim == 0
             || shape.dim % VECTOR_LANES as u32 != 0
         {
-            return Err(invalid(format!("unusable DLRM shape {shape:?}")));
+            return Err(invalid(OptionError::DlrmShape { shape }));
         }
         if shape.min_pooling > shape.max_pooling
             || shape.zipf_exponent.is_nan()
             || shape.zipf_exponent < 0.0
         {
-            return Err(invalid(format!("unusable DLRM pooling {shape:?}")));
+            return Err(invalid(OptionError::DlrmPooling { shape }));
         }
         if options.data_dir.is_some() {
             log::info!("dlrm: no real data set; the data directory is not used");
@@ -192,9 +191,7 @@ impl DlrmApplication {
             .iter()
             .any(|batch| u32::try_from(batch.indices.len()).is_err())
         {
-            return Err(invalid(
-                "a batch holds more indices than a u32 counts".into(),
-            ));
+            return Err(invalid(OptionError::BatchTooLarge));
         }
         let mlp = data::generate_mlp(shape.dim, options.seed);
         log::info!(

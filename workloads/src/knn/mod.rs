@@ -60,7 +60,7 @@ use host_runtime::app::{
 use shared_abi::params::knn::{pack_shape, RESULT_BYTES_PER_ITEM};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
-use crate::{WorkloadError, WorkloadInfo, WorkloadOptions};
+use crate::{OptionError, WorkloadError, WorkloadInfo, WorkloadOptions};
 use data::{to_le_bytes, KnnData};
 use host::Neighbor;
 
@@ -193,16 +193,15 @@ impl KnnApplication {
         shape: KnnShape,
         options: &WorkloadOptions,
     ) -> Result<KnnApplication, WorkloadError> {
-        let invalid = |option: &'static str, reason: String| WorkloadError::InvalidOption {
+        let invalid = |reason: OptionError| WorkloadError::InvalidOption {
             workload: shape.name,
-            option,
             reason,
         };
         let queries = options.queries.unwrap_or(DEFAULT_QUERIES);
         let k = options.k.unwrap_or(DEFAULT_K);
         let task_rows = options.task_rows.unwrap_or(DEFAULT_TASK_ROWS);
         if queries == 0 {
-            return Err(invalid("queries", "must be at least 1".into()));
+            return Err(invalid(OptionError::NoQueries));
         }
         if shape
             .rows
@@ -210,19 +209,19 @@ impl KnnApplication {
             .and_then(|items| items.checked_mul(RESULT_BYTES_PER_ITEM))
             .is_none()
         {
-            return Err(invalid(
-                "queries",
-                format!(
-                    "{queries} x {} rows is more distances than a launch holds",
-                    shape.rows
-                ),
-            ));
+            return Err(invalid(OptionError::TooManyDistances {
+                queries,
+                rows: shape.rows,
+            }));
         }
         if k == 0 || k > shape.rows {
-            return Err(invalid("k", format!("{k} is not in 1..={}", shape.rows)));
+            return Err(invalid(OptionError::KOutOfRange {
+                k,
+                rows: shape.rows,
+            }));
         }
         if task_rows == 0 {
-            return Err(invalid("task_rows", "must be at least 1".into()));
+            return Err(invalid(OptionError::NoTaskRows));
         }
         let data = match &options.data_dir {
             Some(path) => KnnData::from_embeddings_file(path, shape.dim, shape.rows, queries)?,

@@ -60,7 +60,7 @@ use host_runtime::app::{
 use shared_abi::params::opt::{cache_bytes, workspace_bytes, OptParameters, PARAMETER_BYTES};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
-use crate::{Scale, WorkloadError, WorkloadInfo, WorkloadOptions};
+use crate::{OptionError, Scale, WorkloadError, WorkloadInfo, WorkloadOptions};
 use data::{from_le_bytes, kv_cache, to_le_bytes, OptWeights};
 
 /// Catalog name.
@@ -279,11 +279,10 @@ impl OptApplication {
         if shape.mlp_tasks == 0 || shape.ffn % shape.mlp_tasks != 0 {
             return Err(WorkloadError::InvalidOption {
                 workload: NAME,
-                option: "mlp_tasks",
-                reason: format!(
-                    "{} does not divide the FFN size {}",
-                    shape.mlp_tasks, shape.ffn
-                ),
+                reason: OptionError::MlpTasks {
+                    mlp_tasks: shape.mlp_tasks,
+                    ffn: shape.ffn,
+                },
             });
         }
         let weights = OptWeights::generate(&shape, options.seed);

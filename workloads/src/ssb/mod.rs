@@ -64,7 +64,7 @@ use host_runtime::app::{
 use shared_abi::params::ssb::{bitmap_bytes, pack_rows, Predicate, ROWS_PER_PACKET, VALUE_BYTES};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
-use crate::{Scale, WorkloadError, WorkloadInfo, WorkloadOptions};
+use crate::{OptionError, Scale, WorkloadError, WorkloadInfo, WorkloadOptions};
 use data::{ScaleFactor, SsbData};
 use host::{DateFilter, DateIndex, HostTables, Partial};
 
@@ -255,28 +255,24 @@ impl SsbApplication {
         data: SsbData,
         granularity: Granularity,
     ) -> Result<SsbApplication, WorkloadError> {
-        let invalid = |option: &'static str, reason: String| WorkloadError::InvalidOption {
+        let invalid = |reason: OptionError| WorkloadError::InvalidOption {
             workload: query.name(),
-            option,
             reason,
         };
         if granularity.rows_per_item == 0 || granularity.rows_per_item % ROWS_PER_PACKET != 0 {
-            return Err(invalid(
-                "rows_per_item",
-                format!(
-                    "{} is not a positive multiple of {ROWS_PER_PACKET}",
-                    granularity.rows_per_item
-                ),
-            ));
+            return Err(invalid(OptionError::RowsPerItem {
+                rows_per_item: granularity.rows_per_item,
+                multiple: ROWS_PER_PACKET,
+            }));
         }
         if granularity.task_bytes == 0 || granularity.task_bytes % 8 != 0 {
-            return Err(invalid(
-                "task_bytes",
-                format!("{} is not a positive multiple of 8", granularity.task_bytes),
-            ));
+            return Err(invalid(OptionError::TaskBytes {
+                task_bytes: granularity.task_bytes,
+                multiple: 8,
+            }));
         }
         if data.rows() == 0 {
-            return Err(invalid("scale", "the table has no rows".into()));
+            return Err(invalid(OptionError::EmptyTable));
         }
         log::info!(
             "ssb: {} SF {} seed {}: {} orders, {} rows, {} items of {} rows, tasks of {} bitmap bytes",

@@ -1,0 +1,278 @@
+//! Section V-E: the streaming factor (Figure 14), out-of-order streaming (Figure 15) and flow
+//! control under a reduced DMA slot capacity (Figure 16), with the notes that quote today's
+//! figures where ours differ.
+
+use super::super::claim::{held, per, percent, share, time, Claim, Ctx, Held};
+use super::{
+    capacity, each, fig14, label, scheduling_run, sf_run, DLRM, KNN_A, OPT, PAGERANK, SSSP,
+};
+use host_runtime::Mode;
+
+// ----- V-E: streaming factor, OoO streaming, flow control (Figures 14 to 16) -------------------
+
+pub(super) fn parameter_claims() -> Vec<Claim> {
+    let mut claims = vec![
+        Claim::statement(
+            "14(a)",
+            "KNN (a): AXLE at SF64 slower than BS",
+            "slightly slower than BS",
+            |c| {
+                let sf64 = fig14(c, KNN_A, "SF64")?;
+                let bs = fig14(c, KNN_A, "BS")?;
+                held(sf64 > bs, format!("SF64 {sf64:.2}, BS {bs:.2} (x SF1)"))
+            },
+        )
+        .direction("SF64 slower than SF1", |c, _| Some(fig14(c, KNN_A, "SF64")? > 1.0))
+        .note(note_sf64),
+        Claim::number("14(d)", "SSSP: SF2-SF32 / SF1 (mean)", 0.93, |c| {
+            let values: Option<Vec<f64>> = ["SF2", "SF4", "SF8", "SF16", "SF32"]
+                .iter()
+                .map(|column| fig14(c, SSSP, column))
+                .collect();
+            let values = values?;
+            Some(values.iter().sum::<f64>() / values.len() as f64)
+        })
+        .below("faster than SF1 (below 1)", 1.0)
+        .note(note_sssp_sf),
+        Claim::number("14(i)", "DLRM: SF_25% / SF1", 1.04, |c| fig14(c, DLRM, "SF_25%"))
+            .direction("no faster than SF1 (at least 1)", |_, ours| Some(ours? >= 1.0))
+            .note(note_dlrm_sf),
+        Claim::statement(
+            "14(d)",
+            "SSSP: AXLE at SF_100% slower than RP and BS",
+            "excessive SF values such as SF_50% and SF_100% can degrade performance, even relative to the baselines",
+            |c| {
+                let sf = fig14(c, SSSP, "SF_100%")?;
+                let rp = fig14(c, SSSP, "RP")?;
+                let bs = fig14(c, SSSP, "BS")?;
+                held(
+                    sf > rp && sf > bs,
+                    format!("SF_100% {sf:.2}, RP {rp:.2}, BS {bs:.2} (x SF1)"),
+                )
+            },
+        )
+        .direction("SF_100% slower than SF1", |c, _| Some(fig14(c, SSSP, "SF_100%")? > 1.0)),
+    ];
+    for (figure, what, paper, workload) in [
+        ("15(d)", "SSSP: RR without OoO streaming / with", 1.74, SSSP),
+        (
+            "15(e)",
+            "PageRank: RR without OoO streaming / with",
+            1.38,
+            PAGERANK,
+        ),
+        ("15(i)", "DLRM: RR without OoO streaming / with", 1.41, DLRM),
+    ] {
+        claims.push(
+            Claim::number(figure, what, paper, move |c| {
+                c.cell("fig15", workload, "RR in-order")
+            })
+            .above("in-order slower than out-of-order (above 1)", 1.0)
+            .note(move |c| note_ooo(c, workload)),
+        );
+    }
+    claims.extend([
+        Claim::statement(
+            "15",
+            "FIFO: turning OoO streaming off changes the runtime less than under RR, on (d), (e) and (i)",
+            "with FIFO scheduling ... enabling or disabling OoO streaming has little impact",
+            |c| {
+                let values = each(c, &[SSSP, PAGERANK, DLRM], |w| {
+                    Some((c.cell("fig15", w, "FIFO in-order")?, c.cell("fig15", w, "RR in-order")?))
+                })?;
+                held(
+                    values
+                        .iter()
+                        .all(|(_, (fifo, rr))| (fifo - 1.0).abs() < (rr - 1.0).abs()),
+                    values
+                        .iter()
+                        .map(|(w, (fifo, rr))| format!("{} FIFO {fifo:.2}, RR {rr:.2}", label(w)))
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                )
+            },
+        ),
+        Claim::number(
+            "16(b)",
+            "SSSP: back-pressure at 12.5% slot capacity, % of the run",
+            50.8,
+            |c| c.cell("fig16b", SSSP, "12.5%"),
+        )
+        .above("some back-pressure (above 0)", 0.0)
+        .note(note_sssp_backpressure),
+        Claim::statement(
+            "16(a)",
+            "SSSP: runtime at 12.5% slot capacity below 100%'s",
+            "the end-to-end runtime is rather slightly reduced",
+            |c| {
+                let value = c.cell("fig16a", SSSP, "12.5%")?;
+                held(value < 1.0, format!("{value:.4} (x 100%)"))
+            },
+        )
+        .note(note_sssp_backpressure),
+        Claim::statement(
+            "16(a)",
+            "OPT-2.7B deadlocks at 12.5% slot capacity",
+            "deadlock",
+            |c| {
+                if !c.has(OPT) {
+                    return None;
+                }
+                match c.text("fig16a", OPT, "12.5%") {
+                    Some(text) => held(text == "deadlock", text),
+                    None => {
+                        let value = c.cell("fig16a", OPT, "12.5%")?;
+                        held(false, format!("ran: {value:.4} (x 100%)"))
+                    }
+                }
+            },
+        )
+        .direction("slower at 12.5% than at 100%, or deadlocked", |c, _| {
+            if c.text("fig16a", OPT, "12.5%") == Some("deadlock") {
+                return Some(true);
+            }
+            Some(c.cell("fig16a", OPT, "12.5%")? > 1.0)
+        })
+        .note(note_opt_deadlock),
+        Claim::statement(
+            "16",
+            "every workload but (d) and (h): no slower at 50%, 25% and 12.5% slot capacity than at 100%, and no back-pressure",
+            "workloads whose performance matches that with abundant DMA slot capacity are omitted, where they incur zero back-pressure cycles",
+            no_degradation,
+        ),
+    ]);
+    claims
+}
+
+/// Figure 16's statement on the workloads it omits.
+fn no_degradation(c: &Ctx) -> Option<Held> {
+    let table = c.table("fig16a")?;
+    let capacities: Vec<&str> = table.columns.iter().skip(2).map(String::as_str).collect();
+    let others: Vec<&str> = c.workloads().filter(|w| *w != SSSP && *w != OPT).collect();
+    if others.is_empty() {
+        return None;
+    }
+    let mut slowest: Option<(&str, &str, f64)> = None;
+    let mut pressure: Option<(&str, &str, f64)> = None;
+    let mut deadlocks = Vec::new();
+    for w in &others {
+        for capacity in &capacities {
+            if c.text("fig16a", w, capacity) == Some("deadlock") {
+                deadlocks.push(format!("{} at {capacity}", label(w)));
+                continue;
+            }
+            let runtime = c.cell("fig16a", w, capacity)?;
+            let backpressure = c.cell("fig16b", w, capacity)?;
+            if slowest.is_none_or(|(_, _, v)| runtime > v) {
+                slowest = Some((w, capacity, runtime));
+            }
+            if pressure.is_none_or(|(_, _, v)| backpressure > v) {
+                pressure = Some((w, capacity, backpressure));
+            }
+        }
+    }
+    let (sw, sc, runtime) = slowest?;
+    let (pw, pc, backpressure) = pressure?;
+    let mut shown = format!(
+        "largest runtime {runtime:.4} x 100% ({} at {sc}); {}",
+        label(sw),
+        if backpressure > 0.0 {
+            format!(
+                "largest back-pressure {} ({} at {pc})",
+                percent(backpressure),
+                label(pw)
+            )
+        } else {
+            "no back-pressure".to_owned()
+        }
+    );
+    if !deadlocks.is_empty() {
+        shown.push_str(&format!("; deadlock: {}", deadlocks.join(", ")));
+    }
+    held(
+        deadlocks.is_empty() && runtime <= 1.0 && backpressure == 0.0,
+        shown,
+    )
+}
+
+// ----- Notes: each quotes today's figures ------------------------------------------------------
+
+fn note_sf64(c: &Ctx) -> Option<String> {
+    let sf1 = sf_run(c, KNN_A, "SF1")?;
+    let sf64 = sf_run(c, KNN_A, "SF64")?;
+    let bs = c.base(KNN_A, Mode::Bs)?;
+    Some(format!(
+        "(a): SF1 {} with {} DMA requests, SF64 {} with {}, BS {}; BS data movement {}, AXLE SF64's {}.",
+        time(sf1.end_to_end_ns),
+        sf1.dma_requests,
+        time(sf64.end_to_end_ns),
+        sf64.dma_requests,
+        time(bs.end_to_end_ns),
+        time(bs.data_movement_ns),
+        time(sf64.data_movement_ns)
+    ))
+}
+
+fn note_sssp_sf(c: &Ctx) -> Option<String> {
+    let sf1 = sf_run(c, SSSP, "SF1")?;
+    let sf32 = sf_run(c, SSSP, "SF32")?;
+    let per_request =
+        |m: &host_runtime::RunMetrics| m.payloads as f64 / m.dma_requests.max(1) as f64;
+    Some(format!(
+        "(d): SF1 makes {} DMA requests ({:.1} payloads each: while the engine's {} channels are busy, results join the open batch), SF32 {} ({:.1} each), at {} of preparation each; data movement SF1 {}, SF32 {}.",
+        sf1.dma_requests,
+        per_request(sf1),
+        c.config().device.dma_channels,
+        sf32.dma_requests,
+        per_request(sf32),
+        time(c.config().device.dma_preparation_ns),
+        time(sf1.data_movement_ns),
+        time(sf32.data_movement_ns)
+    ))
+}
+
+fn note_dlrm_sf(c: &Ctx) -> Option<String> {
+    Some(format!(
+        "(i) x SF1: SF_25% {:.2}, SF_50% {:.2}, SF_100% {:.2}.",
+        fig14(c, DLRM, "SF_25%")?,
+        fig14(c, DLRM, "SF_50%")?,
+        fig14(c, DLRM, "SF_100%")?
+    ))
+}
+
+fn note_ooo(c: &Ctx, workload: &str) -> Option<String> {
+    let ooo = scheduling_run(c, workload, "RR OoO")?;
+    let in_order = scheduling_run(c, workload, "RR in-order")?;
+    Some(format!(
+        "{} under RR: the largest consumption gap (slots held behind an unconsumed one) is {} B with OoO streaming and {} B in order; back-pressure {} in order; FIFO in-order {:.2}x.",
+        label(workload),
+        ooo.max_gap_bytes,
+        in_order.max_gap_bytes,
+        time(in_order.backpressure_ns),
+        c.cell("fig15", workload, "FIFO in-order")?
+    ))
+}
+
+fn note_sssp_backpressure(c: &Ctx) -> Option<String> {
+    let config = capacity(c, "12.5%")?;
+    let full = c.base(SSSP, Mode::Axle)?;
+    let small = c.run(SSSP, Mode::Axle, &config)?;
+    Some(format!(
+        "(d) at 12.5%: a ring of {} slots of {} B; a launch streams {:.0} payloads on average; back-pressure {} of the run, {} head reads.",
+        config.axle.slots,
+        config.axle.slot_size,
+        per(full.payloads, full.launches),
+        percent(share(small.backpressure_ns, small.end_to_end_ns)),
+        small.head_reads
+    ))
+}
+
+fn note_opt_deadlock(c: &Ctx) -> Option<String> {
+    let config = capacity(c, "12.5%")?;
+    let full = c.base(OPT, Mode::Axle)?;
+    Some(format!(
+        "(h) at 12.5%: a ring of {} slots; a layer streams {:.0} payloads, which every MLP task needs.",
+        config.axle.slots,
+        per(full.payloads, full.launches)
+    ))
+}
