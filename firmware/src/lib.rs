@@ -43,3 +43,4 @@ pub mod translate;
 
 pub use device::{Firmware, FirmwareConfig, StepOutcome, StreamingFactor, LAUNCH_QUEUE};
 pub use error::{FirmwareError, HalBreach};
+pub use kernels::run_item;

@@ -38,7 +38,7 @@ pub mod sssp;
 use crate::error::FirmwareError;
 use core::ops::Range;
 
-use crate::hal::DeviceMemory;
+use crate::hal::{DeviceAtomics, DeviceMemory};
 use shared_abi::{CommandDescriptor, KernelId};
 
 /// Vector lanes of a CCM µthread (8, M²NDP's `simd_width=256`): part of the contract with the
@@ -297,11 +297,27 @@ impl Kernel {
     }
 
     /// Runs item `index`: reads its inputs and writes its result bytes in device memory.
-    pub fn execute<M: DeviceMemory>(
-        &self,
-        index: u32,
-        memory: &mut M,
-    ) -> Result<(), FirmwareError> {
+    /// Shared access: items of one stage may run at once on other µthreads (see
+    /// [`crate::hal`], "What may run concurrently"); each kernel's docs say which of its
+    /// writes another item may touch.
+    pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<(), FirmwareError> {
         each_kernel!(self, k => k.execute(index, memory))
     }
+}
+
+/// The entry point of a µthread: runs item `item` of the decoded `kernel` (the
+/// [`crate::hal::KernelLaunch::kernel`] the µthread was handed) on device memory, and returns
+/// the outcome the compute units report in [`crate::hal::ItemCompletion::outcome`].
+///
+/// Call it from any number of µthreads at once for the items of one dispatched stage; it
+/// reads nothing but `kernel` and `memory`, allocates nothing, and needs at most
+/// [`crate::hal::UTHREAD_STACK_BYTES`] of stack. `memory` is the device memory with its
+/// atomics ([`DeviceAtomics`]), as a µthread of a real device has it. An item outside the
+/// launch, or an access outside device memory, is an error, never a panic.
+pub fn run_item<M: DeviceAtomics>(
+    kernel: &Kernel,
+    item: u32,
+    memory: &M,
+) -> Result<(), FirmwareError> {
+    kernel.execute(item, memory)
 }

@@ -82,9 +82,9 @@ impl FakeHal {
                 "item {item} reported twice"
             );
             running.finished[item as usize] = true;
-            let tag = running.launch.command.tag;
+            let tag = running.launch.tag;
             let outcome = match (self.compute.execute_kernels, running.kernel) {
-                (true, Some(kernel)) => kernel.execute(item, &mut self.memory),
+                (true, Some(kernel)) => crate::run_item(&kernel, item, &self.memory),
                 _ => Ok(()),
             };
             self.compute
@@ -110,7 +110,7 @@ impl FakeHal {
                 "item {item} reported twice"
             );
             running.finished[item as usize] = true;
-            let tag = running.launch.command.tag;
+            let tag = running.launch.tag;
             self.compute.completions.push_back(ItemCompletion {
                 tag,
                 item,
@@ -197,8 +197,28 @@ impl DeviceMemory for FakeHal {
     fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
         self.memory.read(address, buffer)
     }
-    fn write(&mut self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
+    fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
         self.memory.write(address, data)
+    }
+}
+
+impl DeviceAtomics for FakeHal {
+    fn fetch_add_u32(&self, address: DeviceAddress, value: u32) -> Result<u32, MemoryFault> {
+        self.memory.fetch_add_u32(address, value)
+    }
+    fn fetch_min_u32(&self, address: DeviceAddress, value: u32) -> Result<u32, MemoryFault> {
+        self.memory.fetch_min_u32(address, value)
+    }
+    fn swap_u32(&self, address: DeviceAddress, value: u32) -> Result<u32, MemoryFault> {
+        self.memory.swap_u32(address, value)
+    }
+    fn compare_exchange_u32(
+        &self,
+        address: DeviceAddress,
+        current: u32,
+        new: u32,
+    ) -> Result<u32, MemoryFault> {
+        self.memory.compare_exchange_u32(address, current, new)
     }
 }
 
@@ -239,9 +259,8 @@ impl ComputeUnits for FakeHal {
         if let Some(status) = self.compute.refuse_dispatch {
             return Err(status);
         }
-        let mut command = launch.command;
-        command.flags = 0;
-        let kernel = Kernel::decode(&command, &self.memory).ok();
+        // The kernel the firmware decoded: the fake reads no command or parameter block.
+        let kernel = Some(launch.kernel);
         self.compute.launches.push(launch);
         self.compute.running = Some(Running {
             launch,

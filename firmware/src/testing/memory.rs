@@ -2,12 +2,14 @@
 
 use super::*;
 
-/// Device memory as a byte vector. Every read that touches the flow-control block is recorded
+/// Device memory as a byte vector behind a [`RefCell`] (shared access, as the HAL requires;
+/// single-threaded, so not `Sync`: the contended cases of [`crate::conformance`] run on the
+/// emulator's memory and a port's). Every read that touches the flow-control block is recorded
 /// with the message the block held, so a test can count and check the device's head reads
 /// (edge D5).
 #[derive(Clone, Debug)]
 pub struct FakeDeviceMemory {
-    pub(super) bytes: Vec<u8>,
+    pub(super) bytes: RefCell<Vec<u8>>,
     pub(super) flow_control_reads: RefCell<Vec<FlowControlMessage>>,
 }
 
@@ -15,7 +17,7 @@ impl FakeDeviceMemory {
     /// `size` bytes of zeroed memory.
     pub fn new(size: usize) -> FakeDeviceMemory {
         FakeDeviceMemory {
-            bytes: std::vec![0; size],
+            bytes: RefCell::new(std::vec![0; size]),
             flow_control_reads: RefCell::new(Vec::new()),
         }
     }
@@ -36,18 +38,19 @@ impl FakeDeviceMemory {
         let Ok(start) = usize::try_from(address) else {
             return;
         };
-        let end = start.saturating_add(data.len()).min(self.bytes.len());
+        let bytes = self.bytes.get_mut();
+        let end = start.saturating_add(data.len()).min(bytes.len());
         if let (Some(target), Some(source)) = (
-            self.bytes.get_mut(start..end),
+            bytes.get_mut(start..end),
             data.get(..end.saturating_sub(start)),
         ) {
             target.copy_from_slice(source);
         }
     }
 
-    /// All of device memory.
-    pub fn contents(&self) -> &[u8] {
-        &self.bytes
+    /// All of device memory (a borrow: do not write while holding it).
+    pub fn contents(&self) -> core::cell::Ref<'_, [u8]> {
+        core::cell::Ref::map(self.bytes.borrow(), |bytes| bytes.as_slice())
     }
 
     /// The bytes of `[address, address + length)`; panics outside memory (a test error).
@@ -59,7 +62,7 @@ impl FakeDeviceMemory {
     }
 
     /// Writes a plain-old-data value; panics outside memory (a test error).
-    pub fn put<T: IntoBytes + zerocopy::Immutable>(&mut self, address: DeviceAddress, value: &T) {
+    pub fn put<T: IntoBytes + zerocopy::Immutable>(&self, address: DeviceAddress, value: &T) {
         self.write(address, value.as_bytes())
             .unwrap_or_else(|fault| panic!("test write outside device memory: {fault:?}"));
     }
@@ -71,41 +74,79 @@ impl FakeDeviceMemory {
         };
         let start = usize::try_from(address.0).map_err(|_| fault)?;
         let end = start.checked_add(length).ok_or(fault)?;
-        if end > self.bytes.len() {
+        if end > self.bytes.borrow().len() {
             return Err(fault);
         }
         Ok(start..end)
+    }
+
+    /// Applies `update` to the little-endian word at `address` (the one step of an atomic:
+    /// single-threaded, so trivially indivisible); returns the word before.
+    fn update_word(
+        &self,
+        address: DeviceAddress,
+        update: impl FnOnce(u32) -> u32,
+    ) -> Result<u32, MemoryFault> {
+        if let Some(fault) = crate::hal::atomic_word_fault(address, self.size()) {
+            return Err(fault);
+        }
+        let range = self.range(address, 4)?;
+        let mut bytes = self.bytes.borrow_mut();
+        let word = &mut bytes[range];
+        let old = u32::from_le_bytes(<[u8; 4]>::try_from(&*word).unwrap());
+        word.copy_from_slice(&update(old).to_le_bytes());
+        Ok(old)
     }
 }
 
 impl DeviceMemory for FakeDeviceMemory {
     fn size(&self) -> u64 {
-        self.bytes.len() as u64
+        self.bytes.borrow().len() as u64
     }
 
     fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
         let range = self.range(address, buffer.len())?;
+        let bytes = self.bytes.borrow();
         let block = device_map::FLOW_CONTROL.0..device_map::FLOW_CONTROL.0 + 16;
         if (range.start as u64) < block.end && block.start < range.end as u64 && !buffer.is_empty()
         {
             let start = block.start as usize;
             // A memory too small to hold the whole block has no flow-control block to log.
-            if let Some(message) = self
-                .bytes
+            if let Some(message) = bytes
                 .get(start..start + 16)
                 .and_then(|bytes| FlowControlMessage::read_from_bytes(bytes).ok())
             {
                 self.flow_control_reads.borrow_mut().push(message);
             }
         }
-        buffer.copy_from_slice(&self.bytes[range]);
+        buffer.copy_from_slice(&bytes[range]);
         Ok(())
     }
 
-    fn write(&mut self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
+    fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
         let range = self.range(address, data.len())?;
-        self.bytes[range].copy_from_slice(data);
+        self.bytes.borrow_mut()[range].copy_from_slice(data);
         Ok(())
+    }
+}
+
+impl DeviceAtomics for FakeDeviceMemory {
+    fn fetch_add_u32(&self, address: DeviceAddress, value: u32) -> Result<u32, MemoryFault> {
+        self.update_word(address, |old| old.wrapping_add(value))
+    }
+    fn fetch_min_u32(&self, address: DeviceAddress, value: u32) -> Result<u32, MemoryFault> {
+        self.update_word(address, |old| old.min(value))
+    }
+    fn swap_u32(&self, address: DeviceAddress, value: u32) -> Result<u32, MemoryFault> {
+        self.update_word(address, |_| value)
+    }
+    fn compare_exchange_u32(
+        &self,
+        address: DeviceAddress,
+        current: u32,
+        new: u32,
+    ) -> Result<u32, MemoryFault> {
+        self.update_word(address, |old| if old == current { new } else { old })
     }
 }
 

@@ -46,8 +46,9 @@ extern crate std;
 
 use crate::error::FirmwareError;
 use crate::hal::{
-    Clock, ComputeUnits, DeviceMemory, DmaCompletion, DmaDescriptor, DmaEngine, DmaError, DmaKind,
-    DmaRequest, DmaTag, HostEvent, ItemCompletion, KernelLaunch, MemoryFault, Registers,
+    Clock, ComputeUnits, DeviceAtomics, DeviceMemory, DmaCompletion, DmaDescriptor, DmaEngine,
+    DmaError, DmaKind, DmaRequest, DmaTag, HostEvent, ItemCompletion, KernelLaunch, MemoryFault,
+    Registers,
 };
 use crate::kernels::{knn, Kernel};
 use crate::scratch::ScratchLayout;

@@ -7,11 +7,7 @@ impl OptKernel {
     /// Runs item `index` (see the module docs for what each stage reads and writes). A memory
     /// fault (a memory smaller than the one the command was validated against) is reported
     /// as [`FirmwareError::MemoryFault`].
-    pub fn execute<M: DeviceMemory>(
-        &self,
-        index: u32,
-        memory: &mut M,
-    ) -> Result<(), FirmwareError> {
+    pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<(), FirmwareError> {
         match self.work(index)? {
             Work::Statistics => self.execute_statistics(memory),
             Work::Normalize { packet } => self.execute_normalize(packet, memory),
@@ -76,7 +72,7 @@ impl OptKernel {
         start..start.saturating_add(PACKET_ELEMENTS).min(self.tokens)
     }
 
-    fn execute_statistics<M: DeviceMemory>(&self, memory: &mut M) -> Result<(), FirmwareError> {
+    fn execute_statistics<M: DeviceMemory>(&self, memory: &M) -> Result<(), FirmwareError> {
         let p = &self.parameters;
         let mut moments = LayerNormMoments::new();
         let mut chunk = [0.0_f32; CHUNK_ELEMENTS];
@@ -102,7 +98,7 @@ impl OptKernel {
     fn execute_normalize<M: DeviceMemory>(
         &self,
         packet: u32,
-        memory: &mut M,
+        memory: &M,
     ) -> Result<(), FirmwareError> {
         let p = &self.parameters;
         let mut statistics = [0.0_f32; 2];
@@ -197,11 +193,7 @@ impl OptKernel {
         Ok(out)
     }
 
-    fn execute_qkv<M: DeviceMemory>(
-        &self,
-        packet: u32,
-        memory: &mut M,
-    ) -> Result<(), FirmwareError> {
+    fn execute_qkv<M: DeviceMemory>(&self, packet: u32, memory: &M) -> Result<(), FirmwareError> {
         let p = &self.parameters;
         let first_row = product32(packet, GEMV_ROWS)?;
         let normalized = self.workspace(self.layout.normalized, 0)?;
@@ -229,7 +221,7 @@ impl OptKernel {
         &self,
         head: u32,
         packet: u32,
-        memory: &mut M,
+        memory: &M,
     ) -> Result<(), FirmwareError> {
         let p = &self.parameters;
         let head_dim = p.head_dim as usize;
@@ -278,7 +270,7 @@ impl OptKernel {
         &self,
         head: u32,
         packet: u32,
-        memory: &mut M,
+        memory: &M,
     ) -> Result<(), FirmwareError> {
         let p = &self.parameters;
         let block = packet / SOFTMAX_BLOCK_PACKETS;
@@ -319,7 +311,7 @@ impl OptKernel {
         &self,
         head: u32,
         packet: u32,
-        memory: &mut M,
+        memory: &M,
     ) -> Result<(), FirmwareError> {
         let p = &self.parameters;
         let head_dim = p.head_dim as usize;
@@ -360,7 +352,7 @@ impl OptKernel {
         &self,
         head: u32,
         block: u32,
-        memory: &mut M,
+        memory: &M,
     ) -> Result<(), FirmwareError> {
         let p = &self.parameters;
         let head_dim = p.head_dim as usize;
@@ -425,7 +417,7 @@ impl OptKernel {
         &self,
         head: u32,
         packet: u32,
-        memory: &mut M,
+        memory: &M,
     ) -> Result<(), FirmwareError> {
         let p = &self.parameters;
         let blocks = self.blocks as usize;
@@ -478,7 +470,7 @@ impl OptKernel {
         &self,
         part: u32,
         packet: u32,
-        memory: &mut M,
+        memory: &M,
     ) -> Result<(), FirmwareError> {
         let p = &self.parameters;
         let first_row = product32(packet, GEMV_ROWS)?;
@@ -504,7 +496,7 @@ impl OptKernel {
     fn execute_residual<M: DeviceMemory>(
         &self,
         packet: u32,
-        memory: &mut M,
+        memory: &M,
     ) -> Result<(), FirmwareError> {
         let p = &self.parameters;
         let first = product(u64::from(packet), u64::from(PACKET_ELEMENTS))?;
@@ -579,7 +571,7 @@ fn read_floats<M: DeviceMemory>(
 
 /// Writes `values` as little-endian `f32` at `address`, a chunk at a time.
 fn write_floats<M: DeviceMemory>(
-    memory: &mut M,
+    memory: &M,
     address: u64,
     values: &[f32],
 ) -> Result<(), FirmwareError> {
@@ -641,11 +633,11 @@ mod tests {
             expected.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
         );
         // The order of execution within a stage does not matter.
-        let mut reversed = loaded(&layer);
+        let reversed = loaded(&layer);
         let kernel = OptKernel::decode(&command(), &reversed).unwrap();
         for stage in 0..kernel.stages() {
             for item in kernel.stage_items(stage).rev() {
-                kernel.execute(item, &mut reversed).unwrap();
+                kernel.execute(item, &reversed).unwrap();
             }
         }
         assert_eq!(get_floats(&reversed, RESULT, HIDDEN as usize), got);
@@ -666,9 +658,7 @@ mod tests {
                 &[value],
             );
         }
-        kernel
-            .execute(STAGE_RANGES[9].start + 1, &mut memory)
-            .unwrap();
+        kernel.execute(STAGE_RANGES[9].start + 1, &memory).unwrap();
         let got = get_floats(&memory, RESULT + 4 * 9, 1)[0];
         assert_eq!(got, layer.x[9] + (1.0 + layer.output_bias[9]));
         assert_eq!(
@@ -700,19 +690,19 @@ mod tests {
     fn execute_on_a_smaller_memory_reports_a_fault() {
         let memory = loaded(&layer());
         let kernel = OptKernel::decode(&command(), &memory).unwrap();
-        let mut small = FakeMemory::new(0x3000);
+        let small = FakeMemory::new(0x3000);
         for stage in STAGE_RANGES {
             let item = stage.start;
             assert!(
                 matches!(
-                    kernel.execute(item, &mut small),
+                    kernel.execute(item, &small),
                     Err(FirmwareError::MemoryFault(_))
                 ),
                 "item {item}"
             );
         }
         assert_eq!(
-            kernel.execute(261, &mut small),
+            kernel.execute(261, &small),
             Err(FirmwareError::ArgumentOutOfRange)
         );
     }

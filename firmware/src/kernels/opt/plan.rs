@@ -344,6 +344,52 @@ mod tests {
     /// The command processor's barrier (`crate::device`): a staged launch is dispatched one
     /// stage at a time, the next only once every item of the previous one has finished, and
     /// the launch completes only after the last stage.
+    /// Decode once: the firmware reads the parameter block when it validates the launch and
+    /// hands the decoded kernel to the compute units with every stage's dispatch. A host that
+    /// rewrites the block after the launch (here a valid block with `gamma` and `beta`
+    /// swapped, which would change the result, then a block of garbage, which would not
+    /// decode) changes nothing: the result is the original layer's. (Before the kernel rode
+    /// with the launch, each stage's dispatch decoded the block again.)
+    #[test]
+    fn a_parameter_block_overwritten_after_the_launch_does_not_change_the_result() {
+        use crate::testing::{test_firmware, BulkCompletion, FakeHal};
+        use shared_abi::LaunchMode;
+        let mut hal = FakeHal::with_memory(crate::testing::DEVICE_MEMORY_BYTES as usize);
+        let fixture = loaded(&layer());
+        let bytes = fixture.bytes(DeviceAddress(0), MEMORY);
+        hal.memory.write(DeviceAddress(0), &bytes).unwrap();
+        let mut firmware = test_firmware(crate::StreamingFactor::Bytes(32), true);
+        let mut launch = command();
+        launch.mode = LaunchMode::BulkSynchronous as u32;
+        launch.tag = 9;
+        hal.launch_store(launch);
+        firmware.step(&mut hal);
+        assert_eq!(hal.compute.launches().len(), 1, "stage 0 dispatched");
+        let mut swapped = parameters();
+        (swapped.ln_gamma, swapped.ln_beta) = (swapped.ln_beta, swapped.ln_gamma);
+        hal.memory.put(DeviceAddress(PARAMETERS), &swapped);
+        for stage in 0..STAGE_RANGES.len() {
+            if stage == 5 {
+                hal.memory
+                    .write(DeviceAddress(PARAMETERS), &[0xff; PARAMETER_BYTES as usize])
+                    .unwrap();
+            }
+            hal.finish_all_items();
+            firmware.step(&mut hal);
+        }
+        assert_eq!(hal.compute.launches().len(), 10);
+        assert_eq!(
+            hal.registers.bulk_completions(),
+            [BulkCompletion {
+                tag: 9,
+                status: Status::Ok
+            }]
+        );
+        let (result, _, _) = plain(&layer());
+        let got = get_floats(&hal.memory, RESULT, HIDDEN as usize);
+        assert_close(&got, &result, "output");
+    }
+
     #[test]
     fn the_firmware_dispatches_each_stage_only_after_the_previous_one_finished() {
         use crate::testing::{test_firmware, BulkCompletion, FakeHal};
@@ -526,7 +572,7 @@ mod tests {
             |p| p.output_bias = MEMORY - 4,
         ];
         for change in changes {
-            let mut memory = loaded(&layer());
+            let memory = loaded(&layer());
             let mut p = parameters();
             change(&mut p);
             memory.put(DeviceAddress(PARAMETERS), &p);
@@ -571,7 +617,7 @@ mod tests {
             rejected(&memory, &c, FirmwareError::ArgumentOutOfRange);
         }
         // Read-only inputs may overlap each other.
-        let mut shared = loaded(&layer());
+        let shared = loaded(&layer());
         let mut p = parameters();
         p.ln_beta = GAMMA;
         p.output_bias = INPUT;
@@ -600,7 +646,7 @@ mod tests {
                 proptest::array::uniform8(any::<u64>()),
             ],
         ) {
-            let mut memory = FakeMemory::new(0x10000);
+            let memory = FakeMemory::new(0x10000);
             let (heads, dim_packets, capacity) = shape;
             let head_dim = dim_packets * 8;
             let parameters = OptParameters {
@@ -629,7 +675,7 @@ mod tests {
                     let spec = decoded.item(item, &memory);
                     prop_assert!(spec.is_ok());
                     covered += u64::from(spec.unwrap().result_length);
-                    prop_assert_eq!(decoded.execute(item, &mut memory), Ok(()));
+                    prop_assert_eq!(decoded.execute(item, &memory), Ok(()));
                 }
                 prop_assert_eq!(covered, command.result_length);
                 prop_assert!(decoded.item(decoded.items(), &memory).is_err());
@@ -644,7 +690,7 @@ mod tests {
             shape in (1_u32..3, 1_u32..3, 1_u32..9),
         ) {
             let layer = layer();
-            let mut memory = loaded(&layer);
+            let memory = loaded(&layer);
             let mut p = parameters();
             let mut c = command();
             for (field, delta) in nudges {
@@ -687,7 +733,7 @@ mod tests {
                         for byte in spec.result_offset..spec.result_offset + u64::from(spec.result_length) {
                             covered[byte as usize] += 1;
                         }
-                        prop_assert_eq!(decoded.execute(item, &mut memory), Ok(()));
+                        prop_assert_eq!(decoded.execute(item, &memory), Ok(()));
                     }
                 }
                 prop_assert!(covered.iter().all(|c| *c == 1));
