@@ -631,6 +631,19 @@ mod tests {
     }
 
     /// Runs every item of `command`, last item first.
+    /// The stack figure of `crate::hal` for SSSP (see the OPT kernel's twin of this test).
+    #[test]
+    fn stack_high_water_of_every_sssp_item_fits_the_uthread_stack() {
+        let mut previous = vec![INFINITY; 20];
+        previous[0] = 0;
+        let (memory, command) = setup(&path_graph(), &previous);
+        let kernel = crate::kernels::Kernel::Sssp(SsspKernel::decode(&command, &memory).unwrap());
+        let probe = crate::testing::StackProbe::new(&memory);
+        let deepest = probe.high_water(&kernel, 0..kernel.items());
+        std::println!("stack high-water, sssp: {deepest} bytes");
+        assert!(deepest > 0 && deepest <= crate::hal::UTHREAD_STACK_BYTES);
+    }
+
     fn run_all(memory: &mut FakeMemory, command: &CommandDescriptor) -> SsspKernel {
         let kernel = SsspKernel::decode(command, memory).unwrap();
         for item in (0..kernel.items()).rev() {

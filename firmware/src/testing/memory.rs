@@ -3,7 +3,7 @@
 use super::*;
 
 /// Device memory as a byte vector behind a [`RefCell`] (shared access, as the HAL requires;
-/// single-threaded, so not `Sync`: the contended cases of [`crate::conformance`] run on the
+/// single-threaded, so not `Sync`: the contended cases of `firmware::conformance` run on the
 /// emulator's memory and a port's). Every read that touches the flow-control block is recorded
 /// with the message the block held, so a test can count and check the device's head reads
 /// (edge D5).

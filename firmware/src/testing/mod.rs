@@ -150,3 +150,79 @@ mod commands_suite {
     use crate as firmware;
     include!("../../tests/commands.rs");
 }
+
+/// Device memory that records the deepest stack address any access is made from: kernels
+/// reach device memory only through the HAL, with their buffers live in their frames, so the
+/// deepest access bounds an item's stack from below (see [`crate::hal`], "Stack per µthread").
+#[derive(Debug)]
+pub struct StackProbe<'a, M> {
+    inner: &'a M,
+    deepest: core::cell::Cell<usize>,
+}
+
+impl<'a, M: DeviceAtomics> StackProbe<'a, M> {
+    /// Probes accesses to `inner`.
+    pub fn new(inner: &'a M) -> Self {
+        StackProbe {
+            inner,
+            deepest: core::cell::Cell::new(usize::MAX),
+        }
+    }
+
+    fn mark(&self) {
+        let marker = 0_u8;
+        let here = core::ptr::addr_of!(marker) as usize;
+        self.deepest.set(self.deepest.get().min(here));
+    }
+
+    /// Bytes of stack below this call's frame that running `items` of `kernel` in order
+    /// reached, at its deepest device-memory access (the stage barrier is the caller's: pass
+    /// one stage's items at a time).
+    #[inline(never)]
+    pub fn high_water(&self, kernel: &Kernel, items: Range<u32>) -> usize {
+        let marker = 0_u8;
+        let entry = core::ptr::addr_of!(marker) as usize;
+        for item in items {
+            crate::run_item(kernel, item, self).unwrap();
+        }
+        entry.saturating_sub(self.deepest.get())
+    }
+}
+
+impl<M: DeviceAtomics> DeviceMemory for StackProbe<'_, M> {
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
+        self.mark();
+        self.inner.read(address, buffer)
+    }
+    fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
+        self.mark();
+        self.inner.write(address, data)
+    }
+}
+
+impl<M: DeviceAtomics> DeviceAtomics for StackProbe<'_, M> {
+    fn fetch_add_u32(&self, address: DeviceAddress, value: u32) -> Result<u32, MemoryFault> {
+        self.mark();
+        self.inner.fetch_add_u32(address, value)
+    }
+    fn fetch_min_u32(&self, address: DeviceAddress, value: u32) -> Result<u32, MemoryFault> {
+        self.mark();
+        self.inner.fetch_min_u32(address, value)
+    }
+    fn swap_u32(&self, address: DeviceAddress, value: u32) -> Result<u32, MemoryFault> {
+        self.mark();
+        self.inner.swap_u32(address, value)
+    }
+    fn compare_exchange_u32(
+        &self,
+        address: DeviceAddress,
+        current: u32,
+        new: u32,
+    ) -> Result<u32, MemoryFault> {
+        self.mark();
+        self.inner.compare_exchange_u32(address, current, new)
+    }
+}

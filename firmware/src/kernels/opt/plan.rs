@@ -390,6 +390,22 @@ mod tests {
         assert_close(&got, &result, "output");
     }
 
+    /// The stack figure of `crate::hal` ("Stack per µthread"): every item of every stage,
+    /// through `run_item`, behind a probe of the deepest device-memory access. Prints the
+    /// high-water mark (`cargo test -p firmware --release stack_high_water -- --nocapture`).
+    #[test]
+    fn stack_high_water_of_every_opt_item_fits_the_uthread_stack() {
+        let memory = loaded(&layer());
+        let kernel = crate::kernels::Kernel::Opt(OptKernel::decode(&command(), &memory).unwrap());
+        let probe = crate::testing::StackProbe::new(&memory);
+        let mut deepest = 0;
+        for stage in 0..kernel.stages() {
+            deepest = deepest.max(probe.high_water(&kernel, kernel.stage_items(stage)));
+        }
+        std::println!("stack high-water, opt: {deepest} bytes");
+        assert!(deepest > 0 && deepest <= crate::hal::UTHREAD_STACK_BYTES);
+    }
+
     #[test]
     fn the_firmware_dispatches_each_stage_only_after_the_previous_one_finished() {
         use crate::testing::{test_firmware, BulkCompletion, FakeHal};
