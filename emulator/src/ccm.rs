@@ -408,10 +408,10 @@ impl Ccm {
     /// order (the sub-cores, earliest first and by index at equal times, then memory, then
     /// the items' ends, repeated until nothing is due). Items that end run their kernel code on `memory` and are reported in
     /// [`Ccm::completions`]; the units' next items start. Returns the items that ended.
-    pub fn on_wake<M: firmware::hal::DeviceMemory>(
+    pub fn on_wake<M: firmware::hal::DeviceAtomics>(
         &mut self,
         now: Ticks,
-        memory: &mut M,
+        memory: &M,
     ) -> Vec<Ended> {
         if self.wake_at == Some(now) {
             self.wake_at = None;
@@ -725,11 +725,11 @@ impl Ccm {
 
     /// The item in `slot` ends at `now`: runs its kernel code, reports it, frees the µthread
     /// and starts the unit's next items.
-    fn item_end<M: firmware::hal::DeviceMemory>(
+    fn item_end<M: firmware::hal::DeviceAtomics>(
         &mut self,
         now: Ticks,
         slot: u32,
-        memory: &mut M,
+        memory: &M,
     ) -> Option<Ended> {
         let active = self.slots.get_mut(slot as usize)?.take()?;
         let sub_core = slot / self.slots_per_sub_core.max(1);
@@ -742,7 +742,7 @@ impl Ccm {
             self.busy_total = self.busy_total.plus(now.since(self.busy_since));
         }
         let running = self.running.as_mut()?;
-        let outcome = running.kernel.execute(active.item, memory);
+        let outcome = firmware::run_item(&running.kernel, active.item, memory);
         let tag = running.tag;
         self.completions.push_back(firmware::hal::ItemCompletion {
             tag,
@@ -762,7 +762,7 @@ impl Ccm {
         }
         let mut touched = std::mem::take(&mut self.scratch_touched);
         touched.clear();
-        self.fill(now, unit, &*memory, &mut touched);
+        self.fill(now, unit, memory, &mut touched);
         self.reshare(now, &touched);
         self.scratch_touched = touched;
         Some(ended)
@@ -1011,7 +1011,7 @@ mod tests {
     fn uneven_items() -> (Kernel, FakeDeviceMemory) {
         use firmware::hal::DeviceMemory;
         use firmware::kernels::pagerank::{PageRankKernel, PageRankParameters};
-        let mut memory = FakeDeviceMemory::new(MEMORY as usize);
+        let memory = FakeDeviceMemory::new(MEMORY as usize);
         let parameters = PageRankParameters {
             vertices: 2,
             arcs: 26,
@@ -1132,7 +1132,7 @@ mod tests {
             let mut ccm = Ccm::new(&config(2, 2, 2, scheduling));
             let mut queue = EventQueue::default();
             ccm.dispatch(Ticks::ZERO, knn(12, 64), 1, 8..11, &memory);
-            let mut memory = FakeDeviceMemory::new(MEMORY as usize);
+            let memory = FakeDeviceMemory::new(MEMORY as usize);
             let mut items = Vec::new();
             loop {
                 for at in ccm.take_wakes() {
@@ -1141,7 +1141,7 @@ mod tests {
                 let Some((at, ())) = queue.pop() else {
                     break;
                 };
-                items.extend(ccm.on_wake(at, &mut memory).iter().map(|e| e.item));
+                items.extend(ccm.on_wake(at, &memory).iter().map(|e| e.item));
             }
             items.sort_unstable();
             assert_eq!(items, vec![8, 9, 10], "{scheduling:?}");

@@ -16,8 +16,8 @@ use cosim_link::link::LinkResponse;
 use cosim_link::phys::PhysicalMemory;
 use cosim_link::sync::Arc;
 use firmware::hal::{
-    Clock, ComputeUnits, DeviceMemory, DmaCompletion, DmaEngine, DmaError, DmaKind, DmaRequest,
-    DmaTag, HostEvent, ItemCompletion, KernelLaunch, MemoryFault, Registers,
+    Clock, ComputeUnits, DeviceAtomics, DeviceMemory, DmaCompletion, DmaEngine, DmaError, DmaKind,
+    DmaRequest, DmaTag, HostEvent, ItemCompletion, KernelLaunch, MemoryFault, Registers,
 };
 use firmware::FirmwareError;
 use shared_abi::{mailbox, DeviceAddress, Status, Ticks};
@@ -180,7 +180,7 @@ impl Hardware {
     /// The CCM's wake is due now; returns whether an item ended (the firmware has work).
     pub fn ccm_wake(&mut self) -> bool {
         let now = self.now;
-        let ended = self.ccm.on_wake(now, &mut self.dram);
+        let ended = self.ccm.on_wake(now, &self.dram);
         self.schedule_ccm();
         if let Some(trace) = self.trace.as_deref_mut() {
             for item in &ended {
@@ -350,8 +350,28 @@ impl DeviceMemory for Hardware {
     fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
         self.dram.read(address, buffer)
     }
-    fn write(&mut self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
+    fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
         self.dram.write(address, data)
+    }
+}
+
+impl DeviceAtomics for Hardware {
+    fn fetch_add_u32(&self, address: DeviceAddress, value: u32) -> Result<u32, MemoryFault> {
+        self.dram.fetch_add_u32(address, value)
+    }
+    fn fetch_min_u32(&self, address: DeviceAddress, value: u32) -> Result<u32, MemoryFault> {
+        self.dram.fetch_min_u32(address, value)
+    }
+    fn swap_u32(&self, address: DeviceAddress, value: u32) -> Result<u32, MemoryFault> {
+        self.dram.swap_u32(address, value)
+    }
+    fn compare_exchange_u32(
+        &self,
+        address: DeviceAddress,
+        current: u32,
+        new: u32,
+    ) -> Result<u32, MemoryFault> {
+        self.dram.compare_exchange_u32(address, current, new)
     }
 }
 
@@ -381,13 +401,12 @@ impl ComputeUnits for Hardware {
         if self.ccm.is_running() {
             return Err(FirmwareError::Busy);
         }
-        let mut command = launch.command;
-        command.flags = 0;
-        let kernel = firmware::kernels::Kernel::decode(&command, &self.dram)?;
+        // The kernel as the firmware decoded it when the command arrived: no second read of
+        // the command or its parameter block, which the host may have overwritten since.
         self.ccm.dispatch(
             self.now,
-            kernel,
-            launch.command.tag,
+            launch.kernel,
+            launch.tag,
             launch.item_range(),
             &self.dram,
         );

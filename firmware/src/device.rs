@@ -355,7 +355,8 @@ impl Firmware {
             let items = range.end.saturating_sub(range.start);
             if items > 0 {
                 hw.dispatch(KernelLaunch {
-                    command: valid.command,
+                    tag: valid.command.tag,
+                    kernel: valid.kernel,
                     first_item: range.start,
                     items,
                 })?;

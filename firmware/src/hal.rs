@@ -1,16 +1,78 @@
 //! The hardware abstraction layer: everything the firmware needs from the device, as small
 //! capability traits that the firmware defines and never implements.
 //!
-//! Porting the firmware to an FPGA or ASIC prototype starts with implementing [`Hal`] (one crate
-//! that holds the MMIO `unsafe`); the port also provides the main loop that calls
-//! [`crate::Firmware::step`], the device memory map of `shared_abi::device_map` (the launch
-//! window, the flow-control block, the scratch area), the doorbell and DMA-completion events,
-//! and the write ordering the [`DmaEngine`] docs require. Today's kernels also assume that one
-//! work item at a time writes device memory ([`DeviceMemory::write`] takes `&mut self`): a port
-//! that runs items on many µthreads at once must serialise their writes (the HAL has no
-//! device-memory atomics yet). The emulator implements the HAL on its cycle-timed model.
-//! Every method is non-blocking: the firmware is driven by [`crate::Firmware::step`] from the
-//! board's main loop or the emulator's event queue, and never waits inside a call.
+//! # What a port provides
+//!
+//! Porting the firmware to an FPGA or ASIC prototype means implementing [`Hal`] (one crate
+//! that holds the MMIO `unsafe`), and also:
+//!
+//! - the main loop that calls [`crate::Firmware::step`] on the firmware core (it never waits
+//!   inside a call: polling, not callbacks);
+//! - the µthreads of the compute units, each of which runs an item by calling
+//!   [`crate::run_item`] with the [`KernelLaunch::kernel`] it was handed, and reports it through
+//!   [`ComputeUnits::poll_item`];
+//! - the device memory map of `shared_abi::device_map` (the launch window, the flow-control
+//!   block) and a scratch area for [`crate::scratch::ScratchLayout`];
+//! - the doorbell, launch-store, flow-control and region events of [`Registers::take_event`],
+//!   with the ordering below;
+//! - the write ordering the [`DmaEngine`] docs require;
+//! - a stack of at least [`UTHREAD_STACK_BYTES`] per µthread.
+//!
+//! The emulator implements the HAL on its cycle-timed model (`emulator::hal_impl`). Every
+//! method is non-blocking. The `conformance` module (feature `conformance`) checks a port's
+//! implementation of these contracts.
+//!
+//! # What may run concurrently
+//!
+//! - The firmware core runs [`crate::Firmware::step`] on one thread of control; every `&mut
+//!   self` method of the HAL is called from it alone.
+//! - The items of one [`ComputeUnits::dispatch`] MAY run concurrently with each other (any
+//!   number of µthreads, interleaved at any instruction) and with the firmware core. Each item
+//!   touches device memory only through `&self` methods of [`DeviceMemory`] and
+//!   [`DeviceAtomics`]. No item of a launch's next stage runs before every item of the previous
+//!   stage was reported (the firmware dispatches a stage only then).
+//! - The host MAY store into device memory (CXL.mem) at any time, including into a parameter
+//!   block or an input of a running launch. The firmware reads a launch's parameter block
+//!   once, when it validates the command, and hands the decoded [`crate::kernels::Kernel`] to
+//!   the compute units ([`KernelLaunch::kernel`]): a later store changes no decision of the
+//!   firmware. (Inputs the host overwrites while the launch runs give whatever the kernel then
+//!   reads; never a panic or an access outside a validated range.)
+//!
+//! Kernel items write disjoint byte ranges (each kernel's docs say why its writes are or are
+//! not shared); neighbouring items may write neighbouring bytes of one word, which is why
+//! [`DeviceMemory::write`] MUST change only the bytes it addresses. Where two items may update
+//! the same word, a kernel MUST use [`DeviceAtomics`].
+//!
+//! # Ordering
+//!
+//! - Host stores, then the event that announces them: every host store to device memory
+//!   (CXL.mem) issued before the store or register write that produces a [`HostEvent`] MUST be
+//!   visible to the firmware's [`DeviceMemory::read`]s once [`Registers::take_event`] has
+//!   returned that event. (An RP descriptor and its parameter block before the doorbell; a
+//!   launch's parameter block and inputs before the launch store; a flow-control message
+//!   before [`HostEvent::FlowControl`]; the shadow descriptor and its scatter-gather list
+//!   before [`HostEvent::RegionProgrammed`].)
+//! - An item's writes, then its completion: every write of an item MUST be visible to the
+//!   firmware core's reads and to the [`DmaEngine`]'s reads of device memory once
+//!   [`ComputeUnits::poll_item`] has returned the item's completion (a release by the µthread,
+//!   an acquire by the core), and to every item of a later stage.
+//! - The firmware's writes before a [`DmaEngine::submit`] (descriptors, staging cells) MUST be
+//!   visible to the engine's reads of that request.
+//!
+//! # Stack per µthread
+//!
+//! An item runs on its µthread's stack: a µthread MUST have at least [`UTHREAD_STACK_BYTES`]
+//! (8 KiB). The figure is measured, not derived: `cargo test -p firmware --release
+//! stack_high_water -- --nocapture` runs every item of a small launch of a kernel through
+//! [`crate::run_item`] behind a [`DeviceMemory`] that records the deepest stack address any
+//! access is made from (kernels reach device memory only through the HAL, and their buffers
+//! are live in their frames during those calls), and prints the high-water mark below the
+//! caller's frame. Measured on x86-64, release profile: OPT 4,129 bytes (all ten stages), SSSP
+//! 1,305 bytes; KNN, PageRank, SSB and DLRM are not probed yet. The probe misses leaf calls
+//! that make no access (`libm`, the `kernel-arith` helpers), so [`UTHREAD_STACK_BYTES`] is
+//! about twice the deepest figure, leaving room for those, a port's own [`DeviceMemory`],
+//! interrupt entry and a less aggressive optimiser. A port on another instruction set SHOULD
+//! re-run the measurement on its target.
 
 use crate::error::FirmwareError;
 use shared_abi::{DeviceAddress, Status, Ticks};
@@ -31,15 +93,29 @@ pub struct MemoryFault {
     pub length: u64,
 }
 
-/// The device's own memory (the HDM range), as the firmware and kernels see it.
+/// Bytes of stack a µthread MUST have to run any item of any kernel (see the module docs,
+/// "Stack per µthread", for the measurement behind it).
+pub const UTHREAD_STACK_BYTES: usize = 8 * 1024;
+
+/// The device's own memory (the HDM range), as the firmware core and the kernels' µthreads see
+/// it: shared (every method takes `&self`), so an implementation holds its bytes behind
+/// interior mutability (atomics, a volatile MMIO window, or a cell in a single-threaded
+/// double).
 pub trait DeviceMemory {
-    /// Bytes of device memory.
+    /// Bytes of device memory. MUST NOT change while the firmware runs.
     fn size(&self) -> u64;
-    /// Copies `buffer.len()` bytes at `address` into `buffer`. MUST fail, touching nothing, when
-    /// any byte lies outside device memory.
+    /// Copies `buffer.len()` bytes at `address` into `buffer`. MUST fail with the
+    /// [`MemoryFault`] of the access, touching nothing, when any byte lies outside device
+    /// memory (never a panic). A read that races with a write to the same bytes MAY return
+    /// any mix of old and new bytes, but each byte is one that was stored.
     fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault>;
-    /// Writes `data` at `address`. MUST fail, touching nothing, when any byte lies outside.
-    fn write(&mut self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault>;
+    /// Writes `data` at `address`. MUST fail with the [`MemoryFault`] of the access, touching
+    /// nothing, when any byte lies outside device memory (never a panic). MUST change exactly
+    /// the bytes `[address, address + data.len())`, even while other µthreads write
+    /// neighbouring bytes of the same word: an implementation that merges a partial word MUST
+    /// do so atomically (or store bytes individually), never by a plain load and store of
+    /// the whole word.
+    fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault>;
 
     /// Reads a plain-old-data value.
     fn read_value<T: FromBytes + IntoBytes + KnownLayout + Immutable>(
@@ -49,6 +125,56 @@ pub trait DeviceMemory {
         let mut value = T::new_zeroed();
         self.read(address, value.as_mut_bytes())?;
         Ok(value)
+    }
+}
+
+/// Atomic read-modify-write of 32-bit words of device memory (RISC-V `amo*.w` and `lr.w` /
+/// `sc.w`; AXI atomic transactions, CXL.mem has none of its own), for the words that two
+/// µthreads may update at once.
+///
+/// For every method:
+///
+/// - `address` MUST be 4-byte aligned and the word inside device memory; otherwise the
+///   method MUST return `Err(MemoryFault { address, length: 4 })`, touching nothing (never a
+///   panic).
+/// - The word is little-endian, as every value the firmware keeps in device memory.
+/// - Atomicity: the read, the computation and the write are one indivisible step with
+///   respect to every other [`DeviceAtomics`] call on the same word, from any µthread or the
+///   firmware core (no lost update), and a concurrent [`DeviceMemory::read`] of the word sees
+///   the word before or after, never a mix.
+/// - Ordering: at least Relaxed (C11 `memory_order_relaxed`): one total order of the
+///   operations on each word, nothing promised about other words. Order between items comes
+///   from their completions (the module docs' "Ordering"); a kernel that needs more MUST say
+///   so and use the completion barrier between stages.
+/// - Each returns the word as it was before the operation.
+pub trait DeviceAtomics: DeviceMemory {
+    /// `*word = word.wrapping_add(value)` (RISC-V `amoadd.w`).
+    fn fetch_add_u32(&self, address: DeviceAddress, value: u32) -> Result<u32, MemoryFault>;
+    /// `*word = min(word, value)`, unsigned (RISC-V `amominu.w`).
+    fn fetch_min_u32(&self, address: DeviceAddress, value: u32) -> Result<u32, MemoryFault>;
+    /// `*word = value` (RISC-V `amoswap.w`).
+    fn swap_u32(&self, address: DeviceAddress, value: u32) -> Result<u32, MemoryFault>;
+    /// `if word == current { *word = new }` (RISC-V `lr.w`/`sc.w` loop): the operation
+    /// succeeded exactly when the returned previous value equals `current`. MUST NOT fail
+    /// spuriously (a port on LR/SC retries until the comparison, not the reservation,
+    /// decides).
+    fn compare_exchange_u32(
+        &self,
+        address: DeviceAddress,
+        current: u32,
+        new: u32,
+    ) -> Result<u32, MemoryFault>;
+}
+
+/// The fault of a 32-bit atomic at `address`, if it is not 4-byte aligned or not inside a
+/// memory of `size` bytes (the check every [`DeviceAtomics`] implementation makes first).
+pub fn atomic_word_fault(address: DeviceAddress, size: u64) -> Option<MemoryFault> {
+    let fault = MemoryFault { address, length: 4 };
+    let inside = address.0.checked_add(4).is_some_and(|end| end <= size);
+    if address.0 % 4 != 0 || !inside {
+        Some(fault)
+    } else {
+        None
     }
 }
 
@@ -174,11 +300,15 @@ pub struct ItemCompletion {
     pub outcome: Result<(), FirmwareError>,
 }
 
-/// A kernel launch handed to the compute units.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A kernel launch handed to the compute units: the kernel as the firmware decoded and
+/// validated it when the command arrived, so the units never read the host-writable command
+/// or parameter block again.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct KernelLaunch {
-    /// The decoded, validated command.
-    pub command: shared_abi::CommandDescriptor,
+    /// The launch's tag (the command's), reported back in each [`ItemCompletion`].
+    pub tag: u32,
+    /// The decoded, validated kernel: what each µthread passes to [`crate::run_item`].
+    pub kernel: crate::kernels::Kernel,
     /// The first item to run: items `first_item .. first_item + items` form one stage of the
     /// launch (see [`crate::kernels`]); a single-stage kernel is dispatched once, from item 0.
     pub first_item: u32,
@@ -195,8 +325,11 @@ impl KernelLaunch {
 
 /// The CCM processing units and their µthreads, with the CCM scheduler.
 pub trait ComputeUnits {
-    /// Starts running the work items of `launch` (one stage). The scheduler (round-robin or FIFO) is the
-    /// implementation's; it MUST report each item exactly once.
+    /// Starts running the work items of `launch` (one stage) on the µthreads, each by
+    /// [`crate::run_item`]`(&launch.kernel, item, memory)`. The scheduler (round-robin or
+    /// FIFO) is the implementation's; it MUST report each item exactly once, after the item's
+    /// writes (see the module docs, "Ordering"), and MUST NOT read the launch's command or
+    /// parameter block from device memory (the kernel is already decoded).
     fn dispatch(&mut self, launch: KernelLaunch) -> Result<(), FirmwareError>;
     /// The next finished work item, in completion order.
     fn poll_item(&mut self) -> Option<ItemCompletion>;
@@ -219,7 +352,9 @@ pub enum HostEvent {
 
 /// Registers, doorbells and the signals the firmware sends back.
 pub trait Registers {
-    /// The next host event, in arrival order.
+    /// The next host event, in arrival order. Every host store to device memory issued before
+    /// the store that produced the event MUST be visible to [`DeviceMemory::read`] once this
+    /// returns it (see the module docs, "Ordering").
     fn take_event(&mut self) -> Option<HostEvent>;
     /// Writes an RP mailbox register (readable by the host over CXL.io).
     fn write_mailbox(&mut self, offset: u64, value: u64);
@@ -232,6 +367,6 @@ pub trait Registers {
 }
 
 /// Everything the firmware needs.
-pub trait Hal: Clock + DeviceMemory + DmaEngine + ComputeUnits + Registers {}
+pub trait Hal: Clock + DeviceMemory + DeviceAtomics + DmaEngine + ComputeUnits + Registers {}
 
-impl<T: Clock + DeviceMemory + DmaEngine + ComputeUnits + Registers> Hal for T {}
+impl<T: Clock + DeviceMemory + DeviceAtomics + DmaEngine + ComputeUnits + Registers> Hal for T {}

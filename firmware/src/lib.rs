@@ -8,6 +8,7 @@
 //! | module | what |
 //! |--------|------|
 //! | [`hal`] | the traits a board implements |
+//! | `conformance` | (feature `conformance`) checks of a port's HAL against the MUST clauses |
 //! | [`error`] | the firmware's error type and its one mapping onto the wire's `Status` |
 //! | [`command`] | decoding and validating launches |
 //! | [`monitor`] | the result monitor |
@@ -28,6 +29,8 @@
 )]
 
 pub mod command;
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
 mod device;
 pub mod error;
 pub mod executor;
@@ -43,3 +46,4 @@ pub mod translate;
 
 pub use device::{Firmware, FirmwareConfig, StepOutcome, StreamingFactor, LAUNCH_QUEUE};
 pub use error::{FirmwareError, HalBreach};
+pub use kernels::run_item;

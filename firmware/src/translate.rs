@@ -225,20 +225,20 @@ mod tests {
     use shared_abi::DeviceAddress;
     use zerocopy::IntoBytes;
 
-    /// Device memory as a plain byte vector.
+    /// Device memory as a plain byte vector (in a cell: the HAL's memory is shared).
     struct FakeDeviceMemory {
-        bytes: Vec<u8>,
+        bytes: std::cell::RefCell<Vec<u8>>,
     }
 
     impl FakeDeviceMemory {
         fn new() -> Self {
             FakeDeviceMemory {
-                bytes: vec![0; device_map::RP_DESCRIPTOR.0 as usize],
+                bytes: std::cell::RefCell::new(vec![0; device_map::RP_DESCRIPTOR.0 as usize]),
             }
         }
 
         fn program(descriptor: &ShadowRegionDescriptor, entries: &[ScatterGatherEntry]) -> Self {
-            let mut memory = FakeDeviceMemory::new();
+            let memory = FakeDeviceMemory::new();
             memory
                 .write(device_map::SHADOW_ENTRIES, entries.as_bytes())
                 .unwrap();
@@ -251,7 +251,7 @@ mod tests {
 
     impl DeviceMemory for FakeDeviceMemory {
         fn size(&self) -> u64 {
-            self.bytes.len() as u64
+            self.bytes.borrow().len() as u64
         }
         fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
             let fault = MemoryFault {
@@ -259,14 +259,14 @@ mod tests {
                 length: buffer.len() as u64,
             };
             let start = usize::try_from(address.0).map_err(|_| fault)?;
-            let source = self
-                .bytes
+            let bytes = self.bytes.borrow();
+            let source = bytes
                 .get(start..start.checked_add(buffer.len()).ok_or(fault)?)
                 .ok_or(fault)?;
             buffer.copy_from_slice(source);
             Ok(())
         }
-        fn write(&mut self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
+        fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
             let fault = MemoryFault {
                 address,
                 length: data.len() as u64,
@@ -274,6 +274,7 @@ mod tests {
             let start = usize::try_from(address.0).map_err(|_| fault)?;
             let end = start.checked_add(data.len()).ok_or(fault)?;
             self.bytes
+                .borrow_mut()
                 .get_mut(start..end)
                 .ok_or(fault)?
                 .copy_from_slice(data);
@@ -530,7 +531,7 @@ mod tests {
     #[test]
     fn device_memory_too_small_for_the_table_is_a_memory_fault() {
         let memory = FakeDeviceMemory {
-            bytes: vec![0; device_map::SHADOW_DESCRIPTOR.0 as usize + 8],
+            bytes: std::cell::RefCell::new(vec![0; device_map::SHADOW_DESCRIPTOR.0 as usize + 8]),
         };
         assert!(matches!(
             ShadowRegion::load(&memory),

@@ -39,7 +39,7 @@ fn bs_launch_completes_with_ok_only_after_every_item_finished() {
     firmware.step(&mut hal);
     let dispatched = hal.compute.current().expect("dispatched");
     assert_eq!(dispatched.items, launch.items());
-    assert_eq!(dispatched.command.tag, TAG);
+    assert_eq!(dispatched.tag, TAG);
 
     let mut items: Vec<u32> = (0..launch.items()).rev().collect();
     let last = items.pop().unwrap();
@@ -212,7 +212,7 @@ fn rp_doorbell_sets_status_running_and_dispatches() {
         hal.registers.mailbox(mailbox::STATUS),
         mailbox::status::RUNNING
     );
-    assert_eq!(hal.compute.current().map(|l| l.command.tag), Some(TAG));
+    assert_eq!(hal.compute.current().map(|l| l.tag), Some(TAG));
     hal.finish_items(0..launch.items() - 1);
     firmware.step(&mut hal);
     assert_eq!(

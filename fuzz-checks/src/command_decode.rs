@@ -103,7 +103,7 @@ fn execute_some(command: &CommandDescriptor, kernel: &Kernel, memory_size: u64, 
     let before = memory.clone();
     let last = kernel.items() - 1;
     for index in [0, last / 2, last] {
-        assert_eq!(kernel.execute(index, &mut memory), Ok(()), "item {index}");
+        assert_eq!(kernel.execute(index, &memory), Ok(()), "item {index}");
     }
     let start = command.result_address as usize;
     let end = start + command.result_length as usize;
@@ -130,7 +130,7 @@ impl firmware::hal::DeviceMemory for SizeOnly {
         })
     }
     fn write(
-        &mut self,
+        &self,
         address: shared_abi::DeviceAddress,
         data: &[u8],
     ) -> Result<(), firmware::hal::MemoryFault> {

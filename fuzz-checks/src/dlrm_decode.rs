@@ -209,7 +209,7 @@ fn mutate(
                 return;
             }
             let address = layout.batch + 4 * (first + u64::from(mutation.index) % length);
-            let old = word(memory.contents(), u128::from(address)).unwrap_or(0);
+            let old = word(&memory.contents(), u128::from(address)).unwrap_or(0);
             put_words(memory, address, &[tweak.apply32(old, context)]);
         }
         _ => command.kernel = tweak.apply32(command.kernel, context),
@@ -237,9 +237,9 @@ fn check_items(
     let mut memory = Watched::new(memory);
     for index in first_middle_last(0..kernel.items()) {
         let bag = u64::from(index) / packets;
-        let snapshot = memory.inner.contents();
+        let snapshot = memory.inner.contents().to_vec();
         let batch_word =
-            |i: u64| word(snapshot, u128::from(model.batch) + 4 * u128::from(i)).expect("inside");
+            |i: u64| word(&snapshot, u128::from(model.batch) + 4 * u128::from(i)).expect("inside");
         let (start, end) = (u64::from(batch_word(bag)), u64::from(batch_word(bag + 1)));
         let consistent = start <= end && end <= model.index_count;
         let span = Span::new(command.result_address + 32 * u64::from(index), 32);
@@ -279,7 +279,7 @@ fn check_items(
         }
     }
     assert_eq!(
-        kernel.execute(kernel.items(), &mut memory),
+        kernel.execute(kernel.items(), &memory),
         Err(FirmwareError::ArgumentOutOfRange)
     );
 }

@@ -104,7 +104,7 @@ pub fn check(data: &[u8]) {
     }
 
     // What the emulator does next with an accepted descriptor: read the source, land it.
-    let mut dram = DeviceDram::new(device_size);
+    let dram = DeviceDram::new(device_size);
     let fill: Vec<u8> = input.remaining().iter().copied().cycle().take(64).collect();
     let _ = dram.write(DeviceAddress(0), &fill);
     let mut payload = vec![0u8; descriptor.length as usize];

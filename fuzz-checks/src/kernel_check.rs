@@ -234,7 +234,7 @@ pub struct Watched {
     /// The memory.
     pub inner: FakeDeviceMemory,
     /// `(address, length)` of every write, in order.
-    pub writes: Vec<(u64, u64)>,
+    pub writes: std::cell::RefCell<Vec<(u64, u64)>>,
 }
 
 impl Watched {
@@ -242,7 +242,7 @@ impl Watched {
     pub fn new(inner: FakeDeviceMemory) -> Watched {
         Watched {
             inner,
-            writes: Vec::new(),
+            writes: std::cell::RefCell::new(Vec::new()),
         }
     }
 }
@@ -256,8 +256,10 @@ impl DeviceMemory for Watched {
         self.inner.read(address, buffer)
     }
 
-    fn write(&mut self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
-        self.writes.push((address.0, data.len() as u64));
+    fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
+        self.writes
+            .borrow_mut()
+            .push((address.0, data.len() as u64));
         self.inner.write(address, data)
     }
 }
@@ -271,9 +273,9 @@ pub fn execute_within<T>(
     run: impl FnOnce(&mut Watched) -> T,
 ) -> T {
     let before = memory.inner.contents().to_vec();
-    memory.writes.clear();
+    memory.writes.borrow_mut().clear();
     let result = run(memory);
-    for &(address, length) in &memory.writes {
+    for &(address, length) in memory.writes.borrow().iter() {
         let write = Span::new(address, u128::from(length));
         if length > 0 {
             assert!(
@@ -349,7 +351,7 @@ where
         return;
     };
     let (memory, command) = (target.prepare)(&input);
-    let expected = (target.model)(&command, memory.contents());
+    let expected = (target.model)(&command, &memory.contents());
     let direct = (target.decode)(&command, &memory);
     match (&direct, &expected) {
         (Ok(_), Ok(_)) => {}

@@ -513,7 +513,7 @@ fn check_items(
         }
     }
     assert_eq!(
-        kernel.execute(kernel.items(), &mut memory),
+        kernel.execute(kernel.items(), &memory),
         Err(FirmwareError::ArgumentOutOfRange)
     );
 }

@@ -196,7 +196,7 @@ fn mutate(
         }
         field @ 7..=10 => {
             let address = layout.parameters + 8 * u64::from(field - 7);
-            let old = dword(memory.contents(), u128::from(address)).unwrap_or(0);
+            let old = dword(&memory.contents(), u128::from(address)).unwrap_or(0);
             memory.fill(address, &tweak.apply(old, context).to_le_bytes());
         }
         field @ 11..=12 => {
@@ -209,7 +209,7 @@ fn mutate(
                 return;
             }
             let address = base + 4 * (u64::from(mutation.index) % length);
-            let old = word(memory.contents(), u128::from(address)).unwrap_or(0);
+            let old = word(&memory.contents(), u128::from(address)).unwrap_or(0);
             put_words(memory, address, &[tweak.apply32(old, context)]);
         }
         _ => command.kernel = tweak.apply32(command.kernel, context),
@@ -246,7 +246,7 @@ fn check_items(
     let mut memory = Watched::new(memory);
     for index in first_middle_last(0..kernel.items()) {
         let vertex = u64::from(index);
-        let degree = good_degree(model, memory.inner.contents(), vertex);
+        let degree = good_degree(model, &memory.inner.contents(), vertex);
         let good = degree.is_some();
         let item_span = Span::new(command.result_address + 4 * vertex, 4);
         assert!(result.contains(&item_span));
@@ -280,7 +280,7 @@ fn check_items(
         }
     }
     assert_eq!(
-        kernel.execute(kernel.items(), &mut memory),
+        kernel.execute(kernel.items(), &memory),
         Err(FirmwareError::ArgumentOutOfRange)
     );
 }

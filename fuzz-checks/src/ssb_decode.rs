@@ -232,7 +232,7 @@ fn check_items(
             u128::from(item.result_length),
         );
         assert!(result.contains(&span), "item {index} outside the result");
-        let expected = expected_bytes(model, memory.inner.contents(), first, end);
+        let expected = expected_bytes(model, &memory.inner.contents(), first, end);
         let outcome = execute_within(&mut memory, &[span], "ssb item", |memory| {
             kernel.execute(index, memory)
         });
@@ -245,7 +245,7 @@ fn check_items(
         );
     }
     assert_eq!(
-        kernel.execute(kernel.items(), &mut memory),
+        kernel.execute(kernel.items(), &memory),
         Err(FirmwareError::ArgumentOutOfRange)
     );
 }

@@ -267,7 +267,7 @@ fn mutate(
         }
         field @ 7..=11 => {
             let address = layout.parameters + 8 * u64::from(field - 7);
-            let old = dword(memory.contents(), u128::from(address)).unwrap_or(0);
+            let old = dword(&memory.contents(), u128::from(address)).unwrap_or(0);
             memory.fill(address, &tweak.apply(old, context).to_le_bytes());
         }
         field @ 12..=14 => {
@@ -280,7 +280,7 @@ fn mutate(
                 return;
             }
             let address = base + 4 * (u64::from(mutation.index) % length);
-            let old = word(memory.contents(), u128::from(address)).unwrap_or(0);
+            let old = word(&memory.contents(), u128::from(address)).unwrap_or(0);
             put_words(memory, address, &[tweak.apply32(old, context)]);
         }
         _ => {
@@ -387,7 +387,7 @@ fn check_items(
     let mut memory = Watched::new(memory);
     for index in first_middle_last(0..kernel.items()) {
         // The inputs never change: the result overlaps none of them.
-        let want = expected(model, memory.inner.contents(), index);
+        let want = expected(model, &memory.inner.contents(), index);
         let described = kernel.item(index, &memory);
         let Some(offsets) = &want.offsets else {
             assert_eq!(
@@ -436,7 +436,7 @@ fn check_items(
                 let written: Vec<u32> = (0..want.count)
                     .map(|lane| {
                         word(
-                            memory.inner.contents(),
+                            &memory.inner.contents(),
                             item_span.start + 4 * u128::from(lane),
                         )
                         .expect("inside memory")
@@ -447,7 +447,7 @@ fn check_items(
         }
     }
     assert_eq!(
-        kernel.execute(kernel.items(), &mut memory),
+        kernel.execute(kernel.items(), &memory),
         Err(FirmwareError::ArgumentOutOfRange)
     );
 }

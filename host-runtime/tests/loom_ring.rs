@@ -321,7 +321,7 @@ impl firmware::hal::DeviceMemory for FlowBlock {
     }
 
     fn write(
-        &mut self,
+        &self,
         address: shared_abi::DeviceAddress,
         data: &[u8],
     ) -> Result<(), firmware::hal::MemoryFault> {

@@ -24,7 +24,7 @@ const SPARE_BYTES: usize = 0x2000;
 /// kernel item wrote does not pass for a zero.
 pub(crate) struct FakeDevice {
     /// All of device memory; address `a` is `memory[a]`.
-    pub(crate) memory: Vec<u8>,
+    pub(crate) memory: std::cell::RefCell<Vec<u8>>,
     /// The next free address.
     next: u64,
 }
@@ -33,7 +33,7 @@ impl FakeDevice {
     /// `size` bytes of 0xA5, allocations from address 0x1000.
     pub(crate) fn new(size: usize) -> Self {
         FakeDevice {
-            memory: vec![0xA5; size],
+            memory: std::cell::RefCell::new(vec![0xA5; size]),
             next: FIRST_ADDRESS,
         }
     }
@@ -49,7 +49,7 @@ impl FakeDevice {
     fn range(&self, address: DeviceAddress, length: usize) -> Option<std::ops::Range<usize>> {
         let start = usize::try_from(address.0).ok()?;
         let end = start.checked_add(length)?;
-        (end <= self.memory.len()).then_some(start..end)
+        (end <= self.memory.borrow().len()).then_some(start..end)
     }
 }
 
@@ -59,10 +59,10 @@ impl DeviceLoader for FakeDevice {
     fn allocate(&mut self, length: u64, align: u64) -> Result<DeviceAddress, LoadError> {
         let start = self.next.next_multiple_of(align);
         let end = start + length;
-        if end > self.memory.len() as u64 {
+        if end > self.memory.borrow().len() as u64 {
             return Err(LoadError::OutOfMemory {
                 requested: length,
-                available: (self.memory.len() as u64).saturating_sub(start),
+                available: (self.memory.borrow().len() as u64).saturating_sub(start),
             });
         }
         self.next = end;
@@ -77,7 +77,7 @@ impl DeviceLoader for FakeDevice {
                 address: address.0,
                 length: bytes.len() as u64,
             })?;
-        self.memory[range].copy_from_slice(bytes);
+        self.memory.get_mut()[range].copy_from_slice(bytes);
         Ok(())
     }
 }
@@ -86,7 +86,7 @@ impl DeviceLoader for FakeDevice {
 impl DeviceMemory for FakeDevice {
     /// Bytes of memory.
     fn size(&self) -> u64 {
-        self.memory.len() as u64
+        self.memory.borrow().len() as u64
     }
 
     /// Copies `[address, address + buffer.len())` into `buffer`.
@@ -95,17 +95,17 @@ impl DeviceMemory for FakeDevice {
             address,
             length: buffer.len() as u64,
         })?;
-        buffer.copy_from_slice(&self.memory[range]);
+        buffer.copy_from_slice(&self.memory.borrow()[range]);
         Ok(())
     }
 
     /// Copies `data` to `address`.
-    fn write(&mut self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
+    fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
         let range = self.range(address, data.len()).ok_or(MemoryFault {
             address,
             length: data.len() as u64,
         })?;
-        self.memory[range].copy_from_slice(data);
+        self.memory.borrow_mut()[range].copy_from_slice(data);
         Ok(())
     }
 }
@@ -129,7 +129,7 @@ pub(crate) fn launch(device: &mut FakeDevice, plan: &LaunchPlan) -> Launched {
     for stage in 0..kernel.stages() {
         for item in kernel.stage_items(stage).rev() {
             items.push((stage, kernel.item(item, &*device).unwrap()));
-            kernel.execute(item, device).unwrap();
+            kernel.execute(item, &*device).unwrap();
         }
     }
     Launched { kernel, items }
@@ -140,7 +140,7 @@ pub(crate) fn result_bytes(device: &FakeDevice, plan: &LaunchPlan, task: &HostTa
     let base = plan.command.result_address;
     let start = (base + task.needs.start) as usize;
     let end = (base + task.needs.end) as usize;
-    device.memory[start..end].to_vec()
+    device.memory.borrow()[start..end].to_vec()
 }
 
 /// Feeds every task of `plan` its result bytes from `device` (in reverse order), then
@@ -186,7 +186,8 @@ pub(crate) fn run(
         }
         assert_eq!(next, plan.command.result_length);
         let base = plan.command.result_address as usize;
-        let mut result = device.memory[base..base + plan.command.result_length as usize].to_vec();
+        let mut result =
+            device.memory.borrow()[base..base + plan.command.result_length as usize].to_vec();
         corrupt(launches, &mut result);
         for task in plan.tasks.iter().rev() {
             let bytes = &result[task.needs.start as usize..task.needs.end as usize];

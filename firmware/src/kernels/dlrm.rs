@@ -399,11 +399,7 @@ impl DlrmKernel {
     /// Runs item `index`: reads the bag's indices [`INDEX_CHUNK`] at a time, adds each
     /// looked-up row's 32-byte packet into the 8-lane accumulator ([`accumulate`]), and writes
     /// the packet (little-endian) to the result.
-    pub fn execute<M: DeviceMemory>(
-        &self,
-        index: u32,
-        memory: &mut M,
-    ) -> Result<(), FirmwareError> {
+    pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<(), FirmwareError> {
         let (bag, packet_offset) = self.bag_and_packet(index)?;
         let (start, end) = self.bag_positions(bag, memory)?;
         let row_bytes = u64::from(self.dim)
@@ -603,10 +599,10 @@ mod tests {
 
     #[test]
     fn an_item_writes_its_32_bytes_and_nothing_else() {
-        let (command, mut memory, table) = valid();
+        let (command, memory, table) = valid();
         let kernel = DlrmKernel::decode(&command, &memory).unwrap();
         memory.write(DeviceAddress(RESULT), &[0xEE; 512]).unwrap();
-        kernel.execute(9, &mut memory).unwrap();
+        kernel.execute(9, &memory).unwrap();
         let mut after = [0_u8; 512];
         memory.read(DeviceAddress(RESULT), &mut after).unwrap();
         let expected = plain_pool(&table, 32, &INDICES[3..8]);
@@ -657,10 +653,10 @@ mod tests {
 
     #[test]
     fn execute_pools_every_bag_in_order() {
-        let (command, mut memory, table) = valid();
+        let (command, memory, table) = valid();
         let kernel = DlrmKernel::decode(&command, &memory).unwrap();
         for item in (0..kernel.items()).rev() {
-            kernel.execute(item, &mut memory).unwrap();
+            kernel.execute(item, &memory).unwrap();
         }
         for bag in 0..4 {
             let rows = &INDICES[OFFSETS[bag] as usize..OFFSETS[bag + 1] as usize];
@@ -679,11 +675,11 @@ mod tests {
     fn wide_rows_have_many_packets_and_long_bags_chunk_their_indices() {
         // dim 272 (34 packets), one bag of 150 lookups (three index chunks).
         let indices: Vec<u32> = (0..150).map(|j| (j * 7) % 12).collect();
-        let (mut memory, table) = memory_with(12, 272, &[0, 150], &indices);
+        let (memory, table) = memory_with(12, 272, &[0, 150], &indices);
         let kernel = DlrmKernel::decode(&command(12, 272, 1, 150), &memory).unwrap();
         assert_eq!(kernel.items(), 34);
         for item in 0..34 {
-            kernel.execute(item, &mut memory).unwrap();
+            kernel.execute(item, &memory).unwrap();
         }
         let expected = plain_pool(&table, 272, &indices);
         let got = read_floats(&memory, RESULT, 272);
@@ -704,22 +700,22 @@ mod tests {
 
     #[test]
     fn out_of_range_index_is_an_error_without_a_write() {
-        let (mut memory, _) = memory_with(10, 32, &[0, 2], &[3, 10]);
+        let (memory, _) = memory_with(10, 32, &[0, 2], &[3, 10]);
         let kernel = DlrmKernel::decode(&command(10, 32, 1, 2), &memory).unwrap();
         memory.write(DeviceAddress(RESULT), &[0xEE; 128]).unwrap();
         for item in 0..4 {
             assert_eq!(
-                kernel.execute(item, &mut memory),
+                kernel.execute(item, &memory),
                 Err(FirmwareError::ArgumentOutOfRange)
             );
         }
         let mut after = [0_u8; 128];
         memory.read(DeviceAddress(RESULT), &mut after).unwrap();
         assert_eq!(after, [0xEE; 128]);
-        let (mut memory, _) = memory_with(10, 32, &[0, 1], &[u32::MAX]);
+        let (memory, _) = memory_with(10, 32, &[0, 1], &[u32::MAX]);
         let kernel = DlrmKernel::decode(&command(10, 32, 1, 1), &memory).unwrap();
         assert_eq!(
-            kernel.execute(0, &mut memory),
+            kernel.execute(0, &memory),
             Err(FirmwareError::ArgumentOutOfRange)
         );
     }
@@ -727,7 +723,7 @@ mod tests {
     #[test]
     fn offsets_out_of_order_or_beyond_the_indices_refuse_the_item() {
         // Bag 1 (items 4..8 at dim 32) runs backwards; bag 0 is fine.
-        let (mut memory, _) = memory_with(10, 32, &[0, 3, 1, 4], &[1, 2, 3, 4]);
+        let (memory, _) = memory_with(10, 32, &[0, 3, 1, 4], &[1, 2, 3, 4]);
         let kernel = DlrmKernel::decode(&command(10, 32, 3, 4), &memory).unwrap();
         assert!(kernel.item(3, &memory).is_ok());
         for item in 4..8 {
@@ -736,20 +732,20 @@ mod tests {
                 Err(FirmwareError::ArgumentOutOfRange)
             );
             assert_eq!(
-                kernel.execute(item, &mut memory),
+                kernel.execute(item, &memory),
                 Err(FirmwareError::ArgumentOutOfRange)
             );
         }
         assert!(kernel.item(8, &memory).is_ok());
         // Bag 0 ends beyond index_count (decoded with 4 indices).
-        let (mut memory, _) = memory_with(10, 32, &[0, 9, 4], &[1, 2, 3, 4]);
+        let (memory, _) = memory_with(10, 32, &[0, 9, 4], &[1, 2, 3, 4]);
         let kernel = DlrmKernel::decode(&command(10, 32, 2, 4), &memory).unwrap();
         assert_eq!(
             kernel.item(0, &memory),
             Err(FirmwareError::ArgumentOutOfRange)
         );
         assert_eq!(
-            kernel.execute(0, &mut memory),
+            kernel.execute(0, &memory),
             Err(FirmwareError::ArgumentOutOfRange)
         );
     }
@@ -875,9 +871,9 @@ mod tests {
     fn execute_on_a_smaller_memory_than_validated_reports_a_fault() {
         let (command, memory, _) = valid();
         let kernel = DlrmKernel::decode(&command, &memory).unwrap();
-        let mut small = FakeMemory::new(0x2000);
+        let small = FakeMemory::new(0x2000);
         assert!(matches!(
-            kernel.execute(0, &mut small),
+            kernel.execute(0, &small),
             Err(FirmwareError::MemoryFault(_))
         ));
         assert!(matches!(
@@ -939,7 +935,7 @@ mod tests {
                     (words, count)
                 }
             };
-            let mut memory = FakeMemory::new(0x1_0000);
+            let memory = FakeMemory::new(0x1_0000);
             let words: Vec<u32> = offsets.iter().chain(&indices).copied().collect();
             let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
             let _ = memory.write(DeviceAddress(batch), &bytes);
@@ -951,7 +947,7 @@ mod tests {
             if let Ok(kernel) = DlrmKernel::decode(&command, &memory) {
                 for item in 0..kernel.items() {
                     let described = kernel.item(item, &memory);
-                    let outcome = kernel.execute(item, &mut memory);
+                    let outcome = kernel.execute(item, &memory);
                     prop_assert!(outcome == Ok(()) || outcome == Err(FirmwareError::ArgumentOutOfRange));
                     if described.is_err() {
                         prop_assert_eq!(outcome, Err(FirmwareError::ArgumentOutOfRange));
@@ -965,7 +961,7 @@ mod tests {
                         prop_assert_eq!(outcome, Ok(()));
                     }
                 }
-                prop_assert_eq!(kernel.execute(kernel.items(), &mut memory), Err(FirmwareError::ArgumentOutOfRange));
+                prop_assert_eq!(kernel.execute(kernel.items(), &memory), Err(FirmwareError::ArgumentOutOfRange));
             }
         }
     }

@@ -268,11 +268,7 @@ impl KnnKernel {
     /// [`CHUNK_ELEMENTS`] elements, and writes their [`squared_distance`] (little-endian) at
     /// `result_address + 4 * index`. A memory fault (a memory smaller than the one the command
     /// was validated against) is reported as [`FirmwareError::MemoryFault`].
-    pub fn execute<M: DeviceMemory>(
-        &self,
-        index: u32,
-        memory: &mut M,
-    ) -> Result<(), FirmwareError> {
+    pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<(), FirmwareError> {
         let item = self.item(index)?;
         let query = index
             .checked_div(self.rows)
@@ -471,7 +467,7 @@ mod tests {
         memory.write_floats(0x1000, &database);
         memory.write_floats(0x4000, &queries);
         for item in 0..kernel.items() {
-            kernel.execute(item, &mut memory).unwrap();
+            kernel.execute(item, &memory).unwrap();
         }
         for q in 0..3_usize {
             for r in 0..5_usize {
@@ -654,13 +650,13 @@ mod tests {
     #[test]
     fn execute_on_a_smaller_memory_than_validated_reports_a_fault() {
         let kernel = KnnKernel::decode(&valid(), MEMORY).unwrap();
-        let mut small = FakeMemory::new(0x2000);
+        let small = FakeMemory::new(0x2000);
         assert!(matches!(
-            kernel.execute(0, &mut small),
+            kernel.execute(0, &small),
             Err(FirmwareError::MemoryFault(_))
         ));
         assert_eq!(
-            kernel.execute(15, &mut small),
+            kernel.execute(15, &small),
             Err(FirmwareError::ArgumentOutOfRange)
         );
     }
@@ -698,17 +694,17 @@ mod tests {
         ) {
             let mut command = command(database, queries, rows, dim, query_count, result);
             command.result_length = command.result_length.wrapping_add_signed(length_delta);
-            let mut memory = FakeMemory::new(0x2000);
+            let memory = FakeMemory::new(0x2000);
             if let Ok(kernel) = KnnKernel::decode(&command, memory_size) {
                 for item in 0..kernel.items() {
-                    let outcome = kernel.execute(item, &mut memory);
+                    let outcome = kernel.execute(item, &memory);
                     if memory_size <= 0x2000 {
                         prop_assert_eq!(outcome, Ok(()));
                     } else {
                         prop_assert!(outcome == Ok(()) || matches!(outcome, Err(FirmwareError::MemoryFault(_))));
                     }
                 }
-                prop_assert_eq!(kernel.execute(kernel.items(), &mut memory), Err(FirmwareError::ArgumentOutOfRange));
+                prop_assert_eq!(kernel.execute(kernel.items(), &memory), Err(FirmwareError::ArgumentOutOfRange));
             }
         }
     }

@@ -27,6 +27,31 @@
 //! whose edge count (its cost, and where its result goes) is in the graph's offsets array. The
 //! read is part of the kernel's modelled work and must not change anything.
 
+//! # Shared writes: which words two items may touch
+//!
+//! Items run through [`run_item`] with shared access to device memory, possibly at once (see
+//! [`crate::hal`], "What may run concurrently"). No kernel today has two items of one stage
+//! write the same byte, so none needs [`DeviceAtomics`]; where neighbouring items write
+//! neighbouring bytes of one word they rely on [`DeviceMemory::write`] changing exactly its
+//! bytes.
+//!
+//! - [`knn`]: item `i` writes its own query block's distances (a contiguous result range).
+//! - [`sssp`]: pull-style (Jacobi) relaxation: item `i` writes the new distances of its own 8
+//!   vertices only and reads the previous round's, which no item writes. (An earlier
+//!   push-style kernel updated neighbours with an atomic minimum; it is gone, and the kernel
+//!   names no atomic instruction.)
+//! - [`pagerank`]: a pull gather: item `i` writes its own vertices' new ranks.
+//! - [`ssb`]: item `i` writes its own rows' part of the result.
+//! - [`dlrm`]: item `i` writes its own packet of one bag's pooled row.
+//! - [`opt`]: within a stage, items write disjoint workspace elements (their packet's scores
+//!   and maximum, their rows of the projection, their part's partial sums) or the caches'
+//!   rows at `position`; reductions across items happen in the next stage, after the barrier,
+//!   in a fixed order (the module's "No floating-point atomics").
+//!
+//! The result monitor refuses two items claiming the same result bytes (a kernel bug,
+//! reported, never a panic). A kernel that lets two items update one word MUST use
+//! [`DeviceAtomics`] for it, and its docs must say so here.
+
 pub mod dlrm;
 pub mod knn;
 pub mod opt;
@@ -38,7 +63,7 @@ pub mod sssp;
 use crate::error::FirmwareError;
 use core::ops::Range;
 
-use crate::hal::DeviceMemory;
+use crate::hal::{DeviceAtomics, DeviceMemory};
 use shared_abi::{CommandDescriptor, KernelId};
 
 /// Vector lanes of a CCM µthread (8, M²NDP's `simd_width=256`): part of the contract with the
@@ -297,11 +322,27 @@ impl Kernel {
     }
 
     /// Runs item `index`: reads its inputs and writes its result bytes in device memory.
-    pub fn execute<M: DeviceMemory>(
-        &self,
-        index: u32,
-        memory: &mut M,
-    ) -> Result<(), FirmwareError> {
+    /// Shared access: items of one stage may run at once on other µthreads (see
+    /// [`crate::hal`], "What may run concurrently"); each kernel's docs say which of its
+    /// writes another item may touch.
+    pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<(), FirmwareError> {
         each_kernel!(self, k => k.execute(index, memory))
     }
+}
+
+/// The entry point of a µthread: runs item `item` of the decoded `kernel` (the
+/// [`crate::hal::KernelLaunch::kernel`] the µthread was handed) on device memory, and returns
+/// the outcome the compute units report in [`crate::hal::ItemCompletion::outcome`].
+///
+/// Call it from any number of µthreads at once for the items of one dispatched stage; it
+/// reads nothing but `kernel` and `memory`, allocates nothing, and needs at most
+/// [`crate::hal::UTHREAD_STACK_BYTES`] of stack. `memory` is the device memory with its
+/// atomics ([`DeviceAtomics`]), as a µthread of a real device has it. An item outside the
+/// launch, or an access outside device memory, is an error, never a panic.
+pub fn run_item<M: DeviceAtomics>(
+    kernel: &Kernel,
+    item: u32,
+    memory: &M,
+) -> Result<(), FirmwareError> {
+    kernel.execute(item, memory)
 }

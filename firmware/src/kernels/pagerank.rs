@@ -293,11 +293,7 @@ impl PageRankKernel {
 
     /// Runs item `index`: the [`gather_sum`] of vertex `index`'s in-neighbours' contributions,
     /// written at `4 * index` of the result.
-    pub fn execute<M: DeviceMemory>(
-        &self,
-        index: u32,
-        memory: &mut M,
-    ) -> Result<(), FirmwareError> {
+    pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<(), FirmwareError> {
         let (first, last) = self.arcs(index, memory)?;
         let parameters = self.parameters;
         let mut sources = [0_u32; CHUNK_WORDS];
@@ -397,11 +393,11 @@ mod tests {
 
     #[test]
     fn every_vertex_gets_the_sum_of_its_in_neighbours_in_any_item_order() {
-        let (mut memory, command) = setup();
+        let (memory, command) = setup();
         let kernel = PageRankKernel::decode(&command, &memory).unwrap();
         assert_eq!(kernel.items(), 4);
         for item in [2, 0, 3, 1] {
-            kernel.execute(item, &mut memory).unwrap();
+            kernel.execute(item, &memory).unwrap();
         }
         assert_eq!(floats(&memory, RESULT, 4), [0.25, 0.625, 1.25, 0.125]);
     }
@@ -417,7 +413,7 @@ mod tests {
         }
         // Running vertex 2 writes its 4 bytes and nothing around them.
         put_words(&mut memory, RESULT, &[0xAAAA_AAAA; 4]);
-        kernel.execute(2, &mut memory).unwrap();
+        kernel.execute(2, &memory).unwrap();
         let words: Vec<u32> = floats(&memory, RESULT, 4)
             .iter()
             .map(|f| f.to_bits())
@@ -431,7 +427,7 @@ mod tests {
             Err(FirmwareError::ArgumentOutOfRange)
         );
         assert_eq!(
-            kernel.execute(4, &mut memory),
+            kernel.execute(4, &memory),
             Err(FirmwareError::ArgumentOutOfRange)
         );
     }
@@ -510,8 +506,8 @@ mod tests {
         let mut command = command(2);
         command.args[1] = CONTRIBUTIONS + 0x400;
         let kernel = PageRankKernel::decode(&command, &memory).unwrap();
-        kernel.execute(0, &mut memory).unwrap();
-        kernel.execute(1, &mut memory).unwrap();
+        kernel.execute(0, &memory).unwrap();
+        kernel.execute(1, &memory).unwrap();
         let expected = |arcs: std::ops::Range<usize>| {
             gather_sum(arcs.map(|k| contributions[sources[k] as usize]))
         };
@@ -530,7 +526,7 @@ mod tests {
 
     #[test]
     fn malformed_commands_are_rejected() {
-        let (mut memory, valid) = setup();
+        let (memory, valid) = setup();
         let mut c = valid;
         c.kernel = KernelId::SsspRelax as u32;
         assert_eq!(
@@ -617,7 +613,7 @@ mod tests {
             Err(FirmwareError::ArgumentOutOfRange)
         );
         assert_eq!(
-            kernel.execute(1, &mut memory),
+            kernel.execute(1, &memory),
             Err(FirmwareError::ArgumentOutOfRange)
         );
         // offsets[4] = 9 beyond the 6 arcs: only vertex 3 fails.
@@ -630,9 +626,9 @@ mod tests {
         // A source id >= vertices fails its vertex at execute.
         put_words(&mut memory, OFFSETS, &[0, 1, 3, 5, 6]);
         put_words(&mut memory, SOURCES, &[1, 0, 2, 1, 3, 4]);
-        assert!(kernel.execute(2, &mut memory).is_ok());
+        assert!(kernel.execute(2, &memory).is_ok());
         assert_eq!(
-            kernel.execute(3, &mut memory),
+            kernel.execute(3, &memory),
             Err(FirmwareError::ArgumentOutOfRange)
         );
     }
@@ -674,7 +670,7 @@ mod tests {
             if let Ok(kernel) = PageRankKernel::decode(&command, &memory) {
                 for item in 0..kernel.items().min(64) {
                     let described = kernel.item(item, &memory);
-                    let executed = kernel.execute(item, &mut memory);
+                    let executed = kernel.execute(item, &memory);
                     if described.is_err() {
                         assert!(executed.is_err());
                     }

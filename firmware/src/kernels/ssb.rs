@@ -298,11 +298,7 @@ impl SsbKernel {
     /// Runs item `index`: streams its rows of both columns through stack buffers of
     /// [`CHUNK_ROWS`] values and writes the marking bytes. A memory fault (a memory smaller
     /// than the one the command was validated against) is [`FirmwareError::MemoryFault`].
-    pub fn execute<M: DeviceMemory>(
-        &self,
-        index: u32,
-        memory: &mut M,
-    ) -> Result<(), FirmwareError> {
+    pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<(), FirmwareError> {
         let (first, count) = self.item_rows(index)?;
         let mut quantities = [0_u8; CHUNK_BYTES];
         let mut discounts = [0_u8; CHUNK_BYTES];
@@ -547,7 +543,7 @@ mod tests {
     fn execute_marks_exactly_the_rows_a_plain_scan_selects() {
         let command = valid();
         let kernel = decode(&command, MEMORY).unwrap();
-        let mut memory = FakeMemory::new(MEMORY as usize);
+        let memory = FakeMemory::new(MEMORY as usize);
         let quantities: Vec<u32> = (0..1000).map(quantity).collect();
         let discounts: Vec<u32> = (0..1000).map(discount).collect();
         memory
@@ -560,7 +556,7 @@ mod tests {
         // left alone.
         memory.write(DeviceAddress(0x3000), &[0xFF; 126]).unwrap();
         for item in (0..kernel.items()).rev() {
-            kernel.execute(item, &mut memory).unwrap();
+            kernel.execute(item, &memory).unwrap();
         }
         let mut bitmap = [0_u8; 126];
         memory.read(DeviceAddress(0x3000), &mut bitmap).unwrap();
@@ -581,7 +577,7 @@ mod tests {
         // One item of 1280 rows: twenty chunks of 64.
         let command = command(0x1000, 0x3000, 1280, 1280, 0x5000);
         let kernel = decode(&command, MEMORY).unwrap();
-        let mut memory = FakeMemory::new(MEMORY as usize);
+        let memory = FakeMemory::new(MEMORY as usize);
         let everything = Predicate {
             quantity_low: 0,
             quantity_high: u16::MAX,
@@ -591,11 +587,11 @@ mod tests {
         let mut all = command;
         all.args[3] = everything.pack();
         let all = decode(&all, MEMORY).unwrap();
-        all.execute(0, &mut memory).unwrap();
+        all.execute(0, &memory).unwrap();
         let mut bitmap = [0_u8; 160];
         memory.read(DeviceAddress(0x5000), &mut bitmap).unwrap();
         assert!(bitmap.iter().all(|byte| *byte == 0xFF));
-        kernel.execute(0, &mut memory).unwrap();
+        kernel.execute(0, &memory).unwrap();
         memory.read(DeviceAddress(0x5000), &mut bitmap).unwrap();
         // Zero quantities and discounts: quantity 0 passes, discount 0 does not.
         assert!(bitmap.iter().all(|byte| *byte == 0));
@@ -624,10 +620,10 @@ mod tests {
         .pack();
         let kernel = decode(&command, MEMORY).unwrap();
         assert_eq!(kernel.items(), 2);
-        let mut memory = FakeMemory::new(MEMORY as usize);
+        let memory = FakeMemory::new(MEMORY as usize);
         memory.write(DeviceAddress(0x3000), &[0xAA; 3]).unwrap();
-        kernel.execute(0, &mut memory).unwrap();
-        kernel.execute(1, &mut memory).unwrap();
+        kernel.execute(0, &memory).unwrap();
+        kernel.execute(1, &memory).unwrap();
         let mut bitmap = [0_u8; 3];
         memory.read(DeviceAddress(0x3000), &mut bitmap).unwrap();
         assert_eq!(bitmap, [0xFF, 0x1F, 0xAA]);
@@ -742,13 +738,13 @@ mod tests {
     #[test]
     fn execute_on_a_smaller_memory_than_validated_reports_a_fault() {
         let kernel = decode(&valid(), MEMORY).unwrap();
-        let mut small = FakeMemory::new(0x1800);
+        let small = FakeMemory::new(0x1800);
         assert!(matches!(
-            kernel.execute(0, &mut small),
+            kernel.execute(0, &small),
             Err(FirmwareError::MemoryFault(_))
         ));
         assert_eq!(
-            kernel.execute(8, &mut small),
+            kernel.execute(8, &small),
             Err(FirmwareError::ArgumentOutOfRange)
         );
     }
@@ -788,14 +784,14 @@ mod tests {
             let mut command = command(quantity, discount, rows, rows_per_item, result);
             command.args[3] = bounds;
             command.result_length = command.result_length.wrapping_add_signed(length_delta);
-            let mut memory = FakeMemory::new(0x2000);
+            let memory = FakeMemory::new(0x2000);
             if let Ok(kernel) = decode(&command, memory_size) {
                 let mut next = 0;
                 for item in 0..kernel.items() {
                     let spec = kernel.item(item, &memory).unwrap();
                     prop_assert_eq!(spec.result_offset, next);
                     next += u64::from(spec.result_length);
-                    let outcome = kernel.execute(item, &mut memory);
+                    let outcome = kernel.execute(item, &memory);
                     if memory_size <= 0x2000 {
                         prop_assert_eq!(outcome, Ok(()));
                     } else {
@@ -803,7 +799,7 @@ mod tests {
                     }
                 }
                 prop_assert_eq!(next, command.result_length);
-                prop_assert_eq!(kernel.execute(kernel.items(), &mut memory), Err(FirmwareError::ArgumentOutOfRange));
+                prop_assert_eq!(kernel.execute(kernel.items(), &memory), Err(FirmwareError::ArgumentOutOfRange));
             }
         }
     }

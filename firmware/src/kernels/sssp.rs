@@ -483,11 +483,7 @@ impl SsspKernel {
     /// Runs item `index`: the new distance of each of its vertices (see the module docs),
     /// written at `4 v` of the result in one store once all are known (a failed item writes
     /// nothing).
-    pub fn execute<M: DeviceMemory>(
-        &self,
-        index: u32,
-        memory: &mut M,
-    ) -> Result<(), FirmwareError> {
+    pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<(), FirmwareError> {
         let span = self.span(index, memory)?;
         let parameters = self.parameters;
         let mut targets = [0_u32; CHUNK_WORDS];
@@ -635,6 +631,19 @@ mod tests {
     }
 
     /// Runs every item of `command`, last item first.
+    /// The stack figure of `crate::hal` for SSSP (see the OPT kernel's twin of this test).
+    #[test]
+    fn stack_high_water_of_every_sssp_item_fits_the_uthread_stack() {
+        let mut previous = vec![INFINITY; 20];
+        previous[0] = 0;
+        let (memory, command) = setup(&path_graph(), &previous);
+        let kernel = crate::kernels::Kernel::Sssp(SsspKernel::decode(&command, &memory).unwrap());
+        let probe = crate::testing::StackProbe::new(&memory);
+        let deepest = probe.high_water(&kernel, 0..kernel.items());
+        std::println!("stack high-water, sssp: {deepest} bytes");
+        assert!(deepest > 0 && deepest <= crate::hal::UTHREAD_STACK_BYTES);
+    }
+
     fn run_all(memory: &mut FakeMemory, command: &CommandDescriptor) -> SsspKernel {
         let kernel = SsspKernel::decode(command, memory).unwrap();
         for item in (0..kernel.items()).rev() {
@@ -668,10 +677,10 @@ mod tests {
         let graph = path_graph();
         let mut previous = vec![I; 20];
         previous[0] = 0;
-        let (mut memory, command) = setup(&graph, &previous);
+        let (memory, command) = setup(&graph, &previous);
         let kernel = SsspKernel::decode(&command, &memory).unwrap();
         for item in 0..kernel.items() {
-            kernel.execute(item, &mut memory).unwrap();
+            kernel.execute(item, &memory).unwrap();
         }
         let mut want = vec![I; 20];
         want[0] = 0;
@@ -689,10 +698,10 @@ mod tests {
         let previous: Vec<u32> = (0..20)
             .map(|v| exact[v] + if v % 2 == 1 { 100 } else { 0 })
             .collect();
-        let (mut memory, command) = setup(&graph, &previous);
+        let (memory, command) = setup(&graph, &previous);
         let kernel = SsspKernel::decode(&command, &memory).unwrap();
         assert_eq!(kernel.items(), 3);
-        kernel.execute(1, &mut memory).unwrap();
+        kernel.execute(1, &memory).unwrap();
         let result = words(&memory, B, 20);
         assert_eq!(&result[..8], [UNTOUCHED; 8]);
         assert_eq!(&result[8..16], &exact[8..16]);
@@ -701,7 +710,7 @@ mod tests {
         assert_eq!((spec.result_offset, spec.result_length), (32, 32));
         let last = kernel.item(2, &memory).unwrap();
         assert_eq!((last.result_offset, last.result_length), (64, 16));
-        kernel.execute(2, &mut memory).unwrap();
+        kernel.execute(2, &memory).unwrap();
         assert_eq!(&words(&memory, B, 20)[..8], [UNTOUCHED; 8]);
     }
 
@@ -863,7 +872,7 @@ mod tests {
 
     #[test]
     fn bad_graph_parameters_are_rejected() {
-        let (mut memory, valid) = setup(&small_graph(), &[0; 5]);
+        let (memory, valid) = setup(&small_graph(), &[0; 5]);
         let good = SsspParameters {
             vertices: 5,
             arcs: 10,
@@ -928,7 +937,7 @@ mod tests {
             Err(FirmwareError::ArgumentOutOfRange)
         );
         assert_eq!(
-            kernel.execute(1, &mut memory),
+            kernel.execute(1, &memory),
             Err(FirmwareError::ArgumentOutOfRange)
         );
         assert!(kernel.item(0, &memory).is_ok(), "item 0 ends at offset 8");
@@ -948,7 +957,7 @@ mod tests {
         put_words(&mut memory, TARGETS + 4 * 20, &[20]);
         assert!(kernel.item(1, &memory).is_ok());
         assert_eq!(
-            kernel.execute(1, &mut memory),
+            kernel.execute(1, &memory),
             Err(FirmwareError::ArgumentOutOfRange)
         );
         assert_eq!(words(&memory, B, 20), [UNTOUCHED; 20]);
@@ -957,7 +966,7 @@ mod tests {
             Err(FirmwareError::ArgumentOutOfRange)
         );
         assert_eq!(
-            kernel.execute(3, &mut memory),
+            kernel.execute(3, &memory),
             Err(FirmwareError::ArgumentOutOfRange)
         );
     }
@@ -1012,7 +1021,7 @@ mod tests {
                 accepted += 1;
                 for item in 0..kernel.items().min(64) {
                     let _ = kernel.item(item, &memory);
-                    let _ = kernel.execute(item, &mut memory);
+                    let _ = kernel.execute(item, &memory);
                 }
                 assert_eq!(
                     kernel.item(kernel.items(), &memory),

@@ -564,7 +564,7 @@ mod tests {
         run_all(&mut app, |index, device, plan| {
             if index == 1 {
                 let address = (plan.command.result_address + 5 * 1024 + 12) as usize;
-                device.memory[address] ^= 1;
+                device.memory.get_mut()[address] ^= 1;
             }
         });
         let verification = app.verify();

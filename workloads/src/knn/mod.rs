@@ -569,11 +569,11 @@ mod tests {
     #[test]
     fn corrupting_one_distance_fails_verification() {
         let mut app = KnnApplication::new(KNN_C, &options(2)).unwrap();
-        let (mut device, plan) = load_and_compute(&mut app);
+        let (device, plan) = load_and_compute(&mut app);
         // Query 1's worst row becomes its nearest.
         let worst = reference::brute_force(app.data(), 512)[1][511].row;
         let offset = plan.command.result_address + 4 * (512 + u64::from(worst));
-        DeviceMemory::write(&mut device, DeviceAddress(offset), &0.0_f32.to_le_bytes()).unwrap();
+        DeviceMemory::write(&device, DeviceAddress(offset), &0.0_f32.to_le_bytes()).unwrap();
         testing::run_tasks(&mut app, &device, &plan);
         let verification = app.verify();
         assert!(!verification.passed);

@@ -597,7 +597,7 @@ mod tests {
             Ok(())
         }
 
-        fn write(&mut self, _: DeviceAddress, _: &[u8]) -> Result<(), MemoryFault> {
+        fn write(&self, _: DeviceAddress, _: &[u8]) -> Result<(), MemoryFault> {
             Ok(())
         }
     }
@@ -795,7 +795,7 @@ mod tests {
         let plan = app.next_launch().unwrap().unwrap();
         testing::launch(&mut device, &plan);
         let base = plan.command.result_address as usize;
-        let mut bytes = device.memory[base..base + 256].to_vec();
+        let mut bytes = device.memory.borrow()[base..base + 256].to_vec();
         // A high mantissa bit of element 0 (a change of a few percent: the lowest bit can be
         // rounded away by the MLP's residual add).
         bytes[2] ^= 0x10;

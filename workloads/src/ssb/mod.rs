@@ -610,7 +610,7 @@ mod tests {
         let (mut device, plan) = load_and_compute(&mut app);
         // Flip the bit of row 77.
         let address = (plan.command.result_address + 77 / 8) as usize;
-        device.memory[address] ^= 1 << (77 % 8);
+        device.memory.get_mut()[address] ^= 1 << (77 % 8);
         testing::run_tasks(&mut app, &device, &plan);
         let verification = app.verify();
         assert!(!verification.passed);
@@ -628,7 +628,7 @@ mod tests {
         let rows = u64::from(app.data().rows());
         assert_ne!(rows % 8, 0, "the test needs a partial last byte");
         let last = (plan.command.result_address + plan.command.result_length - 1) as usize;
-        device.memory[last] = 0x80;
+        device.memory.get_mut()[last] = 0x80;
         let task = plan.tasks.last().unwrap();
         let error = app
             .run_task(task, &testing::result_bytes(&device, &plan, task))
