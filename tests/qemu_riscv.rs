@@ -103,7 +103,12 @@ fn inputs() -> Inputs {
 fn image(inputs: &Inputs) -> Vec<u8> {
     let graph = inputs.sssp.graph();
     let mut payload = Vec::new();
-    for value in inputs.knn.database().iter().chain(inputs.knn.query_vectors()) {
+    for value in inputs
+        .knn
+        .database()
+        .iter()
+        .chain(inputs.knn.query_vectors())
+    {
         payload.extend_from_slice(&value.to_le_bytes());
     }
     for word in graph
@@ -164,7 +169,9 @@ fn build_port() -> PathBuf {
     }
     let status = command.status().expect("cargo runs");
     assert!(status.success(), "building ports/qemu-riscv failed");
-    dir.join("target").join(TARGET).join("release/axle-qemu-riscv")
+    dir.join("target")
+        .join(TARGET)
+        .join("release/axle-qemu-riscv")
 }
 
 /// Bytes of the ELF32 sections by name.
@@ -172,7 +179,8 @@ fn section_sizes(elf: &[u8]) -> Vec<(String, u64)> {
     let u16_at = |at: usize| u16::from_le_bytes(elf[at..at + 2].try_into().unwrap()) as usize;
     let u32_at = |at: usize| u32::from_le_bytes(elf[at..at + 4].try_into().unwrap()) as usize;
     assert_eq!(&elf[..5], b"\x7fELF\x01", "a 32-bit ELF");
-    let (shoff, shentsize, shnum, shstrndx) = (u32_at(0x20), u16_at(0x2e), u16_at(0x30), u16_at(0x32));
+    let (shoff, shentsize, shnum, shstrndx) =
+        (u32_at(0x20), u16_at(0x2e), u16_at(0x30), u16_at(0x32));
     let header = |index: usize| shoff + index * shentsize;
     let strings = u32_at(header(shstrndx) + 16);
     (0..shnum)
@@ -187,7 +195,15 @@ fn section_sizes(elf: &[u8]) -> Vec<(String, u64)> {
 
 fn run_qemu(elf: &Path, image: &Path) -> (i32, String) {
     let mut child = Command::new(QEMU)
-        .args(["-machine", "virt", "-nographic", "-bios", "none", "-icount", "shift=0"])
+        .args([
+            "-machine",
+            "virt",
+            "-nographic",
+            "-bios",
+            "none",
+            "-icount",
+            "shift=0",
+        ])
         .arg("-kernel")
         .arg(elf)
         .arg("-device")
@@ -218,7 +234,12 @@ fn run_qemu(elf: &Path, image: &Path) -> (i32, String) {
         std::thread::sleep(Duration::from_millis(20));
     };
     let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
     let text = reader.join().unwrap().expect("QEMU's output is text");
     assert!(stderr.trim().is_empty(), "QEMU complained: {stderr}");
     (status.code().unwrap_or(-1), text.replace('\r', ""))
@@ -299,7 +320,11 @@ fn qemu_port_streams_knn_and_sssp_results_bit_exact_to_the_references() {
         .map(|(q, r)| squared_distance(knn.row(r), knn.query(q)).to_bits())
         .collect();
     let distances = words(&output, "knn.distances");
-    assert_eq!(distances.len(), expected.len(), "every KNN distance printed");
+    assert_eq!(
+        distances.len(),
+        expected.len(),
+        "every KNN distance printed"
+    );
     if let Some(i) = (0..expected.len()).find(|&i| distances[i] != expected[i]) {
         panic!(
             "KNN distance {i} (query {}, row {}): device {:#010x}, reference {:#010x}",
@@ -327,7 +352,11 @@ fn qemu_port_streams_knn_and_sssp_results_bit_exact_to_the_references() {
     let graph = inputs.sssp.graph();
     let expected = bellman_ford_rounds(graph, workloads::sssp::SOURCE, inputs.rounds);
     let distances = words(&output, "sssp.distances");
-    assert_eq!(distances.len(), expected.len(), "every SSSP distance printed");
+    assert_eq!(
+        distances.len(),
+        expected.len(),
+        "every SSSP distance printed"
+    );
     if let Some(v) = (0..expected.len()).find(|&v| distances[v] != expected[v]) {
         panic!(
             "SSSP vertex {v} after {} rounds: device {}, reference {}",
@@ -357,9 +386,10 @@ fn qemu_port_streams_knn_and_sssp_results_bit_exact_to_the_references() {
         data + bss
     );
     println!(
-        "  stack: {} B deepest of {} B; one work item {} B (KNN) / {} B (SSSP); Firmware struct {} B, HAL struct {} B (on the stack)",
+        "  stack: {} B deepest of {} B; a launch's main loop (Firmware::step, engines, host poll) {} B; one work item {} B (KNN) / {} B (SSSP); Firmware struct {} B, HAL struct {} B (on the stack)",
         field(&output, "stack", "high_water"),
         field(&output, "sizes", "stack_size"),
+        field(&output, "items knn", "loop_stack_bytes").max(field(&output, "items sssp", "loop_stack_bytes")),
         field(&output, "items knn", "stack_bytes"),
         field(&output, "items sssp", "stack_bytes"),
         field(&output, "sizes", "firmware_struct"),

@@ -139,7 +139,10 @@ impl QemuHal {
     pub fn host_store(&mut self, address: DeviceAddress, data: &[u8]) -> bool {
         if device_map::in_launch_window(address) {
             return match CommandDescriptor::read_from_bytes(data) {
-                Ok(command) => self.events.push_back(HostEvent::LaunchStore(command)).is_ok(),
+                Ok(command) => self
+                    .events
+                    .push_back(HostEvent::LaunchStore(command))
+                    .is_ok(),
                 Err(_) => false,
             };
         }
@@ -282,12 +285,13 @@ impl QemuHal {
             let mut done = 0_u64;
             let length = u64::from(d.length);
             while done < length {
-                let step = (length - done).min(buffer.len() as u64) as usize;
+                let step = length.saturating_sub(done).min(buffer.len() as u64) as usize;
                 let Some(chunk) = buffer.get_mut(..step) else {
                     break;
                 };
                 let read = self.read(DeviceAddress(d.source.wrapping_add(done)), chunk);
-                let written = read.is_ok() && self.host_write(d.destination.wrapping_add(done), chunk);
+                let written =
+                    read.is_ok() && self.host_write(d.destination.wrapping_add(done), chunk);
                 if !written {
                     break;
                 }
@@ -319,19 +323,13 @@ impl QemuHal {
                 .item(item, &*self)
                 .map_or(0, |spec| spec.cost.instructions());
             let first = self.item_stats.items == 0;
-            let sp = if first {
-                self.stack_low = self.stack_low.min(board::stack::lowest_used());
-                Some(board::stack::paint_below_here())
-            } else {
-                None
-            };
+            let sp = first.then(|| self.repaint_stack());
             let before = board::instret();
             let outcome = kernel.execute(item, self);
             let spent = board::instret().saturating_sub(before);
             if let Some(sp) = sp {
-                let lowest = board::stack::lowest_used();
-                self.stack_low = self.stack_low.min(lowest);
-                self.item_stats.stack = self.item_stats.stack.max(sp.saturating_sub(lowest));
+                let depth = self.stack_depth_since(sp);
+                self.item_stats.stack = self.item_stats.stack.max(depth);
             }
             let stats = &mut self.item_stats;
             stats.measured_min = if first {
@@ -347,18 +345,37 @@ impl QemuHal {
                 stats.failed = stats.failed.saturating_add(1);
             }
             // Cannot fail: checked for room above.
-            let _ = self.item_done.push_back(ItemCompletion { tag, item, outcome });
+            let _ = self
+                .item_done
+                .push_back(ItemCompletion { tag, item, outcome });
         }
     }
 
     /// Whether the µthread has items left.
     pub fn items_pending(&self) -> bool {
-        self.running.is_some_and(|running| running.next < running.end)
+        self.running
+            .is_some_and(|running| running.next < running.end)
     }
 
     /// The per-item statistics since the last call, reset.
     pub fn take_item_stats(&mut self) -> ItemStats {
         core::mem::take(&mut self.item_stats)
+    }
+
+    /// Paints the stack below the caller (keeping the deepest use so far for
+    /// [`QemuHal::stack_high_water`]); returns the stack pointer to pass to
+    /// [`QemuHal::stack_depth_since`].
+    #[inline(always)]
+    pub fn repaint_stack(&mut self) -> usize {
+        self.stack_low = self.stack_low.min(board::stack::lowest_used());
+        board::stack::paint_below_here()
+    }
+
+    /// Bytes of stack used below `sp` (from [`QemuHal::repaint_stack`]) since then.
+    pub fn stack_depth_since(&mut self, sp: usize) -> usize {
+        let lowest = board::stack::lowest_used();
+        self.stack_low = self.stack_low.min(lowest);
+        sp.saturating_sub(lowest)
     }
 
     /// The deepest stack use of the whole run so far, in bytes from the stack's top.

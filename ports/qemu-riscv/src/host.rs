@@ -148,7 +148,10 @@ impl Ring {
             }
         }
         let static_line = layout.static_line(epoch);
-        if !hal.host_write(ring.address(hal, layout.control_offset()), static_line.as_bytes()) {
+        if !hal.host_write(
+            ring.address(hal, layout.control_offset()),
+            static_line.as_bytes(),
+        ) {
             return Err(HostError::HostMemory("static line"));
         }
         // The shadow: header cleared, entries, header last (each store at the header address
@@ -248,7 +251,12 @@ impl Ring {
             if !hal.host_write(host_line, heads.as_bytes()) {
                 return Err(HostError::HostMemory("host line"));
             }
-            store(hal, device_map::FLOW_CONTROL, heads.as_bytes(), "flow control")?;
+            store(
+                hal,
+                device_map::FLOW_CONTROL,
+                heads.as_bytes(),
+                "flow control",
+            )?;
         }
         let status_address = self.address(
             hal,
@@ -296,9 +304,7 @@ fn load_section(
         if !board::INPUT.read(section.offset.saturating_add(done), chunk) {
             return Err(HostError::Store("input image"));
         }
-        let address = at
-            .checked_add(done as u64)
-            .ok_or(HostError::Store(what))?;
+        let address = at.checked_add(done as u64).ok_or(HostError::Store(what))?;
         store(hal, address, chunk, what)?;
         done = done.saturating_add(step);
     }
@@ -328,6 +334,8 @@ impl Allocator {
 #[derive(Clone, Copy, Debug, Default)]
 struct LaunchReport {
     turns: u64,
+    /// Bytes of stack the launch's main loop used (firmware steps, engines, host poll).
+    stack: usize,
     records: u64,
     items: ItemStats,
 }
@@ -342,6 +350,7 @@ fn run_launch(
     result_copy: u64,
 ) -> Result<LaunchReport, HostError> {
     let first_record = ring.consumed;
+    let sp = hal.repaint_stack();
     store(hal, device_map::LAUNCH_WINDOW, command.as_bytes(), "launch")?;
     let mut received = 0_u64;
     let mut turns = 0_u64;
@@ -363,12 +372,14 @@ fn run_launch(
             return Err(HostError::Stuck(command.tag, received));
         }
     }
+    let stack = hal.stack_depth_since(sp);
     let items = hal.take_item_stats();
     if items.failed > 0 {
         return Err(HostError::Items(items.failed));
     }
     Ok(LaunchReport {
         turns,
+        stack,
         records: ring.consumed.saturating_sub(first_record),
         items,
     })
@@ -409,7 +420,7 @@ fn print_items(label: &str, report: &LaunchReport) {
     let items = report.items;
     let per_item = |total: u64| total.checked_div(items.items).unwrap_or(0);
     println!(
-        "items {label} count={} instret_total={} instret_mean={} instret_min={} instret_max={} model_total={} model_mean={} stack_bytes={}",
+        "items {label} count={} instret_total={} instret_mean={} instret_min={} instret_max={} model_total={} model_mean={} stack_bytes={} loop_stack_bytes={}",
         items.items,
         items.measured,
         per_item(items.measured),
@@ -417,7 +428,8 @@ fn print_items(label: &str, report: &LaunchReport) {
         items.measured_max,
         items.modelled,
         per_item(items.modelled),
-        items.stack
+        items.stack,
+        report.stack
     );
 }
 
@@ -432,8 +444,9 @@ pub fn run(image: &Image) -> Result<(), HostError> {
     let mut firmware = Firmware::new(config);
     let mut hal = QemuHal::new(&SCRATCH);
     println!(
-        "sizes firmware_struct={} hal_struct={} stack_size={}",
+        "sizes firmware_struct={} kernel_enum={} hal_struct={} stack_size={}",
         core::mem::size_of::<Firmware>(),
+        core::mem::size_of::<firmware::kernels::Kernel>(),
         core::mem::size_of::<QemuHal>(),
         board::stack::size()
     );
@@ -471,10 +484,19 @@ pub fn run(image: &Image) -> Result<(), HostError> {
         header.knn_rows, header.knn_dim, header.knn_queries, header.knn_k
     );
     let report = run_launch(&mut firmware, &mut hal, &mut ring, &command, results)?;
-    println!("knn.launch records={} turns={}", report.records, report.turns);
+    println!(
+        "knn.launch records={} turns={}",
+        report.records, report.turns
+    );
     let digest = print_words(&hal, "knn.distances", results, items)?;
     println!("knn.digest {digest:016x}");
-    print_top_k(&hal, results, header.knn_rows, header.knn_queries, header.knn_k)?;
+    print_top_k(
+        &hal,
+        results,
+        header.knn_rows,
+        header.knn_queries,
+        header.knn_k,
+    )?;
     print_items("knn", &report);
     let knn_copy_end = results.saturating_add(items.saturating_mul(4));
 
@@ -498,7 +520,12 @@ pub fn run(image: &Image) -> Result<(), HostError> {
         targets: targets.0,
         weights: weights.0,
     };
-    store(&mut hal, parameters_at, parameters.as_bytes(), "sssp parameters")?;
+    store(
+        &mut hal,
+        parameters_at,
+        parameters.as_bytes(),
+        "sssp parameters",
+    )?;
     // Round 0: 0 at the source, unreached elsewhere (written once by the host).
     for vertex in 0..vertices {
         let value = if vertex == u64::from(header.sssp_source) {
@@ -570,6 +597,7 @@ fn accumulate(total: LaunchReport, report: LaunchReport) -> LaunchReport {
     let (a, b) = (total.items, report.items);
     LaunchReport {
         turns: total.turns.saturating_add(report.turns),
+        stack: total.stack.max(report.stack),
         records: total.records.saturating_add(report.records),
         items: ItemStats {
             items: a.items.saturating_add(b.items),
@@ -609,14 +637,18 @@ fn print_top_k(
                 return Err(HostError::HostMemory("knn copy"));
             }
             let candidate = (f32::from_le_bytes(word), row);
-            let better = |a: &(f32, u32), b: &(f32, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).is_lt();
+            let better =
+                |a: &(f32, u32), b: &(f32, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).is_lt();
             // Insertion into the sorted list of the k best.
             if let Some(last) = kept.last() {
                 if !better(&candidate, last) {
                     continue;
                 }
             }
-            let position = kept.iter().position(|kept| better(&candidate, kept)).unwrap_or(0);
+            let position = kept
+                .iter()
+                .position(|kept| better(&candidate, kept))
+                .unwrap_or(0);
             if let Some(tail) = kept.get_mut(position..) {
                 tail.rotate_right(1);
                 if let Some(slot) = tail.first_mut() {
