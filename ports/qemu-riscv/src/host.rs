@@ -182,8 +182,8 @@ impl Ring {
         Ok(ring)
     }
 
-    /// Consumes every record the device published; returns the result bytes received and
-    /// whether any record was consumed.
+    /// Consumes every record the device published (copying each payload to `result_copy` at
+    /// its result offset) and hands the slots back; returns the result bytes received.
     fn poll(
         &mut self,
         hal: &mut QemuHal,
@@ -214,12 +214,13 @@ impl Ring {
             {
                 return Err(HostError::Record(self.consumed, record.sequence));
             }
-            let end = record
+            let inside = record
                 .result_offset
                 .checked_add(u64::from(record.length))
-                .filter(|end| *end <= result_length && record.length <= SLOT_SIZE)
-                .ok_or(HostError::Payload(record.result_offset, record.length))?;
-            let _ = end;
+                .is_some_and(|end| end <= result_length && record.length <= SLOT_SIZE);
+            if !inside {
+                return Err(HostError::Payload(record.result_offset, record.length));
+            }
             let payload = self
                 .layout
                 .payload_slot_offset(record.payload_slot)
