@@ -97,6 +97,16 @@ pub const DRAM_BURST_BYTES: u64 = 64;
 /// `bytes` is device-memory traffic: a streamed array costs its size, a random 4-byte access a
 /// whole burst ([`DRAM_BURST_BYTES`], [`sssp::RANDOM_ACCESS_BYTES`]); reads of the µthread's
 /// scratchpad cost instructions but no bytes.
+///
+/// On a real instruction set the same items retire far more instructions than these counts:
+/// the QEMU port (`ports/qemu-riscv`, `rdinstret` per item) measures about 550 times
+/// [`ItemCost::instructions`] for a KNN item of 64 elements and about 43 times for an SSSP
+/// item. The counts are those of an M²NDP µthread issuing 8-lane vector instructions with a
+/// floating-point unit; the port runs the kernels' portable Rust on a scalar rv32imac core
+/// without one, where each lane of a `vfsub.vv`/`vfmacc.vv` pair becomes a software `f32`
+/// subtraction and fused multiply-add (hundreds of instructions), and every operand is copied
+/// through the HAL's bounds-checked [`DeviceMemory::read`]. The model times the modelled CCM,
+/// not that core.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ItemCost {
     /// Scalar integer, floating-point and branch instructions.
