@@ -379,9 +379,7 @@ impl Emulator {
     ) -> Result<(), CoSimError> {
         use cosim_link::turn::replay_host_turn;
         let gone = |error: cosim_link::wall::WallError| CoSimError::Host(error.to_string());
-        let mut host_wake = Wake::At(Ticks::ZERO);
-        let mut host_delivered = 0u64;
-        let mut sent = 0u64;
+        let mut host = cosim_link::wall::HostWait::new();
         let mut arrived = None;
         loop {
             // The host's link calls, in the order it made them.
@@ -393,7 +391,6 @@ impl Emulator {
                         None => break,
                     },
                 };
-                host_delivered = turn.delivered;
                 let floor = self.hardware.now;
                 let mut link = StampedNoEarlier {
                     port: LinkPort {
@@ -401,14 +398,15 @@ impl Emulator {
                     },
                     floor,
                 };
-                host_wake = replay_host_turn(&turn.message, &mut link)
+                let wake = replay_host_turn(&turn.message, &mut link)
                     .map_err(|error| CoSimError::Host(error.to_string()))?;
+                host.took_turn(&turn, wake);
                 if let Some(refusal) = self.hardware.host_in_flight.refusal.take() {
                     let failure = CoSimError::HostRequest(refusal);
                     port.end(failure.to_string());
                     return Err(failure);
                 }
-                if host_wake == Wake::Done {
+                if wake == Wake::Done {
                     return Ok(());
                 }
             }
@@ -422,7 +420,7 @@ impl Emulator {
                 self.hardware.now = self.hardware.now.max(at);
                 if let Some(response) = self.process(event) {
                     port.respond(at, response).map_err(gone)?;
-                    sent += 1;
+                    host.responded();
                 }
             }
             let next = self.hardware.queue.peek_time();
@@ -430,7 +428,7 @@ impl Emulator {
                 Some(CoSimError::WallTimeLimit {
                     limit_ns: limit.as_ns(),
                 })
-            } else if next.is_none() && host_wake == Wake::OnResponse && host_delivered == sent {
+            } else if host.asleep_for_good(next.is_none()) {
                 Some(CoSimError::Deadlock { at_ns: now.as_ns() })
             } else {
                 None
