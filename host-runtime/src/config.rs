@@ -83,8 +83,8 @@ pub struct HostConfig {
     /// AXLE: local polling interval. Paper, Table III and Figure 10: p1 = 50 ns (the
     /// default), p10 = 500 ns, p100 = 5000 ns.
     pub poll_interval_ns: u64,
-    /// AXLE: no progress for this long (no record, no task) while work is outstanding is a
-    /// deadlock. Not a model constant: a watchdog that ends a run that cannot finish; it
+    /// AXLE and AXLE_Interrupt: no progress for this long (no record, no task) while work is
+    /// outstanding is a deadlock (ring full) or a stall. Not a model constant: a watchdog that ends a run that cannot finish; it
     /// changes no figure of a run that does. Must be positive (0 would call every wait for
     /// the device a deadlock).
     pub stall_timeout_ns: u64,

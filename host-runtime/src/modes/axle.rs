@@ -12,7 +12,8 @@
 //!
 //! `Stream` is what AXLE shares with AXLE_Interrupt (`super::axle_irq`): the ring (its
 //! host end, [`AxleRing`], in `ring`), its programming, the posted launch store, the tasks'
-//! reads of records and payloads, and the release of slots when tasks finish.
+//! reads of records and payloads, the release of slots when tasks finish, and the stall check
+//! (which AXLE_Interrupt runs from a timer, having no polls).
 
 mod ring;
 
@@ -136,27 +137,10 @@ impl Stream {
         }
         Ok(())
     }
-}
-
-/// The AXLE mechanism.
-#[derive(Debug)]
-pub(crate) struct Axle {
-    stream: Stream,
-    /// A local poll is scheduled.
-    poll_scheduled: bool,
-}
-
-impl Axle {
-    pub(crate) fn new(ring: Option<AxleRing>) -> Axle {
-        Axle {
-            stream: Stream::new(ring, false),
-            poll_scheduled: false,
-        }
-    }
 
     /// No record and no host task for longer than the stall timeout: a deadlock when the ring
     /// is full of held slots, a stall otherwise. Fails the run then.
-    fn check_stalled(&self, host: &mut Host<'_>, now: Ticks) {
+    pub(crate) fn check_stalled(&self, host: &mut Host<'_>, now: Ticks) {
         if now.since(host.last_progress) <= Ticks::from_ns(host.config.stall_timeout_ns) {
             return;
         }
@@ -167,7 +151,7 @@ impl Axle {
             .launch
             .as_ref()
             .map_or((0, 0), |launch| launch.tracker.starving());
-        let ring = self.stream.poller.ring.as_ref();
+        let ring = self.poller.ring.as_ref();
         let held = ring.map_or(0, AxleRing::held_slots);
         let capacity = ring.map_or(0, AxleRing::payload_capacity);
         let waited = now.since(host.last_progress).as_ns();
@@ -207,6 +191,23 @@ impl Axle {
             }
         };
         host.fail(now, error);
+    }
+}
+
+/// The AXLE mechanism.
+#[derive(Debug)]
+pub(crate) struct Axle {
+    stream: Stream,
+    /// A local poll is scheduled.
+    poll_scheduled: bool,
+}
+
+impl Axle {
+    pub(crate) fn new(ring: Option<AxleRing>) -> Axle {
+        Axle {
+            stream: Stream::new(ring, false),
+            poll_scheduled: false,
+        }
     }
 }
 
@@ -274,7 +275,7 @@ impl Mechanism for Axle {
                 }
                 self.poll_scheduled = false;
                 self.stream.poller.poll(host, now, None);
-                self.check_stalled(host, now);
+                self.stream.check_stalled(host, now);
             }
             ModeTimer::PollDone { batch } => {
                 self.stream.poller.poll_done(host, now, batch, link);
@@ -302,7 +303,7 @@ impl Mechanism for Axle {
                     host.at(next, Timer::Mode(ModeTimer::LocalPoll));
                 }
             }
-            ModeTimer::RemotePoll => {}
+            ModeTimer::RemotePoll | ModeTimer::StallCheck => {}
         }
     }
 
