@@ -525,6 +525,25 @@ mod tests {
     }
 
     #[test]
+    fn an_armed_host_is_asleep_for_good_only_when_no_response_crossed_its_turn() {
+        let turn = |delivered| HostTurn {
+            delivered,
+            message: Vec::new(),
+        };
+        let mut host = HostWait::new();
+        assert!(!host.asleep_for_good(true), "before the host's first turn");
+        host.responded();
+        host.took_turn(&turn(0), Wake::OnResponse);
+        // The response crossed the turn: the host will wake up with it.
+        assert!(!host.asleep_for_good(true));
+        host.took_turn(&turn(1), Wake::OnResponse);
+        assert!(host.asleep_for_good(true));
+        assert!(!host.asleep_for_good(false), "a device event is left");
+        host.took_turn(&turn(1), Wake::At(Ticks(5)));
+        assert!(!host.asleep_for_good(true), "the host wakes at a time");
+    }
+
+    #[test]
     fn waiting_ends_at_the_deadline_or_with_a_message() {
         let (sender, receiver) = mpsc::channel::<u32>();
         let started = Instant::now();
