@@ -12,8 +12,11 @@
 //! - [`jitter`]: seeded random delays for the wall-clock stress runs (both sides draw from it);
 //! - [`limits`]: the bounds on every size from outside (host messages, configuration, data
 //!   files), checked before allocating (both sides use it);
-//! - [`sync`]: the loom shim (the models in `host-runtime/tests/loom_ring.rs` build this crate
-//!   with `--cfg loom`).
+//! - [`sync`]: the loom shim (the models in `host-runtime/tests/loom_*.rs` build this crate
+//!   with `--cfg loom`): the atomics, and the wall-clock mode's channels;
+//! - [`wall`]: the wall-clock mode's channels, clock and host loop (under loom, without
+//!   `wall::serve_host`, which encodes its turns with `turn`'s recording link; the wake-up
+//!   model runs `wall::serve_host_with`).
 //!
 //! The multi-process form (not under loom) adds:
 //!
@@ -23,7 +26,6 @@
 //! - [`attach`]: the attach handshake with an emulator process over its Unix socket (the
 //!   messages and their framing; the host's probe is `host_driver::attachment`, the
 //!   emulator's side `emulator::server`);
-//! - [`wall`]: the wall-clock mode's channels, clock and host loop;
 //! - [`wall_socket`]: those channels over an attached session's socket.
 //!
 //! `unsafe` lives in [`shm`] only; every other module denies it.
@@ -45,7 +47,6 @@ pub mod shm;
 pub mod sync;
 #[cfg(not(loom))]
 pub mod turn;
-#[cfg(not(loom))]
 pub mod wall;
 #[cfg(not(loom))]
 pub mod wall_socket;

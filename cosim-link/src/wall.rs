@@ -23,15 +23,20 @@
 //! response that will never come (no device event left, every response taken): that is a
 //! deadlock, reported at once instead of hanging.
 //!
+//! The host's wait loses no wake-up ([`serve_host_with`] says how; the device's side is
+//! [`HostWait`]); `host-runtime/tests/loom_wake.rs` checks both under loom, with the channels
+//! of `crate::sync::mpsc` (the standard library's, or under `--cfg loom` a model of them).
+//!
 //! Waiting: a side whose next event is far away sleeps in a channel receive with a timeout
 //! (so a message wakes it at once), and spins (with `yield_now`) for the last
 //! [`SPIN_WINDOW`], because a sleeping thread wakes up to tens of microseconds late.
 
 use crate::jitter::Jitter;
-use crate::link::{HostAgent, LinkResponse, Wake};
+use crate::link::{DeviceLink, HostAgent, LinkResponse, Wake};
+use crate::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+#[cfg(not(loom))]
 use crate::turn::RecordingLink;
 use shared_abi::Ticks;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::time::{Duration, Instant};
 
 /// How close to its deadline a waiting side stops sleeping and spins.
@@ -172,6 +177,64 @@ impl DevicePort {
     }
 }
 
+/// What the device thread knows of the host's wait: the wake its last turn asked for, the
+/// responses the host had taken before that turn, and the responses sent. The host arms by
+/// sending a turn that waits for a response; the device must re-check that no response
+/// crossed that turn before it calls the host asleep for good ([`HostWait::asleep_for_good`]):
+/// a response the host had not taken when it armed is a wake-up on its way, and the host's
+/// next turn will say what it made of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostWait {
+    wake: Wake,
+    delivered: u64,
+    sent: u64,
+}
+
+impl Default for HostWait {
+    fn default() -> Self {
+        HostWait::new()
+    }
+}
+
+impl HostWait {
+    /// Before the host's first turn: it wants a turn at once.
+    pub fn new() -> HostWait {
+        HostWait {
+            wake: Wake::At(Ticks::ZERO),
+            delivered: 0,
+            sent: 0,
+        }
+    }
+
+    /// The host's turn `turn` asked for `wake`.
+    pub fn took_turn(&mut self, turn: &HostTurn, wake: Wake) {
+        self.wake = wake;
+        self.delivered = turn.delivered;
+    }
+
+    /// One response was sent to the host.
+    pub fn responded(&mut self) {
+        self.sent += 1;
+    }
+
+    /// The wake the host's last turn asked for.
+    pub fn wake(&self) -> Wake {
+        self.wake
+    }
+
+    /// Responses sent to the host.
+    pub fn sent(&self) -> u64 {
+        self.sent
+    }
+
+    /// Whether the host waits for a response that will never come, given that the device has
+    /// no event left (`device_idle`): it armed (its last turn waits for a response) and had
+    /// taken every response sent before it armed. That is a deadlock, reported at once.
+    pub fn asleep_for_good(&self, device_idle: bool) -> bool {
+        device_idle && self.wake == Wake::OnResponse && self.delivered == self.sent
+    }
+}
+
 /// Waits until `deadline` or a message on `receiver`; `Err(())` when the sender is gone.
 fn wait_for<T>(receiver: &Receiver<T>, deadline: Instant) -> Result<Option<T>, ()> {
     loop {
@@ -237,18 +300,57 @@ pub struct HostEnd {
     pub delivered: u64,
 }
 
+/// How the host thread encodes a turn for the device: [`RecordingLink`]'s encoding in every
+/// real run ([`serve_host`]); the wake-up model (`host-runtime/tests/loom_wake.rs`) gives
+/// [`serve_host_with`] its own.
+pub trait TurnEncoder: DeviceLink {
+    /// Whether a link call was made since the last [`TurnEncoder::finish`].
+    fn has_calls(&self) -> bool;
+    /// The message that ends the turn: the calls, then `wake`; starts a new turn.
+    fn finish(&mut self, wake: Wake) -> Vec<u8>;
+}
+
+#[cfg(not(loom))]
+impl TurnEncoder for RecordingLink {
+    fn has_calls(&self) -> bool {
+        RecordingLink::has_calls(self)
+    }
+    fn finish(&mut self, wake: Wake) -> Vec<u8> {
+        RecordingLink::finish(self, wake)
+    }
+}
+
 /// The host thread of a wall-clock run: runs `agent` against the real `clock` until it is
 /// done, sending its link calls through `port` and delivering the device's responses. Returns
 /// when the agent is done (after telling the device), or with the device's error, or at the
 /// time limit. Dropping `port` on return tells a device thread that is still running that the
 /// host is gone.
+#[cfg(not(loom))]
 pub fn serve_host(
     agent: &mut dyn HostAgent,
     port: HostPort,
     clock: &WallClock,
-    mut options: HostOptions,
+    options: HostOptions,
 ) -> Result<HostEnd, WallError> {
-    let mut link = RecordingLink::default();
+    serve_host_with(agent, port, clock, options, &mut RecordingLink::default())
+}
+
+/// [`serve_host`] with the turns encoded by `link`.
+///
+/// Waiting for the device is a check, an arming and a sleep, in that order, and it loses no
+/// wake-up: every response that has arrived is delivered before the turn (the check: the
+/// agent looks at the ring with everything it was told); a turn that waits for a response
+/// (the arming) carries the count of responses taken before it, so the device can tell a
+/// host that waits for nothing from one whose wake-up is already on its way
+/// ([`HostWait`]); the sleep is a receive on the channel, which returns at once when a
+/// response arrived after the check (the channel latches it: the re-check after arming).
+pub fn serve_host_with<L: TurnEncoder>(
+    agent: &mut dyn HostAgent,
+    port: HostPort,
+    clock: &WallClock,
+    mut options: HostOptions,
+    link: &mut L,
+) -> Result<HostEnd, WallError> {
     let mut end = HostEnd::default();
     let mut arrived: Option<ToHost> = None;
     loop {
@@ -279,7 +381,7 @@ pub fn serve_host(
                 limit_ns: options.limit.as_ns(),
             });
         }
-        let wake = agent.turn(now, &mut link);
+        let wake = agent.turn(now, link);
         end.turns += 1;
         if link.has_calls() || !matches!(wake, Wake::At(_)) {
             let turn = HostTurn {
@@ -310,7 +412,7 @@ pub fn serve_host(
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use crate::link::{DeviceLink, LinkCall, Recorder};
@@ -416,6 +518,25 @@ mod tests {
             serve_host(&mut agent, host, &clock, options),
             Err(WallError::Device("deadlock at 5 ns".into()))
         );
+    }
+
+    #[test]
+    fn an_armed_host_is_asleep_for_good_only_when_no_response_crossed_its_turn() {
+        let turn = |delivered| HostTurn {
+            delivered,
+            message: Vec::new(),
+        };
+        let mut host = HostWait::new();
+        assert!(!host.asleep_for_good(true), "before the host's first turn");
+        host.responded();
+        host.took_turn(&turn(0), Wake::OnResponse);
+        // The response crossed the turn: the host will wake up with it.
+        assert!(!host.asleep_for_good(true));
+        host.took_turn(&turn(1), Wake::OnResponse);
+        assert!(host.asleep_for_good(true));
+        assert!(!host.asleep_for_good(false), "a device event is left");
+        host.took_turn(&turn(1), Wake::At(Ticks(5)));
+        assert!(!host.asleep_for_good(true), "the host wakes at a time");
     }
 
     #[test]

@@ -104,8 +104,9 @@ pub struct HostConfig {
     /// paper's p100, the interval it recommends for host core efficiency (section V). Must be
     /// at least `poll_interval_ns`.
     pub adaptive_poll_longest_ns: u64,
-    /// AXLE: no progress for this long (no record, no task) while work is outstanding is a
-    /// deadlock. Not a model constant: a watchdog that ends a run that cannot finish; it
+    /// AXLE and AXLE_Interrupt: no progress for this long (no record, no task) while work is
+    /// outstanding is a deadlock (ring full) or a stall. Not a model constant: a watchdog
+    /// that ends a run that cannot finish; it
     /// changes no figure of a run that does. Must be positive (0 would call every wait for
     /// the device a deadlock).
     pub stall_timeout_ns: u64,

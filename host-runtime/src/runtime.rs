@@ -196,6 +196,17 @@ pub(crate) enum Timer {
     FinishDone { worker: u32 },
 }
 
+/// A scheduled timer, to cancel it ([`Host::at_cancellable`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TimerKey(Ticks, u64);
+
+impl TimerKey {
+    /// When the timer fires.
+    pub(crate) fn at(self) -> Ticks {
+        self.0
+    }
+}
+
 /// The launch being run.
 pub(crate) struct Launch {
     pub(crate) tag: u32,
@@ -575,8 +586,20 @@ impl<'a> Host<'a> {
 
     /// Schedules `timer` at `at` (timers due at the same time fire in the order scheduled).
     pub(crate) fn at(&mut self, at: Ticks, timer: Timer) {
+        self.at_cancellable(at, timer);
+    }
+
+    /// [`Host::at`], returning the timer's key for [`Host::cancel`].
+    pub(crate) fn at_cancellable(&mut self, at: Ticks, timer: Timer) -> TimerKey {
         self.timer_sequence += 1;
-        self.timers.insert((at, self.timer_sequence), timer);
+        let key = TimerKey(at, self.timer_sequence);
+        self.timers.insert((key.0, key.1), timer);
+        key
+    }
+
+    /// Removes the timer `key` if it has not fired.
+    pub(crate) fn cancel(&mut self, key: TimerKey) {
+        self.timers.remove(&(key.0, key.1));
     }
 
     /// A fresh token for a link call that has a response.

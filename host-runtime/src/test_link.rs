@@ -107,12 +107,12 @@ impl ScriptedLink {
     }
 
     /// The earliest time a response is due.
-    fn next_due(&self) -> Option<Ticks> {
+    pub(crate) fn next_due(&self) -> Option<Ticks> {
         self.pending.iter().map(|(at, _)| *at).min()
     }
 
     /// Takes the responses due at or before `now`, earliest first (ties in order made).
-    fn take_due(&mut self, now: Ticks) -> Vec<(Ticks, LinkResponse)> {
+    pub(crate) fn take_due(&mut self, now: Ticks) -> Vec<(Ticks, LinkResponse)> {
         let mut due = Vec::new();
         let mut kept = Vec::new();
         for (at, response) in self.pending.drain(..) {

@@ -32,9 +32,7 @@ impl Emulator {
     ) -> Result<(), CoSimError> {
         use cosim_link::turn::decode_host_turn;
         let gone = |error: cosim_link::wall::WallError| CoSimError::Host(error.to_string());
-        let mut host_wake = Wake::At(Ticks::ZERO);
-        let mut host_delivered = 0u64;
-        let mut sent = 0u64;
+        let mut host = cosim_link::wall::HostWait::new();
         let mut arrived = None;
         loop {
             // The host's link calls, in the order it made them.
@@ -46,10 +44,9 @@ impl Emulator {
                         None => break,
                     },
                 };
-                host_delivered = turn.delivered;
                 let (calls, wake) = decode_host_turn(&turn.message)
                     .map_err(|error| CoSimError::Host(error.to_string()))?;
-                host_wake = wake;
+                host.took_turn(&turn, wake);
                 // Stamped no earlier than the device's time: a call the host made before the
                 // device's clock reached it happens now.
                 let floor = self.hardware.now;
@@ -65,7 +62,7 @@ impl Emulator {
                     port.end(failure.to_string());
                     return Err(failure);
                 }
-                if host_wake == Wake::Done {
+                if wake == Wake::Done {
                     return Ok(());
                 }
             }
@@ -79,7 +76,7 @@ impl Emulator {
                 self.hardware.now = self.hardware.now.max(at);
                 if let Some(response) = self.process(event) {
                     port.respond(at, response).map_err(gone)?;
-                    sent += 1;
+                    host.responded();
                 }
             }
             let next = self.hardware.queue.peek_time();
@@ -87,7 +84,7 @@ impl Emulator {
                 Some(CoSimError::WallTimeLimit {
                     limit_ns: limit.as_ns(),
                 })
-            } else if next.is_none() && host_wake == Wake::OnResponse && host_delivered == sent {
+            } else if host.asleep_for_good(next.is_none()) {
                 Some(CoSimError::Deadlock { at_ns: now.as_ns() })
             } else {
                 None

@@ -12,7 +12,8 @@
 //!
 //! `Stream` is what AXLE shares with AXLE_Interrupt (`super::axle_irq`): the ring (its
 //! host end, [`AxleRing`], in `ring`), its programming, the posted launch store, the tasks'
-//! reads of records and payloads, and the release of slots when tasks finish.
+//! reads of records and payloads, the release of slots when tasks finish, and the stall check
+//! (which AXLE_Interrupt runs from a timer, having no polls).
 
 mod ring;
 
@@ -138,6 +139,61 @@ impl Stream {
         }
         Ok(())
     }
+
+    /// No record and no host task for longer than the stall timeout: a deadlock when the ring
+    /// is full of held slots, a stall otherwise. Fails the run then.
+    pub(crate) fn check_stalled(&self, host: &mut Host<'_>, now: Ticks) {
+        if now.since(host.last_progress) <= Ticks::from_ns(host.config.stall_timeout_ns) {
+            return;
+        }
+        if host.scheduler.running() > 0 {
+            return;
+        }
+        let (tasks, bytes) = host
+            .launch
+            .as_ref()
+            .map_or((0, 0), |launch| launch.tracker.starving());
+        let ring = self.poller.ring.as_ref();
+        let held = ring.map_or(0, AxleRing::held_slots);
+        let capacity = ring.map_or(0, AxleRing::payload_capacity);
+        let waited = now.since(host.last_progress).as_ns();
+        let timeout = host.config.stall_timeout_ns;
+        let clock = if host.real_clock { " of wall time" } else { "" };
+        let plural = |count: u64, one: &'static str, many: &'static str| {
+            if count == 1 {
+                one
+            } else {
+                many
+            }
+        };
+        let facts = format!(
+            "no record and no host task for {waited} ns{clock} (host.stall_timeout_ns is {timeout}); {tasks} host {} for {bytes} result bytes while {held} of the ring's {capacity} payload slots are held",
+            plural(tasks as u64, "task waits", "tasks wait"),
+        );
+        // The DMA executor stops for credit only when not one more payload fits (it takes
+        // credit payload by payload), so a ring that is not full is not what blocks.
+        let error = if capacity > 0 && held >= capacity {
+            RuntimeError::Deadlock {
+                at_ns: now.as_ns(),
+                diagnosis: format!(
+                    "{facts}: the ring is full of slots that partially satisfied tasks hold (the ring is too small for this dependency pattern: enlarge --slots or stream in order)"
+                ),
+            }
+        } else {
+            let device = if host.real_clock {
+                "it may be stopped or far behind the real clock (raise host.stall_timeout_ns if it is only slow)"
+            } else {
+                "it is slower than the timeout allows: raise host.stall_timeout_ns"
+            };
+            RuntimeError::Stalled {
+                at_ns: now.as_ns(),
+                diagnosis: format!(
+                    "{facts}, so the ring is not what blocks: the device sent nothing for longer than the stall timeout; {device}"
+                ),
+            }
+        };
+        host.fail(now, error);
+    }
 }
 
 /// The AXLE mechanism.
@@ -205,61 +261,6 @@ impl Axle {
             arrived,
             chunks,
         }
-    }
-
-    /// No record and no host task for longer than the stall timeout: a deadlock when the ring
-    /// is full of held slots, a stall otherwise. Fails the run then.
-    fn check_stalled(&self, host: &mut Host<'_>, now: Ticks) {
-        if now.since(host.last_progress) <= Ticks::from_ns(host.config.stall_timeout_ns) {
-            return;
-        }
-        if host.scheduler.running() > 0 {
-            return;
-        }
-        let (tasks, bytes) = host
-            .launch
-            .as_ref()
-            .map_or((0, 0), |launch| launch.tracker.starving());
-        let ring = self.stream.poller.ring.as_ref();
-        let held = ring.map_or(0, AxleRing::held_slots);
-        let capacity = ring.map_or(0, AxleRing::payload_capacity);
-        let waited = now.since(host.last_progress).as_ns();
-        let timeout = host.config.stall_timeout_ns;
-        let clock = if host.real_clock { " of wall time" } else { "" };
-        let plural = |count: u64, one: &'static str, many: &'static str| {
-            if count == 1 {
-                one
-            } else {
-                many
-            }
-        };
-        let facts = format!(
-            "no record and no host task for {waited} ns{clock} (host.stall_timeout_ns is {timeout}); {tasks} host {} for {bytes} result bytes while {held} of the ring's {capacity} payload slots are held",
-            plural(tasks as u64, "task waits", "tasks wait"),
-        );
-        // The DMA executor stops for credit only when not one more payload fits (it takes
-        // credit payload by payload), so a ring that is not full is not what blocks.
-        let error = if capacity > 0 && held >= capacity {
-            RuntimeError::Deadlock {
-                at_ns: now.as_ns(),
-                diagnosis: format!(
-                    "{facts}: the ring is full of slots that partially satisfied tasks hold (the ring is too small for this dependency pattern: enlarge --slots or stream in order)"
-                ),
-            }
-        } else {
-            let device = if host.real_clock {
-                "it may be stopped or far behind the real clock (raise host.stall_timeout_ns if it is only slow)"
-            } else {
-                "it is slower than the timeout allows: raise host.stall_timeout_ns"
-            };
-            RuntimeError::Stalled {
-                at_ns: now.as_ns(),
-                diagnosis: format!(
-                    "{facts}, so the ring is not what blocks: the device sent nothing for longer than the stall timeout; {device}"
-                ),
-            }
-        };
-        host.fail(now, error);
     }
 }
 
@@ -334,7 +335,7 @@ impl Mechanism for Axle {
                 }
                 self.poll_scheduled = false;
                 self.stream.poller.poll(host, now, None);
-                self.check_stalled(host, now);
+                self.stream.check_stalled(host, now);
             }
             ModeTimer::PollDone { batch } => {
                 self.stream.poller.poll_done(host, now, batch, link);
@@ -367,7 +368,7 @@ impl Mechanism for Axle {
                     self.schedule_poll(host, next);
                 }
             }
-            ModeTimer::RemotePoll => {}
+            ModeTimer::RemotePoll | ModeTimer::StallCheck => {}
         }
     }
 

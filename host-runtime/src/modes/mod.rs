@@ -40,6 +40,9 @@ pub(crate) enum ModeTimer {
         /// Whether the poll pushed a batch.
         batch: bool,
     },
+    /// AXLE_Interrupt: no record and no host task for the stall timeout (the check AXLE's
+    /// local polls make).
+    StallCheck,
 }
 
 /// What a launch's task reads and how long reading it takes; `None`: the task cannot be read

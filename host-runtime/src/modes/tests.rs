@@ -7,7 +7,7 @@ use crate::modes::axle::AxleRingError;
 use crate::ring::RingError;
 use crate::runtime::{Mode, Runtime, RuntimeError};
 use crate::test_link::{plan, run_until, Device, Reply, ScriptedLink, TestApp, RESULT_ADDRESS};
-use cosim_link::link::Wake;
+use cosim_link::link::{HostAgent, Wake};
 use shared_abi::command::CommandFlags;
 use shared_abi::{
     device_map, mailbox, CommandDescriptor, FlowControlMessage, LaunchMode, Status, Ticks,
@@ -561,9 +561,10 @@ fn axle_irq_fails_in_the_handler_when_the_ring_is_broken() {
 }
 
 #[test]
-fn axle_irq_has_no_stall_timeout_a_full_ring_waits_for_the_device() {
-    // The deadlock of the AXLE test above, with interrupts: no poll runs, so the host never
-    // times out; it waits for a response (the device side detects the deadlock).
+fn axle_irq_reports_a_deadlock_when_held_slots_fill_the_ring_past_the_stall_timeout() {
+    // The deadlock of the AXLE test above, with interrupts: no poll runs, so the stall check's
+    // timer does AXLE's check, with AXLE's words (before it, the host waited for an interrupt
+    // that never came, and the run ended at the emulator's "deadlock at").
     let mut app = stream_app(8, &[(0, 8)]);
     let (ring, device) = Device::ring(4, SLOT);
     let mut link = ScriptedLink::default();
@@ -574,16 +575,103 @@ fn axle_irq_has_no_stall_timeout_a_full_ring_waits_for_the_device() {
         device.produce(&rt, 1, index, index);
     }
     link.interrupt(ns(300), 4);
-    assert_eq!(
-        run_until(&mut rt, &mut link, &mut now, ns(END)),
-        Wake::OnResponse
-    );
-    assert_eq!(rt.failure(), None);
-    assert!(!rt.finished());
+    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
     let state = rt.ring_state().expect("a ring").expect("its state");
     assert_eq!(
         (state.polled, state.metadata_head),
         (4, 0),
         "all 4 slots held"
     );
+    match rt.failure() {
+        Some(error @ RuntimeError::Deadlock { at_ns, diagnosis }) => {
+            // Last progress at the handler of 300; the check fires 1 ns past the timeout.
+            assert_eq!(*at_ns, 5_301);
+            assert!(
+                error.to_string().starts_with(
+                    "deadlock detected at 5301 ns: no record and no host task for 5001 ns"
+                ),
+                "{error}"
+            );
+            assert!(
+                diagnosis.contains(
+                    "4 of the ring's 4 payload slots are held: the ring is full of slots that partially satisfied tasks hold"
+                ),
+                "{diagnosis}"
+            );
+        }
+        other => panic!("expected a deadlock, got {other:?}"),
+    }
+}
+
+#[test]
+fn axle_irq_reports_a_stall_not_a_deadlock_when_the_ring_has_room() {
+    let mut app = stream_app(8, &[(0, 8)]);
+    let (ring, device) = Device::ring(8, SLOT);
+    let mut link = ScriptedLink::default();
+    let mut rt = Runtime::new(Mode::AxleIrq, axle_config(5_000), &mut app, Some(ring));
+    let mut now = Ticks::ZERO;
+    run_until(&mut rt, &mut link, &mut now, ns(200));
+    for index in 0..4 {
+        device.produce(&rt, 1, index, index);
+    }
+    link.interrupt(ns(300), 4);
+    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
+    match rt.failure() {
+        Some(RuntimeError::Stalled { at_ns, diagnosis }) => {
+            assert_eq!(*at_ns, 5_301);
+            assert!(
+                diagnosis.contains("4 of the ring's 8 payload slots are held"),
+                "{diagnosis}"
+            );
+        }
+        other => panic!("expected a stall, got {other:?}"),
+    }
+}
+
+#[test]
+fn axle_irq_stall_check_moves_with_progress_and_takes_no_turn_of_its_own() {
+    // Four records 4 µs apart, one task each, with a 5 µs stall timeout: the run lasts longer
+    // than the timeout but never goes that long without progress, so it finishes, and the
+    // host takes a turn only at its launch, its interrupts and its tasks' ends (the check's
+    // timer is moved each time, never reached).
+    let mut app = stream_app(4, &[(0, 1), (1, 2), (2, 3), (3, 4)]);
+    let (ring, device) = Device::ring(64, SLOT);
+    let mut link = ScriptedLink::default();
+    let mut rt = Runtime::new(Mode::AxleIrq, axle_config(5_000), &mut app, Some(ring));
+    let mut now = Ticks::ZERO;
+    run_until(&mut rt, &mut link, &mut now, ns(200));
+    for index in 0..4u64 {
+        // The handler of interrupt `index` takes only the records it announces.
+        device.produce(&rt, 1, index, index);
+        link.interrupt(ns(300 + 4_000 * index), index + 1);
+    }
+    // The host's turns, as `run_until` takes them.
+    let mut turns = Vec::new();
+    loop {
+        for (due, response) in link.take_due(now) {
+            rt.deliver(due, response);
+        }
+        let wake = rt.turn(now, &mut link);
+        turns.push(now.as_ns());
+        now = match (wake, link.next_due()) {
+            (Wake::Done, _) => break,
+            (Wake::At(wake), Some(due)) => wake.min(due),
+            (Wake::At(wake), None) => wake,
+            (Wake::OnResponse, Some(due)) => due,
+            (Wake::OnResponse, None) => panic!("the host sleeps with no timer"),
+        }
+        .max(now);
+    }
+    assert_eq!(rt.failure(), None);
+    assert!(rt.finished());
+    let measured = rt.measurements();
+    assert_eq!((measured.polls, measured.tasks), (4, 4));
+    // An interrupt, its handler's end (85 ns later) and its task's end, for each record; the
+    // launch's final step ends last (200: where `run_until` left the host). Nothing at the
+    // stall timeout after any of them.
+    let mut expected: Vec<u64> = std::iter::once(200)
+        .chain((0..4).flat_map(|index| [300, 385, 491].map(|at| at + 4_000 * index)))
+        .collect();
+    expected.push(12_511);
+    assert_eq!(turns, expected);
 }
