@@ -309,7 +309,11 @@ fn qemu_port_streams_knn_and_sssp_results_bit_exact_to_the_references() {
     let elf = build_port();
     let (status, output) = run_qemu(&elf, &image_path);
     assert!(
-        status == 0 && output.lines().any(|line| line == "PASS"),
+        status == 0
+            && output.lines().any(|line| line == "PASS")
+            && output
+                .lines()
+                .any(|line| line.starts_with("conformance ok")),
         "the port failed (QEMU status {status}):\n{output}"
     );
 

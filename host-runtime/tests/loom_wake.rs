@@ -56,7 +56,7 @@
 //! ```
 #![cfg(loom)]
 
-use cosim_link::link::{DeviceLink, HostAgent, LinkResponse, Wake};
+use cosim_link::link::{DeviceLink, HostAgent, LinkCall, LinkResponse, Wake};
 use cosim_link::phys::PhysicalMemory;
 use cosim_link::sync::{Arc, Ordering};
 use cosim_link::wall::{
@@ -67,7 +67,7 @@ use host_driver::frames::{FrameAllocator, FRAME_SIZE};
 use host_runtime::modes::axle::AxleRing;
 use shared_abi::control::METADATA_TAIL_OFFSET;
 use shared_abi::region::RingLayout;
-use shared_abi::{DeviceAddress, HostPhysAddr, MetadataRecord, Ticks};
+use shared_abi::{HostPhysAddr, MetadataRecord, Ticks};
 use std::time::{Duration, Instant};
 
 /// Records (and interrupts) per run of the model.
@@ -206,19 +206,7 @@ impl HostAgent for Handler {
 struct WakeOnly;
 
 impl DeviceLink for WakeOnly {
-    fn mem_store(&mut self, _: Ticks, _: DeviceAddress, _: &[u8]) {
-        unreachable!("the model's host makes no link call")
-    }
-    fn mem_store_synchronous(&mut self, _: Ticks, _: DeviceAddress, _: &[u8], _: u64) {
-        unreachable!("the model's host makes no link call")
-    }
-    fn mem_load(&mut self, _: Ticks, _: DeviceAddress, _: u64, _: u32, _: u64) {
-        unreachable!("the model's host makes no link call")
-    }
-    fn io_write(&mut self, _: Ticks, _: u64, _: u64) {
-        unreachable!("the model's host makes no link call")
-    }
-    fn io_read(&mut self, _: Ticks, _: u64, _: u64) {
+    fn call(&mut self, _: LinkCall<'_>) {
         unreachable!("the model's host makes no link call")
     }
 }

@@ -18,6 +18,7 @@
 
 use core::fmt;
 use core::ptr;
+use core::sync::atomic::AtomicU32;
 
 /// Where QEMU's loader puts the input image.
 pub const INPUT_BASE: usize = 0x8020_0000;
@@ -318,6 +319,21 @@ impl Window {
             done = done.wrapping_add(step);
         }
         true
+    }
+
+    /// The aligned 32-bit word at `offset` as an atomic, for the HAL's device-memory atomics
+    /// (rv32imac's `A` extension: `amoadd.w`, `amominu.w`, `amoswap.w`, `lr.w`/`sc.w`); `None`
+    /// when the word is not 4-byte aligned or not inside the window.
+    pub fn atomic_u32(&self, offset: usize) -> Option<&'static AtomicU32> {
+        let address = self.span(offset, 4)?;
+        if address % 4 != 0 {
+            return None;
+        }
+        // SAFETY: `span` checked that the 4 bytes lie in this window, RAM that no Rust object
+        // occupies and that stays mapped for the whole run ('static); the address is 4-byte
+        // aligned, as `AtomicU32` requires. Other accesses to the word are volatile or atomic
+        // word accesses of this port, never a non-atomic Rust reference.
+        Some(unsafe { AtomicU32::from_ptr(address as *mut u32) })
     }
 
     /// Writes `data` at `offset`; `false`, touching nothing, when any byte lies outside the

@@ -16,9 +16,11 @@
 //! ordered after every earlier write of its chain.
 
 use crate::board::{self, Window};
+use core::sync::atomic::{AtomicU32, Ordering};
 use firmware::hal::{
-    Clock, ComputeUnits, DeviceMemory, DmaCompletion, DmaDescriptor, DmaEngine, DmaError, DmaKind,
-    DmaRequest, DmaTag, HostEvent, ItemCompletion, KernelLaunch, MemoryFault, Registers,
+    atomic_word_fault, Clock, ComputeUnits, DeviceAtomics, DeviceMemory, DmaCompletion,
+    DmaDescriptor, DmaEngine, DmaError, DmaKind, DmaRequest, DmaTag, HostEvent, ItemCompletion,
+    KernelLaunch, MemoryFault, Registers,
 };
 use firmware::kernels::Kernel;
 use firmware::scratch::ScratchLayout;
@@ -325,7 +327,7 @@ impl QemuHal {
             let first = self.item_stats.items == 0;
             let sp = first.then(|| self.repaint_stack());
             let before = board::instret();
-            let outcome = kernel.execute(item, self);
+            let outcome = firmware::run_item(&kernel, item, &*self);
             let spent = board::instret().saturating_sub(before);
             if let Some(sp) = sp {
                 let depth = self.stack_depth_since(sp);
@@ -431,8 +433,54 @@ impl DeviceMemory for QemuHal {
         }
     }
 
-    fn write(&mut self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
+    fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
         self.write_device(address, data)
+    }
+}
+
+impl QemuHal {
+    /// The device-memory word at `address` as an atomic, or the fault the HAL contract names.
+    fn device_word(&self, address: DeviceAddress) -> Result<&'static AtomicU32, MemoryFault> {
+        let fault = MemoryFault { address, length: 4 };
+        if let Some(fault) = atomic_word_fault(address, self.device.len() as u64) {
+            return Err(fault);
+        }
+        let offset = usize::try_from(address.0).map_err(|_| fault)?;
+        self.device.atomic_u32(offset).ok_or(fault)
+    }
+}
+
+/// The A extension's atomics on device RAM, with acquire-release ordering (the contract asks
+/// for at least relaxed).
+impl DeviceAtomics for QemuHal {
+    fn fetch_add_u32(&self, address: DeviceAddress, value: u32) -> Result<u32, MemoryFault> {
+        Ok(self
+            .device_word(address)?
+            .fetch_add(value, Ordering::AcqRel))
+    }
+
+    fn fetch_min_u32(&self, address: DeviceAddress, value: u32) -> Result<u32, MemoryFault> {
+        Ok(self
+            .device_word(address)?
+            .fetch_min(value, Ordering::AcqRel))
+    }
+
+    fn swap_u32(&self, address: DeviceAddress, value: u32) -> Result<u32, MemoryFault> {
+        Ok(self.device_word(address)?.swap(value, Ordering::AcqRel))
+    }
+
+    fn compare_exchange_u32(
+        &self,
+        address: DeviceAddress,
+        current: u32,
+        new: u32,
+    ) -> Result<u32, MemoryFault> {
+        let word = self.device_word(address)?;
+        Ok(
+            match word.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(previous) | Err(previous) => previous,
+            },
+        )
     }
 }
 
@@ -462,15 +510,11 @@ impl ComputeUnits for QemuHal {
         if self.items_pending() {
             return Err(FirmwareError::Busy);
         }
-        // The kernel sees the command without the command processor's flags (as the
-        // emulator's compute units do).
-        let mut command = launch.command;
-        command.flags = 0;
-        let kernel = Kernel::decode(&command, &*self)?;
+        // The kernel was decoded once, when the command processor validated the launch.
         let range = launch.item_range();
         self.running = Some(Running {
-            kernel,
-            tag: launch.command.tag,
+            kernel: launch.kernel,
+            tag: launch.tag,
             next: range.start,
             end: range.end,
         });

@@ -77,6 +77,8 @@ pub enum HostError {
     Stuck(u32, u64),
     /// Items failed in the kernel code: (count).
     Items(u64),
+    /// The HAL broke a MUST clause of `firmware::hal` (`firmware::conformance`).
+    Conformance(firmware::conformance::Violation),
 }
 
 impl core::fmt::Display for HostError {
@@ -99,6 +101,11 @@ impl core::fmt::Display for HostError {
                 write!(f, "launch {tag} stuck after {bytes} result bytes")
             }
             HostError::Items(count) => write!(f, "{count} items failed"),
+            HostError::Conformance(violation) => write!(
+                f,
+                "HAL conformance: {} (address {:#x}: saw {}, expected {})",
+                violation.clause, violation.address, violation.seen, violation.expected
+            ),
         }
     }
 }
@@ -436,6 +443,26 @@ fn print_items(label: &str, report: &LaunchReport) {
 
 /// Runs the KNN launch, then the SSSP rounds; prints everything. The firmware and its HAL live
 /// on this function's stack.
+/// The HAL conformance checks of `firmware::conformance` on this port's HAL, before anything
+/// else uses device memory (their window, the start of the data area, is overwritten by the
+/// inputs afterwards). One hart: the contended check runs its workers one after another, which
+/// proves the atomics' arithmetic on the `A` extension, not their atomicity across harts.
+fn check_conformance(hal: &QemuHal) -> Result<(), HostError> {
+    use firmware::conformance;
+    let window = device_map::DATA_BASE;
+    conformance::memory_bounds(hal, window).map_err(HostError::Conformance)?;
+    conformance::partial_writes(hal, window).map_err(HostError::Conformance)?;
+    conformance::atomics(hal, window).map_err(HostError::Conformance)?;
+    conformance::contended_atomics(hal, window, 4, |workers, worker| {
+        for index in 0..workers {
+            worker(index);
+        }
+    })
+    .map_err(HostError::Conformance)?;
+    println!("conformance ok: memory_bounds partial_writes atomics contended_atomics(4 workers, one hart)");
+    Ok(())
+}
+
 pub fn run(image: &Image) -> Result<(), HostError> {
     let config = FirmwareConfig {
         scratch: SCRATCH,
@@ -451,6 +478,7 @@ pub fn run(image: &Image) -> Result<(), HostError> {
         core::mem::size_of::<QemuHal>(),
         board::stack::size()
     );
+    check_conformance(&hal)?;
     let mut ring = Ring::program(&mut hal)?;
     firmware.step(&mut hal);
     let mut heap = Allocator {
