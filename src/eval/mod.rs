@@ -307,6 +307,11 @@ struct RunRecord<'a> {
     metrics: Option<&'a host_runtime::RunMetrics>,
     #[serde(skip_serializing_if = "Option::is_none")]
     deadlock: Option<&'a str>,
+    /// The full configuration of the run.
+    config: &'a AxleConfig,
+    /// Version, commit and input of the run ([`crate::provenance`]): the report's own when
+    /// the run finished (made by the binary that ran it), otherwise this binary's.
+    provenance: crate::provenance::Provenance,
 }
 
 #[derive(Serialize)]
@@ -315,6 +320,29 @@ struct FigureFile<'a> {
     scale: workloads::Scale,
     tables: &'a [table::Table],
     runs: Vec<RunRecord<'a>>,
+}
+
+/// The provenance of `point`'s run: its report's, or (a run that deadlocked has no report)
+/// this binary's with the workload's input as the evaluation chose it.
+fn run_provenance(
+    evaluation: &Evaluation,
+    point: &Point,
+    outcome: &Outcome,
+) -> crate::provenance::Provenance {
+    if let Outcome::Done(report) = outcome {
+        if let Some(provenance) = &report.provenance {
+            return provenance.clone();
+        }
+    }
+    let input = evaluation
+        .inputs
+        .iter()
+        .find(|(name, _)| *name == point.workload)
+        .map(|(_, input)| crate::provenance::InputRecord::of(input, point.config.workload.seed));
+    match input {
+        Some(input) => crate::provenance::Provenance::new(input),
+        None => crate::provenance::Provenance::of_run(&point.workload, &point.config, None),
+    }
 }
 
 /// Writes `fig<N>*.csv` per table, `fig<N>.json` (tables and runs) per figure and
@@ -364,6 +392,8 @@ pub fn write_outputs(evaluation: &Evaluation, directory: &Path) -> anyhow::Resul
                     Outcome::Done(_) => None,
                     Outcome::Deadlock(message) => Some(message),
                 },
+                config,
+                provenance: run_provenance(evaluation, point, outcome),
             });
         }
         let file = FigureFile {
