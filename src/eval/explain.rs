@@ -12,7 +12,7 @@ use super::table::{Cell, Table};
 
 /// Per chart (by id): the X axis title and the Y axis title with its unit. A chart not listed
 /// keeps the titles it was made with.
-const AXES: [(&str, &str, &str); 10] = [
+pub const AXES: [(&str, &str, &str); 10] = [
     (
         "fig10",
         "workload",
