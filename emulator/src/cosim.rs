@@ -257,7 +257,10 @@ impl Emulator {
 
     /// The timeline recorded since [`Emulator::enable_trace`] (and stops recording).
     pub fn take_trace(&mut self) -> Option<DeviceTrace> {
-        self.hardware.trace.take().map(|trace| *trace)
+        self.hardware.trace.take().map(|mut trace| {
+            trace.finish(self.hardware.now);
+            *trace
+        })
     }
 
     /// The firmware (counters, trace).
@@ -651,6 +654,13 @@ impl Emulator {
         }
         if step {
             self.firmware.step(&mut self.hardware);
+            if let Some(trace) = self.hardware.trace.as_deref_mut() {
+                trace.executor_state(
+                    self.hardware.now,
+                    self.firmware.waiting_for_credit(),
+                    self.firmware.stream_tails(),
+                );
+            }
         }
         None
     }
