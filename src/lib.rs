@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod config;
 pub mod eval;
+pub mod provenance;
 pub mod report;
 pub mod run;
 pub mod trace;

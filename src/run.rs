@@ -300,6 +300,9 @@ pub struct RunReport {
     /// in wall-clock mode).
     #[serde(default)]
     pub simulator: emulator::SimulatorCounts,
+    /// Where the result came from: version, commit, input ([`crate::provenance`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<crate::provenance::Provenance>,
 }
 
 /// Where the emulator of an attached run is.
@@ -445,6 +448,11 @@ impl Prepared {
             metrics,
             config: config.clone(),
             simulator: device_metrics.simulator,
+            provenance: Some(crate::provenance::Provenance::of_run(
+                &request.workload,
+                config,
+                request.data.as_deref(),
+            )),
         })
     }
 }

@@ -1,13 +1,16 @@
 //! `axle run --trace FILE`: a run's timeline as Chrome Trace Event JSON, which Perfetto
 //! (ui.perfetto.dev) and `chrome://tracing` open. It shows the paper's Figure 9 for any
-//! workload: CCM µthreads producing results, DMA requests streaming them, the link in both
+//! workload: CCM µthreads producing results, DMA requests streaming them, the DMA executor's
+//! back-pressure (waiting for ring credit) and the ring's occupancy, the link in both
 //! directions, and the host's control thread (polls, flow-control stores, loads) and workers.
 //!
 //! The two sides record their own timelines ([`emulator::trace`], [`host_runtime::trace`]);
 //! this module only lays them out as tracks and writes them. The format:
 //! `{"traceEvents":[...],"displayTimeUnit":"ns"}`, complete events (`"ph":"X"`) with `ts` and
 //! `dur` in microseconds, rounded to whole nanoseconds (virtual time is 1/6 ns; start and end
-//! are rounded, so nested and adjacent spans stay so), instants (`"ph":"i"`), and metadata
+//! are rounded, so nested and adjacent spans stay so), instants (`"ph":"i"`), a counter
+//! (`"ph":"C"`, [`OCCUPANCY_COUNTER`]: the ring's metadata and payload slots in use, the
+//! device's tails minus the heads the host's flow-control stores released), and metadata
 //! events naming the processes and threads and ordering them. Process 1 is the device,
 //! process 2 the host; thread ids are unique across both.
 //!
@@ -32,6 +35,10 @@ pub const FIRMWARE_TID: u32 = 1;
 pub const LINK_DOWN_TID: u32 = 2;
 /// Device track: the link, device to host.
 pub const LINK_UP_TID: u32 = 3;
+/// Device track: the DMA executor waiting for ring credit (back-pressure).
+pub const BACKPRESSURE_TID: u32 = 4;
+/// The name of the ring-occupancy counter track (a `"ph":"C"` series of the device process).
+pub const OCCUPANCY_COUNTER: &str = "ring slots in use";
 /// Device tracks: DMA lane `n` is `DMA_TID + n`.
 pub const DMA_TID: u32 = 100;
 /// Device tracks: CCM unit `u`, µthread lane `l` is `CCM_TID + u x µthreads + l`.
@@ -99,6 +106,66 @@ struct Event<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     s: Option<&'static str>,
     args: Args,
+}
+
+/// A counter sample (`"ph":"C"`): the ring's slots in use.
+#[derive(Debug, Serialize)]
+struct Counter {
+    name: &'static str,
+    ph: &'static str,
+    ts: f64,
+    pid: u32,
+    args: Occupancy,
+}
+
+/// The two series of the occupancy counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+struct Occupancy {
+    /// Metadata slots claimed by the device and not yet released by a flow-control store.
+    metadata: u64,
+    /// Payload slots, likewise.
+    payload: u64,
+}
+
+/// The ring's occupancy over time: at each change of the device's tails (records and
+/// payloads claimed) or of the heads the host released (each flow-control store, at its
+/// end), the slots in use, tails minus heads; a sample only when it changed.
+fn occupancy(device: &DeviceTrace, host: &HostTrace) -> Vec<(Ticks, Occupancy)> {
+    // (time, order at equal times: tails before heads, tails or heads)
+    let mut changes: Vec<(Ticks, u8, u64, u64)> = device
+        .tails
+        .iter()
+        .map(|&(at, metadata, payload)| (at, 0, metadata, payload))
+        .collect();
+    changes.extend(host.spans.iter().filter_map(|span| match span.kind {
+        HostSpanKind::FlowControl {
+            metadata_head,
+            payload_head,
+        } => Some((span.end, 1, metadata_head, payload_head)),
+        _ => None,
+    }));
+    // Stable: equal keys keep their recording order.
+    changes.sort_by_key(|&(at, order, _, _)| (at, order));
+    let (mut tails, mut heads) = ((0, 0), (0, 0));
+    let mut samples: Vec<(Ticks, Occupancy)> = Vec::new();
+    for (at, order, metadata, payload) in changes {
+        if order == 0 {
+            tails = (metadata, payload);
+        } else {
+            heads = (metadata, payload);
+        }
+        let now = Occupancy {
+            metadata: tails.0.saturating_sub(heads.0),
+            payload: tails.1.saturating_sub(heads.1),
+        };
+        match samples.last_mut() {
+            Some(last) if last.1 == now => {}
+            // Several changes at one nanosecond: the last one stands.
+            Some(last) if nanoseconds(last.0) == nanoseconds(at) => *last = (at, now),
+            _ => samples.push((at, now)),
+        }
+    }
+    samples
 }
 
 /// A metadata event (`"ph":"M"`).
@@ -322,6 +389,31 @@ pub fn write_chrome_trace<W: Write>(
             ),
         };
         writer.instant(name, DEVICE_PID, FIRMWARE_TID, at, args)?;
+    }
+
+    for &(start, end) in &device.backpressure {
+        tracks.entry(BACKPRESSURE_TID).or_insert_with(|| Track {
+            pid: DEVICE_PID,
+            name: "DMA executor: back-pressure (waiting for ring credit)".into(),
+            sort: 19_999,
+        });
+        writer.span(
+            "back-pressure",
+            DEVICE_PID,
+            BACKPRESSURE_TID,
+            start,
+            end,
+            Args::default(),
+        )?;
+    }
+    for (at, args) in occupancy(device, host) {
+        writer.item(&Counter {
+            name: OCCUPANCY_COUNTER,
+            ph: "C",
+            ts: microseconds(at),
+            pid: DEVICE_PID,
+            args,
+        })?;
     }
 
     // End of the last handler on each interrupt lane (handlers are recorded in start order).

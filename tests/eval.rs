@@ -315,6 +315,8 @@ fn runs_made_one_by_one_and_merged_give_the_same_files_as_one_evaluation() {
         "fig16b.csv",
         "fig16.json",
         "fig16a.svg",
+        "fig12-reductions.svg",
+        "index.html",
         "REPRODUCTION.md",
     ] {
         assert_eq!(

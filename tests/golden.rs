@@ -11,6 +11,11 @@
 //! git diff tests/golden                               # read what moved
 //! ```
 //!
+//! Every report ends with its provenance (`axle::provenance`): version, commit, input. The
+//! commit changes with every commit (and says `-dirty` on an edited tree) without any figure
+//! moving, so its value is masked (`axle::provenance::mask_commit`) in both the kept files and
+//! the comparison; everything else, the version and the input included, is compared.
+//!
 //! The runs: knn-a in each of the four modes, one SSSP launch and PageRank, all at small scale
 //! (milliseconds each in `--release`).
 
@@ -37,7 +42,7 @@ fn golden_path(name: &str) -> PathBuf {
         .join(format!("{name}.json"))
 }
 
-/// The JSON report of `axle run ARGS --scale small --json`.
+/// The JSON report of `axle run ARGS --scale small --json`, its commit masked.
 fn run_json(args: &[&str]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_axle"))
         .arg("run")
@@ -50,7 +55,12 @@ fn run_json(args: &[&str]) -> String {
         "axle run {args:?} failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    String::from_utf8(output.stdout).expect("the report is UTF-8")
+    let report = String::from_utf8(output.stdout).expect("the report is UTF-8");
+    assert!(
+        report.contains("\"commit\": \""),
+        "the report records no commit: {report}"
+    );
+    axle::provenance::mask_commit(&report)
 }
 
 /// The lines where `expected` and `actual` differ (at most `limit`), for the failure message.

@@ -1,7 +1,7 @@
 //! `axle run --trace FILE` (`axle::run::run_traced`): the file is valid Chrome trace JSON
 //! that Perfetto opens, it shows every track of the paper's Figure 9, one span per CCM work
-//! item, and tracing changes nothing about the run: the report is the same and two runs write
-//! the same bytes.
+//! item, the DMA executor's back-pressure and the ring's occupancy, and tracing changes
+//! nothing about the run: the report is the same and two runs write the same bytes.
 //!
 //! Run: `cargo test --release --test trace`.
 
@@ -89,9 +89,17 @@ impl Trace {
             if ph == "M" {
                 continue;
             }
+            if ph == "C" {
+                // The ring-occupancy counter: a series of the device process.
+                assert_eq!(event["name"], axle::trace::OCCUPANCY_COUNTER, "{event}");
+                assert_eq!(event["pid"], 1, "{event}");
+                assert!(event["args"]["metadata"].is_u64(), "{event}");
+                assert!(event["args"]["payload"].is_u64(), "{event}");
+                continue;
+            }
             assert!(
                 matches!(ph, "X" | "i"),
-                "only complete events and instants: {event}"
+                "only complete events, instants and the counter: {event}"
             );
             assert!(event["name"].is_string(), "{event}");
             let ts = event["ts"].as_f64().expect("numeric ts");
@@ -483,4 +491,92 @@ fn the_cli_writes_a_trace_and_prints_the_same_report() {
     let bytes = std::fs::read(&path).expect("the trace file was written");
     let _ = std::fs::remove_file(&path);
     Trace::parse(&bytes);
+}
+
+/// The occupancy counter's samples: (time in ns, metadata slots, payload slots).
+fn occupancy(trace: &Trace) -> Vec<(u64, u64, u64)> {
+    trace
+        .events
+        .iter()
+        .filter(|event| event["ph"] == "C")
+        .map(|event| {
+            (
+                (event["ts"].as_f64().unwrap_or(0.0) * 1000.0).round() as u64,
+                event["args"]["metadata"].as_u64().unwrap_or(0),
+                event["args"]["payload"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+/// A ring of 16 slots with in-order streaming makes the DMA executor wait for credit: the
+/// back-pressure track's slices add up to the report's back-pressure time, and the occupancy
+/// counter fills the ring (16 slots in use) and never exceeds it.
+#[test]
+fn back_pressure_slices_sum_to_the_reported_time_and_occupancy_stays_within_the_ring() {
+    let mut request = request("knn-a", Mode::Axle);
+    request.config.workload.scale = workloads::Scale::Small;
+    request.config.axle.slots = 16;
+    request.config.axle.out_of_order = false;
+    let (report, bytes) = traced(&request, "backpressure");
+    assert!(
+        report.metrics.backpressure_ns > 0,
+        "no back-pressure to see"
+    );
+    let trace = Trace::parse(&bytes);
+    assert!(trace.has_track("DMA executor: back-pressure"));
+    let slices = trace.spans("back-pressure");
+    assert!(!slices.is_empty());
+    let total: u64 = slices
+        .iter()
+        .map(|event| (event["dur"].as_f64().unwrap_or(0.0) * 1000.0).round() as u64)
+        .sum();
+    // Each slice's ends are rounded to the nanosecond.
+    let slack = slices.len() as u64;
+    assert!(
+        total.abs_diff(report.metrics.backpressure_ns) <= slack,
+        "slices {total} ns, report {} ns",
+        report.metrics.backpressure_ns
+    );
+    let samples = occupancy(&trace);
+    assert!(samples.len() > 2, "{samples:?}");
+    assert!(
+        samples.windows(2).all(|pair| pair[0].0 < pair[1].0),
+        "time order"
+    );
+    assert!(
+        samples
+            .iter()
+            .all(|&(_, metadata, payload)| metadata <= 16 && payload <= 16),
+        "{samples:?}"
+    );
+    assert!(
+        samples.iter().any(|&(_, _, payload)| payload == 16),
+        "the ring never filled although the executor waited for credit: {samples:?}"
+    );
+    // The slots in use fall when the host's flow-control stores release them.
+    assert!(
+        samples.windows(2).any(|pair| pair[1].2 < pair[0].2),
+        "{samples:?}"
+    );
+}
+
+/// The default ring never fills: no back-pressure slice; the occupancy counter is there in
+/// the streaming modes only.
+#[test]
+fn without_back_pressure_there_is_no_slice_and_rp_has_no_ring_counter() {
+    let (report, bytes) = traced(&request("knn-a", Mode::Axle), "no-backpressure");
+    assert_eq!(report.metrics.backpressure_ns, 0);
+    let trace = Trace::parse(&bytes);
+    assert!(trace.spans("back-pressure").is_empty());
+    let samples = occupancy(&trace);
+    assert!(!samples.is_empty());
+    assert!(
+        samples
+            .iter()
+            .any(|&(_, metadata, _)| metadata == report.metrics.payloads),
+        "every record claimed shows in the counter at some point: {samples:?}"
+    );
+    let (_, bytes) = traced(&request("knn-a", Mode::Rp), "rp-counter");
+    assert!(occupancy(&Trace::parse(&bytes)).is_empty());
 }

@@ -18,7 +18,10 @@
 //!   their responses, CXL.mem load responses, and each DMA request's writes (back to back on
 //!   the upstream wire, so one interval per request);
 //! - instants: launch stores, flow-control stores and mailbox doorbells reaching the device,
-//!   interrupts raised.
+//!   interrupts raised;
+//! - the DMA executor's state after every firmware step ([`DeviceTrace::executor_state`]):
+//!   the intervals it waited for ring credit (back-pressure), and its metadata and payload
+//!   tails each time they moved (with the host's flow-control stores, the ring's occupancy).
 
 use crate::config::DeviceConfig;
 use shared_abi::Ticks;
@@ -146,6 +149,17 @@ pub struct DeviceTrace {
     dma_lanes: Vec<Ticks>,
     /// DMA requests submitted and not yet sent: tag and submission time.
     submitted: VecDeque<(u64, Ticks)>,
+    /// Back-pressure: the intervals the DMA executor waited for ring credit (the firmware's
+    /// `waiting_for_credit`, sampled after every firmware step), in time order. An interval
+    /// still open when the trace is taken ends then ([`DeviceTrace::finish`]).
+    pub backpressure: Vec<(Ticks, Ticks)>,
+    /// The executor's metadata and payload tails (records and payloads claimed in the rings)
+    /// each time they changed: (time, metadata tail, payload tail), in time order.
+    pub tails: Vec<(Ticks, u64, u64)>,
+    /// When the open back-pressure interval began.
+    blocked_since: Option<Ticks>,
+    /// The last firmware step's time.
+    last_step: Ticks,
 }
 
 /// The lowest lane free at `start` (growing the lanes if none is), now busy until `end`.
@@ -261,6 +275,37 @@ impl DeviceTrace {
     /// Something happened at `at`.
     pub fn instant(&mut self, at: Ticks, instant: DeviceInstant) {
         self.instants.push((at, instant));
+    }
+
+    /// After a firmware step at `now`: whether the DMA executor waits for ring credit, and
+    /// its metadata and payload tails. Records only changes (a back-pressure interval opening
+    /// or closing, a tail moving).
+    pub fn executor_state(&mut self, now: Ticks, waiting_for_credit: bool, tails: (u64, u64)) {
+        self.last_step = self.last_step.max(now);
+        match (self.blocked_since, waiting_for_credit) {
+            (None, true) => self.blocked_since = Some(now),
+            (Some(since), false) => {
+                self.blocked_since = None;
+                self.backpressure.push((since, now));
+            }
+            _ => {}
+        }
+        let moved = self
+            .tails
+            .last()
+            .is_none_or(|&(_, metadata, payload)| (metadata, payload) != tails);
+        if moved && (tails != (0, 0) || !self.tails.is_empty()) {
+            self.tails.push((now, tails.0, tails.1));
+        }
+    }
+
+    /// Closes a back-pressure interval still open (a run that ended waiting, such as one
+    /// that deadlocked) at `now`, the end of the recording.
+    pub fn finish(&mut self, now: Ticks) {
+        if let Some(since) = self.blocked_since.take() {
+            self.backpressure
+                .push((since, now.max(self.last_step).max(since)));
+        }
     }
 }
 

@@ -2,15 +2,19 @@
 //!
 //! Each selected figure names the configurations it needs ([`figures::Figure::points`]); the
 //! sweep runs every distinct one once, in parallel ([`sweep`]); the figures are assembled from
-//! the results into tables ([`table`]) and bar charts ([`plot`]); [`write_outputs`] leaves,
-//! per figure, CSV and JSON for each table and one SVG per chart; [`reproduction`] writes
+//! the results into tables ([`table`]) and bar charts ([`plot`]; [`explain`] gives every
+//! table a chart and every chart its axis titles); [`write_outputs`] leaves, per figure, CSV
+//! and JSON for each table and one SVG per chart, and one page with all of it, `index.html`
+//! ([`html`]); [`reproduction`] writes
 //! REPRODUCTION.md, the paper's Section V numbers beside ours.
 //!
 //! Inputs: the real data sets (`shared/data`, see its README) are used by default when the
 //! directory is found ([`DataChoice`]); every workload says which input it used
 //! ([`EvalOptions::inputs`]): a real file, or its seeded generator and why.
 
+pub mod explain;
 pub mod figures;
+pub mod html;
 pub mod plot;
 pub mod reproduction;
 pub mod sweep;
@@ -260,11 +264,11 @@ pub fn assemble(options: &EvalOptions, plan: Plan, results: Results) -> anyhow::
     let workloads: Vec<&str> = options.workloads.iter().map(String::as_str).collect();
     let mut figures = Vec::new();
     for figure in &options.figures {
-        figures.push(
-            figure
-                .assemble(&options.config, &workloads, &results)
-                .with_context(|| format!("assembling Figure {}", figure.number()))?,
-        );
+        let mut output = figure
+            .assemble(&options.config, &workloads, &results)
+            .with_context(|| format!("assembling Figure {}", figure.number()))?;
+        explain::complete(&mut output);
+        figures.push(output);
     }
     Ok(Evaluation {
         figures,
@@ -307,6 +311,11 @@ struct RunRecord<'a> {
     metrics: Option<&'a host_runtime::RunMetrics>,
     #[serde(skip_serializing_if = "Option::is_none")]
     deadlock: Option<&'a str>,
+    /// The full configuration of the run.
+    config: &'a AxleConfig,
+    /// Version, commit and input of the run ([`crate::provenance`]): the report's own when
+    /// the run finished (made by the binary that ran it), otherwise this binary's.
+    provenance: crate::provenance::Provenance,
 }
 
 #[derive(Serialize)]
@@ -317,8 +326,32 @@ struct FigureFile<'a> {
     runs: Vec<RunRecord<'a>>,
 }
 
-/// Writes `fig<N>*.csv` per table, `fig<N>.json` (tables and runs) per figure and
-/// `fig<N>*.svg` per chart into `directory` (created if missing). Returns the files written.
+/// The provenance of `point`'s run: its report's, or (a run that deadlocked has no report)
+/// this binary's with the workload's input as the evaluation chose it.
+fn run_provenance(
+    evaluation: &Evaluation,
+    point: &Point,
+    outcome: &Outcome,
+) -> crate::provenance::Provenance {
+    if let Outcome::Done(report) = outcome {
+        if let Some(provenance) = &report.provenance {
+            return provenance.clone();
+        }
+    }
+    let input = evaluation
+        .inputs
+        .iter()
+        .find(|(name, _)| *name == point.workload)
+        .map(|(_, input)| crate::provenance::InputRecord::of(input, point.config.workload.seed));
+    match input {
+        Some(input) => crate::provenance::Provenance::new(input),
+        None => crate::provenance::Provenance::of_run(&point.workload, &point.config, None),
+    }
+}
+
+/// Writes `fig<N>*.csv` per table, `fig<N>.json` (tables and runs) per figure,
+/// `fig<N>*.svg` per chart and `index.html` (all of it on one page, [`html`]) into
+/// `directory` (created if missing). Returns the files written.
 pub fn write_outputs(evaluation: &Evaluation, directory: &Path) -> anyhow::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(directory)
         .with_context(|| format!("creating {}", directory.display()))?;
@@ -364,6 +397,8 @@ pub fn write_outputs(evaluation: &Evaluation, directory: &Path) -> anyhow::Resul
                     Outcome::Done(_) => None,
                     Outcome::Deadlock(message) => Some(message),
                 },
+                config,
+                provenance: run_provenance(evaluation, point, outcome),
             });
         }
         let file = FigureFile {
@@ -384,6 +419,11 @@ pub fn write_outputs(evaluation: &Evaluation, directory: &Path) -> anyhow::Resul
             written.push(path);
         }
     }
+    // The page that shows all of it (html.rs).
+    let path = directory.join(html::INDEX);
+    std::fs::write(&path, html::render(evaluation)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    written.push(path);
     Ok(written)
 }
 

@@ -216,6 +216,13 @@ impl Emulator {
         }
         if step {
             self.firmware.step(&mut self.hardware);
+            if let Some(trace) = self.hardware.trace.as_deref_mut() {
+                trace.executor_state(
+                    self.hardware.now,
+                    self.firmware.waiting_for_credit(),
+                    self.firmware.stream_tails(),
+                );
+            }
         }
         None
     }

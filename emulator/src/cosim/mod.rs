@@ -268,7 +268,10 @@ impl Emulator {
 
     /// The timeline recorded since [`Emulator::enable_trace`] (and stops recording).
     pub fn take_trace(&mut self) -> Option<DeviceTrace> {
-        self.hardware.trace.take().map(|trace| *trace)
+        self.hardware.trace.take().map(|mut trace| {
+            trace.finish(self.hardware.now);
+            *trace
+        })
     }
 
     /// The firmware (counters, trace).

@@ -76,6 +76,7 @@ fn figure10_chart(
     BarChart {
         id: id.to_owned(),
         title: title.to_owned(),
+        x_label: "workload".into(),
         y_label: "% of RP end-to-end".into(),
         groups,
         bars: ["RP", "BS", "AXLE_Irq", "AXLE p1", "AXLE p10", "AXLE p100"]
