@@ -124,3 +124,58 @@ fn the_option_is_a_config_key_too() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn the_beyond_figure_shows_the_deadlocks_and_the_option_s_runs() {
+    let out = std::env::temp_dir().join(format!("axle-beyond-{}", std::process::id()));
+    let output = Command::new(env!("CARGO_BIN_EXE_axle"))
+        .args([
+            "eval",
+            "--scale",
+            "small",
+            "--figure",
+            "beyond",
+            "--workloads",
+            "sssp,opt-2.7b",
+            "--no-data",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("axle eval runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for file in [
+        "beyond.json",
+        "beyond-a.csv",
+        "beyond-a.svg",
+        "beyond-b.csv",
+        "beyond-b.svg",
+        "beyond-c.csv",
+        "beyond-c.svg",
+        "index.html",
+    ] {
+        assert!(out.join(file).is_file(), "{file} missing");
+    }
+    // No paper figure was made.
+    assert!(!out.join("fig10.json").exists());
+    let csv = std::fs::read_to_string(out.join("beyond-c.csv")).expect("beyond-c.csv");
+    let one_slot = csv
+        .lines()
+        .find(|line| line.starts_with("1 slot"))
+        .expect("a row for one slot");
+    let cells: Vec<&str> = one_slot.split(',').collect();
+    // capacity, slots, AXLE, AXLE --no-deadlock, AXLE_Interrupt, AXLE_Interrupt --no-deadlock
+    assert_eq!((cells[2], cells[4]), ("deadlock", "deadlock"), "{one_slot}");
+    for cell in [cells[3], cells[5]] {
+        let ratio: f64 = cell.parse().expect("a ratio with the option");
+        assert!(ratio >= 1.0, "{one_slot}");
+    }
+    let html = std::fs::read_to_string(out.join("index.html")).expect("index.html");
+    assert!(html.contains("id=\"figure-beyond\"") && html.contains("beyond.json"));
+    std::fs::remove_dir_all(&out).ok();
+}

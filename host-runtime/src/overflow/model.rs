@@ -292,6 +292,7 @@ fn with_the_spill_every_state_with_work_left_has_a_move() {
         );
         states += found.states;
     }
+    println!("{} patterns, {states} states, no deadlock", all.len());
     // The search is not vacuous: thousands of patterns, tens of thousands of states.
     assert!(
         all.len() > 2000 && states > 50_000,
