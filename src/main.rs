@@ -102,6 +102,12 @@ struct RunArgs {
     /// Stream strictly by result offset (out-of-order streaming off).
     #[arg(long)]
     in_order: bool,
+    /// AXLE and AXLE_Interrupt: streaming that cannot deadlock, with any ring of at least one
+    /// slot: when the ring is full of slots held by tasks waiting for more results, the host
+    /// moves them into private memory (host core stall). Config `host.no_deadlock`; ours, not
+    /// the paper's (docs/beyond.md).
+    #[arg(long)]
+    no_deadlock: bool,
     /// A TOML configuration (see `axle config`); flags override it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -209,8 +215,11 @@ fn parse_seconds(text: &str, what: &str, most: f64, most_words: &str) -> Result<
 
 #[derive(clap::Args, Debug)]
 struct EvalArgs {
-    /// Which figures: 10 to 16, a comma-separated list, or all.
-    #[arg(long, default_value = "all", value_name = "10|11|...|16|all")]
+    /// Which figures: 10 to 16, a comma-separated list, or all (the paper's Figures 10 to 16).
+    /// `beyond` (not the paper's: adaptive polling and --no-deadlock, docs/beyond.md) is made
+    /// only when named (`--figure beyond`, or `--figure all,beyond`): `all` and the default
+    /// evaluation, REPRODUCTION.md included, stay the paper's.
+    #[arg(long, default_value = "all", value_name = "10|11|...|16|all|beyond")]
     figure: String,
     /// Input size of every workload: paper (Table IV, the default) or small.
     #[arg(long, value_name = "paper|small")]
@@ -430,6 +439,9 @@ fn build_config(args: &RunArgs) -> anyhow::Result<AxleConfig> {
     }
     if args.in_order {
         config.axle.out_of_order = false;
+    }
+    if args.no_deadlock {
+        config.host.no_deadlock = true;
     }
     if let Some(seed) = args.seed {
         config.workload.seed = seed;

@@ -104,6 +104,14 @@ pub struct HostConfig {
     /// paper's p100, the interval it recommends for host core efficiency (section V). Must be
     /// at least `poll_interval_ns`.
     pub adaptive_poll_longest_ns: u64,
+    /// AXLE and AXLE_Interrupt: streaming that cannot deadlock (`axle run --no-deadlock`; ours,
+    /// not the paper's, default off: the paper's behaviour). When the ring is full of slots
+    /// that tasks waiting for more results hold and no task runs, the host copies the records
+    /// and payloads it holds into private memory and frees their slots (host core stall;
+    /// `host_runtime::overflow`). Works with any ring of at least one slot. Written to a
+    /// configuration only when on.
+    #[serde(skip_serializing_if = "is_false")]
+    pub no_deadlock: bool,
     /// AXLE and AXLE_Interrupt: no progress for this long (no record, no task) while work is
     /// outstanding is a deadlock (ring full) or a stall. Not a model constant: a watchdog
     /// that ends a run that cannot finish; it
@@ -131,9 +139,15 @@ impl Default for HostConfig {
             poll_interval_ns: 50,
             poll_policy: PollPolicy::Fixed,
             adaptive_poll_longest_ns: 5000,
+            no_deadlock: false,
             stall_timeout_ns: 20_000_000,
         }
     }
+}
+
+/// Whether a flag is off (an option written to a configuration only when on).
+fn is_false(flag: &bool) -> bool {
+    !*flag
 }
 
 impl HostConfig {

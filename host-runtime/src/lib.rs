@@ -7,6 +7,7 @@
 //! | [`runtime`] | the co-simulated host: control thread, workers, launches and tasks; drives a mode |
 //! | [`poller`] | the poller: AXLE's local poll (and AXLE_Interrupt's handler): tail load, batch into the ready pool |
 //! | [`adaptive_poll`] | `--poll adaptive`: the polling interval follows the records' arrival (ours, not the paper's) |
+//! | [`overflow`] | `--no-deadlock`: the overflow buffer that keeps a full ring from deadlocking (ours, not the paper's) |
 //! | [`ring`] | the host side of the rings: the poller's consumer, the gap-aware heads |
 //! | [`ready_pool`] | the ready pool (batches of new records) |
 //! | [`sched`] | the host scheduler |
@@ -26,6 +27,7 @@ pub mod cost;
 pub mod flow;
 pub mod metrics;
 pub mod modes;
+pub mod overflow;
 pub mod poller;
 pub mod ready_pool;
 pub mod ring;

@@ -76,6 +76,22 @@ pub struct RunMetrics {
     /// scheduler: AXLE, the end of the poll (or interrupt handler) that brought its first
     /// record; RP and BS, the end of the result load.
     pub first_result_ns: u64,
+    /// `--no-deadlock` (`host_runtime::overflow`): times the host found the ring full of held
+    /// slots with no task able to run and moved the held records and payloads into its
+    /// overflow buffer. Absent from the report when zero (always without the option).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub overflow_spills: u64,
+    /// Bytes of records and payloads the spills copied. Absent when zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub overflow_bytes: u64,
+    /// Host time the spills took (host core stall, part of `host_stall_ns`). Absent when zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub overflow_ns: u64,
+}
+
+/// Whether a count is zero (a figure the report leaves out then).
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 /// What the device side measured, as plain figures (the host runtime does not depend on the
@@ -139,6 +155,9 @@ impl RunMetrics {
                 .checked_div(host.first_results)
                 .map_or(0, |ticks| Ticks(ticks).as_ns()),
             head_reads: device.head_reads,
+            overflow_spills: host.overflow_spills,
+            overflow_bytes: host.overflow_bytes,
+            overflow_ns: host.overflow.as_ns(),
         }
     }
 }

@@ -183,6 +183,12 @@ pub struct HostMeasurements {
     pub first_result: Ticks,
     /// Launches counted in `first_result`.
     pub first_results: u64,
+    /// `host.no_deadlock`: spills of held payloads into the overflow buffer.
+    pub overflow_spills: u64,
+    /// Bytes of records and payloads spilled.
+    pub overflow_bytes: u64,
+    /// Host time spent spilling (part of the stall).
+    pub overflow: Ticks,
 }
 
 /// What wakes the runtime.
@@ -723,6 +729,10 @@ impl HostAgent for Runtime<'_> {
                     .first_key_value()
                     .is_none_or(|(&(at, _), _)| at > now)
             {
+                // Nothing more to do now: `host.no_deadlock`'s spill, if the ring is stuck.
+                if self.mechanism.settle(&mut self.host, now, link) {
+                    continue;
+                }
                 break;
             }
         }

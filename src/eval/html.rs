@@ -147,7 +147,7 @@ pub fn render(evaluation: &Evaluation) -> anyhow::Result<String> {
         evaluation
             .figures
             .iter()
-            .map(|figure| figure.figure.number().to_string())
+            .map(|figure| figure.figure.name())
             .collect::<Vec<_>>()
             .join(", ")
     );
@@ -159,8 +159,8 @@ pub fn render(evaluation: &Evaluation) -> anyhow::Result<String> {
     );
     out.push_str("<nav>");
     for figure in &evaluation.figures {
-        let n = figure.figure.number();
-        let _ = write!(out, "<a href=\"#figure-{n}\">Figure {n}</a>");
+        let (n, heading) = (figure.figure.name(), figure.figure.heading());
+        let _ = write!(out, "<a href=\"#figure-{n}\">{heading}</a>");
     }
     out.push_str(
         "<a href=\"#configuration\">configuration</a><a href=\"#inputs\">inputs</a></nav>\n",
@@ -175,9 +175,10 @@ pub fn render(evaluation: &Evaluation) -> anyhow::Result<String> {
     );
 
     for figure in &evaluation.figures {
-        let n = figure.figure.number();
-        let _ = writeln!(out, "<section id=\"figure-{n}\">\n<h2>Figure {n}</h2>");
-        let mut links = vec![format!("<a href=\"fig{n}.json\">fig{n}.json</a>")];
+        let (n, heading) = (figure.figure.name(), figure.figure.heading());
+        let stem = figure.figure.stem();
+        let _ = writeln!(out, "<section id=\"figure-{n}\">\n<h2>{heading}</h2>");
+        let mut links = vec![format!("<a href=\"{stem}.json\">{stem}.json</a>")];
         links.extend(
             figure
                 .tables
@@ -205,7 +206,7 @@ pub fn render(evaluation: &Evaluation) -> anyhow::Result<String> {
         }
         let own: Vec<&Verdict> = verdicts
             .iter()
-            .filter(|v| claim_figure(v.figure) == Some(n))
+            .filter(|v| claim_figure(v.figure) == Some(figure.figure.number()))
             .collect();
         verdicts_html(&mut out, &own);
         out.push_str("</section>\n");

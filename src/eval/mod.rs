@@ -266,7 +266,7 @@ pub fn assemble(options: &EvalOptions, plan: Plan, results: Results) -> anyhow::
     for figure in &options.figures {
         let mut output = figure
             .assemble(&options.config, &workloads, &results)
-            .with_context(|| format!("assembling Figure {}", figure.number()))?;
+            .with_context(|| format!("assembling {}", figure.heading()))?;
         explain::complete(&mut output);
         figures.push(output);
     }
@@ -320,7 +320,7 @@ struct RunRecord<'a> {
 
 #[derive(Serialize)]
 struct FigureFile<'a> {
-    figure: u32,
+    figure: serde_json::Value,
     scale: workloads::Scale,
     tables: &'a [table::Table],
     runs: Vec<RunRecord<'a>>,
@@ -402,13 +402,13 @@ pub fn write_outputs(evaluation: &Evaluation, directory: &Path) -> anyhow::Resul
             });
         }
         let file = FigureFile {
-            figure: figure.figure.number(),
+            figure: figure.figure.json_id(),
             scale: evaluation.config.workload.scale,
             tables: &figure.tables,
             runs,
         };
         write(
-            format!("fig{}.json", figure.figure.number()),
+            format!("{}.json", figure.figure.stem()),
             format!("{}\n", serde_json::to_string_pretty(&file)?),
         )?;
     }

@@ -17,13 +17,14 @@
 
 mod ring;
 
-pub use ring::{AxleRing, AxleRingError, RingState};
+pub use ring::{AxleRing, AxleRingError, RingState, SpilledPayload};
 
 use super::{Mechanism, ModeTimer, TaskInput, BULK_CHUNK};
 use crate::adaptive_poll::{AdaptivePoll, PollFacts};
 use crate::app::HostTask;
 use crate::config::{HostConfig, PollPolicy};
 use crate::cost::CostModel;
+use crate::overflow::{spill_due, Overflow, SpillFacts};
 use crate::poller::Poller;
 use crate::runtime::{Host, Launch, RuntimeError, Stretch, Timer};
 use crate::trace::HostSpanKind;
@@ -48,16 +49,92 @@ pub(crate) struct Stream {
     pub(crate) poller: Poller,
     programmed: bool,
     pub(crate) state: State,
+    /// `host.no_deadlock`: the overflow buffer (`None`: off, the paper's behaviour).
+    overflow: Option<Overflow>,
+    /// AXLE_Interrupt: no control thread does the spills (see [`Stream::relieve`]).
+    interrupts: bool,
 }
 
 impl Stream {
-    /// The stream over `ring`; `interrupts`: AXLE_Interrupt.
-    pub(crate) fn new(ring: Option<AxleRing>, interrupts: bool) -> Stream {
+    /// The stream over `ring`; `interrupts`: AXLE_Interrupt; `no_deadlock`: with the overflow
+    /// buffer.
+    pub(crate) fn new(ring: Option<AxleRing>, interrupts: bool, no_deadlock: bool) -> Stream {
         Stream {
             poller: Poller::new(ring, interrupts),
             programmed: false,
             state: State::Idle,
+            overflow: no_deadlock.then(Overflow::new),
+            interrupts,
         }
+    }
+
+    /// `host.no_deadlock`: when the host can do nothing more and the ring is full of the slots
+    /// it holds (`crate::overflow::spill_due`), moves the held records and payloads into the
+    /// overflow buffer, releases their slots and sends the heads. In AXLE the control thread
+    /// copies (it waits for the thread to be free, and occupies it); in AXLE_Interrupt the
+    /// worker or handler that found the ring full, as it sends flow control. Either way host
+    /// core stall. Returns whether it spilled.
+    pub(crate) fn relieve(
+        &mut self,
+        host: &mut Host<'_>,
+        now: Ticks,
+        link: &mut dyn DeviceLink,
+    ) -> bool {
+        let (Some(overflow), Some(ring)) = (self.overflow.as_mut(), self.poller.ring.as_mut())
+        else {
+            return false;
+        };
+        let Some(launch) = host.launch.as_ref() else {
+            return false;
+        };
+        let facts = SpillFacts {
+            results_to_come: !launch.tracker.all_arrived(),
+            capacity: ring.payload_capacity(),
+            held: ring.held_slots(),
+            pooled: ring.pool().len(),
+            running: host.scheduler.running(),
+        };
+        if host.done || !spill_due(facts) {
+            return false;
+        }
+        let (copies, read) = match ring.spill_held() {
+            Ok(spilled) => spilled,
+            Err(error) => {
+                host.fail(now, RuntimeError::Ring(error));
+                return false;
+            }
+        };
+        if copies.is_empty() {
+            // Nothing to move (cannot happen with a ring of at least one slot): the stall
+            // check reports it.
+            return false;
+        }
+        // Read from the uncached region, written to ordinary memory.
+        let duration = host
+            .cost
+            .uncached_stream(read)
+            .plus(host.cost.cached_read(read));
+        let spilled = copies.len();
+        overflow.keep(copies, read);
+        let start = if self.interrupts {
+            host.stall(duration);
+            now
+        } else {
+            let start = host.control_free.max(now);
+            host.occupy_control(now, duration);
+            start
+        };
+        let done = start.plus(duration);
+        host.measured.overflow_spills = overflow.spills();
+        host.measured.overflow_bytes = overflow.bytes();
+        host.measured.overflow = host.measured.overflow.plus(duration);
+        host.last_progress = now;
+        log::debug!(
+            "runtime: ring full of held slots at {} ns: {spilled} payloads ({read} bytes) spilled into the overflow buffer",
+            now.as_ns()
+        );
+        self.poller.send_flow_control(host, done, link);
+        true
     }
 
     /// A payload slot's size (the bulk chunk without a ring).
@@ -124,7 +201,7 @@ impl Stream {
         };
         let chunks = launch.tracker.chunks_of(task);
         let records = chunks.len() as u64 * METADATA_RECORD_SIZE;
-        match ring.gather(&chunks, &spec.needs) {
+        match ring.gather(&chunks, &spec.needs, self.overflow.as_ref()) {
             Ok((bytes, read)) => Ok(Some((bytes, cost.uncached_stream(records + read)))),
             Err(error) => Err(RuntimeError::Ring(error)),
         }
@@ -134,6 +211,14 @@ impl Stream {
     pub(crate) fn consume(&mut self, freed: Vec<u64>) -> Result<(), RuntimeError> {
         if let Some(ring) = self.poller.ring.as_mut() {
             for index in freed {
+                // A spilled payload's slot was released when it was spilled: drop the copy.
+                if self
+                    .overflow
+                    .as_mut()
+                    .is_some_and(|overflow| overflow.release(index))
+                {
+                    continue;
+                }
                 ring.consume(index).map_err(RuntimeError::Ring)?;
             }
         }
@@ -173,10 +258,20 @@ impl Stream {
         // The DMA executor stops for credit only when not one more payload fits (it takes
         // credit payload by payload), so a ring that is not full is not what blocks.
         let error = if capacity > 0 && held >= capacity {
+            let minimum = crate::overflow::MINIMUM_SLOTS;
+            let way_out = if self.overflow.is_some() {
+                format!(
+                    "the overflow buffer (--no-deadlock) could not free a slot: the ring needs at least {minimum} payload slot, the largest single result a task needs at once"
+                )
+            } else {
+                format!(
+                    "the ring is too small for this dependency pattern: enlarge --slots, stream in order, or pass --no-deadlock (host.no_deadlock), which streams on with any ring of at least {minimum} slot"
+                )
+            };
             RuntimeError::Deadlock {
                 at_ns: now.as_ns(),
                 diagnosis: format!(
-                    "{facts}: the ring is full of slots that partially satisfied tasks hold (the ring is too small for this dependency pattern: enlarge --slots or stream in order)"
+                    "{facts}: the ring is full of slots that partially satisfied tasks hold ({way_out})"
                 ),
             }
         } else {
@@ -218,7 +313,7 @@ impl Axle {
             (schedule, Ticks::NEVER)
         });
         Axle {
-            stream: Stream::new(ring, false),
+            stream: Stream::new(ring, false, config.no_deadlock),
             poll_scheduled: false,
             adaptive,
         }
@@ -419,6 +514,10 @@ impl Mechanism for Axle {
             }
         }
         Ok(())
+    }
+
+    fn settle(&mut self, host: &mut Host<'_>, now: Ticks, link: &mut dyn DeviceLink) -> bool {
+        self.stream.relieve(host, now, link)
     }
 
     fn awaiting_results(&self) -> bool {

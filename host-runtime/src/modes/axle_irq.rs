@@ -35,9 +35,9 @@ pub(crate) struct AxleIrq {
 }
 
 impl AxleIrq {
-    pub(crate) fn new(ring: Option<AxleRing>) -> AxleIrq {
+    pub(crate) fn new(ring: Option<AxleRing>, no_deadlock: bool) -> AxleIrq {
         AxleIrq {
-            stream: Stream::new(ring, true),
+            stream: Stream::new(ring, true, no_deadlock),
             watchdog: None,
         }
     }
@@ -156,6 +156,14 @@ impl Mechanism for AxleIrq {
         self.stream.poller.send_flow_control(host, now, link);
         self.rearm(host, now);
         Ok(())
+    }
+
+    fn settle(&mut self, host: &mut Host<'_>, now: Ticks, link: &mut dyn DeviceLink) -> bool {
+        let spilled = self.stream.relieve(host, now, link);
+        if spilled {
+            self.rearm(host, now);
+        }
+        spilled
     }
 
     fn awaiting_results(&self) -> bool {

@@ -103,6 +103,13 @@ pub(crate) trait Mechanism: std::fmt::Debug {
         link: &mut dyn DeviceLink,
     ) -> Result<(), RuntimeError>;
 
+    /// The host's turn has nothing more to do at `now` (every due response and timer handled,
+    /// every task that can start started): `host.no_deadlock`'s spill happens here
+    /// ([`crate::overflow`]). Returns whether it did something (the turn looks again).
+    fn settle(&mut self, _host: &mut Host<'_>, _now: Ticks, _link: &mut dyn DeviceLink) -> bool {
+        false
+    }
+
     /// Whether the control thread is still bringing the launch's results in (RP, BS), so
     /// the launch cannot finish yet even if its tasks have.
     fn awaiting_results(&self) -> bool;
@@ -128,7 +135,7 @@ pub(crate) fn mechanism(
         Mode::Rp => Box::new(rp::Rp::new()),
         Mode::Bs => Box::new(bs::Bs::new()),
         Mode::Axle => Box::new(axle::Axle::new(ring, config)),
-        Mode::AxleIrq => Box::new(axle_irq::AxleIrq::new(ring)),
+        Mode::AxleIrq => Box::new(axle_irq::AxleIrq::new(ring, config.no_deadlock)),
     }
 }
 

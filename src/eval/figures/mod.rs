@@ -10,8 +10,11 @@
 //!
 //! This module holds the settings and the configurations of every figure; the tables and
 //! charts are made by one module per part of Section V: `runtime` (Figures 10 and 11), `idle`
-//! (12), `stall` (13) and `parameters` (14 to 16).
+//! (12), `stall` (13) and `parameters` (14 to 16). [`beyond`] is not the paper's: adaptive
+//! polling and `--no-deadlock` (issue 14), asked for by name (`--figure beyond`) and never
+//! part of `all`.
 
+pub mod beyond;
 mod idle;
 mod parameters;
 mod runtime;
@@ -72,10 +75,12 @@ pub enum Figure {
     F15,
     /// DMA slot capacity.
     F16,
+    /// Not the paper's: adaptive polling and `--no-deadlock` ([`beyond`]). Only by name.
+    Beyond,
 }
 
 impl Figure {
-    /// Every figure, in order.
+    /// Every figure of the paper, in order (`--figure all`; not [`Figure::Beyond`]).
     pub const ALL: [Figure; 7] = [
         Figure::F10,
         Figure::F11,
@@ -86,9 +91,11 @@ impl Figure {
         Figure::F16,
     ];
 
-    /// `10` .. `16`.
+    /// `10` .. `16`; 0 for [`Figure::Beyond`], which is not the paper's (its files and
+    /// anchors use [`Figure::name`]).
     pub fn number(self) -> u32 {
         match self {
+            Figure::Beyond => 0,
             Figure::F10 => 10,
             Figure::F11 => 11,
             Figure::F12 => 12,
@@ -99,7 +106,40 @@ impl Figure {
         }
     }
 
-    /// `--figure` values: `10` .. `16`, or `all`; comma-separated lists too.
+    /// What names the figure in files, anchors and `--figure`: `10` .. `16`, `beyond`.
+    pub fn name(self) -> String {
+        match self {
+            Figure::Beyond => "beyond".to_owned(),
+            figure => figure.number().to_string(),
+        }
+    }
+
+    /// The stem of its JSON file: `fig10` .. `fig16`, `beyond`.
+    pub fn stem(self) -> String {
+        match self {
+            Figure::Beyond => "beyond".to_owned(),
+            figure => format!("fig{}", figure.number()),
+        }
+    }
+
+    /// Its heading: `Figure 10`, `Beyond the paper`.
+    pub fn heading(self) -> String {
+        match self {
+            Figure::Beyond => "Beyond the paper".to_owned(),
+            figure => format!("Figure {}", figure.number()),
+        }
+    }
+
+    /// How the figure is named in a JSON file: its number, or `"beyond"`.
+    pub fn json_id(self) -> serde_json::Value {
+        match self {
+            Figure::Beyond => serde_json::Value::from("beyond"),
+            figure => serde_json::Value::from(figure.number()),
+        }
+    }
+
+    /// `--figure` values: `10` .. `16`, `all` (the paper's, 10 to 16) or `beyond`;
+    /// comma-separated lists too.
     pub fn parse(text: &str) -> anyhow::Result<Vec<Figure>> {
         let mut figures = Vec::new();
         for part in text.split(',').map(str::trim) {
@@ -107,11 +147,17 @@ impl Figure {
                 figures.extend(Figure::ALL);
                 continue;
             }
+            if part == "beyond" {
+                figures.push(Figure::Beyond);
+                continue;
+            }
             let figure = Figure::ALL
                 .into_iter()
                 .find(|figure| figure.number().to_string() == part)
                 .ok_or_else(|| {
-                    anyhow::anyhow!("--figure {part}: expected 10 to 16 or all (or a list: 10,12)")
+                    anyhow::anyhow!(
+                        "--figure {part}: expected 10 to 16, all or beyond (or a list: 10,12)"
+                    )
                 })?;
             figures.push(figure);
         }
@@ -174,6 +220,7 @@ impl Figure {
                     }
                 }
             }
+            Figure::Beyond => points.extend(beyond::points(base, workloads)),
         }
         points
     }
@@ -193,6 +240,7 @@ impl Figure {
             Figure::F14 => parameters::figure14(base, workloads, results),
             Figure::F15 => parameters::figure15(base, workloads, results),
             Figure::F16 => parameters::figure16(base, workloads, results),
+            Figure::Beyond => beyond::figure(base, workloads, results),
         }
     }
 }
@@ -314,6 +362,11 @@ mod tests {
     #[test]
     fn figure_lists_parse_and_bad_ones_say_what_is_valid() {
         assert_eq!(Figure::parse("all").unwrap(), Figure::ALL.to_vec());
+        assert!(!Figure::parse("all").unwrap().contains(&Figure::Beyond));
+        assert_eq!(
+            Figure::parse("beyond,10").unwrap(),
+            vec![Figure::F10, Figure::Beyond]
+        );
         assert_eq!(
             Figure::parse("12, 10,12").unwrap(),
             vec![Figure::F10, Figure::F12]

@@ -34,7 +34,7 @@ use crate::ring::{publish_heads, read_payload, GapAwareHead, MetadataConsumer, R
 use host_driver::dma::{DmaError, DmaRegion, MappedRegion};
 use host_driver::shadow::{program, DeviceStore, ShadowError};
 use host_driver::sync::Ordering;
-use shared_abi::region::RingLayout;
+use shared_abi::region::{RingLayout, METADATA_RECORD_SIZE};
 use shared_abi::{device_map, DeviceAddress, FlowControlMessage, MetadataRecord, RingIndex};
 use std::ops::Range;
 
@@ -133,6 +133,9 @@ pub struct RingState {
     /// Slots per payload ring.
     pub payload_capacity: u32,
 }
+
+/// A payload moved out of the ring ([`AxleRing::spill_held`]): its index and its bytes.
+pub type SpilledPayload = (u64, Vec<u8>);
 
 /// One ring pair in a pinned DMA region, handed to the device.
 #[derive(Debug)]
@@ -267,12 +270,42 @@ impl AxleRing {
         Ok(())
     }
 
+    /// Moves every payload the host holds (taken, not yet consumed) out of the ring: each
+    /// record is read again and its payload copied out, oldest first, and both slots are
+    /// released as if consumed ([`AxleRing::consume`]), so the heads move past them. Returns
+    /// the copies (payload index and bytes) and the bytes of records and payloads read. The
+    /// runtime's overflow buffer (`crate::overflow`) keeps the copies; the tasks that need
+    /// them read them there. Call it only with no batch in the ready pool (every polled
+    /// record taken).
+    pub fn spill_held(&mut self) -> Result<(Vec<SpilledPayload>, u64), AxleRingError> {
+        let capacity = self.payload_capacity();
+        let head = self.payloads.head();
+        let mut spilled = Vec::new();
+        let mut read = 0;
+        for index in head..head.saturating_add(capacity) {
+            let slot = RingIndex(index).slot(self.layout.payload_capacity());
+            let Some(record) = self.record_of.get(slot as usize).copied().flatten() else {
+                continue;
+            };
+            let record = self.consumer.read_record(&self.region, record)?;
+            let mut bytes = vec![0u8; record.length as usize];
+            read_payload(&self.region, &self.layout, slot, record.length, &mut bytes)?;
+            read += METADATA_RECORD_SIZE + u64::from(record.length);
+            self.consume(index)?;
+            spilled.push((index, bytes));
+        }
+        Ok((spilled, read))
+    }
+
     /// Copies the bytes `needs` out of the payload slots holding `chunks` (offset, length,
-    /// payload index). Returns the bytes and how many bytes of slots were read.
+    /// payload index), or out of `spilled`, the overflow buffer's copies of payloads moved
+    /// out of the ring ([`AxleRing::spill_held`]). Returns the bytes and how many bytes of
+    /// slots (or copies) were read.
     pub fn gather(
         &self,
         chunks: &[(u64, u64, Option<u64>)],
         needs: &Range<u64>,
+        spilled: Option<&crate::overflow::Overflow>,
     ) -> Result<(Vec<u8>, u64), AxleRingError> {
         // A task's input range, inside the launch's result, which lives in (bounded) device
         // memory; a slot is at most `shared_abi::region::MAX_SLOT_SIZE` bytes.
@@ -281,14 +314,24 @@ impl AxleRing {
         let mut read = 0;
         for &(offset, length, index) in chunks {
             let index = index.ok_or(AxleRingError::ChunkMissing { offset })?;
-            let slot = RingIndex(index).slot(self.layout.payload_capacity());
-            read_payload(
-                &self.region,
-                &self.layout,
-                slot,
-                length as u32,
-                &mut slot_bytes,
-            )?;
+            match spilled.and_then(|overflow| overflow.get(index)) {
+                Some(copy) => {
+                    let from = slot_bytes
+                        .get_mut(..copy.len())
+                        .ok_or(AxleRingError::ChunkMissing { offset })?;
+                    from.copy_from_slice(copy);
+                }
+                None => {
+                    let slot = RingIndex(index).slot(self.layout.payload_capacity());
+                    read_payload(
+                        &self.region,
+                        &self.layout,
+                        slot,
+                        length as u32,
+                        &mut slot_bytes,
+                    )?;
+                }
+            }
             read += length;
             let start = needs.start.max(offset);
             let end = needs.end.min(offset + length);
