@@ -21,7 +21,9 @@
 //! passes a `run_concurrently` function that calls the given worker once for each index
 //! `0..workers`, all at the same time on distinct µthreads (or hardware threads), and returns
 //! when all have finished. A port with one core can pass a sequential loop: the check then
-//! proves only the operations' arithmetic, not their atomicity.
+//! proves only the operations' arithmetic, not their atomicity. The emulator runs it twice:
+//! on OS threads, and interleaved access by access in a seeded order
+//! (`emulator::ccm::interleave`).
 //!
 //! Not yet here (issue 12, point 6, left for a follow-up): DMA completion order and interrupt
 //! delivery, which need a port-specific way to let time pass.
