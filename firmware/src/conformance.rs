@@ -627,8 +627,14 @@ fn prepare_requests<M: DeviceMemory + ?Sized>(
             }
             count = count.saturating_add(1);
         }
-        let tail_value = at(device, TAIL_VALUES.saturating_add((request as u64).saturating_mul(8)));
-        put(tail_value, &(request as u64).saturating_add(1).to_le_bytes())?;
+        let tail_value = at(
+            device,
+            TAIL_VALUES.saturating_add((request as u64).saturating_mul(8)),
+        );
+        put(
+            tail_value,
+            &(request as u64).saturating_add(1).to_le_bytes(),
+        )?;
         if request == FAILING_REQUEST {
             // A payload write to the top of the address space: no host memory there.
             if let Some(descriptor) = descriptors.get_mut(count) {
