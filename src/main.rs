@@ -117,6 +117,11 @@ struct RunArgs {
     /// Seed of generated inputs.
     #[arg(long)]
     seed: Option<u64>,
+    /// Run the CCM's work items with their device-memory accesses interleaved one word at a
+    /// time, in an order drawn from SEED (device.interleave_seed): races between items show.
+    /// A correctness test mode, slow; the figures are the default model's.
+    #[arg(long, value_name = "SEED")]
+    interleave: Option<u64>,
     /// KNN queries in the batch.
     #[arg(long)]
     queries: Option<u32>,
@@ -448,6 +453,9 @@ fn build_config(args: &RunArgs) -> anyhow::Result<AxleConfig> {
     }
     if let Some(scale) = args.scale {
         config.workload.scale = scale;
+    }
+    if let Some(seed) = args.interleave {
+        config.device.interleave_seed = Some(seed);
     }
     // Flags that only some workloads read: the others say so on stderr rather than ignore
     // them silently (a sweep may pass the same flags to every workload).

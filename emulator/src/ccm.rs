@@ -67,12 +67,21 @@
 //!
 //! The kernel's real code runs when an item ends, so results appear in device memory at their
 //! modelled completion time.
+//!
+//! # Interleaved execution (off by default)
+//!
+//! With [`DeviceConfig::interleave_seed`] set, the code of the items running at once runs
+//! with their device-memory accesses interleaved word by word in a seeded order, when the
+//! first of them ends (see [`interleave`]): races between items show, and the timing above
+//! is unchanged.
 
 use crate::config::{DeviceConfig, Scheduling};
 use firmware::kernels::{ItemCost, Kernel};
 use shared_abi::Ticks;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+
+pub mod interleave;
 
 /// An item that ended: where it ran and when it started (for the trace).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,6 +127,24 @@ struct Active {
     compute_end: Ticks,
     compute_done: bool,
     memory_done: bool,
+    /// The outcome of its kernel code, once run ahead of its end by an interleaved batch
+    /// (`None`: not yet run; always `None` by default).
+    outcome: Option<Result<(), firmware::FirmwareError>>,
+}
+
+/// What interleaved execution did ([`DeviceConfig::interleave_seed`]; all zero by default).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InterleaveCounts {
+    /// Batches of items run interleaved.
+    pub batches: u64,
+    /// Items run in them.
+    pub items: u64,
+    /// Word accesses the items made.
+    pub steps: u64,
+    /// Accesses after which another item took over.
+    pub switches: u64,
+    /// Items run on the emulator's thread because no thread could be spawned for them.
+    pub fallbacks: u64,
 }
 
 /// One sub-core: the items issuing on it.
@@ -237,6 +264,10 @@ pub struct Ccm {
     wakes: Vec<Ticks>,
     /// Finished items, for the firmware (`ComputeUnits::poll_item`).
     pub completions: VecDeque<firmware::hal::ItemCompletion>,
+    /// Interleaved execution: the generator's state (`None`: off, the default).
+    interleave_rng: Option<u64>,
+    /// What interleaved execution did.
+    pub interleaved: InterleaveCounts,
 }
 
 /// Relative slack when comparing served bytes with a finish tag (floating-point rounding).
@@ -291,6 +322,8 @@ impl Ccm {
             wake_at: None,
             wakes: Vec::new(),
             completions: VecDeque::new(),
+            interleave_rng: config.interleave_seed,
+            interleaved: InterleaveCounts::default(),
         }
     }
 
@@ -408,7 +441,7 @@ impl Ccm {
     /// order (the sub-cores, earliest first and by index at equal times, then memory, then
     /// the items' ends, repeated until nothing is due). Items that end run their kernel code on `memory` and are reported in
     /// [`Ccm::completions`]; the units' next items start. Returns the items that ended.
-    pub fn on_wake<M: firmware::hal::DeviceAtomics>(
+    pub fn on_wake<M: firmware::hal::DeviceAtomics + Sync>(
         &mut self,
         now: Ticks,
         memory: &M,
@@ -535,6 +568,7 @@ impl Ccm {
             compute_end: now,
             compute_done: demand <= 0.0,
             memory_done: cost.bytes == 0,
+            outcome: None,
         };
         if !active.compute_done {
             self.advance_sub_core(now, sub_core);
@@ -725,7 +759,7 @@ impl Ccm {
 
     /// The item in `slot` ends at `now`: runs its kernel code, reports it, frees the µthread
     /// and starts the unit's next items.
-    fn item_end<M: firmware::hal::DeviceAtomics>(
+    fn item_end<M: firmware::hal::DeviceAtomics + Sync>(
         &mut self,
         now: Ticks,
         slot: u32,
@@ -741,8 +775,12 @@ impl Ccm {
         if self.active_items == 0 {
             self.busy_total = self.busy_total.plus(now.since(self.busy_since));
         }
+        let outcome = match (active.outcome, self.interleave_rng) {
+            (Some(outcome), _) => outcome,
+            (None, None) => firmware::run_item(&self.running.as_ref()?.kernel, active.item, memory),
+            (None, Some(_)) => self.run_interleaved(active.item, memory)?,
+        };
         let running = self.running.as_mut()?;
-        let outcome = firmware::run_item(&running.kernel, active.item, memory);
         let tag = running.tag;
         self.completions.push_back(firmware::hal::ItemCompletion {
             tag,
@@ -769,6 +807,55 @@ impl Ccm {
     }
 }
 
+impl Ccm {
+    /// Interleaved execution: runs the code of `ending` (whose slot is already free) and of
+    /// every other item on a µthread whose code has not run yet, at most
+    /// [`interleave::MAX_INTERLEAVED_ITEMS`] in all, by slot, with their accesses interleaved
+    /// ([`interleave`]); keeps the others' outcomes for their ends and returns `ending`'s.
+    fn run_interleaved<M: firmware::hal::DeviceAtomics + Sync>(
+        &mut self,
+        ending: u32,
+        memory: &M,
+    ) -> Option<Result<(), firmware::FirmwareError>> {
+        let kernel = self.running.as_ref()?.kernel;
+        let seed = self.interleave_rng?;
+        let mut batch = vec![(usize::MAX, ending)];
+        for (slot, active) in self.slots.iter().enumerate() {
+            if batch.len() >= interleave::MAX_INTERLEAVED_ITEMS {
+                break;
+            }
+            if let Some(active) = active.as_ref().filter(|active| active.outcome.is_none()) {
+                batch.push((slot, active.item));
+            }
+        }
+        let items: Vec<u32> = batch.iter().map(|&(_, item)| item).collect();
+        let view = interleave::Interleaved::new(memory, seed);
+        let outcomes = view.run(&items, |item| firmware::run_item(&kernel, item, &view));
+        self.interleave_rng = Some(view.rng());
+        let counts = &mut self.interleaved;
+        counts.batches += 1;
+        counts.items += items.len() as u64;
+        counts.steps += view.steps();
+        counts.switches += view.switches();
+        counts.fallbacks += view.fallbacks();
+        log::debug!(
+            "interleave: launch {} batch of {} items: {} word accesses, {} switches (so far {counts:?})",
+            self.running.as_ref().map_or(0, |running| running.tag),
+            items.len(),
+            view.steps(),
+            view.switches()
+        );
+        let mut ending_outcome = None;
+        for (&(slot, _), outcome) in batch.iter().zip(outcomes) {
+            match self.slots.get_mut(slot) {
+                Some(Some(active)) => active.outcome = Some(outcome),
+                _ => ending_outcome = Some(outcome),
+            }
+        }
+        ending_outcome
+    }
+}
+
 /// `ticks` rounded up to a whole tick (at least one for a positive duration).
 fn ceil_ticks(ticks: f64) -> Ticks {
     if ticks.is_nan() || ticks <= 0.0 {
@@ -783,9 +870,9 @@ fn ceil_ticks(ticks: f64) -> Ticks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dram::DeviceDram;
     use crate::sim::queue::EventQueue;
     use firmware::kernels::knn::{item_cost, pack_shape, KnnKernel};
-    use firmware::testing::FakeDeviceMemory;
     use shared_abi::{CommandDescriptor, KernelId};
 
     const MEMORY: u64 = 1 << 22;
@@ -814,12 +901,7 @@ mod tests {
 
     /// Runs `items` of `kernel` to the end; returns `(item, unit, end)` in completion order.
     fn run(ccm: &mut Ccm, kernel: Kernel, items: u32) -> Vec<(u32, u32, Ticks)> {
-        run_with(
-            ccm,
-            kernel,
-            items,
-            &mut FakeDeviceMemory::new(MEMORY as usize),
-        )
+        run_with(ccm, kernel, items, &mut DeviceDram::new(MEMORY))
     }
 
     /// [`run`] over `memory`.
@@ -827,7 +909,7 @@ mod tests {
         ccm: &mut Ccm,
         kernel: Kernel,
         items: u32,
-        memory: &mut FakeDeviceMemory,
+        memory: &mut DeviceDram,
     ) -> Vec<(u32, u32, Ticks)> {
         let mut queue = EventQueue::default();
         ccm.dispatch(Ticks::ZERO, kernel, 1, 0..items, &*memory);
@@ -1008,10 +1090,10 @@ mod tests {
 
     /// A PageRank launch over two vertices with 1 and 25 in-arcs, one vertex per item: two
     /// items of very different length (1 and 4 chunks of 8 in-arcs).
-    fn uneven_items() -> (Kernel, FakeDeviceMemory) {
+    fn uneven_items() -> (Kernel, DeviceDram) {
         use firmware::hal::DeviceMemory;
         use firmware::kernels::pagerank::{PageRankKernel, PageRankParameters};
-        let memory = FakeDeviceMemory::new(MEMORY as usize);
+        let memory = DeviceDram::new(MEMORY);
         let parameters = PageRankParameters {
             vertices: 2,
             arcs: 26,
@@ -1126,13 +1208,64 @@ mod tests {
     }
 
     #[test]
+    fn interleaved_items_end_at_the_same_times_with_the_same_results() {
+        // 40 KNN rows of dim 64 on 2 x 1 x 8 µthreads: batches of up to 16 running items.
+        let rows = 40;
+        let setup = || {
+            let memory = DeviceDram::new(MEMORY);
+            use firmware::hal::DeviceMemory;
+            let data: Vec<u8> = (0..rows * 64 + 64)
+                .flat_map(|i| ((i % 97) as f32 * 0.25).to_le_bytes())
+                .collect();
+            memory
+                .write(shared_abi::DeviceAddress(0x1000), &data[..64 * 4])
+                .unwrap();
+            memory
+                .write(shared_abi::DeviceAddress(0x20_0000), &data[64 * 4..])
+                .unwrap();
+            memory
+        };
+        let mut plain_memory = setup();
+        let mut plain = Ccm::new(&config(2, 1, 8, Scheduling::Rr));
+        let expected = run_with(&mut plain, knn(rows, 64), rows, &mut plain_memory);
+        let mut interleaved_memory = setup();
+        let mut interleaved = Ccm::new(&DeviceConfig {
+            interleave_seed: Some(9),
+            ..config(2, 1, 8, Scheduling::Rr)
+        });
+        let ended = run_with(
+            &mut interleaved,
+            knn(rows, 64),
+            rows,
+            &mut interleaved_memory,
+        );
+        assert_eq!(ended, expected, "interleaving moved an end");
+        let results = |memory: &DeviceDram| {
+            firmware::hal::DeviceMemory::read_value::<[u32; 40]>(
+                memory,
+                shared_abi::DeviceAddress(0x30_0000),
+            )
+            .unwrap()
+        };
+        assert_eq!(results(&interleaved_memory), results(&plain_memory));
+        assert_ne!(results(&plain_memory), [0; 40]);
+        let counts = interleaved.interleaved;
+        assert_eq!(counts.items, u64::from(rows), "each item's code ran once");
+        assert!(counts.batches >= 3 && counts.switches > 100, "{counts:?}");
+        assert_eq!(plain.interleaved, InterleaveCounts::default());
+        let mut reported: Vec<u32> = interleaved.completions.iter().map(|c| c.item).collect();
+        reported.sort_unstable();
+        assert_eq!(reported, (0..rows).collect::<Vec<_>>());
+    }
+
+    #[test]
     fn a_later_stage_hands_out_its_own_items_only() {
-        let memory = FakeDeviceMemory::new(MEMORY as usize);
+        let memory = DeviceDram::new(MEMORY);
         for scheduling in [Scheduling::Rr, Scheduling::Fifo] {
             let mut ccm = Ccm::new(&config(2, 2, 2, scheduling));
             let mut queue = EventQueue::default();
             ccm.dispatch(Ticks::ZERO, knn(12, 64), 1, 8..11, &memory);
-            let memory = FakeDeviceMemory::new(MEMORY as usize);
+            let memory = DeviceDram::new(MEMORY);
             let mut items = Vec::new();
             loop {
                 for at in ccm.take_wakes() {

@@ -105,6 +105,14 @@ pub struct DeviceConfig {
     pub dma_channels: u32,
     /// Interrupt handling latency per DMA request (AXLE_Interrupt; paper Table III: 50 µs).
     pub interrupt_ns: u64,
+    /// Interleaved execution (a correctness test mode, ours; `axle run --interleave SEED`):
+    /// the work items running at once run their kernel code with their device-memory
+    /// accesses interleaved one 8-byte word at a time, in an order drawn from this seed, so
+    /// that a race between two items shows (see `emulator::ccm::interleave`). Timing figures
+    /// are those of the default model. Unset (the default): each item's code runs in one
+    /// piece when it ends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interleave_seed: Option<u64>,
 }
 
 impl Default for DeviceConfig {
@@ -132,6 +140,7 @@ impl Default for DeviceConfig {
             dma_preparation_ns: 500,
             dma_channels: 4,
             interrupt_ns: 50_000,
+            interleave_seed: None,
         }
     }
 }

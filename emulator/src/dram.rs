@@ -6,9 +6,9 @@
 //! copies the words it covers out with Relaxed loads; a write stores whole words with Relaxed
 //! stores and merges the bytes of a partial first or last word with a compare-and-swap loop,
 //! so that it changes exactly the bytes it addresses even if another µthread wrote the word's
-//! other bytes at the same time (the HAL's `DeviceMemory::write` contract; today's emulator
-//! runs items one at a time, so the loop never retries, and it costs one locked instruction
-//! per partial word). The 32-bit atomics of `DeviceAtomics` are compare-and-swap loops on the
+//! other bytes at the same time (the HAL's `DeviceMemory::write` contract; the emulator makes
+//! one access at a time, also when it interleaves items (`crate::ccm::interleave`), so the
+//! loop never retries, and it costs one locked instruction per partial word). The 32-bit atomics of `DeviceAtomics` are compare-and-swap loops on the
 //! 8-byte word that holds them (AcqRel, stronger than the Relaxed the HAL requires). Ordering
 //! with the host's set-up writes comes from the turn hand-over (a Release store and an Acquire
 //! load), not from these accesses.

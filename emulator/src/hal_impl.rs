@@ -266,6 +266,18 @@ impl Hardware {
                 }),
             );
         }
+        if first_on_wire.is_none() {
+            // Nothing of the request goes on the wire (a descriptor failed its check): it
+            // still completes behind the writes of earlier requests already on the wire, so
+            // completions stay in submission order (the HAL's `DmaEngine` contract; found by
+            // `firmware::conformance::dma_completion_order` with more channels than one). A
+            // zero-byte send only reads when the upstream direction is free.
+            last_on_wire = self
+                .link
+                .upstream
+                .send_span(self.now, 0, self.config.link_gbps)
+                .1;
+        }
         if let Some(trace) = self.trace.as_deref_mut() {
             if let Some(first) = first_on_wire {
                 trace.link(
@@ -676,5 +688,152 @@ mod tests {
         assert!(seen.prepared[3].0 < seen.completed[0].0);
         assert_eq!(hw.dma.busy_channels(), 0);
         assert!(hw.submit(fifth).is_ok());
+    }
+
+    /// The emulator's HAL under `firmware::conformance`'s checks that need time to pass:
+    /// [`conformance::Harness::advance`] runs the next event of the device's queue (DMA
+    /// preparation, landing, completion, an interrupt's delivery to the host).
+    struct Harness {
+        hw: Hardware,
+        /// MSI-X messages delivered to the host, oldest first.
+        delivered: VecDeque<u64>,
+    }
+
+    use firmware::conformance;
+
+    impl conformance::Harness for Harness {
+        type Hal = Hardware;
+        fn hal(&mut self) -> &mut Hardware {
+            &mut self.hw
+        }
+        fn advance(&mut self) -> bool {
+            let Some((at, event)) = self.hw.queue.pop() else {
+                return false;
+            };
+            self.hw.now = at;
+            match event {
+                Event::DmaPrepared { tag, request } => self.hw.send_request(tag, request),
+                Event::DmaLand(landing) => self.hw.land(&landing),
+                Event::DmaSent {
+                    tag,
+                    status,
+                    started,
+                    landed,
+                } => self.hw.dma.finished(tag, status, started, landed),
+                Event::Deliver(LinkResponse::Interrupt { message }) => {
+                    self.delivered.push_back(message);
+                }
+                other => panic!("unexpected event {other:?}"),
+            }
+            true
+        }
+        fn host_read(&mut self, address: u64, buffer: &mut [u8]) -> bool {
+            self.hw
+                .host_memory
+                .read_words(shared_abi::HostPhysAddr(address), buffer)
+                .is_ok()
+        }
+        fn host_write(&mut self, address: u64, data: &[u8]) -> bool {
+            self.hw
+                .host_memory
+                .write_words(shared_abi::HostPhysAddr(address), data)
+                .is_ok()
+        }
+        fn take_interrupt(&mut self) -> Option<u64> {
+            self.delivered.pop_front()
+        }
+    }
+
+    /// The device window of the checks (clear of the tests' descriptor ring and sources).
+    const CHECK_DEVICE: DeviceAddress = DeviceAddress(0x4_0000);
+    /// The host window of the checks.
+    const CHECK_HOST: u64 = 0x2_0000;
+
+    #[test]
+    fn the_emulators_hal_passes_the_dma_and_interrupt_conformance_checks() {
+        for channels in [1, 4, 64] {
+            let mut harness = Harness {
+                hw: hardware(channels),
+                delivered: VecDeque::new(),
+            };
+            assert_eq!(
+                conformance::dma_completion_order(&mut harness, CHECK_DEVICE, CHECK_HOST),
+                Ok(()),
+                "{channels} channels"
+            );
+            assert_eq!(
+                conformance::interrupt_delivery(&mut harness, CHECK_DEVICE, CHECK_HOST),
+                Ok(()),
+                "{channels} channels"
+            );
+        }
+    }
+
+    #[test]
+    fn dma_landings_that_overtake_each_other_fail_the_completion_order_check() {
+        // The wall-clock stress's fault injection: jittered landings may overtake, so a
+        // payload can land after the tail that publishes it.
+        let mut hw = hardware(4);
+        hw.landing_jitter = Some(cosim_link::jitter::Jitter::new(
+            cosim_link::jitter::JitterSpec::new(1000, 5_000),
+            3,
+            0,
+        ));
+        hw.landings_unordered = true;
+        let mut harness = Harness {
+            hw,
+            delivered: VecDeque::new(),
+        };
+        let violation = conformance::dma_completion_order(&mut harness, CHECK_DEVICE, CHECK_HOST)
+            .expect_err("overtaking landings must be a violation");
+        assert!(violation.clause.contains("tail"), "{violation:?}");
+    }
+
+    #[test]
+    fn an_interrupt_that_overtakes_its_dma_writes_fails_the_delivery_check() {
+        // Delivered 1 ns after it is raised, ignoring the landings still on their way: the
+        // posted-write ordering broken.
+        struct Early(Harness);
+        impl conformance::Harness for Early {
+            type Hal = Hardware;
+            fn hal(&mut self) -> &mut Hardware {
+                // Interrupts raised through the HAL are delivered early (the hook below).
+                &mut self.0.hw
+            }
+            fn advance(&mut self) -> bool {
+                // Deliver any interrupt already queued ahead of everything else.
+                let mut rest = Vec::new();
+                let mut delivered = false;
+                while let Some((at, event)) = self.0.hw.queue.pop() {
+                    match event {
+                        Event::Deliver(LinkResponse::Interrupt { message }) => {
+                            self.0.delivered.push_back(message);
+                            delivered = true;
+                        }
+                        other => rest.push((at, other)),
+                    }
+                }
+                for (at, event) in rest {
+                    self.0.hw.queue.push_in_order(at, event);
+                }
+                delivered || self.0.advance()
+            }
+            fn host_read(&mut self, address: u64, buffer: &mut [u8]) -> bool {
+                self.0.host_read(address, buffer)
+            }
+            fn host_write(&mut self, address: u64, data: &[u8]) -> bool {
+                self.0.host_write(address, data)
+            }
+            fn take_interrupt(&mut self) -> Option<u64> {
+                self.0.take_interrupt()
+            }
+        }
+        let mut harness = Early(Harness {
+            hw: hardware(4),
+            delivered: VecDeque::new(),
+        });
+        let violation = conformance::interrupt_delivery(&mut harness, CHECK_DEVICE, CHECK_HOST)
+            .expect_err("an interrupt ahead of its writes must be a violation");
+        assert!(violation.clause.contains("after"), "{violation:?}");
     }
 }

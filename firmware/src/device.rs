@@ -216,19 +216,17 @@ impl Firmware {
                 hw.write_mailbox(mailbox::STATUS, mailbox::status::IDLE);
             }
             HostEvent::FlowControl => {}
-            HostEvent::RegionProgrammed => match ShadowRegion::load(hw) {
-                Ok(region) => {
-                    self.region = Some(region);
+            // Built in place (`load_into`): the table is 24 KiB, too big to move through
+            // the stack of a small core. On any error `self.region` is `None`.
+            HostEvent::RegionProgrammed => match ShadowRegion::load_into(&mut self.region, &*hw) {
+                Ok(()) => {
                     self.executor = DmaExecutor::new(1);
                     self.broken = None;
                 }
                 // A header without the magic: the driver is reprogramming (it clears the
                 // header before it rewrites the entries). Not an error.
-                Err(FirmwareError::NoRegion) => self.region = None,
-                Err(status) => {
-                    self.region = None;
-                    self.latch_broken(hw, status);
-                }
+                Err(FirmwareError::NoRegion) => {}
+                Err(status) => self.latch_broken(hw, status),
             },
         }
     }

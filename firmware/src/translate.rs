@@ -77,7 +77,35 @@ impl ShadowRegion {
     /// Errors: [`FirmwareError::NoRegion`] when the magic is not [`shared_abi::ABI_MAGIC`] (nothing
     /// programmed, or a reprogramming in progress); [`FirmwareError::MalformedDescriptor`] for any
     /// inconsistency; [`FirmwareError::MemoryFault`] when device memory cannot be read.
+    ///
+    /// The region is returned by value (24 KiB with a full table): the firmware itself uses
+    /// [`ShadowRegion::load_into`], which builds it in place.
     pub fn load(memory: &impl DeviceMemory) -> Result<ShadowRegion, FirmwareError> {
+        let mut slot = None;
+        ShadowRegion::load_into(&mut slot, memory)?;
+        slot.ok_or(FirmwareError::NoRegion)
+    }
+
+    /// [`ShadowRegion::load`] into `slot`, in place: on success `slot` holds the region, on
+    /// any error (the same errors) it is `None`. The translation table (1024 entries, 24 KiB)
+    /// is filled where it lives, reusing the region already in `slot`, so no copy of it is
+    /// made on the stack: returned by value through `Result` and `Option`, it cost two
+    /// 24 KiB temporaries in the frame of `Firmware::step` on rv32imac (the QEMU port).
+    pub fn load_into(
+        slot: &mut Option<ShadowRegion>,
+        memory: &impl DeviceMemory,
+    ) -> Result<(), FirmwareError> {
+        let result = ShadowRegion::fill(slot, memory);
+        if result.is_err() {
+            *slot = None;
+        }
+        result
+    }
+
+    fn fill(
+        slot: &mut Option<ShadowRegion>,
+        memory: &impl DeviceMemory,
+    ) -> Result<(), FirmwareError> {
         let descriptor = read_descriptor(memory)?;
         if descriptor.magic != shared_abi::ABI_MAGIC {
             return Err(FirmwareError::NoRegion);
@@ -89,7 +117,18 @@ impl ShadowRegion {
         let layout = RingLayout::from_descriptor(&descriptor)
             .map_err(|_| FirmwareError::MalformedDescriptor)?;
         let region_length = layout.region_length();
-        let mut entries: heapless::Vec<TranslatedEntry, MAX_SG_ENTRIES> = heapless::Vec::new();
+        let region = match slot {
+            Some(region) => region,
+            None => slot.insert(ShadowRegion {
+                layout,
+                epoch: descriptor.epoch,
+                entries: heapless::Vec::new(),
+            }),
+        };
+        region.layout = layout;
+        region.epoch = descriptor.epoch;
+        let entries = &mut region.entries;
+        entries.clear();
         let mut region_offset: u64 = 0;
         for index in 0..count {
             let entry = read_entry(memory, index)?;
@@ -126,12 +165,9 @@ impl ShadowRegion {
         if region_offset != region_length {
             return Err(FirmwareError::MalformedDescriptor);
         }
-        // INVARIANT: every condition of the type's invariants was checked above.
-        Ok(ShadowRegion {
-            layout,
-            epoch: descriptor.epoch,
-            entries,
-        })
+        // INVARIANT: every condition of the type's invariants was checked above (a failure
+        // leaves `slot` to `load_into`, which empties it).
+        Ok(())
     }
 
     /// The ring layout of the region.

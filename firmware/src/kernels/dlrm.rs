@@ -965,4 +965,15 @@ mod tests {
             }
         }
     }
+
+    /// The stack figure of `crate::hal` for DLRM (see the OPT kernel's twin of this test).
+    #[test]
+    fn stack_high_water_of_every_dlrm_item_fits_the_uthread_stack() {
+        let (command, memory, _) = valid();
+        let kernel = crate::kernels::Kernel::Dlrm(DlrmKernel::decode(&command, &memory).unwrap());
+        let probe = crate::testing::StackProbe::new(&memory);
+        let deepest = probe.high_water(&kernel, 0..kernel.items());
+        std::println!("stack high-water, dlrm: {deepest} bytes");
+        assert!(deepest > 0 && deepest <= crate::hal::UTHREAD_STACK_BYTES);
+    }
 }

@@ -708,4 +708,15 @@ mod tests {
             }
         }
     }
+
+    /// The stack figure of `crate::hal` for KNN (see the OPT kernel's twin of this test).
+    #[test]
+    fn stack_high_water_of_every_knn_item_fits_the_uthread_stack() {
+        let memory = crate::testing::FakeDeviceMemory::new(MEMORY as usize);
+        let kernel = crate::kernels::Kernel::Knn(KnnKernel::decode(&valid(), MEMORY).unwrap());
+        let probe = crate::testing::StackProbe::new(&memory);
+        let deepest = probe.high_water(&kernel, 0..kernel.items());
+        std::println!("stack high-water, knn: {deepest} bytes");
+        assert!(deepest > 0 && deepest <= crate::hal::UTHREAD_STACK_BYTES);
+    }
 }

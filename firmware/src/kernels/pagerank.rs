@@ -683,4 +683,16 @@ mod tests {
             let _ = PageRankKernel::decode(&command, &FakeMemory::new(0x300));
         }
     }
+
+    /// The stack figure of `crate::hal` for PageRank (see the OPT kernel's twin of this test).
+    #[test]
+    fn stack_high_water_of_every_pagerank_item_fits_the_uthread_stack() {
+        let (memory, command) = setup();
+        let kernel =
+            crate::kernels::Kernel::PageRank(PageRankKernel::decode(&command, &memory).unwrap());
+        let probe = crate::testing::StackProbe::new(&memory);
+        let deepest = probe.high_water(&kernel, 0..kernel.items());
+        std::println!("stack high-water, pagerank: {deepest} bytes");
+        assert!(deepest > 0 && deepest <= crate::hal::UTHREAD_STACK_BYTES);
+    }
 }

@@ -803,4 +803,15 @@ mod tests {
             }
         }
     }
+
+    /// The stack figure of `crate::hal` for SSB (see the OPT kernel's twin of this test).
+    #[test]
+    fn stack_high_water_of_every_ssb_item_fits_the_uthread_stack() {
+        let memory = FakeMemory::new(MEMORY as usize);
+        let kernel = crate::kernels::Kernel::Ssb(SsbKernel::decode(&valid(), &memory).unwrap());
+        let probe = crate::testing::StackProbe::new(&memory);
+        let deepest = probe.high_water(&kernel, 0..kernel.items());
+        std::println!("stack high-water, ssb: {deepest} bytes");
+        assert!(deepest > 0 && deepest <= crate::hal::UTHREAD_STACK_BYTES);
+    }
 }

@@ -6,7 +6,7 @@
 //! | [`DeviceMemory`] | a 4 MiB window of RAM ([`board::DEVICE`]), volatile accesses |
 //! | [`DmaEngine`] | a copy engine: [`DMA_CHANNELS`] requests at most, each copied by [`QemuHal::run_dma`] descriptor by descriptor into host memory ([`board::HOST`]), completions in submission order |
 //! | [`ComputeUnits`] | one µthread: [`QemuHal::run_items`] runs the dispatched items one at a time, in index order, with the firmware's own kernel code, counting `rdinstret` per item |
-//! | [`Registers`] | the memory controller's packet filter ([`QemuHal::host_store`]), a mailbox array, counts of bulk completions and interrupts |
+//! | [`Registers`] | the memory controller's packet filter ([`QemuHal::host_store`]), a mailbox array, a count of bulk completions, and the MSI-X messages delivered to the host ([`QemuHal::take_interrupt`], up to [`MSI_QUEUE`]) |
 //!
 //! Host and device share the one hart: the program's main loop (`crate::host`) alternates
 //! between the firmware's step, the engine, the µthread and the host's poll, so there is no
@@ -36,6 +36,10 @@ pub const DMA_CHANNELS: usize = 4;
 pub const ITEM_QUEUE: usize = 64;
 /// Host events the packet filter holds for the firmware.
 pub const EVENT_QUEUE: usize = 16;
+/// MSI-X messages delivered to the host and not yet taken; a further interrupt drops the
+/// oldest (counted in [`QemuHal::interrupts_dropped`]). This port's launches ask for none;
+/// the conformance checks take each one.
+pub const MSI_QUEUE: usize = 16;
 
 /// The launch the compute units run.
 #[derive(Clone, Copy, Debug)]
@@ -98,6 +102,12 @@ pub struct QemuHal {
     pub bulk_completions: u64,
     /// Interrupts raised (none unless a launch asks for them).
     pub interrupts: u64,
+    /// MSI-X messages delivered to the host, oldest first. The engine copies a request's
+    /// writes before it reports the completion the firmware raises an interrupt for, so a
+    /// message is always behind the writes it announces.
+    msi: Deque<u64, MSI_QUEUE>,
+    /// Messages dropped because [`MSI_QUEUE`] were waiting.
+    pub interrupts_dropped: u64,
     /// Per-item instruction counts since the last [`QemuHal::take_item_stats`].
     item_stats: ItemStats,
     /// DMA statistics since start-up.
@@ -122,6 +132,8 @@ impl QemuHal {
             mailbox: [0; (mailbox::WINDOW_LENGTH / 8) as usize],
             bulk_completions: 0,
             interrupts: 0,
+            msi: Deque::new(),
+            interrupts_dropped: 0,
             item_stats: ItemStats::default(),
             dma_stats: DmaStats::default(),
             stack_low: board::stack::top(),
@@ -219,15 +231,18 @@ impl QemuHal {
     /// host memory, and reports their completions in submission order. A request with a
     /// descriptor that is unreadable, of unknown kind, or that reads outside device memory or
     /// writes outside host memory fails whole before anything of it is written
-    /// ([`Status::DeviceMemoryFault`]).
-    pub fn run_dma(&mut self, requests: usize) {
+    /// ([`Status::DeviceMemoryFault`]). Returns the requests it ran (fewer when none is
+    /// waiting, or completions the firmware has not polled fill the queue).
+    pub fn run_dma(&mut self, requests: usize) -> usize {
+        let mut ran = 0_usize;
         for _ in 0..requests {
             if self.dma_done.is_full() {
-                return;
+                return ran;
             }
             let Some((tag, request)) = self.dma_queue.pop_front() else {
-                return;
+                return ran;
             };
+            ran = ran.saturating_add(1);
             let status = if self.check_chain(&request) {
                 self.copy_chain(&request);
                 self.dma_stats.requests = self.dma_stats.requests.saturating_add(1);
@@ -239,6 +254,12 @@ impl QemuHal {
             // Cannot fail: checked for room above, and one request leaves the queue per entry.
             let _ = self.dma_done.push_back(DmaCompletion { tag, status });
         }
+        ran
+    }
+
+    /// The oldest MSI-X message delivered to the host and not yet taken.
+    pub fn take_interrupt(&mut self) -> Option<u64> {
+        self.msi.pop_front()
     }
 
     fn descriptor(&self, request: &DmaRequest, offset: u32) -> Option<(DmaDescriptor, DmaKind)> {
@@ -547,7 +568,13 @@ impl Registers for QemuHal {
         self.bulk_completions = self.bulk_completions.saturating_add(1);
     }
 
-    fn raise_interrupt(&mut self, _message: u64) {
+    fn raise_interrupt(&mut self, message: u64) {
         self.interrupts = self.interrupts.saturating_add(1);
+        if self.msi.is_full() {
+            let _ = self.msi.pop_front();
+            self.interrupts_dropped = self.interrupts_dropped.saturating_add(1);
+        }
+        // Cannot fail: room was made above.
+        let _ = self.msi.push_back(message);
     }
 }

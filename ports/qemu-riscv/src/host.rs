@@ -367,7 +367,7 @@ fn run_launch(
         if received >= command.result_length && !outcome.busy && !hal.items_pending() {
             break;
         }
-        hal.run_dma(1);
+        let _ = hal.run_dma(1);
         hal.run_items(ITEMS_PER_TURN);
         received = received.saturating_add(ring.poll(
             hal,
@@ -441,28 +441,62 @@ fn print_items(label: &str, report: &LaunchReport) {
     );
 }
 
-/// Runs the KNN launch, then the SSSP rounds; prints everything. The firmware and its HAL live
-/// on this function's stack.
 /// The HAL conformance checks of `firmware::conformance` on this port's HAL, before anything
 /// else uses device memory (their window, the start of the data area, is overwritten by the
-/// inputs afterwards). One hart: the contended check runs its workers one after another, which
+/// inputs afterwards; the DMA checks' host window, the results area, likewise). One hart: the
+/// contended check runs its workers one after another, which
 /// proves the atomics' arithmetic on the `A` extension, not their atomicity across harts.
-fn check_conformance(hal: &QemuHal) -> Result<(), HostError> {
+fn check_conformance(hal: &mut QemuHal) -> Result<(), HostError> {
     use firmware::conformance;
     let window = device_map::DATA_BASE;
-    conformance::memory_bounds(hal, window).map_err(HostError::Conformance)?;
-    conformance::partial_writes(hal, window).map_err(HostError::Conformance)?;
-    conformance::atomics(hal, window).map_err(HostError::Conformance)?;
-    conformance::contended_atomics(hal, window, 4, |workers, worker| {
+    conformance::memory_bounds(&*hal, window).map_err(HostError::Conformance)?;
+    conformance::partial_writes(&*hal, window).map_err(HostError::Conformance)?;
+    conformance::atomics(&*hal, window).map_err(HostError::Conformance)?;
+    conformance::contended_atomics(&*hal, window, 4, |workers, worker| {
         for index in 0..workers {
             worker(index);
         }
     })
     .map_err(HostError::Conformance)?;
-    println!("conformance ok: memory_bounds partial_writes atomics contended_atomics(4 workers, one hart)");
+    // The DMA and interrupt checks: device window at the data area, host window at the
+    // results area (both overwritten later).
+    let host_window = hal.host_base().saturating_add(RESULTS_HOST_OFFSET);
+    let mut harness = Harness { hal };
+    conformance::dma_completion_order(&mut harness, window, host_window)
+        .map_err(HostError::Conformance)?;
+    conformance::interrupt_delivery(&mut harness, window, host_window)
+        .map_err(HostError::Conformance)?;
+    println!("conformance ok: memory_bounds partial_writes atomics contended_atomics(4 workers, one hart) dma_completion_order interrupt_delivery");
     Ok(())
 }
 
+/// The port's HAL under `firmware::conformance`'s checks that need time to pass: time passes
+/// by the copy engine running one request.
+struct Harness<'a> {
+    hal: &'a mut QemuHal,
+}
+
+impl firmware::conformance::Harness for Harness<'_> {
+    type Hal = QemuHal;
+    fn hal(&mut self) -> &mut QemuHal {
+        self.hal
+    }
+    fn advance(&mut self) -> bool {
+        self.hal.run_dma(1) > 0
+    }
+    fn host_read(&mut self, address: u64, buffer: &mut [u8]) -> bool {
+        self.hal.host_read(address, buffer)
+    }
+    fn host_write(&mut self, address: u64, data: &[u8]) -> bool {
+        self.hal.host_write(address, data)
+    }
+    fn take_interrupt(&mut self) -> Option<u64> {
+        self.hal.take_interrupt()
+    }
+}
+
+/// Runs the KNN launch, then the SSSP rounds; prints everything. The firmware and its HAL live
+/// on this function's stack.
 pub fn run(image: &Image) -> Result<(), HostError> {
     let config = FirmwareConfig {
         scratch: SCRATCH,
@@ -478,7 +512,7 @@ pub fn run(image: &Image) -> Result<(), HostError> {
         core::mem::size_of::<QemuHal>(),
         board::stack::size()
     );
-    check_conformance(&hal)?;
+    check_conformance(&mut hal)?;
     let mut ring = Ring::program(&mut hal)?;
     firmware.step(&mut hal);
     let mut heap = Allocator {
