@@ -34,8 +34,8 @@ use shared_abi::{CommandDescriptor, KernelId};
 /// `(heads, head_dim)` of the valid layouts: `hidden` at most 80 (two 64-column blocks of
 /// the output projection, the second partial), so the memory stays small: every item
 /// executed compares the whole memory with its copy from before the item, and the weights
-/// grow as `hidden²` (128, the largest shape until the fuzz campaign, was one input in
-/// eight but about half of the bytes compared).
+/// grow as `hidden²` (128, the largest shape until the fuzz campaign, was one shape in
+/// eight but its memory 46% of the bytes compared, averaged over the layouts).
 const SHAPES: [(u32, u32); 8] = [
     (1, 8),
     (2, 8),
