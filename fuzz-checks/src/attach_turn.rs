@@ -171,9 +171,13 @@ impl HostAgent for OneTurn {
     }
 }
 
-/// Device memory of the emulator under test: the smallest the server accepts would do, but
-/// the default is as cheap (an anonymous mapping, touched only where written).
-const DEVICE_MIB: u64 = 256;
+/// Device memory of the emulator under test: the smallest the server accepts (the control
+/// area, the firmware's scratch area and 1 MiB of data; a test below keeps it so). Loads are
+/// sized against it (`Length::NearDevice`), so a smaller memory checks the same rules; it is
+/// an anonymous mapping, touched only where written, yet with the default 256 MiB this
+/// target ran 30% fewer executions a second under AddressSanitizer (natively the difference
+/// is within the noise).
+const DEVICE_MIB: u64 = 34;
 
 fn emulated_turn(bytes: &[u8]) {
     let mut input = Unstructured::new(bytes);
@@ -226,5 +230,20 @@ pub fn check(data: &[u8]) {
         1 => device_turn(rest),
         2 => session_request(rest),
         _ => emulated_turn(rest),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_emulated_device_memory_is_the_smallest_the_server_accepts() {
+        let device = |mib| DeviceConfig {
+            device_memory_mib: mib,
+            ..DeviceConfig::default()
+        };
+        assert!(emulator::server::check_device_memory(&device(DEVICE_MIB)).is_ok());
+        assert!(emulator::server::check_device_memory(&device(DEVICE_MIB - 1)).is_err());
     }
 }

@@ -237,7 +237,7 @@ fn check_items(
     let mut memory = Watched::new(memory);
     for index in first_middle_last(0..kernel.items()) {
         let bag = u64::from(index) / packets;
-        let snapshot = memory.inner.contents().to_vec();
+        let snapshot = memory.contents().to_vec();
         let batch_word =
             |i: u64| word(&snapshot, u128::from(model.batch) + 4 * u128::from(i)).expect("inside");
         let (start, end) = (u64::from(batch_word(bag)), u64::from(batch_word(bag + 1)));

@@ -246,7 +246,7 @@ fn check_items(
     let mut memory = Watched::new(memory);
     for index in first_middle_last(0..kernel.items()) {
         let vertex = u64::from(index);
-        let degree = good_degree(model, &memory.inner.contents(), vertex);
+        let degree = good_degree(model, &memory.contents(), vertex);
         let good = degree.is_some();
         let item_span = Span::new(command.result_address + 4 * vertex, 4);
         assert!(result.contains(&item_span));

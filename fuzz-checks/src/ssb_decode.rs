@@ -232,14 +232,14 @@ fn check_items(
             u128::from(item.result_length),
         );
         assert!(result.contains(&span), "item {index} outside the result");
-        let expected = expected_bytes(model, &memory.inner.contents(), first, end);
+        let expected = expected_bytes(model, &memory.contents(), first, end);
         let outcome = execute_within(&mut memory, &[span], "ssb item", |memory| {
             kernel.execute(index, memory)
         });
         assert_eq!(outcome, Ok(()), "item {index}");
         let start = span.start as usize;
         assert_eq!(
-            &memory.inner.contents()[start..start + expected.len()],
+            &memory.contents()[start..start + expected.len()],
             &expected[..],
             "item {index}: bitmap"
         );

@@ -387,7 +387,7 @@ fn check_items(
     let mut memory = Watched::new(memory);
     for index in first_middle_last(0..kernel.items()) {
         // The inputs never change: the result overlaps none of them.
-        let want = expected(model, &memory.inner.contents(), index);
+        let want = expected(model, &memory.contents(), index);
         let described = kernel.item(index, &memory);
         let Some(offsets) = &want.offsets else {
             assert_eq!(
@@ -435,11 +435,8 @@ fn check_items(
                 assert_eq!(outcome, Ok(()), "item {index}");
                 let written: Vec<u32> = (0..want.count)
                     .map(|lane| {
-                        word(
-                            &memory.inner.contents(),
-                            item_span.start + 4 * u128::from(lane),
-                        )
-                        .expect("inside memory")
+                        word(&memory.contents(), item_span.start + 4 * u128::from(lane))
+                            .expect("inside memory")
                     })
                     .collect();
                 assert_eq!(&written, distances, "item {index}");
