@@ -13,7 +13,6 @@ use crate::run::{run, RunReport, RunRequest};
 use anyhow::Context;
 use host_runtime::Mode;
 use indicatif::{ProgressBar, ProgressStyle};
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -248,27 +247,142 @@ pub fn run_all(
     } else {
         ProgressBar::hidden()
     };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(jobs.max(1))
-        .build()
-        .context("starting the sweep's threads")?;
-    let outcomes: Vec<anyhow::Result<(String, Outcome)>> = pool.install(|| {
-        work.par_iter()
-            .map(|(key, point)| {
-                let outcome = one(point, data, wall_limit);
-                bar.inc(1);
-                bar.set_message(format!("{} {}", point.workload, point.mode.name()));
-                outcome.map(|outcome| (key.clone(), outcome))
-            })
-            .collect()
+    let outcomes = schedule(&work, jobs, |point| {
+        let outcome = one(point, data, wall_limit);
+        bar.inc(1);
+        bar.set_message(format!("{} {}", point.workload, point.mode.name()));
+        outcome
     });
     bar.finish_and_clear();
     let mut results = Results::default();
-    for outcome in outcomes {
-        let (key, outcome) = outcome?;
-        results.outcomes.insert(key, outcome);
+    for ((key, _), outcome) in work.iter().zip(outcomes) {
+        results.outcomes.insert(key.clone(), outcome?);
     }
     Ok(results)
+}
+
+/// Resident input above which a run is "large" (OPT and DLRM at paper scale, about 1 GB
+/// each): two large runs never overlap, so the sweep's peak memory is one large run and
+/// `jobs - 1` others, not two large ones (2.25 GB measured with `--jobs 2` when they could).
+const LARGE_INPUT_BYTES: u64 = 256 << 20;
+
+/// A run's relative cost, for the order of the sweep: CPU seconds x 100 of an AXLE-mode run
+/// at paper scale on the 2-core development machine (`/usr/bin/time axle run W --mode axle`;
+/// the other modes cost about the same). Only the order depends on it, never a result.
+fn cost_hint(workload: &str) -> u32 {
+    match workload {
+        "opt-2.7b" => 380,
+        "pagerank" => 220,
+        "dlrm" => 125,
+        "sssp" => 62,
+        "ssb-q1.1" | "ssb-q1.2" => 45,
+        _ => 5,
+    }
+}
+
+/// Runs `run` on every point of `work` on `jobs` threads; the outcomes in `work`'s order.
+///
+/// The order of the runs: the large ones ([`LARGE_INPUT_BYTES`]) one at a time, grouped by
+/// workload (so that a workload's shared input, [`workloads::shared`], is made once and
+/// released after its last run), and taken first, since they are the longest; the other
+/// runs longest first ([`cost_hint`]) on the remaining threads, a thread taking a large run
+/// whenever none is running. A thread with nothing but large runs left while one runs
+/// waits. After the last run of a workload, its shared input is released.
+fn schedule<T: Send>(
+    work: &[(String, &Point)],
+    jobs: usize,
+    run: impl Fn(&Point) -> T + Sync,
+) -> Vec<T> {
+    use std::collections::VecDeque;
+    use std::sync::{Condvar, Mutex, PoisonError};
+
+    struct Queue {
+        large: VecDeque<usize>,
+        small: VecDeque<usize>,
+        large_running: bool,
+        /// Runs not finished, per workload.
+        unfinished: BTreeMap<String, usize>,
+    }
+    let large_input = |point: &Point| {
+        workloads::shared::resident_input_bytes(&point.workload, point.config.workload.scale)
+            >= LARGE_INPUT_BYTES
+    };
+    let mut order: Vec<usize> = (0..work.len()).collect();
+    // Longest first; ties in the key order of `work` (the sort is stable).
+    order.sort_by_key(|&index| std::cmp::Reverse(cost_hint(&work[index].1.workload)));
+    let (mut large, mut small) = (Vec::new(), Vec::new());
+    for index in order {
+        if large_input(work[index].1) {
+            large.push(index);
+        } else {
+            small.push(index);
+        }
+    }
+    // Grouped by workload, the longest workload first (stable: cost order within).
+    large.sort_by_key(|&index| {
+        let workload = &work[index].1.workload;
+        (std::cmp::Reverse(cost_hint(workload)), workload.clone())
+    });
+    let mut unfinished = BTreeMap::new();
+    for (_, point) in work {
+        *unfinished.entry(point.workload.clone()).or_insert(0) += 1;
+    }
+    let queue = Mutex::new(Queue {
+        large: large.into(),
+        small: small.into(),
+        large_running: false,
+        unfinished,
+    });
+    let changed = Condvar::new();
+    let slots: Vec<Mutex<Option<T>>> = work.iter().map(|_| Mutex::new(None)).collect();
+    let worker = || loop {
+        let (index, is_large) = {
+            let mut queue = queue.lock().unwrap_or_else(PoisonError::into_inner);
+            loop {
+                if !queue.large_running {
+                    if let Some(index) = queue.large.pop_front() {
+                        queue.large_running = true;
+                        break (index, true);
+                    }
+                }
+                if let Some(index) = queue.small.pop_front() {
+                    break (index, false);
+                }
+                if queue.large.is_empty() {
+                    return;
+                }
+                queue = changed.wait(queue).unwrap_or_else(PoisonError::into_inner);
+            }
+        };
+        let point = work[index].1;
+        let outcome = run(point);
+        *slots[index].lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
+        let mut queue = queue.lock().unwrap_or_else(PoisonError::into_inner);
+        if is_large {
+            queue.large_running = false;
+        }
+        if let Some(left) = queue.unfinished.get_mut(&point.workload) {
+            *left = left.saturating_sub(1);
+            if *left == 0 {
+                workloads::shared::release(&point.workload);
+            }
+        }
+        drop(queue);
+        changed.notify_all();
+    };
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.max(1) {
+            scope.spawn(&worker);
+        }
+    });
+    slots
+        .into_iter()
+        .map(|slot| {
+            slot.into_inner()
+                .unwrap_or_else(PoisonError::into_inner)
+                .expect("every run of the sweep was made")
+        })
+        .collect()
 }
 
 fn one(

@@ -8,7 +8,8 @@
 //! computes different values. The KV cache of each layer is distinct and full size (32 x 2 x
 //! 1024 x 2560 x 4 B = 671 MB of device memory at paper scale); the host never holds all of
 //! it: [`kv_cache`] regenerates one layer's cache from the seed whenever it is needed (at
-//! load, and once more in the reference).
+//! every load, and in the reference, which a process computes once per shape and seed: see
+//! [`crate::shared`]).
 //!
 //! # Generators
 //!
