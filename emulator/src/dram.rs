@@ -78,39 +78,41 @@ impl DeviceMemory for DeviceDram {
 
     fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
         let (words, skip) = self.span(address, buffer.len())?;
-        // The kernels' reads are short (a 4-byte word, a packet of up to 32 bytes, 4-byte
-        // aligned): every copy below has a fixed size, so none becomes a call to `memcpy`.
-        // Each output byte comes from exactly one Relaxed load of the word holding it.
+        // Every copy below has a fixed size, so none becomes a call to `memcpy` (the kernels'
+        // reads are short: a 4-byte word, a packet of up to 32 bytes, 4-byte aligned; or long
+        // and aligned: a row of weights). Each output byte comes from one Relaxed load of the
+        // word holding it.
+        let whole = buffer.len() / 8;
         let shift = (skip * 8) as u32;
-        let mut words = words.iter();
-        let Some(first) = words.next() else {
-            return Ok(()); // An empty read.
-        };
-        let mut current = first.load(Ordering::Relaxed);
         let mut chunks = buffer.chunks_exact_mut(8);
         if shift == 0 {
-            for chunk in &mut chunks {
-                put_low_bytes(chunk, current);
-                current = words.next().map_or(0, |word| word.load(Ordering::Relaxed));
+            for (chunk, word) in (&mut chunks).zip(words) {
+                if let Ok(chunk) = <&mut [u8; 8]>::try_from(chunk) {
+                    *chunk = word.load(Ordering::Relaxed).to_le_bytes();
+                }
             }
         } else {
-            // Each 8 output bytes straddle two words: the high bytes of one and the low
-            // bytes of the next.
-            for chunk in &mut chunks {
-                let next = words.next().map_or(0, |word| word.load(Ordering::Relaxed));
-                put_low_bytes(chunk, (current >> shift) | (next << (64 - shift)));
-                current = next;
+            // Each 8 output bytes straddle two words: the high bytes of one and the low bytes
+            // of the next.
+            for (chunk, pair) in (&mut chunks).zip(words.windows(2)) {
+                if let (Ok(chunk), [low, high]) = (<&mut [u8; 8]>::try_from(chunk), pair) {
+                    let low = low.load(Ordering::Relaxed) >> shift;
+                    let high = high.load(Ordering::Relaxed) << (64 - shift);
+                    *chunk = (low | high).to_le_bytes();
+                }
             }
         }
         let tail = chunks.into_remainder();
         if !tail.is_empty() {
-            // Fewer than 8 bytes left, starting `skip` bytes into `current`; the span ends
-            // with the word holding the last of them, so a next word exists only if they
-            // need it.
-            let mut value = current >> shift;
+            // Fewer than 8 bytes left, `skip` bytes into word `whole` of the span; the span
+            // ends with the word holding the last of them, so the next word is there only if
+            // they need it.
+            let mut value = words
+                .get(whole)
+                .map_or(0, |word| word.load(Ordering::Relaxed) >> shift);
             if shift != 0 {
-                if let Some(next) = words.next() {
-                    value |= next.load(Ordering::Relaxed) << (64 - shift);
+                if let Some(high) = words.get(whole + 1) {
+                    value |= high.load(Ordering::Relaxed) << (64 - shift);
                 }
             }
             put_low_bytes(tail, value);
@@ -120,34 +122,51 @@ impl DeviceMemory for DeviceDram {
 
     fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
         let (words, skip) = self.span(address, data.len())?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let mut words = words.iter();
         let mut rest = data;
-        let mut skip = skip;
-        for word in words {
-            let take = (8 - skip).min(rest.len());
-            let (head, tail) = rest.split_at(take);
-            if take == 8 {
-                let mut bytes = [0u8; 8];
-                bytes.copy_from_slice(head);
-                word.store(u64::from_le_bytes(bytes), Ordering::Relaxed);
-            } else {
-                // A partial word (`take` < 8 bytes at byte `skip`): merge atomically, so a
-                // neighbour's concurrent bytes survive.
-                let shift = (skip * 8) as u32;
-                let mask = ((1_u64 << (take * 8)) - 1) << shift;
-                let bits = head
-                    .iter()
-                    .rev()
-                    .fold(0_u64, |bits, byte| (bits << 8) | u64::from(*byte))
-                    << shift;
-                let merge = |old: u64| Some((old & !mask) | bits);
-                // `merge` always returns `Some`: the update cannot be refused.
-                let _ = word.fetch_update(Ordering::Relaxed, Ordering::Relaxed, merge);
+        if skip != 0 || rest.len() < 8 {
+            // A partial first word.
+            if let Some(word) = words.next() {
+                let (head, tail) = rest.split_at((8 - skip).min(rest.len()));
+                merge_bytes(word, skip, head);
+                rest = tail;
             }
-            rest = tail;
-            skip = 0;
+        }
+        // Whole words, as fixed-size copies.
+        let mut chunks = rest.chunks_exact(8);
+        for (chunk, word) in (&mut chunks).zip(&mut words) {
+            if let Ok(bytes) = <[u8; 8]>::try_from(chunk) {
+                word.store(u64::from_le_bytes(bytes), Ordering::Relaxed);
+            }
+        }
+        let tail = chunks.remainder();
+        if !tail.is_empty() {
+            // A partial last word.
+            if let Some(word) = words.next() {
+                merge_bytes(word, 0, tail);
+            }
         }
         Ok(())
     }
+}
+
+/// Writes `bytes` (fewer than 8) at byte `skip` of `word`, atomically (a compare-and-swap
+/// loop), so a neighbour's concurrent bytes in the same word survive.
+fn merge_bytes(word: &AtomicU64, skip: usize, bytes: &[u8]) {
+    let shift = (skip * 8) as u32;
+    let mask = ((1_u64 << (bytes.len() * 8)) - 1) << shift;
+    let bits = bytes
+        .iter()
+        .rev()
+        .fold(0_u64, |bits, byte| (bits << 8) | u64::from(*byte))
+        << shift;
+    // The closure always returns `Some`: the update cannot be refused.
+    let _ = word.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+        Some((old & !mask) | bits)
+    });
 }
 
 /// Stores the low `destination.len()` (at most 8) bytes of `value`, little-endian; the common
@@ -292,7 +311,11 @@ mod tests {
             } else {
                 let mut back = vec![0x5a_u8; length];
                 dram.read(DeviceAddress(address as u64), &mut back).unwrap();
-                assert_eq!(back, model[address..address + length], "at {address}+{length}");
+                assert_eq!(
+                    back,
+                    model[address..address + length],
+                    "at {address}+{length}"
+                );
             }
         }
         let mut all = vec![0_u8; SIZE];

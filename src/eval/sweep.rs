@@ -1,6 +1,12 @@
 //! Running a sweep: the distinct configurations every selected figure needs, each run once,
 //! in parallel on `--jobs` threads, with a progress bar.
 //!
+//! Order and memory: the runs whose inputs take about a gigabyte (OPT and DLRM at paper
+//! scale) never overlap one another, and go first, one workload after the other; the others
+//! fill the remaining threads longest first. A workload's input shared between its runs
+//! ([`workloads::shared`]) is released after its last run. So the sweep's peak memory is one
+//! large run plus `jobs - 1` small ones.
+//!
 //! Every run is virtual time and deterministic, and results are looked up by the
 //! configuration that produced them, never by completion order: the figures are identical
 //! whatever `--jobs` is, and whichever machine ran each run. For a cluster, each run has an
@@ -417,5 +423,55 @@ fn one(
                 Err(error.context(which))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// With more threads than needed, two large-input runs (OPT and DLRM at paper scale)
+    /// never run at the same time, every run is made once, and the outcomes come back in the
+    /// order of the work, whatever order the runs were made in.
+    #[test]
+    fn large_runs_never_overlap_and_outcomes_keep_the_work_order() {
+        let config = AxleConfig::default();
+        assert_eq!(config.workload.scale, workloads::Scale::Paper);
+        let names = [
+            "sssp", "opt-2.7b", "knn-a", "dlrm", "opt-2.7b", "pagerank", "dlrm", "ssb-q1.1",
+        ];
+        let points: Vec<Point> = names
+            .iter()
+            .map(|name| Point::new(name, Mode::Axle, &config))
+            .collect();
+        let work: Vec<(String, &Point)> = points
+            .iter()
+            .enumerate()
+            .map(|(index, point)| (format!("{index}"), point))
+            .collect();
+        let large_now = AtomicUsize::new(0);
+        let most_large = AtomicUsize::new(0);
+        let made = AtomicUsize::new(0);
+        let outcomes = schedule(&work, 4, |point| {
+            made.fetch_add(1, Ordering::SeqCst);
+            let large = matches!(point.workload.as_str(), "opt-2.7b" | "dlrm");
+            if large {
+                let now = large_now.fetch_add(1, Ordering::SeqCst) + 1;
+                most_large.fetch_max(now, Ordering::SeqCst);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            if large {
+                large_now.fetch_sub(1, Ordering::SeqCst);
+            }
+            point.workload.clone()
+        });
+        assert_eq!(made.load(Ordering::SeqCst), names.len());
+        assert_eq!(
+            most_large.load(Ordering::SeqCst),
+            1,
+            "two large runs overlapped"
+        );
+        assert_eq!(outcomes, names.map(String::from).to_vec());
     }
 }

@@ -113,7 +113,11 @@ mod tests {
         });
         assert!(!Arc::ptr_eq(&c, &d), "cleared: made again");
         assert_eq!(made, 3);
-        assert_eq!(*a, vec![1], "a holder keeps its value after the slot moved on");
+        assert_eq!(
+            *a,
+            vec![1],
+            "a holder keeps its value after the slot moved on"
+        );
     }
 
     #[test]

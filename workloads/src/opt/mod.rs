@@ -62,8 +62,8 @@ use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
 use crate::shared::Shared;
 use crate::{OptionError, Scale, WorkloadError, WorkloadInfo, WorkloadOptions};
-use std::sync::Arc;
 use data::{from_le_bytes, kv_cache, to_le_bytes, OptWeights};
+use std::sync::Arc;
 
 /// Catalog name.
 pub const NAME: &str = "opt-2.7b";
@@ -239,7 +239,10 @@ static REFERENCE: Shared<(OptShape, u64), Vec<Vec<f32>>> = Shared::new();
 /// Bytes an instance at `scale` holds: its device memory image and the host's weights.
 pub(crate) fn resident_input_bytes(scale: Scale) -> u64 {
     let shape = OptShape::for_scale(scale);
-    let device = shape.allocation_sizes().iter().fold(0, |sum: u64, size| sum.saturating_add(*size));
+    let device = shape
+        .allocation_sizes()
+        .iter()
+        .fold(0, |sum: u64, size| sum.saturating_add(*size));
     let hidden = u64::from(shape.hidden);
     // The host keeps every weight (the MLP runs on the host): Q/K/V, output, FC1 and FC2.
     let host = (4 * hidden * hidden + 2 * u64::from(shape.ffn) * hidden) * 4;
