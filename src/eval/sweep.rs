@@ -378,7 +378,7 @@ fn schedule<T: Send>(
     };
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
-            scope.spawn(&worker);
+            scope.spawn(worker);
         }
     });
     slots
