@@ -2,7 +2,7 @@
 //!
 //! `axle eval` makes dozens of runs of each workload with the same scale and seed, hence the
 //! same generated input; generating it again for every run cost more than a third of an OPT
-//! run. A [`Shared`] slot keeps the last value it made, by key, and hands out the same
+//! run (weights and reference) and a fifth of an SSB run (the lineorder columns). A [`Shared`] slot keeps the last value it made, by key, and hands out the same
 //! [`Arc`] to every run that asks for that key (runs only read it), so two runs in parallel
 //! also hold one copy instead of two. A value is a pure function of its key (a generator's
 //! shape and seed, or a reference computed from those), so sharing it changes no result.
@@ -62,6 +62,10 @@ impl<K: PartialEq, V> Default for Shared<K, V> {
 pub fn release(name: &str) {
     if name == crate::opt::NAME {
         crate::opt::release_shared();
+    } else if name.starts_with("ssb-") {
+        // Both queries share one data set: the other query's next run, if any, makes it
+        // again (once).
+        crate::ssb::release_shared();
     }
 }
 
