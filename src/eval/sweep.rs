@@ -309,6 +309,30 @@ fn schedule<T: Send>(
         /// Runs not finished, per workload.
         unfinished: BTreeMap<String, usize>,
     }
+    /// On drop: the run is over (its large-run token returned, its workload's count down,
+    /// the waiting threads woken).
+    struct Finished<'a> {
+        queue: &'a Mutex<Queue>,
+        changed: &'a Condvar,
+        is_large: bool,
+        workload: &'a str,
+    }
+    impl Drop for Finished<'_> {
+        fn drop(&mut self) {
+            let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            if self.is_large {
+                queue.large_running = false;
+            }
+            if let Some(left) = queue.unfinished.get_mut(self.workload) {
+                *left = left.saturating_sub(1);
+                if *left == 0 {
+                    workloads::shared::release(self.workload);
+                }
+            }
+            drop(queue);
+            self.changed.notify_all();
+        }
+    }
     let large_input = |point: &Point| {
         workloads::shared::resident_input_bytes(&point.workload, point.config.workload.scale)
             >= LARGE_INPUT_BYTES
@@ -361,20 +385,16 @@ fn schedule<T: Send>(
             }
         };
         let point = work[index].1;
+        // Marks the run finished even if it panics, so that no other thread waits for a
+        // large run that will never end (the panic then ends the sweep, as before).
+        let _finished = Finished {
+            queue: &queue,
+            changed: &changed,
+            is_large,
+            workload: &point.workload,
+        };
         let outcome = run(point);
         *slots[index].lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
-        let mut queue = queue.lock().unwrap_or_else(PoisonError::into_inner);
-        if is_large {
-            queue.large_running = false;
-        }
-        if let Some(left) = queue.unfinished.get_mut(&point.workload) {
-            *left = left.saturating_sub(1);
-            if *left == 0 {
-                workloads::shared::release(&point.workload);
-            }
-        }
-        drop(queue);
-        changed.notify_all();
     };
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
@@ -473,5 +493,35 @@ mod tests {
             "two large runs overlapped"
         );
         assert_eq!(outcomes, names.map(String::from).to_vec());
+    }
+
+    /// A large run that panics ends the sweep with the panic; the thread waiting for the
+    /// large-run token is woken instead of waiting forever.
+    #[test]
+    fn a_panicking_large_run_does_not_leave_the_other_threads_waiting() {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let config = AxleConfig::default();
+            let points: Vec<Point> = ["opt-2.7b", "dlrm", "opt-2.7b"]
+                .iter()
+                .map(|name| Point::new(name, Mode::Axle, &config))
+                .collect();
+            let work: Vec<(String, &Point)> = points
+                .iter()
+                .enumerate()
+                .map(|(index, point)| (format!("{index}"), point))
+                .collect();
+            let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                schedule(&work, 2, |point| {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    assert_ne!(point.workload, "dlrm", "the run fails");
+                })
+            }));
+            let _ = sender.send(ended.is_err());
+        });
+        let panicked = receiver
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the sweep ended (no thread left waiting)");
+        assert!(panicked, "the run's panic reached the caller");
     }
 }
