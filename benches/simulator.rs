@@ -1,6 +1,8 @@
 //! The simulator's own speed (wall time of the host machine, not modelled time), so that a
 //! regression shows: one paper-scale SSSP launch and one paper-scale KNN run in AXLE mode, each
-//! a whole `axle run` (data generation, the co-simulation, the verification).
+//! a whole `axle run` (data generation, the co-simulation, the verification); and the device
+//! memory reads the kernels make (a 4-byte word and a 32-byte packet at random 4-byte aligned
+//! addresses, as SSSP and PageRank read; a 10 KiB aligned row, as OPT reads its weights).
 //!
 //! ```text
 //! cargo bench --bench simulator
@@ -10,8 +12,11 @@
 
 use axle::config::AxleConfig;
 use axle::run::{run, RunRequest};
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use emulator::dram::DeviceDram;
+use firmware::hal::DeviceMemory;
 use host_runtime::Mode;
+use shared_abi::DeviceAddress;
 
 fn request(workload: &str, configure: impl FnOnce(&mut AxleConfig)) -> RunRequest {
     let mut config = AxleConfig::default();
@@ -45,5 +50,51 @@ fn simulator(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, simulator);
+fn device_memory(c: &mut Criterion) {
+    const BYTES: u64 = 4 << 20;
+    let dram = DeviceDram::new(BYTES);
+    // 4096 seeded 4-byte aligned addresses in the first MiB (cache-resident, as SSSP's
+    // distances are: the bench times the read path, not the memory).
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let addresses: Vec<DeviceAddress> = (0..4096)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            DeviceAddress((state % (1 << 20)) & !3)
+        })
+        .collect();
+    let mut group = c.benchmark_group("device memory");
+    group.bench_function("4096 reads of 4 B", |b| {
+        let mut word = [0_u8; 4];
+        b.iter(|| {
+            for address in &addresses {
+                dram.read(*address, &mut word).expect("inside");
+                black_box(&word);
+            }
+        })
+    });
+    group.bench_function("4096 reads of 32 B", |b| {
+        let mut packet = [0_u8; 32];
+        b.iter(|| {
+            for address in &addresses {
+                dram.read(*address, &mut packet).expect("inside");
+                black_box(&packet);
+            }
+        })
+    });
+    group.bench_function("256 aligned reads of 10 KiB", |b| {
+        let mut row = vec![0_u8; 10 << 10];
+        b.iter(|| {
+            for address in addresses.iter().take(256) {
+                dram.read(DeviceAddress(address.0 & !63), &mut row)
+                    .expect("inside");
+                black_box(&row);
+            }
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, simulator, device_memory);
 criterion_main!(benches);

@@ -1,6 +1,12 @@
 //! Running a sweep: the distinct configurations every selected figure needs, each run once,
 //! in parallel on `--jobs` threads, with a progress bar.
 //!
+//! Order and memory: the runs whose inputs take about a gigabyte (OPT and DLRM at paper
+//! scale) never overlap one another, and go first, one workload after the other; the others
+//! fill the remaining threads longest first. A workload's input shared between its runs
+//! ([`workloads::shared`]) is released after its last run. So the sweep's peak memory is one
+//! large run plus `jobs - 1` small ones.
+//!
 //! Every run is virtual time and deterministic, and results are looked up by the
 //! configuration that produced them, never by completion order: the figures are identical
 //! whatever `--jobs` is, and whichever machine ran each run. For a cluster, each run has an
@@ -13,7 +19,6 @@ use crate::run::{run, RunReport, RunRequest};
 use anyhow::Context;
 use host_runtime::Mode;
 use indicatif::{ProgressBar, ProgressStyle};
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -248,27 +253,162 @@ pub fn run_all(
     } else {
         ProgressBar::hidden()
     };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(jobs.max(1))
-        .build()
-        .context("starting the sweep's threads")?;
-    let outcomes: Vec<anyhow::Result<(String, Outcome)>> = pool.install(|| {
-        work.par_iter()
-            .map(|(key, point)| {
-                let outcome = one(point, data, wall_limit);
-                bar.inc(1);
-                bar.set_message(format!("{} {}", point.workload, point.mode.name()));
-                outcome.map(|outcome| (key.clone(), outcome))
-            })
-            .collect()
+    let outcomes = schedule(&work, jobs, |point| {
+        let outcome = one(point, data, wall_limit);
+        bar.inc(1);
+        bar.set_message(format!("{} {}", point.workload, point.mode.name()));
+        outcome
     });
     bar.finish_and_clear();
     let mut results = Results::default();
-    for outcome in outcomes {
-        let (key, outcome) = outcome?;
-        results.outcomes.insert(key, outcome);
+    for ((key, _), outcome) in work.iter().zip(outcomes) {
+        results.outcomes.insert(key.clone(), outcome?);
     }
     Ok(results)
+}
+
+/// Resident input above which a run is "large" (OPT and DLRM at paper scale, about 1 GB
+/// each): two large runs never overlap, so the sweep's peak memory is one large run and
+/// `jobs - 1` others, not two large ones (2.25 GB measured with `--jobs 2` when they could).
+const LARGE_INPUT_BYTES: u64 = 256 << 20;
+
+/// A run's relative cost, for the order of the sweep: CPU seconds x 100 of an AXLE-mode run
+/// at paper scale on the 2-core development machine (`/usr/bin/time axle run W --mode axle`;
+/// the other modes cost about the same). Only the order depends on it, never a result.
+fn cost_hint(workload: &str) -> u32 {
+    match workload {
+        "opt-2.7b" => 380,
+        "pagerank" => 220,
+        "dlrm" => 125,
+        "sssp" => 62,
+        "ssb-q1.1" | "ssb-q1.2" => 45,
+        _ => 5,
+    }
+}
+
+/// Runs `run` on every point of `work` on `jobs` threads; the outcomes in `work`'s order.
+///
+/// The order of the runs: the large ones ([`LARGE_INPUT_BYTES`]) one at a time, grouped by
+/// workload (so that a workload's shared input, [`workloads::shared`], is made once and
+/// released after its last run), and taken first, since they are the longest; the other
+/// runs longest first ([`cost_hint`]) on the remaining threads, a thread taking a large run
+/// whenever none is running. A thread with nothing but large runs left while one runs
+/// waits. After the last run of a workload, its shared input is released.
+fn schedule<T: Send>(
+    work: &[(String, &Point)],
+    jobs: usize,
+    run: impl Fn(&Point) -> T + Sync,
+) -> Vec<T> {
+    use std::collections::VecDeque;
+    use std::sync::{Condvar, Mutex, PoisonError};
+
+    struct Queue {
+        large: VecDeque<usize>,
+        small: VecDeque<usize>,
+        large_running: bool,
+        /// Runs not finished, per workload.
+        unfinished: BTreeMap<String, usize>,
+    }
+    /// On drop: the run is over (its large-run token returned, its workload's count down,
+    /// the waiting threads woken).
+    struct Finished<'a> {
+        queue: &'a Mutex<Queue>,
+        changed: &'a Condvar,
+        is_large: bool,
+        workload: &'a str,
+    }
+    impl Drop for Finished<'_> {
+        fn drop(&mut self) {
+            let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            if self.is_large {
+                queue.large_running = false;
+            }
+            if let Some(left) = queue.unfinished.get_mut(self.workload) {
+                *left = left.saturating_sub(1);
+                if *left == 0 {
+                    workloads::shared::release(self.workload);
+                }
+            }
+            drop(queue);
+            self.changed.notify_all();
+        }
+    }
+    let large_input = |point: &Point| {
+        workloads::shared::resident_input_bytes(&point.workload, point.config.workload.scale)
+            >= LARGE_INPUT_BYTES
+    };
+    let mut order: Vec<usize> = (0..work.len()).collect();
+    // Longest first; ties in the key order of `work` (the sort is stable).
+    order.sort_by_key(|&index| std::cmp::Reverse(cost_hint(&work[index].1.workload)));
+    let (mut large, mut small) = (Vec::new(), Vec::new());
+    for index in order {
+        if large_input(work[index].1) {
+            large.push(index);
+        } else {
+            small.push(index);
+        }
+    }
+    // Grouped by workload, the longest workload first (stable: cost order within).
+    large.sort_by_key(|&index| {
+        let workload = &work[index].1.workload;
+        (std::cmp::Reverse(cost_hint(workload)), workload.clone())
+    });
+    let mut unfinished = BTreeMap::new();
+    for (_, point) in work {
+        *unfinished.entry(point.workload.clone()).or_insert(0) += 1;
+    }
+    let queue = Mutex::new(Queue {
+        large: large.into(),
+        small: small.into(),
+        large_running: false,
+        unfinished,
+    });
+    let changed = Condvar::new();
+    let slots: Vec<Mutex<Option<T>>> = work.iter().map(|_| Mutex::new(None)).collect();
+    let worker = || loop {
+        let (index, is_large) = {
+            let mut queue = queue.lock().unwrap_or_else(PoisonError::into_inner);
+            loop {
+                if !queue.large_running {
+                    if let Some(index) = queue.large.pop_front() {
+                        queue.large_running = true;
+                        break (index, true);
+                    }
+                }
+                if let Some(index) = queue.small.pop_front() {
+                    break (index, false);
+                }
+                if queue.large.is_empty() {
+                    return;
+                }
+                queue = changed.wait(queue).unwrap_or_else(PoisonError::into_inner);
+            }
+        };
+        let point = work[index].1;
+        // Marks the run finished even if it panics, so that no other thread waits for a
+        // large run that will never end (the panic then ends the sweep, as before).
+        let _finished = Finished {
+            queue: &queue,
+            changed: &changed,
+            is_large,
+            workload: &point.workload,
+        };
+        let outcome = run(point);
+        *slots[index].lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
+    };
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.max(1) {
+            scope.spawn(worker);
+        }
+    });
+    slots
+        .into_iter()
+        .map(|slot| {
+            slot.into_inner()
+                .unwrap_or_else(PoisonError::into_inner)
+                .expect("every run of the sweep was made")
+        })
+        .collect()
 }
 
 fn one(
@@ -303,5 +443,85 @@ fn one(
                 Err(error.context(which))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// With more threads than needed, two large-input runs (OPT and DLRM at paper scale)
+    /// never run at the same time, every run is made once, and the outcomes come back in the
+    /// order of the work, whatever order the runs were made in.
+    #[test]
+    fn large_runs_never_overlap_and_outcomes_keep_the_work_order() {
+        let config = AxleConfig::default();
+        assert_eq!(config.workload.scale, workloads::Scale::Paper);
+        let names = [
+            "sssp", "opt-2.7b", "knn-a", "dlrm", "opt-2.7b", "pagerank", "dlrm", "ssb-q1.1",
+        ];
+        let points: Vec<Point> = names
+            .iter()
+            .map(|name| Point::new(name, Mode::Axle, &config))
+            .collect();
+        let work: Vec<(String, &Point)> = points
+            .iter()
+            .enumerate()
+            .map(|(index, point)| (format!("{index}"), point))
+            .collect();
+        let large_now = AtomicUsize::new(0);
+        let most_large = AtomicUsize::new(0);
+        let made = AtomicUsize::new(0);
+        let outcomes = schedule(&work, 4, |point| {
+            made.fetch_add(1, Ordering::SeqCst);
+            let large = matches!(point.workload.as_str(), "opt-2.7b" | "dlrm");
+            if large {
+                let now = large_now.fetch_add(1, Ordering::SeqCst) + 1;
+                most_large.fetch_max(now, Ordering::SeqCst);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            if large {
+                large_now.fetch_sub(1, Ordering::SeqCst);
+            }
+            point.workload.clone()
+        });
+        assert_eq!(made.load(Ordering::SeqCst), names.len());
+        assert_eq!(
+            most_large.load(Ordering::SeqCst),
+            1,
+            "two large runs overlapped"
+        );
+        assert_eq!(outcomes, names.map(String::from).to_vec());
+    }
+
+    /// A large run that panics ends the sweep with the panic; the thread waiting for the
+    /// large-run token is woken instead of waiting forever.
+    #[test]
+    fn a_panicking_large_run_does_not_leave_the_other_threads_waiting() {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let config = AxleConfig::default();
+            let points: Vec<Point> = ["opt-2.7b", "dlrm", "opt-2.7b"]
+                .iter()
+                .map(|name| Point::new(name, Mode::Axle, &config))
+                .collect();
+            let work: Vec<(String, &Point)> = points
+                .iter()
+                .enumerate()
+                .map(|(index, point)| (format!("{index}"), point))
+                .collect();
+            let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                schedule(&work, 2, |point| {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    assert_ne!(point.workload, "dlrm", "the run fails");
+                })
+            }));
+            let _ = sender.send(ended.is_err());
+        });
+        let panicked = receiver
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the sweep ended (no thread left waiting)");
+        assert!(panicked, "the run's panic reached the caller");
     }
 }

@@ -16,6 +16,7 @@ pub mod graph;
 pub mod knn;
 pub mod opt;
 pub mod pagerank;
+pub mod shared;
 pub mod ssb;
 pub mod sssp;
 #[cfg(test)]

@@ -8,7 +8,8 @@
 //! computes different values. The KV cache of each layer is distinct and full size (32 x 2 x
 //! 1024 x 2560 x 4 B = 671 MB of device memory at paper scale); the host never holds all of
 //! it: [`kv_cache`] regenerates one layer's cache from the seed whenever it is needed (at
-//! load, and once more in the reference).
+//! every load, and in the reference, which a process computes once per shape and seed: see
+//! [`crate::shared`]).
 //!
 //! # Generators
 //!
@@ -170,10 +171,13 @@ pub fn kv_cache(shape: &OptShape, seed: u64, layer: u32) -> (Vec<f32>, Vec<f32>)
 
 /// Little-endian bytes of `values`.
 pub fn to_le_bytes(values: &[f32]) -> Vec<u8> {
-    values
-        .iter()
-        .flat_map(|value| value.to_le_bytes())
-        .collect()
+    // Sized once and filled in place (a `flat_map` collect grows and copies as it goes: the
+    // KV caches are 21 MB each at paper scale).
+    let mut bytes = vec![0_u8; values.len() * 4];
+    for (word, value) in bytes.chunks_exact_mut(4).zip(values) {
+        word.copy_from_slice(&value.to_le_bytes());
+    }
+    bytes
 }
 
 /// `f32` values of little-endian `bytes` (a trailing partial word is ignored).

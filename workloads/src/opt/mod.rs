@@ -60,8 +60,10 @@ use host_runtime::app::{
 use shared_abi::params::opt::{cache_bytes, workspace_bytes, OptParameters, PARAMETER_BYTES};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
+use crate::shared::Shared;
 use crate::{OptionError, Scale, WorkloadError, WorkloadInfo, WorkloadOptions};
 use data::{from_le_bytes, kv_cache, to_le_bytes, OptWeights};
+use std::sync::Arc;
 
 /// Catalog name.
 pub const NAME: &str = "opt-2.7b";
@@ -228,11 +230,37 @@ struct DeviceBuffers {
     value_caches: Vec<DeviceAddress>,
 }
 
+/// The weights of the last shape and seed generated, shared by the instances made for them.
+static WEIGHTS: Shared<(OptShape, u64), OptWeights> = Shared::new();
+/// The reference's hidden states (a pure function of the shape, the seed and hence the
+/// weights), computed once for the instances of one shape and seed.
+static REFERENCE: Shared<(OptShape, u64), Vec<Vec<f32>>> = Shared::new();
+
+/// Bytes an instance at `scale` holds: its device memory image and the host's weights.
+pub(crate) fn resident_input_bytes(scale: Scale) -> u64 {
+    let shape = OptShape::for_scale(scale);
+    let device = shape
+        .allocation_sizes()
+        .iter()
+        .fold(0, |sum: u64, size| sum.saturating_add(*size));
+    let hidden = u64::from(shape.hidden);
+    // The host keeps every weight (the MLP runs on the host): Q/K/V, output, FC1 and FC2.
+    let host = (4 * hidden * hidden + 2 * u64::from(shape.ffn) * hidden) * 4;
+    device.saturating_add(host)
+}
+
+/// Forgets the shared weights and reference ([`crate::shared::release`]).
+pub(crate) fn release_shared() {
+    WEIGHTS.clear();
+    REFERENCE.clear();
+}
+
 /// An OPT decode-step instance: weights, plan, host-task state and answer.
 pub struct OptApplication {
     shape: OptShape,
     seed: u64,
-    weights: OptWeights,
+    /// Shared with every other instance of the same shape and seed ([`crate::shared`]).
+    weights: Arc<OptWeights>,
     device: Option<DeviceBuffers>,
     /// The layer whose launch is next or running.
     layer: u32,
@@ -285,7 +313,8 @@ impl OptApplication {
                 },
             });
         }
-        let weights = OptWeights::generate(&shape, options.seed);
+        let seed = options.seed;
+        let weights = WEIGHTS.get_or_make((shape, seed), || OptWeights::generate(&shape, seed));
         log::info!(
             "opt: hidden {} heads {}x{} ffn {} layers {} position {} tasks {} (seed {})",
             shape.hidden,
@@ -542,7 +571,10 @@ impl Application for OptApplication {
                 self.layer, self.shape.layers
             ));
         };
-        let states = reference::decode_step(&self.shape, &self.weights, self.seed);
+        let (shape, seed) = (self.shape, self.seed);
+        let states = REFERENCE.get_or_make((shape, seed), || {
+            reference::decode_step(&shape, &self.weights, seed)
+        });
         let Some(expected) = states.last() else {
             return fail("the model has no layers".into());
         };

@@ -64,9 +64,11 @@ use host_runtime::app::{
 use shared_abi::params::ssb::{bitmap_bytes, pack_rows, Predicate, ROWS_PER_PACKET, VALUE_BYTES};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
+use crate::shared::Shared;
 use crate::{OptionError, Scale, WorkloadError, WorkloadInfo, WorkloadOptions};
 use data::{ScaleFactor, SsbData};
 use host::{DateFilter, DateIndex, HostTables, Partial};
+use std::sync::Arc;
 
 /// Alignment of every device allocation (a 64-byte cache line).
 pub const DEVICE_ALIGNMENT: u64 = 64;
@@ -211,7 +213,8 @@ pub fn build(
         );
     }
     let (scale, granularity) = sizes(options.scale);
-    let data = SsbData::generate(scale, options.seed);
+    let seed = options.seed;
+    let data = DATA.get_or_make((scale, seed), || SsbData::generate(scale, seed));
     Ok(Box::new(SsbApplication::new(query, data, granularity)?))
 }
 
@@ -223,11 +226,20 @@ struct DeviceBuffers {
     result: DeviceAddress,
 }
 
+/// The data set of the last scale and seed generated, shared by the instances of both queries
+/// made for them ([`crate::shared`]).
+static DATA: Shared<(ScaleFactor, u64), SsbData> = Shared::new();
+
+/// Forgets the shared data set ([`crate::shared::release`]).
+pub(crate) fn release_shared() {
+    DATA.clear();
+}
+
 /// An SSB query instance: data, plan, host-task state and answer.
 pub struct SsbApplication {
     query: Query,
     granularity: Granularity,
-    data: SsbData,
+    data: Arc<SsbData>,
     index: DateIndex,
     device: Option<DeviceBuffers>,
     launched: bool,
@@ -252,9 +264,10 @@ impl SsbApplication {
     /// `query` over `data`, cut by `granularity`.
     pub fn new(
         query: Query,
-        data: SsbData,
+        data: impl Into<Arc<SsbData>>,
         granularity: Granularity,
     ) -> Result<SsbApplication, WorkloadError> {
+        let data: Arc<SsbData> = data.into();
         let invalid = |reason: OptionError| WorkloadError::InvalidOption {
             workload: query.name(),
             reason,
