@@ -445,11 +445,17 @@ impl Mechanism for Axle {
                 if !host.done && !self.poll_scheduled && outstanding {
                     // The next poll starts one interval after this one did, or at once if the
                     // poll took longer than the interval.
-                    let facts = self.facts(host, batch);
+                    // The adaptive schedule's facts scan the launch's waiting tasks: only
+                    // gathered when the schedule is adaptive, never on the paper's fixed path.
                     let started = self.stream.poller.started;
-                    let interval = match self.adaptive.as_mut() {
-                        Some((schedule, _)) => schedule.next_interval(started, facts),
-                        None => Ticks::from_ns(host.config.poll_interval_ns),
+                    let interval = if self.adaptive.is_some() {
+                        let facts = self.facts(host, batch);
+                        match self.adaptive.as_mut() {
+                            Some((schedule, _)) => schedule.next_interval(started, facts),
+                            None => Ticks::from_ns(host.config.poll_interval_ns),
+                        }
+                    } else {
+                        Ticks::from_ns(host.config.poll_interval_ns)
                     };
                     self.poll_scheduled = true;
                     let next = self
