@@ -485,7 +485,12 @@ impl<'a> Runtime<'a> {
                 .plus(read_time)
                 .plus(host.stretched(Stretch::TaskCompletion));
             host.trace_span(
-                HostSpanKind::Task { worker, tag, task },
+                HostSpanKind::Task {
+                    worker,
+                    tag,
+                    task,
+                    needs: (spec.needs.start, spec.needs.end),
+                },
                 now,
                 now.plus(duration),
             );
