@@ -126,6 +126,7 @@ impl Stream {
             start
         };
         let done = start.plus(duration);
+        host.trace_span(HostSpanKind::OverflowSpill { bytes: read }, start, done);
         host.measured.overflow_spills = overflow.spills();
         host.measured.overflow_bytes = overflow.bytes();
         host.measured.overflow = host.measured.overflow.plus(duration);
