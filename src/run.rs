@@ -47,7 +47,8 @@ use host_driver::sync::Arc;
 use host_runtime::app::{DeviceLoader, LoadError};
 use host_runtime::metrics::DeviceFigures;
 use host_runtime::modes::axle::{AxleRing, AxleRingError};
-use host_runtime::{Mode, RunMetrics, Runtime};
+use host_runtime::trace::HostSpanKind;
+use host_runtime::{Mode, PollPolicy, RunMetrics, Runtime};
 use serde::Serialize;
 use shared_abi::region::RingLayout;
 use shared_abi::{DeviceAddress, Ticks};
@@ -505,11 +506,59 @@ fn in_process(request: &RunRequest) -> anyhow::Result<(Prepared, Option<AxleRing
     Ok((prepared, ring, device))
 }
 
-/// Runs one configuration in-process.
+/// Whether `request` is a `--poll oracle` study: AXLE with `host.poll_policy = "oracle"`.
+fn is_oracle(request: &RunRequest) -> bool {
+    request.mode == Mode::Axle && request.config.host.poll_policy == PollPolicy::Oracle
+}
+
+/// `--poll oracle`'s first run: the same configuration polling every `host.poll_interval_ns`,
+/// traced; returns the start times of its polls that found records (what the oracle run
+/// polls at: a schedule that knew when records arrive, never polling in vain).
+fn oracle_script(request: &RunRequest) -> anyhow::Result<Vec<Ticks>> {
+    let mut fixed = request.clone();
+    fixed.config.host.poll_policy = PollPolicy::Fixed;
+    let (prepared, ring, mut device) = in_process(&fixed)?;
+    let limit = fixed.wall_limit();
+    let mut host_trace = None;
+    prepared
+        .run_and_report(&fixed, ring, |runtime| {
+            runtime.enable_trace();
+            let driven = within_budget(runtime, limit, |host| {
+                let cosim = device.run(host, VIRTUAL_TIME_LIMIT);
+                Ok((cosim.map_err(RunFailure::CoSim), device.metrics()))
+            });
+            host_trace = runtime.take_trace();
+            driven
+        })
+        .context("--poll oracle's first run, at host.poll_interval_ns")?;
+    Ok(host_trace
+        .map(|trace| {
+            trace
+                .spans
+                .iter()
+                .filter(
+                    |span| matches!(span.kind, HostSpanKind::LocalPoll { records, .. } if records > 0),
+                )
+                .map(|span| span.start)
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// Runs one configuration in-process. A `--poll oracle` study runs twice: first at
+/// `host.poll_interval_ns` to learn when polls find records, then polling only then.
 pub fn run(request: &RunRequest) -> anyhow::Result<RunReport> {
+    let script = if is_oracle(request) {
+        Some(oracle_script(request)?)
+    } else {
+        None
+    };
     let (prepared, ring, mut device) = in_process(request)?;
     let limit = request.wall_limit();
     prepared.run_and_report(request, ring, |runtime| {
+        if let Some(script) = script {
+            runtime.set_poll_script(script);
+        }
         within_budget(runtime, limit, |host| {
             let cosim = device.run(host, VIRTUAL_TIME_LIMIT);
             Ok((cosim.map_err(RunFailure::CoSim), device.metrics()))
@@ -524,11 +573,19 @@ pub fn run(request: &RunRequest) -> anyhow::Result<RunReport> {
 pub fn run_traced(request: &RunRequest, trace: &Path) -> anyhow::Result<RunReport> {
     let file = std::fs::File::create(trace)
         .with_context(|| format!("creating the trace file {}", trace.display()))?;
+    let script = if is_oracle(request) {
+        Some(oracle_script(request)?)
+    } else {
+        None
+    };
     let (prepared, ring, mut device) = in_process(request)?;
     device.enable_trace();
     let mut host_trace = None;
     let limit = request.wall_limit();
     let report = prepared.run_and_report(request, ring, |runtime| {
+        if let Some(script) = script {
+            runtime.set_poll_script(script);
+        }
         runtime.enable_trace();
         let driven = within_budget(runtime, limit, |host| {
             let cosim = device.run(host, VIRTUAL_TIME_LIMIT);

@@ -2,7 +2,8 @@
 //! (ui.perfetto.dev) and `chrome://tracing` open. It shows the paper's Figure 9 for any
 //! workload: CCM µthreads producing results, DMA requests streaming them, the DMA executor's
 //! back-pressure (waiting for ring credit) and the ring's occupancy, the link in both
-//! directions, and the host's control thread (polls, flow-control stores, loads) and workers.
+//! directions, and the host's control thread (polls, flow-control stores, loads, and
+//! `--no-deadlock`'s overflow spills) and workers.
 //!
 //! The two sides record their own timelines ([`emulator::trace`], [`host_runtime::trace`]);
 //! this module only lays them out as tracks and writes them. The format:
@@ -541,6 +542,14 @@ pub fn write_chrome_trace<W: Write>(
                 Args {
                     metadata_head: Some(metadata_head),
                     payload_head: Some(payload_head),
+                    ..Args::default()
+                },
+            ),
+            HostSpanKind::OverflowSpill { bytes } => (
+                "overflow spill",
+                CONTROL_TID,
+                Args {
+                    bytes: Some(bytes),
                     ..Args::default()
                 },
             ),

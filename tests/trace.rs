@@ -356,6 +356,46 @@ fn one_item_span_per_ccm_work_item() {
     }
 }
 
+/// `--no-deadlock`: each spill into the overflow buffer is one "overflow spill" span on the
+/// control thread's track, with the bytes it copied. OPT-2.7B at small scale spills in a ring
+/// of 7 payload slots (a 12.5% ring, 6,250 slots, never fills there, and 8 slots do not
+/// spill): the spans are the report's spills and bytes, and a run without the option (the
+/// ring holds enough) has none.
+#[test]
+fn overflow_spills_are_spans_on_the_control_thread_with_their_bytes() {
+    let mut spilling = request("opt-2.7b", Mode::Axle);
+    spilling.config.workload.scale = workloads::Scale::Small;
+    spilling.config.axle.slots = 7;
+    spilling.config.host.no_deadlock = true;
+    let (report, bytes) = traced(&spilling, "overflow-spill");
+    let json = serde_json::to_value(&report).expect("the report is JSON");
+    let spills = json["overflow_spills"].as_u64().expect("the run spilled");
+    let spilled = json["overflow_bytes"].as_u64().expect("overflow bytes");
+    assert!(spills > 0 && spilled > 0, "{json}");
+    let trace = Trace::parse(&bytes);
+    let spans = trace.spans("overflow spill");
+    assert_eq!(spans.len() as u64, spills);
+    let traced_bytes: u64 = spans
+        .iter()
+        .map(|span| span["args"]["bytes"].as_u64().expect("a byte count"))
+        .sum();
+    assert_eq!(traced_bytes, spilled);
+    for span in &spans {
+        assert_eq!(
+            trace.tracks[&trace.key(span)],
+            "host control: launches, stores, loads"
+        );
+        assert!(span["dur"].as_f64().unwrap_or(0.0) > 0.0, "{span}");
+    }
+
+    let mut plain = request("opt-2.7b", Mode::Axle);
+    plain.config.workload.scale = workloads::Scale::Small;
+    plain.config.axle.slots = 6_250;
+    plain.config.host.no_deadlock = true;
+    let (_, bytes) = traced(&plain, "overflow-none");
+    assert!(Trace::parse(&bytes).spans("overflow spill").is_empty());
+}
+
 #[test]
 fn spans_on_one_track_never_overlap() {
     for mode in MODES {

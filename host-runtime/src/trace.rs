@@ -8,11 +8,12 @@
 //! What is recorded, all in virtual time: the control µthread's work (launch stores, input
 //! stores, RP descriptor stores and remote polls, BS synchronous waits, result loads, AXLE
 //! local polls and interrupt handlers with the records of the batch each pushed, flow-control
-//! stores with the heads they carry), each host task and launch-finishing step on the worker
-//! that ran it, and launch instants. Polls and handlers name the metadata indexes of their
-//! batch and tasks the result bytes they read, so that the trace can link each record to the
-//! poll that saw it and the tasks that read it (the metadata index is the record's sequence
-//! number, which the device side also records).
+//! stores with the heads they carry, `--no-deadlock`'s overflow spills with the bytes each
+//! copied), each host task and launch-finishing step on the worker that ran it, and launch
+//! instants. Polls and handlers name the metadata indexes of their batch and tasks the result
+//! bytes they read, so that the trace can link each record to the poll that saw it and the
+//! tasks that read it (the metadata index is the record's sequence number, which the device
+//! side also records).
 
 use shared_abi::Ticks;
 
@@ -73,6 +74,12 @@ pub enum HostSpanKind {
         metadata_head: u64,
         /// Payload head sent (edge H3).
         payload_head: u64,
+    },
+    /// `host.no_deadlock`: the runtime copies the records and payloads it holds out of a
+    /// stuck ring into its private overflow buffer, freeing their slots (host core stall).
+    OverflowSpill {
+        /// Bytes copied (the records and their payload slots).
+        bytes: u64,
     },
     /// A host task on a worker.
     Task {
