@@ -66,7 +66,17 @@ pub struct DmaEngineModel {
     pub requests: u64,
     /// Descriptors sent.
     pub writes: u64,
+    /// Buffers of landed writes, kept for the next writes' bytes (a simulator economy: one
+    /// allocation per write in flight at most, not one per write).
+    spare: Vec<Vec<u8>>,
 }
+
+/// Most landed writes' buffers kept for reuse ([`DmaEngineModel::buffer`]).
+const SPARE_BUFFERS: usize = 4096;
+
+/// Largest buffer kept for reuse (a write's bytes are a payload, a record or a tail: a few
+/// KiB at most; a larger one is freed).
+const SPARE_BUFFER_BYTES: usize = 64 << 10;
 
 impl DmaEngineModel {
     /// An idle engine with `channels` channels.
@@ -81,6 +91,24 @@ impl DmaEngineModel {
             busy_total: Ticks::ZERO,
             requests: 0,
             writes: 0,
+            spare: Vec::new(),
+        }
+    }
+
+    /// A buffer of `length` zero bytes for a write's bytes: a landed write's buffer when one
+    /// is kept ([`DmaEngineModel::recycle`]), a new one otherwise.
+    pub fn buffer(&mut self, length: usize) -> Vec<u8> {
+        let mut bytes = self.spare.pop().unwrap_or_default();
+        bytes.clear();
+        bytes.resize(length, 0);
+        bytes
+    }
+
+    /// Keeps the buffer of a landed write for a later one (up to [`SPARE_BUFFERS`] buffers of
+    /// at most [`SPARE_BUFFER_BYTES`]).
+    pub fn recycle(&mut self, bytes: Vec<u8>) {
+        if self.spare.len() < SPARE_BUFFERS && bytes.capacity() <= SPARE_BUFFER_BYTES {
+            self.spare.push(bytes);
         }
     }
 

@@ -76,7 +76,55 @@ impl DeviceMemory for DeviceDram {
         self.size
     }
 
+    #[inline]
     fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
+        // The short reads (most of the kernels') inline into the caller; the long ones are a
+        // call.
+        if buffer.len() <= 8 {
+            self.read_short(address, buffer)
+        } else {
+            self.read_long(address, buffer)
+        }
+    }
+
+    fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
+        let (words, skip) = self.span(address, data.len())?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let mut words = words;
+        let mut rest = data;
+        if skip != 0 || rest.len() < 8 {
+            // A partial first word.
+            if let Some((word, others)) = words.split_first() {
+                let (head, tail) = rest.split_at((8 - skip).min(rest.len()));
+                merge_bytes(word, skip, head);
+                rest = tail;
+                words = others;
+            }
+        }
+        // Whole words, as fixed-size copies (iterated by value, as in `read`).
+        let whole = rest.len() / 8;
+        let (groups, tail) = rest.split_at(whole * 8);
+        for (chunk, word) in groups.chunks_exact(8).zip(words) {
+            if let Ok(bytes) = <[u8; 8]>::try_from(chunk) {
+                word.store(u64::from_le_bytes(bytes), Ordering::Relaxed);
+            }
+        }
+        if !tail.is_empty() {
+            // A partial last word.
+            if let Some(word) = words.get(whole) {
+                merge_bytes(word, 0, tail);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl DeviceDram {
+    /// [`DeviceMemory::read`] of more than 8 bytes.
+    #[inline(never)]
+    fn read_long(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
         let (words, skip) = self.span(address, buffer.len())?;
         // Every copy below has a fixed size, so none becomes a call to `memcpy` (the kernels'
         // reads are short: a 4-byte word, a packet of up to 32 bytes, 4-byte aligned; or long
@@ -122,36 +170,30 @@ impl DeviceMemory for DeviceDram {
         Ok(())
     }
 
-    fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
-        let (words, skip) = self.span(address, data.len())?;
-        if data.is_empty() {
+    /// [`DeviceMemory::read`] of at most 8 bytes (the kernels' commonest access: a 4-byte
+    /// word), the same loads with less bookkeeping: the word holding the first byte, and the
+    /// next one only when the bytes straddle the two.
+    #[inline(always)]
+    fn read_short(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
+        let length = buffer.len() as u64;
+        let fault = MemoryFault { address, length };
+        let end = address.0.checked_add(length).ok_or(fault)?;
+        if end > self.size {
+            return Err(fault);
+        }
+        if length == 0 {
             return Ok(());
         }
-        let mut words = words;
-        let mut rest = data;
-        if skip != 0 || rest.len() < 8 {
-            // A partial first word.
-            if let Some((word, others)) = words.split_first() {
-                let (head, tail) = rest.split_at((8 - skip).min(rest.len()));
-                merge_bytes(word, skip, head);
-                rest = tail;
-                words = others;
-            }
+        let words = self.segment.words();
+        let index = usize::try_from(address.0 / 8).map_err(|_| fault)?;
+        let skip = address.0 % 8;
+        let shift = (skip * 8) as u32;
+        let mut value = words.get(index).ok_or(fault)?.load(Ordering::Relaxed) >> shift;
+        if skip + length > 8 {
+            let high = words.get(index + 1).ok_or(fault)?;
+            value |= high.load(Ordering::Relaxed) << (64 - shift);
         }
-        // Whole words, as fixed-size copies (iterated by value, as in `read`).
-        let whole = rest.len() / 8;
-        let (groups, tail) = rest.split_at(whole * 8);
-        for (chunk, word) in groups.chunks_exact(8).zip(words) {
-            if let Ok(bytes) = <[u8; 8]>::try_from(chunk) {
-                word.store(u64::from_le_bytes(bytes), Ordering::Relaxed);
-            }
-        }
-        if !tail.is_empty() {
-            // A partial last word.
-            if let Some(word) = words.get(whole) {
-                merge_bytes(word, 0, tail);
-            }
-        }
+        put_low_bytes(buffer, value);
         Ok(())
     }
 }
