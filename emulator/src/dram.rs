@@ -87,7 +87,21 @@ impl DeviceMemory for DeviceDram {
         }
     }
 
+    #[inline]
     fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
+        // As for reads: the short writes (a kernel's 4-byte result) inline into the caller.
+        if data.len() <= 8 {
+            self.write_short(address, data)
+        } else {
+            self.write_long(address, data)
+        }
+    }
+}
+
+impl DeviceDram {
+    /// [`DeviceMemory::write`] of more than 8 bytes.
+    #[inline(never)]
+    fn write_long(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
         let (words, skip) = self.span(address, data.len())?;
         if data.is_empty() {
             return Ok(());
@@ -119,9 +133,37 @@ impl DeviceMemory for DeviceDram {
         }
         Ok(())
     }
-}
 
-impl DeviceDram {
+    /// [`DeviceMemory::write`] of at most 8 bytes: the same stores as a longer write makes (a
+    /// whole aligned word stored, a partial one merged), with less bookkeeping.
+    #[inline(always)]
+    fn write_short(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
+        let length = data.len() as u64;
+        let fault = MemoryFault { address, length };
+        let end = address.0.checked_add(length).ok_or(fault)?;
+        if end > self.size {
+            return Err(fault);
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let words = self.segment.words();
+        let index = usize::try_from(address.0 / 8).map_err(|_| fault)?;
+        let skip = (address.0 % 8) as usize;
+        let word = words.get(index).ok_or(fault)?;
+        if let (0, Ok(bytes)) = (skip, <[u8; 8]>::try_from(data)) {
+            word.store(u64::from_le_bytes(bytes), Ordering::Relaxed);
+        } else if skip + data.len() <= 8 {
+            merge_bytes(word, skip, data);
+        } else {
+            let (head, tail) = data.split_at(8 - skip);
+            let next = words.get(index + 1).ok_or(fault)?;
+            merge_bytes(word, skip, head);
+            merge_bytes(next, 0, tail);
+        }
+        Ok(())
+    }
+
     /// [`DeviceMemory::read`] of more than 8 bytes.
     #[inline(never)]
     fn read_long(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
@@ -200,6 +242,7 @@ impl DeviceDram {
 
 /// Writes `bytes` (fewer than 8) at byte `skip` of `word`, atomically (a compare-and-swap
 /// loop), so a neighbour's concurrent bytes in the same word survive.
+#[inline]
 fn merge_bytes(word: &AtomicU64, skip: usize, bytes: &[u8]) {
     let shift = (skip * 8) as u32;
     let mask = ((1_u64 << (bytes.len() * 8)) - 1) << shift;
