@@ -72,11 +72,11 @@ pub struct DmaEngineModel {
 }
 
 /// Most landed writes' buffers kept for reuse ([`DmaEngineModel::buffer`]).
-const SPARE_BUFFERS: usize = 4096;
+pub const SPARE_BUFFERS: usize = 4096;
 
 /// Largest buffer kept for reuse (a write's bytes are a payload, a record or a tail: a few
 /// KiB at most; a larger one is freed).
-const SPARE_BUFFER_BYTES: usize = 64 << 10;
+pub const SPARE_BUFFER_BYTES: usize = 64 << 10;
 
 impl DmaEngineModel {
     /// An idle engine with `channels` channels.
@@ -203,6 +203,28 @@ pub fn descriptor_address(request: &DmaRequest, offset: u32) -> shared_abi::Devi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A landed write's buffer is handed out again, zeroed and of the length asked for
+    /// (whatever it held); one larger than [`SPARE_BUFFER_BYTES`] is not kept.
+    #[test]
+    fn a_recycled_buffer_comes_back_zeroed_at_the_length_asked_and_a_large_one_is_dropped() {
+        let mut engine = DmaEngineModel::new(1);
+        let mut first = engine.buffer(32);
+        assert_eq!(first, vec![0; 32]);
+        first.fill(0xab);
+        let address = first.as_ptr();
+        engine.recycle(first);
+        let second = engine.buffer(8);
+        assert_eq!(second, vec![0; 8]);
+        assert_eq!(second.as_ptr(), address, "the landed buffer was reused");
+        engine.recycle(vec![1; SPARE_BUFFER_BYTES + 1]);
+        let third = engine.buffer(4);
+        assert_eq!(third, vec![0; 4]);
+        assert!(
+            third.capacity() <= SPARE_BUFFER_BYTES,
+            "a new buffer, not the large one"
+        );
+    }
 
     fn descriptor(source: u64, destination: u64, length: u32, kind: DmaKind) -> DmaDescriptor {
         DmaDescriptor {
