@@ -271,11 +271,13 @@ pub(crate) fn release_shared() {
     MLP.clear();
 }
 
-/// Per layer: the attention output its partials were computed from (as bits) and the
-/// partials computed so far, by task.
+/// One layer's attention output (as bits) and the partials computed so far from it, by task.
+type LayerPartials = (Vec<u32>, Vec<Option<Vec<f32>>>);
+
+/// Per layer, the partials computed so far.
 #[derive(Debug)]
 struct MlpMemo {
-    layers: std::sync::Mutex<Vec<Option<(Vec<u32>, Vec<Option<Vec<f32>>>)>>>,
+    layers: std::sync::Mutex<Vec<Option<LayerPartials>>>,
     tasks: usize,
 }
 

@@ -233,8 +233,11 @@ static DATA: Shared<(ScaleFactor, u64), SsbData> = Shared::new();
 /// The reference answers computed for the shared data set, by its scale factor and seed and
 /// the query ([`reference::evaluate`] scans every row: a seventh of a run, the same for
 /// every run of `axle eval` over the data set).
-static ANSWERS: std::sync::Mutex<Vec<((ScaleFactor, u64, Query), reference::Answer)>> =
+static ANSWERS: std::sync::Mutex<Vec<(AnswerKey, reference::Answer)>> =
     std::sync::Mutex::new(Vec::new());
+
+/// What identifies a reference answer: the data set's scale factor and seed, and the query.
+type AnswerKey = (ScaleFactor, u64, Query);
 
 /// Forgets the shared data set and its answers ([`crate::shared::release`]).
 pub(crate) fn release_shared() {
