@@ -230,7 +230,7 @@ impl Hardware {
             // Bounded: `check_descriptor` accepted the source range inside device memory (and
             // the firmware, not the host, wrote the chain: the scratch area is not
             // host-writable).
-            let mut bytes = vec![0; descriptor.length as usize];
+            let mut bytes = self.dma.buffer(descriptor.length as usize);
             if self
                 .dram
                 .read(DeviceAddress(descriptor.source), &mut bytes)
