@@ -22,6 +22,11 @@
 //! ([`image_memfd`], [`freeze_image`], [`MappedWords::copy_on_write`]): `axle eval` loads a
 //! large data set into device memory once and gives each of its runs a private view of it,
 //! which costs pages only where the run writes.
+//!
+//! Its one submodule, [`futex`], is how a process sleeps on a word of such a mapping until the
+//! other process changes it and wakes it (the turn page's wait, `crate::turn`).
+pub mod futex;
+
 use crate::phys::{SharedWords, WORD_SIZE};
 use memmap2::{MmapOptions, MmapRaw};
 use nix::fcntl::{fcntl, FcntlArg, SealFlag};
@@ -309,6 +314,28 @@ impl MappedWords {
     /// Locks the segment's pages in memory (`mlock`), as a driver pins DMA memory.
     pub fn lock(&self) -> std::io::Result<()> {
         self.map.lock()
+    }
+
+    /// Locks the segment's pages in memory as they are first touched (`mlock2` with
+    /// `MLOCK_ONFAULT`): those already resident at once, every other one when a fault brings
+    /// it in, without populating the whole segment up front. The whole segment counts against
+    /// `RLIMIT_MEMLOCK` all the same.
+    pub fn lock_on_fault(&self) -> std::io::Result<()> {
+        // SAFETY: `mlock2` reads and writes no memory of this process: it only marks the
+        // pages of `[pointer, pointer + len)`, a range inside this live mapping (type
+        // invariant), to stay resident; the mapping's contents and validity are unchanged.
+        let result = unsafe {
+            nix::libc::mlock2(
+                self.map.as_ptr().cast::<nix::libc::c_void>(),
+                self.map.len(),
+                nix::libc::MLOCK_ONFAULT,
+            )
+        };
+        if result == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
     }
 
     /// Bytes of the segment.
@@ -609,6 +636,26 @@ mod tests {
             MappedWords::copy_on_write(fd.as_fd(), 4096),
             Err(SegmentError::Size { .. })
         ));
+    }
+
+    /// `VmLck` of `/proc/self/status`, in KiB.
+    fn locked_kib() -> u64 {
+        std::fs::read_to_string("/proc/self/status")
+            .unwrap()
+            .lines()
+            .find_map(|line| line.strip_prefix("VmLck:"))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap()
+    }
+
+    #[test]
+    fn a_segment_locked_on_fault_counts_as_locked_and_stays_usable() {
+        let (segment, _fd) = MappedWords::create("axle-test-lock", 64 << 10).unwrap();
+        let before = locked_kib();
+        segment.lock_on_fault().unwrap();
+        assert!(locked_kib() >= before + 64, "{before} KiB before");
+        segment.words()[100].store(5, Ordering::Release);
+        assert_eq!(segment.words()[100].load(Ordering::Acquire), 5);
     }
 
     #[test]
