@@ -94,31 +94,22 @@ fn system(what: &'static str) -> impl FnOnce(nix::errno::Errno) -> SegmentError 
 /// against shrinking and growing and against further seals. `name` only shows in
 /// `/proc/PID/fd`; nothing appears in `/dev/shm`.
 pub fn sealed_memfd(name: &str, bytes: u64) -> Result<OwnedFd, SegmentError> {
-    let name = CString::new(name).unwrap_or_default();
-    let fd = memfd_create(
-        &name,
-        MemFdCreateFlag::MFD_CLOEXEC | MemFdCreateFlag::MFD_ALLOW_SEALING,
+    sized_memfd(
+        name,
+        bytes,
+        SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL,
     )
-    .map_err(system("memfd_create"))?;
-    let length = i64::try_from(bytes).map_err(|_| SegmentError::Size {
-        expected: bytes,
-        actual: 0,
-    })?;
-    nix::unistd::ftruncate(&fd, length).map_err(system("ftruncate of a memfd"))?;
-    fcntl(
-        fd.as_raw_fd(),
-        FcntlArg::F_ADD_SEALS(
-            SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL,
-        ),
-    )
-    .map_err(system("sealing a memfd"))?;
-    Ok(fd)
 }
 
 /// An anonymous memory file of `bytes` bytes (zero-filled, sparse) for an image: sealed
 /// against shrinking and growing, and still writable; map it with [`MappedWords::map`], write
 /// it, drop the mapping, then [`freeze_image`] it.
 pub fn image_memfd(name: &str, bytes: u64) -> Result<OwnedFd, SegmentError> {
+    sized_memfd(name, bytes, SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW)
+}
+
+/// A close-on-exec memory file of `bytes` bytes with `seals` added.
+fn sized_memfd(name: &str, bytes: u64, seals: SealFlag) -> Result<OwnedFd, SegmentError> {
     let name = CString::new(name).unwrap_or_default();
     let fd = memfd_create(
         &name,
@@ -130,11 +121,7 @@ pub fn image_memfd(name: &str, bytes: u64) -> Result<OwnedFd, SegmentError> {
         actual: 0,
     })?;
     nix::unistd::ftruncate(&fd, length).map_err(system("ftruncate of a memfd"))?;
-    fcntl(
-        fd.as_raw_fd(),
-        FcntlArg::F_ADD_SEALS(SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW),
-    )
-    .map_err(system("sealing a memfd"))?;
+    fcntl(fd.as_raw_fd(), FcntlArg::F_ADD_SEALS(seals)).map_err(system("sealing a memfd"))?;
     Ok(fd)
 }
 
