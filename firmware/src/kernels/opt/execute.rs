@@ -34,6 +34,28 @@ impl OptKernel {
         )
     }
 
+    /// Reads `values.len()` floats from workspace element `index` of region `region`.
+    fn read_workspace<M: DeviceMemory>(
+        &self,
+        memory: &M,
+        region: u64,
+        index: u64,
+        values: &mut [f32],
+    ) -> Result<(), FirmwareError> {
+        read_floats(memory, self.workspace(region, index)?, values)
+    }
+
+    /// Writes `values` to workspace element `index` of region `region`.
+    fn write_workspace<M: DeviceMemory>(
+        &self,
+        memory: &M,
+        region: u64,
+        index: u64,
+        values: &[f32],
+    ) -> Result<(), FirmwareError> {
+        write_floats(memory, self.workspace(region, index)?, values)
+    }
+
     /// Element index of `(head, token, dim)` in a cache.
     fn cache_element(&self, head: u32, token: u32, dim: u32) -> Result<u64, FirmwareError> {
         let p = &self.parameters;
@@ -81,19 +103,13 @@ impl OptKernel {
         let hidden = p.hidden as usize;
         while done < hidden {
             let length = hidden.saturating_sub(done).min(CHUNK_ELEMENTS);
-            let values = chunk
-                .get_mut(..length)
-                .ok_or(FirmwareError::ArgumentOutOfRange)?;
+            let values = prefix(&mut chunk, length)?;
             read_floats(memory, element_address(p.input, done as u64)?, values)?;
             moments.add(values);
             done = done.saturating_add(length);
         }
         let (mean, reciprocal) = moments.finish();
-        write_floats(
-            memory,
-            self.workspace(self.layout.statistics, 0)?,
-            &[mean, reciprocal],
-        )
+        self.write_workspace(memory, self.layout.statistics, 0, &[mean, reciprocal])
     }
 
     fn execute_normalize<M: DeviceMemory>(
@@ -103,11 +119,7 @@ impl OptKernel {
     ) -> Result<(), FirmwareError> {
         let p = &self.parameters;
         let mut statistics = [0.0_f32; 2];
-        read_floats(
-            memory,
-            self.workspace(self.layout.statistics, 0)?,
-            &mut statistics,
-        )?;
+        self.read_workspace(memory, self.layout.statistics, 0, &mut statistics)?;
         let [mean, reciprocal] = statistics;
         let first = product(u64::from(packet), u64::from(PACKET_ELEMENTS))?;
         let mut x = [0.0_f32; LANES];
@@ -119,7 +131,7 @@ impl OptKernel {
         for ((value, gamma), beta) in x.iter_mut().zip(gamma).zip(beta) {
             *value = normalize(*value, mean, reciprocal, gamma, beta);
         }
-        write_floats(memory, self.workspace(self.layout.normalized, first)?, &x)
+        self.write_workspace(memory, self.layout.normalized, first, &x)
     }
 
     /// Where output row `row` (a multiple of 8) of the stacked projection and the 7 after it
@@ -171,14 +183,10 @@ impl OptKernel {
         let mut start = (part as usize).saturating_mul(block);
         while step > 0 && start < columns {
             let length = columns.saturating_sub(start).min(block);
-            let input_values = input_block
-                .get_mut(..length)
-                .ok_or(FirmwareError::ArgumentOutOfRange)?;
+            let input_values = prefix(&mut input_block, length)?;
             read_floats(memory, element_address(input, start as u64)?, input_values)?;
             for (row, sum) in (first_row..).zip(sums.iter_mut()) {
-                let values = row_block
-                    .get_mut(..length)
-                    .ok_or(FirmwareError::ArgumentOutOfRange)?;
+                let values = prefix(&mut row_block, length)?;
                 let element = product(u64::from(row), columns as u64)?
                     .checked_add(start as u64)
                     .ok_or(FirmwareError::ArgumentOutOfRange)?;
@@ -227,20 +235,12 @@ impl OptKernel {
         let p = &self.parameters;
         let head_dim = p.head_dim as usize;
         let mut query = [0.0_f32; MAX_HEAD_DIM as usize];
-        let query = query
-            .get_mut(..head_dim)
-            .ok_or(FirmwareError::ArgumentOutOfRange)?;
+        let query = prefix(&mut query, head_dim)?;
         let query_start = product(u64::from(head), u64::from(p.head_dim))?;
-        read_floats(
-            memory,
-            self.workspace(self.layout.query, query_start)?,
-            query,
-        )?;
+        self.read_workspace(memory, self.layout.query, query_start, query)?;
         let scale = attention_scale(p.head_dim);
         let mut key = [0.0_f32; MAX_HEAD_DIM as usize];
-        let key = key
-            .get_mut(..head_dim)
-            .ok_or(FirmwareError::ArgumentOutOfRange)?;
+        let key = prefix(&mut key, head_dim)?;
         let mut scores = [0.0_f32; LANES];
         let tokens = self.packet_tokens(packet);
         let count = tokens.end.saturating_sub(tokens.start) as usize;
@@ -259,10 +259,11 @@ impl OptKernel {
         let first = score_row
             .checked_add(u64::from(tokens.start))
             .ok_or(FirmwareError::ArgumentOutOfRange)?;
-        write_floats(memory, self.workspace(self.layout.scores, first)?, scores)?;
-        write_floats(
+        self.write_workspace(memory, self.layout.scores, first, scores)?;
+        self.write_workspace(
             memory,
-            self.workspace(self.layout.packet_maxima, self.packet_index(head, packet)?)?,
+            self.layout.packet_maxima,
+            self.packet_index(head, packet)?,
             &[running_max(scores)],
         )
     }
@@ -277,23 +278,23 @@ impl OptKernel {
         let block = packet / SOFTMAX_BLOCK_PACKETS;
         let packets = self.block_packets(block);
         let mut maxima = [0.0_f32; SOFTMAX_BLOCK_PACKETS as usize];
-        let maxima = maxima
-            .get_mut(..packets.end.saturating_sub(packets.start) as usize)
-            .ok_or(FirmwareError::ArgumentOutOfRange)?;
-        read_floats(
+        let maxima = prefix(
+            &mut maxima,
+            packets.end.saturating_sub(packets.start) as usize,
+        )?;
+        self.read_workspace(
             memory,
-            self.workspace(
-                self.layout.packet_maxima,
-                self.packet_index(head, packets.start)?,
-            )?,
+            self.layout.packet_maxima,
+            self.packet_index(head, packets.start)?,
             maxima,
         )?;
         let max = running_max(maxima);
         let tokens = self.packet_tokens(packet);
         let mut scores = [0.0_f32; LANES];
-        let scores = scores
-            .get_mut(..tokens.end.saturating_sub(tokens.start) as usize)
-            .ok_or(FirmwareError::ArgumentOutOfRange)?;
+        let scores = prefix(
+            &mut scores,
+            tokens.end.saturating_sub(tokens.start) as usize,
+        )?;
         let first = product(u64::from(head), u64::from(p.capacity))?
             .checked_add(u64::from(tokens.start))
             .ok_or(FirmwareError::ArgumentOutOfRange)?;
@@ -301,9 +302,10 @@ impl OptKernel {
         read_floats(memory, address, scores)?;
         let sum = exponents(scores, max);
         write_floats(memory, address, scores)?;
-        write_floats(
+        self.write_workspace(
             memory,
-            self.workspace(self.layout.packet_sums, self.packet_index(head, packet)?)?,
+            self.layout.packet_sums,
+            self.packet_index(head, packet)?,
             &[sum],
         )
     }
@@ -318,21 +320,18 @@ impl OptKernel {
         let head_dim = p.head_dim as usize;
         let tokens = self.packet_tokens(packet);
         let mut weights = [0.0_f32; LANES];
-        let weights = weights
-            .get_mut(..tokens.end.saturating_sub(tokens.start) as usize)
-            .ok_or(FirmwareError::ArgumentOutOfRange)?;
+        let weights = prefix(
+            &mut weights,
+            tokens.end.saturating_sub(tokens.start) as usize,
+        )?;
         let first = product(u64::from(head), u64::from(p.capacity))?
             .checked_add(u64::from(tokens.start))
             .ok_or(FirmwareError::ArgumentOutOfRange)?;
-        read_floats(memory, self.workspace(self.layout.scores, first)?, weights)?;
+        self.read_workspace(memory, self.layout.scores, first, weights)?;
         let mut accumulator = [0.0_f32; MAX_HEAD_DIM as usize];
-        let accumulator = accumulator
-            .get_mut(..head_dim)
-            .ok_or(FirmwareError::ArgumentOutOfRange)?;
+        let accumulator = prefix(&mut accumulator, head_dim)?;
         let mut values = [0.0_f32; MAX_HEAD_DIM as usize];
-        let values = values
-            .get_mut(..head_dim)
-            .ok_or(FirmwareError::ArgumentOutOfRange)?;
+        let values = prefix(&mut values, head_dim)?;
         for (token, weight) in tokens.zip(weights.iter()) {
             read_floats(
                 memory,
@@ -342,11 +341,7 @@ impl OptKernel {
             accumulate_weighted(accumulator, *weight, values);
         }
         let slot = product(self.packet_index(head, packet)?, u64::from(p.head_dim))?;
-        write_floats(
-            memory,
-            self.workspace(self.layout.packet_partials, slot)?,
-            accumulator,
-        )
+        self.write_workspace(memory, self.layout.packet_partials, slot, accumulator)
     }
 
     fn execute_blocks<M: DeviceMemory>(
@@ -361,57 +356,30 @@ impl OptKernel {
         let count = packets.end.saturating_sub(packets.start) as usize;
         let first = self.packet_index(head, packets.start)?;
         let mut maxima = [0.0_f32; SOFTMAX_BLOCK_PACKETS as usize];
-        let maxima = maxima
-            .get_mut(..count)
-            .ok_or(FirmwareError::ArgumentOutOfRange)?;
-        read_floats(
-            memory,
-            self.workspace(self.layout.packet_maxima, first)?,
-            maxima,
-        )?;
+        let maxima = prefix(&mut maxima, count)?;
+        self.read_workspace(memory, self.layout.packet_maxima, first, maxima)?;
         let mut sums = [0.0_f32; SOFTMAX_BLOCK_PACKETS as usize];
-        let sums = sums
-            .get_mut(..count)
-            .ok_or(FirmwareError::ArgumentOutOfRange)?;
-        read_floats(
-            memory,
-            self.workspace(self.layout.packet_sums, first)?,
-            sums,
-        )?;
+        let sums = prefix(&mut sums, count)?;
+        self.read_workspace(memory, self.layout.packet_sums, first, sums)?;
         let mut accumulator = [0.0_f32; MAX_HEAD_DIM as usize];
-        let accumulator = accumulator
-            .get_mut(..head_dim)
-            .ok_or(FirmwareError::ArgumentOutOfRange)?;
+        let accumulator = prefix(&mut accumulator, head_dim)?;
         let mut partial = [0.0_f32; MAX_HEAD_DIM as usize];
-        let partial = partial
-            .get_mut(..head_dim)
-            .ok_or(FirmwareError::ArgumentOutOfRange)?;
+        let partial = prefix(&mut partial, head_dim)?;
         for packet in packets {
             let slot = product(self.packet_index(head, packet)?, u64::from(p.head_dim))?;
-            read_floats(
-                memory,
-                self.workspace(self.layout.packet_partials, slot)?,
-                partial,
-            )?;
+            self.read_workspace(memory, self.layout.packet_partials, slot, partial)?;
             add_into(accumulator, partial);
         }
         let index = self.block_index(head, block)?;
-        write_floats(
+        self.write_workspace(
             memory,
-            self.workspace(self.layout.block_maxima, index)?,
+            self.layout.block_maxima,
+            index,
             &[running_max(maxima)],
         )?;
-        write_floats(
-            memory,
-            self.workspace(self.layout.block_sums, index)?,
-            &[ordered_sum(sums)],
-        )?;
+        self.write_workspace(memory, self.layout.block_sums, index, &[ordered_sum(sums)])?;
         let slot = product(index, u64::from(p.head_dim))?;
-        write_floats(
-            memory,
-            self.workspace(self.layout.block_partials, slot)?,
-            accumulator,
-        )
+        self.write_workspace(memory, self.layout.block_partials, slot, accumulator)
     }
 
     fn execute_attention<M: DeviceMemory>(
@@ -424,23 +392,13 @@ impl OptKernel {
         let blocks = self.blocks as usize;
         let first = self.block_index(head, 0)?;
         let mut maxima = [0.0_f32; MAX_BLOCKS as usize];
-        let maxima = maxima
-            .get_mut(..blocks)
-            .ok_or(FirmwareError::ArgumentOutOfRange)?;
-        read_floats(
-            memory,
-            self.workspace(self.layout.block_maxima, first)?,
-            maxima,
-        )?;
+        let maxima = prefix(&mut maxima, blocks)?;
+        self.read_workspace(memory, self.layout.block_maxima, first, maxima)?;
         let mut sums = [0.0_f32; MAX_BLOCKS as usize];
-        let sums = sums
-            .get_mut(..blocks)
-            .ok_or(FirmwareError::ArgumentOutOfRange)?;
-        read_floats(memory, self.workspace(self.layout.block_sums, first)?, sums)?;
+        let sums = prefix(&mut sums, blocks)?;
+        self.read_workspace(memory, self.layout.block_sums, first, sums)?;
         let mut factors = [0.0_f32; MAX_BLOCKS as usize];
-        let factors = factors
-            .get_mut(..blocks)
-            .ok_or(FirmwareError::ArgumentOutOfRange)?;
+        let factors = prefix(&mut factors, blocks)?;
         let reciprocal = block_factors(maxima, sums, factors);
         let first_dim = product32(packet, PACKET_ELEMENTS)?;
         let mut accumulator = [0.0_f32; LANES];
@@ -449,22 +407,14 @@ impl OptKernel {
             let slot = product(self.block_index(head, block)?, u64::from(p.head_dim))?
                 .checked_add(u64::from(first_dim))
                 .ok_or(FirmwareError::ArgumentOutOfRange)?;
-            read_floats(
-                memory,
-                self.workspace(self.layout.block_partials, slot)?,
-                &mut partial,
-            )?;
+            self.read_workspace(memory, self.layout.block_partials, slot, &mut partial)?;
             accumulate_weighted(&mut accumulator, *factor, &partial);
         }
         scale(&mut accumulator, reciprocal);
         let out = product(u64::from(head), u64::from(p.head_dim))?
             .checked_add(u64::from(first_dim))
             .ok_or(FirmwareError::ArgumentOutOfRange)?;
-        write_floats(
-            memory,
-            self.workspace(self.layout.attention, out)?,
-            &accumulator,
-        )
+        self.write_workspace(memory, self.layout.attention, out, &accumulator)
     }
 
     fn execute_out_proj<M: DeviceMemory>(
@@ -487,11 +437,7 @@ impl OptKernel {
         let slot = product(u64::from(part), u64::from(p.hidden))?
             .checked_add(u64::from(first_row))
             .ok_or(FirmwareError::ArgumentOutOfRange)?;
-        write_floats(
-            memory,
-            self.workspace(self.layout.out_partials, slot)?,
-            &rows,
-        )
+        self.write_workspace(memory, self.layout.out_partials, slot, &rows)
     }
 
     fn execute_residual<M: DeviceMemory>(
@@ -502,18 +448,12 @@ impl OptKernel {
         let p = &self.parameters;
         let first = product(u64::from(packet), u64::from(PACKET_ELEMENTS))?;
         let mut parts = [[0.0_f32; LANES]; MAX_OUTPUT_SPLIT as usize];
-        let parts = parts
-            .get_mut(..p.output_split as usize)
-            .ok_or(FirmwareError::ArgumentOutOfRange)?;
+        let parts = prefix(&mut parts, p.output_split as usize)?;
         for (part, values) in (0_u64..).zip(parts.iter_mut()) {
             let slot = product(part, u64::from(p.hidden))?
                 .checked_add(first)
                 .ok_or(FirmwareError::ArgumentOutOfRange)?;
-            read_floats(
-                memory,
-                self.workspace(self.layout.out_partials, slot)?,
-                values,
-            )?;
+            self.read_workspace(memory, self.layout.out_partials, slot, values)?;
         }
         let mut bias = [0.0_f32; LANES];
         read_floats(memory, element_address(p.output_bias, first)?, &mut bias)?;
@@ -522,9 +462,7 @@ impl OptKernel {
         let mut out = [0.0_f32; LANES];
         let mut column = [0.0_f32; MAX_OUTPUT_SPLIT as usize];
         for (lane, ((out, bias), x)) in out.iter_mut().zip(bias).zip(x).enumerate() {
-            let column = column
-                .get_mut(..parts.len())
-                .ok_or(FirmwareError::ArgumentOutOfRange)?;
+            let column = prefix(&mut column, parts.len())?;
             for (value, part) in column.iter_mut().zip(parts.iter()) {
                 *value = part.get(lane).copied().unwrap_or_default();
             }
@@ -532,6 +470,16 @@ impl OptKernel {
         }
         write_floats(memory, element_address(self.result, first)?, &out)
     }
+}
+
+/// The first `length` elements of `buffer`, or `ArgumentOutOfRange` when it is shorter.
+fn prefix<T, const N: usize>(
+    buffer: &mut [T; N],
+    length: usize,
+) -> Result<&mut [T], FirmwareError> {
+    buffer
+        .get_mut(..length)
+        .ok_or(FirmwareError::ArgumentOutOfRange)
 }
 
 /// `base + 4 * index`, checked.
@@ -579,9 +527,7 @@ fn write_floats<M: DeviceMemory>(
             .len()
             .checked_mul(4)
             .ok_or(FirmwareError::ArgumentOutOfRange)?;
-        let buffer = bytes
-            .get_mut(..length)
-            .ok_or(FirmwareError::ArgumentOutOfRange)?;
+        let buffer = prefix(&mut bytes, length)?;
         for (word, value) in buffer.chunks_exact_mut(4).zip(chunk) {
             word.copy_from_slice(&value.to_le_bytes());
         }
