@@ -599,3 +599,323 @@ impl Emulator {
         hw.schedule_ccm();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DeviceConfig;
+    use cosim_link::link::{DeviceLink, LinkResponse};
+    use firmware::hal::DeviceMemory;
+    use shared_abi::command::{KernelId, LaunchMode};
+    use shared_abi::{device_map, CommandDescriptor, Status};
+    use zerocopy::IntoBytes;
+
+    /// Each tenant's logical device: 64 MiB (the firmware's scratch area takes the top).
+    const LD_BYTES: u64 = 64 << 20;
+    /// KNN shape of the tests: 4 rows of 64 `f32`, one query.
+    const ROWS: u64 = 4;
+    const DIM: u64 = 64;
+    const DATABASE: u64 = device_map::DATA_BASE.0;
+    const QUERIES: u64 = DATABASE + ROWS * DIM * 4;
+    const RESULT: u64 = QUERIES + DIM * 4;
+
+    fn device(tenants: usize, policy: SharePolicy) -> Emulator {
+        let setups = (0..tenants)
+            .map(|_| TenantSetup {
+                host_memory: Arc::new(PhysicalMemory::new(1 << 20).unwrap()),
+                dram: DeviceDram::new(LD_BYTES),
+                streaming_factor: firmware::StreamingFactor::Bytes(32),
+                out_of_order: true,
+            })
+            .collect();
+        Emulator::shared(DeviceConfig::default(), setups, policy).unwrap()
+    }
+
+    /// A BS launch of KNN over `database`, the queries and the result of the tests.
+    fn knn_launch(tag: u32, database: u64) -> CommandDescriptor {
+        CommandDescriptor {
+            kernel: KernelId::KnnDistance as u32,
+            mode: LaunchMode::BulkSynchronous as u32,
+            tag,
+            flags: 0,
+            result_address: RESULT,
+            result_length: ROWS * 4,
+            args: [database, QUERIES, ROWS | DIM << 32, 1],
+        }
+    }
+
+    /// Writes tenant `tenant`'s database (every element `value`) and a zero query.
+    fn load_knn(device: &mut Emulator, tenant: usize, value: f32) {
+        device.select(tenant);
+        let database: Vec<u8> = (0..ROWS * DIM).flat_map(|_| value.to_le_bytes()).collect();
+        device
+            .write_untimed(DeviceAddress(DATABASE), &database)
+            .unwrap();
+        device
+            .write_untimed(DeviceAddress(QUERIES), &vec![0; (DIM * 4) as usize])
+            .unwrap();
+    }
+
+    /// A host that makes its calls at its first turn and is done once every response came.
+    struct Scripted {
+        calls: Vec<Box<dyn Fn(&mut dyn DeviceLink)>>,
+        expected: usize,
+        responses: Vec<(Ticks, LinkResponse)>,
+        started: bool,
+    }
+
+    impl Scripted {
+        fn new(expected: usize, calls: Vec<Box<dyn Fn(&mut dyn DeviceLink)>>) -> Scripted {
+            Scripted {
+                calls,
+                expected,
+                responses: Vec::new(),
+                started: false,
+            }
+        }
+
+        fn store_status(&self, token: u64) -> Option<u32> {
+            self.responses.iter().find_map(|(_, r)| match r {
+                LinkResponse::StoreDone { token: t, status } if *t == token => Some(*status),
+                _ => None,
+            })
+        }
+
+        fn loaded(&self, token: u64) -> Option<&[u8]> {
+            self.responses.iter().find_map(|(_, r)| match r {
+                LinkResponse::LoadDone { token: t, data } if *t == token => Some(&data[..]),
+                _ => None,
+            })
+        }
+    }
+
+    impl HostAgent for Scripted {
+        fn deliver(&mut self, at: Ticks, response: LinkResponse) {
+            self.responses.push((at, response));
+        }
+        fn turn(&mut self, _now: Ticks, link: &mut dyn DeviceLink) -> Wake {
+            if !self.started {
+                self.started = true;
+                for call in &self.calls {
+                    call(link);
+                }
+            }
+            if self.responses.len() >= self.expected {
+                Wake::Done
+            } else {
+                Wake::OnResponse
+            }
+        }
+    }
+
+    fn f32s(bytes: &[u8]) -> Vec<f32> {
+        bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    }
+
+    /// Tenant 0 names addresses past the end of its logical device (where tenant 1's memory
+    /// would begin if the two were laid end to end in one media): a launch whose database
+    /// lies there, a synchronous store and a load. The device refuses all three; tenant 1's
+    /// memory is untouched, and the same address (DATA_BASE) names each tenant's own memory.
+    #[test]
+    fn a_tenants_descriptors_and_link_requests_cannot_reach_another_tenants_memory() {
+        let mut device = device(2, SharePolicy::RoundRobin);
+        load_knn(&mut device, 0, 1.0);
+        load_knn(&mut device, 1, 2.0);
+        let beyond = LD_BYTES + DATABASE;
+        let mut zero = Scripted::new(
+            4,
+            vec![
+                Box::new(move |link| {
+                    let launch = knn_launch(7, beyond);
+                    link.mem_store_synchronous(
+                        Ticks(0),
+                        device_map::LAUNCH_WINDOW,
+                        launch.as_bytes(),
+                        1,
+                    );
+                }),
+                Box::new(move |link| {
+                    link.mem_store_synchronous(Ticks(0), DeviceAddress(beyond), &[0xee; 8], 2)
+                }),
+                Box::new(move |link| link.mem_load(Ticks(0), DeviceAddress(beyond), 64, 8, 3)),
+                // The same device address in its own logical device: its own data.
+                Box::new(|link| link.mem_load(Ticks(0), DeviceAddress(DATABASE), 8, 8, 4)),
+            ],
+        );
+        let mut one = Scripted::new(
+            1,
+            vec![Box::new(|link| {
+                link.mem_load(Ticks(0), DeviceAddress(DATABASE), 8, 8, 5)
+            })],
+        );
+        device
+            .run_tenants(&mut [&mut zero, &mut one], Ticks::from_ns(1_000_000_000))
+            .unwrap();
+        assert_eq!(
+            zero.store_status(1),
+            Some(Status::ArgumentOutOfRange.code()),
+            "a launch naming memory past its logical device is refused"
+        );
+        assert_eq!(
+            zero.store_status(2),
+            Some(Status::DeviceMemoryFault.code()),
+            "a store past its logical device is refused"
+        );
+        assert_eq!(
+            zero.loaded(3),
+            Some(&[][..]),
+            "a load past it returns nothing"
+        );
+        assert_eq!(f32s(zero.loaded(4).unwrap()), [1.0, 1.0]);
+        assert_eq!(f32s(one.loaded(5).unwrap()), [2.0, 2.0]);
+        device.select(1);
+        let mut word = [0u8; 8];
+        device
+            .dram()
+            .read(DeviceAddress(DATABASE), &mut word)
+            .unwrap();
+        assert_eq!(f32s(&word), [2.0, 2.0], "tenant 1's memory is untouched");
+        assert!(device.dram().size() == LD_BYTES);
+    }
+
+    /// Two tenants launch at the same time on the one CCM: the arbiter runs them one after
+    /// the other (tenant 0 first at equal times), each over its own data, and each result
+    /// lands in its own logical device; the second waited for the first.
+    #[test]
+    fn two_tenants_launches_share_the_ccm_one_at_a_time_each_over_its_own_memory() {
+        let mut device = device(2, SharePolicy::RoundRobin);
+        load_knn(&mut device, 0, 1.0);
+        load_knn(&mut device, 1, 2.0);
+        let launch = |link: &mut dyn DeviceLink| {
+            link.mem_store_synchronous(
+                Ticks(0),
+                device_map::LAUNCH_WINDOW,
+                knn_launch(3, DATABASE).as_bytes(),
+                9,
+            );
+        };
+        let mut zero = Scripted::new(1, vec![Box::new(launch)]);
+        let mut one = Scripted::new(1, vec![Box::new(launch)]);
+        device
+            .run_tenants(&mut [&mut zero, &mut one], Ticks::from_ns(1_000_000_000))
+            .unwrap();
+        assert_eq!(zero.store_status(9), Some(Status::Ok.code()));
+        assert_eq!(one.store_status(9), Some(Status::Ok.code()));
+        for (tenant, expected) in [(0, DIM as f32), (1, 4.0 * DIM as f32)] {
+            device.select(tenant);
+            let mut result = [0u8; (ROWS * 4) as usize];
+            device
+                .dram()
+                .read(DeviceAddress(RESULT), &mut result)
+                .unwrap();
+            assert_eq!(
+                f32s(&result),
+                vec![expected; ROWS as usize],
+                "tenant {tenant}"
+            );
+        }
+        let (first, second) = (
+            device.tenant_figures(0).unwrap(),
+            device.tenant_figures(1).unwrap(),
+        );
+        assert_eq!((first.grants, second.grants), (1, 1));
+        assert_eq!(
+            first.ccm_wait,
+            Ticks::ZERO,
+            "tenant 0 goes first at equal times"
+        );
+        assert!(
+            second.ccm_wait > Ticks::ZERO && first.ccm_busy > Ticks::ZERO,
+            "tenant 1 waited for tenant 0's launch: {second:?} {first:?}"
+        );
+        // Tenant 1's kernel started when tenant 0's ended: its completion comes at least its
+        // own CCM time after tenant 0's.
+        let (done_zero, done_one) = (zero.responses[0].0, one.responses[0].0);
+        assert!(
+            done_one.since(done_zero) >= second.ccm_busy,
+            "{done_zero:?} {done_one:?} {second:?}"
+        );
+    }
+
+    fn launch(tag: u32) -> KernelLaunch {
+        KernelLaunch {
+            tag,
+            kernel: firmware::kernels::Kernel::Knn(
+                firmware::kernels::knn::KnnKernel::decode(&knn_launch(tag, DATABASE), LD_BYTES)
+                    .unwrap(),
+            ),
+            first_item: 0,
+            items: ROWS as u32,
+        }
+    }
+
+    /// Round-robin starts after the tenant granted last; weighted shares go to the waiting
+    /// tenant with the least CCM time per unit of weight.
+    #[test]
+    fn the_arbiter_rotates_round_robin_and_weighs_used_time_by_share() {
+        let mut sharing = Sharing::new(3, SharePolicy::RoundRobin);
+        for tenant in 0..3 {
+            sharing.current = tenant;
+            sharing.request_ccm(launch(1), Ticks::ZERO).unwrap();
+        }
+        assert_eq!(
+            sharing.request_ccm(launch(2), Ticks::ZERO),
+            Err(FirmwareError::Busy),
+            "one dispatch waits per tenant"
+        );
+        assert_eq!(sharing.pick(), Some(0));
+        sharing.last_granted = 0;
+        assert_eq!(sharing.pick(), Some(1));
+        sharing.last_granted = 2;
+        assert_eq!(sharing.pick(), Some(0));
+        let mut weighted = Sharing::new(3, SharePolicy::Weighted(vec![1, 4, 1]));
+        for tenant in 0..3 {
+            weighted.current = tenant;
+            weighted.request_ccm(launch(1), Ticks::ZERO).unwrap();
+        }
+        weighted.figures[0].ccm_busy = Ticks(100);
+        weighted.figures[1].ccm_busy = Ticks(300);
+        weighted.figures[2].ccm_busy = Ticks(90);
+        // Per unit of weight: 100, 75, 90.
+        assert_eq!(weighted.pick(), Some(1));
+        weighted.figures[1].ccm_busy = Ticks(400);
+        // 100, 100, 90.
+        assert_eq!(weighted.pick(), Some(2));
+        weighted.figures[2].ccm_busy = Ticks(100);
+        // 100, 100, 100: round-robin order from the one after tenant 2 (the last granted).
+        assert_eq!(weighted.pick(), Some(0));
+    }
+
+    #[test]
+    fn a_shared_device_takes_1_to_16_tenants_and_one_weight_each() {
+        let make = |n: usize, policy| {
+            let setups = (0..n)
+                .map(|_| TenantSetup {
+                    host_memory: Arc::new(PhysicalMemory::new(1 << 16).unwrap()),
+                    dram: DeviceDram::new(LD_BYTES),
+                    streaming_factor: firmware::StreamingFactor::Bytes(32),
+                    out_of_order: true,
+                })
+                .collect();
+            Emulator::shared(DeviceConfig::default(), setups, policy).map(|d| d.tenant_count())
+        };
+        assert_eq!(make(0, SharePolicy::RoundRobin), Err(TenantError::Count(0)));
+        assert_eq!(
+            make(17, SharePolicy::RoundRobin),
+            Err(TenantError::Count(17))
+        );
+        assert_eq!(make(16, SharePolicy::RoundRobin), Ok(16));
+        assert!(matches!(
+            make(2, SharePolicy::Weighted(vec![1])),
+            Err(TenantError::Policy(_))
+        ));
+        assert!(matches!(
+            make(2, SharePolicy::Weighted(vec![1, MAX_WEIGHT + 1])),
+            Err(TenantError::Policy(_))
+        ));
+        assert_eq!(make(2, SharePolicy::Weighted(vec![1, MAX_WEIGHT])), Ok(2));
+    }
+}
