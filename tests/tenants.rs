@@ -176,3 +176,39 @@ fn tenant_counts_and_weights_are_bounded_with_a_clear_error() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("9 workloads for at most 8 tenants"));
 }
+
+/// `axle eval --figure tenants` at small scale: a row per tenant count and polling setting;
+/// one tenant is its own run alone (slowdown 1, Jain's index 1), eight tenants slow down.
+#[test]
+fn the_tenants_figure_has_each_count_and_polling_and_one_tenant_is_alone() {
+    let out = std::env::temp_dir().join(format!("axle-tenants-figure-{}", std::process::id()));
+    let output = Command::new(env!("CARGO_BIN_EXE_axle"))
+        .args([
+            "eval", "--figure", "tenants", "--scale", "small", "--json", "--quiet",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&out);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let tables: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let rows = tables[0]["rows"].as_array().unwrap();
+    let labels: Vec<&str> = rows.iter().map(|r| r[0].as_str().unwrap()).collect();
+    assert_eq!(labels.len(), 12, "{labels:?}");
+    for polling in ["p10", "p100", "adaptive"] {
+        let row = |n: usize| {
+            rows.iter()
+                .find(|r| r[0] == format!("{n} / {polling}"))
+                .unwrap_or_else(|| panic!("no row {n} / {polling}: {labels:?}"))
+        };
+        assert_eq!(row(1)[2].as_f64(), Some(1.0), "{polling}");
+        assert_eq!(row(1)[4].as_f64(), Some(1.0), "{polling}");
+        assert!(row(8)[2].as_f64().unwrap() > 1.5, "{polling}: {:?}", row(8));
+        assert!(row(8)[4].as_f64().unwrap() < 1.0, "{polling}: {:?}", row(8));
+    }
+}
