@@ -5,7 +5,7 @@
 //! mailbox, while the media and the device's engines are shared. The emulator models a shared
 //! CCM the same way ([`Emulator::shared`]).
 //!
-//! **What each tenant has alone** (its [`TenantContext`] and [`Parked`] firmware): its device
+//! **What each tenant has alone** (its [`TenantContext`] and its own firmware, parked with it): its device
 //! memory (its LD: a segment of its own, addresses from 0 with the launch window, flow-control
 //! block, shadow descriptor, data window and firmware scratch area where the one-host device
 //! has them), its host memory (where its DMA region and rings are, and where the DMA engine
@@ -656,16 +656,19 @@ mod tests {
             .unwrap();
     }
 
+    /// One scripted link call.
+    type Call = Box<dyn Fn(&mut dyn DeviceLink)>;
+
     /// A host that makes its calls at its first turn and is done once every response came.
     struct Scripted {
-        calls: Vec<Box<dyn Fn(&mut dyn DeviceLink)>>,
+        calls: Vec<Call>,
         expected: usize,
         responses: Vec<(Ticks, LinkResponse)>,
         started: bool,
     }
 
     impl Scripted {
-        fn new(expected: usize, calls: Vec<Box<dyn Fn(&mut dyn DeviceLink)>>) -> Scripted {
+        fn new(expected: usize, calls: Vec<Call>) -> Scripted {
             Scripted {
                 calls,
                 expected,
