@@ -277,6 +277,14 @@ impl Sharing {
     }
 }
 
+/// The error of a one-host loop ([`Emulator::run`], [`Emulator::run_wall`]) started on a
+/// shared device, whose dispatches only [`Emulator::run_tenants`]' arbiter grants.
+pub(crate) fn one_host_loop_refused() -> super::CoSimError {
+    super::CoSimError::HostRequest(
+        "a device shared by several tenants runs with Emulator::run_tenants, not with a one-host loop".into(),
+    )
+}
+
 impl Emulator {
     /// A device shared by `tenants` (1 to [`MAX_TENANTS`]), each with its own logical device
     /// and host, sharing `config`'s CCM, DMA engine and link under `policy` (see the module
@@ -920,5 +928,15 @@ mod tests {
             Err(TenantError::Policy(_))
         ));
         assert_eq!(make(2, SharePolicy::Weighted(vec![1, MAX_WEIGHT])), Ok(2));
+    }
+
+    /// A shared device's dispatches wait for the arbiter of `run_tenants`: the one-host loop
+    /// refuses to run it rather than leave them waiting.
+    #[test]
+    fn a_shared_device_refuses_the_one_host_loop() {
+        let mut device = device(1, SharePolicy::RoundRobin);
+        let mut host = Scripted::new(0, Vec::new());
+        let refused = device.run(&mut host, Ticks::from_ns(1000)).unwrap_err();
+        assert!(refused.to_string().contains("run_tenants"), "{refused}");
     }
 }
