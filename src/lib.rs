@@ -8,6 +8,7 @@ pub mod eval;
 pub mod provenance;
 pub mod report;
 pub mod run;
+pub mod tenants;
 pub mod trace;
 pub mod wall;
 

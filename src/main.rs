@@ -30,6 +30,10 @@ struct Cli {
 enum Command {
     /// Run one workload under one offload mechanism.
     Run(RunArgs),
+    /// Run several workloads at once, each a tenant on its own host, sharing one emulated
+    /// device (its CCM, DMA engine and link) in one process; each tenant's figures beside the
+    /// same workload run alone (docs/tenants.md).
+    RunMany(RunManyArgs),
     /// Run the paper's evaluation (Section V, Figures 10 to 16) on the embedded emulator:
     /// tables on the terminal; CSV, JSON and SVG per figure in --out.
     Eval(EvalArgs),
@@ -163,6 +167,138 @@ struct RunArgs {
     /// In-process virtual time only.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+struct RunManyArgs {
+    /// Workloads, one per tenant (tenant 0 first; the same name twice is two tenants).
+    #[arg(required = true, num_args = 1..)]
+    workloads: Vec<String>,
+    /// Offload mechanism of every tenant.
+    #[arg(long, value_enum)]
+    mode: ModeArg,
+    /// Most tenants allowed (1 to 16: a CXL 2.0 multi-logical device has at most 16 logical
+    /// devices).
+    #[arg(long, value_name = "N", default_value_t = axle::tenants::DEFAULT_MAX_TENANTS)]
+    max_tenants: usize,
+    /// Weighted shares of the CCM's busy time, one weight (1 to 1000) per tenant, e.g. 1,2;
+    /// without it the tenants take turns round-robin, one dispatch each.
+    #[arg(long, value_name = "W1,W2,...")]
+    weights: Option<String>,
+    /// Skip the runs alone (no slowdowns, no fairness index).
+    #[arg(long)]
+    no_alone: bool,
+    /// AXLE local polling interval of every tenant (as for `axle run --poll`).
+    #[arg(long, value_name = "DURATION|adaptive")]
+    poll: Option<String>,
+    /// A TOML configuration (see `axle config`); flags override it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Real data: the directory holding the paper's inputs, or a file.
+    #[arg(long, value_name = "PATH")]
+    data: Option<PathBuf>,
+    /// Seed of generated inputs.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Input size: paper (the default) or small.
+    #[arg(long, value_name = "paper|small")]
+    scale: Option<workloads::Scale>,
+    /// Print one JSON object instead of the human report.
+    #[arg(long)]
+    json: bool,
+    /// Stop with an error when a run has not finished after this much wall time.
+    #[arg(long, value_name = "DURATION", value_parser = parse_wall_limit)]
+    wall_limit: Option<std::time::Duration>,
+}
+
+/// Most weights `--weights` takes (one per tenant).
+const MAX_WEIGHTS: usize = emulator::cosim::tenants::MAX_TENANTS;
+
+fn run_many_command(args: RunManyArgs) -> anyhow::Result<ExitCode> {
+    let mut config = match &args.config {
+        Some(path) => AxleConfig::load(path)?,
+        None => AxleConfig::default(),
+    };
+    match args.poll.as_deref() {
+        Some("adaptive") => config.host.poll_policy = host_runtime::PollPolicy::Adaptive,
+        Some("oracle") => {
+            anyhow::bail!("--poll oracle is a study of one run; run-many cannot take it")
+        }
+        Some(poll) => {
+            config.host.poll_interval_ns = parse_duration_ns(poll).context("--poll")?;
+            config.host.poll_policy = host_runtime::PollPolicy::Fixed;
+        }
+        None => {}
+    }
+    if let Some(seed) = args.seed {
+        config.workload.seed = seed;
+    }
+    if let Some(scale) = args.scale {
+        config.workload.scale = scale;
+    }
+    config.validate()?;
+    let policy = match &args.weights {
+        None => emulator::cosim::tenants::SharePolicy::RoundRobin,
+        Some(list) => {
+            let items: Vec<&str> = list.split(',').collect();
+            if items.len() > MAX_WEIGHTS {
+                anyhow::bail!(
+                    "--weights has {} weights; at most {MAX_WEIGHTS} (one per tenant)",
+                    items.len()
+                );
+            }
+            let weights = items
+                .iter()
+                .map(|w| {
+                    w.trim()
+                        .parse::<u32>()
+                        .map_err(|_| anyhow::anyhow!("--weights: {w:?} is not a whole number"))
+                })
+                .collect::<anyhow::Result<Vec<u32>>>()?;
+            emulator::cosim::tenants::SharePolicy::Weighted(weights)
+        }
+    };
+    let request = axle::tenants::ManyRequest {
+        workloads: args.workloads.clone(),
+        mode: match args.mode {
+            ModeArg::Rp => Mode::Rp,
+            ModeArg::Bs => Mode::Bs,
+            ModeArg::Axle => Mode::Axle,
+            ModeArg::AxleIrq => Mode::AxleIrq,
+        },
+        config,
+        data: args.data.clone(),
+        wall_limit: args.wall_limit,
+        policy,
+        max_tenants: args.max_tenants,
+        alone: !args.no_alone,
+    };
+    // The count is bounded before any workload is built.
+    request.check()?;
+    for name in &request.workloads {
+        if !workloads::names().contains(&name.as_str()) {
+            anyhow::bail!(
+                "unknown workload `{name}`; valid names: {}",
+                workloads::names().join(", ")
+            );
+        }
+    }
+    let report = axle::tenants::run_many(&request)?;
+    if args.json {
+        axle::write_stdout(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
+    } else {
+        axle::write_stdout(&axle::tenants::human(&report))?;
+    }
+    if !report.verified {
+        for tenant in report.tenants.iter().filter(|t| !t.shared.verified) {
+            eprintln!(
+                "error: tenant {} ({}) produced a wrong answer: {}",
+                tenant.tenant, tenant.shared.workload, tenant.shared.verification
+            );
+        }
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(clap::Args, Debug)]
@@ -635,6 +771,7 @@ fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level)).init();
     let result = match cli.command {
         Command::Run(args) => run_command(args),
+        Command::RunMany(args) => run_many_command(args),
         Command::Emu(args) => emu_command(args),
         Command::Eval(args) => eval_command(args),
         Command::Bench(args) => axle::bench::command(args),

@@ -66,7 +66,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Virtual-time limit of a run: far beyond any workload, so hitting it means a bug.
-const VIRTUAL_TIME_LIMIT: Ticks = Ticks::from_ns(VIRTUAL_TIME_LIMIT_NS);
+pub(crate) const VIRTUAL_TIME_LIMIT: Ticks = Ticks::from_ns(VIRTUAL_TIME_LIMIT_NS);
 
 /// The wall-time budget of a run at `scale` unless `--wall-limit` says otherwise: 10 minutes
 /// at paper scale (the longest paper-scale run, OPT-2.7B, takes 3.5 s on the idle 2-core
@@ -181,7 +181,7 @@ impl RunRequest {
 /// budget is spent, the next turn says the host is done (which ends the co-simulation loop,
 /// in-process or across the socket) and [`WallBudget::overrun`] says by how much
 /// ([`RunFailure::WallBudget`]).
-struct WallBudget<'r, 'a> {
+pub(crate) struct WallBudget<'r, 'a> {
     runtime: &'r mut Runtime<'a>,
     started: Instant,
     limit: Duration,
@@ -193,7 +193,7 @@ struct WallBudget<'r, 'a> {
 }
 
 impl<'r, 'a> WallBudget<'r, 'a> {
-    fn new(runtime: &'r mut Runtime<'a>, limit: Duration) -> Self {
+    pub(crate) fn new(runtime: &'r mut Runtime<'a>, limit: Duration) -> Self {
         WallBudget {
             runtime,
             started: Instant::now(),
@@ -217,7 +217,7 @@ impl<'r, 'a> WallBudget<'r, 'a> {
     }
 
     /// The error of a run stopped by the budget, if it was.
-    fn overrun(&self) -> Option<RunFailure> {
+    pub(crate) fn overrun(&self) -> Option<RunFailure> {
         let (elapsed, at) = self.overrun?;
         Some(RunFailure::WallBudget {
             elapsed,
@@ -337,12 +337,12 @@ impl AttachTarget {
 }
 
 /// Everything of a run that does not depend on where the emulator runs.
-struct Prepared {
-    app: Box<dyn host_runtime::app::Application>,
+pub(crate) struct Prepared {
+    pub(crate) app: Box<dyn host_runtime::app::Application>,
     layout: Option<RingLayout>,
-    host_bytes: u64,
+    pub(crate) host_bytes: u64,
     /// The device configuration, with device memory grown to what the workload needs.
-    device: emulator::DeviceConfig,
+    pub(crate) device: emulator::DeviceConfig,
 }
 
 /// Device memory beyond a workload's data: the register windows below `DATA_BASE`, the
@@ -350,7 +350,7 @@ struct Prepared {
 const DEVICE_MEMORY_MARGIN_MIB: u64 = 64;
 
 /// Validates the configuration, builds the workload and sizes host memory and the rings.
-fn prepare(request: &RunRequest) -> anyhow::Result<Prepared> {
+pub(crate) fn prepare(request: &RunRequest) -> anyhow::Result<Prepared> {
     let config = &request.config;
     config.validate()?;
     config.check_workload(&request.workload)?;
@@ -399,7 +399,7 @@ fn prepare(request: &RunRequest) -> anyhow::Result<Prepared> {
 
 impl Prepared {
     /// The AXLE ring in `memory` (the driver's DMA region), for the streaming modes.
-    fn ring(&self, memory: &Arc<PhysicalMemory>) -> anyhow::Result<Option<AxleRing>> {
+    pub(crate) fn ring(&self, memory: &Arc<PhysicalMemory>) -> anyhow::Result<Option<AxleRing>> {
         let Some(layout) = self.layout else {
             return Ok(None);
         };
@@ -420,14 +420,31 @@ impl Prepared {
         ring: Option<AxleRing>,
         drive: impl FnOnce(&mut Runtime<'_>) -> anyhow::Result<(Result<(), RunFailure>, DeviceMetrics)>,
     ) -> anyhow::Result<RunReport> {
-        let config = &request.config;
         let (measured, failure, (cosim, device_metrics)) = {
-            let mut runtime =
-                Runtime::new(request.mode, config.host.clone(), self.app.as_mut(), ring);
+            let mut runtime = Runtime::new(
+                request.mode,
+                request.config.host.clone(),
+                self.app.as_mut(),
+                ring,
+            );
             let driven = drive(&mut runtime)
                 .with_context(|| format!("{} in mode {}", request.workload, request.mode.name()))?;
             (runtime.measurements(), runtime.failure().cloned(), driven)
         };
+        self.report(request, &measured, failure, cosim, &device_metrics)
+    }
+
+    /// Checks a finished run (a failure is a [`RunFailed`]) and assembles its report: the
+    /// host's measurements and failure, the co-simulation's outcome, the device's metrics.
+    pub(crate) fn report(
+        &mut self,
+        request: &RunRequest,
+        measured: &host_runtime::HostMeasurements,
+        failure: Option<host_runtime::RuntimeError>,
+        cosim: Result<(), RunFailure>,
+        device_metrics: &DeviceMetrics,
+    ) -> anyhow::Result<RunReport> {
+        let config = &request.config;
         let failed = |failure| RunFailed {
             workload: request.workload.clone(),
             mode: request.mode,
@@ -447,7 +464,7 @@ impl Prepared {
             dma_requests: device_metrics.dma_requests,
             head_reads: device_metrics.head_reads,
         };
-        let metrics = RunMetrics::assemble(request.mode.streams(), &measured, &figures);
+        let metrics = RunMetrics::assemble(request.mode.streams(), measured, &figures);
         let verification = self.app.verify();
         Ok(RunReport {
             workload: request.workload.clone(),
@@ -469,7 +486,7 @@ impl Prepared {
 }
 
 /// Untimed set-up into the in-process emulator.
-struct Loader<'a> {
+pub(crate) struct Loader<'a> {
     emulator: &'a mut Emulator,
     /// Whether the emulator's memory is a view of an image holding the load's bytes.
     preloaded: bool,
@@ -480,7 +497,7 @@ struct Loader<'a> {
 impl Loader<'_> {
     /// Loads `app` into `emulator` (`preloaded`: whose memory already holds the load's
     /// bytes); returns the allocations it made.
-    fn load(
+    pub(crate) fn load(
         app: &mut dyn host_runtime::app::Application,
         emulator: &mut Emulator,
         preloaded: bool,

@@ -145,6 +145,10 @@ pub struct Hardware {
     pub host_in_flight: HostInFlight,
     /// What the simulator itself did (events, host turns, link calls).
     pub counts: crate::cosim::SimulatorCounts,
+    /// Several tenants share the device ([`crate::cosim::tenants`]): the arbiter in front of
+    /// the CCM and the tenants waiting for a DMA channel. `None` (one host, every run but
+    /// `axle run-many`'s) leaves every path exactly as it was.
+    pub sharing: Option<Box<crate::cosim::tenants::Sharing>>,
 }
 
 /// The host's link requests in flight: sent and not yet handled by the device, or (a load) whose
@@ -171,7 +175,7 @@ impl HostInFlight {
 
 impl Hardware {
     /// Moves the CCM's wake requests into the event queue.
-    fn schedule_ccm(&mut self) {
+    pub(crate) fn schedule_ccm(&mut self) {
         for at in self.ccm.take_wakes() {
             self.queue.push(at, Event::CcmWake);
         }
@@ -396,6 +400,11 @@ impl DeviceAtomics for Hardware {
 impl DmaEngine for Hardware {
     fn submit(&mut self, request: DmaRequest) -> Result<DmaTag, DmaError> {
         if !self.dma.has_room() {
+            if let Some(sharing) = self.sharing.as_deref_mut() {
+                // Another tenant's requests may hold every channel: this tenant's firmware is
+                // stepped again when one frees ([`crate::cosim::tenants`]).
+                sharing.wait_for_dma();
+            }
             return Err(DmaError::QueueFull);
         }
         let (tag, prepared_at) = self
@@ -416,6 +425,11 @@ impl DmaEngine for Hardware {
 
 impl ComputeUnits for Hardware {
     fn dispatch(&mut self, launch: KernelLaunch) -> Result<(), FirmwareError> {
+        if let Some(sharing) = self.sharing.as_deref_mut() {
+            // Shared: the launch waits for the arbiter, which gives the CCM to one tenant's
+            // dispatch at a time ([`crate::cosim::tenants`]).
+            return sharing.request_ccm(launch, self.now);
+        }
         if self.ccm.is_running() {
             return Err(FirmwareError::Busy);
         }
@@ -536,6 +550,7 @@ mod tests {
             trace: None,
             host_in_flight: Default::default(),
             counts: Default::default(),
+            sharing: None,
             config,
         }
     }

@@ -37,9 +37,11 @@
 //! | `wall_clock` | [`Emulator::run_wall`], the device thread of a wall-clock run |
 //! | `events` | what each device event does (shared by both loops) |
 //! | `port` | `LinkPort`, the host's link calls becoming timed events, and their bounds |
+//! | [`tenants`] | several hosts sharing one device: per-tenant contexts, the CCM's arbiter, [`Emulator::run_tenants`] |
 
 mod events;
 mod port;
+pub mod tenants;
 mod virtual_time;
 mod wall_clock;
 
@@ -137,10 +139,15 @@ pub struct DeviceMetrics {
 #[derive(Debug)]
 pub struct Emulator {
     hardware: Hardware,
-    firmware: Firmware,
+    /// Boxed so that switching tenants ([`tenants`]) moves a pointer, not the firmware's
+    /// shadow table.
+    firmware: Box<Firmware>,
     /// Device data memory for untimed set-up (the same allocator an attached host runs over
     /// [`Emulator::data_window`]).
     allocator: DataAllocator,
+    /// The other tenants of a shared device, parked while the current one's context is in
+    /// `hardware` ([`tenants`]); empty with one host.
+    tenants: Vec<Option<tenants::Parked>>,
 }
 
 impl Emulator {
@@ -174,11 +181,11 @@ impl Emulator {
         let scratch_probe = ScratchLayout::new(DeviceAddress(0), CHUNK_CAPACITY);
         let scratch_base = size.saturating_sub(scratch_probe.bytes()) & !0xfff;
         let scratch = ScratchLayout::new(DeviceAddress(scratch_base), CHUNK_CAPACITY);
-        let firmware = Firmware::new(FirmwareConfig {
+        let firmware = Box::new(Firmware::new(FirmwareConfig {
             scratch,
             streaming_factor,
             out_of_order,
-        });
+        }));
         let hardware = Hardware {
             now: Ticks::ZERO,
             queue: EventQueue::default(),
@@ -198,6 +205,7 @@ impl Emulator {
             trace: None,
             host_in_flight: Default::default(),
             counts: Default::default(),
+            sharing: None,
             dram,
             config,
         };
@@ -205,6 +213,7 @@ impl Emulator {
             hardware,
             firmware,
             allocator: DataAllocator::new(device_map::DATA_BASE, DeviceAddress(scratch_base)),
+            tenants: Vec::new(),
         }
     }
 

@@ -7,7 +7,11 @@ use shared_abi::Ticks;
 
 impl Emulator {
     /// Runs the device and `host` together until the host is done. `limit` bounds virtual time.
+    /// A device shared by several tenants runs with [`Emulator::run_tenants`] only.
     pub fn run(&mut self, host: &mut dyn HostAgent, limit: Ticks) -> Result<(), CoSimError> {
+        if self.hardware.sharing.is_some() {
+            return Err(super::tenants::one_host_loop_refused());
+        }
         let mut wake = Wake::At(self.hardware.now);
         loop {
             let host_at = match wake {

@@ -31,6 +31,10 @@ impl Emulator {
         mut stall: Option<cosim_link::jitter::Jitter>,
     ) -> Result<(), CoSimError> {
         use cosim_link::turn::decode_host_turn;
+        if self.hardware.sharing.is_some() {
+            // Several tenants run in virtual time only (`Emulator::run_tenants`).
+            return Err(super::tenants::one_host_loop_refused());
+        }
         let gone = |error: cosim_link::wall::WallError| CoSimError::Host(error.to_string());
         let mut host = cosim_link::wall::HostWait::new();
         let mut arrived = None;

@@ -10,6 +10,13 @@
 //! insertion order), so the FIFO changes the cost of an event, never the order. The heap holds
 //! small keys (time, sequence, slot); the events themselves wait in a slab of reused slots, so
 //! a push or pop moves 24 bytes per heap level instead of a whole event.
+//!
+//! **Owners.** A device shared by several tenants (`crate::cosim::tenants`) runs each event in
+//! the context of the tenant it belongs to. Every push is stamped with the queue's current
+//! owner ([`EventQueue::set_owner`], 0 unless the emulator serves several tenants) and
+//! [`EventQueue::popped_owner`] tells whose the last popped event was, so the code that
+//! pushes events (the HAL, the link port) needs no tenant argument: an event belongs to the
+//! tenant in whose context it was scheduled. The owner never decides an order.
 
 use shared_abi::Ticks;
 use std::cmp::Reverse;
@@ -19,6 +26,7 @@ use std::collections::{BinaryHeap, VecDeque};
 struct Entry<E> {
     at: Ticks,
     sequence: u64,
+    owner: u8,
     event: E,
 }
 
@@ -31,13 +39,17 @@ type Key = Reverse<(u64, u64, u32)>;
 #[derive(Debug)]
 pub struct EventQueue<E> {
     heap: BinaryHeap<Key>,
-    /// The events of the heap's entries, by slot; `None`: a free slot.
-    slab: Vec<Option<E>>,
+    /// The events of the heap's entries and their owners, by slot; `None`: a free slot.
+    slab: Vec<Option<(u8, E)>>,
     /// Free slots of `slab`.
     free: Vec<u32>,
     /// Events pushed in time order (times never decrease from front to back).
     in_order: VecDeque<Entry<E>>,
     next_sequence: u64,
+    /// The owner stamped on every push.
+    owner: u8,
+    /// The owner of the event popped last.
+    popped_owner: u8,
 }
 
 impl<E> Default for EventQueue<E> {
@@ -48,11 +60,23 @@ impl<E> Default for EventQueue<E> {
             free: Vec::new(),
             in_order: VecDeque::new(),
             next_sequence: 0,
+            owner: 0,
+            popped_owner: 0,
         }
     }
 }
 
 impl<E> EventQueue<E> {
+    /// Stamps the events pushed from now on as `owner`'s (see "Owners" in the module docs).
+    pub fn set_owner(&mut self, owner: u8) {
+        self.owner = owner;
+    }
+
+    /// The owner of the event [`EventQueue::pop`] returned last.
+    pub fn popped_owner(&self) -> u8 {
+        self.popped_owner
+    }
+
     /// Schedules `event` at `at`.
     pub fn push(&mut self, at: Ticks, event: E) {
         let sequence = self.next_sequence;
@@ -60,14 +84,14 @@ impl<E> EventQueue<E> {
         let slot = match self.free.pop() {
             Some(slot) => {
                 if let Some(free) = self.slab.get_mut(slot as usize) {
-                    *free = Some(event);
+                    *free = Some((self.owner, event));
                 }
                 slot
             }
             None => {
                 // More than 2^32 events waiting at once cannot fit in memory anyway.
                 let slot = u32::try_from(self.slab.len()).unwrap_or(u32::MAX);
-                self.slab.push(Some(event));
+                self.slab.push(Some((self.owner, event)));
                 slot
             }
         };
@@ -87,6 +111,7 @@ impl<E> EventQueue<E> {
         self.in_order.push_back(Entry {
             at,
             sequence,
+            owner: self.owner,
             event,
         });
     }
@@ -114,14 +139,15 @@ impl<E> EventQueue<E> {
     /// Removes the earliest event.
     pub fn pop(&mut self) -> Option<(Ticks, E)> {
         match self.earliest_in_order()? {
-            true => self
-                .in_order
-                .pop_front()
-                .map(|entry| (entry.at, entry.event)),
+            true => self.in_order.pop_front().map(|entry| {
+                self.popped_owner = entry.owner;
+                (entry.at, entry.event)
+            }),
             false => {
                 let Reverse((at, _, slot)) = self.heap.pop()?;
-                let event = self.slab.get_mut(slot as usize)?.take()?;
+                let (owner, event) = self.slab.get_mut(slot as usize)?.take()?;
                 self.free.push(slot);
+                self.popped_owner = owner;
                 Some((Ticks(at), event))
             }
         }
@@ -152,6 +178,30 @@ mod tests {
         assert_eq!(queue.pop(), Some((Ticks(5), "b")));
         assert_eq!(queue.pop(), Some((Ticks(5), "c")));
         assert_eq!(queue.pop(), None);
+    }
+
+    #[test]
+    fn each_event_leaves_with_the_owner_stamped_when_it_was_pushed() {
+        let mut queue = EventQueue::default();
+        queue.push(Ticks(5), "zero's");
+        queue.set_owner(3);
+        queue.push(Ticks(1), "three's");
+        queue.push_in_order(Ticks(7), "three's landing");
+        queue.set_owner(1);
+        queue.push(Ticks(6), "one's");
+        let mut seen = Vec::new();
+        while let Some((_, event)) = queue.pop() {
+            seen.push((event, queue.popped_owner()));
+        }
+        assert_eq!(
+            seen,
+            [
+                ("three's", 3),
+                ("zero's", 0),
+                ("one's", 1),
+                ("three's landing", 3)
+            ]
+        );
     }
 
     #[test]

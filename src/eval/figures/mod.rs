@@ -19,6 +19,7 @@ mod idle;
 mod parameters;
 mod runtime;
 mod stall;
+pub mod tenants;
 
 use super::plot::BarChart;
 use super::sweep::{Point, Results};
@@ -77,6 +78,8 @@ pub enum Figure {
     F16,
     /// Not the paper's: adaptive polling and `--no-deadlock` ([`beyond`]). Only by name.
     Beyond,
+    /// Not the paper's: several tenants on one device ([`tenants`]). Only by name.
+    Tenants,
 }
 
 impl Figure {
@@ -95,7 +98,7 @@ impl Figure {
     /// anchors use [`Figure::name`]).
     pub fn number(self) -> u32 {
         match self {
-            Figure::Beyond => 0,
+            Figure::Beyond | Figure::Tenants => 0,
             Figure::F10 => 10,
             Figure::F11 => 11,
             Figure::F12 => 12,
@@ -110,6 +113,7 @@ impl Figure {
     pub fn name(self) -> String {
         match self {
             Figure::Beyond => "beyond".to_owned(),
+            Figure::Tenants => "tenants".to_owned(),
             figure => figure.number().to_string(),
         }
     }
@@ -118,6 +122,7 @@ impl Figure {
     pub fn stem(self) -> String {
         match self {
             Figure::Beyond => "beyond".to_owned(),
+            Figure::Tenants => "tenants".to_owned(),
             figure => format!("fig{}", figure.number()),
         }
     }
@@ -126,6 +131,7 @@ impl Figure {
     pub fn heading(self) -> String {
         match self {
             Figure::Beyond => "Beyond the paper".to_owned(),
+            Figure::Tenants => "Tenants".to_owned(),
             figure => format!("Figure {}", figure.number()),
         }
     }
@@ -134,6 +140,7 @@ impl Figure {
     pub fn json_id(self) -> serde_json::Value {
         match self {
             Figure::Beyond => serde_json::Value::from("beyond"),
+            Figure::Tenants => serde_json::Value::from("tenants"),
             figure => serde_json::Value::from(figure.number()),
         }
     }
@@ -151,12 +158,16 @@ impl Figure {
                 figures.push(Figure::Beyond);
                 continue;
             }
+            if part == "tenants" {
+                figures.push(Figure::Tenants);
+                continue;
+            }
             let figure = Figure::ALL
                 .into_iter()
                 .find(|figure| figure.number().to_string() == part)
                 .ok_or_else(|| {
                     anyhow::anyhow!(
-                        "--figure {part}: expected 10 to 16, all or beyond (or a list: 10,12)"
+                        "--figure {part}: expected 10 to 16, all, beyond or tenants (or a list: 10,12)"
                     )
                 })?;
             figures.push(figure);
@@ -221,6 +232,8 @@ impl Figure {
                 }
             }
             Figure::Beyond => points.extend(beyond::points(base, workloads)),
+            // Its shared runs are made when it is assembled ([`tenants`]).
+            Figure::Tenants => {}
         }
         points
     }
@@ -241,6 +254,7 @@ impl Figure {
             Figure::F15 => parameters::figure15(base, workloads, results),
             Figure::F16 => parameters::figure16(base, workloads, results),
             Figure::Beyond => beyond::figure(base, workloads, results),
+            Figure::Tenants => tenants::figure(base, workloads),
         }
     }
 }

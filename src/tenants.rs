@@ -1,0 +1,376 @@
+//! `axle run-many`: several tenants, each a workload on its own host, sharing one emulated
+//! device in one process ([`emulator::cosim::tenants`]), in the same virtual time.
+//!
+//! Each tenant is prepared as `axle run` prepares its workload (its own host memory, DMA
+//! region and rings, its own logical device with its data set), and runs its own host
+//! runtime; the device shares its CCM, DMA engine and link among them under a
+//! [`SharePolicy`]. Every tenant's answer is verified, and its figures are reported beside
+//! those of the same workload run alone (`axle run`, the same request): its slowdown is its
+//! end-to-end time shared over its end-to-end time alone. Jain's fairness index is taken over
+//! the tenants' progress rates (alone over shared).
+//!
+//! Everything is virtual time: the same command prints the same numbers.
+
+use crate::config::AxleConfig;
+use crate::run::{
+    prepare, run, Loader, Prepared, RunFailed, RunFailure, RunReport, RunRequest, WallBudget,
+    VIRTUAL_TIME_LIMIT,
+};
+use anyhow::Context;
+use cosim_link::link::HostAgent;
+use emulator::cosim::tenants::{SharePolicy, TenantSetup, MAX_TENANTS};
+use emulator::Emulator;
+use host_driver::phys::PhysicalMemory;
+use host_driver::sync::Arc;
+use host_runtime::{Mode, Runtime};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `axle run-many --max-tenants`' default.
+pub const DEFAULT_MAX_TENANTS: usize = 8;
+
+/// What to run: several workloads, one per tenant, in one mode.
+#[derive(Clone, Debug)]
+pub struct ManyRequest {
+    /// One workload per tenant (tenant `i` runs `workloads[i]`).
+    pub workloads: Vec<String>,
+    /// Mechanism of every tenant.
+    pub mode: Mode,
+    /// Parameters of every tenant.
+    pub config: AxleConfig,
+    /// Real data directory (or file), if any.
+    pub data: Option<PathBuf>,
+    /// Wall-time budget of each run (`None`: the scale's default).
+    pub wall_limit: Option<Duration>,
+    /// How the device shares its CCM.
+    pub policy: SharePolicy,
+    /// Most tenants this request may have (`--max-tenants`, at most [`MAX_TENANTS`]).
+    pub max_tenants: usize,
+    /// Also run each workload alone, for the slowdowns.
+    pub alone: bool,
+}
+
+impl ManyRequest {
+    /// Checks the tenant count against `--max-tenants` and the device's limit, and the
+    /// policy.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if self.max_tenants == 0 || self.max_tenants > MAX_TENANTS {
+            anyhow::bail!(
+                "--max-tenants {}: it must be 1 to {MAX_TENANTS} (a CXL 2.0 multi-logical device has at most 16 logical devices)",
+                self.max_tenants
+            );
+        }
+        let tenants = self.workloads.len();
+        if tenants == 0 {
+            anyhow::bail!("run-many needs at least one workload");
+        }
+        if tenants > self.max_tenants {
+            anyhow::bail!(
+                "{tenants} workloads for at most {} tenants (--max-tenants {}); raise --max-tenants (at most {MAX_TENANTS})",
+                self.max_tenants,
+                self.max_tenants
+            );
+        }
+        self.policy
+            .check(tenants)
+            .map_err(|error| anyhow::anyhow!("--weights: {error}"))?;
+        Ok(())
+    }
+
+    /// Tenant `tenant`'s request, as `axle run` would make it.
+    pub fn request(&self, tenant: usize) -> RunRequest {
+        RunRequest {
+            workload: self.workloads.get(tenant).cloned().unwrap_or_default(),
+            mode: self.mode,
+            config: self.config.clone(),
+            data: self.data.clone(),
+            wall_limit: self.wall_limit,
+        }
+    }
+}
+
+/// One tenant of a shared run.
+#[derive(Clone, Debug, Serialize)]
+pub struct TenantReport {
+    /// Its index (its turn order at equal times).
+    pub tenant: usize,
+    /// Its run on the shared device (figures: its own, the CCM's and DMA's while serving it).
+    pub shared: RunReport,
+    /// End-to-end time of the same request run alone (`axle run`), if it was run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alone_end_to_end_ns: Option<u64>,
+    /// Shared end-to-end time over alone end-to-end time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slowdown: Option<f64>,
+    /// Dispatches the CCM's arbiter granted it.
+    pub ccm_grants: u64,
+    /// Time its dispatches waited for the CCM.
+    pub ccm_wait_ns: u64,
+}
+
+/// What `axle run-many` produced.
+#[derive(Clone, Debug, Serialize)]
+pub struct ManyReport {
+    /// Mechanism.
+    pub mode: String,
+    /// The CCM's share policy: `round-robin` or `weighted 1,2,...`.
+    pub policy: String,
+    /// Every tenant's figures, by tenant.
+    pub tenants: Vec<TenantReport>,
+    /// When the last tenant finished (the tenants all start at 0).
+    pub makespan_ns: u64,
+    /// CCM busy time of the whole device.
+    pub ccm_busy_ns: u64,
+    /// DMA busy time (union) of the whole device.
+    pub dma_busy_ns: u64,
+    /// CCM busy over the makespan.
+    pub ccm_utilisation: f64,
+    /// Jain's fairness index of the tenants' progress rates (alone / shared), when they ran
+    /// alone too: 1 when every tenant slowed down equally, 1/n at worst.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jain_fairness: Option<f64>,
+    /// Whether every tenant's answer verified.
+    pub verified: bool,
+    /// What the simulator did (the whole device).
+    pub simulator: emulator::SimulatorCounts,
+}
+
+/// The policy's name as reported.
+fn policy_name(policy: &SharePolicy) -> String {
+    match policy {
+        SharePolicy::RoundRobin => "round-robin".into(),
+        SharePolicy::Weighted(weights) => format!(
+            "weighted {}",
+            weights
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+    }
+}
+
+/// Jain's fairness index of `rates`: (Σx)² / (n Σx²).
+pub fn jain(rates: &[f64]) -> Option<f64> {
+    let n = rates.len() as f64;
+    let sum: f64 = rates.iter().sum();
+    let squares: f64 = rates.iter().map(|x| x * x).sum();
+    (squares > 0.0).then(|| sum * sum / (n * squares))
+}
+
+/// Runs `request`'s tenants together on one device (and each alone, if asked).
+pub fn run_many(request: &ManyRequest) -> anyhow::Result<ManyReport> {
+    request.check()?;
+    let tenants = request.workloads.len();
+    let requests: Vec<RunRequest> = (0..tenants).map(|t| request.request(t)).collect();
+    for (tenant, one) in requests.iter().enumerate() {
+        if one.config.host.poll_policy == host_runtime::PollPolicy::Oracle {
+            anyhow::bail!(
+                "tenant {tenant}: --poll oracle is a study of one run; run-many cannot take it"
+            );
+        }
+    }
+    // Each tenant prepared as `axle run` prepares it: its workload, host memory and ring,
+    // its logical device sized for its data set.
+    let mut prepared: Vec<Prepared> = Vec::with_capacity(tenants);
+    let mut rings = Vec::with_capacity(tenants);
+    let mut setups = Vec::with_capacity(tenants);
+    for (tenant, one) in requests.iter().enumerate() {
+        let tenant_prepared =
+            prepare(one).with_context(|| format!("tenant {tenant} ({})", one.workload))?;
+        let memory = Arc::new(
+            PhysicalMemory::new(tenant_prepared.host_bytes)
+                .with_context(|| format!("tenant {tenant}: host memory"))?,
+        );
+        rings.push(tenant_prepared.ring(&memory)?);
+        let bytes = Emulator::device_memory_bytes(&tenant_prepared.device);
+        setups.push(TenantSetup {
+            host_memory: memory,
+            dram: emulator::dram::DeviceDram::new(bytes),
+            streaming_factor: one.config.streaming_factor()?,
+            out_of_order: one.config.axle.out_of_order,
+        });
+        prepared.push(tenant_prepared);
+    }
+    // The shared parts (CCM, DMA engine, link) are tenant 0's configuration's; every tenant
+    // has the same one but for its memory's size.
+    let device_config = prepared
+        .first()
+        .map(|p| p.device.clone())
+        .context("no tenant")?;
+    let mut device = Emulator::shared(device_config, setups, request.policy.clone())?;
+    for (tenant, tenant_prepared) in prepared.iter_mut().enumerate() {
+        device.select(tenant);
+        Loader::load(tenant_prepared.app.as_mut(), &mut device, false)
+            .with_context(|| format!("tenant {tenant}"))?;
+    }
+    let limit = requests
+        .first()
+        .map(RunRequest::wall_limit)
+        .unwrap_or_default();
+    // Every tenant's host runtime, driven together.
+    let (outcomes, cosim) = {
+        let mut runtimes: Vec<Runtime<'_>> = prepared
+            .iter_mut()
+            .zip(rings)
+            .zip(&requests)
+            .map(|((p, ring), one)| {
+                Runtime::new(one.mode, one.config.host.clone(), p.app.as_mut(), ring)
+            })
+            .collect();
+        let (overruns, cosim) = {
+            let mut budgets: Vec<WallBudget<'_, '_>> = runtimes
+                .iter_mut()
+                .map(|runtime| WallBudget::new(runtime, limit))
+                .collect();
+            let mut hosts: Vec<&mut dyn HostAgent> = budgets
+                .iter_mut()
+                .map(|budget| budget as &mut dyn HostAgent)
+                .collect();
+            let cosim = device.run_tenants(&mut hosts, VIRTUAL_TIME_LIMIT);
+            drop(hosts);
+            let overruns: Vec<Option<RunFailure>> =
+                budgets.iter().map(WallBudget::overrun).collect();
+            (overruns, cosim)
+        };
+        let outcomes: Vec<_> = runtimes
+            .iter()
+            .zip(overruns)
+            .map(|(runtime, overrun)| (runtime.measurements(), runtime.failure().cloned(), overrun))
+            .collect();
+        (outcomes, cosim)
+    };
+    let whole = device.metrics();
+    let mut reports = Vec::with_capacity(tenants);
+    for (tenant, ((tenant_prepared, one), (measured, failure, overrun))) in
+        prepared.iter_mut().zip(&requests).zip(outcomes).enumerate()
+    {
+        let metrics = device.tenant_metrics(tenant);
+        let figures = device.tenant_figures(tenant).unwrap_or_default();
+        let outcome = match (&cosim, overrun) {
+            (_, Some(overrun)) => Err(overrun),
+            (Err(error), None) => Err(RunFailure::CoSim(error.clone())),
+            (Ok(()), None) => Ok(()),
+        };
+        let mut report = tenant_prepared
+            .report(one, &measured, failure, outcome, &metrics)
+            .map_err(|error| match error.downcast::<RunFailed>() {
+                Ok(failed) => anyhow::anyhow!("tenant {tenant}: {failed}"),
+                Err(error) => error.context(format!("tenant {tenant}")),
+            })?;
+        report.simulator = whole.simulator;
+        reports.push(TenantReport {
+            tenant,
+            shared: report,
+            alone_end_to_end_ns: None,
+            slowdown: None,
+            ccm_grants: figures.grants,
+            ccm_wait_ns: figures.ccm_wait.as_ns(),
+        });
+    }
+    drop(device);
+    drop(prepared);
+    let mut jain_fairness = None;
+    if request.alone {
+        // Each distinct workload once, alone: the same request `axle run` makes.
+        let mut alone: Vec<(String, u64)> = Vec::new();
+        for one in &requests {
+            if alone.iter().any(|(name, _)| *name == one.workload) {
+                continue;
+            }
+            let report = run(one).with_context(|| format!("{} alone", one.workload))?;
+            alone.push((one.workload.clone(), report.metrics.end_to_end_ns));
+        }
+        let mut rates = Vec::with_capacity(tenants);
+        for tenant in &mut reports {
+            let Some((_, ns)) = alone
+                .iter()
+                .find(|(name, _)| *name == tenant.shared.workload)
+            else {
+                continue;
+            };
+            tenant.alone_end_to_end_ns = Some(*ns);
+            let shared = tenant.shared.metrics.end_to_end_ns;
+            if *ns > 0 && shared > 0 {
+                tenant.slowdown = Some(shared as f64 / *ns as f64);
+                rates.push(*ns as f64 / shared as f64);
+            }
+        }
+        jain_fairness = jain(&rates);
+    }
+    let makespan_ns = reports
+        .iter()
+        .map(|t| t.shared.metrics.end_to_end_ns)
+        .max()
+        .unwrap_or(0);
+    let ccm_busy_ns = whole.ccm_busy.as_ns();
+    Ok(ManyReport {
+        mode: request.mode.name().into(),
+        policy: policy_name(&request.policy),
+        verified: reports.iter().all(|t| t.shared.verified),
+        tenants: reports,
+        makespan_ns,
+        ccm_busy_ns,
+        dma_busy_ns: whole.dma_busy.as_ns(),
+        ccm_utilisation: if makespan_ns > 0 {
+            ccm_busy_ns as f64 / makespan_ns as f64
+        } else {
+            0.0
+        },
+        jain_fairness,
+        simulator: whole.simulator,
+    })
+}
+
+/// The human report: one line per tenant, then the device.
+pub fn human(report: &ManyReport) -> String {
+    let mut out = format!(
+        "{} tenants, mode {}, CCM shared {}\n",
+        report.tenants.len(),
+        report.mode,
+        report.policy
+    );
+    out.push_str(&format!(
+        "  {:>6}  {:<9} {:>14} {:>14} {:>9} {:>12} {:>12} {:>7} {:>8}\n",
+        "tenant",
+        "workload",
+        "shared (ns)",
+        "alone (ns)",
+        "slowdown",
+        "CCM busy ns",
+        "CCM wait ns",
+        "grants",
+        "verified"
+    ));
+    for tenant in &report.tenants {
+        let metrics = &tenant.shared.metrics;
+        out.push_str(&format!(
+            "  {:>6}  {:<9} {:>14} {:>14} {:>9} {:>12} {:>12} {:>7} {:>8}\n",
+            tenant.tenant,
+            tenant.shared.workload,
+            metrics.end_to_end_ns,
+            tenant
+                .alone_end_to_end_ns
+                .map_or("-".to_owned(), |ns| ns.to_string()),
+            tenant
+                .slowdown
+                .map_or("-".to_owned(), |s| format!("{s:.3}x")),
+            metrics.ccm_busy_ns,
+            tenant.ccm_wait_ns,
+            tenant.ccm_grants,
+            if tenant.shared.verified { "yes" } else { "NO" }
+        ));
+    }
+    out.push_str(&format!(
+        "  makespan {} ns; device CCM busy {} ns ({:.1}%), DMA busy {} ns{}\n",
+        report.makespan_ns,
+        report.ccm_busy_ns,
+        100.0 * report.ccm_utilisation,
+        report.dma_busy_ns,
+        report
+            .jain_fairness
+            .map_or(String::new(), |j| format!("; Jain's fairness index {j:.4}"))
+    ));
+    out
+}
