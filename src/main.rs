@@ -84,8 +84,11 @@ struct RunArgs {
     mode: ModeArg,
     /// AXLE local polling interval, e.g. 50ns (p1), 500ns (p10), 5us (p100); or `adaptive`:
     /// from host.poll_interval_ns up to host.adaptive_poll_longest_ns (p1 to p100 by default),
-    /// following the records' arrival (ours, not the paper's; docs/model.md)
-    #[arg(long, value_name = "DURATION|adaptive")]
+    /// following the records' arrival (ours, not the paper's; docs/model.md); or `oracle`, a
+    /// study and not a schedule a host can run: two runs, the first at host.poll_interval_ns
+    /// to learn when polls find records, the second polling only then (in-process, virtual
+    /// time; docs/beyond.md)
+    #[arg(long, value_name = "DURATION|adaptive|oracle")]
     poll: Option<String>,
     /// Streaming factor: bytes per DMA batch (32 = SF1) or a share of the result (25%).
     #[arg(long, value_name = "BYTES|PERCENT")]
@@ -419,6 +422,7 @@ fn build_config(args: &RunArgs) -> anyhow::Result<AxleConfig> {
     };
     match args.poll.as_deref() {
         Some("adaptive") => config.host.poll_policy = host_runtime::PollPolicy::Adaptive,
+        Some("oracle") => config.host.poll_policy = host_runtime::PollPolicy::Oracle,
         Some(poll) => {
             config.host.poll_interval_ns = parse_duration_ns(poll).context("--poll")?;
             config.host.poll_policy = host_runtime::PollPolicy::Fixed;
@@ -512,6 +516,13 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
     if args.trace.is_some() && (args.attach.is_some() || args.clock == ClockArg::Wall) {
         anyhow::bail!(
             "--trace records an in-process virtual-time run only; it cannot be combined with --attach or --clock wall"
+        );
+    }
+    if request.config.host.poll_policy == host_runtime::PollPolicy::Oracle
+        && (args.attach.is_some() || args.clock == ClockArg::Wall)
+    {
+        anyhow::bail!(
+            "--poll oracle learns its poll times from a first in-process virtual-time run; it cannot be combined with --attach or --clock wall"
         );
     }
     let report = match &args.attach {

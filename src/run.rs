@@ -14,6 +14,16 @@
 //! with the device and the host free-running on two threads against the real clock;
 //! [`run_wall_attached`] the same with the device in the emulator process.
 //!
+//! [`run_sharing`] is [`run`] for a sweep of many runs over the same large data sets
+//! (`axle eval`): a workload whose load can be shared ([`Application::image_key`]) is loaded
+//! once into a frozen device image ([`DeviceImages`]), and each run's device memory is a
+//! copy-on-write view of it ([`emulator::shm::DeviceSegment::copy_of`]), so a run neither
+//! generates nor writes the data set again, and owns only the pages it writes. The device
+//! memory a run starts from is byte for byte the one its own load would have made, so the
+//! report is [`run`]'s.
+//!
+//! [`Application::image_key`]: host_runtime::app::Application::image_key
+//!
 //! # Every run ends
 //!
 //! Before anything is allocated, [`AxleConfig::validate`] and [`AxleConfig::check_workload`]
@@ -47,7 +57,8 @@ use host_driver::sync::Arc;
 use host_runtime::app::{DeviceLoader, LoadError};
 use host_runtime::metrics::DeviceFigures;
 use host_runtime::modes::axle::{AxleRing, AxleRingError};
-use host_runtime::{Mode, RunMetrics, Runtime};
+use host_runtime::trace::HostSpanKind;
+use host_runtime::{Mode, PollPolicy, RunMetrics, Runtime};
 use serde::Serialize;
 use shared_abi::region::RingLayout;
 use shared_abi::{DeviceAddress, Ticks};
@@ -460,17 +471,47 @@ impl Prepared {
 /// Untimed set-up into the in-process emulator.
 struct Loader<'a> {
     emulator: &'a mut Emulator,
+    /// Whether the emulator's memory is a view of an image holding the load's bytes.
+    preloaded: bool,
+    /// The allocations made, `(length, align, address)` in order.
+    allocations: Vec<(u64, u64, DeviceAddress)>,
+}
+
+impl Loader<'_> {
+    /// Loads `app` into `emulator` (`preloaded`: whose memory already holds the load's
+    /// bytes); returns the allocations it made.
+    fn load(
+        app: &mut dyn host_runtime::app::Application,
+        emulator: &mut Emulator,
+        preloaded: bool,
+    ) -> anyhow::Result<Vec<(u64, u64, DeviceAddress)>> {
+        let mut loader = Loader {
+            emulator,
+            preloaded,
+            allocations: Vec::new(),
+        };
+        app.load(&mut loader)
+            .context("loading the data set into device memory")?;
+        Ok(loader.allocations)
+    }
 }
 
 impl DeviceLoader for Loader<'_> {
     fn allocate(&mut self, length: u64, align: u64) -> Result<DeviceAddress, LoadError> {
         let available = self.emulator.data_available();
-        self.emulator
+        let address = self
+            .emulator
             .allocate(length, align)
             .ok_or(LoadError::OutOfMemory {
                 requested: length,
                 available,
-            })
+            })?;
+        self.allocations.push((length, align, address));
+        Ok(address)
+    }
+
+    fn preloaded(&self) -> bool {
+        self.preloaded
     }
 
     fn write(&mut self, address: DeviceAddress, bytes: &[u8]) -> Result<(), LoadError> {
@@ -483,33 +524,197 @@ impl DeviceLoader for Loader<'_> {
     }
 }
 
+/// What identifies a device image: the workload, its [`Application::image_key`] and the
+/// device memory's size (which places the data window).
+///
+/// [`Application::image_key`]: host_runtime::app::Application::image_key
+type ImageKey = (String, String, u64);
+
+/// A frozen device image and the allocations of the load that wrote it.
+#[derive(Debug)]
+struct LoadedImage {
+    image: emulator::shm::DeviceImage,
+    allocations: Vec<(u64, u64, DeviceAddress)>,
+}
+
+/// Device images shared between the runs of a sweep ([`run_sharing`]): the last one made,
+/// by key. One at a time: a new key drops the image before the next is made, and
+/// [`DeviceImages::release`] drops it after its workload's last run (an image is as large as
+/// its data set, about a gigabyte for OPT-2.7B and DLRM at paper scale). Runs that hold a view
+/// of a dropped image keep its pages until they end.
+#[derive(Debug, Default)]
+pub struct DeviceImages {
+    slot: std::sync::Mutex<Option<(ImageKey, Arc<LoadedImage>)>>,
+}
+
+impl DeviceImages {
+    /// The image for `key`: the kept one, or `make()`'s, which replaces it (callers asking at
+    /// the same time wait for one `make`).
+    fn get_or_make(
+        &self,
+        key: ImageKey,
+        make: impl FnOnce() -> anyhow::Result<LoadedImage>,
+    ) -> anyhow::Result<Arc<LoadedImage>> {
+        let mut slot = self
+            .slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((kept, image)) = slot.as_ref() {
+            if *kept == key {
+                return Ok(Arc::clone(image));
+            }
+        }
+        *slot = None;
+        let image = Arc::new(make()?);
+        *slot = Some((key, Arc::clone(&image)));
+        Ok(image)
+    }
+
+    /// Whether the image kept is one of `workload`'s.
+    pub fn holds(&self, workload: &str) -> bool {
+        self.slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|((kept, _, _), _)| kept == workload)
+    }
+
+    /// Drops the image of `workload`, if it is the one kept.
+    pub fn release(&self, workload: &str) {
+        let mut slot = self
+            .slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if slot
+            .as_ref()
+            .is_some_and(|((kept, _, _), _)| kept == workload)
+        {
+            *slot = None;
+        }
+    }
+}
+
 /// Prepares an in-process run: the workload, host memory with its ring, and the emulator
-/// with the data set loaded.
-fn in_process(request: &RunRequest) -> anyhow::Result<(Prepared, Option<AxleRing>, Emulator)> {
+/// with the data set loaded (into a view of a shared image when `images` is given and the
+/// workload's load can be shared).
+fn in_process(
+    request: &RunRequest,
+    images: Option<&DeviceImages>,
+) -> anyhow::Result<(Prepared, Option<AxleRing>, Emulator)> {
     let mut prepared = prepare(request)?;
     let config = &request.config;
     let memory = Arc::new(PhysicalMemory::new(prepared.host_bytes).context("host memory")?);
     let ring = prepared.ring(&memory)?;
-    let mut device = Emulator::new(
-        prepared.device.clone(),
-        Arc::clone(&memory),
-        config.streaming_factor()?,
-        config.axle.out_of_order,
-    );
-    prepared
-        .app
-        .load(&mut Loader {
-            emulator: &mut device,
+    let streaming_factor = config.streaming_factor()?;
+    let device_config = prepared.device.clone();
+    let bytes = Emulator::device_memory_bytes(&device_config);
+    let new_device = |dram| {
+        Emulator::with_device_memory(
+            device_config.clone(),
+            Arc::clone(&memory),
+            dram,
+            streaming_factor,
+            config.axle.out_of_order,
+        )
+    };
+    let shared = images.zip(prepared.app.image_key());
+    let Some((images, key)) = shared else {
+        let mut device = new_device(emulator::dram::DeviceDram::new(bytes));
+        Loader::load(prepared.app.as_mut(), &mut device, false)?;
+        return Ok((prepared, ring, device));
+    };
+    let app = prepared.app.as_mut();
+    let image = images.get_or_make((request.workload.clone(), key, bytes), || {
+        let (image, allocations) = emulator::shm::DeviceImage::make(bytes, |segment| {
+            let mut device = new_device(emulator::dram::DeviceDram::from_segment(segment, bytes));
+            Loader::load(app, &mut device, false)
         })
-        .context("loading the data set into device memory")?;
+        .context("making the device image")?;
+        Ok(LoadedImage { image, allocations })
+    })?;
+    let segment = emulator::shm::DeviceSegment::copy_of(&image.image)
+        .context("mapping a view of the device image")?;
+    let mut device = new_device(emulator::dram::DeviceDram::from_segment(segment, bytes));
+    // The application starts over; its allocations must be the image's.
+    let allocations = Loader::load(app, &mut device, true)?;
+    if allocations != image.allocations {
+        anyhow::bail!(
+            "internal: {}'s load over its device image allocated {} areas where the image's load allocated {} (or at other places): its image key does not capture what its load does",
+            request.workload,
+            allocations.len(),
+            image.allocations.len()
+        );
+    }
     Ok((prepared, ring, device))
 }
 
-/// Runs one configuration in-process.
+/// Whether `request` is a `--poll oracle` study: AXLE with `host.poll_policy = "oracle"`.
+fn is_oracle(request: &RunRequest) -> bool {
+    request.mode == Mode::Axle && request.config.host.poll_policy == PollPolicy::Oracle
+}
+
+/// `--poll oracle`'s first run: the same configuration polling every `host.poll_interval_ns`,
+/// traced; returns the start times of its polls that found records (what the oracle run
+/// polls at: a schedule that knew when records arrive, never polling in vain).
+fn oracle_script(
+    request: &RunRequest,
+    images: Option<&DeviceImages>,
+) -> anyhow::Result<Vec<Ticks>> {
+    let mut fixed = request.clone();
+    fixed.config.host.poll_policy = PollPolicy::Fixed;
+    let (prepared, ring, mut device) = in_process(&fixed, images)?;
+    let limit = fixed.wall_limit();
+    let mut host_trace = None;
+    prepared
+        .run_and_report(&fixed, ring, |runtime| {
+            runtime.enable_trace();
+            let driven = within_budget(runtime, limit, |host| {
+                let cosim = device.run(host, VIRTUAL_TIME_LIMIT);
+                Ok((cosim.map_err(RunFailure::CoSim), device.metrics()))
+            });
+            host_trace = runtime.take_trace();
+            driven
+        })
+        .context("--poll oracle's first run, at host.poll_interval_ns")?;
+    Ok(host_trace
+        .map(|trace| {
+            trace
+                .spans
+                .iter()
+                .filter(
+                    |span| matches!(span.kind, HostSpanKind::LocalPoll { records, .. } if records > 0),
+                )
+                .map(|span| span.start)
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// Runs one configuration in-process. A `--poll oracle` study runs twice: first at
+/// `host.poll_interval_ns` to learn when polls find records, then polling only then.
 pub fn run(request: &RunRequest) -> anyhow::Result<RunReport> {
-    let (prepared, ring, mut device) = in_process(request)?;
+    run_with(request, None)
+}
+
+/// Runs one configuration in-process, as [`run`] does, over a shared device image of its data
+/// set from `images` where its workload allows (see the module docs): the same report, less
+/// set-up.
+pub fn run_sharing(request: &RunRequest, images: &DeviceImages) -> anyhow::Result<RunReport> {
+    run_with(request, Some(images))
+}
+
+fn run_with(request: &RunRequest, images: Option<&DeviceImages>) -> anyhow::Result<RunReport> {
+    let script = if is_oracle(request) {
+        Some(oracle_script(request, images)?)
+    } else {
+        None
+    };
+    let (prepared, ring, mut device) = in_process(request, images)?;
     let limit = request.wall_limit();
     prepared.run_and_report(request, ring, |runtime| {
+        if let Some(script) = script {
+            runtime.set_poll_script(script);
+        }
         within_budget(runtime, limit, |host| {
             let cosim = device.run(host, VIRTUAL_TIME_LIMIT);
             Ok((cosim.map_err(RunFailure::CoSim), device.metrics()))
@@ -524,11 +729,19 @@ pub fn run(request: &RunRequest) -> anyhow::Result<RunReport> {
 pub fn run_traced(request: &RunRequest, trace: &Path) -> anyhow::Result<RunReport> {
     let file = std::fs::File::create(trace)
         .with_context(|| format!("creating the trace file {}", trace.display()))?;
-    let (prepared, ring, mut device) = in_process(request)?;
+    let script = if is_oracle(request) {
+        Some(oracle_script(request, None)?)
+    } else {
+        None
+    };
+    let (prepared, ring, mut device) = in_process(request, None)?;
     device.enable_trace();
     let mut host_trace = None;
     let limit = request.wall_limit();
     let report = prepared.run_and_report(request, ring, |runtime| {
+        if let Some(script) = script {
+            runtime.set_poll_script(script);
+        }
         runtime.enable_trace();
         let driven = within_budget(runtime, limit, |host| {
             let cosim = device.run(host, VIRTUAL_TIME_LIMIT);
@@ -558,7 +771,7 @@ pub fn run_wall(
     request: &RunRequest,
     options: &crate::wall::WallOptions,
 ) -> anyhow::Result<crate::wall::WallRun> {
-    let (prepared, ring, mut device) = in_process(request)?;
+    let (prepared, ring, mut device) = in_process(request, None)?;
     let mut side = crate::wall::HostSide::default();
     let mut report = prepared.run_and_report(request, ring, |runtime| {
         let outcome = crate::wall::drive(&mut device, runtime, options, &mut side);
@@ -772,5 +985,47 @@ mod tests {
             "{text}"
         );
         assert_eq!(text.matches("deadlock detected").count(), 1, "{text}");
+    }
+
+    /// OPT and DLRM (the workloads whose load can be shared) report byte for byte the same
+    /// over a shared device image as with their own load, both for the run that makes the
+    /// image and for the next one, which reuses it; releasing the workload drops it.
+    #[test]
+    fn runs_over_a_shared_device_image_report_exactly_what_their_own_load_gives() {
+        let images = DeviceImages::default();
+        for workload in ["opt-2.7b", "dlrm"] {
+            for mode in [Mode::Axle, Mode::Bs] {
+                let mut config = AxleConfig::default();
+                config.workload.scale = workloads::Scale::Small;
+                let request = RunRequest {
+                    workload: workload.into(),
+                    mode,
+                    config,
+                    data: None,
+                    wall_limit: None,
+                };
+                let own = serde_json::to_string(&run(&request).unwrap()).unwrap();
+                let shared =
+                    serde_json::to_string(&run_sharing(&request, &images).unwrap()).unwrap();
+                assert_eq!(own, shared, "{workload} {}", mode.name());
+                assert!(
+                    images.holds(workload),
+                    "{workload}: no image was made (the run did not share)"
+                );
+            }
+            images.release(workload);
+            assert!(!images.holds(workload));
+        }
+        let mut config = AxleConfig::default();
+        config.workload.scale = workloads::Scale::Small;
+        let sssp = RunRequest {
+            workload: "sssp".into(),
+            mode: Mode::Axle,
+            config,
+            data: None,
+            wall_limit: None,
+        };
+        run_sharing(&sssp, &images).unwrap();
+        assert!(!images.holds("sssp"), "SSSP's load is not shared");
     }
 }

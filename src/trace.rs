@@ -2,7 +2,8 @@
 //! (ui.perfetto.dev) and `chrome://tracing` open. It shows the paper's Figure 9 for any
 //! workload: CCM µthreads producing results, DMA requests streaming them, the DMA executor's
 //! back-pressure (waiting for ring credit) and the ring's occupancy, the link in both
-//! directions, and the host's control thread (polls, flow-control stores, loads) and workers.
+//! directions, and the host's control thread (polls, flow-control stores, loads, and
+//! `--no-deadlock`'s overflow spills) and workers.
 //!
 //! The two sides record their own timelines ([`emulator::trace`], [`host_runtime::trace`]);
 //! this module only lays them out as tracks and writes them. The format:
@@ -12,17 +13,22 @@
 //! (`"ph":"C"`, [`OCCUPANCY_COUNTER`]: the ring's metadata and payload slots in use, the
 //! device's tails minus the heads the host's flow-control stores released), and metadata
 //! events naming the processes and threads and ordering them. Process 1 is the device,
-//! process 2 the host; thread ids are unique across both.
+//! process 2 the host; thread ids are unique across both. Flow events (`"ph":"s"`, `"t"`,
+//! `"f"`) draw arrows from each CCM item to the DMA request that carried its result, the poll
+//! that saw the record and the host task that read it ([`flows`] says which and how).
 //!
 //! Events are written in a fixed order from deterministic records, so identical runs give
 //! byte-identical files.
 
 use emulator::trace::{DeviceInstant, DeviceSpanKind, DeviceTrace, LinkDirection, LinkTraffic};
+use flows::{Anchors, Slice};
 use host_runtime::trace::{HostInstant, HostSpanKind, HostTrace};
 use serde::Serialize;
 use shared_abi::Ticks;
 use std::collections::BTreeMap;
 use std::io::Write;
+
+pub mod flows;
 
 /// Process id of the device.
 pub const DEVICE_PID: u32 = 1;
@@ -82,6 +88,10 @@ struct Args {
     status: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     records: Option<u32>,
+    /// A poll's first metadata index (its batch is `first .. first + records`): the
+    /// records' sequence numbers, and the ids of their flow chains.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    first: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     complete: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -106,6 +116,24 @@ struct Event<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     s: Option<&'static str>,
     args: Args,
+}
+
+/// A flow event (`"ph":"s"`, `"t"` or `"f"`): one step of a chain of arrows ([`flows`]).
+#[derive(Debug, Serialize)]
+struct FlowEvent {
+    name: &'static str,
+    cat: &'static str,
+    ph: &'static str,
+    id: u64,
+    ts: f64,
+    pid: u32,
+    tid: u32,
+    /// Binding point of the chain's last event: the enclosing slice (the first and the
+    /// steps always bind to theirs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bp: Option<&'static str>,
+    /// What the chain links.
+    args: flows::Subject,
 }
 
 /// A counter sample (`"ph":"C"`): the ring's slots in use.
@@ -291,6 +319,7 @@ pub fn write_chrome_trace<W: Write>(
     };
     writer.out.write_all(b"{\"traceEvents\":[\n")?;
     let uthreads = device.uthreads.max(1);
+    let mut anchors = Anchors::default();
 
     for span in &device.spans {
         let (name, tid, args) = match span.kind {
@@ -299,6 +328,8 @@ pub fn write_chrome_trace<W: Write>(
                 lane,
                 tag,
                 item,
+                result_offset,
+                result_length,
             } => {
                 let tid =
                     CCM_TID.saturating_add(unit.saturating_mul(uthreads).saturating_add(lane));
@@ -307,6 +338,12 @@ pub fn write_chrome_trace<W: Write>(
                     name: format!("CCM unit {unit} µthread {lane}"),
                     sort: tid,
                 });
+                anchors.item(
+                    tag,
+                    result_offset,
+                    result_length,
+                    Slice::new(DEVICE_PID, tid, span.start, span.end),
+                );
                 let args = Args {
                     launch: Some(tag),
                     item: Some(item),
@@ -330,6 +367,7 @@ pub fn write_chrome_trace<W: Write>(
                 status,
             } => {
                 let tid = dma_track(&mut tracks, lane);
+                anchors.transfer(request, Slice::new(DEVICE_PID, tid, span.start, span.end));
                 let args = Args {
                     request: Some(request),
                     writes: Some(writes),
@@ -432,39 +470,69 @@ pub fn write_chrome_trace<W: Write>(
             HostSpanKind::DescriptorStore { tag } => {
                 ("descriptor store (RP)", CONTROL_TID, launch(tag))
             }
-            HostSpanKind::BulkWait { tag } => ("synchronous wait (BS)", CONTROL_TID, launch(tag)),
-            HostSpanKind::ResultLoad { bytes } => (
-                "result load",
-                CONTROL_TID,
-                Args {
-                    bytes: Some(bytes),
-                    ..Args::default()
-                },
-            ),
-            HostSpanKind::RemotePoll { complete } => (
-                "remote poll",
-                POLL_TID,
-                Args {
-                    complete: Some(complete),
-                    ..Args::default()
-                },
-            ),
-            HostSpanKind::LocalPoll { records } => (
-                "local poll",
-                POLL_TID,
-                Args {
-                    records: Some(records),
-                    ..Args::default()
-                },
-            ),
-            HostSpanKind::InterruptHandler { records } => (
-                "interrupt handler",
-                interrupt_track(&mut tracks, &mut interrupt_lanes, span.start, span.end),
-                Args {
-                    records: Some(records),
-                    ..Args::default()
-                },
-            ),
+            HostSpanKind::BulkWait { tag } => {
+                anchors.completion(tag, Slice::new(HOST_PID, CONTROL_TID, span.start, span.end));
+                ("synchronous wait (BS)", CONTROL_TID, launch(tag))
+            }
+            HostSpanKind::ResultLoad { bytes, tag } => {
+                anchors.load(tag, Slice::new(HOST_PID, CONTROL_TID, span.start, span.end));
+                (
+                    "result load",
+                    CONTROL_TID,
+                    Args {
+                        launch: Some(tag),
+                        bytes: Some(bytes),
+                        ..Args::default()
+                    },
+                )
+            }
+            HostSpanKind::RemotePoll { complete, tag } => {
+                if complete {
+                    anchors.completion(tag, Slice::new(HOST_PID, POLL_TID, span.start, span.end));
+                }
+                (
+                    "remote poll",
+                    POLL_TID,
+                    Args {
+                        launch: Some(tag),
+                        complete: Some(complete),
+                        ..Args::default()
+                    },
+                )
+            }
+            HostSpanKind::LocalPoll { records, first } => {
+                anchors.poll(
+                    first,
+                    records,
+                    Slice::new(HOST_PID, POLL_TID, span.start, span.end),
+                );
+                (
+                    "local poll",
+                    POLL_TID,
+                    Args {
+                        records: Some(records),
+                        first: (records > 0).then_some(first),
+                        ..Args::default()
+                    },
+                )
+            }
+            HostSpanKind::InterruptHandler { records, first } => {
+                let tid = interrupt_track(&mut tracks, &mut interrupt_lanes, span.start, span.end);
+                anchors.poll(
+                    first,
+                    records,
+                    Slice::new(HOST_PID, tid, span.start, span.end),
+                );
+                (
+                    "interrupt handler",
+                    tid,
+                    Args {
+                        records: Some(records),
+                        first: (records > 0).then_some(first),
+                        ..Args::default()
+                    },
+                )
+            }
             HostSpanKind::FlowControl {
                 metadata_head,
                 payload_head,
@@ -477,15 +545,32 @@ pub fn write_chrome_trace<W: Write>(
                     ..Args::default()
                 },
             ),
-            HostSpanKind::Task { worker, tag, task } => (
-                "task",
-                worker_track(&mut tracks, worker),
+            HostSpanKind::OverflowSpill { bytes } => (
+                "overflow spill",
+                CONTROL_TID,
                 Args {
-                    launch: Some(tag),
-                    task: Some(task),
+                    bytes: Some(bytes),
                     ..Args::default()
                 },
             ),
+            HostSpanKind::Task {
+                worker,
+                tag,
+                task,
+                needs,
+            } => {
+                let tid = worker_track(&mut tracks, worker);
+                anchors.task(tag, needs, Slice::new(HOST_PID, tid, span.start, span.end));
+                (
+                    "task",
+                    tid,
+                    Args {
+                        launch: Some(tag),
+                        task: Some(task),
+                        ..Args::default()
+                    },
+                )
+            }
             HostSpanKind::FinishLaunch { worker, tag } => (
                 "finish launch",
                 worker_track(&mut tracks, worker),
@@ -503,6 +588,28 @@ pub fn write_chrome_trace<W: Write>(
         };
         host_control_track(&mut tracks, CONTROL_TID);
         writer.instant(name, HOST_PID, CONTROL_TID, at, args)?;
+    }
+
+    for flow in flows::flows(anchors, &device.records) {
+        let last = flow.hops.len().saturating_sub(1);
+        for (index, &(slice, at)) in flow.hops.iter().enumerate() {
+            let ph = match index {
+                0 => "s",
+                _ if index == last => "f",
+                _ => "t",
+            };
+            writer.item(&FlowEvent {
+                name: flow.name,
+                cat: flow.name,
+                ph,
+                id: flow.id,
+                ts: at as f64 / 1000.0,
+                pid: slice.pid,
+                tid: slice.tid,
+                bp: (ph == "f").then_some("e"),
+                args: flow.subject,
+            })?;
+        }
     }
 
     for (pid, name, sort) in [

@@ -17,9 +17,10 @@ use cosim_link::attach::{
     receive_message, send_message, AttachError, Hello, HelloAnswer, MessageKind, SessionReady,
     SessionRequest,
 };
+use cosim_link::link::Turns;
 use cosim_link::link::{DeviceLink, Wake};
 use cosim_link::shm::{sealed_memfd, MappedWords};
-use cosim_link::turn::{RecordingLink, Turn, TurnPage, DEVICE, HOST};
+use cosim_link::turn::{host_message, RecordingLink, Turn, TurnPage, DEVICE, HOST};
 use emulator::server::Setup;
 use shared_abi::{DeviceAddress, Status, Ticks, ABI_VERSION};
 use std::fs::File;
@@ -197,12 +198,23 @@ impl Client {
     }
 
     fn request(&self, host_memory_bytes: u64, setup: &str, fds: &[BorrowedFd<'_>]) {
+        self.request_speaking(cosim_link::turn::PROTOCOL, host_memory_bytes, setup, fds);
+    }
+
+    fn request_speaking(
+        &self,
+        turn_protocol: u32,
+        host_memory_bytes: u64,
+        setup: &str,
+        fds: &[BorrowedFd<'_>],
+    ) {
         send_message(
             &self.socket,
             MessageKind::Session,
             &SessionRequest {
                 host_memory_bytes,
                 device_setup: setup.to_owned(),
+                turn_protocol,
             },
             fds,
         )
@@ -235,6 +247,23 @@ impl Client {
         let page = TurnPage::map(fds[1].as_fd(), ready.turn_page_bytes).unwrap();
         (client, memory, page, fds)
     }
+}
+
+/// The host's half of one turn (no turn of its own after it): `link`'s calls and `wake`.
+fn one_turn(link: &mut RecordingLink, wake: Wake) -> Vec<u8> {
+    host_message(
+        link,
+        &Turns {
+            wake,
+            taken: 1,
+            latest: Ticks::ZERO,
+        },
+    )
+}
+
+/// `turn` with the trailer of a host that took no turn of its own (16 zero bytes).
+fn with_trailer(turn: &[u8]) -> Vec<u8> {
+    [turn, &[0; 16]].concat()
 }
 
 /// Waits for the host's turn on `page`.
@@ -274,7 +303,7 @@ fn a_turn_asking_for_a_huge_load_is_refused_and_the_next_host_served() {
         take_turn(&page, &client);
         let mut link = RecordingLink::default();
         link.mem_load(Ticks(0), DeviceAddress(0x10_0000), length, 8, 1);
-        page.hand_over(DEVICE, &link.finish(Wake::OnResponse))
+        page.hand_over(DEVICE, &one_turn(&mut link, Wake::OnResponse))
             .unwrap();
         let reason = end_reason(&client);
         assert!(
@@ -460,6 +489,27 @@ fn device_set_ups_beyond_the_models_or_the_machines_limits_are_refused() {
     emulator.serves_an_honest_host(idle, "device set-ups beyond the limits");
 }
 
+#[test]
+fn a_host_speaking_another_turn_protocol_is_refused_by_name_and_the_next_host_served() {
+    let scratch = Scratch::new("hostile", "protocol");
+    let mut emulator = EmulatorProcess::start(&scratch, &[]);
+    let idle = emulator.held();
+    let segment = sealed_memfd("hostile-host-memory", 4096).unwrap();
+    let setup = setup_json(&honest_setup());
+    let client = Client::hello(&emulator.socket);
+    let older = cosim_link::turn::PROTOCOL - 1;
+    client.request_speaking(older, 4096, &setup, &[segment.as_fd()]);
+    let reason = client.refused();
+    assert!(
+        reason.contains(&format!("the host speaks turn protocol {older}"))
+            && reason.contains("same build"),
+        "{reason}"
+    );
+    drop(client);
+    emulator.back_to(idle, "a host speaking another turn protocol");
+    emulator.serves_an_honest_host(idle, "a host speaking another turn protocol");
+}
+
 /// What a lying host does to the turn page (the page, and the page mapped as raw words).
 type Lie<'a> = dyn Fn(&TurnPage, &MappedWords) + 'a;
 
@@ -482,7 +532,7 @@ fn turns_that_lie_are_refused_and_the_host_detached() {
     let calls = |build: &dyn Fn(&mut RecordingLink)| {
         let mut link = RecordingLink::default();
         build(&mut link);
-        link.finish(Wake::OnResponse)
+        one_turn(&mut link, Wake::OnResponse)
     };
     let data = DeviceAddress(0x10_0000);
     let many_writes = calls(&|link| {
@@ -511,13 +561,13 @@ fn turns_that_lie_are_refused_and_the_host_detached() {
         ),
         (
             "an unknown call",
-            Box::new(|page, _| page.hand_over(DEVICE, &[0xff; 8]).unwrap()),
+            Box::new(|page, _| page.hand_over(DEVICE, &with_trailer(&[0xff; 8])).unwrap()),
             "unknown link call code",
         ),
         (
             "a message cut inside a field",
             Box::new(|page, _| {
-                page.hand_over(DEVICE, &[3, 0, 0, 0, 0, 0, 0, 0, 1])
+                page.hand_over(DEVICE, &with_trailer(&[3, 0, 0, 0, 0, 0, 0, 0, 1]))
                     .unwrap()
             }),
             "message ends inside a field",
@@ -530,6 +580,32 @@ fn turns_that_lie_are_refused_and_the_host_detached() {
                 page.hand_over(DEVICE, &message).unwrap()
             }),
             "byte string longer than the message",
+        ),
+        (
+            "a message without its trailer",
+            Box::new(|page, _| page.hand_over(DEVICE, &[0; 8]).unwrap()),
+            "the host's message has no trailer",
+        ),
+        (
+            "a turn of its own past the horizon",
+            Box::new(|page, _| {
+                let mut message = calls(&|_| {});
+                let trailer = message.len() - 16;
+                message[trailer..]
+                    .copy_from_slice(&[1u64.to_le_bytes(), u64::MAX.to_le_bytes()].concat());
+                page.hand_over(DEVICE, &message).unwrap()
+            }),
+            "the host took a turn of its own at or past the horizon",
+        ),
+        (
+            "a time in the trailer with no turn of its own",
+            Box::new(|page, _| {
+                let mut message = calls(&|_| {});
+                let trailer = message.len() - 8;
+                message[trailer..].copy_from_slice(&5u64.to_le_bytes());
+                page.hand_over(DEVICE, &message).unwrap()
+            }),
+            "a time but no turn of its own",
         ),
         (
             "more requests in flight than a link has tags",
@@ -584,7 +660,7 @@ fn a_host_that_keeps_its_turn_is_detached_after_the_turn_timeout_and_the_next_ho
     let (client, _memory, page, _fds) = Client::attach(&emulator.socket);
     take_turn(&page, &client);
     let mut link = RecordingLink::default();
-    page.hand_over(DEVICE, &link.finish(Wake::At(Ticks(1_000))))
+    page.hand_over(DEVICE, &one_turn(&mut link, Wake::At(Ticks(1_000))))
         .unwrap();
     take_turn(&page, &client);
     let socket = emulator.socket.to_str().unwrap().to_owned();
@@ -627,9 +703,10 @@ fn a_host_that_never_finishes_is_detached_at_the_session_limit_and_the_next_host
     let started = Instant::now();
     let mut turns = 0u64;
     while let Ok(Turn::Mine(message)) = page.wait_for(HOST, &client.socket, &mut || false) {
-        let (now, _) = cosim_link::turn::decode_device_turn(&message).unwrap();
+        let (turn, _) = cosim_link::turn::split_device_message(&message).unwrap();
+        let (now, _) = cosim_link::turn::decode_device_turn(turn).unwrap();
         let mut link = RecordingLink::default();
-        page.hand_over(DEVICE, &link.finish(Wake::At(now.plus(Ticks(1)))))
+        page.hand_over(DEVICE, &one_turn(&mut link, Wake::At(now.plus(Ticks(1)))))
             .unwrap();
         turns += 1;
         assert!(

@@ -165,6 +165,23 @@ fn attached_runs_print_exactly_the_in_process_json_for_every_mode_of_every_workl
     // One emulator served every host, one after the other, and named nothing in /dev/shm.
     emulator.wait_for_log("detached after its run", runs);
     assert_eq!(shm_entries(), shm_before, "something was left in /dev/shm");
+    // The hosts took turns on their own (fewer hand-overs than turns), and printed the same.
+    let log = emulator.log();
+    let batched = log
+        .lines()
+        .filter_map(|line| {
+            let (_, counts) = line.split_once("host pid ")?;
+            let (_, counts) = counts.split_once(": ")?;
+            let (turns, rest) = counts.split_once(" turns in ")?;
+            let (hand_overs, _) = rest.split_once(" hand-overs")?;
+            Some((turns.parse::<u64>().ok()?, hand_overs.parse::<u64>().ok()?))
+        })
+        .filter(|(turns, hand_overs)| hand_overs < turns)
+        .count();
+    assert!(
+        batched > 0,
+        "no host took a turn on its own; emulator log:\n{log}"
+    );
 }
 
 #[test]

@@ -97,9 +97,23 @@ impl Trace {
                 assert!(event["args"]["payload"].is_u64(), "{event}");
                 continue;
             }
+            if matches!(ph, "s" | "t" | "f") {
+                // A flow event: one step of a chain of arrows, bound to the slice of its
+                // track that encloses it (the last one says so with "bp":"e").
+                assert!(event["name"].is_string(), "{event}");
+                assert_eq!(event["cat"], event["name"], "{event}");
+                assert!(event["id"].is_u64(), "{event}");
+                assert!(event["ts"].as_f64().is_some_and(|ts| ts >= 0.0), "{event}");
+                assert_eq!(event["bp"] == "e", ph == "f", "{event}");
+                assert!(
+                    trace.tracks.contains_key(&trace.key(event)),
+                    "flow event on an unnamed track: {event}"
+                );
+                continue;
+            }
             assert!(
                 matches!(ph, "X" | "i"),
-                "only complete events, instants and the counter: {event}"
+                "only complete events, instants, flow events and the counter: {event}"
             );
             assert!(event["name"].is_string(), "{event}");
             let ts = event["ts"].as_f64().expect("numeric ts");
@@ -342,6 +356,46 @@ fn one_item_span_per_ccm_work_item() {
     }
 }
 
+/// `--no-deadlock`: each spill into the overflow buffer is one "overflow spill" span on the
+/// control thread's track, with the bytes it copied. OPT-2.7B at small scale spills in a ring
+/// of 7 payload slots (a 12.5% ring, 6,250 slots, never fills there, and 8 slots do not
+/// spill): the spans are the report's spills and bytes, and a run without the option (the
+/// ring holds enough) has none.
+#[test]
+fn overflow_spills_are_spans_on_the_control_thread_with_their_bytes() {
+    let mut spilling = request("opt-2.7b", Mode::Axle);
+    spilling.config.workload.scale = workloads::Scale::Small;
+    spilling.config.axle.slots = 7;
+    spilling.config.host.no_deadlock = true;
+    let (report, bytes) = traced(&spilling, "overflow-spill");
+    let json = serde_json::to_value(&report).expect("the report is JSON");
+    let spills = json["overflow_spills"].as_u64().expect("the run spilled");
+    let spilled = json["overflow_bytes"].as_u64().expect("overflow bytes");
+    assert!(spills > 0 && spilled > 0, "{json}");
+    let trace = Trace::parse(&bytes);
+    let spans = trace.spans("overflow spill");
+    assert_eq!(spans.len() as u64, spills);
+    let traced_bytes: u64 = spans
+        .iter()
+        .map(|span| span["args"]["bytes"].as_u64().expect("a byte count"))
+        .sum();
+    assert_eq!(traced_bytes, spilled);
+    for span in &spans {
+        assert_eq!(
+            trace.tracks[&trace.key(span)],
+            "host control: launches, stores, loads"
+        );
+        assert!(span["dur"].as_f64().unwrap_or(0.0) > 0.0, "{span}");
+    }
+
+    let mut plain = request("opt-2.7b", Mode::Axle);
+    plain.config.workload.scale = workloads::Scale::Small;
+    plain.config.axle.slots = 6_250;
+    plain.config.host.no_deadlock = true;
+    let (_, bytes) = traced(&plain, "overflow-none");
+    assert!(Trace::parse(&bytes).spans("overflow spill").is_empty());
+}
+
 #[test]
 fn spans_on_one_track_never_overlap() {
     for mode in MODES {
@@ -579,4 +633,299 @@ fn without_back_pressure_there_is_no_slice_and_rp_has_no_ring_counter() {
     );
     let (_, bytes) = traced(&request("knn-a", Mode::Rp), "rp-counter");
     assert!(occupancy(&Trace::parse(&bytes)).is_empty());
+}
+
+/// Whole nanoseconds of a timestamp or duration written in microseconds.
+fn ns(value: &Value) -> u64 {
+    (value.as_f64().unwrap_or(f64::NAN) * 1000.0).round() as u64
+}
+
+/// A complete event with its start and end in nanoseconds.
+type Placed<'a> = (u64, u64, &'a Value);
+
+/// One step of a flow chain, with the slice it binds to.
+struct Hop<'a> {
+    /// The flow event.
+    event: &'a Value,
+    /// The complete event of the same track whose interior holds the flow event's timestamp.
+    slice: &'a Value,
+}
+
+impl Trace {
+    /// The chains of flow events named `name`, by id, each in file order, each event with
+    /// the slice it binds to. Panics unless every event lies strictly inside exactly one
+    /// complete event of its track (never on a boundary two adjacent slices share), so that
+    /// Perfetto and `chrome://tracing` bind it to the same slice.
+    fn chains(&self, name: &str) -> BTreeMap<u64, Vec<Hop<'_>>> {
+        let mut slices: BTreeMap<(u64, u64), Vec<Placed<'_>>> = BTreeMap::new();
+        for event in self.events.iter().filter(|event| event["ph"] == "X") {
+            let start = ns(&event["ts"]);
+            slices.entry(self.key(event)).or_default().push((
+                start,
+                start + ns(&event["dur"]),
+                event,
+            ));
+        }
+        for list in slices.values_mut() {
+            list.sort_by_key(|&(start, end, _)| (start, end));
+        }
+        let mut chains: BTreeMap<u64, Vec<Hop<'_>>> = BTreeMap::new();
+        for event in &self.events {
+            if !matches!(event["ph"].as_str(), Some("s" | "t" | "f")) || event["name"] != name {
+                continue;
+            }
+            let at = ns(&event["ts"]);
+            let track = slices.get(&self.key(event)).map_or(&[][..], Vec::as_slice);
+            let touching: Vec<&Placed<'_>> = track
+                .iter()
+                .filter(|&&(start, end, _)| start <= at && at <= end)
+                .collect();
+            assert!(
+                touching.len() == 1 && touching[0].0 < at && at < touching[0].1,
+                "flow event not strictly inside one slice of its track: {event} in {:?}",
+                touching.iter().map(|slice| slice.2).collect::<Vec<_>>()
+            );
+            let id = event["id"].as_u64().expect("a numeric id");
+            chains.entry(id).or_default().push(Hop {
+                event,
+                slice: touching[0].2,
+            });
+        }
+        for (id, hops) in &chains {
+            let phases: String = hops
+                .iter()
+                .map(|hop| hop.event["ph"].as_str().unwrap_or("?"))
+                .collect();
+            assert!(
+                phases.len() >= 2
+                    && phases.starts_with('s')
+                    && phases.ends_with('f')
+                    && phases[1..phases.len() - 1].chars().all(|ph| ph == 't'),
+                "{name} {id}: phases {phases}"
+            );
+            assert!(
+                hops.windows(2)
+                    .all(|pair| ns(&pair[0].event["ts"]) <= ns(&pair[1].event["ts"])),
+                "{name} {id}: timestamps decrease along the chain"
+            );
+        }
+        chains
+    }
+}
+
+/// Checks that `hops` link an item, the DMA request, `poll` and a task, and that they are
+/// the record `sequence`'s: the poll's batch holds it and the item and task are of its
+/// launch.
+fn assert_record_chain(sequence: u64, hops: &[Hop<'_>], poll: &str) {
+    let names: Vec<&str> = hops
+        .iter()
+        .map(|hop| hop.slice["name"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        names,
+        ["item", "DMA transfer", poll, "task"],
+        "record {sequence}"
+    );
+    let batch = &hops[2].slice["args"];
+    let first = batch["first"].as_u64().expect("a poll names its batch");
+    let records = batch["records"].as_u64().expect("records");
+    assert!(
+        (first..first + records).contains(&sequence),
+        "record {sequence} linked to the poll of {first}..{}",
+        first + records
+    );
+    assert_eq!(
+        hops[0].slice["args"]["launch"], hops[3].slice["args"]["launch"],
+        "record {sequence}: item and task of one launch"
+    );
+}
+
+/// AXLE and AXLE_Interrupt: every record a task read has a complete chain of flow events,
+/// id the record's sequence number, from the CCM item that completed it to its DMA request,
+/// the poll (or handler) whose batch held it and the first task that read it; timestamps
+/// never decrease along it and each event binds to a slice.
+#[test]
+fn every_consumed_record_has_a_chain_from_its_item_to_its_task() {
+    for (mode, poll) in [
+        (Mode::Axle, "local poll"),
+        (Mode::AxleIrq, "interrupt handler"),
+    ] {
+        let (report, bytes) = traced(&request("knn-a", mode), &format!("flows-{}", mode.name()));
+        let trace = Trace::parse(&bytes);
+        let chains = trace.chains(axle::trace::flows::RECORD);
+        let payloads = report.metrics.payloads;
+        assert!(payloads > 0);
+        assert_eq!(
+            chains.keys().copied().collect::<Vec<u64>>(),
+            (0..payloads).collect::<Vec<u64>>(),
+            "{}: one chain per record",
+            mode.name()
+        );
+        for (&sequence, hops) in &chains {
+            assert_record_chain(sequence, hops, poll);
+        }
+        // Each DMA request's chains carry as many records as its transfer wrote.
+        let mut per_request: BTreeMap<u64, u64> = BTreeMap::new();
+        for hops in chains.values() {
+            let request = hops[1].slice["args"]["request"].as_u64().expect("request");
+            *per_request.entry(request).or_default() += 1;
+        }
+        assert_eq!(
+            per_request.values().sum::<u64>(),
+            payloads,
+            "{}",
+            mode.name()
+        );
+        assert!(trace.chains(axle::trace::flows::FURTHER_READER).is_empty());
+    }
+}
+
+/// OPT: every record is read by several host tasks. The first to start ends the record's
+/// chain; each other one gets an arrow of its own from the poll that saw the record.
+#[test]
+fn a_record_read_by_several_tasks_links_each_of_them_to_its_poll() {
+    let mut request = request("opt-2.7b", Mode::Axle);
+    request.config.workload.scale = workloads::Scale::Small;
+    let (report, bytes) = traced(&request, "flows-opt");
+    let trace = Trace::parse(&bytes);
+    let chains = trace.chains(axle::trace::flows::RECORD);
+    assert_eq!(chains.len() as u64, report.metrics.payloads);
+    for (&sequence, hops) in &chains {
+        assert_record_chain(sequence, hops, "local poll");
+    }
+    let further = trace.chains(axle::trace::flows::FURTHER_READER);
+    assert!(!further.is_empty(), "no record with a second reader");
+    // (record, task start, task track) of every read the arrows show: each once.
+    let mut reads: BTreeSet<(u64, u64, u64)> = BTreeSet::new();
+    for (&sequence, hops) in &chains {
+        assert_eq!(hops[0].event["args"]["record"], sequence);
+        let task = hops[3].slice;
+        assert!(reads.insert((sequence, ns(&task["ts"]), trace.key(task).1)));
+    }
+    for hops in further.values() {
+        let names: Vec<&str> = hops
+            .iter()
+            .map(|hop| hop.slice["name"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(names, ["local poll", "task"]);
+        let sequence = hops[0].event["args"]["record"]
+            .as_u64()
+            .expect("an arrow names its record");
+        let chain = &chains[&sequence];
+        // From the poll that saw the record, to a task no earlier than its first reader.
+        assert!(
+            std::ptr::eq(hops[0].slice, chain[2].slice),
+            "record {sequence}"
+        );
+        assert!(ns(&chain[3].slice["ts"]) <= ns(&hops[1].slice["ts"]));
+        assert_eq!(
+            hops[1].slice["args"]["launch"],
+            chain[3].slice["args"]["launch"]
+        );
+        let task = hops[1].slice;
+        assert!(
+            reads.insert((sequence, ns(&task["ts"]), trace.key(task).1)),
+            "record {sequence}: one task linked twice"
+        );
+    }
+    // Every task that ran read something, so each is at the end of some arrow.
+    let tasks = trace.spans("task").len();
+    let ends: BTreeSet<(u64, u64)> = chains
+        .values()
+        .chain(further.values())
+        .map(|hops| {
+            let task = hops.last().expect("a hop").slice;
+            (ns(&task["ts"]), trace.key(task).1)
+        })
+        .collect();
+    assert_eq!(ends.len(), tasks);
+}
+
+/// RP and BS stream nothing: one chain per launch, from its last item to what saw the
+/// launch complete (RP: the remote poll that found it so; BS: the synchronous wait), the
+/// result load and the first task.
+#[test]
+fn rp_and_bs_link_each_launch_from_its_last_item_to_its_first_task() {
+    for (mode, seen) in [
+        (Mode::Rp, "remote poll"),
+        (Mode::Bs, "synchronous wait (BS)"),
+    ] {
+        let (report, bytes) = traced(&request("knn-a", mode), &format!("flows-{}", mode.name()));
+        let trace = Trace::parse(&bytes);
+        assert!(trace.chains(axle::trace::flows::RECORD).is_empty());
+        let chains = trace.chains(axle::trace::flows::LAUNCH);
+        assert_eq!(
+            chains.len() as u64,
+            report.metrics.launches,
+            "{}",
+            mode.name()
+        );
+        for (&tag, hops) in &chains {
+            let names: Vec<&str> = hops
+                .iter()
+                .map(|hop| hop.slice["name"].as_str().unwrap_or(""))
+                .collect();
+            assert_eq!(
+                names,
+                ["item", seen, "result load", "task"],
+                "{}",
+                mode.name()
+            );
+            if mode == Mode::Rp {
+                assert_eq!(hops[1].slice["args"]["complete"], true);
+            }
+            for hop in [&hops[0], &hops[2], &hops[3]] {
+                assert_eq!(hop.slice["args"]["launch"], tag, "{}", mode.name());
+            }
+            // The chain starts at the launch's last item to end.
+            let last_end = trace
+                .spans("item")
+                .iter()
+                .filter(|item| item["args"]["launch"] == tag)
+                .map(|item| ns(&item["ts"]) + ns(&item["dur"]))
+                .max();
+            assert_eq!(
+                Some(ns(&hops[0].slice["ts"]) + ns(&hops[0].slice["dur"])),
+                last_end
+            );
+        }
+    }
+}
+
+/// Items are recorded as they end; their µthread lanes are handed out in start order, so a
+/// unit never shows more lanes than it has µthreads (PageRank's items differ in length, which
+/// made lanes handed out in end order spill onto the next unit's tracks) and a CCM track's
+/// items never overlap.
+#[test]
+fn ccm_lanes_stay_within_the_units_uthreads() {
+    let mut request = request("pagerank", Mode::Axle);
+    request.config.workload.scale = workloads::Scale::Small;
+    let uthreads = u64::from(
+        request.config.device.ccm_sub_cores * request.config.device.ccm_uthreads_per_sub_core,
+    );
+    let (_, bytes) = traced(&request, "lanes-pagerank");
+    let trace = Trace::parse(&bytes);
+    let mut by_track: BTreeMap<(u64, u64), Vec<(u64, u64)>> = BTreeMap::new();
+    for item in trace.spans("item") {
+        let name = &trace.tracks[&trace.key(item)];
+        let lane: u64 = name
+            .rsplit(' ')
+            .next()
+            .and_then(|lane| lane.parse().ok())
+            .expect("a lane number");
+        assert!(lane < uthreads, "{name}: {uthreads} µthreads per unit");
+        let start = ns(&item["ts"]);
+        by_track
+            .entry(trace.key(item))
+            .or_default()
+            .push((start, start + ns(&item["dur"])));
+    }
+    for (track, mut spans) in by_track {
+        spans.sort_unstable();
+        assert!(
+            spans.windows(2).all(|pair| pair[1].0 >= pair[0].1),
+            "overlapping items on {}",
+            trace.tracks[&track]
+        );
+    }
 }

@@ -14,7 +14,7 @@
 //!    ([`crate::shm::MappedWords`]) and sends it with a [`SessionRequest`] (SCM_RIGHTS); the
 //!    emulator maps it, creates device memory and the turn page, and sends both back with a
 //!    [`SessionReady`] that also announces the device's data window.
-//! 3. The host loads its data set through its mapping of device memory (untimed set-up), then
+//! 3. The host loads its data set into the device memory segment (untimed set-up), then
 //!    the run goes turn by turn over the turn page ([`crate::turn::serve_host`]).
 //! 4. When `Emulator::run` returns, the emulator marks the page finished and sends a
 //!    [`SessionEnd`] with the outcome and the device's counters; the host closes.
@@ -106,6 +106,15 @@ pub struct SessionRequest {
     pub host_memory_bytes: u64,
     /// The device set-up, as the emulator defines it (JSON).
     pub device_setup: String,
+    /// The version of the turn's messages the host speaks ([`crate::turn::PROTOCOL`]); a
+    /// host from before the field speaks version 1.
+    #[serde(default = "first_turn_protocol")]
+    pub turn_protocol: u32,
+}
+
+/// The turn protocol of a host that does not say.
+fn first_turn_protocol() -> u32 {
+    1
 }
 
 /// The emulator's answer to a [`SessionRequest`] (sent with the device-memory segment and the

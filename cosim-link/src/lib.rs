@@ -21,7 +21,8 @@
 //! The multi-process form (not under loom) adds:
 //!
 //! - [`shm`]: shared-memory segments (sealed memfds, their mapping as atomic words, and
-//!   descriptors received over SCM_RIGHTS);
+//!   descriptors received over SCM_RIGHTS), and the futex a process sleeps on until the other
+//!   changes a word of one ([`shm::futex`]);
 //! - [`turn`]: the co-simulation turn over a shared page, and the host's side of it;
 //! - [`attach`]: the attach handshake with an emulator process over its Unix socket (the
 //!   messages and their framing; the host's probe is `host_driver::attachment`, the
@@ -41,7 +42,7 @@ pub mod phys;
 #[cfg(not(loom))]
 #[allow(
     unsafe_code,
-    reason = "memfd mappings and SCM_RIGHTS; the crate's only unsafe"
+    reason = "memfd mappings, SCM_RIGHTS, futex; the crate's only unsafe"
 )]
 pub mod shm;
 pub mod sync;

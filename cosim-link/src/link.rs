@@ -292,12 +292,38 @@ pub enum Wake {
     Done,
 }
 
+/// What [`HostAgent::turns_before`] did: the turns taken and the wake of the last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Turns {
+    /// When the host wants its next turn (the last turn's answer).
+    pub wake: Wake,
+    /// Turns taken: at least the one given.
+    pub taken: u64,
+    /// The latest time of a turn taken.
+    pub latest: Ticks,
+}
+
 /// The host as a co-simulated party: "run at virtual time t, return your next wake-up time".
 pub trait HostAgent {
     /// A response arrived at `at` (called before the turn at `at`).
     fn deliver(&mut self, at: Ticks, response: LinkResponse);
     /// Does everything due at `now` and says when to call again.
     fn turn(&mut self, now: Ticks, link: &mut dyn DeviceLink) -> Wake;
+    /// The turn at `now`, given by a device that has nothing due before `horizon`; an agent
+    /// may then take on its own the turns the co-simulation would give it next, each at the
+    /// time the turn before asked for, as long as that turn made no call on `link` and asked
+    /// for a time before `horizon` (nothing can happen in between: no device event, no
+    /// response). The default takes the one turn; across processes the host takes the others
+    /// without a hand-over (`turn::serve_host`). The caller counts every turn taken and
+    /// advances its clock to the latest.
+    fn turns_before(&mut self, now: Ticks, horizon: Ticks, link: &mut dyn DeviceLink) -> Turns {
+        let _ = horizon;
+        Turns {
+            wake: self.turn(now, link),
+            taken: 1,
+            latest: now,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -17,6 +17,16 @@
 //!   in-process emulator's device memory), or
 //! - [`MappedVolatile`]: volatile loads and stores of whole aligned values, as a driver
 //!   touches a device's memory (the host driver's device-memory and register windows).
+//!
+//! A memory file can also be an **image**, written once and then shared copy-on-write
+//! ([`image_memfd`], [`freeze_image`], [`MappedWords::copy_on_write`]): `axle eval` loads a
+//! large data set into device memory once and gives each of its runs a private view of it,
+//! which costs pages only where the run writes.
+//!
+//! Its one submodule, [`futex`], is how a process sleeps on a word of such a mapping until the
+//! other process changes it and wakes it (the turn page's wait, `crate::turn`).
+pub mod futex;
+
 use crate::phys::{SharedWords, WORD_SIZE};
 use memmap2::{MmapOptions, MmapRaw};
 use nix::fcntl::{fcntl, FcntlArg, SealFlag};
@@ -67,6 +77,10 @@ pub enum SegmentError {
     /// under the mapping.
     #[error("segment is not sealed against shrinking (F_SEAL_SHRINK): its owner could cut pages out from under the mapping")]
     NotSealed,
+    /// An image to be mapped copy-on-write is not sealed against writes
+    /// ([`freeze_image`]): its pages could change under the copies.
+    #[error("image is not sealed against writes (F_SEAL_WRITE): its pages could change under its copy-on-write views")]
+    NotFrozen,
 }
 
 fn system(what: &'static str) -> impl FnOnce(nix::errno::Errno) -> SegmentError {
@@ -80,6 +94,22 @@ fn system(what: &'static str) -> impl FnOnce(nix::errno::Errno) -> SegmentError 
 /// against shrinking and growing and against further seals. `name` only shows in
 /// `/proc/PID/fd`; nothing appears in `/dev/shm`.
 pub fn sealed_memfd(name: &str, bytes: u64) -> Result<OwnedFd, SegmentError> {
+    sized_memfd(
+        name,
+        bytes,
+        SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL,
+    )
+}
+
+/// An anonymous memory file of `bytes` bytes (zero-filled, sparse) for an image: sealed
+/// against shrinking and growing, and still writable; map it with [`MappedWords::map`], write
+/// it, drop the mapping, then [`freeze_image`] it.
+pub fn image_memfd(name: &str, bytes: u64) -> Result<OwnedFd, SegmentError> {
+    sized_memfd(name, bytes, SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW)
+}
+
+/// A close-on-exec memory file of `bytes` bytes with `seals` added.
+fn sized_memfd(name: &str, bytes: u64, seals: SealFlag) -> Result<OwnedFd, SegmentError> {
     let name = CString::new(name).unwrap_or_default();
     let fd = memfd_create(
         &name,
@@ -91,14 +121,20 @@ pub fn sealed_memfd(name: &str, bytes: u64) -> Result<OwnedFd, SegmentError> {
         actual: 0,
     })?;
     nix::unistd::ftruncate(&fd, length).map_err(system("ftruncate of a memfd"))?;
+    fcntl(fd.as_raw_fd(), FcntlArg::F_ADD_SEALS(seals)).map_err(system("sealing a memfd"))?;
+    Ok(fd)
+}
+
+/// Seals the image `fd` ([`image_memfd`]) against writes and further seals: from now on its
+/// bytes never change, and it can be mapped copy-on-write ([`MappedWords::copy_on_write`]).
+/// Fails (EBUSY) while a shared writable mapping of it exists.
+pub fn freeze_image(fd: BorrowedFd<'_>) -> Result<(), SegmentError> {
     fcntl(
         fd.as_raw_fd(),
-        FcntlArg::F_ADD_SEALS(
-            SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL,
-        ),
+        FcntlArg::F_ADD_SEALS(SealFlag::F_SEAL_WRITE | SealFlag::F_SEAL_SEAL),
     )
-    .map_err(system("sealing a memfd"))?;
-    Ok(fd)
+    .map_err(system("sealing an image against writes"))?;
+    Ok(())
 }
 
 /// Checks that `fd` is a memory file of exactly `bytes` bytes (a multiple of 8) sealed
@@ -165,9 +201,10 @@ fn map_segment(
 ///
 /// - `map` is a read-write mapping of at least `words * 8` bytes, page-aligned (hence
 ///   8-byte aligned), alive and never remapped until `self` drops;
-/// - it is either private anonymous memory ([`MappedWords::anonymous`]) or a shared mapping
-///   of a file sealed against shrinking, so every page of the mapping stays backed for as
-///   long as the mapping exists.
+/// - it is either private anonymous memory ([`MappedWords::anonymous`]), a shared mapping
+///   of a file sealed against shrinking, or a private (copy-on-write) mapping of a file
+///   sealed against shrinking and writes ([`MappedWords::copy_on_write`]), so every page of
+///   the mapping stays backed for as long as the mapping exists.
 pub struct MappedWords {
     map: MmapRaw,
     words: usize,
@@ -227,9 +264,65 @@ impl MappedWords {
         })
     }
 
+    /// A private copy-on-write view of the frozen image `fd` ([`freeze_image`]), which must be
+    /// `bytes` bytes long (a multiple of 8): it reads as the image, and a write changes this
+    /// view only (the kernel copies the page on the first write), never the image nor its
+    /// other views. Pages neither written nor read cost nothing.
+    pub fn copy_on_write(fd: BorrowedFd<'_>, bytes: u64) -> Result<MappedWords, SegmentError> {
+        check_segment(fd, bytes)?;
+        let seals = fcntl(fd.as_raw_fd(), FcntlArg::F_GET_SEALS)
+            .map_err(system("reading the seals of an image"))?;
+        if SealFlag::from_bits_truncate(seals) & SealFlag::F_SEAL_WRITE != SealFlag::F_SEAL_WRITE {
+            return Err(SegmentError::NotFrozen);
+        }
+        let length = usize::try_from(bytes).map_err(|_| SegmentError::Size {
+            expected: bytes,
+            actual: bytes,
+        })?;
+        // SAFETY: `map_copy` is unsafe because the file could change under a mapping that
+        // hands out `&mut [u8]`. The file is sealed against shrinking and writes (checked
+        // above), so its bytes never change and its pages stay backed; and the mapping is
+        // turned into an `MmapRaw` at once, so no reference to its bytes is ever formed (the
+        // only access is through `words`' atomics).
+        let map = unsafe { MmapOptions::new().len(length).map_copy(fd.as_raw_fd()) }.map_err(
+            |error| SegmentError::System {
+                what: "mapping an image copy-on-write",
+                error,
+            },
+        )?;
+        // INVARIANT: a private read-write mapping of the whole file (size and seals checked),
+        // page-aligned.
+        Ok(MappedWords {
+            words: length / 8,
+            map: MmapRaw::from(map),
+        })
+    }
+
     /// Locks the segment's pages in memory (`mlock`), as a driver pins DMA memory.
     pub fn lock(&self) -> std::io::Result<()> {
         self.map.lock()
+    }
+
+    /// Locks the segment's pages in memory as they are first touched (`mlock2` with
+    /// `MLOCK_ONFAULT`): those already resident at once, every other one when a fault brings
+    /// it in, without populating the whole segment up front. The whole segment counts against
+    /// `RLIMIT_MEMLOCK` all the same.
+    pub fn lock_on_fault(&self) -> std::io::Result<()> {
+        // SAFETY: `mlock2` reads and writes no memory of this process: it only marks the
+        // pages of `[pointer, pointer + len)`, a range inside this live mapping (type
+        // invariant), to stay resident; the mapping's contents and validity are unchanged.
+        let result = unsafe {
+            nix::libc::mlock2(
+                self.map.as_ptr().cast::<nix::libc::c_void>(),
+                self.map.len(),
+                nix::libc::MLOCK_ONFAULT,
+            )
+        };
+        if result == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
     }
 
     /// Bytes of the segment.
@@ -489,6 +582,68 @@ mod tests {
         first.words()[3].store(0xabcd, Ordering::Release);
         assert_eq!(second.words()[3].load(Ordering::Acquire), 0xabcd);
         assert_eq!(second.words().len(), 512);
+    }
+
+    /// A frozen image reads the same in every copy-on-write view; a write to one view
+    /// changes neither the image nor another view; an image not frozen is refused, and one
+    /// cannot be frozen while a shared writable mapping of it exists.
+    #[test]
+    fn copy_on_write_views_of_a_frozen_image_read_it_and_keep_their_writes_private() {
+        let fd = image_memfd("axle-test-image", 8192).unwrap();
+        let writer = MappedWords::map(fd.as_fd(), 8192).unwrap();
+        writer.words()[7].store(77, Ordering::Relaxed);
+        assert!(matches!(
+            MappedWords::copy_on_write(fd.as_fd(), 8192),
+            Err(SegmentError::NotFrozen)
+        ));
+        assert!(
+            freeze_image(fd.as_fd()).is_err(),
+            "frozen under a writable mapping"
+        );
+        drop(writer);
+        freeze_image(fd.as_fd()).unwrap();
+        assert!(
+            MappedWords::map(fd.as_fd(), 8192).is_err(),
+            "a frozen image cannot be mapped shared and writable"
+        );
+        let first = MappedWords::copy_on_write(fd.as_fd(), 8192).unwrap();
+        let second = MappedWords::copy_on_write(fd.as_fd(), 8192).unwrap();
+        assert_eq!(first.words()[7].load(Ordering::Relaxed), 77);
+        first.words()[7].store(1, Ordering::Relaxed);
+        first.words()[1000].store(2, Ordering::Relaxed);
+        assert_eq!(first.words()[7].load(Ordering::Relaxed), 1);
+        assert_eq!(second.words()[7].load(Ordering::Relaxed), 77);
+        assert_eq!(second.words()[1000].load(Ordering::Relaxed), 0);
+        let third = MappedWords::copy_on_write(fd.as_fd(), 8192).unwrap();
+        assert_eq!(
+            third.words()[7].load(Ordering::Relaxed),
+            77,
+            "the image is unchanged"
+        );
+        assert!(matches!(
+            MappedWords::copy_on_write(fd.as_fd(), 4096),
+            Err(SegmentError::Size { .. })
+        ));
+    }
+
+    /// `VmLck` of `/proc/self/status`, in KiB.
+    fn locked_kib() -> u64 {
+        std::fs::read_to_string("/proc/self/status")
+            .unwrap()
+            .lines()
+            .find_map(|line| line.strip_prefix("VmLck:"))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap()
+    }
+
+    #[test]
+    fn a_segment_locked_on_fault_counts_as_locked_and_stays_usable() {
+        let (segment, _fd) = MappedWords::create("axle-test-lock", 64 << 10).unwrap();
+        let before = locked_kib();
+        segment.lock_on_fault().unwrap();
+        assert!(locked_kib() >= before + 64, "{before} KiB before");
+        segment.words()[100].store(5, Ordering::Release);
+        assert_eq!(segment.words()[100].load(Ordering::Acquire), 5);
     }
 
     #[test]

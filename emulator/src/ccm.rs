@@ -119,9 +119,8 @@ struct Active {
     started: Ticks,
     /// Sub-core cycles of exclusive use the item still needs.
     compute_left: f64,
-    /// The largest fraction of its sub-core the item's single µthread can use.
-    cap: f64,
-    /// Its current fraction of the sub-core.
+    /// Its current fraction of the sub-core (at most its cap, the largest fraction its single
+    /// µthread can use, kept in [`SubCore::by_cap`]).
     share: f64,
     /// When its instructions end at the current share.
     compute_end: Ticks,
@@ -152,6 +151,9 @@ pub struct InterleaveCounts {
 struct SubCore {
     /// Slots whose items still have instructions to issue, in arrival order.
     issuing: Vec<u32>,
+    /// The same items as `(cap, slot)`, by cap then slot: the order the water-filling visits
+    /// them in ([`Ccm::reshare_sub_core`]), kept sorted as items come and go.
+    by_cap: Vec<(f64, u32)>,
     /// Slots in use (issuing, waiting for memory, or in their final latency).
     occupied: u32,
     /// Time up to which `compute_left` is accounted.
@@ -212,7 +214,12 @@ impl MinTree {
             let right = self.nodes.get(2 * node + 1).copied();
             if let (Some(left), Some(right), Some(parent)) = (left, right, self.nodes.get_mut(node))
             {
-                *parent = left.min(right);
+                let minimum = left.min(right);
+                if *parent == minimum {
+                    // Unchanged here, so unchanged above.
+                    break;
+                }
+                *parent = minimum;
             }
         }
     }
@@ -241,8 +248,6 @@ pub struct Ccm {
     sub_timers: MinTree,
     /// Per unit, the sub-core (0-based within the unit) that took its last item.
     last_sub_core: Vec<u32>,
-    /// Scratch for [`Ccm::reshare_sub_core`]: the issuing items' caps.
-    scratch_caps: Vec<(f64, u32)>,
     /// Scratch for [`Ccm::compute_due`]: the items whose instructions ended.
     scratch_done: Vec<u32>,
     /// Scratch for dispatch and item ends: the sub-cores an item started on.
@@ -295,6 +300,7 @@ impl Ccm {
             sub: (0..sub_cores)
                 .map(|_| SubCore {
                     issuing: Vec::new(),
+                    by_cap: Vec::new(),
                     occupied: 0,
                     updated: Ticks::ZERO,
                 })
@@ -303,7 +309,6 @@ impl Ccm {
             // The first item of a unit goes to its sub-core 0. Units, sub-cores and µthreads are
             // bounded by `DeviceConfig::validate` (MAX_UTHREADS) before a device is built.
             last_sub_core: vec![config.ccm_sub_cores.saturating_sub(1); config.ccm_units as usize],
-            scratch_caps: Vec::new(),
             scratch_done: Vec::new(),
             scratch_touched: Vec::new(),
             slots: vec![None; slots as usize],
@@ -563,7 +568,6 @@ impl Ccm {
             item,
             started: now,
             compute_left: demand,
-            cap,
             share: 0.0,
             compute_end: now,
             compute_done: demand <= 0.0,
@@ -574,6 +578,10 @@ impl Ccm {
             self.advance_sub_core(now, sub_core);
             if let Some(entry) = self.sub.get_mut(sub_core as usize) {
                 entry.issuing.push(slot);
+                let at = entry.by_cap.partition_point(|&(other, other_slot)| {
+                    other.total_cmp(&cap).then(other_slot.cmp(&slot)).is_lt()
+                });
+                entry.by_cap.insert(at, (cap, slot));
             }
             if !touched.contains(&sub_core) {
                 touched.push(sub_core);
@@ -643,40 +651,35 @@ impl Ccm {
     }
 
     /// Water-fills `sub_core`'s capacity over its issuing items (max-min fair with each item's
-    /// cap) and schedules the earliest projected end.
+    /// cap) and schedules the earliest projected end. One pass over the items, by cap then
+    /// slot ([`SubCore::by_cap`]): each item's issue progress is accounted up to `now` at its
+    /// old share (as [`Ccm::advance_sub_core`] does), then its new share and end are set.
     fn reshare_sub_core(&mut self, now: Ticks, sub_core: u32) {
-        self.advance_sub_core(now, sub_core);
-        let Some(entry) = self.sub.get(sub_core as usize) else {
+        let Some(entry) = self.sub.get_mut(sub_core as usize) else {
             return;
         };
-        let mut caps = std::mem::take(&mut self.scratch_caps);
-        caps.clear();
-        caps.extend(
-            entry
-                .issuing
-                .iter()
-                .filter_map(|&slot| Some((self.slots.get(slot as usize)?.as_ref()?.cap, slot))),
-        );
-        caps.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let elapsed = now.since(entry.updated).0 as f64 / self.ticks_per_cycle;
+        entry.updated = now;
         let mut capacity = 1.0_f64;
-        let mut left = caps.len();
-        let mut earliest: Option<Ticks> = None;
-        for &(cap, slot) in &caps {
+        let mut left = entry.by_cap.len();
+        let mut earliest = Ticks::NEVER;
+        for &(cap, slot) in &entry.by_cap {
             let fair = capacity / left as f64;
             let share = cap.min(fair);
             capacity -= share;
             left -= 1;
             if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
+                if elapsed > 0.0 {
+                    active.compute_left = (active.compute_left - active.share * elapsed).max(0.0);
+                }
                 active.share = share;
                 let ticks = active.compute_left / share * self.ticks_per_cycle;
                 active.compute_end = now.plus(ceil_ticks(ticks));
-                earliest = Some(earliest.map_or(active.compute_end, |e| e.min(active.compute_end)));
+                earliest = earliest.min(active.compute_end);
             }
         }
-        self.scratch_caps = caps;
         // The earliest projected end of an issuing item's instructions (none: never).
-        self.sub_timers
-            .set(sub_core, earliest.unwrap_or(Ticks::NEVER));
+        self.sub_timers.set(sub_core, earliest);
     }
 
     /// Projects the earliest end of memory traffic.
@@ -716,6 +719,9 @@ impl Ccm {
                 }
                 !ended
             });
+            if !done.is_empty() {
+                entry.by_cap.retain(|(_, slot)| !done.contains(slot));
+            }
         }
         for &slot in &done {
             self.part_done(now, slot);

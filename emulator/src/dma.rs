@@ -66,7 +66,17 @@ pub struct DmaEngineModel {
     pub requests: u64,
     /// Descriptors sent.
     pub writes: u64,
+    /// Buffers of landed writes, kept for the next writes' bytes (a simulator economy: one
+    /// allocation per write in flight at most, not one per write).
+    spare: Vec<Vec<u8>>,
 }
+
+/// Most landed writes' buffers kept for reuse ([`DmaEngineModel::buffer`]).
+pub const SPARE_BUFFERS: usize = 4096;
+
+/// Largest buffer kept for reuse (a write's bytes are a payload, a record or a tail: a few
+/// KiB at most; a larger one is freed).
+pub const SPARE_BUFFER_BYTES: usize = 64 << 10;
 
 impl DmaEngineModel {
     /// An idle engine with `channels` channels.
@@ -81,6 +91,24 @@ impl DmaEngineModel {
             busy_total: Ticks::ZERO,
             requests: 0,
             writes: 0,
+            spare: Vec::new(),
+        }
+    }
+
+    /// A buffer of `length` zero bytes for a write's bytes: a landed write's buffer when one
+    /// is kept ([`DmaEngineModel::recycle`]), a new one otherwise.
+    pub fn buffer(&mut self, length: usize) -> Vec<u8> {
+        let mut bytes = self.spare.pop().unwrap_or_default();
+        bytes.clear();
+        bytes.resize(length, 0);
+        bytes
+    }
+
+    /// Keeps the buffer of a landed write for a later one (up to [`SPARE_BUFFERS`] buffers of
+    /// at most [`SPARE_BUFFER_BYTES`]).
+    pub fn recycle(&mut self, bytes: Vec<u8>) {
+        if self.spare.len() < SPARE_BUFFERS && bytes.capacity() <= SPARE_BUFFER_BYTES {
+            self.spare.push(bytes);
         }
     }
 
@@ -175,6 +203,28 @@ pub fn descriptor_address(request: &DmaRequest, offset: u32) -> shared_abi::Devi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A landed write's buffer is handed out again, zeroed and of the length asked for
+    /// (whatever it held); one larger than [`SPARE_BUFFER_BYTES`] is not kept.
+    #[test]
+    fn a_recycled_buffer_comes_back_zeroed_at_the_length_asked_and_a_large_one_is_dropped() {
+        let mut engine = DmaEngineModel::new(1);
+        let mut first = engine.buffer(32);
+        assert_eq!(first, vec![0; 32]);
+        first.fill(0xab);
+        let address = first.as_ptr();
+        engine.recycle(first);
+        let second = engine.buffer(8);
+        assert_eq!(second, vec![0; 8]);
+        assert_eq!(second.as_ptr(), address, "the landed buffer was reused");
+        engine.recycle(vec![1; SPARE_BUFFER_BYTES + 1]);
+        let third = engine.buffer(4);
+        assert_eq!(third, vec![0; 4]);
+        assert!(
+            third.capacity() <= SPARE_BUFFER_BYTES,
+            "a new buffer, not the large one"
+        );
+    }
 
     fn descriptor(source: u64, destination: u64, length: u32, kind: DmaKind) -> DmaDescriptor {
         DmaDescriptor {

@@ -184,7 +184,8 @@ impl Hardware {
         self.schedule_ccm();
         if let Some(trace) = self.trace.as_deref_mut() {
             for item in &ended {
-                trace.item(item.unit, item.tag, item.item, item.started, now);
+                let result = trace.result_of(item.tag, item.item, &self.dram);
+                trace.item(item.unit, item.tag, item.item, item.started, now, result);
             }
         }
         !ended.is_empty()
@@ -229,7 +230,7 @@ impl Hardware {
             // Bounded: `check_descriptor` accepted the source range inside device memory (and
             // the firmware, not the host, wrote the chain: the scratch area is not
             // host-writable).
-            let mut bytes = vec![0; descriptor.length as usize];
+            let mut bytes = self.dma.buffer(descriptor.length as usize);
             if self
                 .dram
                 .read(DeviceAddress(descriptor.source), &mut bytes)
@@ -255,6 +256,11 @@ impl Hardware {
             }
             self.last_landing = self.last_landing.max(last_landed);
             self.dma.writes += 1;
+            if let Some(trace) = self.trace.as_deref_mut() {
+                if kind == DmaKind::Metadata {
+                    trace.dma_record(tag.0, &bytes);
+                }
+            }
             // The link serialises the writes, so landings come in time order (jittered ones
             // too, unless the fault injection lets them overtake): the queue's FIFO.
             self.queue.push_in_order(
@@ -412,6 +418,9 @@ impl ComputeUnits for Hardware {
     fn dispatch(&mut self, launch: KernelLaunch) -> Result<(), FirmwareError> {
         if self.ccm.is_running() {
             return Err(FirmwareError::Busy);
+        }
+        if let Some(trace) = self.trace.as_deref_mut() {
+            trace.dispatched(launch.tag, launch.kernel);
         }
         // The kernel as the firmware decoded it when the command arrived: no second read of
         // the command or its parameter block, which the host may have overwritten since.

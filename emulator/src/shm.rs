@@ -8,6 +8,11 @@
 //!
 //! The mapping itself is the transport's ([`cosim_link::shm::MappedWords`], which holds the
 //! `unsafe` of every mapping); this module only keeps the memory file to hand to a host.
+//!
+//! A [`DeviceImage`] is device memory loaded once and then frozen: a run's segment can be a
+//! private copy-on-write view of it ([`DeviceSegment::copy_of`]), so that several runs over the
+//! same large data set (`axle eval`'s OPT and DLRM runs) neither load it again nor hold a copy
+//! each: a view reads the image's pages and owns only the pages it writes.
 
 use cosim_link::shm::MappedWords;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -55,6 +60,14 @@ impl DeviceSegment {
         })
     }
 
+    /// A private copy-on-write view of `image`: it reads as the image did when it was made,
+    /// and its writes are its own.
+    pub fn copy_of(image: &DeviceImage) -> std::io::Result<DeviceSegment> {
+        let words = MappedWords::copy_on_write(image.fd.as_fd(), image.bytes)
+            .map_err(std::io::Error::other)?;
+        Ok(DeviceSegment { words, fd: None })
+    }
+
     /// The memory file, when the segment is shared.
     pub fn fd(&self) -> Option<BorrowedFd<'_>> {
         self.fd.as_ref().map(AsFd::as_fd)
@@ -73,6 +86,54 @@ impl DeviceSegment {
     /// The memory as words.
     pub fn words(&self) -> &[AtomicU64] {
         self.words.words()
+    }
+}
+
+/// Device memory loaded once and frozen (sealed against writes), for copy-on-write views
+/// ([`DeviceSegment::copy_of`]). Its pages are shared by the views; they are freed when the
+/// image and its last view are dropped.
+pub struct DeviceImage {
+    fd: OwnedFd,
+    bytes: u64,
+}
+
+impl core::fmt::Debug for DeviceImage {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("DeviceImage")
+            .field("bytes", &self.bytes)
+            .finish()
+    }
+}
+
+impl DeviceImage {
+    /// Makes an image of `bytes` bytes (rounded up to whole words), zeroed, that `load`
+    /// writes through the segment it is given (a shared mapping of the image), and freezes
+    /// it. `load` must drop the segment before it returns (it owns it, and freezing fails
+    /// while a writable mapping of the image exists); what `load` returns comes back with
+    /// the image.
+    pub fn make<T, E: From<std::io::Error>>(
+        bytes: u64,
+        load: impl FnOnce(DeviceSegment) -> Result<T, E>,
+    ) -> Result<(DeviceImage, T), E> {
+        let length = bytes.checked_next_multiple_of(8).ok_or_else(|| {
+            std::io::Error::other(format!("an image of {bytes} bytes of device memory"))
+        })?;
+        let fd = cosim_link::shm::image_memfd("axle-device-image", length)
+            .map_err(std::io::Error::other)?;
+        let words = MappedWords::map(fd.as_fd(), length).map_err(std::io::Error::other)?;
+        let loaded = load(DeviceSegment { words, fd: None })?;
+        cosim_link::shm::freeze_image(fd.as_fd()).map_err(std::io::Error::other)?;
+        Ok((DeviceImage { fd, bytes: length }, loaded))
+    }
+
+    /// Bytes of the image.
+    pub fn len(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Whether the image has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.bytes == 0
     }
 }
 
@@ -96,6 +157,36 @@ mod tests {
             .iter()
             .all(|w| w.load(Ordering::Relaxed) == 0));
         assert!(segment.fd().is_none());
+    }
+
+    /// What `make`'s load wrote is what every copy reads; a copy's writes stay its own.
+    #[test]
+    fn copies_of_an_image_read_what_its_load_wrote_and_keep_their_writes() {
+        let (image, answer) = DeviceImage::make(8192, |segment| {
+            segment.words()[3].store(33, Ordering::Relaxed);
+            Ok::<_, std::io::Error>(42)
+        })
+        .unwrap();
+        assert_eq!((answer, image.len()), (42, 8192));
+        let first = DeviceSegment::copy_of(&image).unwrap();
+        let second = DeviceSegment::copy_of(&image).unwrap();
+        first.words()[3].store(1, Ordering::Relaxed);
+        assert_eq!(first.words()[3].load(Ordering::Relaxed), 1);
+        assert_eq!(second.words()[3].load(Ordering::Relaxed), 33);
+        assert!(first.fd().is_none(), "a copy is not handed to a host");
+    }
+
+    /// A load that keeps its writable segment leaves an image that cannot be frozen: the
+    /// make fails rather than hand out copies of memory that may still change.
+    #[test]
+    fn an_image_whose_load_keeps_its_segment_is_refused() {
+        let mut kept = None;
+        let made = DeviceImage::make(4096, |segment| {
+            kept = Some(segment);
+            Ok::<_, std::io::Error>(())
+        });
+        assert!(made.is_err());
+        drop(kept);
     }
 
     #[test]

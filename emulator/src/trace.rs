@@ -9,14 +9,24 @@
 //!
 //! - every CCM work item, from its start to its end, on a µthread *lane* of its processing
 //!   unit. The CCM model shares a unit statically among its µthreads and does not name them;
-//!   the trace gives each item the lowest lane of its unit that is free at its start, which
-//!   is a valid assignment because a unit never runs more items than it has µthreads;
+//!   the trace gives each item the lowest lane of its unit that is free at its start, taking
+//!   the items in start order once the run is over ([`DeviceTrace::finish`]): items are
+//!   recorded as they end, and handing out lanes in that order could need more lanes than
+//!   the unit has µthreads (a lane freed early is taken by a short item that started late,
+//!   and a long item that started before it finds none), whereas in start order the lanes
+//!   never outnumber the items running at once, which a unit keeps within its µthreads. With
+//!   it, the result bytes the item wrote (the kernel's own description of the item, the one
+//!   the firmware's result monitor counts), so that a record can be traced back to the item
+//!   that completed its chunk;
 //! - every DMA request: preparation (submission to the end of preparation) and transfer (end
 //!   of preparation to the last write landed in host memory), on a lane allocated the same
 //!   way (the engine's channels are a latency model, not named queues);
 //! - the link's serialisation intervals, per direction: host stores, CXL.io accesses and
 //!   their responses, CXL.mem load responses, and each DMA request's writes (back to back on
 //!   the upstream wire, so one interval per request);
+//! - the metadata records each DMA request carried ([`DmaRecord`]: sequence, launch tag and
+//!   result bytes, read from the request's metadata writes), which identify a record from the
+//!   item that completed it to the host task that read it (the flow arrows of the trace);
 //! - instants: launch stores, flow-control stores and mailbox doorbells reaching the device,
 //!   interrupts raised;
 //! - the DMA executor's state after every firmware step ([`DeviceTrace::executor_state`]):
@@ -24,8 +34,11 @@
 //!   tails each time they moved (with the host's flow-control stores, the ring's occupancy).
 
 use crate::config::DeviceConfig;
-use shared_abi::Ticks;
+use firmware::hal::DeviceMemory;
+use firmware::kernels::Kernel;
+use shared_abi::{MetadataRecord, Ticks};
 use std::collections::VecDeque;
+use zerocopy::FromBytes;
 
 /// Which way a link transfer goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,6 +104,10 @@ pub enum DeviceSpanKind {
         tag: u32,
         /// The item index.
         item: u32,
+        /// Offset of the result bytes the item wrote in the launch's result space.
+        result_offset: u64,
+        /// Bytes of result it wrote (0: none, or its description failed).
+        result_length: u32,
     },
     /// A DMA request's preparation.
     DmaPrepare {
@@ -134,6 +151,21 @@ pub struct DeviceSpan {
     pub end: Ticks,
 }
 
+/// A metadata record a DMA request carried to the host (edge D3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DmaRecord {
+    /// The request's tag.
+    pub request: u64,
+    /// The record's sequence number (its absolute metadata index).
+    pub sequence: u64,
+    /// The launch tag.
+    pub tag: u32,
+    /// Offset of its payload's bytes in the launch's result space.
+    pub result_offset: u64,
+    /// Bytes of result data in the payload.
+    pub length: u32,
+}
+
 /// The device's timeline of a run.
 #[derive(Debug, Default)]
 pub struct DeviceTrace {
@@ -143,8 +175,6 @@ pub struct DeviceTrace {
     pub spans: Vec<DeviceSpan>,
     /// Instants, in time order.
     pub instants: Vec<(Ticks, DeviceInstant)>,
-    /// Per processing unit, when each lane frees up.
-    item_lanes: Vec<Vec<Ticks>>,
     /// When each DMA lane frees up.
     dma_lanes: Vec<Ticks>,
     /// DMA requests submitted and not yet sent: tag and submission time.
@@ -156,6 +186,10 @@ pub struct DeviceTrace {
     /// The executor's metadata and payload tails (records and payloads claimed in the rings)
     /// each time they changed: (time, metadata tail, payload tail), in time order.
     pub tails: Vec<(Ticks, u64, u64)>,
+    /// The metadata records the DMA requests carried, in the order they were sent.
+    pub records: Vec<DmaRecord>,
+    /// The kernel last dispatched to the CCM, with its launch tag (describes the items).
+    kernel: Option<(u32, Kernel)>,
     /// When the open back-pressure interval began.
     blocked_since: Option<Ticks>,
     /// The last firmware step's time.
@@ -184,32 +218,65 @@ impl DeviceTrace {
             uthreads: config
                 .ccm_sub_cores
                 .saturating_mul(config.ccm_uthreads_per_sub_core),
-            // One lane list per unit (bounded by `DeviceConfig::validate`).
-            item_lanes: vec![Vec::new(); config.ccm_units as usize],
             ..DeviceTrace::default()
         }
     }
 
-    /// A CCM item of launch `tag` started on `unit` at `start` and ends at `end`.
-    pub fn item(&mut self, unit: u32, tag: u32, item: u32, start: Ticks, end: Ticks) {
-        let index = unit as usize;
-        if self.item_lanes.len() <= index {
-            self.item_lanes.resize(index + 1, Vec::new());
+    /// Launch `tag`'s `kernel` (a stage of it) was dispatched to the CCM.
+    pub fn dispatched(&mut self, tag: u32, kernel: Kernel) {
+        self.kernel = Some((tag, kernel));
+    }
+
+    /// The result bytes item `item` of launch `tag` writes, `(offset, length)`, as the
+    /// kernel describes it (read from `memory`, as the firmware's result monitor does when
+    /// the item ends); `(0, 0)` when it is not known.
+    pub fn result_of<M: DeviceMemory>(&self, tag: u32, item: u32, memory: &M) -> (u64, u32) {
+        match self.kernel {
+            Some((dispatched, ref kernel)) if dispatched == tag => kernel
+                .item(item, memory)
+                .map_or((0, 0), |spec| (spec.result_offset, spec.result_length)),
+            _ => (0, 0),
         }
-        let lane = self
-            .item_lanes
-            .get_mut(index)
-            .map_or(0, |lanes| take_lane(lanes, start, end));
+    }
+
+    /// A CCM item of launch `tag` started on `unit` at `start` and ends at `end`, having
+    /// written `result` (offset and length, [`DeviceTrace::result_of`]). Its lane is given
+    /// when the recording ends ([`DeviceTrace::finish`]).
+    pub fn item(
+        &mut self,
+        unit: u32,
+        tag: u32,
+        item: u32,
+        start: Ticks,
+        end: Ticks,
+        result: (u64, u32),
+    ) {
         self.spans.push(DeviceSpan {
             kind: DeviceSpanKind::Item {
                 unit,
-                lane,
+                lane: 0,
                 tag,
                 item,
+                result_offset: result.0,
+                result_length: result.1,
             },
             start,
             end,
         });
+    }
+
+    /// DMA request `request` carries the metadata record `bytes` (a metadata write's data;
+    /// anything shorter than a record is ignored).
+    pub fn dma_record(&mut self, request: u64, bytes: &[u8]) {
+        if let Ok((record, _)) = MetadataRecord::read_from_prefix(bytes) {
+            self.records.push(DmaRecord {
+                request,
+                sequence: record.sequence,
+                tag: record.tag,
+                result_offset: record.result_offset,
+                length: record.length,
+            });
+        }
     }
 
     /// DMA request `request` was submitted at `at`.
@@ -301,10 +368,42 @@ impl DeviceTrace {
 
     /// Closes a back-pressure interval still open (a run that ended waiting, such as one
     /// that deadlocked) at `now`, the end of the recording.
+    /// Also gives each CCM item its lane: per unit, in start order (equal starts in the
+    /// order the items ended), the lowest lane free at its start.
     pub fn finish(&mut self, now: Ticks) {
+        self.assign_item_lanes();
         if let Some(since) = self.blocked_since.take() {
             self.backpressure
                 .push((since, now.max(self.last_step).max(since)));
+        }
+    }
+
+    /// Gives each CCM item the lowest lane of its unit free at its start, in start order.
+    fn assign_item_lanes(&mut self) {
+        // (unit, start, recording order) of each item span.
+        let mut items: Vec<(u32, Ticks, usize)> = self
+            .spans
+            .iter()
+            .enumerate()
+            .filter_map(|(index, span)| match span.kind {
+                DeviceSpanKind::Item { unit, .. } => Some((unit, span.start, index)),
+                _ => None,
+            })
+            .collect();
+        items.sort_unstable();
+        let mut lanes: Vec<Ticks> = Vec::new();
+        let mut current = None;
+        for (unit, _, index) in items {
+            if current != Some(unit) {
+                current = Some(unit);
+                lanes.clear();
+            }
+            if let Some(span) = self.spans.get_mut(index) {
+                let (start, end) = (span.start, span.end);
+                if let DeviceSpanKind::Item { lane, .. } = &mut span.kind {
+                    *lane = take_lane(&mut lanes, start, end);
+                }
+            }
         }
     }
 }
@@ -332,12 +431,31 @@ mod tests {
             ccm_uthreads_per_sub_core: 2,
             ..DeviceConfig::default()
         });
-        trace.item(0, 1, 0, Ticks(0), Ticks(10));
-        trace.item(0, 1, 2, Ticks(0), Ticks(20));
-        trace.item(1, 1, 1, Ticks(0), Ticks(5));
+        trace.item(0, 1, 0, Ticks(0), Ticks(10), (0, 0));
+        trace.item(0, 1, 2, Ticks(0), Ticks(20), (0, 0));
+        trace.item(1, 1, 1, Ticks(0), Ticks(5), (0, 0));
         // Lane 0 of unit 0 frees at 10: the item starting then takes it.
-        trace.item(0, 1, 4, Ticks(10), Ticks(30));
+        trace.item(0, 1, 4, Ticks(10), Ticks(30), (0, 0));
+        trace.finish(Ticks(30));
         assert_eq!(lanes_of(&trace), vec![(0, 0), (0, 1), (1, 0), (0, 0)]);
+    }
+
+    /// Items are recorded as they end. Given lanes in that order, these four (never more than
+    /// two at once) would need three: the short item 2 takes lane 0 at 8, and item 3, which
+    /// started at 7, finds both lanes busy. In start order two lanes do.
+    #[test]
+    fn items_recorded_as_they_end_need_no_more_lanes_than_run_at_once() {
+        let mut trace = DeviceTrace::new(&DeviceConfig {
+            ccm_units: 1,
+            ccm_sub_cores: 1,
+            ccm_uthreads_per_sub_core: 2,
+            ..DeviceConfig::default()
+        });
+        for (item, start, end) in [(0, 0, 6), (1, 5, 8), (2, 8, 9), (3, 7, 16)] {
+            trace.item(0, 1, item, Ticks(start), Ticks(end), (0, 0));
+        }
+        trace.finish(Ticks(16));
+        assert_eq!(lanes_of(&trace), vec![(0, 0), (0, 1), (0, 1), (0, 0)]);
     }
 
     #[test]

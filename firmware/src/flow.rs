@@ -89,3 +89,45 @@ impl Credits {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::FakeDeviceMemory;
+
+    fn memory_with_heads(metadata_head: u64, payload_head: u64) -> FakeDeviceMemory {
+        let memory = FakeDeviceMemory::new(0x2000);
+        memory.put(
+            device_map::FLOW_CONTROL,
+            &FlowControlMessage {
+                metadata_head,
+                payload_head,
+            },
+        );
+        memory
+    }
+
+    #[test]
+    fn refresh_adopts_valid_heads_and_the_accessors_report_them() {
+        let mut credits = Credits::new();
+        assert_eq!((credits.metadata_head(), credits.payload_head()), (0, 0));
+        credits.refresh(&memory_with_heads(3, 2), 5, 4).unwrap();
+        assert_eq!(credits.metadata_head(), 3);
+        assert_eq!(credits.payload_head(), 2);
+        // Free room follows the adopted heads: 8 - (5 - 3) and 4 - (4 - 2).
+        assert_eq!(credits.free(5, 8, 4, 4), (6, 2));
+    }
+
+    #[test]
+    fn refused_refresh_keeps_the_cached_heads() {
+        let mut credits = Credits::new();
+        credits.refresh(&memory_with_heads(3, 2), 5, 4).unwrap();
+        // The payload head passes the payload tail (4): nothing is adopted, not even the
+        // metadata head, which alone would be valid.
+        assert_eq!(
+            credits.refresh(&memory_with_heads(4, 5), 5, 4),
+            Err(FirmwareError::HeadBeyondTail)
+        );
+        assert_eq!((credits.metadata_head(), credits.payload_head()), (3, 2));
+    }
+}

@@ -533,6 +533,35 @@ mod tests {
     }
 
     #[test]
+    fn physically_adjacent_entries_do_not_overlap() {
+        let (descriptor, mut entries) = three_page_table();
+        // Entry 1 ends where entry 0 starts, entry 2 starts where entry 0 ends.
+        entries[0].host_phys = 0x2000;
+        entries[1].host_phys = 0x1000;
+        entries[2].host_phys = 0x3000;
+        let region = load(&descriptor, &entries).unwrap();
+        assert_eq!(region.translate(PAGE, 8), Ok(HostPhysAddr(0x1000)));
+        assert_eq!(region.translate(2 * PAGE, 8), Ok(HostPhysAddr(0x3000)));
+    }
+
+    #[test]
+    fn entry_count_beyond_the_table_is_refused_before_any_entry_is_read() {
+        // Device memory ends where the entries begin: reading one would be a memory fault.
+        let memory = FakeDeviceMemory {
+            bytes: std::cell::RefCell::new(vec![0; device_map::SHADOW_ENTRIES.0 as usize]),
+        };
+        let (mut descriptor, _) = three_page_table();
+        descriptor.entry_count = MAX_SG_ENTRIES as u32 + 1;
+        memory
+            .write(device_map::SHADOW_DESCRIPTOR, descriptor.as_bytes())
+            .unwrap();
+        assert_eq!(
+            ShadowRegion::load(&memory),
+            Err(FirmwareError::MalformedDescriptor)
+        );
+    }
+
+    #[test]
     fn non_canonical_layout_is_malformed() {
         let (mut descriptor, entries) = three_page_table();
         descriptor.payload_offset += 8;

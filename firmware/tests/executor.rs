@@ -924,6 +924,268 @@ fn broken_ring_with_an_open_batch_is_not_busy_once_every_item_finished() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// What the device sees of the executor, the retry path, and scratch room
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn stream_tails_and_the_credit_wait_are_what_the_executor_published_and_waits_for() {
+    let mut bench = credit_bench();
+    assert_eq!(bench.firmware.stream_tails(), (0, 0));
+    assert!(!bench.firmware.waiting_for_credit());
+    bench.finish_chunks(0..6);
+    bench.step();
+    assert_eq!(
+        bench.firmware.stream_tails(),
+        (4, 4),
+        "four records and payloads"
+    );
+    assert!(
+        bench.firmware.waiting_for_credit(),
+        "chunks 4 and 5 wait for credit"
+    );
+    bench.hal.complete_all_dma();
+    bench.hal.send_heads(4, 4);
+    bench.step();
+    assert_eq!(bench.firmware.stream_tails(), (6, 6));
+    assert!(!bench.firmware.waiting_for_credit(), "credit came back");
+}
+
+#[test]
+fn a_batch_resubmitted_after_a_completion_lets_the_next_due_batch_follow_in_the_same_step() {
+    // Three channels, SF1: chunk 3's batch is refused, then two requests complete.
+    let mut bench = bench(80, 64, 64, slots(1), true);
+    bench.hal.dma.set_queue_depth(Some(3));
+    bench.finish_chunks(0..4);
+    bench.step();
+    assert_eq!(bench.payloads_per_request(), [1, 1, 1]);
+    assert_eq!(bench.hal.dma.refusals(), 1);
+    bench.hal.complete_dma(2);
+    bench.finish_chunks([4]);
+    bench.step();
+    // The retried batch took one free channel; chunk 4's batch takes the other at once
+    // rather than joining a new open batch behind a channel the executor thinks is busy.
+    assert_eq!(bench.payloads_per_request(), [1, 1, 1, 1, 1]);
+    assert_eq!(bench.streamed_offsets(), [0, 32, 64, 96, 128]);
+}
+
+// A bench of `rows` KNN rows whose firmware has a scratch area of `descriptors` descriptor
+// slots and `cells` staging cells (the rest as in `test_scratch`).
+fn bench_with_scratch(
+    rows: u32,
+    payload_capacity: u32,
+    streaming_factor: StreamingFactor,
+    descriptors: u32,
+    cells: u32,
+) -> AxleBench {
+    let region = TestRegion::new(64, payload_capacity, SLOT);
+    let mut bench = AxleBench::new(region, KnnLaunch::new(rows, 16, 1), streaming_factor, true);
+    bench.firmware = firmware::Firmware::new(firmware::FirmwareConfig {
+        scratch: firmware::scratch::ScratchLayout {
+            descriptor_capacity: descriptors,
+            staging_capacity: cells,
+            ..firmware::testing::test_scratch()
+        },
+        streaming_factor,
+        out_of_order: true,
+    });
+    bench.region.clone().program(&mut bench.hal);
+    bench.step();
+    bench.start(CommandFlags::empty());
+    bench
+}
+
+#[test]
+fn a_batch_below_the_streaming_factor_leaves_when_the_descriptor_ring_is_full() {
+    // 16 descriptors: a whole-chunk payload takes 3 (D1, D3, D4) and one more payload needs
+    // room for 4 plus the batch's D2, so the fifth payload does not fit beside four.
+    let mut bench = bench_with_scratch(80, 64, slots(8), 16, 1024);
+    bench.finish_chunks(0..10);
+    bench.step();
+    assert_eq!(
+        bench.payloads_per_request(),
+        [4],
+        "the open batch is closed for want of descriptors, not held for SF 8"
+    );
+    bench.hal.complete_all_dma();
+    bench.step();
+    assert_eq!(bench.payloads_per_request(), [4, 4]);
+    bench.hal.complete_all_dma();
+    bench.step();
+    assert_eq!(bench.payloads_per_request(), [4, 4, 2]);
+}
+
+// Checks one request's chain against the launch: for each payload in order its D1 (whole
+// words, then a zero-padded last word), its record D3 and its metadata tail D4, then one D2
+// with the new payload tail. Returns the payload indices it carried.
+fn assert_chain_streams_the_result(bench: &AxleBench, request: &SubmittedRequest) -> Vec<u64> {
+    let result = bench
+        .hal
+        .memory
+        .bytes(bench.launch.result, bench.launch.result_length());
+    let layout = *bench.region.layout();
+    let writes = request.writes();
+    let (d2, groups) = writes.split_last().expect("an empty chain");
+    let mut payload_bytes: Vec<u8> = Vec::new();
+    let mut payload_index = None;
+    let mut carried = Vec::new();
+    let mut position = 0;
+    while position < groups.len() {
+        let write = &groups[position];
+        match write.kind {
+            DmaKind::Payload => {
+                assert!(payload_index.is_none_or(|index| index == write.index));
+                payload_index = Some(write.index);
+                payload_bytes.extend_from_slice(&write.bytes);
+                position += 1;
+            }
+            DmaKind::Metadata => {
+                let record = write.record().unwrap();
+                let index = payload_index.take().expect("a record without its payload");
+                assert_eq!(record.sequence, index, "record {index} names its own index");
+                assert_eq!(write.index, index);
+                assert_eq!(
+                    u64::from(record.payload_slot),
+                    index % u64::from(layout.payload_capacity())
+                );
+                let start = record.result_offset as usize;
+                let length = record.length as usize;
+                assert_eq!(
+                    &payload_bytes[..length],
+                    &result[start..start + length],
+                    "payload {index} carries its chunk"
+                );
+                assert!(
+                    payload_bytes[length..].iter().all(|&byte| byte == 0),
+                    "padding of payload {index} is zero"
+                );
+                assert_eq!(payload_bytes.len(), length.div_ceil(8) * 8);
+                let tail = &groups[position + 1];
+                assert_eq!(tail.kind, DmaKind::MetadataTail);
+                assert_eq!(tail.value(), index + 1);
+                carried.push(index);
+                payload_bytes.clear();
+                position += 2;
+            }
+            kind => panic!("unexpected {kind:?} in a payload chain"),
+        }
+    }
+    assert!(payload_index.is_none(), "a payload without its record");
+    assert_eq!(d2.kind, DmaKind::PayloadTail);
+    assert_eq!(Some(d2.value()), carried.last().map(|index| index + 1));
+    assert_eq!(carried.len() as u32, request.request.payloads);
+    carried
+}
+
+// Completes the oldest outstanding request after checking that its descriptors and staging
+// cells still hold what they held when it was submitted: a real engine reads them while the
+// request runs, so the executor must not reuse them before the completion.
+fn complete_oldest_checking_its_chain(bench: &mut AxleBench) {
+    let request = bench
+        .hal
+        .dma
+        .submitted()
+        .iter()
+        .find(|request| request.completed.is_none())
+        .expect("nothing outstanding");
+    let now = firmware::testing::decode_request(&bench.hal.memory, &request.request);
+    assert_eq!(
+        now, request.chain,
+        "request {:?} was overwritten while in flight",
+        request.tag
+    );
+    bench.hal.complete_next_dma(Status::Ok).unwrap();
+}
+
+#[test]
+fn descriptors_and_staging_cells_in_use_are_never_reused_whatever_the_scratch_room() {
+    // Every small scratch area (at least the 5 descriptors and 4 cells one payload and D2
+    // need), whole and short last chunks, streaming factors of 1 and 3 slots, and an engine
+    // that keeps 0 to 2 requests outstanding: every chain streams its payloads intact, no
+    // request's descriptors or cells change while it is in flight, and every chunk arrives.
+    for descriptors in 5..=14 {
+        for cells in 4..=10 {
+            for rows in [61, 72] {
+                for (sf, lag) in [(1, 0), (1, 2), (3, 1)] {
+                    let case = format!(
+                        "{descriptors} descriptors, {cells} cells, {rows} rows, SF {sf}, lag {lag}"
+                    );
+                    let mut bench = bench_with_scratch(rows, 64, slots(sf), descriptors, cells);
+                    let chunks = bench.chunks();
+                    let mut next_chunk = 0;
+                    let mut rounds = 0;
+                    loop {
+                        rounds += 1;
+                        assert!(rounds < 200, "no progress: {case}");
+                        if next_chunk < chunks {
+                            bench.finish_chunks([next_chunk]);
+                            next_chunk += 1;
+                        }
+                        let before = bench.hal.dma.submitted().len();
+                        let busy = bench.step().busy;
+                        if !busy && next_chunk == chunks {
+                            break;
+                        }
+                        let idle = bench.hal.dma.submitted().len() == before;
+                        while bench.hal.dma.outstanding() > lag
+                            || (idle && bench.hal.dma.outstanding() > 0)
+                        {
+                            complete_oldest_checking_its_chain(&mut bench);
+                            if idle {
+                                break;
+                            }
+                        }
+                    }
+                    let mut streamed = Vec::new();
+                    for request in bench.hal.dma.submitted() {
+                        streamed.extend(assert_chain_streams_the_result(&bench, request));
+                    }
+                    assert_eq!(
+                        streamed,
+                        (0..u64::from(chunks)).collect::<Vec<u64>>(),
+                        "{case}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_broken_status_waits_while_the_in_flight_window_is_full() {
+    // The engine takes everything; 64 one-payload requests fill the executor's window and the
+    // payload ring (64 slots), so the 65th chunk reads the heads: the host's payload head is
+    // beyond the tail.
+    let window = firmware::executor::MAX_IN_FLIGHT;
+    let mut bench = bench(65 * 8, 128, 64, slots(1), true);
+    bench.finish_chunks(0..64);
+    bench.step();
+    assert_eq!(bench.hal.dma.outstanding(), window);
+    bench.hal.send_heads(0, 65);
+    bench.finish_chunks([64]);
+    bench.step();
+    assert_eq!(bench.firmware.broken(), Some(Status::HeadBeyondTail));
+    bench.step();
+    assert_eq!(
+        bench.hal.dma.submitted().len(),
+        window,
+        "no status write while {window} requests are in flight"
+    );
+    bench.hal.complete_dma(1);
+    bench.step();
+    bench.step();
+    let statuses: Vec<&SubmittedRequest> = bench
+        .hal
+        .dma
+        .submitted()
+        .iter()
+        .filter(|request| request.writes_of(DmaKind::DeviceStatus).count() > 0)
+        .collect();
+    assert_eq!(statuses.len(), 1, "published once, when a slot freed");
+    assert_eq!(bench.hal.dma.submitted().len(), window + 1);
+    assert_broken_and_silent(&mut bench, Status::HeadBeyondTail);
+}
+
+// ---------------------------------------------------------------------------------------------
 // The property: random orders, capacities, factors, and a gap-aware host
 // ---------------------------------------------------------------------------------------------
 

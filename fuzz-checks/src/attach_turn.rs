@@ -5,11 +5,15 @@
 //!
 //! Input: a selector byte, then the part's bytes.
 //!
-//! - 0: raw bytes as the host's half of a turn, replayed onto a recording link. An `Ok` has
-//!   consumed the whole message, and re-encoding what was replayed (`RecordingLink`) replays
-//!   to the same calls and wake;
-//! - 1: raw bytes as the device's half of a turn. An `Ok` re-encodes (`DeviceTurn`) to a
-//!   message that decodes to the same time and deliveries;
+//! - 0: a turn's time and horizon (two `u64`s), then raw bytes as the host's half of a turn on
+//!   the page: its trailer split off (`split_host_message`), the rest replayed onto a
+//!   recording link. An accepted trailer claims at least one turn, none before the time, and
+//!   turns of the host's own only before the horizon; an `Ok` replay has consumed the whole
+//!   message, and re-encoding what was replayed (`RecordingLink`) replays to the same calls
+//!   and wake;
+//! - 1: raw bytes as the device's half of a turn on the page: its horizon split off
+//!   (`split_device_message`), the rest decoded. An `Ok` re-encodes (`device_message`) to a
+//!   message that decodes to the same time, deliveries and horizon;
 //! - 2: raw bytes on the attach socket (a socket pair, the writer closed after them) read as
 //!   a session request (`receive_message_with`, 0 to 2 descriptors), then checked by
 //!   `check_session_request`. An accepted request has a set-up the model validates, device
@@ -22,7 +26,10 @@
 use arbitrary::{Arbitrary, Unstructured};
 use cosim_link::attach::{receive_message_with, AttachError, MessageKind, SessionRequest};
 use cosim_link::link::{DeviceLink, HostAgent, LinkCall, LinkResponse, Recorder, Wake};
-use cosim_link::turn::{decode_device_turn, replay_host_turn, DeviceTurn, RecordingLink};
+use cosim_link::turn::{
+    decode_device_turn, device_message, replay_host_turn, split_device_message, split_host_message,
+    DeviceTurn, RecordingLink,
+};
 use emulator::{CoSimError, DeviceConfig, Emulator};
 use host_driver::phys::PhysicalMemory;
 use shared_abi::{DeviceAddress, Ticks};
@@ -95,7 +102,26 @@ impl Call {
     }
 }
 
-fn host_turn(message: &[u8]) {
+fn host_turn(input: &[u8]) {
+    let Some((now, input)) = input.split_first_chunk::<8>() else {
+        return;
+    };
+    let Some((horizon, message)) = input.split_first_chunk::<8>() else {
+        return;
+    };
+    let (now, horizon) = (
+        Ticks(u64::from_le_bytes(*now)),
+        Ticks(u64::from_le_bytes(*horizon)),
+    );
+    let Ok((message, taken, latest)) = split_host_message(message, now, horizon) else {
+        return;
+    };
+    assert!(taken >= 1 && latest >= now);
+    assert!(
+        taken == 1 || latest < horizon,
+        "a turn of its own past the horizon"
+    );
+    assert!(taken > 1 || latest == now);
     let mut first = Recorder::default();
     let Ok(wake) = replay_host_turn(message, &mut first) else {
         return;
@@ -111,6 +137,9 @@ fn host_turn(message: &[u8]) {
 }
 
 fn device_turn(message: &[u8]) {
+    let Ok((message, horizon)) = split_device_message(message) else {
+        return;
+    };
     let Ok((now, deliveries)) = decode_device_turn(message) else {
         return;
     };
@@ -118,8 +147,10 @@ fn device_turn(message: &[u8]) {
     for (at, response) in &deliveries {
         turn.deliver(*at, response);
     }
-    let again = decode_device_turn(&turn.take(now)).expect("a re-encoded turn decodes");
-    assert_eq!(again, (now, deliveries));
+    let encoded = device_message(&mut turn, now, horizon);
+    let (again, horizon_again) = split_device_message(&encoded).expect("a horizon");
+    let again = decode_device_turn(again).expect("a re-encoded turn decodes");
+    assert_eq!((again, horizon_again), ((now, deliveries), horizon));
 }
 
 fn session_request(bytes: &[u8]) {

@@ -2,10 +2,11 @@
 //! probe does for a real device, done over the handshake of [`cosim_link::attach`].
 //!
 //! [`Attachment::connect`] says hello and checks the ABI, creates host physical memory as a
-//! sealed shared-memory segment (pinned with `mlock` where the limit allows) and sends it,
+//! sealed shared-memory segment (pinned page by page as it is touched, where the limit
+//! allows: [`Attachment::connect`] says why) and sends it,
 //! maps the device memory, the turn page and the register window the emulator sends back,
 //! probes the register window's identity, and checks the announced data window. The data set
-//! is then loaded through the mapped device memory ([`Attachment::write_untimed`], untimed
+//! is then loaded into the device memory segment ([`Attachment::write_untimed`], untimed
 //! set-up), and the run goes turn by turn ([`Attachment::run`]) or against the wall clock
 //! ([`Attachment::run_wall`]).
 
@@ -45,18 +46,29 @@ pub struct AttachOptions {
 /// A host attached to an emulator process.
 #[derive(Debug)]
 pub struct Attachment {
-    socket: UnixStream,
     host_memory: Arc<PhysicalMemory>,
     device: DeviceWindow,
+    /// The device memory segment, for the untimed set-up's bulk writes.
+    device_file: OwnedFd,
     registers: RegisterWindow,
     turn_page: TurnPage,
     allocator: DataAllocator,
     data_base: DeviceAddress,
     interrupts: Option<EventFd>,
+    /// Declared last, so dropped last: the emulator, which frees its session once this socket
+    /// closes, still holds the shared segments while this side unmaps its own, and the
+    /// pages are freed in the emulator (after this process is done with them) rather than
+    /// here.
+    socket: UnixStream,
 }
 
 impl Attachment {
     /// Connects to the emulator at `path`, checks the ABI, and exchanges the segments.
+    ///
+    /// Host memory is pinned as a driver pins DMA memory, each page as it is first touched
+    /// (`mlock2` with `MLOCK_ONFAULT`): pinning the whole segment up front would populate
+    /// every page of it, milliseconds of page faults (and as many to unpin them at the end)
+    /// for pages most runs never touch, which an in-process run does not pay.
     pub fn connect(path: &Path, options: &AttachOptions) -> Result<Attachment, AttachError> {
         let socket = UnixStream::connect(path).map_err(|error| AttachError::Connect {
             path: path.to_path_buf(),
@@ -97,7 +109,7 @@ impl Attachment {
 
         let (memory, memory_fd) =
             MappedWords::create("axle-host-memory", options.host_memory_bytes)?;
-        if let Err(error) = memory.lock() {
+        if let Err(error) = memory.lock_on_fault() {
             log::warn!("{}", memlock_advice(options.host_memory_bytes, &error));
         }
         let interrupts = if options.interrupt_line {
@@ -116,6 +128,7 @@ impl Attachment {
             &SessionRequest {
                 host_memory_bytes: options.host_memory_bytes,
                 device_setup: options.device_setup.clone(),
+                turn_protocol: cosim_link::turn::PROTOCOL,
             },
             &fds,
         )?;
@@ -162,9 +175,9 @@ impl Attachment {
         );
         socket.set_read_timeout(None)?;
         Ok(Attachment {
-            socket,
             host_memory,
             device,
+            device_file: device_fd,
             registers,
             turn_page,
             allocator: DataAllocator::new(
@@ -173,6 +186,7 @@ impl Attachment {
             ),
             data_base: DeviceAddress(ready.data_base),
             interrupts,
+            socket,
         })
     }
 
@@ -196,7 +210,10 @@ impl Attachment {
         self.allocator.allocate(length, align)
     }
 
-    /// Untimed set-up: writes device data memory through the mapped window.
+    /// Untimed set-up: writes device data memory, within the data window. The bytes go to the
+    /// device memory segment with `pwrite`, which copies them into the segment's pages
+    /// without a page fault per page (the data sets fill hundreds of megabytes: DLRM's
+    /// tables); where the kernel refuses, through the mapped window.
     pub fn write_untimed(&self, address: DeviceAddress, data: &[u8]) -> Result<(), WindowFault> {
         let fault = WindowFault {
             address,
@@ -206,13 +223,28 @@ impl Attachment {
         if address.0 < self.data_base.0 || end > self.allocator.end().0 {
             return Err(fault);
         }
-        self.device.write(address, data)
+        let mut written = 0;
+        while let Some(rest) = data.get(written..).filter(|rest| !rest.is_empty()) {
+            let offset = i64::try_from(address.0 + written as u64).map_err(|_| fault)?;
+            match nix::sys::uio::pwrite(&self.device_file, rest, offset) {
+                Ok(0) | Err(_) => break,
+                Ok(count) => written += count,
+            }
+        }
+        match data.get(written..) {
+            Some(rest) if !rest.is_empty() => self
+                .device
+                .write(DeviceAddress(address.0 + written as u64), rest),
+            _ => Ok(()),
+        }
     }
 
     /// Runs the co-simulation with `agent` as the host until the agent is done or the
     /// emulator ends the run, then receives the emulator's outcome and counters.
     pub fn run(&mut self, agent: &mut dyn HostAgent) -> Result<SessionEnd, AttachError> {
-        match serve_host(&self.turn_page, &self.socket, agent) {
+        let served = serve_host(&self.turn_page, &self.socket, agent);
+        log::debug!("attach: the host's {}", self.turn_page.wait_counts());
+        match served {
             Ok(()) => {}
             Err(TurnError::PeerDied) => return Err(AttachError::EmulatorDied("during the run")),
             Err(error) => return Err(error.into()),

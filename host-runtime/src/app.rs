@@ -82,6 +82,15 @@ pub trait DeviceLoader {
     fn allocate(&mut self, length: u64, align: u64) -> Result<DeviceAddress, LoadError>;
     /// Writes `bytes` at `address`.
     fn write(&mut self, address: DeviceAddress, bytes: &[u8]) -> Result<(), LoadError>;
+    /// Whether device memory already holds every byte this load would write: it is a
+    /// copy-on-write view of a device image that an earlier load of an application with the
+    /// same [`Application::image_key`] wrote (`axle eval` shares one image between the runs
+    /// of a large data set). The load must then make the same allocations in the same order
+    /// (the runner checks), and may skip making and writing its bytes; a write it still makes
+    /// lands as usual. Default: `false`, the memory is blank.
+    fn preloaded(&self) -> bool {
+        false
+    }
 }
 
 /// Device set-up failed.
@@ -281,6 +290,14 @@ pub trait Application {
     /// device memory to at least this). Default: none beyond the configured size.
     fn device_bytes(&self) -> u64 {
         0
+    }
+    /// Identifies what [`Application::load`] writes into device memory, for sharing one
+    /// loaded image between runs ([`DeviceLoader::preloaded`]): two applications with the same
+    /// key (and the same name) make the same allocations and write the same bytes into device
+    /// memory of the same size, and `load` may be called more than once, each call starting
+    /// the application over. `None` (the default): the load is never shared.
+    fn image_key(&self) -> Option<String> {
+        None
     }
     /// Loads the data set into device memory (untimed).
     fn load(&mut self, device: &mut dyn DeviceLoader) -> Result<(), LoadError>;

@@ -31,6 +31,14 @@ pub enum PollPolicy {
     /// Between `poll_interval_ns` and `adaptive_poll_longest_ns`, following the arrival of
     /// records and the host's backlog (`crate::adaptive_poll`). Not in the paper.
     Adaptive,
+    /// A study, not a schedule a host can run (`axle run --poll oracle`): polls exactly at
+    /// times given before the run ([`crate::Runtime::set_poll_script`]), which the `axle`
+    /// binary learns from a first run of the same configuration at `poll_interval_ns`: the
+    /// polls of that run that found records, so it never polls in vain and sees each record
+    /// as that run did. It measures what knowing when records arrive is worth
+    /// (docs/beyond.md). Without a script, or once it is spent while
+    /// results are still due, it polls every `poll_interval_ns`.
+    Oracle,
 }
 
 /// Host parameters. Times in nanoseconds, frequencies in megahertz, bandwidths in GB/s.
@@ -98,7 +106,8 @@ pub struct HostConfig {
     /// AXLE: how the polling interval is chosen: "fixed" (every `poll_interval_ns`, the
     /// paper's behaviour and the default) or "adaptive" (between `poll_interval_ns` and
     /// `adaptive_poll_longest_ns`, following the records' arrival; ours, not the paper's:
-    /// `axle run --poll adaptive`).
+    /// `axle run --poll adaptive`), or "oracle" (a study: polls at times learned from an
+    /// earlier run, `axle run --poll oracle`).
     pub poll_policy: PollPolicy,
     /// AXLE, adaptive polling: the longest interval it backs off to. Default 5000 ns, the
     /// paper's p100, the interval it recommends for host core efficiency (section V). Must be

@@ -75,10 +75,11 @@ impl Poller {
         let duration = Self::cost(host, records);
         if host.tracing() {
             let records = u32::try_from(records).unwrap_or(u32::MAX);
+            let first = batch.start;
             let kind = if limit.is_some() {
-                HostSpanKind::InterruptHandler { records }
+                HostSpanKind::InterruptHandler { records, first }
             } else {
-                HostSpanKind::LocalPoll { records }
+                HostSpanKind::LocalPoll { records, first }
             };
             host.trace_span(kind, now, now.plus(duration));
         }

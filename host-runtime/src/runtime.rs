@@ -349,6 +349,13 @@ impl<'a> Runtime<'a> {
         self.host.stretch = Some(stretch);
     }
 
+    /// A study only (`host.poll_policy = "oracle"`, AXLE): poll exactly at `times` (and,
+    /// once they are spent while results are still due, every `host.poll_interval_ns`).
+    /// Without that policy it changes nothing.
+    pub fn set_poll_script(&mut self, times: Vec<Ticks>) {
+        self.mechanism.set_poll_script(times);
+    }
+
     /// The AXLE rings as both sides left them (`None` in RP and BS).
     pub fn ring_state(
         &self,
@@ -485,7 +492,12 @@ impl<'a> Runtime<'a> {
                 .plus(read_time)
                 .plus(host.stretched(Stretch::TaskCompletion));
             host.trace_span(
-                HostSpanKind::Task { worker, tag, task },
+                HostSpanKind::Task {
+                    worker,
+                    tag,
+                    task,
+                    needs: (spec.needs.start, spec.needs.end),
+                },
                 now,
                 now.plus(duration),
             );

@@ -8,8 +8,12 @@
 //! What is recorded, all in virtual time: the control µthread's work (launch stores, input
 //! stores, RP descriptor stores and remote polls, BS synchronous waits, result loads, AXLE
 //! local polls and interrupt handlers with the records of the batch each pushed, flow-control
-//! stores with the heads they carry), each host task and launch-finishing step on the worker
-//! that ran it, and launch instants.
+//! stores with the heads they carry, `--no-deadlock`'s overflow spills with the bytes each
+//! copied), each host task and launch-finishing step on the worker that ran it, and launch
+//! instants. Polls and handlers name the metadata indexes of their batch and tasks the result
+//! bytes they read, so that the trace can link each record to the poll that saw it and the
+//! tasks that read it (the metadata index is the record's sequence number, which the device
+//! side also records).
 
 use shared_abi::Ticks;
 
@@ -40,21 +44,29 @@ pub enum HostSpanKind {
     ResultLoad {
         /// Bytes loaded.
         bytes: u64,
+        /// The launch tag.
+        tag: u32,
     },
     /// RP: one remote poll of the mailbox status over CXL.io.
     RemotePoll {
         /// Whether it found the launch complete.
         complete: bool,
+        /// The launch tag.
+        tag: u32,
     },
     /// AXLE: one local poll of the metadata tail.
     LocalPoll {
         /// Metadata records in the batch it pushed into the ready pool.
         records: u32,
+        /// The batch's first metadata index (the records are `first .. first + records`).
+        first: u64,
     },
     /// AXLE_Interrupt: one interrupt handler.
     InterruptHandler {
         /// Metadata records in the batch it pushed into the ready pool.
         records: u32,
+        /// The batch's first metadata index.
+        first: u64,
     },
     /// AXLE: a flow-control store of the heads (posted CXL.mem).
     FlowControl {
@@ -62,6 +74,12 @@ pub enum HostSpanKind {
         metadata_head: u64,
         /// Payload head sent (edge H3).
         payload_head: u64,
+    },
+    /// `host.no_deadlock`: the runtime copies the records and payloads it holds out of a
+    /// stuck ring into its private overflow buffer, freeing their slots (host core stall).
+    OverflowSpill {
+        /// Bytes copied (the records and their payload slots).
+        bytes: u64,
     },
     /// A host task on a worker.
     Task {
@@ -71,6 +89,8 @@ pub enum HostSpanKind {
         tag: u32,
         /// Task index in the launch.
         task: u32,
+        /// The result bytes it reads, `[start, end)` of the launch's result space.
+        needs: (u64, u64),
     },
     /// A launch's finishing step on a worker.
     FinishLaunch {

@@ -101,3 +101,49 @@ const _: () = assert!(core::mem::offset_of!(CommandDescriptor, flags) == 12);
 const _: () = assert!(core::mem::offset_of!(CommandDescriptor, result_address) == 16);
 const _: () = assert!(core::mem::offset_of!(CommandDescriptor, result_length) == 24);
 const _: () = assert!(core::mem::offset_of!(CommandDescriptor, args) == 32);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KERNELS: [KernelId; 6] = [
+        KernelId::KnnDistance,
+        KernelId::SsspRelax,
+        KernelId::PageRankGather,
+        KernelId::SsbFilter,
+        KernelId::OptAttention,
+        KernelId::DlrmSls,
+    ];
+
+    #[test]
+    fn every_kernel_id_decodes_from_its_own_code_and_no_other_code_does() {
+        for kernel in KERNELS {
+            assert_eq!(KernelId::try_from(kernel as u32), Ok(kernel));
+        }
+        for code in [0, 7, u32::MAX] {
+            assert_eq!(
+                KernelId::try_from(code),
+                Err(Status::UnknownKernel),
+                "{code}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_launch_mode_decodes_from_its_own_code_and_no_other_code_does() {
+        for mode in [
+            LaunchMode::RemotePolling,
+            LaunchMode::BulkSynchronous,
+            LaunchMode::BackStreaming,
+        ] {
+            assert_eq!(LaunchMode::try_from(mode as u32), Ok(mode));
+        }
+        for code in [0, 4, u32::MAX] {
+            assert_eq!(
+                LaunchMode::try_from(code),
+                Err(Status::MalformedDescriptor),
+                "{code}"
+            );
+        }
+    }
+}

@@ -32,3 +32,22 @@ pub const DATA_BASE: DeviceAddress = DeviceAddress(0x10_0000);
 
 const _: () =
     assert!(SHADOW_ENTRIES.0 + (crate::sgl::MAX_SG_ENTRIES as u64) * 16 <= RP_DESCRIPTOR.0);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launch_window_holds_exactly_its_own_bytes() {
+        assert!(in_launch_window(LAUNCH_WINDOW));
+        assert!(in_launch_window(DeviceAddress(
+            LAUNCH_WINDOW.0 + LAUNCH_WINDOW_LENGTH - 1
+        )));
+        assert!(!in_launch_window(DeviceAddress(
+            LAUNCH_WINDOW.0 + LAUNCH_WINDOW_LENGTH
+        )));
+        assert!(!in_launch_window(FLOW_CONTROL));
+        assert!(!in_launch_window(DATA_BASE));
+        assert!(!in_launch_window(DeviceAddress(u64::MAX)));
+    }
+}

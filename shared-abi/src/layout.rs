@@ -166,6 +166,29 @@ mod tests {
     }
 
     #[test]
+    fn fold_is_fnv_1a_over_the_little_endian_bytes() {
+        // FNV-1a 64 of the bytes 08 07 06 05 04 03 02 01, from a reference implementation.
+        assert_eq!(
+            fold(HASH_SEED, 0x0102_0304_0506_0708),
+            0x0c6d_4496_e178_59d5
+        );
+        assert_eq!(fold_all(HASH_SEED, &[]), HASH_SEED);
+        assert_eq!(
+            fold_all(HASH_SEED, &[1, 2]),
+            fold(fold(HASH_SEED, 1), 2),
+            "values fold in order"
+        );
+    }
+
+    #[test]
+    fn layout_hash_is_pinned_so_a_layout_change_is_deliberate() {
+        // Any change to a folded size, offset, address, packing or limit moves this number.
+        // That is the point of the hash; when it moves on purpose, update the pin and say in
+        // the commit which layout changed (and whether ABI_VERSION must change with it).
+        assert_eq!(LAYOUT_HASH, 0xbac8_70a1_9ff8_8485);
+    }
+
+    #[test]
     fn layout_hash_folds_the_highest_status_code() {
         let highest = crate::Status::HalContract as u32;
         assert!(link_fields().contains(&u64::from(highest)));

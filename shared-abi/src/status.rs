@@ -92,4 +92,26 @@ mod tests {
         }
         assert_eq!(Status::try_from(12), Err(12));
     }
+
+    #[test]
+    fn every_status_displays_its_own_text() {
+        extern crate std;
+        use std::string::ToString;
+        let texts: std::vec::Vec<std::string::String> = (0..=11u32)
+            .map(|code| Status::try_from(code).unwrap().to_string())
+            .collect();
+        assert_eq!(texts[0], "ok");
+        assert_eq!(
+            texts[4],
+            "flow-control head beyond tail or moving backwards"
+        );
+        for (code, text) in texts.iter().enumerate() {
+            assert!(!text.is_empty(), "status {code} has no text");
+            assert_eq!(
+                texts.iter().filter(|other| *other == text).count(),
+                1,
+                "status {code}'s text is not its own"
+            );
+        }
+    }
 }

@@ -151,6 +151,13 @@ mod tests {
     }
 
     #[test]
+    fn as_ns_rounds_down_to_whole_nanoseconds() {
+        assert_eq!(Ticks::from_ns(1_000).as_ns(), 1_000);
+        assert_eq!(Ticks(13).as_ns(), 2);
+        assert_eq!(Ticks(5).as_ns(), 0);
+    }
+
+    #[test]
     fn since_saturates_at_zero() {
         assert_eq!(Ticks(5).since(Ticks(9)), Ticks(0));
         assert_eq!(Ticks(9).since(Ticks(5)), Ticks(4));

@@ -4,8 +4,9 @@
 //! Order and memory: the runs whose inputs take about a gigabyte (OPT and DLRM at paper
 //! scale) never overlap one another, and go first, one workload after the other; the others
 //! fill the remaining threads longest first. A workload's input shared between its runs
-//! ([`workloads::shared`]) is released after its last run. So the sweep's peak memory is one
-//! large run plus `jobs - 1` small ones.
+//! ([`workloads::shared`]), and its device image ([`DeviceImages`]: the data set loaded once,
+//! each run's device memory a copy-on-write view of it), are released after its last run. So
+//! the sweep's peak memory is one large run plus `jobs - 1` small ones.
 //!
 //! Every run is virtual time and deterministic, and results are looked up by the
 //! configuration that produced them, never by completion order: the figures are identical
@@ -15,7 +16,7 @@
 //! --list-runs`, `--run ID` and `--merge DIR...`.
 
 use crate::config::AxleConfig;
-use crate::run::{run, RunReport, RunRequest};
+use crate::run::{run, run_sharing, DeviceImages, RunReport, RunRequest};
 use anyhow::Context;
 use host_runtime::Mode;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -211,7 +212,7 @@ pub fn write_run(
     wall_limit: Option<std::time::Duration>,
     directory: &Path,
 ) -> anyhow::Result<PathBuf> {
-    let outcome = one(point, data, wall_limit)?;
+    let outcome = one(point, data, wall_limit, None)?;
     let path = run_file(directory, &run_id(point));
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)
@@ -253,12 +254,18 @@ pub fn run_all(
     } else {
         ProgressBar::hidden()
     };
-    let outcomes = schedule(&work, jobs, |point| {
-        let outcome = one(point, data, wall_limit);
-        bar.inc(1);
-        bar.set_message(format!("{} {}", point.workload, point.mode.name()));
-        outcome
-    });
+    let images = DeviceImages::default();
+    let outcomes = schedule(
+        &work,
+        jobs,
+        |point| {
+            let outcome = one(point, data, wall_limit, Some(&images));
+            bar.inc(1);
+            bar.set_message(format!("{} {}", point.workload, point.mode.name()));
+            outcome
+        },
+        |workload| images.release(workload),
+    );
     bar.finish_and_clear();
     let mut results = Results::default();
     for ((key, _), outcome) in work.iter().zip(outcomes) {
@@ -293,11 +300,13 @@ fn cost_hint(workload: &str) -> u32 {
 /// released after its last run), and taken first, since they are the longest; the other
 /// runs longest first ([`cost_hint`]) on the remaining threads, a thread taking a large run
 /// whenever none is running. A thread with nothing but large runs left while one runs
-/// waits. After the last run of a workload, its shared input is released.
+/// waits. After the last run of a workload, its shared input is released, and `release` is
+/// called with its name.
 fn schedule<T: Send>(
     work: &[(String, &Point)],
     jobs: usize,
     run: impl Fn(&Point) -> T + Sync,
+    release: impl Fn(&str) + Sync,
 ) -> Vec<T> {
     use std::collections::VecDeque;
     use std::sync::{Condvar, Mutex, PoisonError};
@@ -316,6 +325,7 @@ fn schedule<T: Send>(
         changed: &'a Condvar,
         is_large: bool,
         workload: &'a str,
+        release: &'a (dyn Fn(&str) + Sync),
     }
     impl Drop for Finished<'_> {
         fn drop(&mut self) {
@@ -327,6 +337,7 @@ fn schedule<T: Send>(
                 *left = left.saturating_sub(1);
                 if *left == 0 {
                     workloads::shared::release(self.workload);
+                    (self.release)(self.workload);
                 }
             }
             drop(queue);
@@ -392,6 +403,7 @@ fn schedule<T: Send>(
             changed: &changed,
             is_large,
             workload: &point.workload,
+            release: &release,
         };
         let outcome = run(point);
         *slots[index].lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
@@ -411,10 +423,12 @@ fn schedule<T: Send>(
         .collect()
 }
 
+/// Runs `point` (over a shared device image from `images` where its workload allows).
 fn one(
     point: &Point,
     data: &BTreeMap<String, PathBuf>,
     wall_limit: Option<std::time::Duration>,
+    images: Option<&DeviceImages>,
 ) -> anyhow::Result<Outcome> {
     let request = RunRequest {
         workload: point.workload.clone(),
@@ -423,7 +437,11 @@ fn one(
         data: data.get(&point.workload).cloned(),
         wall_limit,
     };
-    match run(&request) {
+    let report = match images {
+        Some(images) => run_sharing(&request, images),
+        None => run(&request),
+    };
+    match report {
         Ok(report) if report.verified => Ok(Outcome::Done(Box::new(report))),
         Ok(report) => anyhow::bail!(
             "{} in mode {} produced a wrong answer: {}",
@@ -473,19 +491,24 @@ mod tests {
         let large_now = AtomicUsize::new(0);
         let most_large = AtomicUsize::new(0);
         let made = AtomicUsize::new(0);
-        let outcomes = schedule(&work, 4, |point| {
-            made.fetch_add(1, Ordering::SeqCst);
-            let large = matches!(point.workload.as_str(), "opt-2.7b" | "dlrm");
-            if large {
-                let now = large_now.fetch_add(1, Ordering::SeqCst) + 1;
-                most_large.fetch_max(now, Ordering::SeqCst);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            if large {
-                large_now.fetch_sub(1, Ordering::SeqCst);
-            }
-            point.workload.clone()
-        });
+        let outcomes = schedule(
+            &work,
+            4,
+            |point| {
+                made.fetch_add(1, Ordering::SeqCst);
+                let large = matches!(point.workload.as_str(), "opt-2.7b" | "dlrm");
+                if large {
+                    let now = large_now.fetch_add(1, Ordering::SeqCst) + 1;
+                    most_large.fetch_max(now, Ordering::SeqCst);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                if large {
+                    large_now.fetch_sub(1, Ordering::SeqCst);
+                }
+                point.workload.clone()
+            },
+            |_| {},
+        );
         assert_eq!(made.load(Ordering::SeqCst), names.len());
         assert_eq!(
             most_large.load(Ordering::SeqCst),
@@ -512,10 +535,15 @@ mod tests {
                 .map(|(index, point)| (format!("{index}"), point))
                 .collect();
             let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                schedule(&work, 2, |point| {
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                    assert_ne!(point.workload, "dlrm", "the run fails");
-                })
+                schedule(
+                    &work,
+                    2,
+                    |point| {
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                        assert_ne!(point.workload, "dlrm", "the run fails");
+                    },
+                    |_| {},
+                )
             }));
             let _ = sender.send(ended.is_err());
         });

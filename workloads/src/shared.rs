@@ -2,7 +2,9 @@
 //!
 //! `axle eval` makes dozens of runs of each workload with the same scale and seed, hence the
 //! same generated input; generating it again for every run cost more than a third of an OPT
-//! run (weights and reference) and a fifth of an SSB run (the lineorder columns). A [`Shared`] slot keeps the last value it made, by key, and hands out the same
+//! run (weights and reference) and a fifth of an SSB run (the lineorder columns), and reading
+//! and checking a graph a fifth of an SSSP run and an eighth of a PageRank run (the graph and
+//! its reference answers). A [`Shared`] slot keeps the last value it made, by key, and hands out the same
 //! [`Arc`] to every run that asks for that key (runs only read it), so two runs in parallel
 //! also hold one copy instead of two. A value is a pure function of its key (a generator's
 //! shape and seed, or a reference computed from those), so sharing it changes no result.
@@ -45,6 +47,25 @@ impl<K: PartialEq, V> Shared<K, V> {
         value
     }
 
+    /// [`Shared::get_or_make`] for a `make` that can fail: a failure is returned and nothing
+    /// is kept.
+    pub fn try_get_or_make<E>(
+        &self,
+        key: K,
+        make: impl FnOnce() -> Result<V, E>,
+    ) -> Result<Arc<V>, E> {
+        let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((kept, value)) = slot.as_ref() {
+            if *kept == key {
+                return Ok(Arc::clone(value));
+            }
+        }
+        *slot = None;
+        let value = Arc::new(make()?);
+        *slot = Some((key, Arc::clone(&value)));
+        Ok(value)
+    }
+
     /// Forgets the kept value (runs holding it keep their `Arc`).
     pub fn clear(&self) {
         *self.slot.lock().unwrap_or_else(PoisonError::into_inner) = None;
@@ -62,6 +83,10 @@ impl<K: PartialEq, V> Default for Shared<K, V> {
 pub fn release(name: &str) {
     if name == crate::opt::NAME {
         crate::opt::release_shared();
+    } else if name == crate::sssp::NAME {
+        crate::sssp::release_shared();
+    } else if name == crate::pagerank::NAME {
+        crate::pagerank::release_shared();
     } else if name.starts_with("ssb-") {
         // Both queries share one data set: the other query's next run, if any, makes it
         // again (once).
@@ -92,7 +117,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn one_value_per_key_is_made_and_handed_out_until_the_key_changes_or_it_is_cleared() {
+    fn one_value_per_key_is_made_and_handed_out_until_the_key_changes_fails_or_is_cleared() {
         let shared: Shared<u32, Vec<u8>> = Shared::new();
         let mut made = 0;
         let a = shared.get_or_make(1, || {
@@ -105,6 +130,19 @@ mod tests {
         });
         assert!(Arc::ptr_eq(&a, &b), "the same key shares one value");
         assert_eq!(made, 1);
+        let failed = shared.try_get_or_make(5, || Err::<Vec<u8>, &str>("no"));
+        assert_eq!(failed.err(), Some("no"), "a failed make is returned");
+        let again = shared
+            .try_get_or_make(1, || {
+                made += 1;
+                Ok::<_, &str>(vec![1])
+            })
+            .unwrap();
+        assert!(
+            !Arc::ptr_eq(&a, &again),
+            "the failed make replaced the kept value, keeping nothing"
+        );
+        assert_eq!(made, 2);
         let c = shared.get_or_make(2, || {
             made += 1;
             vec![2]
@@ -116,7 +154,7 @@ mod tests {
             vec![2]
         });
         assert!(!Arc::ptr_eq(&c, &d), "cleared: made again");
-        assert_eq!(made, 3);
+        assert_eq!(made, 4);
         assert_eq!(
             *a,
             vec![1],

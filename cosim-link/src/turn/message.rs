@@ -3,7 +3,7 @@
 //! ([`RecordingLink`], [`decode_host_turn`], [`replay_host_turn`]).
 
 use super::TurnError;
-use crate::link::{DeviceLink, LinkCall, LinkResponse, Wake};
+use crate::link::{DeviceLink, LinkCall, LinkResponse, Turns, Wake};
 use shared_abi::{DeviceAddress, Ticks};
 use std::borrow::Cow;
 
@@ -116,7 +116,8 @@ impl DeviceTurn {
     /// The message for a turn at `now`; empties `self`.
     pub fn take(&mut self, now: Ticks) -> Vec<u8> {
         let body = std::mem::take(&mut self.writer.bytes);
-        let mut message = Vec::with_capacity(body.len() + 16);
+        // Room for the header and for the page's trailer (`device_message`).
+        let mut message = Vec::with_capacity(body.len() + 24);
         message.extend_from_slice(&now.0.to_le_bytes());
         message.extend_from_slice(&self.count.to_le_bytes());
         message.extend_from_slice(&body);
@@ -317,4 +318,69 @@ pub fn replay_host_turn(message: &[u8], link: &mut dyn DeviceLink) -> Result<Wak
         link.call(call);
     }
     Ok(wake)
+}
+
+/// The emulator's half of a turn as the turn page carries it: `turn`'s message for a turn at
+/// `now` ([`DeviceTurn::take`]), then the trailer `horizon`: the host may take on its own the
+/// turns it asks for at times before it (the parent module's docs).
+pub fn device_message(turn: &mut DeviceTurn, now: Ticks, horizon: Ticks) -> Vec<u8> {
+    let mut message = turn.take(now);
+    message.extend_from_slice(&horizon.0.to_le_bytes());
+    message
+}
+
+/// Splits the emulator's half of a turn from the page into [`DeviceTurn`]'s message (for
+/// [`decode_device_turn`]) and the horizon.
+pub fn split_device_message(message: &[u8]) -> Result<(&[u8], Ticks), TurnError> {
+    let (turn, horizon) = message.split_last_chunk::<8>().ok_or(TurnError::Malformed(
+        "the emulator's message has no horizon",
+    ))?;
+    Ok((turn, Ticks(u64::from_le_bytes(*horizon))))
+}
+
+/// The host's half of a turn as the turn page carries it: the calls `link` recorded and the
+/// wake of `turns` ([`RecordingLink::finish`]; empties `link`), then the trailer: the turns
+/// taken on their own after the first (`turns.taken - 1`) and the latest time of those (0 when
+/// there were none).
+pub fn host_message(link: &mut RecordingLink, turns: &Turns) -> Vec<u8> {
+    let mut message = link.finish(turns.wake);
+    let alone = turns.taken.saturating_sub(1);
+    message.extend_from_slice(&alone.to_le_bytes());
+    let latest = if alone == 0 { 0 } else { turns.latest.0 };
+    message.extend_from_slice(&latest.to_le_bytes());
+    message
+}
+
+/// Splits the host's half of a turn from the page, for the turn the emulator gave at `now`
+/// with `horizon`, into [`RecordingLink`]'s message (for [`replay_host_turn`]), the turns the
+/// host took (at least 1) and the latest of their times (at least `now`). The trailer must be
+/// one the host could have written: no time with no turn of its own, and every turn of its own
+/// before the horizon.
+pub fn split_host_message(
+    message: &[u8],
+    now: Ticks,
+    horizon: Ticks,
+) -> Result<(&[u8], u64, Ticks), TurnError> {
+    let (turn, trailer) = message
+        .split_last_chunk::<16>()
+        .ok_or(TurnError::Malformed("the host's message has no trailer"))?;
+    let (alone, latest) = trailer.split_at(8);
+    let word = |bytes: &[u8]| {
+        bytes
+            .first_chunk::<8>()
+            .map(|bytes| u64::from_le_bytes(*bytes))
+    };
+    let (Some(alone), Some(latest)) = (word(alone), word(latest).map(Ticks)) else {
+        return Err(TurnError::Malformed("the host's trailer is cut"));
+    };
+    match alone {
+        0 if latest != Ticks::ZERO => Err(TurnError::Malformed(
+            "the host's trailer has a time but no turn of its own",
+        )),
+        0 => Ok((turn, 1, now)),
+        _ if latest >= horizon => Err(TurnError::Malformed(
+            "the host took a turn of its own at or past the horizon",
+        )),
+        _ => Ok((turn, alone.saturating_add(1), latest.max(now))),
+    }
 }

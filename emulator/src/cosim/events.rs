@@ -195,6 +195,7 @@ impl Emulator {
             }
             Event::DmaLand(landing) => {
                 hw.land(&landing);
+                hw.dma.recycle(landing.bytes);
                 step = false;
             }
             Event::DmaSent {

@@ -49,11 +49,20 @@ impl Emulator {
             } else {
                 let at = host_at.unwrap_or(self.hardware.now);
                 self.hardware.now = self.hardware.now.max(at);
-                self.hardware.counts.host_turns += 1;
+                // The host may take its next turns itself while they fall before the device's
+                // next event and within the limit (`HostAgent::turns_before`): no event runs
+                // in between, and a turn past the limit ends the run here as it would have.
+                let horizon = device_at
+                    .unwrap_or(Ticks::NEVER)
+                    .min(Ticks(limit.0.saturating_add(1)));
                 let mut port = LinkPort {
                     hardware: &mut self.hardware,
                 };
-                wake = host.turn(at, &mut port);
+                let turns = host.turns_before(at, horizon, &mut port);
+                wake = turns.wake;
+                let counts = &mut self.hardware.counts;
+                counts.host_turns = counts.host_turns.saturating_add(turns.taken);
+                self.hardware.now = self.hardware.now.max(turns.latest);
                 if let Some(refusal) = self.hardware.host_in_flight.refusal.take() {
                     return Err(CoSimError::HostRequest(refusal));
                 }

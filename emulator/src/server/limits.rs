@@ -11,13 +11,19 @@ use cosim_link::shm::MappedWords;
 use cosim_link::sync::Arc;
 use std::os::fd::AsFd;
 
-/// Checks the session request and maps the host's memory. Every size in it is bounded
+/// Checks the session request and maps the host's memory. The host must speak this build's
+/// turn protocol ([`cosim_link::turn::PROTOCOL`]); every size in the request is bounded
 /// before anything is created for it ([`check_session_request`]), the descriptors by their
 /// count and kind.
 pub(super) fn prepare(
     request: &SessionRequest,
     fds: &[std::os::fd::OwnedFd],
 ) -> Result<(Arc<PhysicalMemory>, Setup), SetupError> {
+    if request.turn_protocol != cosim_link::turn::PROTOCOL {
+        return Err(SetupError::TurnProtocol {
+            host: request.turn_protocol,
+        });
+    }
     let setup = check_session_request(request)?;
     let wall = setup.wall.is_some();
     let wanted = if wall { 2 } else { 1 };
@@ -41,6 +47,16 @@ pub(super) fn prepare(
 /// Why a session request was refused; sent to the host as its text (the refusal message).
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
+    /// The host speaks another version of the turn's messages.
+    #[error(
+        "the host speaks turn protocol {host}, this emulator {}: run `axle emu` and \
+         `axle run --attach` from the same build",
+        cosim_link::turn::PROTOCOL
+    )]
+    TurnProtocol {
+        /// The host's version.
+        host: u32,
+    },
     /// The device set-up is not valid JSON of a [`Setup`].
     #[error("invalid device set-up: {0}")]
     Json(#[from] serde_json::Error),

@@ -10,12 +10,15 @@
 //!
 //! 1. hello: magic, ABI version and layout hash, refused with [`Status::AbiMismatch`] on any
 //!    difference;
-//! 2. the host's [`SessionRequest`] with its physical-memory segment; the emulator maps it,
+//! 2. the host's [`SessionRequest`] with its physical-memory segment (refused unless the host
+//!    speaks this build's turn protocol, `cosim_link::turn::PROTOCOL`); the emulator maps it,
 //!    creates device memory ([`DeviceSegment::shared`]) and the turn page, and answers with
 //!    [`SessionReady`] and both descriptors;
 //! 3. the unchanged [`Emulator::run`] with a `RemoteHost` as the host: each turn goes over
-//!    the turn page (`cosim_link::turn`), with the host's link calls replayed onto the
-//!    emulator's link, so the run is the in-process run, event for event;
+//!    the turn page (`cosim_link::turn`) with the device's horizon, the time of its next
+//!    event; the host takes on its own the turns it asks for before the horizon while it
+//!    makes no link call, and its link calls are replayed onto the emulator's link, so the
+//!    run is the in-process run, event for event;
 //! 4. the page is marked finished and a [`SessionEnd`] carries the outcome and the device's
 //!    counters back; the host closes.
 //!
@@ -53,7 +56,8 @@
 //! - **Control messages** are at most 1 MiB (`cosim_link::attach`); wall-clock frames at
 //!   most 1 GiB and within the machine's memory (`cosim_link::wall_socket`).
 //! - **Turns.** A turn message is at most the turn page (256 MiB); every length and code in it
-//!   is checked before anything is replayed (`cosim_link::turn`). The link requests it
+//!   is checked before anything is replayed, and the turns the host says it took on its own
+//!   must lie before the horizon it was sent (`cosim_link::turn`). The link requests it
 //!   replays are bounded by the device (`crate::cosim`, "Bounds"): a CXL.mem load or store no
 //!   longer than device memory, at most [`crate::cosim::MAX_HOST_REQUESTS_IN_FLIGHT`]
 //!   requests and device memory's worth of bytes in flight. A refused request ends the run;
@@ -63,7 +67,7 @@
 //!   --turn-timeout`, default [`DEFAULT_TURN_TIMEOUT`]), or in a wall-clock run sends nothing
 //!   (not even half a frame) for that long, is detached: logged, told why if it still reads,
 //!   its resources freed. The first turn includes the host's untimed set-up (loading its data
-//!   set through its mapping of device memory). A host queued behind it waits meanwhile (one
+//!   set into the device memory segment). A host queued behind it waits meanwhile (one
 //!   host at a time); its own attach gives up after `cosim_link::attach::ATTACH_TIMEOUT` with
 //!   a message that says so.
 //! - **The socket file.** An existing socket is probed without blocking (a listener that never

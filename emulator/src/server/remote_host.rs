@@ -2,25 +2,32 @@
 //! page (`cosim_link::turn`).
 
 use super::accept::Signals;
-use cosim_link::link::{DeviceLink, HostAgent, LinkResponse, Wake};
-use cosim_link::turn::{replay_host_turn, DeviceTurn, Turn, TurnError, TurnPage, DEVICE, HOST};
+use cosim_link::link::{DeviceLink, HostAgent, LinkResponse, Turns, Wake};
+use cosim_link::turn::{
+    device_message, replay_host_turn, split_host_message, DeviceTurn, Turn, TurnError, TurnPage,
+    DEVICE, HOST,
+};
 use shared_abi::Ticks;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 /// The host, as the emulator sees it across processes: each turn goes over the turn page.
 ///
-/// `deliver` encodes the response for the next turn; `turn` writes the time and the
-/// responses, hands the turn to the host, waits for it to come back (checking that the host
-/// lives and that no stop signal arrived), and replays the host's link calls onto the
-/// emulator's link. On any failure it records the error and answers [`Wake::Done`], which
-/// ends [`Emulator::run`]; the session then reports the error.
+/// `deliver` encodes the response for the next turn; `turns_before` writes the time, the
+/// responses and the horizon, hands the turn to the host, waits for it to come back (checking
+/// that the host lives and that no stop signal arrived), checks the turns the host took on
+/// its own against the horizon, and replays the host's link calls onto the emulator's link.
+/// On any failure it records the error and answers [`Wake::Done`], which ends
+/// [`Emulator::run`]; the session then reports the error.
 pub(super) struct RemoteHost<'a> {
     pub(super) page: &'a TurnPage,
     pub(super) peer: &'a UnixStream,
     pub(super) signals: &'a mut Signals,
     pub(super) pending: DeviceTurn,
+    /// Turns the host took, those it took on its own included.
     pub(super) turns: u64,
+    /// Hand-overs of the turn to the host.
+    pub(super) hand_overs: u64,
     pub(super) error: Option<TurnError>,
     /// How long the host may keep its turn.
     pub(super) turn_timeout: Duration,
@@ -32,8 +39,15 @@ pub(super) struct RemoteHost<'a> {
 }
 
 impl RemoteHost<'_> {
-    fn exchange(&mut self, now: Ticks, link: &mut dyn DeviceLink) -> Result<Wake, TurnError> {
-        self.page.hand_over(HOST, &self.pending.take(now))?;
+    fn exchange(
+        &mut self,
+        now: Ticks,
+        horizon: Ticks,
+        link: &mut dyn DeviceLink,
+    ) -> Result<Turns, TurnError> {
+        self.page
+            .hand_over(HOST, &device_message(&mut self.pending, now, horizon))?;
+        self.hand_overs += 1;
         let signals = &mut *self.signals;
         match self.page.wait_for_within(
             DEVICE,
@@ -41,7 +55,15 @@ impl RemoteHost<'_> {
             &mut || signals.stop_requested(),
             Some(self.turn_timeout),
         )? {
-            Turn::Mine(message) => replay_host_turn(&message, link),
+            Turn::Mine(message) => {
+                let (turn, taken, latest) = split_host_message(&message, now, horizon)?;
+                let wake = replay_host_turn(turn, link)?;
+                Ok(Turns {
+                    wake,
+                    taken,
+                    latest,
+                })
+            }
             Turn::Finished => Err(TurnError::BadFlag(cosim_link::turn::FINISHED)),
         }
     }
@@ -53,22 +75,35 @@ impl HostAgent for RemoteHost<'_> {
     }
 
     fn turn(&mut self, now: Ticks, link: &mut dyn DeviceLink) -> Wake {
+        // No horizon: the host takes no turn of its own.
+        self.turns_before(now, Ticks::ZERO, link).wake
+    }
+
+    fn turns_before(&mut self, now: Ticks, horizon: Ticks, link: &mut dyn DeviceLink) -> Turns {
+        let done = Turns {
+            wake: Wake::Done,
+            taken: 1,
+            latest: now,
+        };
         if self.error.is_some() || self.expired {
-            return Wake::Done;
+            return done;
         }
         if self
             .deadline
             .is_some_and(|deadline| Instant::now() >= deadline)
         {
             self.expired = true;
-            return Wake::Done;
+            return done;
         }
-        self.turns += 1;
-        match self.exchange(now, link) {
-            Ok(wake) => wake,
+        match self.exchange(now, horizon, link) {
+            Ok(turns) => {
+                self.turns = self.turns.saturating_add(turns.taken);
+                turns
+            }
             Err(error) => {
+                self.turns += 1;
                 self.error = Some(error);
-                Wake::Done
+                done
             }
         }
     }

@@ -150,13 +150,18 @@ pub(super) fn session(
         signals,
         pending: DeviceTurn::default(),
         turns: 0,
+        hand_overs: 0,
         error: None,
         turn_timeout: options.turn_timeout,
         deadline: Instant::now().checked_add(options.session_limit),
         expired: false,
     };
     let outcome = emulator.run(&mut host, Ticks::from_ns(setup.limit_ns));
-    let turns = host.turns;
+    let (turns, hand_overs) = (host.turns, host.hand_overs);
+    log::info!(
+        "emu: host pid {pid}: {turns} turns in {hand_overs} hand-overs; the emulator's {}",
+        page.wait_counts()
+    );
     if host.expired {
         page.finish();
         return Err(refuse(

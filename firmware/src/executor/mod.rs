@@ -613,3 +613,115 @@ impl DmaExecutor {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{test_scratch, FakeHal, TestRegion};
+
+    /// An executor streaming a launch of `chunks` whole 32-byte chunks (one item each) into
+    /// a freshly programmed ring, driven directly: the test populates chunks and pumps.
+    struct Rig {
+        hal: FakeHal,
+        region: ShadowRegion,
+        scratch: ScratchLayout,
+        monitor: ResultMonitor,
+        executor: DmaExecutor,
+        counters: Counters,
+        trace: Trace,
+    }
+
+    impl Rig {
+        fn new(chunks: u32, streaming_factor: u64) -> Rig {
+            let mut hal = FakeHal::new();
+            TestRegion::new(64, 64, 32).program(&mut hal);
+            let region = ShadowRegion::load(&hal.memory).unwrap();
+            let scratch = test_scratch();
+            let monitor = ResultMonitor::start(
+                &mut hal,
+                &scratch,
+                u64::from(chunks) * 32,
+                32,
+                chunks,
+                false,
+            )
+            .unwrap();
+            Rig {
+                hal,
+                region,
+                scratch,
+                monitor,
+                executor: DmaExecutor::new(streaming_factor),
+                counters: Counters::default(),
+                trace: Trace::default(),
+            }
+        }
+
+        fn populate(&mut self, chunk: u32) {
+            self.monitor
+                .populated(&mut self.hal, &self.scratch, u64::from(chunk) * 32, 32)
+                .unwrap();
+        }
+
+        fn pump(&mut self) -> PumpOutcome {
+            let target = StreamTarget {
+                result_address: shared_abi::device_map::DATA_BASE,
+                tag: 7,
+            };
+            self.executor
+                .pump(
+                    &mut self.hal,
+                    &mut self.monitor,
+                    &self.region,
+                    &self.scratch,
+                    target,
+                    &mut self.counters,
+                    &mut self.trace,
+                )
+                .unwrap()
+        }
+    }
+
+    #[test]
+    fn an_open_batch_below_the_streaming_factor_is_drained_not_waiting() {
+        let mut rig = Rig::new(4, 64);
+        rig.populate(0);
+        assert_eq!(rig.pump(), PumpOutcome::Drained);
+        assert!(rig.hal.dma.submitted().is_empty(), "one slot of SF 2 slots");
+        assert!(!rig.executor.idle(), "the batch is open");
+    }
+
+    #[test]
+    fn a_refused_batch_waits_for_dma_and_drains_once_the_engine_takes_it() {
+        let mut rig = Rig::new(4, 32);
+        rig.hal.dma.refuse_next(1);
+        rig.populate(0);
+        assert_eq!(rig.pump(), PumpOutcome::WaitingForDma);
+        assert!(rig.hal.dma.submitted().is_empty());
+        // Nothing in flight, so no completion will come: the next pump asks again.
+        assert_eq!(rig.pump(), PumpOutcome::Drained);
+        assert_eq!(rig.hal.dma.submitted().len(), 1);
+    }
+
+    #[test]
+    fn completions_in_order_return_the_published_tail_and_a_skipped_tag_is_a_hal_breach() {
+        let mut rig = Rig::new(4, 32);
+        for chunk in 0..3 {
+            rig.populate(chunk);
+        }
+        rig.pump();
+        let tags: Vec<DmaTag> = rig.hal.dma.submitted().iter().map(|r| r.tag).collect();
+        assert_eq!(tags.len(), 3);
+        assert_eq!(rig.executor.complete(tags[0]), Ok(1));
+        // The third request's tag while the second is the oldest in flight.
+        assert_eq!(
+            rig.executor.complete(tags[2]),
+            Err(FirmwareError::HalContract(
+                HalBreach::CompletionOutOfOrder {
+                    reported: tags[2].0,
+                    expected: Some(tags[1].0),
+                }
+            ))
+        );
+    }
+}

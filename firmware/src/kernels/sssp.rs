@@ -84,6 +84,7 @@ use crate::hal::DeviceMemory;
 use crate::kernels::ranges::{checked_range, overlaps};
 use crate::kernels::{ItemCost, ItemSpec, VECTOR_LANES};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
+use zerocopy::IntoBytes;
 
 // The command's contract: the parameter block and the unreached distance.
 pub use shared_abi::params::sssp::{
@@ -228,6 +229,7 @@ pub fn item_cost(degrees: &[u32]) -> ItemCost {
 }
 
 /// `base + index * 4`, checked.
+#[inline]
 pub(crate) fn word_address(base: u64, index: u64) -> Result<DeviceAddress, FirmwareError> {
     index
         .checked_mul(4)
@@ -247,27 +249,21 @@ pub(crate) fn read_word<M: DeviceMemory>(
     Ok(u32::from_le_bytes(word))
 }
 
-/// Reads `count` (at most [`CHUNK_WORDS`]) little-endian `u32` at `base + 4 * index` into the
-/// front of `words`.
+/// Reads `count` (at most `words.len()`) little-endian `u32` at `base + 4 * index` into the
+/// front of `words` (straight into them: no staging buffer).
 pub(crate) fn read_words<M: DeviceMemory>(
     memory: &M,
     base: u64,
     index: u64,
     count: usize,
-    words: &mut [u32; CHUNK_WORDS],
+    words: &mut [u32],
 ) -> Result<(), FirmwareError> {
-    let mut bytes = [0_u8; CHUNK_WORDS * 4];
-    let length = count
-        .checked_mul(4)
+    let words = words
+        .get_mut(..count)
         .ok_or(FirmwareError::ArgumentOutOfRange)?;
-    let bytes = bytes
-        .get_mut(..length)
-        .ok_or(FirmwareError::ArgumentOutOfRange)?;
-    memory.read(word_address(base, index)?, bytes)?;
-    for (word, chunk) in words.iter_mut().zip(bytes.chunks_exact(4)) {
-        *word = u32::from_le_bytes(
-            <[u8; 4]>::try_from(chunk).map_err(|_| FirmwareError::ArgumentOutOfRange)?,
-        );
+    memory.read(word_address(base, index)?, words.as_mut_bytes())?;
+    for word in words.iter_mut() {
+        *word = u32::from_le(*word);
     }
     Ok(())
 }
@@ -280,7 +276,7 @@ struct Span {
     /// Vertices (1..=8).
     count: usize,
     /// `offsets[first ..= first + count]`, not decreasing, at most `arcs`.
-    offsets: [u32; CHUNK_WORDS],
+    offsets: [u32; VERTICES_PER_ITEM as usize + 1],
 }
 
 impl Span {
@@ -425,7 +421,7 @@ impl SsspKernel {
                 .ok_or(FirmwareError::ArgumentOutOfRange)?,
         )
         .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
-        let mut offsets = [0_u32; CHUNK_WORDS];
+        let mut offsets = [0_u32; VERTICES_PER_ITEM as usize + 1];
         read_words(
             memory,
             self.parameters.offsets,

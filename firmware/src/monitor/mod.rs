@@ -185,3 +185,68 @@ impl ResultMonitor {
 pub const fn counter_address(scratch: &ScratchLayout, chunk: u32) -> DeviceAddress {
     ScratchLayout::cell(scratch.counters_base(), chunk as u64, u32::MAX, 4)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::FakeDeviceMemory;
+
+    /// A scratch area at device address 0 with room for `chunk_capacity` chunks.
+    fn scratch(chunk_capacity: u32) -> ScratchLayout {
+        ScratchLayout {
+            base: DeviceAddress(0),
+            descriptor_capacity: 4,
+            staging_capacity: 4,
+            chunk_capacity,
+        }
+    }
+
+    fn memory() -> FakeDeviceMemory {
+        FakeDeviceMemory::new(0x4000)
+    }
+
+    #[test]
+    fn start_accepts_exactly_the_chunk_capacity_and_refuses_one_chunk_more() {
+        let (mut memory, scratch) = (memory(), scratch(8));
+        let full = ResultMonitor::start(&mut memory, &scratch, 8 * 32, 32, 64, false).unwrap();
+        assert_eq!(full.chunks(), 8);
+        assert_eq!(
+            ResultMonitor::start(&mut memory, &scratch, 8 * 32 + 1, 32, 65, false),
+            Err(FirmwareError::ArgumentOutOfRange)
+        );
+    }
+
+    #[test]
+    fn start_refuses_a_zero_chunk_size() {
+        assert_eq!(
+            ResultMonitor::start(&mut memory(), &scratch(8), 64, 0, 16, false),
+            Err(FirmwareError::MalformedDescriptor)
+        );
+    }
+
+    #[test]
+    fn start_clears_the_counters_of_its_chunks_and_nothing_beyond() {
+        let (mut memory, scratch) = (memory(), scratch(100));
+        // Counters left over from an earlier launch, over the whole capacity.
+        memory.write(scratch.counters_base(), &[0xab; 400]).unwrap();
+        // 70 chunks: 280 bytes of counters, more than one 256-byte clearing step.
+        let monitor = ResultMonitor::start(&mut memory, &scratch, 70 * 32, 32, 560, false).unwrap();
+        assert_eq!(monitor.chunks(), 70);
+        assert_eq!(memory.bytes(scratch.counters_base(), 280), [0; 280]);
+        assert_eq!(
+            memory.bytes(counter_address(&scratch, 70), 4),
+            [0xab; 4],
+            "chunk 70's counter is not the launch's"
+        );
+    }
+
+    #[test]
+    fn a_failed_item_counts_towards_the_launch_completing() {
+        let (mut memory, scratch) = (memory(), scratch(8));
+        let mut monitor = ResultMonitor::start(&mut memory, &scratch, 64, 32, 2, false).unwrap();
+        monitor.populated(&mut memory, &scratch, 0, 32).unwrap();
+        assert!(!monitor.all_items_done());
+        monitor.item_failed();
+        assert!(monitor.all_items_done());
+    }
+}

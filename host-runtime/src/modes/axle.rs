@@ -31,6 +31,7 @@ use crate::trace::HostSpanKind;
 use cosim_link::link::{DeviceLink, LinkResponse};
 use shared_abi::region::METADATA_RECORD_SIZE;
 use shared_abi::{device_map, CommandDescriptor, LaunchMode, Ticks};
+use std::collections::VecDeque;
 use zerocopy::IntoBytes;
 
 /// Whether a launch streams.
@@ -125,6 +126,7 @@ impl Stream {
             start
         };
         let done = start.plus(duration);
+        host.trace_span(HostSpanKind::OverflowSpill { bytes: read }, start, done);
         host.measured.overflow_spills = overflow.spills();
         host.measured.overflow_bytes = overflow.bytes();
         host.measured.overflow = host.measured.overflow.plus(duration);
@@ -301,6 +303,9 @@ pub(crate) struct Axle {
     /// another time was superseded: brought forward by a task's end, rule 3). `None`: fixed
     /// interval, the paper's polling.
     adaptive: Option<(AdaptivePoll, Ticks)>,
+    /// `host.poll_policy = "oracle"`: the poll times still to come (a study, not a schedule
+    /// a host can run: [`crate::Runtime::set_poll_script`]). `None`: another policy.
+    script: Option<VecDeque<Ticks>>,
 }
 
 impl Axle {
@@ -309,6 +314,7 @@ impl Axle {
             let schedule = AdaptivePoll::new(
                 Ticks::from_ns(config.poll_interval_ns),
                 Ticks::from_ns(config.adaptive_poll_longest_ns),
+                Ticks::from_ns(config.uncached_load_ns),
             );
             (schedule, Ticks::NEVER)
         });
@@ -316,7 +322,18 @@ impl Axle {
             stream: Stream::new(ring, false, config.no_deadlock),
             poll_scheduled: false,
             adaptive,
+            script: (config.poll_policy == PollPolicy::Oracle).then(VecDeque::new),
         }
+    }
+
+    /// The oracle's next poll time at or after `at`, dropping the ones before; `None` with
+    /// another policy, or once the script is spent.
+    fn scripted(&mut self, at: Ticks) -> Option<Ticks> {
+        let script = self.script.as_mut()?;
+        while script.front().is_some_and(|&time| time < at) {
+            script.pop_front();
+        }
+        script.front().copied()
     }
 
     /// Schedules the next local poll at `at`.
@@ -380,11 +397,12 @@ impl Mechanism for Axle {
             let first = schedule.first_poll_after_launch(now);
             self.schedule_poll(host, now.plus(first));
         } else if !self.poll_scheduled {
+            let at = match self.scripted(now) {
+                Some(at) => at,
+                None => now.plus(Ticks::from_ns(host.config.poll_interval_ns)),
+            };
             self.poll_scheduled = true;
-            host.at(
-                now.plus(Ticks::from_ns(host.config.poll_interval_ns)),
-                Timer::Mode(ModeTimer::LocalPoll),
-            );
+            host.at(at, Timer::Mode(ModeTimer::LocalPoll));
         }
         Ok(())
     }
@@ -457,12 +475,14 @@ impl Mechanism for Axle {
                     } else {
                         Ticks::from_ns(host.config.poll_interval_ns)
                     };
+                    // The oracle polls at its next time after this poll's start instead.
+                    let after = started.plus(Ticks(1));
+                    let next = match self.scripted(after) {
+                        Some(at) => at,
+                        None => started.plus(interval),
+                    };
                     self.poll_scheduled = true;
-                    let next = self
-                        .stream
-                        .poller
-                        .started
-                        .plus(interval)
+                    let next = next
                         .max(host.control_free)
                         .max(now)
                         .plus(host.stretched(Stretch::Poll));
@@ -536,5 +556,13 @@ impl Mechanism for Axle {
 
     fn ring(&self) -> Option<&AxleRing> {
         self.stream.poller.ring.as_ref()
+    }
+
+    fn set_poll_script(&mut self, mut times: Vec<Ticks>) {
+        if let Some(script) = self.script.as_mut() {
+            times.sort_unstable();
+            times.dedup();
+            *script = times.into();
+        }
     }
 }

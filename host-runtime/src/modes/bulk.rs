@@ -43,7 +43,8 @@ pub(crate) fn results_loaded(
     host.stall(elapsed);
     host.measured.result_load = host.measured.result_load.plus(elapsed);
     let bytes = data.len() as u64;
-    host.trace_span(HostSpanKind::ResultLoad { bytes }, issued, now);
+    let tag = host.launch.as_ref().map_or(0, |launch| launch.tag);
+    host.trace_span(HostSpanKind::ResultLoad { bytes, tag }, issued, now);
     let Some(launch) = host.launch.as_mut() else {
         return false;
     };

@@ -119,6 +119,10 @@ pub(crate) trait Mechanism: std::fmt::Debug {
 
     /// The AXLE ring (`None` in RP and BS).
     fn ring(&self) -> Option<&AxleRing>;
+
+    /// `host.poll_policy = "oracle"` (AXLE): the times to poll at. Other mechanisms and
+    /// policies ignore it.
+    fn set_poll_script(&mut self, _times: Vec<Ticks>) {}
 }
 
 /// Result chunk size used to track RP/BS launches (their results arrive all at once), and

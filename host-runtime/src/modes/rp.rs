@@ -85,7 +85,8 @@ impl Mechanism for Rp {
             (State::Polling { issued }, LinkResponse::IoReadDone { value, .. }) => {
                 host.stall(now.since(issued));
                 let complete = value & 0xffff_ffff == mailbox::status::COMPLETE;
-                host.trace_span(HostSpanKind::RemotePoll { complete }, issued, now);
+                let tag = host.launch.as_ref().map_or(0, |launch| launch.tag);
+                host.trace_span(HostSpanKind::RemotePoll { complete, tag }, issued, now);
                 if complete {
                     let code = (value >> 32) as u32;
                     if code != Status::Ok.code() {

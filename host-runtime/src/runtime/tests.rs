@@ -156,7 +156,7 @@ fn polls(spans: &[HostSpan]) -> Vec<(u32, Ticks)> {
     spans
         .iter()
         .filter_map(|span| match span.kind {
-            HostSpanKind::LocalPoll { records } => Some((records, span.end.since(span.start))),
+            HostSpanKind::LocalPoll { records, .. } => Some((records, span.end.since(span.start))),
             _ => None,
         })
         .collect()
@@ -377,7 +377,7 @@ fn an_interrupt_handler_costs_one_poll_whatever_it_takes_and_leaves_the_control_
     let handlers: Vec<(u32, Ticks)> = spans
         .iter()
         .filter_map(|span| match span.kind {
-            HostSpanKind::InterruptHandler { records } => {
+            HostSpanKind::InterruptHandler { records, .. } => {
                 Some((records, span.end.since(span.start)))
             }
             _ => None,

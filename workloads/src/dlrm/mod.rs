@@ -311,14 +311,23 @@ impl Application for DlrmApplication {
             + 3 * DEVICE_ALIGNMENT
     }
 
+    fn image_key(&self) -> Option<String> {
+        // The load writes the table (a function of the shape and the seed) and a zeroed
+        // result; the batches (the seed) size the allocations.
+        Some(format!("{:?} seed {}", self.shape, self.seed))
+    }
+
     fn load(&mut self, device: &mut dyn DeviceLoader) -> Result<(), LoadError> {
         let table = device.allocate(self.shape.table_bytes(), DEVICE_ALIGNMENT)?;
+        // A preloaded device already holds the table and the zeroed result: only the
+        // allocations are made.
+        let preloaded = device.preloaded();
         let mut rows = TableRows::new(self.seed, self.shape.dim);
         let dim = self.shape.dim as usize;
         let mut values = vec![0.0_f32; LOAD_ROWS_PER_WRITE as usize * dim];
         let mut bytes = vec![0_u8; values.len() * 4];
         let mut first = 0_u32;
-        while first < self.shape.rows {
+        while first < self.shape.rows && !preloaded {
             let count = LOAD_ROWS_PER_WRITE.min(self.shape.rows - first) as usize;
             let values = &mut values[..count * dim];
             for row in values.chunks_exact_mut(dim) {
@@ -335,7 +344,9 @@ impl Application for DlrmApplication {
         let batch = device.allocate(self.batch_buffer_bytes(), DEVICE_ALIGNMENT)?;
         let result_length = self.result_length();
         let result = device.allocate(result_length, DEVICE_ALIGNMENT)?;
-        device.write(result, &vec![0; result_length as usize])?;
+        if !preloaded {
+            device.write(result, &vec![0; result_length as usize])?;
+        }
         log::debug!(
             "dlrm: loaded table {} B at {:#x}, batch buffer at {:#x}, result {result_length} B at {:#x}",
             self.shape.table_bytes(),

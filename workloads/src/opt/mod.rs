@@ -46,6 +46,17 @@
 //! [`reference::decode_step`] recomputes the whole step on the host with the same arithmetic
 //! helpers; the final hidden state must match bit for bit (a naive `f64` version agrees with
 //! the reference to 1e-4 in the tests).
+//!
+//! # Sharing between runs
+//!
+//! The runs of one process with the same shape and seed (`axle eval` makes 27) share the
+//! weights and the reference ([`crate::shared`]), and the MLP's partials: a task's partial is
+//! a pure function of the weights, the task and the layer's attention output, which is the
+//! same in every run (the device computes the same values whatever the mode, configuration
+//! or timing), and it costs a pass over 6.5 MB of FC1 and FC2 weights. So the first run
+//! computes each task's partial of each layer and the later ones take it, after checking that
+//! their attention output is the same, bit for bit, as the one it was computed from (a run
+//! whose output differs computes its own). The modelled host time does not depend on it.
 
 pub mod data;
 pub mod host;
@@ -249,10 +260,75 @@ pub(crate) fn resident_input_bytes(scale: Scale) -> u64 {
     device.saturating_add(host)
 }
 
-/// Forgets the shared weights and reference ([`crate::shared::release`]).
+/// The MLP partials computed so far for one shape and seed (see "Sharing between runs" in
+/// the module docs).
+static MLP: Shared<(OptShape, u64), MlpMemo> = Shared::new();
+
+/// Forgets the shared weights, reference and MLP partials ([`crate::shared::release`]).
 pub(crate) fn release_shared() {
     WEIGHTS.clear();
     REFERENCE.clear();
+    MLP.clear();
+}
+
+/// One layer's attention output (as bits) and the partials computed so far from it, by task.
+type LayerPartials = (Vec<u32>, Vec<Option<Vec<f32>>>);
+
+/// Per layer, the partials computed so far.
+#[derive(Debug)]
+struct MlpMemo {
+    layers: std::sync::Mutex<Vec<Option<LayerPartials>>>,
+    tasks: usize,
+}
+
+impl MlpMemo {
+    fn new(shape: &OptShape) -> MlpMemo {
+        MlpMemo {
+            layers: std::sync::Mutex::new(vec![None; shape.layers as usize]),
+            tasks: shape.mlp_tasks as usize,
+        }
+    }
+
+    /// Task `task`'s partial of layer `layer` over `attention_output`: the one kept, if it was
+    /// computed from the same attention output bit for bit, otherwise `compute()`'s (kept if
+    /// the layer has none from another attention output).
+    fn partial(
+        &self,
+        layer: u32,
+        task: u32,
+        attention_output: &[f32],
+        compute: impl FnOnce() -> Vec<f32>,
+    ) -> Vec<f32> {
+        let bits: Vec<u32> = attention_output
+            .iter()
+            .map(|value| value.to_bits())
+            .collect();
+        let lock = || {
+            self.layers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        if let Some(Some((seen, partials))) = lock().get(layer as usize) {
+            if *seen == bits {
+                if let Some(Some(partial)) = partials.get(task as usize) {
+                    return partial.clone();
+                }
+            }
+        }
+        // Computed without the lock held (another run may compute the same partial meanwhile:
+        // the same values).
+        let partial = compute();
+        if let Some(entry) = lock().get_mut(layer as usize) {
+            let (seen, partials) =
+                entry.get_or_insert_with(|| (bits.clone(), vec![None; self.tasks]));
+            if *seen == bits {
+                if let Some(slot) = partials.get_mut(task as usize) {
+                    *slot = Some(partial.clone());
+                }
+            }
+        }
+        partial
+    }
 }
 
 /// An OPT decode-step instance: weights, plan, host-task state and answer.
@@ -261,6 +337,8 @@ pub struct OptApplication {
     seed: u64,
     /// Shared with every other instance of the same shape and seed ([`crate::shared`]).
     weights: Arc<OptWeights>,
+    /// Shared with every other instance of the same shape and seed.
+    mlp: Arc<MlpMemo>,
     device: Option<DeviceBuffers>,
     /// The layer whose launch is next or running.
     layer: u32,
@@ -326,11 +404,13 @@ impl OptApplication {
             shape.mlp_tasks,
             options.seed
         );
+        let mlp = MLP.get_or_make((shape, seed), || MlpMemo::new(&shape));
         Ok(OptApplication {
             hidden_state: weights.input.clone(),
             shape,
             seed: options.seed,
             weights,
+            mlp,
             device: None,
             layer: 0,
             launched: false,
@@ -387,30 +467,56 @@ impl Application for OptApplication {
             .fold(0, u64::saturating_add)
     }
 
+    fn image_key(&self) -> Option<String> {
+        // The load writes the weights, a zeroed workspace and result, and the KV caches: all
+        // functions of the shape and the seed.
+        Some(format!("{:?} seed {}", self.shape, self.seed))
+    }
+
     fn load(&mut self, device: &mut dyn DeviceLoader) -> Result<(), LoadError> {
         let shape = self.shape;
         let weights = &self.weights;
-        let mut put = |values: &[f32]| -> Result<DeviceAddress, LoadError> {
-            let bytes = to_le_bytes(values);
-            let address = device.allocate(bytes.len() as u64, DEVICE_ALIGNMENT)?;
-            device.write(address, &bytes)?;
-            Ok(address)
+        // A preloaded device already holds every byte below: only the allocations are made,
+        // and the bytes (the KV caches, most of the load's time) are not even generated.
+        let preloaded = device.preloaded();
+        let mut put = |values: usize, bytes: &dyn Fn() -> Vec<u8>| {
+            let address = device.allocate(values as u64 * 4, DEVICE_ALIGNMENT)?;
+            if !preloaded {
+                device.write(address, &bytes())?;
+            }
+            Ok::<_, LoadError>(address)
         };
-        let input = put(&weights.input)?;
-        let ln_gamma = put(&weights.ln0_gamma)?;
-        let ln_beta = put(&weights.ln0_beta)?;
-        let qkv_weight = put(&weights.qkv_weight)?;
-        let qkv_bias = put(&weights.qkv_bias)?;
-        let output_weight = put(&weights.output_weight)?;
-        let output_bias = put(&weights.output_bias)?;
-        let workspace = put(&vec![0.0; (shape.workspace_bytes() / 4) as usize])?;
-        let result = put(&vec![0.0; (shape.result_bytes() / 4) as usize])?;
+        let input = put(weights.input.len(), &|| to_le_bytes(&weights.input))?;
+        let ln_gamma = put(weights.ln0_gamma.len(), &|| to_le_bytes(&weights.ln0_gamma))?;
+        let ln_beta = put(weights.ln0_beta.len(), &|| to_le_bytes(&weights.ln0_beta))?;
+        let qkv_weight = put(weights.qkv_weight.len(), &|| {
+            to_le_bytes(&weights.qkv_weight)
+        })?;
+        let qkv_bias = put(weights.qkv_bias.len(), &|| to_le_bytes(&weights.qkv_bias))?;
+        let output_weight = put(weights.output_weight.len(), &|| {
+            to_le_bytes(&weights.output_weight)
+        })?;
+        let output_bias = put(weights.output_bias.len(), &|| {
+            to_le_bytes(&weights.output_bias)
+        })?;
+        let workspace_values = (shape.workspace_bytes() / 4) as usize;
+        let workspace = put(workspace_values, &|| vec![0; workspace_values * 4])?;
+        let result_values = (shape.result_bytes() / 4) as usize;
+        let result = put(result_values, &|| vec![0; result_values * 4])?;
         let mut key_caches = Vec::new();
         let mut value_caches = Vec::new();
         for layer in 0..shape.layers {
-            let (keys, values) = kv_cache(&shape, self.seed, layer);
-            key_caches.push(put(&keys)?);
-            value_caches.push(put(&values)?);
+            if preloaded {
+                // `kv_cache`'s length, without making it.
+                let values =
+                    shape.heads as usize * shape.capacity as usize * shape.head_dim as usize;
+                key_caches.push(put(values, &Vec::new)?);
+                value_caches.push(put(values, &Vec::new)?);
+            } else {
+                let (keys, values) = kv_cache(&shape, self.seed, layer);
+                key_caches.push(put(keys.len(), &|| to_le_bytes(&keys))?);
+                value_caches.push(put(values.len(), &|| to_le_bytes(&values))?);
+            }
         }
         let parameters = OptParameters {
             hidden: shape.hidden,
@@ -529,7 +635,11 @@ impl Application for OptApplication {
             }
             Some(_) => {}
         }
-        let partial = host::mlp_task(&self.shape, &self.weights, &attention_output, task.id);
+        let partial = self
+            .mlp
+            .partial(self.layer, task.id, &attention_output, || {
+                host::mlp_task(&self.shape, &self.weights, &attention_output, task.id)
+            });
         if let Some(slot) = self.partials.get_mut(task.id as usize) {
             *slot = Some(partial);
         }
@@ -599,6 +709,29 @@ impl Application for OptApplication {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A partial is computed once per layer, task and attention output; an attention output
+    /// that differs in one bit gets its own, computed every time and never handed to the
+    /// first one's askers.
+    #[test]
+    fn an_mlp_partial_is_reused_only_for_the_same_attention_output_bit_for_bit() {
+        let memo = MlpMemo::new(&SMALL);
+        let mut computed = 0;
+        let first = [1.0_f32, 2.0];
+        let mut compute = |value: f32| {
+            computed += 1;
+            vec![value]
+        };
+        assert_eq!(memo.partial(1, 3, &first, || compute(7.0)), vec![7.0]);
+        assert_eq!(memo.partial(1, 3, &first, || compute(8.0)), vec![7.0]);
+        assert_eq!(memo.partial(1, 4, &first, || compute(9.0)), vec![9.0]);
+        let other = [1.0_f32, f32::from_bits(2.0_f32.to_bits() + 1)];
+        assert_eq!(memo.partial(1, 3, &other, || compute(5.0)), vec![5.0]);
+        assert_eq!(memo.partial(1, 3, &other, || compute(6.0)), vec![6.0]);
+        assert_eq!(memo.partial(1, 3, &first, || compute(0.0)), vec![7.0]);
+        assert_eq!(memo.partial(2, 3, &first, || compute(4.0)), vec![4.0]);
+        assert_eq!(computed, 5);
+    }
     use crate::testing::{self, FakeDevice};
     use firmware::hal::{DeviceMemory, MemoryFault};
     use firmware::kernels::Kernel;

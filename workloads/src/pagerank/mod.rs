@@ -54,6 +54,7 @@ pub mod host;
 pub mod reference;
 
 use std::fmt;
+use std::sync::{Arc, OnceLock};
 
 use host_runtime::app::{
     AppError, AppProblem, Application, DeviceInput, DeviceLoader, HostCost, HostTask, LaunchPlan,
@@ -63,6 +64,7 @@ use shared_abi::params::pagerank::{PageRankParameters, VERTICES_PER_ITEM};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
 use crate::graph::{self, words_to_le_bytes, Csr, EdgeList, GraphSource};
+use crate::shared::Shared;
 use crate::{WorkloadError, WorkloadInfo, WorkloadOptions};
 
 /// Catalog name.
@@ -158,10 +160,38 @@ struct DeviceBuffers {
     result: DeviceAddress,
 }
 
-/// A PageRank instance.
-pub struct PageRankApplication {
+/// The graph, what it is, and its reference ranks (made when first needed): a function of the
+/// input and the seed, shared by the runs of a process that read the same input
+/// ([`crate::shared`]; `axle eval` makes 21 runs of PageRank).
+struct Input {
     graph: Csr,
     description: String,
+    mirrored: OnceLock<Vec<f32>>,
+    exact: OnceLock<Vec<f64>>,
+}
+
+impl Input {
+    fn new(graph: Csr, description: String) -> Input {
+        Input {
+            graph,
+            description,
+            mirrored: OnceLock::new(),
+            exact: OnceLock::new(),
+        }
+    }
+}
+
+/// The last input read, by source and seed.
+static INPUT: Shared<(GraphSource, u64), Input> = Shared::new();
+
+/// Forgets the shared input ([`crate::shared::release`]).
+pub(crate) fn release_shared() {
+    INPUT.clear();
+}
+
+/// A PageRank instance.
+pub struct PageRankApplication {
+    input: Arc<Input>,
     device: Option<DeviceBuffers>,
     rank: Vec<f32>,
     contributions: Vec<f32>,
@@ -176,8 +206,8 @@ pub struct PageRankApplication {
 impl fmt::Debug for PageRankApplication {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PageRankApplication")
-            .field("vertices", &self.graph.vertices())
-            .field("arcs", &self.graph.arcs())
+            .field("vertices", &self.input.graph.vertices())
+            .field("arcs", &self.input.graph.arcs())
             .field("iterations", &self.iterations)
             .finish()
     }
@@ -186,13 +216,21 @@ impl fmt::Debug for PageRankApplication {
 impl PageRankApplication {
     /// An instance with `options` (see the module docs for the input).
     pub fn new(options: &WorkloadOptions) -> Result<PageRankApplication, WorkloadError> {
+        let source = source(options);
+        let input = INPUT.try_get_or_make((source.clone(), options.seed), || {
+            Self::read(&source, options)
+        })?;
+        Ok(Self::with_input(input))
+    }
+
+    /// Reads (or generates) the graph `source` names.
+    fn read(source: &GraphSource, options: &WorkloadOptions) -> Result<Input, WorkloadError> {
         let input_error = |path: String, reason: graph::GraphError| WorkloadError::Input {
             workload: NAME,
             path,
             reason,
         };
-        let source = source(options);
-        let edges: EdgeList = match &source {
+        let edges: EdgeList = match source {
             GraphSource::File(path) => graph::read_mtx_tar_gz(path),
             GraphSource::Generator { vertices, .. } => {
                 graph::power_law(*vertices, generated_edges(*vertices), options.seed)
@@ -212,15 +250,18 @@ impl PageRankApplication {
             graph.vertices(),
             graph.arcs()
         );
-        Ok(Self::from_graph(graph, description))
+        Ok(Input::new(graph, description))
     }
 
     /// An instance over a ready graph (tests).
     pub fn from_graph(graph: Csr, description: String) -> PageRankApplication {
+        Self::with_input(Arc::new(Input::new(graph, description)))
+    }
+
+    fn with_input(input: Arc<Input>) -> PageRankApplication {
         PageRankApplication {
-            base: reference::base(graph.vertices()),
-            graph,
-            description,
+            base: reference::base(input.graph.vertices()),
+            input,
             device: None,
             rank: Vec::new(),
             contributions: Vec::new(),
@@ -234,7 +275,7 @@ impl PageRankApplication {
 
     /// The graph.
     pub fn graph(&self) -> &Csr {
-        &self.graph
+        &self.input.graph
     }
 
     /// The current ranks.
@@ -279,32 +320,32 @@ impl Application for PageRankApplication {
     }
 
     fn device_bytes(&self) -> u64 {
-        let vertices = u64::from(self.graph.vertices());
-        let arcs = u64::from(self.graph.arcs());
+        let vertices = u64::from(self.input.graph.vertices());
+        let arcs = u64::from(self.input.graph.arcs());
         // Parameters, offsets, sources, contributions, result, with alignment slack.
         64 + 4 * (vertices + 1) + 4 * arcs + 8 * vertices + 5 * DEVICE_ALIGNMENT
     }
 
     fn load(&mut self, device: &mut dyn DeviceLoader) -> Result<(), LoadError> {
-        let n = self.graph.vertices();
+        let n = self.input.graph.vertices();
         self.rank = vec![(1.0 / f64::from(n)) as f32; n as usize];
         self.contributions = (0..n)
-            .map(|v| reference::contribution(self.rank[v as usize], self.graph.degree(v)))
+            .map(|v| reference::contribution(self.rank[v as usize], self.input.graph.degree(v)))
             .collect();
-        self.dangling_share = reference::dangling_share(&self.graph, &self.rank);
+        self.dangling_share = reference::dangling_share(&self.input.graph, &self.rank);
         let contribution_bytes = self.contribution_bytes();
         let mut place = |bytes: &[u8]| -> Result<DeviceAddress, LoadError> {
             let address = device.allocate(bytes.len().max(4) as u64, DEVICE_ALIGNMENT)?;
             device.write(address, bytes)?;
             Ok(address)
         };
-        let offsets = place(&words_to_le_bytes(self.graph.offsets()))?;
-        let sources = place(&words_to_le_bytes(self.graph.targets()))?;
+        let offsets = place(&words_to_le_bytes(self.input.graph.offsets()))?;
+        let sources = place(&words_to_le_bytes(self.input.graph.targets()))?;
         let contributions = place(&contribution_bytes)?;
         let result = place(&vec![0; 4 * n as usize])?;
         let parameters = PageRankParameters {
             vertices: u64::from(n),
-            arcs: u64::from(self.graph.arcs()),
+            arcs: u64::from(self.input.graph.arcs()),
             offsets: offsets.0,
             sources: sources.0,
         };
@@ -345,7 +386,7 @@ impl Application for PageRankApplication {
             }]
         };
         self.iterations += 1;
-        let n = self.graph.vertices();
+        let n = self.input.graph.vertices();
         let tasks = Self::tasks(n);
         self.changes = vec![None; tasks.len()];
         self.in_flight = true;
@@ -377,7 +418,7 @@ impl Application for PageRankApplication {
         if result.len() as u64 != length
             || task.needs.start % 4 != 0
             || length % 4 != 0
-            || task.needs.end > u64::from(self.graph.vertices()) * 4
+            || task.needs.end > u64::from(self.input.graph.vertices()) * 4
         {
             return Err(self.fail(AppProblem::DoesNotFit {
                 task: task.id,
@@ -396,7 +437,7 @@ impl Application for PageRankApplication {
             Some(None) => {}
         }
         let (change, cost) = host::update_ranks(
-            &self.graph,
+            &self.input.graph,
             (task.needs.start / 4) as u32,
             result,
             self.base,
@@ -416,10 +457,10 @@ impl Application for PageRankApplication {
             return Err(self.fail(AppProblem::NeverRan { missing, first }));
         }
         self.last_change = self.changes.iter().flatten().sum();
-        self.dangling_share = reference::dangling_share(&self.graph, &self.rank);
+        self.dangling_share = reference::dangling_share(&self.input.graph, &self.rank);
         self.in_flight = false;
-        let dangling = (0..self.graph.vertices())
-            .filter(|v| self.graph.degree(*v) == 0)
+        let dangling = (0..self.input.graph.vertices())
+            .filter(|v| self.input.graph.degree(*v) == 0)
             .count() as u64;
         log::debug!(
             "pagerank: iteration {} L1 change {:e}",
@@ -444,7 +485,10 @@ impl Application for PageRankApplication {
                 self.iterations
             ));
         }
-        let mirrored = reference::mirrored(&self.graph);
+        let mirrored = self
+            .input
+            .mirrored
+            .get_or_init(|| reference::mirrored(&self.input.graph));
         if let Some(v) =
             (0..mirrored.len()).find(|v| self.rank[*v].to_bits() != mirrored[*v].to_bits())
         {
@@ -453,11 +497,14 @@ impl Application for PageRankApplication {
                 self.rank[v], mirrored[v]
             ));
         }
-        let exact = reference::plain_f64(&self.graph);
+        let exact = self
+            .input
+            .exact
+            .get_or_init(|| reference::plain_f64(&self.input.graph));
         let distance: f64 = self
             .rank
             .iter()
-            .zip(&exact)
+            .zip(exact)
             .map(|(a, b)| (f64::from(*a) - b).abs())
             .sum();
         if distance > F64_TOLERANCE {
@@ -471,7 +518,7 @@ impl Application for PageRankApplication {
                 "{} ranks after {ITERATIONS} iterations match the mirrored f32 reference bit for bit and the f64 power iteration within L1 {distance:.2e} (tolerance {F64_TOLERANCE:e}); last L1 change {:.3e}; {}",
                 self.rank.len(),
                 self.last_change,
-                self.description
+                self.input.description
             ),
         }
     }
@@ -584,7 +631,7 @@ mod tests {
         };
         let app = PageRankApplication::new(&options).unwrap();
         assert_eq!(app.graph().vertices(), 5);
-        let description = &app.description;
+        let description = &app.input.description;
         assert!(
             description.contains("five.tar.gz: 5 vertices, 4 edges = 8 arcs read")
                 && description.contains("WARNING")

@@ -73,6 +73,7 @@ pub mod host;
 pub mod reference;
 
 use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use host_runtime::app::{
     AppError, AppProblem, Application, BadResult, DeviceLoader, HostCost, HostTask, LaunchPlan,
@@ -84,6 +85,7 @@ use shared_abi::params::sssp::{SsspParameters, INFINITY};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
 use crate::graph::{self, words_to_le_bytes, Csr, EdgeList, GraphSource};
+use crate::shared::Shared;
 use crate::{WorkloadError, WorkloadInfo, WorkloadOptions};
 
 /// Catalog name.
@@ -218,10 +220,59 @@ struct DeviceBuffers {
     vectors: [DeviceAddress; 2],
 }
 
-/// An SSSP instance: graph, plan, host state and answer.
-pub struct SsspApplication {
+/// The weighted graph, what it is, and its reference distances (made when first needed): a
+/// function of the input and the seed, shared by the runs of a process that read the same
+/// input ([`crate::shared`]; `axle eval` makes 21 runs of SSSP).
+struct Input {
     graph: Csr,
     description: String,
+    shortest: OnceLock<Vec<u32>>,
+    /// The last rounds of Bellman-Ford asked for, and their distances.
+    rounds: Mutex<Option<(u32, Arc<Vec<u32>>)>>,
+}
+
+impl Input {
+    fn new(graph: Csr, description: String) -> Input {
+        Input {
+            graph,
+            description,
+            shortest: OnceLock::new(),
+            rounds: Mutex::new(None),
+        }
+    }
+
+    /// [`reference::dijkstra`] from [`SOURCE`].
+    fn shortest(&self) -> &[u32] {
+        self.shortest
+            .get_or_init(|| reference::dijkstra(&self.graph, SOURCE))
+    }
+
+    /// [`reference::bellman_ford_rounds`] from [`SOURCE`].
+    fn rounds(&self, rounds: u32) -> Arc<Vec<u32>> {
+        let mut kept = self.rounds.lock().unwrap_or_else(PoisonError::into_inner);
+        match kept.as_ref() {
+            Some((made, distances)) if *made == rounds => Arc::clone(distances),
+            _ => {
+                let distances =
+                    Arc::new(reference::bellman_ford_rounds(&self.graph, SOURCE, rounds));
+                *kept = Some((rounds, Arc::clone(&distances)));
+                distances
+            }
+        }
+    }
+}
+
+/// The last input read, by source and seed.
+static INPUT: Shared<(GraphSource, u64), Input> = Shared::new();
+
+/// Forgets the shared input ([`crate::shared::release`]).
+pub(crate) fn release_shared() {
+    INPUT.clear();
+}
+
+/// An SSSP instance: graph, plan, host state and answer.
+pub struct SsspApplication {
+    input: Arc<Input>,
     seed: u64,
     /// Launches to run; `None`: until one changes nothing.
     rounds: Option<u32>,
@@ -241,8 +292,8 @@ pub struct SsspApplication {
 impl fmt::Debug for SsspApplication {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SsspApplication")
-            .field("vertices", &self.graph.vertices())
-            .field("arcs", &self.graph.arcs())
+            .field("vertices", &self.input.graph.vertices())
+            .field("arcs", &self.input.graph.arcs())
             .field("rounds", &self.rounds)
             .field("launches", &self.launches)
             .field("converged", &self.converged)
@@ -259,13 +310,21 @@ fn weights(edges: usize, seed: u64) -> Vec<u32> {
 impl SsspApplication {
     /// An instance with `options` (see the module docs for the input and the iterations).
     pub fn new(options: &WorkloadOptions) -> Result<SsspApplication, WorkloadError> {
+        let source = source(options);
+        let input = INPUT.try_get_or_make((source.clone(), options.seed), || {
+            Self::read(&source, options)
+        })?;
+        Ok(Self::with_input(input, options.seed, rounds(options)))
+    }
+
+    /// Reads (or generates) the graph `source` names, weighted by `options.seed`.
+    fn read(source: &GraphSource, options: &WorkloadOptions) -> Result<Input, WorkloadError> {
         let input_error = |path: String, reason: graph::GraphError| WorkloadError::Input {
             workload: NAME,
             path,
             reason,
         };
-        let source = source(options);
-        let edges: EdgeList = match &source {
+        let edges: EdgeList = match source {
             GraphSource::File(path) => graph::read_pace_gr_xz(path),
             GraphSource::Generator { vertices, .. } => {
                 graph::road_like(*vertices, generated_edges(*vertices), options.seed)
@@ -286,12 +345,7 @@ impl SsspApplication {
             graph.vertices(),
             graph.arcs()
         );
-        Ok(Self::from_graph(
-            graph,
-            description,
-            options.seed,
-            rounds(options),
-        ))
+        Ok(Input::new(graph, description))
     }
 
     /// An instance over a ready weighted graph running `rounds` launches (`None`: until one
@@ -302,9 +356,12 @@ impl SsspApplication {
         seed: u64,
         rounds: Option<u32>,
     ) -> SsspApplication {
+        Self::with_input(Arc::new(Input::new(graph, description)), seed, rounds)
+    }
+
+    fn with_input(input: Arc<Input>, seed: u64, rounds: Option<u32>) -> SsspApplication {
         SsspApplication {
-            graph,
-            description,
+            input,
             seed,
             rounds,
             device: None,
@@ -319,7 +376,7 @@ impl SsspApplication {
 
     /// The weighted graph.
     pub fn graph(&self) -> &Csr {
-        &self.graph
+        &self.input.graph
     }
 
     /// The host's distances.
@@ -372,8 +429,8 @@ impl Application for SsspApplication {
     }
 
     fn device_bytes(&self) -> u64 {
-        let vertices = u64::from(self.graph.vertices());
-        let arcs = u64::from(self.graph.arcs());
+        let vertices = u64::from(self.input.graph.vertices());
+        let arcs = u64::from(self.input.graph.arcs());
         // Parameters, offsets, targets, weights, two distance vectors, with a line of
         // alignment slack each.
         SsspParameters::default().to_bytes().len() as u64
@@ -384,15 +441,15 @@ impl Application for SsspApplication {
     }
 
     fn load(&mut self, device: &mut dyn DeviceLoader) -> Result<(), LoadError> {
-        let vertices = self.graph.vertices() as usize;
+        let vertices = self.input.graph.vertices() as usize;
         let mut place = |bytes: &[u8]| -> Result<DeviceAddress, LoadError> {
             let address = device.allocate(bytes.len().max(4) as u64, DEVICE_ALIGNMENT)?;
             device.write(address, bytes)?;
             Ok(address)
         };
-        let offsets = place(&words_to_le_bytes(self.graph.offsets()))?;
-        let targets = place(&words_to_le_bytes(self.graph.targets()))?;
-        let weights = place(&words_to_le_bytes(self.graph.weights()))?;
+        let offsets = place(&words_to_le_bytes(self.input.graph.offsets()))?;
+        let targets = place(&words_to_le_bytes(self.input.graph.targets()))?;
+        let weights = place(&words_to_le_bytes(self.input.graph.weights()))?;
         let mut distances = vec![INFINITY; vertices];
         if let Some(source) = distances.get_mut(SOURCE as usize) {
             *source = 0;
@@ -401,7 +458,7 @@ impl Application for SsspApplication {
         let second = place(&words_to_le_bytes(&distances))?;
         let parameters = SsspParameters {
             vertices: vertices as u64,
-            arcs: u64::from(self.graph.arcs()),
+            arcs: u64::from(self.input.graph.arcs()),
             offsets: offsets.0,
             targets: targets.0,
             weights: weights.0,
@@ -439,7 +496,7 @@ impl Application for SsspApplication {
         let parity = (self.launches % 2) as usize;
         let (previous, result) = (buffers.vectors[parity], buffers.vectors[1 - parity]);
         self.launches += 1;
-        let vertices = self.graph.vertices();
+        let vertices = self.input.graph.vertices();
         let tasks = Self::tasks(vertices);
         self.lists = vec![None; tasks.len()];
         self.in_flight = true;
@@ -551,10 +608,10 @@ impl Application for SsspApplication {
                     )
                 })
         };
-        let shortest = reference::dijkstra(&self.graph, SOURCE);
+        let shortest = self.input.shortest();
         let reached = shortest.iter().filter(|d| **d != INFINITY).count();
         let comparison = if self.converged {
-            if let Some(difference) = first_difference(&shortest, "Dijkstra") {
+            if let Some(difference) = first_difference(shortest, "Dijkstra") {
                 return fail(difference);
             }
             format!(
@@ -563,7 +620,7 @@ impl Application for SsspApplication {
                 shortest.len()
             )
         } else {
-            let rounds = reference::bellman_ford_rounds(&self.graph, SOURCE, self.launches);
+            let rounds = self.input.rounds(self.launches);
             if let Some(difference) = first_difference(&rounds, "Bellman-Ford") {
                 return fail(difference);
             }
@@ -585,7 +642,7 @@ impl Application for SsspApplication {
                 "{comparison}; vertices changed per launch: first {}, last {}; {}; weights uniform 1..={MAX_WEIGHT}, seed {}",
                 self.changes.first().copied().unwrap_or(0),
                 self.changes.last().copied().unwrap_or(0),
-                self.description,
+                self.input.description,
                 self.seed
             ),
         }
@@ -822,7 +879,7 @@ mod tests {
         };
         let app = SsspApplication::new(&options).unwrap();
         assert_eq!(app.graph().vertices(), 5);
-        let description = &app.description;
+        let description = &app.input.description;
         assert!(
             description.contains("NY.pace16.gr.xz: 5 vertices, 4 edges = 8 arcs read")
                 && description.contains("WARNING")

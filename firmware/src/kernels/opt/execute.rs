@@ -2,6 +2,7 @@
 
 use super::plan::{product, product32, Work};
 use super::*;
+use zerocopy::IntoBytes;
 
 impl OptKernel {
     /// Runs item `index` (see the module docs for what each stage reads and writes). A memory
@@ -541,26 +542,22 @@ fn element_address(base: u64, index: u64) -> Result<u64, FirmwareError> {
         .ok_or(FirmwareError::ArgumentOutOfRange)
 }
 
-/// Reads `values.len()` little-endian `f32` at `address`, a chunk at a time.
+/// Reads `values.len()` little-endian `f32` at `address`, a chunk at a time, straight into
+/// `values` (no staging buffer).
 fn read_floats<M: DeviceMemory>(
     memory: &M,
     address: u64,
     values: &mut [f32],
 ) -> Result<(), FirmwareError> {
-    let mut bytes = [0_u8; CHUNK_BYTES];
     let mut address = address;
     for chunk in values.chunks_mut(CHUNK_ELEMENTS) {
         let length = chunk
             .len()
             .checked_mul(4)
             .ok_or(FirmwareError::ArgumentOutOfRange)?;
-        let buffer = bytes
-            .get_mut(..length)
-            .ok_or(FirmwareError::ArgumentOutOfRange)?;
-        memory.read(DeviceAddress(address), buffer)?;
-        for (value, word) in chunk.iter_mut().zip(buffer.chunks_exact(4)) {
-            let word = <[u8; 4]>::try_from(word).map_err(|_| FirmwareError::ArgumentOutOfRange)?;
-            *value = f32::from_le_bytes(word);
+        memory.read(DeviceAddress(address), chunk.as_mut_bytes())?;
+        for value in chunk.iter_mut() {
+            *value = f32::from_bits(u32::from_le(value.to_bits()));
         }
         address = address
             .checked_add(length as u64)
