@@ -3,7 +3,9 @@
 //! The words live in a [`SharedWords`] store: in-process (and in the loom models) a boxed slice
 //! of 8-byte atomic words ([`OwnedWords`]); across processes a mapping of the anonymous
 //! shared-memory segment that the host passes to the emulator ([`crate::shm::MappedWords`], not
-//! under loom). A host physical address
+//! under loom). Those two are matched statically (a mapping comes in through
+//! [`PhysicalMemory::from_mapped`]), so that an access inlines down to its atomic instruction;
+//! any other store goes through a trait object ([`PhysicalMemory::from_store`]). A host physical address
 //! ([`HostPhysAddr`]) is a byte offset in it. Nothing ever forms a `&[u8]` into it: the device
 //! (the emulator's DMA engine) writes it concurrently, so every access is an atomic load or
 //! store of one aligned 8-byte word, and every access is bounds-checked.
@@ -86,6 +88,31 @@ impl SharedWords for OwnedWords {
     }
 }
 
+/// Where a [`PhysicalMemory`]'s words live. The two stores the stack uses are matched
+/// statically, so that the accessors inline down to the atomic instruction (no virtual call
+/// per access on the ring's hot paths); any other store goes through the trait object.
+enum Store {
+    /// Words owned by this process ([`PhysicalMemory::new`]).
+    Owned(OwnedWords),
+    /// A mapped shared-memory segment ([`PhysicalMemory::from_mapped`]).
+    #[cfg(not(loom))]
+    Mapped(crate::shm::MappedWords),
+    /// Any other store ([`PhysicalMemory::from_store`]).
+    Other(Box<dyn SharedWords>),
+}
+
+impl Store {
+    #[inline]
+    fn words(&self) -> &[AtomicU64] {
+        match self {
+            Store::Owned(words) => &words.0,
+            #[cfg(not(loom))]
+            Store::Mapped(words) => words.words(),
+            Store::Other(store) => store.words(),
+        }
+    }
+}
+
 /// Host "physical" memory: `len()` bytes as 8-byte atomic words.
 ///
 /// # Invariants
@@ -93,7 +120,7 @@ impl SharedWords for OwnedWords {
 /// `length == store.words().len() * 8` is the size in bytes (it fits in a `u64`), and
 /// `store` returns the same slice on every call.
 pub struct PhysicalMemory {
-    store: Box<dyn SharedWords>,
+    store: Store,
     length: u64,
 }
 
@@ -117,13 +144,25 @@ impl PhysicalMemory {
         })?;
         // INVARIANT: words * 8 == bytes, a u64.
         Ok(PhysicalMemory {
-            store: Box::new(OwnedWords::zeroed(words)),
+            store: Store::Owned(OwnedWords::zeroed(words)),
             length: bytes,
         })
     }
 
-    /// Physical memory over the words of `store` (for example a mapped shared-memory segment).
+    /// Physical memory over the words of `store` (for example a mapped shared-memory segment;
+    /// [`PhysicalMemory::from_mapped`] is the faster form of that one).
     pub fn from_store(store: Box<dyn SharedWords>) -> Result<PhysicalMemory, PhysError> {
+        PhysicalMemory::over(Store::Other(store))
+    }
+
+    /// Physical memory over a mapped shared-memory segment (what the host shares with the
+    /// emulator or the bench's device process).
+    #[cfg(not(loom))]
+    pub fn from_mapped(words: crate::shm::MappedWords) -> Result<PhysicalMemory, PhysError> {
+        PhysicalMemory::over(Store::Mapped(words))
+    }
+
+    fn over(store: Store) -> Result<PhysicalMemory, PhysError> {
         let words = store.words().len();
         let length = u64::try_from(words)
             .ok()
@@ -132,7 +171,7 @@ impl PhysicalMemory {
                 address: HostPhysAddr(0),
                 length: u64::MAX,
             })?;
-        // INVARIANT: length == words * 8, checked; the trait promises a stable slice.
+        // INVARIANT: length == words * 8, checked; every store returns a stable slice.
         Ok(PhysicalMemory { store, length })
     }
 
@@ -147,8 +186,12 @@ impl PhysicalMemory {
     }
 
     /// The words of the access `[address, address + length)`, after checking alignment, whole
-    /// words and bounds.
-    fn words(&self, address: HostPhysAddr, length: u64) -> Result<&[AtomicU64], PhysError> {
+    /// words and bounds: what every accessor here goes through, and what a caller that
+    /// accesses the same range many times resolves once (host-driver's resolved regions, the
+    /// translation a DMA engine caches). They are atomics: nothing but an atomic load or store
+    /// can touch them.
+    #[inline]
+    pub fn words(&self, address: HostPhysAddr, length: u64) -> Result<&[AtomicU64], PhysError> {
         if address.0 % WORD_SIZE != 0 {
             return Err(PhysError::Misaligned { address });
         }
@@ -167,6 +210,7 @@ impl PhysicalMemory {
     }
 
     /// Loads the word at `address` (8-byte aligned).
+    #[inline]
     pub fn load_u64(&self, address: HostPhysAddr, ordering: Ordering) -> Result<u64, PhysError> {
         let word = self.words(address, WORD_SIZE)?.first();
         word.map(|word| word.load(ordering))
@@ -177,6 +221,7 @@ impl PhysicalMemory {
     }
 
     /// Stores `value` into the word at `address` (8-byte aligned).
+    #[inline]
     pub fn store_u64(
         &self,
         address: HostPhysAddr,
@@ -194,6 +239,7 @@ impl PhysicalMemory {
     /// Writes `data` (a whole number of little-endian words) at `address` with Relaxed stores,
     /// lowest address first: the DMA data writes (edges D1, D3). Fails, writing nothing, when
     /// any byte lies outside or the access is misaligned.
+    #[inline]
     pub fn write_words(&self, address: HostPhysAddr, data: &[u8]) -> Result<(), PhysError> {
         let words = self.words(address, data.len() as u64)?;
         for (word, bytes) in words.iter().zip(data.chunks_exact(8)) {
@@ -207,6 +253,7 @@ impl PhysicalMemory {
     /// Reads `buffer.len()` bytes (a whole number of words) at `address` with Relaxed loads,
     /// lowest address first. Fails, reading nothing, when any byte lies outside or the access is
     /// misaligned.
+    #[inline]
     pub fn read_words(&self, address: HostPhysAddr, buffer: &mut [u8]) -> Result<(), PhysError> {
         let words = self.words(address, buffer.len() as u64)?;
         for (word, bytes) in words.iter().zip(buffer.chunks_exact_mut(8)) {

@@ -336,6 +336,7 @@ impl MappedWords {
     }
 
     /// The segment as words.
+    #[inline]
     pub fn words(&self) -> &[AtomicU64] {
         // SAFETY:
         // - the pointer is page-aligned, so aligned for `AtomicU64`, and non-null;

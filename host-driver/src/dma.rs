@@ -99,6 +99,19 @@
 //! [`DeviceView`] ([`MappedRegion::device_view`], [`DeviceView::from_frames`]): the device's
 //! DMA, which may store anywhere in the region but cannot release it.
 //!
+//! # Resolved regions: the translation cached
+//!
+//! Every access through a region translates its offset through the frame list and checks it
+//! twice (against the region, then against physical memory). A loop that touches the same
+//! region millions of times (the live benchmark's producer and consumer) resolves the frames
+//! once instead, as a DMA engine or an IOMMU caches its translations: [`MappedRegion::resolve`]
+//! gives a [`ResolvedRegion`] (the host's three operations: load, read, publish a head) and
+//! [`DeviceView::resolve`] a [`ResolvedDeviceView`]. An access inside one frame indexes that
+//! frame's words directly; anything else (a range across frames, or one the region refuses)
+//! takes the region's own checked path, so both give the same answers and the same errors.
+//! Both are borrowed from the region, so neither outlives it. The host's ring code
+//! (host-runtime) takes either through the [`HostRegion`] trait.
+//!
 //! What the types cannot see stays a rule: a [`Quiesced`] token must be made only after the
 //! device's acknowledgement; a [`DeviceView`] is the device's, never the host's; and
 //! [`DmaRegion::from_frames`] over frames the device holds would make a second CPU-owned
@@ -113,7 +126,7 @@
 
 use crate::frames::{FrameAllocator, FrameError, FRAME_SIZE};
 use cosim_link::phys::{PhysError, PhysicalMemory, WORD_SIZE};
-use cosim_link::sync::{Arc, Ordering};
+use cosim_link::sync::{Arc, AtomicU64, Ordering};
 use shared_abi::control::{METADATA_HEAD_OFFSET, PAYLOAD_HEAD_OFFSET};
 use shared_abi::region::CONTROL_OFFSET;
 use shared_abi::HostPhysAddr;
@@ -281,6 +294,7 @@ impl DmaRegion {
         &self.memory
     }
 
+    #[inline]
     fn check_range(&self, offset: u64, length: u64) -> Result<u64, DmaError> {
         let out_of_range = DmaError::OutOfRange {
             offset,
@@ -295,6 +309,7 @@ impl DmaRegion {
 
     /// The host physical address of region offsets `[offset, offset + length)`, which must be
     /// non-empty, inside the region and inside one frame.
+    #[inline]
     pub fn translate(&self, offset: u64, length: u64) -> Result<HostPhysAddr, DmaError> {
         let end = self.check_range(offset, length)?;
         if length == 0 {
@@ -319,6 +334,7 @@ impl DmaRegion {
         Ok(HostPhysAddr(frame.0 + offset % FRAME_SIZE))
     }
 
+    #[inline]
     fn word_address(&self, offset: u64) -> Result<HostPhysAddr, DmaError> {
         if offset % WORD_SIZE != 0 {
             return Err(DmaError::Misaligned { offset });
@@ -327,18 +343,33 @@ impl DmaRegion {
     }
 
     /// Loads the word at region offset `offset` (8-byte aligned).
+    #[inline]
     pub fn load_u64(&self, offset: u64, ordering: Ordering) -> Result<u64, DmaError> {
         let address = self.word_address(offset)?;
         Ok(self.memory.load_u64(address, ordering)?)
     }
 
     /// Stores `value` into the word at region offset `offset` (8-byte aligned).
+    #[inline]
     pub fn store_u64(&self, offset: u64, value: u64, ordering: Ordering) -> Result<(), DmaError> {
         let address = self.word_address(offset)?;
         Ok(self.memory.store_u64(address, value, ordering)?)
     }
 
+    /// The host physical address of the non-empty range `[offset, end)`, checked to lie inside
+    /// the region, when it lies inside one frame.
+    #[inline]
+    fn within_frame(&self, offset: u64, end: u64) -> Option<HostPhysAddr> {
+        let frame_index = offset / FRAME_SIZE;
+        if end <= offset || (end - 1) / FRAME_SIZE != frame_index {
+            return None;
+        }
+        let frame = self.frames.get(usize::try_from(frame_index).ok()?)?;
+        Some(HostPhysAddr(frame.0 + offset % FRAME_SIZE))
+    }
+
     /// Checks an access of whole words at `offset`; its end.
+    #[inline]
     fn check_words(&self, offset: u64, length: usize) -> Result<u64, DmaError> {
         if offset % WORD_SIZE != 0 {
             return Err(DmaError::Misaligned { offset });
@@ -369,8 +400,19 @@ impl DmaRegion {
 
     /// Reads `buffer.len()` bytes (whole words) at region offset `offset` (8-byte aligned) with
     /// Relaxed loads; the range may span frames. Checks the whole range before reading.
+    #[inline]
     pub fn read_bytes(&self, offset: u64, buffer: &mut [u8]) -> Result<(), DmaError> {
         let end = self.check_words(offset, buffer.len())?;
+        // The common case, a record or a slot: one frame, one translation (inlined into the
+        // caller); a range across frames takes the slow path.
+        match self.within_frame(offset, end) {
+            Some(address) => Ok(self.memory.read_words(address, buffer)?),
+            None => self.read_pieces(offset, end, buffer),
+        }
+    }
+
+    #[inline(never)]
+    fn read_pieces(&self, offset: u64, end: u64, buffer: &mut [u8]) -> Result<(), DmaError> {
         let mut rest = buffer;
         for (position, bytes) in DmaRegion::pieces(offset, end) {
             // bytes <= 4096 and <= rest.len(), since the pieces tile [offset, end).
@@ -384,8 +426,17 @@ impl DmaRegion {
 
     /// Writes `data` (whole words) at region offset `offset` (8-byte aligned) with Relaxed
     /// stores; the range may span frames. Checks the whole range before writing.
+    #[inline]
     pub fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<(), DmaError> {
         let end = self.check_words(offset, data.len())?;
+        match self.within_frame(offset, end) {
+            Some(address) => Ok(self.memory.write_words(address, data)?),
+            None => self.write_pieces(offset, end, data),
+        }
+    }
+
+    #[inline(never)]
+    fn write_pieces(&self, offset: u64, end: u64, data: &[u8]) -> Result<(), DmaError> {
         let mut rest = data;
         for (position, bytes) in DmaRegion::pieces(offset, end) {
             let (piece, tail) = rest.split_at(bytes as usize);
@@ -432,6 +483,16 @@ pub enum HostHead {
     Payload,
 }
 
+impl HostHead {
+    /// The head's offset in the control block.
+    const fn offset(self) -> u64 {
+        match self {
+            HostHead::Metadata => METADATA_HEAD_OFFSET,
+            HostHead::Payload => PAYLOAD_HEAD_OFFSET,
+        }
+    }
+}
+
 /// A DMA region handed to the device (see the module docs): the device may write it at any
 /// time; the host may load words, read bytes and publish its two heads, nothing else. Back to
 /// CPU-owned only through [`MappedRegion::quiesce`].
@@ -471,31 +532,31 @@ impl MappedRegion {
 
     /// The host physical address of region offsets `[offset, offset + length)` (see
     /// [`DmaRegion::translate`]): where the device's DMA lands.
+    #[inline]
     pub fn translate(&self, offset: u64, length: u64) -> Result<HostPhysAddr, DmaError> {
         self.region.translate(offset, length)
     }
 
     /// Loads the word at region offset `offset` (8-byte aligned): a tail (Acquire), the
     /// status word, a record's sequence.
+    #[inline]
     pub fn load_u64(&self, offset: u64, ordering: Ordering) -> Result<u64, DmaError> {
         self.region.load_u64(offset, ordering)
     }
 
     /// Reads whole words at region offset `offset` with Relaxed loads (see
     /// [`DmaRegion::read_bytes`]): records and payloads, after the Acquire of a tail.
+    #[inline]
     pub fn read_bytes(&self, offset: u64, buffer: &mut [u8]) -> Result<(), DmaError> {
         self.region.read_bytes(offset, buffer)
     }
 
     /// Publishes one of the host's heads into the host line of the control block, with a
     /// Release store: the only store the host makes into a region the device holds.
+    #[inline]
     pub fn store_head(&self, head: HostHead, value: u64) -> Result<(), DmaError> {
-        let offset = match head {
-            HostHead::Metadata => METADATA_HEAD_OFFSET,
-            HostHead::Payload => PAYLOAD_HEAD_OFFSET,
-        };
         self.region
-            .store_u64(CONTROL_OFFSET + offset, value, Ordering::Release)
+            .store_u64(CONTROL_OFFSET + head.offset(), value, Ordering::Release)
     }
 
     /// The device's side of this region, for device models ([`DeviceView`]).
@@ -551,28 +612,326 @@ impl DeviceView {
     }
 
     /// See [`DmaRegion::translate`].
+    #[inline]
     pub fn translate(&self, offset: u64, length: u64) -> Result<HostPhysAddr, DmaError> {
         self.region.translate(offset, length)
     }
 
     /// See [`DmaRegion::load_u64`].
+    #[inline]
     pub fn load_u64(&self, offset: u64, ordering: Ordering) -> Result<u64, DmaError> {
         self.region.load_u64(offset, ordering)
     }
 
     /// See [`DmaRegion::store_u64`].
+    #[inline]
     pub fn store_u64(&self, offset: u64, value: u64, ordering: Ordering) -> Result<(), DmaError> {
         self.region.store_u64(offset, value, ordering)
     }
 
     /// See [`DmaRegion::read_bytes`].
+    #[inline]
     pub fn read_bytes(&self, offset: u64, buffer: &mut [u8]) -> Result<(), DmaError> {
         self.region.read_bytes(offset, buffer)
     }
 
     /// See [`DmaRegion::write_bytes`].
+    #[inline]
     pub fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<(), DmaError> {
         self.region.write_bytes(offset, data)
+    }
+}
+
+/// What the host's ring code (host-runtime's poller, payload reads and head publication) does
+/// with a region the device holds: load a word, read whole words, publish one of its heads.
+/// A [`MappedRegion`] does it, translating each access; a [`ResolvedRegion`] does the same with
+/// the frames translated once.
+pub trait HostRegion {
+    /// See [`MappedRegion::load_u64`].
+    fn load_u64(&self, offset: u64, ordering: Ordering) -> Result<u64, DmaError>;
+    /// See [`MappedRegion::read_bytes`].
+    fn read_bytes(&self, offset: u64, buffer: &mut [u8]) -> Result<(), DmaError>;
+    /// See [`MappedRegion::store_head`].
+    fn store_head(&self, head: HostHead, value: u64) -> Result<(), DmaError>;
+}
+
+/// A shared region (the loom models and the runtime's tests hold theirs in an `Arc`) is read
+/// as the region itself.
+impl<T: HostRegion + ?Sized> HostRegion for Arc<T> {
+    #[inline]
+    fn load_u64(&self, offset: u64, ordering: Ordering) -> Result<u64, DmaError> {
+        T::load_u64(self, offset, ordering)
+    }
+
+    #[inline]
+    fn read_bytes(&self, offset: u64, buffer: &mut [u8]) -> Result<(), DmaError> {
+        T::read_bytes(self, offset, buffer)
+    }
+
+    #[inline]
+    fn store_head(&self, head: HostHead, value: u64) -> Result<(), DmaError> {
+        T::store_head(self, head, value)
+    }
+}
+
+impl HostRegion for MappedRegion {
+    #[inline]
+    fn load_u64(&self, offset: u64, ordering: Ordering) -> Result<u64, DmaError> {
+        MappedRegion::load_u64(self, offset, ordering)
+    }
+
+    #[inline]
+    fn read_bytes(&self, offset: u64, buffer: &mut [u8]) -> Result<(), DmaError> {
+        MappedRegion::read_bytes(self, offset, buffer)
+    }
+
+    #[inline]
+    fn store_head(&self, head: HostHead, value: u64) -> Result<(), DmaError> {
+        MappedRegion::store_head(self, head, value)
+    }
+}
+
+/// A region's frames translated once into the words of physical memory they name: what a
+/// DMA engine's or an IOMMU's translation cache holds, for the hot loops of a ring's producer
+/// and consumer, which touch the same few pages millions of times. An access inside one frame
+/// indexes that frame's words (bounds-checked, no translation); anything else (a range across
+/// frames, or one the region refuses) goes through the region's checked path, so the answers
+/// and the errors are the region's own.
+///
+/// # Invariants
+///
+/// `frames[i]` is the words of region offsets `[i * 4096, min((i + 1) * 4096, region.len()))`.
+struct FrameWords<'a> {
+    region: &'a DmaRegion,
+    frames: Vec<&'a [AtomicU64]>,
+}
+
+impl<'a> FrameWords<'a> {
+    fn new(region: &'a DmaRegion) -> Result<FrameWords<'a>, DmaError> {
+        let mut frames = Vec::with_capacity(region.frames.len());
+        for (index, frame) in region.frames.iter().enumerate() {
+            let start = index as u64 * FRAME_SIZE;
+            let bytes = region.length.saturating_sub(start).min(FRAME_SIZE);
+            frames.push(region.memory.words(*frame, bytes)?);
+        }
+        // INVARIANT: frame `index` backs region offsets from `index * 4096` (DmaRegion's
+        // invariants), cut at the region's end.
+        Ok(FrameWords { region, frames })
+    }
+
+    /// The words of `[offset, offset + length)` when it is whole aligned words inside one
+    /// frame and the region.
+    #[inline]
+    fn words(&self, offset: u64, length: usize) -> Option<&'a [AtomicU64]> {
+        if offset % WORD_SIZE != 0 || length % 8 != 0 {
+            return None;
+        }
+        let frame = self
+            .frames
+            .get(usize::try_from(offset / FRAME_SIZE).ok()?)?;
+        let first = ((offset % FRAME_SIZE) / WORD_SIZE) as usize;
+        frame.get(first..first.checked_add(length / 8)?)
+    }
+
+    #[inline]
+    fn word(&self, offset: u64) -> Option<&'a AtomicU64> {
+        self.words(offset, 8)?.first()
+    }
+
+    #[inline]
+    fn load_u64(&self, offset: u64, ordering: Ordering) -> Result<u64, DmaError> {
+        match self.word(offset) {
+            Some(word) => Ok(word.load(ordering)),
+            None => self.load_u64_checked(offset, ordering),
+        }
+    }
+
+    #[inline]
+    fn store_u64(&self, offset: u64, value: u64, ordering: Ordering) -> Result<(), DmaError> {
+        match self.word(offset) {
+            Some(word) => {
+                word.store(value, ordering);
+                Ok(())
+            }
+            None => self.store_u64_checked(offset, value, ordering),
+        }
+    }
+
+    #[inline]
+    fn read_bytes(&self, offset: u64, buffer: &mut [u8]) -> Result<(), DmaError> {
+        match self.words(offset, buffer.len()) {
+            Some(words) => {
+                for (word, bytes) in words.iter().zip(buffer.chunks_exact_mut(8)) {
+                    bytes.copy_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
+                }
+                Ok(())
+            }
+            None => self.read_bytes_checked(offset, buffer),
+        }
+    }
+
+    #[inline]
+    fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<(), DmaError> {
+        match self.words(offset, data.len()) {
+            Some(words) => {
+                for (word, bytes) in words.iter().zip(data.chunks_exact(8)) {
+                    let mut value = [0u8; 8];
+                    value.copy_from_slice(bytes);
+                    word.store(u64::from_le_bytes(value), Ordering::Relaxed);
+                }
+                Ok(())
+            }
+            None => self.write_bytes_checked(offset, data),
+        }
+    }
+
+    // The region's checked path, for what the fast path does not take: kept out of line, so
+    // that the fast path stays small enough to inline into the loop that calls it.
+
+    #[cold]
+    #[inline(never)]
+    fn load_u64_checked(&self, offset: u64, ordering: Ordering) -> Result<u64, DmaError> {
+        self.region.load_u64(offset, ordering)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn store_u64_checked(
+        &self,
+        offset: u64,
+        value: u64,
+        ordering: Ordering,
+    ) -> Result<(), DmaError> {
+        self.region.store_u64(offset, value, ordering)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn read_bytes_checked(&self, offset: u64, buffer: &mut [u8]) -> Result<(), DmaError> {
+        self.region.read_bytes(offset, buffer)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn write_bytes_checked(&self, offset: u64, data: &[u8]) -> Result<(), DmaError> {
+        self.region.write_bytes(offset, data)
+    }
+}
+
+/// A [`MappedRegion`] with its frames translated once ([`MappedRegion::resolve`]): the same
+/// three things the host may do, loading, reading and publishing its heads, with no
+/// translation per access. Borrowed from the mapped region, so it cannot outlive the
+/// region's hand-back ([`MappedRegion::quiesce`]).
+pub struct ResolvedRegion<'a> {
+    words: FrameWords<'a>,
+}
+
+impl core::fmt::Debug for ResolvedRegion<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ResolvedRegion")
+            .field("region", self.words.region)
+            .finish()
+    }
+}
+
+impl MappedRegion {
+    /// The region with its frames translated once, for a loop that reads it many times.
+    pub fn resolve(&self) -> Result<ResolvedRegion<'_>, DmaError> {
+        Ok(ResolvedRegion {
+            words: FrameWords::new(&self.region)?,
+        })
+    }
+}
+
+impl HostRegion for ResolvedRegion<'_> {
+    #[inline]
+    fn load_u64(&self, offset: u64, ordering: Ordering) -> Result<u64, DmaError> {
+        self.words.load_u64(offset, ordering)
+    }
+
+    #[inline]
+    fn read_bytes(&self, offset: u64, buffer: &mut [u8]) -> Result<(), DmaError> {
+        self.words.read_bytes(offset, buffer)
+    }
+
+    #[inline]
+    fn store_head(&self, head: HostHead, value: u64) -> Result<(), DmaError> {
+        self.words
+            .store_u64(CONTROL_OFFSET + head.offset(), value, Ordering::Release)
+    }
+}
+
+/// A [`DeviceView`] with its frames translated once ([`DeviceView::resolve`]): the device's
+/// DMA with a warm translation cache.
+pub struct ResolvedDeviceView<'a> {
+    words: FrameWords<'a>,
+}
+
+impl core::fmt::Debug for ResolvedDeviceView<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ResolvedDeviceView")
+            .field("region", self.words.region)
+            .finish()
+    }
+}
+
+impl DeviceView {
+    /// The view with its frames translated once, for a loop that writes the region many
+    /// times.
+    pub fn resolve(&self) -> Result<ResolvedDeviceView<'_>, DmaError> {
+        Ok(ResolvedDeviceView {
+            words: FrameWords::new(&self.region)?,
+        })
+    }
+}
+
+impl<'a> ResolvedDeviceView<'a> {
+    /// The words of region offsets `[offset, offset + length)`, which must be whole aligned
+    /// words inside one frame (a slot, a record, a page of records): for a device loop that
+    /// stores into the same slots lap after lap, as a DMA engine writes through its cached
+    /// translation.
+    pub fn words(&self, offset: u64, length: u64) -> Result<&'a [AtomicU64], DmaError> {
+        let bytes = usize::try_from(length).unwrap_or(usize::MAX);
+        if let Some(words) = self.words.words(offset, bytes) {
+            return Ok(words);
+        }
+        // Say why, as the region would.
+        if offset % WORD_SIZE != 0 {
+            return Err(DmaError::Misaligned { offset });
+        }
+        if length % WORD_SIZE != 0 {
+            return Err(DmaError::PartialWord { length });
+        }
+        self.words.region.translate(offset, length)?;
+        Err(DmaError::OutOfRange {
+            offset,
+            length,
+            region_length: self.words.region.length,
+        })
+    }
+
+    /// See [`DmaRegion::load_u64`].
+    #[inline]
+    pub fn load_u64(&self, offset: u64, ordering: Ordering) -> Result<u64, DmaError> {
+        self.words.load_u64(offset, ordering)
+    }
+
+    /// See [`DmaRegion::store_u64`].
+    #[inline]
+    pub fn store_u64(&self, offset: u64, value: u64, ordering: Ordering) -> Result<(), DmaError> {
+        self.words.store_u64(offset, value, ordering)
+    }
+
+    /// See [`DmaRegion::read_bytes`].
+    #[inline]
+    pub fn read_bytes(&self, offset: u64, buffer: &mut [u8]) -> Result<(), DmaError> {
+        self.words.read_bytes(offset, buffer)
+    }
+
+    /// See [`DmaRegion::write_bytes`].
+    #[inline]
+    pub fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<(), DmaError> {
+        self.words.write_bytes(offset, data)
     }
 }
 
@@ -762,5 +1121,128 @@ mod tests {
         let free = allocator.free_frames();
         region.release(&mut allocator).unwrap();
         assert_eq!(allocator.free_frames(), free + 5);
+    }
+
+    /// Offsets and lengths around every frame boundary, the region's end (inside its last,
+    /// partial frame) and beyond, aligned or not.
+    fn probes(length: u64) -> Vec<(u64, usize)> {
+        let mut offsets = vec![0, 8, 12, length - 8, length, length + 8, u64::MAX - 7];
+        for frame in 1..=length / FRAME_SIZE {
+            let boundary = frame * FRAME_SIZE;
+            offsets.extend([
+                boundary - 16,
+                boundary - 8,
+                boundary - 4,
+                boundary,
+                boundary + 8,
+            ]);
+        }
+        let lengths = [0, 4, 8, 16, 24, 32, 4096, 4104];
+        offsets
+            .iter()
+            .flat_map(|&offset| lengths.iter().map(move |&bytes| (offset, bytes)))
+            .collect()
+    }
+
+    #[test]
+    fn a_resolved_region_answers_every_access_as_the_region_does() {
+        // Two frames and a quarter: the last frame is partial.
+        let length = 2 * FRAME_SIZE + 1024;
+        let (_, _, region) = setup(64, length);
+        for offset in (0..length).step_by(8) {
+            region
+                .store_u64(offset, offset * 3 + 1, Ordering::Relaxed)
+                .unwrap();
+        }
+        let mapped = region.hand_to_device();
+        let resolved = mapped.resolve().unwrap();
+        for (offset, bytes) in probes(length) {
+            let mut checked = vec![0xaa_u8; bytes];
+            let mut fast = vec![0xaa_u8; bytes];
+            assert_eq!(
+                HostRegion::read_bytes(&resolved, offset, &mut fast),
+                mapped.read_bytes(offset, &mut checked),
+                "read of {bytes} bytes at {offset:#x}"
+            );
+            assert_eq!(fast, checked, "bytes read at {offset:#x}");
+            assert_eq!(
+                HostRegion::load_u64(&resolved, offset, Ordering::Acquire),
+                mapped.load_u64(offset, Ordering::Acquire),
+                "load at {offset:#x}"
+            );
+        }
+        resolved.store_head(HostHead::Payload, 11).unwrap();
+        resolved.store_head(HostHead::Metadata, 12).unwrap();
+        assert_eq!(
+            mapped
+                .load_u64(CONTROL_OFFSET + PAYLOAD_HEAD_OFFSET, Ordering::Acquire)
+                .unwrap(),
+            11
+        );
+        assert_eq!(
+            mapped
+                .load_u64(CONTROL_OFFSET + METADATA_HEAD_OFFSET, Ordering::Acquire)
+                .unwrap(),
+            12
+        );
+    }
+
+    #[test]
+    fn a_resolved_device_view_writes_exactly_what_the_view_writes() {
+        let length = 2 * FRAME_SIZE + 1024;
+        let (memory, mut allocator, checked_region) = setup(64, length);
+        let fast_region = DmaRegion::allocate(Arc::clone(&memory), &mut allocator, length).unwrap();
+        let checked = checked_region.hand_to_device().device_view();
+        let fast_mapped = fast_region.hand_to_device();
+        let fast_view = fast_mapped.device_view();
+        let fast = fast_view.resolve().unwrap();
+        for (step, (offset, bytes)) in probes(length).into_iter().enumerate() {
+            let data: Vec<u8> = (0..bytes).map(|i| (i + step) as u8).collect();
+            assert_eq!(
+                fast.write_bytes(offset, &data),
+                checked.write_bytes(offset, &data),
+                "write of {bytes} bytes at {offset:#x}"
+            );
+            let value = step as u64 * 7 + 3;
+            assert_eq!(
+                fast.store_u64(offset, value, Ordering::Release),
+                checked.store_u64(offset, value, Ordering::Release),
+                "store at {offset:#x}"
+            );
+        }
+        // Both regions hold the same bytes, word for word.
+        for offset in (0..length).step_by(8) {
+            assert_eq!(
+                fast.load_u64(offset, Ordering::Relaxed),
+                checked.load_u64(offset, Ordering::Relaxed),
+                "word at {offset:#x}"
+            );
+        }
+        // The words of a slot, and why a range that is not one is refused.
+        assert_eq!(fast.words(FRAME_SIZE + 16, 32).unwrap().len(), 4);
+        assert_eq!(
+            fast.words(4, 8).unwrap_err(),
+            DmaError::Misaligned { offset: 4 }
+        );
+        assert_eq!(
+            fast.words(8, 12).unwrap_err(),
+            DmaError::PartialWord { length: 12 }
+        );
+        assert_eq!(
+            fast.words(FRAME_SIZE - 8, 16).unwrap_err(),
+            DmaError::CrossesFrame {
+                offset: FRAME_SIZE - 8,
+                length: 16
+            }
+        );
+        assert!(matches!(
+            fast.words(length, 8),
+            Err(DmaError::OutOfRange { .. })
+        ));
+        let mut whole_fast = vec![0u8; length as usize];
+        let mut whole_checked = vec![0u8; length as usize];
+        fast.read_bytes(0, &mut whole_fast).unwrap();
+        checked.read_bytes(0, &mut whole_checked).unwrap();
+        assert_eq!(whole_fast, whole_checked);
     }
 }

@@ -1,9 +1,12 @@
 //! The host side of the rings: reading metadata records, tracking the gap-aware heads,
 //! reading payloads and publishing the heads.
 //!
-//! Everything here goes through a [`MappedRegion`] (atomic words; never a `&[u8]` into memory
+//! Everything here goes through a [`HostRegion`] (atomic words; never a `&[u8]` into memory
 //! the device writes) laid out as a [`RingLayout`]: the region is the device's, so the host
-//! can only load, read and publish its heads (host-driver's `dma` module docs). The ordering edges are DESIGN.md section 5's:
+//! can only load, read and publish its heads (host-driver's `dma` module docs). That is a
+//! [`host_driver::dma::MappedRegion`], which translates every access through the region's
+//! frames, or a [`host_driver::dma::ResolvedRegion`], the same region with its frames
+//! translated once (the live benchmark's consumer). The ordering edges are DESIGN.md section 5's:
 //!
 //! | edge | who | what | where |
 //! |------|-----|------|-------|
@@ -24,11 +27,12 @@
 //! and capacity, each record's sequence (its absolute index), its length and its payload slot.
 //! The launch tag is checked by the caller, which knows which launches are live.
 
-use host_driver::dma::{DmaError, HostHead, MappedRegion};
+use host_driver::dma::{DmaError, HostHead, HostRegion};
 use host_driver::sync::Ordering;
 use shared_abi::control::{DEVICE_STATUS_OFFSET, METADATA_TAIL_OFFSET};
-use shared_abi::region::RingLayout;
+use shared_abi::region::{RingLayout, METADATA_RECORD_SIZE, PAGE_SIZE};
 use shared_abi::MetadataRecord;
+use zerocopy::IntoBytes;
 
 /// A ring protocol violation or a failed region access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -142,7 +146,11 @@ impl MetadataConsumer {
     /// validates it against the cursor and against `released`, the oldest index whose slot
     /// the host has not given back to the device (at most the cursor): the device writes at
     /// most a ring's capacity beyond it.
-    fn load_tail(&self, region: &MappedRegion, released: u64) -> Result<u64, RingError> {
+    fn load_tail<R: HostRegion + ?Sized>(
+        &self,
+        region: &R,
+        released: u64,
+    ) -> Result<u64, RingError> {
         let control = self.layout.control_offset();
         // The status is the low half of its 8-byte word (little-endian); the high half is
         // reserved.
@@ -177,9 +185,9 @@ impl MetadataConsumer {
     ///
     /// Checks the device status word and the tail as [`MetadataConsumer::poll`] does; each
     /// record is validated when it is read ([`MetadataConsumer::read_record`]).
-    pub fn poll_batch(
+    pub fn poll_batch<R: HostRegion + ?Sized>(
         &mut self,
-        region: &MappedRegion,
+        region: &R,
         released: u64,
         max: u64,
     ) -> Result<std::ops::Range<u64>, RingError> {
@@ -196,28 +204,77 @@ impl MetadataConsumer {
     /// Reads up to `max` new records into `out` and returns how many it read.
     ///
     /// Checks the device status word first, then loads the metadata tail with Acquire (H1)
-    /// and reads only below it. Each record is validated once: its sequence must equal its
-    /// index, its length must fit a slot and its payload slot must exist. On an error the
-    /// records read before the bad one are in `out` and counted in [`MetadataConsumer::head`];
-    /// the bad one is not.
-    pub fn poll(
+    /// and reads only below it, as [`MetadataConsumer::read_records`] does. On an error the
+    /// records read before the bad one are in `out` and counted in
+    /// [`MetadataConsumer::head`]; the bad one is not.
+    pub fn poll<R: HostRegion + ?Sized>(
         &mut self,
-        region: &MappedRegion,
+        region: &R,
         max: usize,
         out: &mut Vec<MetadataRecord>,
     ) -> Result<usize, RingError> {
         let tail = self.load_tail(region, self.head)?;
         let count = (tail - self.head).min(max as u64);
-        for _ in 0..count {
-            let record = self.read_record(region, self.head)?;
-            out.push(record);
-            self.head += 1;
-        }
+        let start = self.head;
+        let before = out.len();
+        let read = self.read_records(region, start..start + count, out);
+        // Only the records read and validated are taken (at most `count`).
+        self.head = start + (out.len() - before) as u64;
+        read?;
         if count > 0 {
             log::trace!("poller: metadata tail {tail} head {}", self.head);
         }
         // count <= max, a usize.
         Ok(count as usize)
+    }
+
+    /// Reads and validates the records of `batch` (indexes that
+    /// [`MetadataConsumer::poll_batch`] returned, whose slots the host has not yet given back)
+    /// and appends them to `out`.
+    ///
+    /// The records are read a run at a time: every record of the batch up to the end of the
+    /// ring or of a page in one region access (whole cache lines of records, one translation
+    /// per page), not one access per record. Each is then validated as
+    /// [`MetadataConsumer::read_record`] does. On an error the records before the bad one are
+    /// in `out`; the bad one is not.
+    pub fn read_records<R: HostRegion + ?Sized>(
+        &self,
+        region: &R,
+        batch: std::ops::Range<u64>,
+        out: &mut Vec<MetadataRecord>,
+    ) -> Result<(), RingError> {
+        let capacity = u64::from(self.layout.metadata_capacity());
+        let mut index = batch.start;
+        while index < batch.end {
+            let slot = index % capacity;
+            // Records never straddle a page (the ring starts on one, 4096 / 32 per page).
+            let page_left = RECORDS_PER_PAGE - slot % RECORDS_PER_PAGE;
+            // At most RECORDS_PER_PAGE, a usize.
+            let run = (batch.end - index).min(capacity - slot).min(page_left) as usize;
+            let first = out.len();
+            out.resize(first + run, MetadataRecord::default());
+            let records = out.get_mut(first..).unwrap_or_default();
+            if let Err(error) = region.read_bytes(
+                self.layout.metadata_slot_offset(index),
+                records.as_mut_bytes(),
+            ) {
+                out.truncate(first);
+                return Err(error.into());
+            }
+            let mut refused = None;
+            for (taken, record) in records.iter().enumerate() {
+                if let Err(error) = self.validate(record, index) {
+                    refused = Some((taken, error));
+                    break;
+                }
+                index += 1;
+            }
+            if let Some((taken, error)) = refused {
+                out.truncate(first + taken);
+                return Err(error);
+            }
+        }
+        Ok(())
     }
 
     /// Reads and validates the record with index `index`: its sequence must equal its index,
@@ -226,14 +283,23 @@ impl MetadataConsumer {
     /// Call it only for an index of a batch that [`MetadataConsumer::poll_batch`] returned
     /// (its H1 load made the record visible) whose slot the host has not yet given back to
     /// the device (H2).
-    pub fn read_record(
+    pub fn read_record<R: HostRegion + ?Sized>(
         &self,
-        region: &MappedRegion,
+        region: &R,
         index: u64,
     ) -> Result<MetadataRecord, RingError> {
-        let mut bytes = [0u8; 32];
-        region.read_bytes(self.layout.metadata_slot_offset(index), &mut bytes)?;
-        let record: MetadataRecord = zerocopy::transmute!(bytes);
+        let mut record = MetadataRecord::default();
+        region.read_bytes(
+            self.layout.metadata_slot_offset(index),
+            record.as_mut_bytes(),
+        )?;
+        self.validate(&record, index)?;
+        Ok(record)
+    }
+
+    /// Validates the record read at index `index`.
+    #[inline]
+    fn validate(&self, record: &MetadataRecord, index: u64) -> Result<(), RingError> {
         // The sequence first: the other fields of a stale record mean nothing.
         if record.sequence != index {
             return Err(RingError::StaleRecord {
@@ -253,9 +319,13 @@ impl MetadataConsumer {
                 capacity: self.layout.payload_capacity(),
             });
         }
-        Ok(record)
+        Ok(())
     }
 }
+
+/// Metadata records per page: a run of records that one region access reads (the ring starts
+/// on a page boundary, so no record straddles one).
+const RECORDS_PER_PAGE: u64 = PAGE_SIZE / METADATA_RECORD_SIZE;
 
 /// A gap-aware head: the slots of a ring are consumed in any order, and the head advances
 /// only over the contiguous consumed prefix. The payload ring's head (the paper's gap-aware
@@ -273,6 +343,8 @@ impl MetadataConsumer {
 pub struct GapAwareHead {
     capacity: u32,
     head: u64,
+    /// `head % capacity`, kept as the head advances: no division per consumed index.
+    head_slot: u32,
     consumed: Vec<u64>,
     held: u64,
 }
@@ -291,6 +363,7 @@ impl GapAwareHead {
         GapAwareHead {
             capacity,
             head: 0,
+            head_slot: 0,
             consumed: vec![0; (capacity as usize).div_ceil(64)],
             held: 0,
         }
@@ -298,6 +371,7 @@ impl GapAwareHead {
 
     /// The oldest unconsumed index (the value to publish with edge H3, or H2 for the
     /// metadata ring).
+    #[inline]
     pub fn head(&self) -> u64 {
         self.head
     }
@@ -309,26 +383,44 @@ impl GapAwareHead {
 
     /// The unique index in `[head, head + capacity)` whose slot is `slot` (taken modulo the
     /// capacity; a slot the poller validated is already below it).
+    #[inline]
     pub fn slot_index(&self, slot: u32) -> u64 {
-        let capacity = u64::from(self.capacity);
-        let head_slot = self.head % capacity;
-        let slot = u64::from(slot) % capacity;
-        let distance = (slot + capacity - head_slot) % capacity;
-        self.head.wrapping_add(distance)
+        let slot = if slot < self.capacity {
+            slot
+        } else {
+            slot % self.capacity
+        };
+        // Both slots are below the capacity, so neither form overflows.
+        let distance = if slot >= self.head_slot {
+            slot - self.head_slot
+        } else {
+            slot + (self.capacity - self.head_slot)
+        };
+        self.head.wrapping_add(u64::from(distance))
     }
 
-    fn bit(&self, index: u64) -> (usize, u64) {
-        let slot = index % u64::from(self.capacity);
+    /// The slot of the index `offset` places after the head (`offset` below the capacity).
+    fn slot_after_head(&self, offset: u64) -> u64 {
+        let slot = u64::from(self.head_slot) + offset;
+        let capacity = u64::from(self.capacity);
+        if slot >= capacity {
+            slot - capacity
+        } else {
+            slot
+        }
+    }
+
+    fn bit(slot: u64) -> (usize, u64) {
         ((slot / 64) as usize, 1u64 << (slot % 64))
     }
 
-    fn is_consumed(&self, index: u64) -> bool {
-        let (word, mask) = self.bit(index);
+    fn is_consumed(&self, slot: u64) -> bool {
+        let (word, mask) = GapAwareHead::bit(slot);
         self.consumed.get(word).is_some_and(|bits| bits & mask != 0)
     }
 
-    fn set_consumed(&mut self, index: u64, consumed: bool) {
-        let (word, mask) = self.bit(index);
+    fn set_consumed(&mut self, slot: u64, consumed: bool) {
+        let (word, mask) = GapAwareHead::bit(slot);
         if let Some(bits) = self.consumed.get_mut(word) {
             if consumed {
                 *bits |= mask;
@@ -338,31 +430,56 @@ impl GapAwareHead {
         }
     }
 
+    /// Moves the head one index on (its slot's bit is clear).
+    fn advance(&mut self) {
+        self.head += 1;
+        self.head_slot += 1;
+        if self.head_slot >= self.capacity {
+            self.head_slot = 0;
+        }
+    }
+
     /// Marks index `index` consumed (the host has read its slot). Returns whether the head
     /// advanced. Errors, changing nothing, on an index consumed before (or below the
     /// head) or at or beyond head + capacity.
+    #[inline(always)]
     pub fn consume(&mut self, index: u64) -> Result<bool, RingError> {
         if index < self.head {
             return Err(RingError::AlreadyConsumed { index });
         }
         // The window check comes before the bit test: an index beyond the window shares its
         // slot's bit with an index inside it.
-        if index - self.head >= u64::from(self.capacity) {
+        let offset = index - self.head;
+        if offset >= u64::from(self.capacity) {
             return Err(RingError::OutsideWindow {
                 index,
                 head: self.head,
                 capacity: self.capacity,
             });
         }
-        if self.is_consumed(index) {
-            return Err(RingError::AlreadyConsumed { index });
+        if offset == 0 && self.held == 0 {
+            // In order with no gap (the common case): no bit is set, the head moves on.
+            self.advance();
+            return Ok(true);
         }
-        self.set_consumed(index, true);
+        self.consume_beyond_gap(offset)
+    }
+
+    /// [`GapAwareHead::consume`] of the index `offset` (inside the window) places after the
+    /// head, with a gap or out of order.
+    fn consume_beyond_gap(&mut self, offset: u64) -> Result<bool, RingError> {
+        let slot = self.slot_after_head(offset);
+        if self.is_consumed(slot) {
+            return Err(RingError::AlreadyConsumed {
+                index: self.head + offset,
+            });
+        }
+        self.set_consumed(slot, true);
         self.held += 1;
         let mut advanced = false;
-        while self.is_consumed(self.head) {
-            self.set_consumed(self.head, false);
-            self.head += 1;
+        while self.is_consumed(u64::from(self.head_slot)) {
+            self.set_consumed(u64::from(self.head_slot), false);
+            self.advance();
             self.held -= 1;
             advanced = true;
         }
@@ -374,8 +491,9 @@ impl GapAwareHead {
 ///
 /// Call it only for a slot named by a record that [`MetadataConsumer::poll`] returned (its H1
 /// load made the payload visible) and before the payload head passes it (H3).
-pub fn read_payload(
-    region: &MappedRegion,
+#[inline(always)]
+pub fn read_payload<R: HostRegion + ?Sized>(
+    region: &R,
     layout: &RingLayout,
     slot: u32,
     length: u32,
@@ -415,8 +533,9 @@ pub fn read_payload(
 /// This is the host-memory mirror; the device's copy is sent by the runtime with a CXL.mem
 /// store of a [`shared_abi::FlowControlMessage`]. Call it only after every read of the slots
 /// below `payload_head` (H3 orders those reads before the device's reuse of the slots).
-pub fn publish_heads(
-    region: &MappedRegion,
+#[inline]
+pub fn publish_heads<R: HostRegion + ?Sized>(
+    region: &R,
     metadata_head: u64,
     payload_head: u64,
 ) -> Result<(), RingError> {
@@ -430,7 +549,7 @@ pub fn publish_heads(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use host_driver::dma::DmaRegion;
+    use host_driver::dma::{DmaRegion, MappedRegion};
     use host_driver::frames::FrameAllocator;
     use host_driver::phys::PhysicalMemory;
     use host_driver::shadow::program;
@@ -456,6 +575,15 @@ mod tests {
             tag: 7,
             flags: 0,
         }
+    }
+
+    /// The record [`produce`] writes for index `index`.
+    fn record_at(index: u64, layout: &RingLayout, length: u32) -> MetadataRecord {
+        record(
+            index,
+            (index % u64::from(layout.payload_capacity())) as u32,
+            length,
+        )
     }
 
     /// What the device does for one payload: D1, D2, D3, D4.
@@ -487,6 +615,57 @@ mod tests {
         assert_eq!(consumer.poll(&region, 8, &mut out), Ok(2));
         assert_eq!(out, vec![record(0, 0, 16), record(1, 1, 16)]);
         assert_eq!(consumer.head(), 2);
+    }
+
+    #[test]
+    fn poll_reads_runs_across_page_boundaries_and_the_wrap_in_order() {
+        // 200 records: the ring spans two pages (128 records each) and wraps at 200.
+        let (region, layout) = ring(200, 200, 8);
+        let mut consumer = MetadataConsumer::new(layout);
+        let mut out = Vec::new();
+        let mut produced = 0;
+        // Batches of 150 and 170 records: runs split at index 128, at the wrap (200), at
+        // 256 (slot 56 to 127 of the second lap), and so on.
+        for batch in [150, 170, 199, 200, 7] {
+            for _ in 0..batch {
+                produce(&region, &layout, produced, &[produced as u8; 8]);
+                produced += 1;
+            }
+            assert_eq!(consumer.poll(&region, 1000, &mut out), Ok(batch as usize));
+            // The consumer gives the slots back as the runtime would.
+            publish_heads(&region, consumer.head(), consumer.head()).unwrap();
+        }
+        let sequences: Vec<u64> = out.iter().map(|r| r.sequence).collect();
+        assert_eq!(sequences, (0..produced).collect::<Vec<_>>());
+        for record in &out {
+            assert_eq!(record, &record_at(record.sequence, &layout, 8));
+        }
+        assert_eq!(consumer.head(), produced);
+    }
+
+    #[test]
+    fn a_bad_record_in_the_middle_of_a_run_keeps_the_good_ones_before_it() {
+        let (region, layout) = ring(8, 8, 8);
+        for i in 0..5 {
+            produce(&region, &layout, i, &[0; 8]);
+        }
+        // Record 3 carries another sequence (a torn or stale record).
+        region
+            .device_view()
+            .write_bytes(layout.metadata_slot_offset(3), record(9, 3, 8).as_bytes())
+            .unwrap();
+        let mut consumer = MetadataConsumer::new(layout);
+        let mut out = Vec::new();
+        assert_eq!(
+            consumer.poll(&region, 8, &mut out),
+            Err(RingError::StaleRecord {
+                expected: 3,
+                found: 9
+            })
+        );
+        let sequences: Vec<u64> = out.iter().map(|r| r.sequence).collect();
+        assert_eq!(sequences, vec![0, 1, 2]);
+        assert_eq!(consumer.head(), 3);
     }
 
     #[test]

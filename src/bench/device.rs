@@ -44,8 +44,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
     if let Err(error) = memory.lock() {
         log::debug!("bench device: cannot mlock host memory ({error}); pages are touched instead");
     }
-    let memory =
-        Arc::new(PhysicalMemory::from_store(Box::new(memory)).map_err(|e| anyhow::anyhow!("{e}"))?);
+    let memory = Arc::new(PhysicalMemory::from_mapped(memory).map_err(|e| anyhow::anyhow!("{e}"))?);
     let page = MappedWords::map(page_fd.as_fd(), page_bytes)?;
     let data = UnixStream::from(data_fd);
     send(&control, &Reply::Ready, &[])?;

@@ -79,9 +79,8 @@ pub fn run(plan: &Plan) -> anyhow::Result<BenchReport> {
     if let Err(error) = memory_words.lock() {
         log::debug!("bench: cannot mlock host memory ({error}); pages are touched instead");
     }
-    let memory = Arc::new(
-        PhysicalMemory::from_store(Box::new(memory_words)).map_err(|e| anyhow::anyhow!("{e}"))?,
-    );
+    let memory =
+        Arc::new(PhysicalMemory::from_mapped(memory_words).map_err(|e| anyhow::anyhow!("{e}"))?);
     let (page, page_fd) = MappedWords::create("axle-bench-pingpong", 4096)?;
     let (socket, device_socket) = UnixStream::pair()?;
     socket.set_read_timeout(Some(PHASE_TIMEOUT))?;
@@ -361,7 +360,7 @@ impl Host {
         };
         self.peer.order(&Order::Ring(phase), &[])?;
         let (value, publications) = watched(&mut self.peer, |watch| {
-            let mut consumer = Consumer::new(&region, layout);
+            let mut consumer = Consumer::new(&region, layout)?;
             let value =
                 consume(&mut consumer, watch).with_context(|| format!("ring phase {kind:?}"))?;
             Ok((value, consumer.publications()))

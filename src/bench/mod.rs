@@ -14,16 +14,29 @@
 //! ping-pong and the data socket of the socket baseline go over it with SCM_RIGHTS.
 //!
 //! - The device produces as the emulator lands DMA (`emulator::hal_impl::Hardware::land`, in
-//!   the firmware's chain order): per payload the data with `write_words` (D1), the 32-byte
-//!   record (D3) and the metadata tail with a Release store (D4); per batch the payload tail
-//!   with a Release store (D2). It keeps cached copies of the heads and reads the host line
-//!   (Acquire) only when its cached copy says a ring is full (D5).
-//! - The host consumes with the real code: [`host_runtime::ring::MetadataConsumer::poll`]
-//!   (H1, which checks every record's sequence, length and slot),
-//!   [`host_runtime::ring::read_payload`], the gap-aware
-//!   [`host_runtime::ring::PayloadHeadTracker`], and [`host_runtime::ring::publish_heads`]
-//!   (H2, H3) whenever [`host_runtime::flow::FlowControl`] says the heads moved: at most once
-//!   per poll. Polling interval 0: it polls again at once.
+//!   the firmware's chain order): per payload the data with Relaxed word stores (D1), the
+//!   32-byte record (D3) and the metadata tail with a Release store (D4); per batch the
+//!   payload tail with a Release store (D2). It keeps cached copies of the heads and reads
+//!   the host line (Acquire) only when its cached copy says a ring is full (D5). It writes
+//!   through the region's pages resolved once
+//!   ([`host_driver::dma::DeviceView::resolve`]), as a DMA engine writes through its cached
+//!   translation.
+//! - The host consumes with the real code, through the region resolved once
+//!   ([`host_driver::dma::MappedRegion::resolve`]):
+//!   [`host_runtime::ring::MetadataConsumer::poll_batch`] (H1: the Acquire tail load, checked
+//!   against the head and the capacity) takes at most a sixteenth of the ring per poll,
+//!   [`host_runtime::ring::MetadataConsumer::read_records`] reads those records a run of whole
+//!   cache lines at a time and checks every record's sequence, length and slot,
+//!   [`host_runtime::ring::read_payload`] reads each payload, the gap-aware
+//!   [`host_runtime::ring::PayloadHeadTracker`] consumes it, and
+//!   [`host_runtime::ring::publish_heads`] (H2, H3) runs whenever
+//!   [`host_runtime::flow::FlowControl`] says the heads moved: at most once per poll. Polling
+//!   interval 0: it polls again at once. While the ring is empty the host touches (loads and
+//!   drops) the line of the next record and of the payload slot it will most likely name,
+//!   and once the tail moves it touches that payload line before reading the records: a
+//!   software prefetch, so that these lines travel together with the tail's and the
+//!   record's instead of one after the other. Nothing touched is used; everything is read
+//!   below an Acquire tail.
 //!
 //! # Figures
 //!
