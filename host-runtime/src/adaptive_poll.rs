@@ -68,7 +68,7 @@
 //! anything the host knows; `docs/beyond.md` works out when no schedule can (KNN (a)) and
 //! what a schedule that knew the arrival times would achieve (`--poll oracle`).
 
-use shared_abi::Ticks;
+use shared_abi::{CommandDescriptor, Ticks};
 
 /// The runtime goal's slack (issue 14: end to end within 3% of p1): rule 7 keeps the interval
 /// within this share of the run's predicted length while a record could start a task.
@@ -77,6 +77,74 @@ pub const RUNTIME_SLACK_PERCENT: u64 = 3;
 /// The stall goal's slack (issue 14: host core stall within 2 percentage points of p100's):
 /// rule 5's blind interval polls at most this share of a core more than the longest interval.
 pub const STALL_SLACK_POINTS: u64 = 2;
+
+/// What a host may know of the device without watching it run, for the bound on a launch's
+/// first record ([`first_record_bound`]): figures the device and its link publish (a CXL
+/// device's CDAT gives its memory's bandwidth and latency, its DSLBIS entries; the port's the
+/// link's latency) and its configuration (µthreads, DMA preparation). Never the state of a
+/// run. The `axle` CLI fills it from the device configuration (`emulator::DeviceConfig`,
+/// whose field docs give each figure's source: paper Table III, M²NDP's configuration) with
+/// [`crate::Runtime::set_device_datasheet`]; without one, the bound is zero.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DeviceDatasheet {
+    /// µthreads the CCM runs at once: units x sub-cores x µthreads per sub-core (paper Table
+    /// III: 16 x 4 x 16 = 1,024).
+    pub uthreads: u64,
+    /// Device memory bandwidth in GB/s (bytes per ns), shared equally by the work items that
+    /// move bytes (paper Table III: DDR5-4800 x 16 channels, 614.4 GB/s).
+    pub memory_gbps: f64,
+    /// The least time a work item takes, in ns: its first device-memory access's latency.
+    pub memory_latency_ns: u64,
+    /// One way over the link for the host's CXL.mem stores (the launch store), in ns: half
+    /// the CXL.mem round trip (paper Table III: 70 ns).
+    pub link_one_way_ns: u64,
+    /// DMA preparation per request, in ns (paper Table III: 500 ns).
+    pub dma_preparation_ns: u64,
+    /// One way over the link for the DMA engine's posted writes, in ns: half the CXL.io
+    /// round trip (paper Table III: 350 ns).
+    pub dma_one_way_ns: u64,
+}
+
+/// The earliest a launch's first metadata record can be in host memory, counted from when its
+/// launch store leaves the host. Each term is a time the record cannot skip:
+///
+/// 1. the store crosses the link: `link_one_way_ns`;
+/// 2. the first work item ends: no sooner than `memory_latency_ns` after it starts, and, when
+///    the command fixes its items' traffic ([`shared_abi::params::work_floor`]: `n` items of
+///    at least `b` bytes each), no sooner than `min(n, uthreads) x b / memory_gbps`. Why: the
+///    launch's first wave, `k = min(n, uthreads)` items, starts at once (every µthread is free
+///    at a launch, since the previous launch's results have all arrived, and round-robin and
+///    FIFO both fill every µthread before queueing; no item of the launch starts before one
+///    of these ends), and the memory is shared equally by the items that still move bytes
+///    (processor sharing, `emulator::ccm`), so until one of them has moved its bytes all `k`
+///    move at `memory_gbps / k` or less;
+/// 3. the result monitor hands the item's result to a DMA request, prepared for
+///    `dma_preparation_ns` before its first write;
+/// 4. the write, and after it the record, cross the link as CXL.io posted writes:
+///    `dma_one_way_ns`.
+///
+/// The launch's inputs cross before its store, and the command processor's own time, the
+/// link's serialisation and the writes' queueing only add, so they are left out: the bound
+/// must never be late. Rounded down to a whole tick, less one tick for the emulator's
+/// floating-point shares (it rounds its ends up).
+pub fn first_record_bound(sheet: &DeviceDatasheet, command: &CommandDescriptor) -> Ticks {
+    let wave = shared_abi::params::work_floor(command).map_or(0, |floor| {
+        let first_wave = floor.items.min(sheet.uthreads.max(1));
+        let bytes = u128::from(first_wave) * u128::from(floor.item_bytes);
+        // bytes / (GB/s) = ns; in ticks, less one.
+        let ticks = bytes as f64 * Ticks::PER_NS as f64 / sheet.memory_gbps;
+        if ticks.is_finite() && ticks >= 1.0 {
+            (ticks.floor() as u64).saturating_sub(1)
+        } else {
+            0
+        }
+    });
+    let item = Ticks(wave.max(Ticks::from_ns(sheet.memory_latency_ns).0));
+    Ticks::from_ns(sheet.link_one_way_ns)
+        .plus(item)
+        .plus(Ticks::from_ns(sheet.dma_preparation_ns))
+        .plus(Ticks::from_ns(sheet.dma_one_way_ns))
+}
 
 /// What the control thread knows when it schedules the next poll.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -149,8 +217,10 @@ impl AdaptivePoll {
         }
     }
 
-    /// A launch store was posted at `now`: how long until the first poll (rule 5).
-    pub(crate) fn first_poll_after_launch(&mut self, now: Ticks) -> Ticks {
+    /// A launch store was posted at `now`, and its first record cannot be in host memory
+    /// sooner than `bound` after it ([`first_record_bound`]; zero when the host knows
+    /// nothing of the device): how long until the first poll (rule 5).
+    pub(crate) fn first_poll_after_launch(&mut self, now: Ticks, bound: Ticks) -> Ticks {
         self.launched = now;
         self.run_started.get_or_insert(now);
         self.seen_first = false;
@@ -158,10 +228,16 @@ impl AdaptivePoll {
         match self.learned_first {
             Some(learned) => {
                 self.interval = self.shortest;
-                Ticks(learned.0 / 4 * 3).max(self.shortest)
+                Ticks(learned.0 / 4 * 3).max(bound).max(self.shortest)
+            }
+            None if bound > Ticks::ZERO => {
+                // Nothing learned, but nothing can come before the bound: poll there, then
+                // back off from the shortest interval up to the blind interval.
+                self.interval = self.shortest;
+                bound.max(self.shortest)
             }
             None => {
-                // Nothing learned: every blind interval until the first record.
+                // Nothing learned nor bounded: every blind interval until the first record.
                 self.interval = self.blind;
                 self.blind
             }
@@ -299,7 +375,7 @@ mod tests {
     fn a_first_launch_polls_every_blind_interval_until_its_first_record() {
         let mut poll = schedule();
         let blind = poll.blind;
-        assert_eq!(poll.first_poll_after_launch(ns(0)), blind);
+        assert_eq!(poll.first_poll_after_launch(ns(0), Ticks::ZERO), blind);
         for step in 1..6 {
             assert_eq!(
                 poll.next_interval(Ticks(blind.0 * step), EMPTY),
@@ -312,7 +388,7 @@ mod tests {
     #[test]
     fn once_records_flowed_empty_polls_back_off_by_doubling_up_to_the_longest_interval() {
         let mut poll = schedule();
-        poll.first_poll_after_launch(ns(0));
+        poll.first_poll_after_launch(ns(0), Ticks::ZERO);
         assert_eq!(poll.next_interval(ns(2222), found(1)), ns(50));
         let intervals: Vec<u64> = (0..8)
             .map(|_| poll.next_interval(ns(100_000), EMPTY).as_ns())
@@ -325,7 +401,7 @@ mod tests {
     #[test]
     fn a_poll_that_finds_records_returns_to_the_shortest_interval() {
         let mut poll = schedule();
-        poll.first_poll_after_launch(ns(0));
+        poll.first_poll_after_launch(ns(0), Ticks::ZERO);
         poll.next_interval(ns(2222), found(1));
         for _ in 0..5 {
             poll.next_interval(ns(100_000), EMPTY);
@@ -337,7 +413,7 @@ mod tests {
     #[test]
     fn a_backlog_defers_and_a_filling_ring_hurries() {
         let mut poll = schedule();
-        poll.first_poll_after_launch(ns(0));
+        poll.first_poll_after_launch(ns(0), Ticks::ZERO);
         let backlog = PollFacts {
             backlog: true,
             ..found(1)
@@ -361,7 +437,7 @@ mod tests {
     #[test]
     fn mid_stream_polls_are_paced_by_the_rate_and_close_in_on_the_end() {
         let mut poll = schedule();
-        poll.first_poll_after_launch(ns(0));
+        poll.first_poll_after_launch(ns(0), Ticks::ZERO);
         let seen = |arrived| PollFacts {
             chunks: 100_000,
             ..found(arrived)
@@ -386,7 +462,7 @@ mod tests {
     #[test]
     fn while_a_task_waits_the_interval_is_at_most_three_percent_of_the_run() {
         let mut poll = schedule();
-        poll.first_poll_after_launch(ns(0));
+        poll.first_poll_after_launch(ns(0), Ticks::ZERO);
         let seen = |arrived| PollFacts {
             chunks: 10_000,
             ..found(arrived)
@@ -408,10 +484,10 @@ mod tests {
     #[test]
     fn rule_seven_measures_the_run_not_the_launch() {
         let mut poll = schedule();
-        poll.first_poll_after_launch(ns(0));
+        poll.first_poll_after_launch(ns(0), Ticks::ZERO);
         poll.next_interval(ns(2222), found(1));
         // A second launch 1 ms into the run, with the same stream.
-        poll.first_poll_after_launch(ns(1_000_000));
+        poll.first_poll_after_launch(ns(1_000_000), Ticks::ZERO);
         let seen = |arrived| PollFacts {
             chunks: 10_000,
             ..found(arrived)
@@ -425,13 +501,16 @@ mod tests {
     #[test]
     fn the_first_poll_of_a_later_launch_comes_three_quarters_of_the_way_to_the_learned_arrival() {
         let mut poll = schedule();
-        poll.first_poll_after_launch(ns(1000));
+        poll.first_poll_after_launch(ns(1000), Ticks::ZERO);
         poll.next_interval(ns(3222), EMPTY);
         // First seen 8 µs after the store.
         poll.next_interval(ns(9000), found(1));
         // A later record does not change what was learned.
         poll.next_interval(ns(9050), found(2));
-        assert_eq!(poll.first_poll_after_launch(ns(50_000)), ns(6000));
+        assert_eq!(
+            poll.first_poll_after_launch(ns(50_000), Ticks::ZERO),
+            ns(6000)
+        );
         // Then it backs off from the shortest interval up to the blind interval.
         let intervals: Vec<u64> = (0..7)
             .map(|_| poll.next_interval(ns(56_000), EMPTY).as_ns())
