@@ -178,6 +178,8 @@ pub(crate) struct AdaptivePoll {
     seen_first: bool,
     /// When the poll that saw it started, and the chunks seen then (rules 6 and 7).
     first_seen: (Ticks, u64),
+    /// The last poll found records (rule 1: a burst that has just begun is watched).
+    found_last: bool,
     /// How long after its store the previous launch's first record was seen (rule 5).
     learned_first: Option<Ticks>,
     /// The next poll was put back because of a backlog (rule 3): a task's end may bring it
@@ -212,6 +214,7 @@ impl AdaptivePoll {
             launched: Ticks::ZERO,
             seen_first: false,
             first_seen: (Ticks::ZERO, 0),
+            found_last: false,
             learned_first: None,
             deferred: None,
         }
@@ -266,7 +269,17 @@ impl AdaptivePoll {
         if facts.ring_filling {
             return self.shortest;
         }
-        let mut chosen = self.interval.max(self.pace(started, facts));
+        // A burst that has just begun (records after an empty poll) is watched at the
+        // shortest interval: the rate since the launch's first record includes the gap
+        // before it, and would put the next poll off while the burst lands (rule 1 before
+        // rule 6).
+        let burst_begins = facts.found_records && !self.found_last;
+        self.found_last = facts.found_records;
+        let mut chosen = if burst_begins {
+            self.shortest
+        } else {
+            self.interval.max(self.pace(started, facts))
+        };
         if let Some(slack) = self.slack(started, facts) {
             chosen = chosen.min(slack);
         }
@@ -312,7 +325,7 @@ impl AdaptivePoll {
             return None;
         }
         let run = u128::from(started.since(self.run_started.unwrap_or(self.launched)).0)
-            + self.rest_of_stream(started, facts).unwrap_or(0);
+            + self.rest_of_stream(started, facts)?;
         let slack = run * u128::from(RUNTIME_SLACK_PERCENT) / 100;
         Some(Ticks(u64::try_from(slack).unwrap_or(u64::MAX)).max(self.shortest))
     }
@@ -354,6 +367,95 @@ mod tests {
         }
     }
 
+    /// The paper's device (Table III): 16 x 4 x 16 µthreads, 614.4 GB/s, 100 ns, 70 ns
+    /// CXL.mem and 350 ns CXL.io round trips, 500 ns DMA preparation.
+    const PAPER_DEVICE: DeviceDatasheet = DeviceDatasheet {
+        uthreads: 1024,
+        memory_gbps: 614.4,
+        memory_latency_ns: 100,
+        link_one_way_ns: 35,
+        dma_preparation_ns: 500,
+        dma_one_way_ns: 175,
+    };
+
+    fn knn(rows: u32, dim: u32, queries: u64) -> CommandDescriptor {
+        CommandDescriptor {
+            kernel: shared_abi::KernelId::KnnDistance as u32,
+            args: [
+                0,
+                0,
+                shared_abi::params::knn::pack_shape(rows, dim),
+                queries,
+            ],
+            ..CommandDescriptor::default()
+        }
+    }
+
+    #[test]
+    fn the_first_record_bound_adds_the_store_the_first_wave_the_dma_preparation_and_the_write() {
+        // KNN (a): 512 items of a 2048-element row (8 KiB) in one wave: 4 MiB at 614.4 GB/s
+        // is 6,826.7 ns; 35 + 6,826.7 + 500 + 175 = 7,536.7 ns (the record lands at 7,582).
+        let bound = first_record_bound(&PAPER_DEVICE, &knn(128, 2048, 4));
+        assert_eq!(bound.0, 6 * (35 + 500 + 175) + 40_960 - 1);
+        // More items than µthreads: the first wave is the µthreads, 1,024 x 8 KiB.
+        let wide = first_record_bound(&PAPER_DEVICE, &knn(128, 2048, 16));
+        assert_eq!(wide.0, 6 * (35 + 500 + 175) + 81_920 - 1);
+        // A kernel whose items' traffic the command does not fix: the memory latency only.
+        let other = CommandDescriptor {
+            kernel: shared_abi::KernelId::SsspRelax as u32,
+            ..CommandDescriptor::default()
+        };
+        assert_eq!(
+            first_record_bound(&PAPER_DEVICE, &other),
+            ns(35 + 100 + 500 + 175)
+        );
+        // A tiny KNN launch: the latency floor, not the wave, decides.
+        assert_eq!(
+            first_record_bound(&PAPER_DEVICE, &knn(1, 8, 1)),
+            ns(35 + 100 + 500 + 175)
+        );
+    }
+
+    #[test]
+    fn a_bounded_first_launch_polls_at_the_bound_then_backs_off_up_to_the_blind_interval() {
+        let mut poll = schedule();
+        assert_eq!(poll.first_poll_after_launch(ns(1000), ns(7500)), ns(7500));
+        let intervals: Vec<u64> = (0..7)
+            .map(|_| poll.next_interval(ns(8500), EMPTY).as_ns())
+            .collect();
+        assert_eq!(intervals, [100, 200, 400, 800, 1600, 2222, 2222]);
+    }
+
+    #[test]
+    fn a_later_launch_polls_no_sooner_than_its_bound() {
+        let mut poll = schedule();
+        poll.first_poll_after_launch(ns(0), ns(700));
+        // First seen 8 µs after the store: three quarters of it is 6 µs.
+        poll.next_interval(ns(8000), found(1));
+        assert_eq!(poll.first_poll_after_launch(ns(50_000), ns(700)), ns(6000));
+        assert_eq!(poll.first_poll_after_launch(ns(90_000), ns(7000)), ns(7000));
+    }
+
+    #[test]
+    fn a_burst_that_begins_after_an_empty_poll_is_watched_at_the_shortest_interval() {
+        let mut poll = schedule();
+        poll.first_poll_after_launch(ns(0), Ticks::ZERO);
+        let seen = |arrived| PollFacts {
+            chunks: 10_000,
+            ..found(arrived)
+        };
+        poll.next_interval(ns(2222), seen(100));
+        // A steady stream: paced (rule 6), 5 µs.
+        assert_eq!(poll.next_interval(ns(1_002_222), seen(200)), ns(5000));
+        let nothing = PollFacts {
+            found_records: false,
+            ..seen(200)
+        };
+        assert_eq!(poll.next_interval(ns(1_007_222), nothing), ns(5000));
+        // Records again after the empty poll: the burst is watched.
+        assert_eq!(poll.next_interval(ns(1_012_222), seen(300)), ns(50));
+    }
+
     #[test]
     fn the_blind_interval_costs_two_points_of_a_core_more_than_the_longest() {
         // 80 / (80 / 5000 + 2%) = 2222 ns: 80/2222 = 3.6% of a core, 80/5000 = 1.6%.
@@ -393,9 +495,9 @@ mod tests {
         let intervals: Vec<u64> = (0..8)
             .map(|_| poll.next_interval(ns(100_000), EMPTY).as_ns())
             .collect();
-        // No chunk came since the first, so no rate (rules 6 and 7 stand aside at the
-        // shortest interval, except that rule 7 caps at 3% of the run so far: 3 µs).
-        assert_eq!(intervals, [100, 200, 400, 800, 1600, 3000, 3000, 3000]);
+        // No chunk came since the first, so no rate: rule 6 stands aside at the shortest
+        // interval, and rule 7, which cannot predict the run without one, too.
+        assert_eq!(intervals, [100, 200, 400, 800, 1600, 3200, 5000, 5000]);
     }
 
     #[test]
