@@ -19,7 +19,9 @@
 //! The rules, each a fact the runtime holds:
 //!
 //! 1. **Records arrive in bursts.** A poll that found records resets the back-off to the
-//!    shortest interval (`host.poll_interval_ns`, p1 by default).
+//!    shortest interval (`host.poll_interval_ns`, p1 by default), and when the poll before it
+//!    found none (a burst begins: a DMA request's writes have started to land) the next poll
+//!    comes at the shortest interval whatever rule 6 says, to see the burst land.
 //! 2. **Nothing came: back off.** After an empty poll the interval doubles, up to the longest
 //!    (`host.adaptive_poll_longest_ns`, p100 by default), or before the launch's first record
 //!    up to the blind interval (rule 5).
@@ -31,21 +33,27 @@
 //!    (the flow-control store follows it); while more than half of the ring's payload slots
 //!    are held or not yet returned, the shortest interval is used, so the device is not
 //!    stopped for credit that the host already has.
-//! 5. **Before the first record, poll at what the stall goal can pay for.** Until a launch's
-//!    first record nothing the host sees says when it will come: the tail does not move, and
-//!    the device may not even have finished an item (KNN's 512 items run in one wave and end
-//!    together). The first launch of a run polls every *blind interval* from its store: the
-//!    shortest interval whose polls cost at most [`STALL_SLACK_POINTS`] of a core more than
-//!    polling at the longest interval does, `c / (c / longest + 2%)` for a poll of cost `c`
-//!    (`host.uncached_load_ns`): 2.2 µs with the defaults. A late first record is then late
-//!    by at most that, and waiting costs no more than the goal allows however long the wait
-//!    (a back-off from the shortest interval instead spends several polls in the first
-//!    microsecond and is late by up to the whole wait). Later launches learn: an iterative
+//! 5. **Before the first record: nothing before the bound, then poll densely.** Until a
+//!    launch's first record the tail does not move, and the device may not even have
+//!    finished an item (KNN's 512 items run in one wave and end together). But the host
+//!    knows what it launched and what the device publishes, and so a time before which the
+//!    record cannot be in host memory ([`first_record_bound`]: the launch store crossing the
+//!    link, the first wave of items moving the bytes the command fixes at the device's memory
+//!    bandwidth, a DMA preparation, the write crossing back). No poll comes before it: the
+//!    first poll is at the bound, then the interval backs off from the shortest up to the
+//!    *blind interval*: the shortest interval whose polls cost at most
+//!    [`STALL_SLACK_POINTS`] of a core more than polling at the longest interval does,
+//!    `c / (c / longest + 2%)` for a poll of cost `c` (`host.uncached_load_ns`): 2.2 µs with
+//!    the defaults, so waiting past a loose bound costs no more than the goal allows however
+//!    long the wait. Where the command fixes its items' traffic (KNN) the bound is within 50
+//!    ns of the record; elsewhere it is the device's fixed latencies, about 0.8 µs. Without
+//!    the device's figures (no [`DeviceDatasheet`]) the bound is zero and the first launch
+//!    polls every blind interval from its store. Later launches also learn: an iterative
 //!    workload's launches are alike (SSSP rounds, PageRank iterations, OPT layers, DLRM
 //!    batches), so the first poll comes three quarters of the way to the time the previous
 //!    launch's first record was seen (hybrid polling sleeps half of the mean; our launches
-//!    vary less than a block device's requests), then backs off from the shortest interval
-//!    up to the blind interval.
+//!    vary less than a block device's requests), or at the bound if that is later, then
+//!    backs off from the shortest interval up to the blind interval.
 //! 6. **Pace the stream.** Once records flow, the launch's result size and the rate seen
 //!    since its first record say when the stream should end; the next poll is at most half
 //!    of that away (hybrid polling's half of the expected time), within the shortest and
@@ -55,18 +63,20 @@
 //!    start at once, a record seen an interval late delays that task by up to the interval,
 //!    and when the host is the bottleneck (SSB: 13 µs tasks bound round-robin to every
 //!    worker) the delay carries through the worker's whole sequence of tasks: mid-stream
-//!    lateness is not free. So once the launch's records flow, the interval (and the one a
-//!    backlog's end brings the poll forward to, rule 3) is at most [`RUNTIME_SLACK_PERCENT`]
-//!    of the run's predicted length: the time since the run's first launch plus the rest of
-//!    the stream at the rate seen. Measured from the run, not the launch: a record of an
-//!    iterative workload's tenth launch delays a run ten launches long, and the cap then
-//!    rarely binds (from SSSP's second launch on, 3% of the run exceeds the longest interval).
+//!    lateness is not free. So once the launch's records flow at a rate the host has seen,
+//!    the interval (and the one a backlog's end brings the poll forward to, rule 3) is at
+//!    most [`RUNTIME_SLACK_PERCENT`] of the run's predicted length: the time since the run's
+//!    first launch plus the rest of the stream at that rate. Without a rate yet (one batch
+//!    seen) the run's length is unknown, and the rule stands aside (taking the time so far
+//!    for it would poll a short first launch at p1 between its first two batches). Measured from the run, not the launch: a record of an iterative
+//!    workload's tenth launch delays a run ten launches long, and the cap then rarely binds
+//!    (from SSSP's second launch on, 3% of the run exceeds the longest interval).
 //!
-//! What it cannot do: a run of one short launch gives it nothing to learn from before the
-//! first record, so the first record is seen up to a blind interval late. Whether that meets
-//! the runtime goal depends on where the record falls between two blind polls, not on
-//! anything the host knows; `docs/beyond.md` works out when no schedule can (KNN (a)) and
-//! what a schedule that knew the arrival times would achieve (`--poll oracle`).
+//! What it cannot do: the bound is a lower bound, and on a launch whose items' traffic
+//! depends on its data (graphs, bags) or that has several stages (OPT) it is only the
+//! device's fixed latencies; a short single launch of such a kernel may see its first record
+//! up to a blind interval late. `docs/beyond.md` has the measurements, and what a schedule
+//! that knew the arrival times would achieve (`--poll oracle`).
 
 use shared_abi::{CommandDescriptor, Ticks};
 
