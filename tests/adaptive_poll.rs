@@ -149,7 +149,10 @@ fn no_record_lands_before_the_bound_that_adaptive_polling_waits_for() {
         let events = trace["traceEvents"].as_array().expect("traceEvents");
         let at = |event: &serde_json::Value| event["ts"].as_f64().expect("ts");
         let named = |name: &str| -> Vec<&serde_json::Value> {
-            events.iter().filter(|event| event["name"] == name).collect()
+            events
+                .iter()
+                .filter(|event| event["name"] == name)
+                .collect()
         };
         // Launches run one after another: a launch's requests come after its store arrives
         // and before the next one's does.
@@ -167,7 +170,11 @@ fn no_record_lands_before_the_bound_that_adaptive_polling_waits_for() {
             .map(|event| (at(event), at(event) + event["dur"].as_f64().expect("dur")))
             .collect();
         assert!(!arrivals.is_empty(), "{workload}: no launch in the trace");
-        assert_eq!(bounds.len(), arrivals.len(), "{workload}: a bound per launch");
+        assert_eq!(
+            bounds.len(),
+            arrivals.len(),
+            "{workload}: a bound per launch"
+        );
         for (index, &(arrived, launch)) in arrivals.iter().enumerate() {
             let next = arrivals.get(index + 1).map_or(f64::INFINITY, |next| next.0);
             let bound = bounds[&launch];
