@@ -397,6 +397,24 @@ pub(crate) fn prepare(request: &RunRequest) -> anyhow::Result<Prepared> {
     })
 }
 
+/// The figures of `device` a host may know ([`host_runtime::DeviceDatasheet`]; each field's
+/// source is in [`emulator::DeviceConfig`]'s docs): the CCM's µthreads, its memory's bandwidth and
+/// latency, the link's one-way latencies (half the CXL.mem round trip for the host's stores,
+/// half the CXL.io round trip for the DMA engine's writes, as `emulator::dma` lands them) and
+/// the DMA preparation.
+pub(crate) fn datasheet(device: &emulator::DeviceConfig) -> host_runtime::DeviceDatasheet {
+    host_runtime::DeviceDatasheet {
+        uthreads: u64::from(device.ccm_units)
+            * u64::from(device.ccm_sub_cores)
+            * u64::from(device.ccm_uthreads_per_sub_core),
+        memory_gbps: device.ccm_memory_gbps,
+        memory_latency_ns: device.ccm_memory_latency_ns,
+        link_one_way_ns: device.cxl_mem_round_trip_ns / 2,
+        dma_preparation_ns: device.dma_preparation_ns,
+        dma_one_way_ns: device.cxl_io_round_trip_ns / 2,
+    }
+}
+
 impl Prepared {
     /// The AXLE ring in `memory` (the driver's DMA region), for the streaming modes.
     pub(crate) fn ring(&self, memory: &Arc<PhysicalMemory>) -> anyhow::Result<Option<AxleRing>> {
@@ -427,6 +445,10 @@ impl Prepared {
                 self.app.as_mut(),
                 ring,
             );
+            // What a host knows of the device without watching it: its published figures
+            // (adaptive polling bounds each launch's first record with them; no other policy
+            // reads them).
+            runtime.set_device_datasheet(datasheet(&request.config.device));
             let driven = drive(&mut runtime)
                 .with_context(|| format!("{} in mode {}", request.workload, request.mode.name()))?;
             (runtime.measurements(), runtime.failure().cloned(), driven)

@@ -216,7 +216,12 @@ pub fn run_many(request: &ManyRequest) -> anyhow::Result<ManyReport> {
             .zip(rings)
             .zip(&requests)
             .map(|((p, ring), one)| {
-                Runtime::new(one.mode, one.config.host.clone(), p.app.as_mut(), ring)
+                let mut runtime =
+                    Runtime::new(one.mode, one.config.host.clone(), p.app.as_mut(), ring);
+                // As `axle run` does: adaptive polling bounds each launch's first record with
+                // the device's published figures (a shared device only delays it further).
+                runtime.set_device_datasheet(crate::run::datasheet(&one.config.device));
+                runtime
             })
             .collect();
         let (overruns, cosim) = {

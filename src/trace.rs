@@ -585,6 +585,7 @@ pub fn write_chrome_trace<W: Write>(
             HostInstant::Launch { tag } => ("launch", launch(tag)),
             HostInstant::Doorbell => ("doorbell", Args::default()),
             HostInstant::Dequeue => ("dequeue", Args::default()),
+            HostInstant::FirstRecordBound { tag } => ("first record not before", launch(tag)),
         };
         host_control_track(&mut tracks, CONTROL_TID);
         writer.instant(name, HOST_PID, CONTROL_TID, at, args)?;

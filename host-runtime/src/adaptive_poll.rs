@@ -19,7 +19,9 @@
 //! The rules, each a fact the runtime holds:
 //!
 //! 1. **Records arrive in bursts.** A poll that found records resets the back-off to the
-//!    shortest interval (`host.poll_interval_ns`, p1 by default).
+//!    shortest interval (`host.poll_interval_ns`, p1 by default), and when the poll before it
+//!    found none (a burst begins: a DMA request's writes have started to land) the next poll
+//!    comes at the shortest interval whatever rule 6 says, to see the burst land.
 //! 2. **Nothing came: back off.** After an empty poll the interval doubles, up to the longest
 //!    (`host.adaptive_poll_longest_ns`, p100 by default), or before the launch's first record
 //!    up to the blind interval (rule 5).
@@ -31,21 +33,27 @@
 //!    (the flow-control store follows it); while more than half of the ring's payload slots
 //!    are held or not yet returned, the shortest interval is used, so the device is not
 //!    stopped for credit that the host already has.
-//! 5. **Before the first record, poll at what the stall goal can pay for.** Until a launch's
-//!    first record nothing the host sees says when it will come: the tail does not move, and
-//!    the device may not even have finished an item (KNN's 512 items run in one wave and end
-//!    together). The first launch of a run polls every *blind interval* from its store: the
-//!    shortest interval whose polls cost at most [`STALL_SLACK_POINTS`] of a core more than
-//!    polling at the longest interval does, `c / (c / longest + 2%)` for a poll of cost `c`
-//!    (`host.uncached_load_ns`): 2.2 µs with the defaults. A late first record is then late
-//!    by at most that, and waiting costs no more than the goal allows however long the wait
-//!    (a back-off from the shortest interval instead spends several polls in the first
-//!    microsecond and is late by up to the whole wait). Later launches learn: an iterative
+//! 5. **Before the first record: nothing before the bound, then poll densely.** Until a
+//!    launch's first record the tail does not move, and the device may not even have
+//!    finished an item (KNN's 512 items run in one wave and end together). But the host
+//!    knows what it launched and what the device publishes, and so a time before which the
+//!    record cannot be in host memory ([`first_record_bound`]: the launch store crossing the
+//!    link, the first wave of items moving the bytes the command fixes at the device's memory
+//!    bandwidth, a DMA preparation, the write crossing back). No poll comes before it: the
+//!    first poll is at the bound, then the interval backs off from the shortest up to the
+//!    *blind interval*: the shortest interval whose polls cost at most
+//!    [`STALL_SLACK_POINTS`] of a core more than polling at the longest interval does,
+//!    `c / (c / longest + 2%)` for a poll of cost `c` (`host.uncached_load_ns`): 2.2 µs with
+//!    the defaults, so waiting past a loose bound costs no more than the goal allows however
+//!    long the wait. Where the command fixes its items' traffic (KNN) the bound is within 50
+//!    ns of the record; elsewhere it is the device's fixed latencies, about 0.8 µs. Without
+//!    the device's figures (no [`DeviceDatasheet`]) the bound is zero and the first launch
+//!    polls every blind interval from its store. Later launches also learn: an iterative
 //!    workload's launches are alike (SSSP rounds, PageRank iterations, OPT layers, DLRM
 //!    batches), so the first poll comes three quarters of the way to the time the previous
 //!    launch's first record was seen (hybrid polling sleeps half of the mean; our launches
-//!    vary less than a block device's requests), then backs off from the shortest interval
-//!    up to the blind interval.
+//!    vary less than a block device's requests), or at the bound if that is later, then
+//!    backs off from the shortest interval up to the blind interval.
 //! 6. **Pace the stream.** Once records flow, the launch's result size and the rate seen
 //!    since its first record say when the stream should end; the next poll is at most half
 //!    of that away (hybrid polling's half of the expected time), within the shortest and
@@ -55,20 +63,22 @@
 //!    start at once, a record seen an interval late delays that task by up to the interval,
 //!    and when the host is the bottleneck (SSB: 13 µs tasks bound round-robin to every
 //!    worker) the delay carries through the worker's whole sequence of tasks: mid-stream
-//!    lateness is not free. So once the launch's records flow, the interval (and the one a
-//!    backlog's end brings the poll forward to, rule 3) is at most [`RUNTIME_SLACK_PERCENT`]
-//!    of the run's predicted length: the time since the run's first launch plus the rest of
-//!    the stream at the rate seen. Measured from the run, not the launch: a record of an
-//!    iterative workload's tenth launch delays a run ten launches long, and the cap then
-//!    rarely binds (from SSSP's second launch on, 3% of the run exceeds the longest interval).
+//!    lateness is not free. So once the launch's records flow at a rate the host has seen,
+//!    the interval (and the one a backlog's end brings the poll forward to, rule 3) is at
+//!    most [`RUNTIME_SLACK_PERCENT`] of the run's predicted length: the time since the run's
+//!    first launch plus the rest of the stream at that rate. Without a rate yet (one batch
+//!    seen) the run's length is unknown, and the rule stands aside (taking the time so far
+//!    for it would poll a short first launch at p1 between its first two batches). Measured from the run, not the launch: a record of an iterative
+//!    workload's tenth launch delays a run ten launches long, and the cap then rarely binds
+//!    (from SSSP's second launch on, 3% of the run exceeds the longest interval).
 //!
-//! What it cannot do: a run of one short launch gives it nothing to learn from before the
-//! first record, so the first record is seen up to a blind interval late. Whether that meets
-//! the runtime goal depends on where the record falls between two blind polls, not on
-//! anything the host knows; `docs/beyond.md` works out when no schedule can (KNN (a)) and
-//! what a schedule that knew the arrival times would achieve (`--poll oracle`).
+//! What it cannot do: the bound is a lower bound, and on a launch whose items' traffic
+//! depends on its data (graphs, bags) or that has several stages (OPT) it is only the
+//! device's fixed latencies; a short single launch of such a kernel may see its first record
+//! up to a blind interval late. `docs/beyond.md` has the measurements, and what a schedule
+//! that knew the arrival times would achieve (`--poll oracle`).
 
-use shared_abi::Ticks;
+use shared_abi::{CommandDescriptor, Ticks};
 
 /// The runtime goal's slack (issue 14: end to end within 3% of p1): rule 7 keeps the interval
 /// within this share of the run's predicted length while a record could start a task.
@@ -77,6 +87,74 @@ pub const RUNTIME_SLACK_PERCENT: u64 = 3;
 /// The stall goal's slack (issue 14: host core stall within 2 percentage points of p100's):
 /// rule 5's blind interval polls at most this share of a core more than the longest interval.
 pub const STALL_SLACK_POINTS: u64 = 2;
+
+/// What a host may know of the device without watching it run, for the bound on a launch's
+/// first record ([`first_record_bound`]): figures the device and its link publish (a CXL
+/// device's CDAT gives its memory's bandwidth and latency, its DSLBIS entries; the port's the
+/// link's latency) and its configuration (µthreads, DMA preparation). Never the state of a
+/// run. The `axle` CLI fills it from the device configuration (`emulator::DeviceConfig`,
+/// whose field docs give each figure's source: paper Table III, M²NDP's configuration) with
+/// [`crate::Runtime::set_device_datasheet`]; without one, the bound is zero.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DeviceDatasheet {
+    /// µthreads the CCM runs at once: units x sub-cores x µthreads per sub-core (paper Table
+    /// III: 16 x 4 x 16 = 1,024).
+    pub uthreads: u64,
+    /// Device memory bandwidth in GB/s (bytes per ns), shared equally by the work items that
+    /// move bytes (paper Table III: DDR5-4800 x 16 channels, 614.4 GB/s).
+    pub memory_gbps: f64,
+    /// The least time a work item takes, in ns: its first device-memory access's latency.
+    pub memory_latency_ns: u64,
+    /// One way over the link for the host's CXL.mem stores (the launch store), in ns: half
+    /// the CXL.mem round trip (paper Table III: 70 ns).
+    pub link_one_way_ns: u64,
+    /// DMA preparation per request, in ns (paper Table III: 500 ns).
+    pub dma_preparation_ns: u64,
+    /// One way over the link for the DMA engine's posted writes, in ns: half the CXL.io
+    /// round trip (paper Table III: 350 ns).
+    pub dma_one_way_ns: u64,
+}
+
+/// The earliest a launch's first metadata record can be in host memory, counted from when its
+/// launch store leaves the host. Each term is a time the record cannot skip:
+///
+/// 1. the store crosses the link: `link_one_way_ns`;
+/// 2. the first work item ends: no sooner than `memory_latency_ns` after it starts, and, when
+///    the command fixes its items' traffic ([`shared_abi::params::work_floor`]: `n` items of
+///    at least `b` bytes each), no sooner than `min(n, uthreads) x b / memory_gbps`. Why: the
+///    launch's first wave, `k = min(n, uthreads)` items, starts at once (every µthread is free
+///    at a launch, since the previous launch's results have all arrived, and round-robin and
+///    FIFO both fill every µthread before queueing; no item of the launch starts before one
+///    of these ends), and the memory is shared equally by the items that still move bytes
+///    (processor sharing, `emulator::ccm`), so until one of them has moved its bytes all `k`
+///    move at `memory_gbps / k` or less;
+/// 3. the result monitor hands the item's result to a DMA request, prepared for
+///    `dma_preparation_ns` before its first write;
+/// 4. the write, and after it the record, cross the link as CXL.io posted writes:
+///    `dma_one_way_ns`.
+///
+/// The launch's inputs cross before its store, and the command processor's own time, the
+/// link's serialisation and the writes' queueing only add, so they are left out: the bound
+/// must never be late. Rounded down to a whole tick, less one tick for the emulator's
+/// floating-point shares (it rounds its ends up).
+pub fn first_record_bound(sheet: &DeviceDatasheet, command: &CommandDescriptor) -> Ticks {
+    let wave = shared_abi::params::work_floor(command).map_or(0, |floor| {
+        let first_wave = floor.items.min(sheet.uthreads.max(1));
+        let bytes = u128::from(first_wave) * u128::from(floor.item_bytes);
+        // bytes / (GB/s) = ns; in ticks, less one.
+        let ticks = bytes as f64 * Ticks::PER_NS as f64 / sheet.memory_gbps;
+        if ticks.is_finite() && ticks >= 1.0 {
+            (ticks.floor() as u64).saturating_sub(1)
+        } else {
+            0
+        }
+    });
+    let item = Ticks(wave.max(Ticks::from_ns(sheet.memory_latency_ns).0));
+    Ticks::from_ns(sheet.link_one_way_ns)
+        .plus(item)
+        .plus(Ticks::from_ns(sheet.dma_preparation_ns))
+        .plus(Ticks::from_ns(sheet.dma_one_way_ns))
+}
 
 /// What the control thread knows when it schedules the next poll.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -110,6 +188,8 @@ pub(crate) struct AdaptivePoll {
     seen_first: bool,
     /// When the poll that saw it started, and the chunks seen then (rules 6 and 7).
     first_seen: (Ticks, u64),
+    /// The last poll found records (rule 1: a burst that has just begun is watched).
+    found_last: bool,
     /// How long after its store the previous launch's first record was seen (rule 5).
     learned_first: Option<Ticks>,
     /// The next poll was put back because of a backlog (rule 3): a task's end may bring it
@@ -144,13 +224,16 @@ impl AdaptivePoll {
             launched: Ticks::ZERO,
             seen_first: false,
             first_seen: (Ticks::ZERO, 0),
+            found_last: false,
             learned_first: None,
             deferred: None,
         }
     }
 
-    /// A launch store was posted at `now`: how long until the first poll (rule 5).
-    pub(crate) fn first_poll_after_launch(&mut self, now: Ticks) -> Ticks {
+    /// A launch store was posted at `now`, and its first record cannot be in host memory
+    /// sooner than `bound` after it ([`first_record_bound`]; zero when the host knows
+    /// nothing of the device): how long until the first poll (rule 5).
+    pub(crate) fn first_poll_after_launch(&mut self, now: Ticks, bound: Ticks) -> Ticks {
         self.launched = now;
         self.run_started.get_or_insert(now);
         self.seen_first = false;
@@ -158,10 +241,16 @@ impl AdaptivePoll {
         match self.learned_first {
             Some(learned) => {
                 self.interval = self.shortest;
-                Ticks(learned.0 / 4 * 3).max(self.shortest)
+                Ticks(learned.0 / 4 * 3).max(bound).max(self.shortest)
+            }
+            None if bound > Ticks::ZERO => {
+                // Nothing learned, but nothing can come before the bound: poll there, then
+                // back off from the shortest interval up to the blind interval.
+                self.interval = self.shortest;
+                bound.max(self.shortest)
             }
             None => {
-                // Nothing learned: every blind interval until the first record.
+                // Nothing learned nor bounded: every blind interval until the first record.
                 self.interval = self.blind;
                 self.blind
             }
@@ -190,7 +279,17 @@ impl AdaptivePoll {
         if facts.ring_filling {
             return self.shortest;
         }
-        let mut chosen = self.interval.max(self.pace(started, facts));
+        // A burst that has just begun (records after an empty poll) is watched at the
+        // shortest interval: the rate since the launch's first record includes the gap
+        // before it, and would put the next poll off while the burst lands (rule 1 before
+        // rule 6).
+        let burst_begins = facts.found_records && !self.found_last;
+        self.found_last = facts.found_records;
+        let mut chosen = if burst_begins {
+            self.shortest
+        } else {
+            self.interval.max(self.pace(started, facts))
+        };
         if let Some(slack) = self.slack(started, facts) {
             chosen = chosen.min(slack);
         }
@@ -236,7 +335,7 @@ impl AdaptivePoll {
             return None;
         }
         let run = u128::from(started.since(self.run_started.unwrap_or(self.launched)).0)
-            + self.rest_of_stream(started, facts).unwrap_or(0);
+            + self.rest_of_stream(started, facts)?;
         let slack = run * u128::from(RUNTIME_SLACK_PERCENT) / 100;
         Some(Ticks(u64::try_from(slack).unwrap_or(u64::MAX)).max(self.shortest))
     }
@@ -278,6 +377,95 @@ mod tests {
         }
     }
 
+    /// The paper's device (Table III): 16 x 4 x 16 µthreads, 614.4 GB/s, 100 ns, 70 ns
+    /// CXL.mem and 350 ns CXL.io round trips, 500 ns DMA preparation.
+    const PAPER_DEVICE: DeviceDatasheet = DeviceDatasheet {
+        uthreads: 1024,
+        memory_gbps: 614.4,
+        memory_latency_ns: 100,
+        link_one_way_ns: 35,
+        dma_preparation_ns: 500,
+        dma_one_way_ns: 175,
+    };
+
+    fn knn(rows: u32, dim: u32, queries: u64) -> CommandDescriptor {
+        CommandDescriptor {
+            kernel: shared_abi::KernelId::KnnDistance as u32,
+            args: [
+                0,
+                0,
+                shared_abi::params::knn::pack_shape(rows, dim),
+                queries,
+            ],
+            ..CommandDescriptor::default()
+        }
+    }
+
+    #[test]
+    fn the_first_record_bound_adds_the_store_the_first_wave_the_dma_preparation_and_the_write() {
+        // KNN (a): 512 items of a 2048-element row (8 KiB) in one wave: 4 MiB at 614.4 GB/s
+        // is 6,826.7 ns; 35 + 6,826.7 + 500 + 175 = 7,536.7 ns (the record lands at 7,582).
+        let bound = first_record_bound(&PAPER_DEVICE, &knn(128, 2048, 4));
+        assert_eq!(bound.0, 6 * (35 + 500 + 175) + 40_960 - 1);
+        // More items than µthreads: the first wave is the µthreads, 1,024 x 8 KiB.
+        let wide = first_record_bound(&PAPER_DEVICE, &knn(128, 2048, 16));
+        assert_eq!(wide.0, 6 * (35 + 500 + 175) + 81_920 - 1);
+        // A kernel whose items' traffic the command does not fix: the memory latency only.
+        let other = CommandDescriptor {
+            kernel: shared_abi::KernelId::SsspRelax as u32,
+            ..CommandDescriptor::default()
+        };
+        assert_eq!(
+            first_record_bound(&PAPER_DEVICE, &other),
+            ns(35 + 100 + 500 + 175)
+        );
+        // A tiny KNN launch: the latency floor, not the wave, decides.
+        assert_eq!(
+            first_record_bound(&PAPER_DEVICE, &knn(1, 8, 1)),
+            ns(35 + 100 + 500 + 175)
+        );
+    }
+
+    #[test]
+    fn a_bounded_first_launch_polls_at_the_bound_then_backs_off_up_to_the_blind_interval() {
+        let mut poll = schedule();
+        assert_eq!(poll.first_poll_after_launch(ns(1000), ns(7500)), ns(7500));
+        let intervals: Vec<u64> = (0..7)
+            .map(|_| poll.next_interval(ns(8500), EMPTY).as_ns())
+            .collect();
+        assert_eq!(intervals, [100, 200, 400, 800, 1600, 2222, 2222]);
+    }
+
+    #[test]
+    fn a_later_launch_polls_no_sooner_than_its_bound() {
+        let mut poll = schedule();
+        poll.first_poll_after_launch(ns(0), ns(700));
+        // First seen 8 µs after the store: three quarters of it is 6 µs.
+        poll.next_interval(ns(8000), found(1));
+        assert_eq!(poll.first_poll_after_launch(ns(50_000), ns(700)), ns(6000));
+        assert_eq!(poll.first_poll_after_launch(ns(90_000), ns(7000)), ns(7000));
+    }
+
+    #[test]
+    fn a_burst_that_begins_after_an_empty_poll_is_watched_at_the_shortest_interval() {
+        let mut poll = schedule();
+        poll.first_poll_after_launch(ns(0), Ticks::ZERO);
+        let seen = |arrived| PollFacts {
+            chunks: 10_000,
+            ..found(arrived)
+        };
+        poll.next_interval(ns(2222), seen(100));
+        // A steady stream: paced (rule 6), 5 µs.
+        assert_eq!(poll.next_interval(ns(1_002_222), seen(200)), ns(5000));
+        let nothing = PollFacts {
+            found_records: false,
+            ..seen(200)
+        };
+        assert_eq!(poll.next_interval(ns(1_007_222), nothing), ns(5000));
+        // Records again after the empty poll: the burst is watched.
+        assert_eq!(poll.next_interval(ns(1_012_222), seen(300)), ns(50));
+    }
+
     #[test]
     fn the_blind_interval_costs_two_points_of_a_core_more_than_the_longest() {
         // 80 / (80 / 5000 + 2%) = 2222 ns: 80/2222 = 3.6% of a core, 80/5000 = 1.6%.
@@ -299,7 +487,7 @@ mod tests {
     fn a_first_launch_polls_every_blind_interval_until_its_first_record() {
         let mut poll = schedule();
         let blind = poll.blind;
-        assert_eq!(poll.first_poll_after_launch(ns(0)), blind);
+        assert_eq!(poll.first_poll_after_launch(ns(0), Ticks::ZERO), blind);
         for step in 1..6 {
             assert_eq!(
                 poll.next_interval(Ticks(blind.0 * step), EMPTY),
@@ -312,20 +500,20 @@ mod tests {
     #[test]
     fn once_records_flowed_empty_polls_back_off_by_doubling_up_to_the_longest_interval() {
         let mut poll = schedule();
-        poll.first_poll_after_launch(ns(0));
+        poll.first_poll_after_launch(ns(0), Ticks::ZERO);
         assert_eq!(poll.next_interval(ns(2222), found(1)), ns(50));
         let intervals: Vec<u64> = (0..8)
             .map(|_| poll.next_interval(ns(100_000), EMPTY).as_ns())
             .collect();
-        // No chunk came since the first, so no rate (rules 6 and 7 stand aside at the
-        // shortest interval, except that rule 7 caps at 3% of the run so far: 3 µs).
-        assert_eq!(intervals, [100, 200, 400, 800, 1600, 3000, 3000, 3000]);
+        // No chunk came since the first, so no rate: rule 6 stands aside at the shortest
+        // interval, and rule 7, which cannot predict the run without one, too.
+        assert_eq!(intervals, [100, 200, 400, 800, 1600, 3200, 5000, 5000]);
     }
 
     #[test]
     fn a_poll_that_finds_records_returns_to_the_shortest_interval() {
         let mut poll = schedule();
-        poll.first_poll_after_launch(ns(0));
+        poll.first_poll_after_launch(ns(0), Ticks::ZERO);
         poll.next_interval(ns(2222), found(1));
         for _ in 0..5 {
             poll.next_interval(ns(100_000), EMPTY);
@@ -337,7 +525,7 @@ mod tests {
     #[test]
     fn a_backlog_defers_and_a_filling_ring_hurries() {
         let mut poll = schedule();
-        poll.first_poll_after_launch(ns(0));
+        poll.first_poll_after_launch(ns(0), Ticks::ZERO);
         let backlog = PollFacts {
             backlog: true,
             ..found(1)
@@ -361,7 +549,7 @@ mod tests {
     #[test]
     fn mid_stream_polls_are_paced_by_the_rate_and_close_in_on_the_end() {
         let mut poll = schedule();
-        poll.first_poll_after_launch(ns(0));
+        poll.first_poll_after_launch(ns(0), Ticks::ZERO);
         let seen = |arrived| PollFacts {
             chunks: 100_000,
             ..found(arrived)
@@ -386,7 +574,7 @@ mod tests {
     #[test]
     fn while_a_task_waits_the_interval_is_at_most_three_percent_of_the_run() {
         let mut poll = schedule();
-        poll.first_poll_after_launch(ns(0));
+        poll.first_poll_after_launch(ns(0), Ticks::ZERO);
         let seen = |arrived| PollFacts {
             chunks: 10_000,
             ..found(arrived)
@@ -408,10 +596,10 @@ mod tests {
     #[test]
     fn rule_seven_measures_the_run_not_the_launch() {
         let mut poll = schedule();
-        poll.first_poll_after_launch(ns(0));
+        poll.first_poll_after_launch(ns(0), Ticks::ZERO);
         poll.next_interval(ns(2222), found(1));
         // A second launch 1 ms into the run, with the same stream.
-        poll.first_poll_after_launch(ns(1_000_000));
+        poll.first_poll_after_launch(ns(1_000_000), Ticks::ZERO);
         let seen = |arrived| PollFacts {
             chunks: 10_000,
             ..found(arrived)
@@ -425,13 +613,16 @@ mod tests {
     #[test]
     fn the_first_poll_of_a_later_launch_comes_three_quarters_of_the_way_to_the_learned_arrival() {
         let mut poll = schedule();
-        poll.first_poll_after_launch(ns(1000));
+        poll.first_poll_after_launch(ns(1000), Ticks::ZERO);
         poll.next_interval(ns(3222), EMPTY);
         // First seen 8 µs after the store.
         poll.next_interval(ns(9000), found(1));
         // A later record does not change what was learned.
         poll.next_interval(ns(9050), found(2));
-        assert_eq!(poll.first_poll_after_launch(ns(50_000)), ns(6000));
+        assert_eq!(
+            poll.first_poll_after_launch(ns(50_000), Ticks::ZERO),
+            ns(6000)
+        );
         // Then it backs off from the shortest interval up to the blind interval.
         let intervals: Vec<u64> = (0..7)
             .map(|_| poll.next_interval(ns(56_000), EMPTY).as_ns())

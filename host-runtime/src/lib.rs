@@ -38,6 +38,7 @@ pub mod tasks;
 mod test_link;
 pub mod trace;
 
+pub use adaptive_poll::DeviceDatasheet;
 pub use app::{AppError, AppProblem, BadResult, Scope};
 pub use config::{HostConfig, HostScheduling, PollPolicy};
 pub use metrics::RunMetrics;

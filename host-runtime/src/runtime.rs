@@ -356,6 +356,14 @@ impl<'a> Runtime<'a> {
         self.mechanism.set_poll_script(times);
     }
 
+    /// `host.poll_policy = "adaptive"` (AXLE): what the host knows of the device, from which
+    /// the schedule bounds each launch's first record and polls no sooner
+    /// ([`crate::adaptive_poll::first_record_bound`]). Without it, or without that policy, it
+    /// changes nothing.
+    pub fn set_device_datasheet(&mut self, sheet: crate::adaptive_poll::DeviceDatasheet) {
+        self.mechanism.set_device_datasheet(sheet);
+    }
+
     /// The AXLE rings as both sides left them (`None` in RP and BS).
     pub fn ring_state(
         &self,

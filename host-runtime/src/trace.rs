@@ -124,6 +124,12 @@ pub enum HostInstant {
     Doorbell,
     /// RP: the dequeue write was posted.
     Dequeue,
+    /// `--poll adaptive`: the earliest the launch's first record can be in host memory
+    /// (`crate::adaptive_poll::first_record_bound`); the schedule polls no sooner.
+    FirstRecordBound {
+        /// The launch tag.
+        tag: u32,
+    },
 }
 
 /// The host's timeline of a run.

@@ -415,6 +415,33 @@ mod tests {
         ((seed.wrapping_mul(2_654_435_761) >> 20) % 64) as f32 / 4.0 - 8.0
     }
 
+    /// The host's bound on a launch's first record (host-runtime's `adaptive_poll`) rests on
+    /// `shared_abi::params::work_floor`: it must not promise more items or more bytes per item
+    /// than the kernel describes, or the host would wait past a record that has come.
+    #[test]
+    fn the_work_floor_the_host_reads_from_a_command_is_never_above_the_kernels_items() {
+        for (rows, dim, query_count) in [(5, 80, 3), (128, 2048, 4), (1, 8, 1), (300, 64, 2)] {
+            let database = 0x1000;
+            let queries = database + u64::from(rows) * u64::from(dim) * 4;
+            let result = queries + query_count * u64::from(dim) * 4;
+            let command = command(database, queries, rows, dim, query_count, result);
+            let memory = crate::testing::FakeDeviceMemory::new(16 << 20);
+            let kernel = crate::kernels::Kernel::decode(&command, &memory)
+                .unwrap_or_else(|error| panic!("{rows}x{dim}x{query_count}: {error:?}"));
+            let floor = shared_abi::params::work_floor(&command).expect("a KNN floor");
+            assert_eq!(kernel.stages(), 1);
+            assert_eq!(u64::from(kernel.stage_items(0).len() as u32), floor.items);
+            for index in kernel.stage_items(0) {
+                let bytes = kernel.item(index, &memory).unwrap().cost.bytes;
+                assert!(
+                    bytes >= floor.item_bytes,
+                    "item {index} of {rows}x{dim}x{query_count} moves {bytes} bytes, the floor says {}",
+                    floor.item_bytes
+                );
+            }
+        }
+    }
+
     #[test]
     fn valid_command_decodes_with_its_fields() {
         let kernel = KnnKernel::decode(&valid(), MEMORY).unwrap();

@@ -20,14 +20,14 @@ mod ring;
 pub use ring::{AxleRing, AxleRingError, RingState, SpilledPayload};
 
 use super::{Mechanism, ModeTimer, TaskInput, BULK_CHUNK};
-use crate::adaptive_poll::{AdaptivePoll, PollFacts};
+use crate::adaptive_poll::{first_record_bound, AdaptivePoll, DeviceDatasheet, PollFacts};
 use crate::app::HostTask;
 use crate::config::{HostConfig, PollPolicy};
 use crate::cost::CostModel;
 use crate::overflow::{spill_due, Overflow, SpillFacts};
 use crate::poller::Poller;
 use crate::runtime::{Host, Launch, RuntimeError, Stretch, Timer};
-use crate::trace::HostSpanKind;
+use crate::trace::{HostInstant, HostSpanKind};
 use cosim_link::link::{DeviceLink, LinkResponse};
 use shared_abi::region::METADATA_RECORD_SIZE;
 use shared_abi::{device_map, CommandDescriptor, LaunchMode, Ticks};
@@ -306,6 +306,9 @@ pub(crate) struct Axle {
     /// `host.poll_policy = "oracle"`: the poll times still to come (a study, not a schedule
     /// a host can run: [`crate::Runtime::set_poll_script`]). `None`: another policy.
     script: Option<VecDeque<Ticks>>,
+    /// `--poll adaptive`: the device's published figures, for the bound on a launch's first
+    /// record (`None`: no bound, the blind interval from the store).
+    datasheet: Option<DeviceDatasheet>,
 }
 
 impl Axle {
@@ -323,6 +326,7 @@ impl Axle {
             poll_scheduled: false,
             adaptive,
             script: (config.poll_policy == PollPolicy::Oracle).then(VecDeque::new),
+            datasheet: None,
         }
     }
 
@@ -394,7 +398,16 @@ impl Mechanism for Axle {
     ) -> Result<(), RuntimeError> {
         self.stream.post_launch(host, now, command, link)?;
         if let Some((schedule, _)) = self.adaptive.as_mut() {
-            let first = schedule.first_poll_after_launch(now);
+            let bound = self
+                .datasheet
+                .map_or(Ticks::ZERO, |sheet| first_record_bound(&sheet, command));
+            let first = schedule.first_poll_after_launch(now, bound);
+            if bound > Ticks::ZERO {
+                host.trace_instant(
+                    now.plus(bound),
+                    HostInstant::FirstRecordBound { tag: command.tag },
+                );
+            }
             self.schedule_poll(host, now.plus(first));
         } else if !self.poll_scheduled {
             let at = match self.scripted(now) {
@@ -556,6 +569,12 @@ impl Mechanism for Axle {
 
     fn ring(&self) -> Option<&AxleRing> {
         self.stream.poller.ring.as_ref()
+    }
+
+    fn set_device_datasheet(&mut self, sheet: DeviceDatasheet) {
+        if self.adaptive.is_some() {
+            self.datasheet = Some(sheet);
+        }
     }
 
     fn set_poll_script(&mut self, mut times: Vec<Ticks>) {

@@ -123,6 +123,10 @@ pub(crate) trait Mechanism: std::fmt::Debug {
     /// `host.poll_policy = "oracle"` (AXLE): the times to poll at. Other mechanisms and
     /// policies ignore it.
     fn set_poll_script(&mut self, _times: Vec<Ticks>) {}
+
+    /// `host.poll_policy = "adaptive"` (AXLE): the device's published figures, for the bound
+    /// on each launch's first record. Other mechanisms and policies ignore it.
+    fn set_device_datasheet(&mut self, _sheet: crate::adaptive_poll::DeviceDatasheet) {}
 }
 
 /// Result chunk size used to track RP/BS launches (their results arrive all at once), and
