@@ -26,11 +26,34 @@
 //!   equal share unless its own cap is smaller, and what a capped item leaves goes to the
 //!   others), the fluid form of M²NDP's issue loop, which visits the µthreads' instruction
 //!   columns in turn and takes at most one instruction from each per cycle.
-//! - **Device memory bandwidth** ([`DeviceConfig::ccm_memory_gbps`]), shared equally by every
-//!   item of the device that still has bytes to move (processor sharing; the channels are
-//!   interleaved finely enough, M²NDP `channel_interleave_size=256`, that any item's traffic
-//!   spreads over all of them). The per-µthread issue limit on loads is already in the
-//!   vector-memory count of the first resource.
+//! - **Device memory channels** ([`DeviceConfig::ccm_memory_channels`], paper Table III:
+//!   DDR5-4800, 16 channels; each has [`DeviceConfig::ccm_memory_gbps`] / 16 = 38.4 GB/s).
+//!   Each channel is shared equally by the items with bytes outstanding on it (processor
+//!   sharing per channel). An item's bytes (its [`ItemCost::bytes`], which already charge a
+//!   random 4-byte access a whole burst) go to the channels its addresses map to, in
+//!   proportion to the DRAM bursts it touches on each: when the item starts, its kernel code
+//!   runs once on a read-only view of device memory ([`crate::dram::ChannelProfile`]: reads
+//!   pass through, writes are dropped) that maps each 64-byte burst it touches to channel
+//!   `(address / interleave) mod channels`, with M²NDP's interleave
+//!   ([`DeviceConfig::ccm_channel_interleave_bytes`], `channel_interleave_size=256`). Bursts
+//!   the CCM touched recently ([`crate::dram::BurstCache`], 128 KiB, M²NDP's L2 size) are not
+//!   counted again, so a vector every item reads (KNN's query) is not a hot spot, as in the
+//!   kernels' costs it comes from the scratchpad. An item whose dry run touches nothing
+//!   spreads its bytes evenly. The item's traffic is done when its part on every channel is;
+//!   a channel ends a part at the end of a burst slot (64 bytes at 38.4 GB/s: 1.67 ns).
+//!   Where the addresses depend on the data (the neighbours an SSSP or PageRank vertex
+//!   gathers, the embedding rows a DLRM bag looks up), so does the channel load, and with it
+//!   the order in which items finish. With one channel the model is the former single pool:
+//!   every item shares [`DeviceConfig::ccm_memory_gbps`] equally, whatever its addresses.
+//!
+//!   Not modelled: banks and row buffers. At DDR5-4800 (JESD79-5: tCK 0.417 ns; BL16 on a
+//!   32-bit sub-channel moves 64 bytes in 8 tCK, 3.33 ns; tRRD_S 8 tCK and tFAW 32 tCK allow
+//!   one activation per 3.33 ns per sub-channel) a channel can open a new row for every burst
+//!   it moves, so a gather of scattered bursts needs no more channel time than a stream: a
+//!   row miss costs latency (tRP + tRCD + CL, about 49 ns, against CL alone, 16.7 ns), not
+//!   bandwidth. The latency is the item's floor below, one access per item; bank conflicts
+//!   (two bursts on one bank within tRC, about 48 ns) are not modelled. The per-µthread issue
+//!   limit on loads is in the vector-memory count of the first resource.
 //!
 //! Shares change whenever an item starts or finishes a part anywhere, and the model recomputes
 //! the affected ends then: a sparse launch runs its few items at full sub-core and memory
@@ -43,11 +66,12 @@
 //! errs by at most one latency.
 //!
 //! Completion order is therefore physical: items differ in work (a vertex's degree, a bag's
-//! length: the kernels' costs depend on the data) and contend for their sub-core and for
-//! memory with whatever else runs; nothing random is added.
+//! length: the kernels' costs depend on the data), touch different channels (the addresses
+//! depend on the data too) and contend for their sub-core and for those channels with
+//! whatever else runs; nothing random is added.
 //!
-//! The CCM keeps its own timers (each sub-core's next end of an item's instructions, the next
-//! end of an item's memory traffic, the items' ends) and asks the emulator only to wake it at
+//! The CCM keeps its own timers (each sub-core's next end of an item's instructions, each
+//! channel's next end of an item's traffic on it, the items' ends) and asks the emulator only to wake it at
 //! the earliest of them ([`Ccm::take_wakes`], [`Ccm::on_wake`]); a wake that finds nothing
 //! due does nothing, so one left behind by a later change is harmless.
 //!

@@ -63,13 +63,14 @@ pub struct DeviceConfig {
     /// CCM clock (paper Table III: 2 GHz).
     pub ccm_mhz: u64,
     /// CXL memory bandwidth: paper Table III's DDR5-4800 x 16 channels, 4800 MT/s x 8 bytes x
-    /// 16 = 614.4 GB/s, split evenly over [`DeviceConfig::ccm_memory_channels`] (38.4 GB/s
-    /// each); each channel is shared by the µthreads with traffic outstanding on it.
+    /// 16 = 614.4 GB/s, split evenly over `ccm_memory_channels` (38.4 GB/s each); each
+    /// channel is shared equally by the µthreads with traffic outstanding on it.
     pub ccm_memory_gbps: f64,
     /// Device memory channels (1..=64; paper Table III: "CXL memory: DDR5_4800, 16 channels").
     /// An item's traffic goes to the channels its addresses map to
-    /// ([`DeviceConfig::ccm_channel_interleave_bytes`]); see `emulator::ccm`. 1: one pool of
-    /// [`DeviceConfig::ccm_memory_gbps`] shared by every item, whatever its addresses.
+    /// (`ccm_channel_interleave_bytes`), found by a dry run of its code when it starts; see
+    /// `emulator::ccm`. 1: one pool of `ccm_memory_gbps` shared equally by every item with
+    /// bytes to move, whatever its addresses (the model before channels).
     pub ccm_memory_channels: u32,
     /// Bytes of consecutive addresses on one channel before the next channel takes over
     /// (a power of two, 32..=1 MiB): M²NDP `m2ndp.config`, `channel_interleave_size=256` (its

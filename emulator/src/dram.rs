@@ -1,4 +1,5 @@
-//! Device memory: the HDM range the emulator owns.
+//! Device memory: the HDM range the emulator owns, and [`ChannelProfile`], the view through
+//! which the CCM finds the channels a work item's accesses map to (`crate::ccm`).
 //!
 //! The bytes live in a [`DeviceSegment`] (8-byte atomic words): an anonymous mapping
 //! in-process, a shared memory file when the emulator runs as its own process and an attached
