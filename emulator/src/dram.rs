@@ -603,19 +603,21 @@ mod profile_tests {
         let dram = DeviceDram::new(1 << 16);
         let mut counts = [0_u64; 4];
         let mut cache = BurstCache::default();
-        let profile = ChannelProfile::new(&dram, 4, 8, &mut counts, &mut cache);
-        // 1 KiB from 0: four 256-byte chunks, one per channel, 4 bursts each.
-        let mut buffer = [0_u8; 1024];
-        profile.read(DeviceAddress(0), &mut buffer).unwrap();
-        // Read again word by word: cached, not counted.
-        let mut word = [0_u8; 4];
-        for offset in (0..1024).step_by(4) {
-            profile.read(DeviceAddress(offset), &mut word).unwrap();
-        }
-        // One 4-byte gather at 0x8500: 256-byte chunk 0x85, channel 0x85 mod 4 = 1.
-        profile.read(DeviceAddress(0x8500), &mut word).unwrap();
-        assert_eq!(profile.bursts(), 17);
-        drop(profile);
+        let bursts = {
+            let profile = ChannelProfile::new(&dram, 4, 8, &mut counts, &mut cache);
+            // 1 KiB from 0: four 256-byte chunks, one per channel, 4 bursts each.
+            let mut buffer = [0_u8; 1024];
+            profile.read(DeviceAddress(0), &mut buffer).unwrap();
+            // Read again word by word: cached, not counted.
+            let mut word = [0_u8; 4];
+            for offset in (0..1024).step_by(4) {
+                profile.read(DeviceAddress(offset), &mut word).unwrap();
+            }
+            // One 4-byte gather at 0x8500: 256-byte chunk 0x85, channel 0x85 mod 4 = 1.
+            profile.read(DeviceAddress(0x8500), &mut word).unwrap();
+            profile.bursts()
+        };
+        assert_eq!(bursts, 17);
         assert_eq!(counts, [4, 5, 4, 4]);
     }
 
@@ -630,7 +632,6 @@ mod profile_tests {
             .write(DeviceAddress((1 << 16) - 4), &[7; 8])
             .is_err());
         assert_eq!(profile.bursts(), 1);
-        drop(profile);
         assert_eq!(counts, [0, 1]);
         let mut back = [0_u8; 8];
         dram.read(DeviceAddress(0x100), &mut back).unwrap();
