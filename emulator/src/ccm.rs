@@ -26,11 +26,36 @@
 //!   equal share unless its own cap is smaller, and what a capped item leaves goes to the
 //!   others), the fluid form of M²NDP's issue loop, which visits the µthreads' instruction
 //!   columns in turn and takes at most one instruction from each per cycle.
-//! - **Device memory bandwidth** ([`DeviceConfig::ccm_memory_gbps`]), shared equally by every
-//!   item of the device that still has bytes to move (processor sharing; the channels are
-//!   interleaved finely enough, M²NDP `channel_interleave_size=256`, that any item's traffic
-//!   spreads over all of them). The per-µthread issue limit on loads is already in the
-//!   vector-memory count of the first resource.
+//! - **Device memory**: by default one pool of [`DeviceConfig::ccm_memory_gbps`] shared
+//!   equally by every item with bytes to move, whatever its addresses
+//!   ([`DeviceConfig::ccm_memory_channels`] = 1; why the default is one pool, not Table III's
+//!   16 channels, is in that field's docs). With `ccm_memory_channels` = N > 1 (paper Table
+//!   III: DDR5-4800, 16 channels; each has [`DeviceConfig::ccm_memory_gbps`] / N, 38.4 GB/s
+//!   at 16), memory is N channels. Each channel is shared equally by the items with bytes outstanding on it (processor
+//!   sharing per channel). An item's bytes (its [`ItemCost::bytes`], which already charge a
+//!   random 4-byte access a whole burst) go to the channels its addresses map to, in
+//!   proportion to the DRAM bursts it touches on each: when the item starts, its kernel code
+//!   runs once on a read-only view of device memory ([`crate::dram::ChannelProfile`]: reads
+//!   pass through, writes are dropped) that maps each 64-byte burst it touches to channel
+//!   `(address / interleave) mod channels`, with M²NDP's interleave
+//!   ([`DeviceConfig::ccm_channel_interleave_bytes`], `channel_interleave_size=256`). Bursts
+//!   the CCM touched recently ([`crate::dram::BurstCache`], 128 KiB, M²NDP's L2 size) are not
+//!   counted again, so a vector every item reads (KNN's query) is not a hot spot, as in the
+//!   kernels' costs it comes from the scratchpad. An item whose dry run touches nothing
+//!   spreads its bytes evenly. The item's traffic is done when its part on every channel is;
+//!   a channel ends a part at the end of a burst slot (64 bytes at 38.4 GB/s: 1.67 ns).
+//!   Where the addresses depend on the data (the neighbours an SSSP or PageRank vertex
+//!   gathers, the embedding rows a DLRM bag looks up), so does the channel load, and with it
+//!   the order in which items finish. With one channel (the default) no dry run is made.
+//!
+//!   Not modelled: banks and row buffers. At DDR5-4800 (JESD79-5: tCK 0.417 ns; BL16 on a
+//!   32-bit sub-channel moves 64 bytes in 8 tCK, 3.33 ns; tRRD_S 8 tCK and tFAW 32 tCK allow
+//!   one activation per 3.33 ns per sub-channel) a channel can open a new row for every burst
+//!   it moves, so a gather of scattered bursts needs no more channel time than a stream: a
+//!   row miss costs latency (tRP + tRCD + CL, about 49 ns, against CL alone, 16.7 ns), not
+//!   bandwidth. The latency is the item's floor below, one access per item; bank conflicts
+//!   (two bursts on one bank within tRC, about 48 ns) are not modelled. The per-µthread issue
+//!   limit on loads is in the vector-memory count of the first resource.
 //!
 //! Shares change whenever an item starts or finishes a part anywhere, and the model recomputes
 //! the affected ends then: a sparse launch runs its few items at full sub-core and memory
@@ -43,11 +68,12 @@
 //! errs by at most one latency.
 //!
 //! Completion order is therefore physical: items differ in work (a vertex's degree, a bag's
-//! length: the kernels' costs depend on the data) and contend for their sub-core and for
-//! memory with whatever else runs; nothing random is added.
+//! length: the kernels' costs depend on the data), touch different channels (the addresses
+//! depend on the data too) and contend for their sub-core and for those channels with
+//! whatever else runs; nothing random is added.
 //!
-//! The CCM keeps its own timers (each sub-core's next end of an item's instructions, the next
-//! end of an item's memory traffic, the items' ends) and asks the emulator only to wake it at
+//! The CCM keeps its own timers (each sub-core's next end of an item's instructions, each
+//! channel's next end of an item's traffic on it, the items' ends) and asks the emulator only to wake it at
 //! the earliest of them ([`Ccm::take_wakes`], [`Ccm::on_wake`]); a wake that finds nothing
 //! due does nothing, so one left behind by a later change is harmless.
 //!
@@ -76,6 +102,7 @@
 //! is unchanged.
 
 use crate::config::{DeviceConfig, Scheduling};
+use crate::dram;
 use firmware::kernels::{ItemCost, Kernel};
 use shared_abi::Ticks;
 use std::cmp::Reverse;
@@ -126,6 +153,8 @@ struct Active {
     compute_end: Ticks,
     compute_done: bool,
     memory_done: bool,
+    /// Channels on which its traffic is still outstanding.
+    memory_parts: u32,
     /// The outcome of its kernel code, once run ahead of its end by an interleaved batch
     /// (`None`: not yet run; always `None` by default).
     outcome: Option<Result<(), firmware::FirmwareError>>,
@@ -160,7 +189,8 @@ struct SubCore {
     updated: Ticks,
 }
 
-/// Device memory bandwidth, shared equally by the items with traffic outstanding.
+/// One device-memory channel's bandwidth, shared equally by the items with traffic
+/// outstanding on it.
 #[derive(Debug)]
 struct MemoryShare {
     /// Bytes each sharing item has been served since the start (the processor-sharing virtual
@@ -169,8 +199,6 @@ struct MemoryShare {
     updated: Ticks,
     /// `(finish tag as f64 bits, slot)`: tags are non-negative, so their bits order like them.
     finishing: BinaryHeap<Reverse<(u64, u32)>>,
-    /// The projected end of the earliest tag ([`Ticks::NEVER`]: none).
-    next_end: Ticks,
 }
 
 /// The earliest of a fixed set of timers (the sub-cores' next ends): a tournament tree, so a
@@ -238,8 +266,14 @@ pub struct Ccm {
     vector_memory_units: f64,
     /// Ticks per CCM cycle.
     ticks_per_cycle: f64,
-    /// Device memory bandwidth in bytes per tick.
+    /// One memory channel's bandwidth in bytes per tick.
     bytes_per_tick: f64,
+    /// Memory channels.
+    channels: u32,
+    /// Ticks one channel takes to move one DRAM burst (at least 1): the grid its parts end on.
+    burst_ticks: u64,
+    /// `log2` of the channel interleave in bytes.
+    interleave_shift: u32,
     latency: Ticks,
     scheduling: Scheduling,
     running: Option<Running>,
@@ -253,9 +287,17 @@ pub struct Ccm {
     /// Scratch for dispatch and item ends: the sub-cores an item started on.
     scratch_touched: Vec<u32>,
     slots: Vec<Option<Active>>,
-    memory: MemoryShare,
-    /// Whether an item joined the memory share since its end was last scheduled.
-    memory_joined: bool,
+    /// The memory channels.
+    memory: Vec<MemoryShare>,
+    /// Each channel's projected earliest end of an item's traffic on it.
+    memory_timers: MinTree,
+    /// Channels an item joined since their ends were last scheduled (bit `c`: channel `c`;
+    /// at most 64 channels, `DeviceConfig::validate`).
+    memory_joined: u64,
+    /// Scratch for [`Ccm::start_next`]: the DRAM bursts the starting item moves, per channel.
+    scratch_bursts: Vec<u64>,
+    /// The bursts touched recently (not DRAM traffic when touched again).
+    burst_cache: dram::BurstCache,
     active_items: u32,
     busy_since: Ticks,
     busy_total: Ticks,
@@ -293,7 +335,12 @@ impl Ccm {
             vector_units: f64::from(config.ccm_vector_units.max(1)),
             vector_memory_units: f64::from(config.ccm_vector_memory_units.max(1)),
             ticks_per_cycle: (Ticks::PER_NS * 1000) as f64 / config.ccm_mhz.max(1) as f64,
-            bytes_per_tick: config.ccm_memory_gbps / Ticks::PER_NS as f64,
+            bytes_per_tick: config.ccm_memory_gbps
+                / f64::from(config.ccm_memory_channels.max(1))
+                / Ticks::PER_NS as f64,
+            channels: config.ccm_memory_channels.max(1),
+            burst_ticks: burst_ticks(config),
+            interleave_shift: config.ccm_channel_interleave_bytes.max(1).ilog2(),
             latency: Ticks::from_ns(config.ccm_memory_latency_ns),
             scheduling: config.scheduling,
             running: None,
@@ -312,13 +359,17 @@ impl Ccm {
             scratch_done: Vec::new(),
             scratch_touched: Vec::new(),
             slots: vec![None; slots as usize],
-            memory: MemoryShare {
-                served: 0.0,
-                updated: Ticks::ZERO,
-                finishing: BinaryHeap::new(),
-                next_end: Ticks::NEVER,
-            },
-            memory_joined: false,
+            memory: (0..config.ccm_memory_channels.max(1))
+                .map(|_| MemoryShare {
+                    served: 0.0,
+                    updated: Ticks::ZERO,
+                    finishing: BinaryHeap::new(),
+                })
+                .collect(),
+            memory_timers: MinTree::new(config.ccm_memory_channels.max(1) as usize),
+            memory_joined: 0,
+            scratch_bursts: vec![0; config.ccm_memory_channels.max(1) as usize],
+            burst_cache: dram::BurstCache::default(),
             active_items: 0,
             busy_since: Ticks::ZERO,
             busy_total: Ticks::ZERO,
@@ -358,7 +409,7 @@ impl Ccm {
             .ends
             .peek()
             .map_or(Ticks::NEVER, |&Reverse((at, _, _))| at);
-        sub_cores.min(self.memory.next_end).min(ends)
+        sub_cores.min(self.memory_timers.min().0).min(ends)
     }
 
     /// Asks for a wake at the earliest timer unless one at or before it is pending.
@@ -463,8 +514,12 @@ impl Ccm {
                 }
                 self.compute_due(now, sub_core);
             }
-            if self.memory.next_end <= now {
-                self.memory_due(now);
+            loop {
+                let (at, channel) = self.memory_timers.min();
+                if at > now {
+                    break;
+                }
+                self.memory_due(now, channel);
             }
             while let Some(&Reverse((at, _, slot))) = self.ends.peek() {
                 if at > now {
@@ -546,8 +601,8 @@ impl Ccm {
             return false;
         };
         // A kernel that cannot describe its item fails it at once (no work).
-        let cost = running
-            .kernel
+        let kernel = running.kernel;
+        let cost = kernel
             .item(item, memory)
             .map_or(ItemCost::ZERO, |spec| spec.cost);
         let Some(slot) = self.free_slot(sub_core) else {
@@ -572,6 +627,7 @@ impl Ccm {
             compute_end: now,
             compute_done: demand <= 0.0,
             memory_done: cost.bytes == 0,
+            memory_parts: 0,
             outcome: None,
         };
         if !active.compute_done {
@@ -588,10 +644,8 @@ impl Ccm {
             }
         }
         if !active.memory_done {
-            self.advance_memory(now);
-            let tag = self.memory.served + cost.bytes as f64;
-            self.memory.finishing.push(Reverse((tag.to_bits(), slot)));
-            self.memory_joined = true;
+            active.memory_parts = self.join_memory(now, slot, &kernel, item, cost.bytes, memory);
+            active.memory_done = active.memory_parts == 0;
         }
         if active.compute_done && active.memory_done {
             active.compute_end = now;
@@ -629,13 +683,68 @@ impl Ccm {
         }
     }
 
-    /// Accounts the memory served up to `now`.
-    fn advance_memory(&mut self, now: Ticks) {
-        let sharing = self.memory.finishing.len();
-        let elapsed = now.since(self.memory.updated).0 as f64;
-        self.memory.updated = now;
+    /// The item in `slot` starts moving `bytes` of device memory at `now`: its traffic joins
+    /// the channels its addresses map to, in proportion to the DRAM bursts it moves on each
+    /// ([`dram::ChannelProfile`], from a dry run of the item's code); when the dry run
+    /// touches nothing (or there is one channel), its bytes spread evenly over every channel.
+    /// Returns the number of channels joined.
+    fn join_memory<M: firmware::hal::DeviceMemory>(
+        &mut self,
+        now: Ticks,
+        slot: u32,
+        kernel: &Kernel,
+        item: u32,
+        bytes: u64,
+        memory: &M,
+    ) -> u32 {
+        let mut bursts = std::mem::take(&mut self.scratch_bursts);
+        bursts.iter_mut().for_each(|count| *count = 0);
+        let total = if self.channels > 1 {
+            let profile = dram::ChannelProfile::new(
+                memory,
+                self.channels,
+                self.interleave_shift,
+                &mut bursts,
+                &mut self.burst_cache,
+            );
+            // The outcome does not matter: what it touched before failing is its traffic.
+            let _ = kernel.execute(item, &profile);
+            profile.bursts()
+        } else {
+            0
+        };
+        let mut parts = 0;
+        for (channel, &count) in bursts.iter().enumerate() {
+            let share = if total == 0 {
+                bytes as f64 / f64::from(self.channels)
+            } else if count == 0 {
+                continue;
+            } else {
+                bytes as f64 * count as f64 / total as f64
+            };
+            let channel = channel as u32;
+            self.advance_memory(now, channel);
+            if let Some(entry) = self.memory.get_mut(channel as usize) {
+                let tag = entry.served + share;
+                entry.finishing.push(Reverse((tag.to_bits(), slot)));
+                parts += 1;
+                self.memory_joined |= 1 << (channel % 64);
+            }
+        }
+        self.scratch_bursts = bursts;
+        parts
+    }
+
+    /// Accounts the bytes `channel` served up to `now`.
+    fn advance_memory(&mut self, now: Ticks, channel: u32) {
+        let Some(entry) = self.memory.get_mut(channel as usize) else {
+            return;
+        };
+        let sharing = entry.finishing.len();
+        let elapsed = now.since(entry.updated).0 as f64;
+        entry.updated = now;
         if sharing > 0 && elapsed > 0.0 {
-            self.memory.served += elapsed * self.bytes_per_tick / sharing as f64;
+            entry.served += elapsed * self.bytes_per_tick / sharing as f64;
         }
     }
 
@@ -645,8 +754,11 @@ impl Ccm {
         for &sub_core in touched {
             self.reshare_sub_core(now, sub_core);
         }
-        if std::mem::take(&mut self.memory_joined) {
-            self.reschedule_memory(now);
+        let mut joined = std::mem::take(&mut self.memory_joined);
+        while joined != 0 {
+            let channel = joined.trailing_zeros();
+            joined &= joined - 1;
+            self.reschedule_memory(now, channel);
         }
     }
 
@@ -682,19 +794,27 @@ impl Ccm {
         self.sub_timers.set(sub_core, earliest);
     }
 
-    /// Projects the earliest end of memory traffic.
-    fn reschedule_memory(&mut self, now: Ticks) {
-        self.advance_memory(now);
-        let Some(&Reverse((bits, _))) = self.memory.finishing.peek() else {
-            self.memory.next_end = Ticks::NEVER;
+    /// Projects the earliest end of an item's traffic on `channel`.
+    fn reschedule_memory(&mut self, now: Ticks, channel: u32) {
+        self.advance_memory(now, channel);
+        let Some(entry) = self.memory.get(channel as usize) else {
             return;
         };
-        let sharing = self.memory.finishing.len() as f64;
-        let left = (f64::from_bits(bits) - self.memory.served).max(0.0);
+        let Some(&Reverse((bits, _))) = entry.finishing.peek() else {
+            self.memory_timers.set(channel, Ticks::NEVER);
+            return;
+        };
+        let sharing = entry.finishing.len() as f64;
+        let left = (f64::from_bits(bits) - entry.served).max(0.0);
         // Never now: a projection rounded to the tick it is made at would fire again and
         // again without the served bytes moving (the slack covers the rounding).
-        self.memory.next_end =
-            now.plus(ceil_ticks(left * sharing / self.bytes_per_tick).max(Ticks(1)));
+        let at = now.plus(ceil_ticks(left * sharing / self.bytes_per_tick).max(Ticks(1)));
+        // A channel moves whole bursts: a part ends at the end of a burst slot.
+        let at = Ticks(
+            at.0.div_ceil(self.burst_ticks)
+                .saturating_mul(self.burst_ticks),
+        );
+        self.memory_timers.set(channel, at);
     }
 
     /// The earliest projected instruction end of `sub_core` is due.
@@ -730,21 +850,33 @@ impl Ccm {
         self.reshare_sub_core(now, sub_core);
     }
 
-    /// The earliest projected end of memory traffic is due.
-    fn memory_due(&mut self, now: Ticks) {
-        self.advance_memory(now);
-        let limit = self.memory.served * (1.0 + MEMORY_SLACK) + MEMORY_SLACK;
-        while let Some(&Reverse((bits, slot))) = self.memory.finishing.peek() {
-            if f64::from_bits(bits) > limit {
-                break;
+    /// The earliest projected end of an item's traffic on `channel` is due.
+    fn memory_due(&mut self, now: Ticks, channel: u32) {
+        self.advance_memory(now, channel);
+        loop {
+            let Some(entry) = self.memory.get_mut(channel as usize) else {
+                return;
+            };
+            let limit = entry.served * (1.0 + MEMORY_SLACK) + MEMORY_SLACK;
+            match entry.finishing.peek() {
+                Some(&Reverse((bits, slot))) if f64::from_bits(bits) <= limit => {
+                    entry.finishing.pop();
+                    let mut finished = false;
+                    if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
+                        active.memory_parts = active.memory_parts.saturating_sub(1);
+                        if active.memory_parts == 0 {
+                            active.memory_done = true;
+                            finished = true;
+                        }
+                    }
+                    if finished {
+                        self.part_done(now, slot);
+                    }
+                }
+                _ => break,
             }
-            self.memory.finishing.pop();
-            if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
-                active.memory_done = true;
-            }
-            self.part_done(now, slot);
         }
-        self.reschedule_memory(now);
+        self.reschedule_memory(now, channel);
     }
 
     /// One part of the item in `slot` finished at `now`: if both have, its end is scheduled.
@@ -859,6 +991,23 @@ impl Ccm {
             }
         }
         ending_outcome
+    }
+}
+
+/// Ticks one memory channel takes to move one DRAM burst
+/// ([`firmware::kernels::DRAM_BURST_BYTES`] at `ccm_memory_gbps / ccm_memory_channels`),
+/// rounded to a whole tick, at least one: 10 ticks (1.67 ns) by default. One tick with a
+/// single channel: the pooled model, whose parts end at any tick.
+fn burst_ticks(config: &DeviceConfig) -> u64 {
+    if config.ccm_memory_channels <= 1 {
+        return 1;
+    }
+    let channel_gbps = config.ccm_memory_gbps / f64::from(config.ccm_memory_channels.max(1));
+    let ticks = firmware::kernels::DRAM_BURST_BYTES as f64 / channel_gbps * Ticks::PER_NS as f64;
+    if ticks.is_finite() && ticks >= 1.0 {
+        (ticks.round() as u64).max(1)
+    } else {
+        1
     }
 }
 
@@ -1009,13 +1158,83 @@ mod tests {
 
     /// A configuration whose sub-cores are so fast that every item is bound by memory, which
     /// moves 6 bytes per tick.
+    /// Memory-bound items (the clock makes instructions free) on one pooled channel of 6
+    /// bytes per tick.
     fn memory_bound(units: u32) -> DeviceConfig {
         DeviceConfig {
             ccm_memory_gbps: 36.0,
+            ccm_memory_channels: 1,
             ccm_memory_latency_ns: 0,
             ccm_mhz: 1_000_000,
             ..config(units, 1, 2, Scheduling::Rr)
         }
+    }
+
+    /// [`memory_bound`] with the same 6 bytes per tick split over two channels of 3,
+    /// interleaved every `interleave` bytes.
+    fn two_channels(units: u32, interleave: u64) -> DeviceConfig {
+        DeviceConfig {
+            ccm_memory_channels: 2,
+            ccm_channel_interleave_bytes: interleave,
+            ..memory_bound(units)
+        }
+    }
+
+    #[test]
+    fn items_on_one_channel_share_it_and_items_on_two_do_not() {
+        // Two KNN items of dim 64: 260 bytes each, rows of 256 bytes at 0x20_0000 and
+        // 0x20_0100; the query (0x1000) and the results (0x30_0000) fall on channel 0.
+        // Interleaved every 512 bytes, everything is on channel 0: the two items share its
+        // 3 bytes per tick, 520 / 3 -> 174 ticks (up to one burst slot later), twice as
+        // long as on one pooled channel of 6 bytes per tick (87). Interleaved every 256
+        // bytes, row 1 is on channel 1, where item 1 moves it without item 0: both end
+        // sooner than on one channel, and no sooner than on the pool.
+        let ends = |config: &DeviceConfig| -> Vec<Ticks> {
+            let mut ccm = Ccm::new(config);
+            run(&mut ccm, knn(2, 64), 2).iter().map(|e| e.2).collect()
+        };
+        let same = ends(&two_channels(2, 512));
+        let split = ends(&two_channels(2, 256));
+        let pooled = ends(&memory_bound(2));
+        assert_eq!(pooled, vec![Ticks(87), Ticks(87)]);
+        let slot = burst_ticks(&two_channels(2, 512));
+        for end in &same {
+            assert!(*end >= Ticks(174) && *end <= Ticks(174 + slot), "{same:?}");
+        }
+        assert!(split.iter().max() < same.iter().min(), "{split:?} {same:?}");
+        assert!(
+            split.iter().max() >= pooled.iter().max(),
+            "{split:?} {pooled:?}"
+        );
+    }
+
+    #[test]
+    fn the_item_whose_row_is_on_the_quiet_channel_ends_first() {
+        // Two identical KNN items (same work, same bytes): on one pooled channel they end
+        // together; on two channels interleaved every 256 bytes, item 1's row is on channel
+        // 1, which item 0 does not use, while item 0's query, row and result share channel
+        // 0: item 1 ends first. The order comes from the addresses alone.
+        let mut pooled = Ccm::new(&memory_bound(2));
+        let ended = run(&mut pooled, knn(2, 64), 2);
+        assert_eq!(ended[0].2, ended[1].2, "{ended:?}");
+        let mut split = Ccm::new(&two_channels(2, 256));
+        let ended = run(&mut split, knn(2, 64), 2);
+        assert_eq!(ended[0].0, 1, "{ended:?}");
+        assert!(ended[0].2 < ended[1].2, "{ended:?}");
+    }
+
+    #[test]
+    fn channel_timing_is_deterministic() {
+        let config = DeviceConfig {
+            ccm_memory_latency_ns: 0,
+            ..config(2, 2, 4, Scheduling::Rr)
+        };
+        let once = || {
+            let (kernel, mut memory) = uneven_items();
+            let mut ccm = Ccm::new(&config);
+            run_with(&mut ccm, kernel, 2, &mut memory)
+        };
+        assert_eq!(once(), once());
     }
 
     #[test]

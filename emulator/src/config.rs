@@ -21,6 +21,13 @@ pub const MAX_UTHREADS: u64 = 1 << 20;
 /// Most functional units (or issue slots) of one kind a sub-core may have.
 pub const MAX_UNITS_PER_SUB_CORE: u32 = 1024;
 
+/// Most device-memory channels a configuration may ask for (an item keeps one counter per
+/// channel while it starts).
+pub const MAX_MEMORY_CHANNELS: u32 = 64;
+
+/// Largest channel interleave a configuration may ask for: 1 MiB.
+pub const MAX_CHANNEL_INTERLEAVE_BYTES: u64 = 1 << 20;
+
 /// Most device memory a configuration may ask for, in MiB: 64 GiB. Device memory is one
 /// mapping of this size; the machine's available memory bounds it too
 /// ([`DeviceConfig::check_device_memory`]).
@@ -56,8 +63,28 @@ pub struct DeviceConfig {
     /// CCM clock (paper Table III: 2 GHz).
     pub ccm_mhz: u64,
     /// CXL memory bandwidth: paper Table III's DDR5-4800 x 16 channels, 4800 MT/s x 8 bytes x
-    /// 16 = 614.4 GB/s, shared by the µthreads that have device-memory traffic outstanding.
+    /// 16 = 614.4 GB/s, split evenly over `ccm_memory_channels` (38.4 GB/s each); each
+    /// channel is shared equally by the µthreads with traffic outstanding on it.
     pub ccm_memory_gbps: f64,
+    /// Device memory channels (1..=64; paper Table III: "CXL memory: DDR5_4800, 16 channels").
+    /// An item's traffic goes to the channels its addresses map to
+    /// (`ccm_channel_interleave_bytes`), found by a dry run of its code when it starts; see
+    /// `emulator::ccm`. 1: one pool of `ccm_memory_gbps` shared equally by every item with
+    /// bytes to move, whatever its addresses.
+    ///
+    /// The default is 1, not Table III's 16, for now: measured at paper scale on real data
+    /// (2026-12-02), 16 channels moved completion order under RR only a little (Figure 15's
+    /// in-order/out-of-order ratio: SSSP 1.02 to 1.09, PageRank 1.00 to 1.03, DLRM 1.01 to
+    /// 1.02; the paper's 1.74, 1.38, 1.41), made SSSP and PageRank deadlock at 12.5% slot
+    /// capacity (their largest consumption gap grew past the ring: SSSP 31 KB to 200 KB),
+    /// which the paper contradicts for SSSP, and took 2.1 times the evaluation's CPU time
+    /// (the dry run of every item). Until the deadlocks are understood and the dry run is
+    /// cheaper, 16 is a study setting (`axle run --config`), not the reproduction's.
+    pub ccm_memory_channels: u32,
+    /// Bytes of consecutive addresses on one channel before the next channel takes over
+    /// (a power of two, 32..=1 MiB): M²NDP `m2ndp.config`, `channel_interleave_size=256` (its
+    /// `memory_mapping` puts the channel bits at address bits 8 and up).
+    pub ccm_channel_interleave_bytes: u64,
     /// The latency of a work item's first device-memory access, a floor under the item's
     /// duration (see `emulator::ccm`): our assumption of an unloaded access, a DDR5-4800 row
     /// miss (tRP + tRCD + CL = 3 x 16.25 ns at JEDEC 40-39-39, about 49 ns) plus the way
@@ -128,6 +155,8 @@ impl Default for DeviceConfig {
             ccm_vector_memory_units: 1,
             ccm_mhz: 2000,
             ccm_memory_gbps: 614.4,
+            ccm_memory_channels: 1,
+            ccm_channel_interleave_bytes: 256,
             ccm_memory_latency_ns: 100,
             device_memory_mib: 256,
             scheduling: Scheduling::Rr,
@@ -212,6 +241,23 @@ impl DeviceConfig {
                 "the units of one kind a sub-core may have",
             )?;
         }
+        if self.ccm_memory_channels == 0 || self.ccm_memory_channels > MAX_MEMORY_CHANNELS {
+            return Err(ConfigError::OutOfRange {
+                field: "device.ccm_memory_channels".into(),
+                value: u64::from(self.ccm_memory_channels),
+                rule: format!("it must be 1..={MAX_MEMORY_CHANNELS}"),
+            });
+        }
+        let interleave = self.ccm_channel_interleave_bytes;
+        if !(interleave.is_power_of_two()
+            && (32..=MAX_CHANNEL_INTERLEAVE_BYTES).contains(&interleave))
+        {
+            return Err(ConfigError::OutOfRange {
+                field: "device.ccm_channel_interleave_bytes".into(),
+                value: interleave,
+                rule: format!("it must be a power of two in 32..={MAX_CHANNEL_INTERLEAVE_BYTES}"),
+            });
+        }
         let channel_limit = firmware::executor::MAX_IN_FLIGHT as u32;
         if self.dma_channels == 0 || self.dma_channels > channel_limit {
             return Err(ConfigError::OutOfRange {
@@ -240,6 +286,30 @@ impl DeviceConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_channels_and_interleave_are_bounded() {
+        let with = |ccm_memory_channels, ccm_channel_interleave_bytes| DeviceConfig {
+            ccm_memory_channels,
+            ccm_channel_interleave_bytes,
+            ..DeviceConfig::default()
+        };
+        assert!(with(1, 32).validate().is_ok());
+        assert!(with(64, 1 << 20).validate().is_ok());
+        for (channels, interleave, field) in [
+            (0, 256, "ccm_memory_channels"),
+            (65, 256, "ccm_memory_channels"),
+            (16, 16, "ccm_channel_interleave_bytes"),
+            (16, 384, "ccm_channel_interleave_bytes"),
+            (16, 2 << 20, "ccm_channel_interleave_bytes"),
+        ] {
+            let error = with(channels, interleave)
+                .validate()
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(field), "{error}");
+        }
+    }
 
     #[test]
     fn dma_channels_must_be_between_one_and_the_firmware_window() {

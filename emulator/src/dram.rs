@@ -1,4 +1,5 @@
-//! Device memory: the HDM range the emulator owns.
+//! Device memory: the HDM range the emulator owns, and [`ChannelProfile`], the view through
+//! which the CCM finds the channels a work item's accesses map to (`crate::ccm`).
 //!
 //! The bytes live in a [`DeviceSegment`] (8-byte atomic words): an anonymous mapping
 //! in-process, a shared memory file when the emulator runs as its own process and an attached
@@ -446,5 +447,194 @@ mod tests {
         let mut empty = [];
         assert!(dram.read(DeviceAddress(13), &mut empty).is_ok());
         assert!(dram.read(DeviceAddress(14), &mut empty).is_err());
+    }
+}
+
+/// The device-memory channels an item's accesses map to, from a dry run of its code: a
+/// read-only view of device memory that passes reads through, drops writes, and counts, per
+/// channel, the DRAM bursts ([`firmware::kernels::DRAM_BURST_BYTES`]) the accesses touch.
+///
+/// The channel of an address is `(address >> interleave_shift) mod channels` (M²NDP's
+/// `memory_mapping` puts the channel bits right above its `channel_interleave_size`). A burst
+/// found in the CCM's cache of recently touched bursts ([`BurstCache`]) is not counted: a
+/// µthread's 4-byte reads along an array, the lanes of one vector access, or a vector every
+/// item reads (KNN's query, which the kernels' costs take from the scratchpad) are not DRAM
+/// traffic, as the bytes of [`firmware::kernels::ItemCost`] do not count them.
+pub struct ChannelProfile<'a, M> {
+    inner: &'a M,
+    channels: u64,
+    interleave_shift: u32,
+    state: std::cell::RefCell<ProfileState<'a>>,
+}
+
+struct ProfileState<'a> {
+    counts: &'a mut [u64],
+    cache: &'a mut BurstCache,
+    total: u64,
+}
+
+impl<M> std::fmt::Debug for ChannelProfile<'_, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChannelProfile")
+            .field("channels", &self.channels)
+            .field("interleave_shift", &self.interleave_shift)
+            .field("bursts", &self.state.borrow().total)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The bursts the CCM touched recently, direct-mapped by burst address: 2,048 bursts of 64
+/// bytes, 128 KiB, the size of M²NDP's L2 data cache (`m2ndp.config`: `l2d_config=S:64:128:16`,
+/// 64 sets x 16 ways x 128-byte lines). Deterministic: the items fill it in the order they
+/// start.
+#[derive(Debug, Clone)]
+pub struct BurstCache {
+    tags: Vec<u64>,
+}
+
+/// Bursts a [`BurstCache`] holds.
+pub const BURST_CACHE_ENTRIES: usize = 2048;
+
+impl Default for BurstCache {
+    fn default() -> Self {
+        BurstCache {
+            tags: vec![u64::MAX; BURST_CACHE_ENTRIES],
+        }
+    }
+}
+
+impl BurstCache {
+    /// Whether `burst` (an address divided by the burst size) was cached; caches it.
+    fn touch(&mut self, burst: u64) -> bool {
+        let index = (burst % BURST_CACHE_ENTRIES as u64) as usize;
+        match self.tags.get_mut(index) {
+            Some(tag) if *tag == burst => true,
+            Some(tag) => {
+                *tag = burst;
+                false
+            }
+            None => false,
+        }
+    }
+}
+
+impl<'a, M: DeviceMemory> ChannelProfile<'a, M> {
+    /// A view of `inner` counting bursts into `counts` (one counter per channel, `channels`
+    /// of them; the caller zeroes them), past `cache`.
+    pub fn new(
+        inner: &'a M,
+        channels: u32,
+        interleave_shift: u32,
+        counts: &'a mut [u64],
+        cache: &'a mut BurstCache,
+    ) -> ChannelProfile<'a, M> {
+        ChannelProfile {
+            inner,
+            channels: u64::from(channels.max(1)),
+            interleave_shift,
+            state: std::cell::RefCell::new(ProfileState {
+                counts,
+                cache,
+                total: 0,
+            }),
+        }
+    }
+
+    /// Bursts counted so far, over every channel.
+    pub fn bursts(&self) -> u64 {
+        self.state.borrow().total
+    }
+
+    /// Counts the bursts of `[address, address + length)` that miss the cache.
+    fn touch(&self, address: DeviceAddress, length: usize) {
+        if length == 0 {
+            return;
+        }
+        let burst_shift = firmware::kernels::DRAM_BURST_BYTES.ilog2();
+        let first = address.0 >> burst_shift;
+        let last = address.0.saturating_add(length as u64 - 1) >> burst_shift;
+        let mut state = self.state.borrow_mut();
+        for burst in first..=last {
+            if state.cache.touch(burst) {
+                continue;
+            }
+            let channel = ((burst << burst_shift) >> self.interleave_shift) % self.channels;
+            if let Some(count) = state.counts.get_mut(channel as usize) {
+                *count += 1;
+                state.total += 1;
+            }
+        }
+    }
+}
+
+impl<M: DeviceMemory> DeviceMemory for ChannelProfile<'_, M> {
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+
+    #[inline]
+    fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
+        self.inner.read(address, buffer)?;
+        self.touch(address, buffer.len());
+        Ok(())
+    }
+
+    fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
+        // Dropped: the item's real run writes at its end. Bounds-checked as a write would be.
+        let fault = MemoryFault {
+            address,
+            length: data.len() as u64,
+        };
+        let end = address.0.checked_add(data.len() as u64).ok_or(fault)?;
+        if end > self.inner.size() {
+            return Err(fault);
+        }
+        self.touch(address, data.len());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod profile_tests {
+    use super::*;
+
+    #[test]
+    fn a_profile_counts_each_burst_once_on_the_channel_its_address_maps_to() {
+        let dram = DeviceDram::new(1 << 16);
+        let mut counts = [0_u64; 4];
+        let mut cache = BurstCache::default();
+        let bursts = {
+            let profile = ChannelProfile::new(&dram, 4, 8, &mut counts, &mut cache);
+            // 1 KiB from 0: four 256-byte chunks, one per channel, 4 bursts each.
+            let mut buffer = [0_u8; 1024];
+            profile.read(DeviceAddress(0), &mut buffer).unwrap();
+            // Read again word by word: cached, not counted.
+            let mut word = [0_u8; 4];
+            for offset in (0..1024).step_by(4) {
+                profile.read(DeviceAddress(offset), &mut word).unwrap();
+            }
+            // One 4-byte gather at 0x8500: 256-byte chunk 0x85, channel 0x85 mod 4 = 1.
+            profile.read(DeviceAddress(0x8500), &mut word).unwrap();
+            profile.bursts()
+        };
+        assert_eq!(bursts, 17);
+        assert_eq!(counts, [4, 5, 4, 4]);
+    }
+
+    #[test]
+    fn a_profile_drops_writes_and_counts_them() {
+        let dram = DeviceDram::new(1 << 16);
+        let mut counts = [0_u64; 2];
+        let mut cache = BurstCache::default();
+        let profile = ChannelProfile::new(&dram, 2, 8, &mut counts, &mut cache);
+        profile.write(DeviceAddress(0x100), &[7; 8]).unwrap();
+        assert!(profile
+            .write(DeviceAddress((1 << 16) - 4), &[7; 8])
+            .is_err());
+        assert_eq!(profile.bursts(), 1);
+        assert_eq!(counts, [0, 1]);
+        let mut back = [0_u8; 8];
+        dram.read(DeviceAddress(0x100), &mut back).unwrap();
+        assert_eq!(back, [0; 8]);
     }
 }
