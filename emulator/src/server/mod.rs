@@ -13,14 +13,17 @@
 //! 2. the host's [`SessionRequest`] with its physical-memory segment (refused unless the host
 //!    speaks this build's turn protocol, `cosim_link::turn::PROTOCOL`); the emulator maps it,
 //!    creates device memory ([`DeviceSegment::shared`]) and the turn page, and answers with
-//!    [`SessionReady`] and both descriptors;
+//!    [`SessionReady`] and both descriptors (when the request came right behind the hello,
+//!    as this build's host sends it, the hello's answer waits and goes out just before the
+//!    [`SessionReady`] or the refusal: one wake-up of the host for both steps);
 //! 3. the unchanged [`Emulator::run`] with a `RemoteHost` as the host: each turn goes over
 //!    the turn page (`cosim_link::turn`) with the device's horizon, the time of its next
 //!    event; the host takes on its own the turns it asks for before the horizon while it
 //!    makes no link call, and its link calls are replayed onto the emulator's link, so the
 //!    run is the in-process run, event for event;
-//! 4. the page is marked finished and a [`SessionEnd`] carries the outcome and the device's
-//!    counters back; the host closes.
+//! 4. a [`SessionEnd`] carries the outcome and the device's counters back and then the page
+//!    is marked finished (the host wakes once and finds the outcome waiting); the host
+//!    closes.
 //!
 //! A wall-clock session (`axle run --clock wall --attach`; [`Setup::wall`]) attaches the same
 //! way, with the host's eventfd (its interrupt line) as a second descriptor in step 2; step 3

@@ -1,7 +1,7 @@
 //! One host's session, from its hello to its end (steps 1 to 4 of the parent module's docs),
 //! in virtual time or on the wall clock.
 
-use super::accept::Signals;
+use super::accept::{Reaper, Signals};
 use super::limits::prepare;
 use super::remote_host::RemoteHost;
 use super::{ServeOptions, SessionError, WallSetup, ATTACH_STEP_TIMEOUT};
@@ -48,6 +48,7 @@ pub(super) fn session(
     pid: i32,
     signals: &mut Signals,
     options: &ServeOptions,
+    reaper: &mut Reaper,
 ) -> Result<String, SessionError> {
     stream.set_read_timeout(Some(ATTACH_STEP_TIMEOUT))?;
     let mut hello = Hello::new_zeroed();
@@ -121,15 +122,45 @@ pub(super) fn session(
     )?;
     drop(register_fd);
     drop(page_fd);
+    let run = run_session(
+        stream,
+        pid,
+        signals,
+        options,
+        &mut emulator,
+        &page,
+        wall,
+        interrupt_line,
+        limit_ns,
+    );
+    // The session's memory (device memory, the host's segment, the turn page) is unmapped
+    // and closed on the reaper's thread, while this thread accepts the next host.
+    reaper.reap((emulator, page));
+    run
+}
+
+/// Steps 3 and 4: the run, in virtual time or on the wall clock, and its outcome.
+#[allow(clippy::too_many_arguments)]
+fn run_session(
+    stream: &UnixStream,
+    pid: i32,
+    signals: &mut Signals,
+    options: &ServeOptions,
+    emulator: &mut Emulator,
+    page: &TurnPage,
+    wall: Option<WallSetup>,
+    interrupt_line: Option<std::os::fd::OwnedFd>,
+    limit_ns: u64,
+) -> Result<String, SessionError> {
     stream.set_read_timeout(None)?;
     log::info!("emu: host pid {pid}: segments exchanged; the run starts");
 
     if let (Some(wall), Some(line)) = (wall, interrupt_line) {
-        return wall_session(stream, &mut emulator, wall, line, signals, options);
+        return wall_session(stream, emulator, wall, line, signals, options);
     }
 
     let mut host = RemoteHost {
-        page: &page,
+        page,
         peer: stream,
         signals,
         pending: DeviceTurn::default(),
@@ -194,6 +225,7 @@ pub(super) fn session(
     // The host closes once it has the outcome.
     stream.set_read_timeout(Some(ATTACH_STEP_TIMEOUT))?;
     let mut rest = [0u8; 64];
+    let mut reader = stream;
     let _ = reader.read(&mut rest);
     Ok(match outcome {
         Ok(()) => format!(
