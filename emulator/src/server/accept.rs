@@ -230,10 +230,10 @@ fn serve_host_connection(
     match session(&stream, pid, signals, options, reaper) {
         Ok(summary) => log::info!("emu: host pid {pid} detached after its run ({summary})"),
         Err(SessionError::HostDied(when)) => log::warn!(
-            "emu: host pid {pid} died {when}; its segments are freed; ready for the next host"
+            "emu: host pid {pid} died {when}; its segments are being freed; ready for the next host"
         ),
         Err(error @ SessionError::Silent { .. }) => log::warn!(
-            "emu: host pid {pid}: {error}; its segments are freed; ready for the next host"
+            "emu: host pid {pid}: {error}; its segments are being freed; ready for the next host"
         ),
         Err(error @ SessionError::AbiMismatch { .. }) => {
             log::warn!("emu: host pid {pid}: {error}")

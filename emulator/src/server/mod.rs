@@ -2,7 +2,9 @@
 //!
 //! The server binds a Unix stream socket (created with mode 0600), serves one host at a time,
 //! and survives each: a host that finishes, is refused, or dies mid-run is logged, its
-//! segments are unmapped and closed, and the next host may attach. SIGINT, SIGTERM and SIGHUP
+//! segments are unmapped and closed, and the next host may attach (the segments of a session
+//! that ran are freed on a thread of their own while the next host attaches,
+//! `accept::Reaper`, one session at a time). SIGINT, SIGTERM and SIGHUP
 //! (taken through a signalfd, so no handler code runs asynchronously) end the server, which
 //! removes its socket file on the way out.
 //!
@@ -40,7 +42,9 @@
 //! A host is another process, possibly broken or hostile. Whatever it sends, the emulator
 //! refuses it with a reason that names the value and the limit, detaches that host, frees
 //! everything the session held (descriptors, mappings, device memory, the turn page: they are
-//! owned values dropped when the session ends, on every path), and serves the next host.
+//! owned values dropped when the session ends, on every path; those of a session that got to
+//! its run on the freeing thread, which the next session's end waits for), and serves the
+//! next host.
 //!
 //! - **Descriptors.** Every descriptor that arrives with a message is owned (`OwnedFd`) from
 //!   the moment `recvmsg` returns, including those past the expected count; the control buffer

@@ -87,7 +87,11 @@ pub(super) fn session(
     }
     let opened = open_session(stream);
     if deferred {
-        answer()?;
+        let answered = answer();
+        // A failure to set up says more than a failure to answer because of it.
+        if let (Err(_), Ok(_)) = (&answered, &opened) {
+            answered?;
+        }
     }
     let Opened {
         mut emulator,
@@ -129,9 +133,11 @@ pub(super) fn session(
         options,
         &mut emulator,
         &page,
-        wall,
-        interrupt_line,
-        limit_ns,
+        RunSetup {
+            wall,
+            interrupt_line,
+            limit_ns,
+        },
     );
     // The session's memory (device memory, the host's segment, the turn page) is unmapped
     // and closed on the reaper's thread, while this thread accepts the next host.
@@ -139,8 +145,14 @@ pub(super) fn session(
     run
 }
 
+/// What the run of a session needs besides the emulator and the page.
+struct RunSetup {
+    wall: Option<WallSetup>,
+    interrupt_line: Option<std::os::fd::OwnedFd>,
+    limit_ns: u64,
+}
+
 /// Steps 3 and 4: the run, in virtual time or on the wall clock, and its outcome.
-#[allow(clippy::too_many_arguments)]
 fn run_session(
     stream: &UnixStream,
     pid: i32,
@@ -148,10 +160,13 @@ fn run_session(
     options: &ServeOptions,
     emulator: &mut Emulator,
     page: &TurnPage,
-    wall: Option<WallSetup>,
-    interrupt_line: Option<std::os::fd::OwnedFd>,
-    limit_ns: u64,
+    setup: RunSetup,
 ) -> Result<String, SessionError> {
+    let RunSetup {
+        wall,
+        interrupt_line,
+        limit_ns,
+    } = setup;
     stream.set_read_timeout(None)?;
     log::info!("emu: host pid {pid}: segments exchanged; the run starts");
 
