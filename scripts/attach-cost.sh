@@ -18,6 +18,7 @@
 # machine whose load drifts during a pair weighs on both kinds alike. Exits 1 if any attached
 # JSON differs from its in-process twin (or a run fails). Needs bash 5 ($EPOCHREALTIME).
 set -euo pipefail
+export LC_ALL=C # a decimal point in EPOCHREALTIME and in printf
 
 BIN=target/release/axle
 RUNS=5
