@@ -510,6 +510,43 @@ fn a_host_speaking_another_turn_protocol_is_refused_by_name_and_the_next_host_se
     emulator.serves_an_honest_host(idle, "a host speaking another turn protocol");
 }
 
+/// A host of this build sends its session request right behind its hello; an emulator that
+/// finds it waiting holds the hello's answer back until the session is set up, and must still
+/// send that answer before anything else, a refusal included (else the host would read the
+/// refusal's frame as the answer).
+#[test]
+fn a_request_sent_behind_the_hello_is_answered_first_and_then_refused_by_name() {
+    let scratch = Scratch::new("hostile", "pipelined");
+    let mut emulator = EmulatorProcess::start(&scratch, &[]);
+    let idle = emulator.held();
+    let segment = sealed_memfd("hostile-host-memory", 4096).unwrap();
+    let setup = setup_json(&honest_setup());
+    let socket = UnixStream::connect(&emulator.socket).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    (&socket)
+        .write_all(Hello::new(ABI_VERSION).as_bytes())
+        .unwrap();
+    let client = Client { socket };
+    let older = cosim_link::turn::PROTOCOL - 1;
+    client.request_speaking(older, 4096, &setup, &[segment.as_fd()]);
+    let mut answer = HelloAnswer::new_zeroed();
+    (&client.socket).read_exact(answer.as_mut_bytes()).unwrap();
+    assert_eq!(
+        (answer.magic, answer.status),
+        (shared_abi::ABI_MAGIC, Status::Ok.code())
+    );
+    let reason = client.refused();
+    assert!(
+        reason.contains(&format!("the host speaks turn protocol {older}")),
+        "{reason}"
+    );
+    drop(client);
+    emulator.back_to(idle, "a host that asked before the answer");
+    emulator.serves_an_honest_host(idle, "a host that asked before the answer");
+}
+
 /// What a lying host does to the turn page (the page, and the page mapped as raw words).
 type Lie<'a> = dyn Fn(&TurnPage, &MappedWords) + 'a;
 

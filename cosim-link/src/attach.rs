@@ -13,11 +13,16 @@
 //! 2. The host creates its physical memory as an anonymous sealed segment
 //!    ([`crate::shm::MappedWords`]) and sends it with a [`SessionRequest`] (SCM_RIGHTS); the
 //!    emulator maps it, creates device memory and the turn page, and sends both back with a
-//!    [`SessionReady`] that also announces the device's data window.
+//!    [`SessionReady`] that also announces the device's data window. The host sends its
+//!    request right behind its hello, without waiting for the answer; an emulator that finds
+//!    the request already waiting sends the answer with the [`SessionReady`], so each side
+//!    wakes once for the two steps (a host that waits for the answer first is answered at
+//!    once). The answer always comes before a refusal of the request.
 //! 3. The host loads its data set into the device memory segment (untimed set-up), then
 //!    the run goes turn by turn over the turn page ([`crate::turn::serve_host`]).
-//! 4. When `Emulator::run` returns, the emulator marks the page finished and sends a
-//!    [`SessionEnd`] with the outcome and the device's counters; the host closes.
+//! 4. When `Emulator::run` returns, the emulator sends a [`SessionEnd`] with the outcome and
+//!    the device's counters, then marks the page finished (so the host, woken by the flag,
+//!    finds the outcome waiting); the host closes.
 //!
 //! Control messages after the hello are framed as `kind: u32, length: u32` (little-endian)
 //! and a JSON body, with descriptors attached to the first byte. A dead peer (socket

@@ -77,9 +77,44 @@ impl Attachment {
         socket.set_read_timeout(Some(ATTACH_TIMEOUT))?;
         let hello = Hello::new(options.abi_version);
         (&socket).write_all(hello.as_bytes())?;
+        // The session request follows the hello at once, before the answer: the emulator
+        // finds both waiting when it accepts, and answers both in one go (one wake-up of
+        // each side instead of two). If the hello is refused, the request (and the segment
+        // it carries, closed by the kernel with the connection) is never read.
+        let (memory, memory_fd) =
+            MappedWords::create("axle-host-memory", options.host_memory_bytes)?;
+        if let Err(error) = memory.lock_on_fault() {
+            log::warn!("{}", memlock_advice(options.host_memory_bytes, &error));
+        }
+        let interrupts = if options.interrupt_line {
+            Some(
+                EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+                    .map_err(std::io::Error::from)?,
+            )
+        } else {
+            None
+        };
+        let mut fds = vec![std::os::fd::AsFd::as_fd(&memory_fd)];
+        fds.extend(interrupts.as_ref().map(std::os::fd::AsFd::as_fd));
+        // A refusing emulator may close before the request goes out: its answer, read
+        // next, says why; the failed send is reported only if the answer was a yes.
+        let requested = send_message(
+            &socket,
+            MessageKind::Session,
+            &SessionRequest {
+                host_memory_bytes: options.host_memory_bytes,
+                device_setup: options.device_setup.clone(),
+                turn_protocol: cosim_link::turn::PROTOCOL,
+            },
+            &fds,
+        );
+        drop(fds);
+        drop(memory_fd);
         let mut answer = HelloAnswer::new_zeroed();
         (&socket).read_exact(answer.as_mut_bytes()).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof
+                || e.kind() == std::io::ErrorKind::ConnectionReset
+            {
                 AttachError::EmulatorDied("during the hello")
             } else {
                 AttachError::from_io(
@@ -106,34 +141,7 @@ impl Attachment {
             path.display(),
             answer.version
         );
-
-        let (memory, memory_fd) =
-            MappedWords::create("axle-host-memory", options.host_memory_bytes)?;
-        if let Err(error) = memory.lock_on_fault() {
-            log::warn!("{}", memlock_advice(options.host_memory_bytes, &error));
-        }
-        let interrupts = if options.interrupt_line {
-            Some(
-                EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
-                    .map_err(std::io::Error::from)?,
-            )
-        } else {
-            None
-        };
-        let mut fds = vec![std::os::fd::AsFd::as_fd(&memory_fd)];
-        fds.extend(interrupts.as_ref().map(std::os::fd::AsFd::as_fd));
-        send_message(
-            &socket,
-            MessageKind::Session,
-            &SessionRequest {
-                host_memory_bytes: options.host_memory_bytes,
-                device_setup: options.device_setup.clone(),
-                turn_protocol: cosim_link::turn::PROTOCOL,
-            },
-            &fds,
-        )?;
-        drop(fds);
-        drop(memory_fd);
+        requested?;
         let (ready, fds): (SessionReady, _) = receive_message(
             &socket,
             MessageKind::Ready,

@@ -64,7 +64,8 @@
 //! (the device computing between two interrupts) cost one wake-up, and the waiter's core is
 //! free meanwhile. The budget is measured, not guessed ([`spin`]): each side measures what a
 //! sleep costs it (the time from the peer's hand-over, word 3, to running again) and whether
-//! the machine has a core to spare (the kernel's CPU pressure). With a core to spare it
+//! the machine has a core to spare (the kernel's CPU pressure, and whether more tasks are
+//! runnable than there are CPUs when it samples). With a core to spare it
 //! spins ten wake-ups (a wait that sleeps then pays at most a tenth more), on a contended
 //! machine one wake-up and at most 20 µs, since there the spinning core is taken from
 //! someone, the peer included.

@@ -8,6 +8,13 @@
 //!   (`/proc/pressure/cpu`, the share of time some runnable task waited for a CPU), sampled
 //!   at most every [`SAMPLE_PERIOD`] ([`Spin::refresh`]; before a second sample, the
 //!   kernel's own ten-second average). Above [`CONTENDED_SHARE`] the machine is contended.
+//!   So it is, too, when at that sample more tasks are runnable than there are CPUs this
+//!   process may run on (`/proc/loadavg`, the kernel's count at that instant, which includes
+//!   this side and the peer it just handed the turn to): a machine whose every other core
+//!   runs someone's build shows little pressure until the two sides compete, and a spinning
+//!   waiter there takes the core the peer needs (a 2-core machine with one busy core: the
+//!   peer would share a core with the spinner or the build, a third of its time lost while
+//!   the waiter spins, where the in-process run loses nothing).
 //!
 //! On a machine with a core to spare, a spinning waiter costs nothing but power, and a wait
 //! that ends asleep costs `L` on top of the wait: spinning for [`UNCONTENDED_FACTOR`] times
@@ -81,15 +88,54 @@ pub struct Spin {
     origin: Instant,
     /// Where the pressure comes from (`cpu_pressure`, or a test's readings).
     read: fn() -> Option<Pressure>,
+    /// Where the count of runnable tasks comes from (`runnable_tasks`, or a test's).
+    runnable: fn() -> Option<u64>,
+    /// The CPUs this process may run on.
+    cpus: u64,
+}
+
+/// The kernel's count of runnable tasks at this instant (`/proc/loadavg`, the `R` of its
+/// fourth field `R/T`); `None` where it is not reported.
+pub fn runnable_tasks() -> Option<u64> {
+    parse_runnable(&std::fs::read_to_string("/proc/loadavg").ok()?)
+}
+
+/// The runnable count of a `/proc/loadavg` text (`0.50 0.40 0.30 3/120 4567`).
+pub fn parse_runnable(text: &str) -> Option<u64> {
+    text.split_whitespace()
+        .nth(3)?
+        .split_once('/')?
+        .0
+        .parse()
+        .ok()
+}
+
+/// A reader of the runnable count that never has one (tests that judge by pressure only).
+fn unreported_runnable() -> Option<u64> {
+    None
 }
 
 impl Spin {
-    /// A budget fed by the kernel's CPU pressure.
+    /// A budget fed by the kernel's CPU pressure and runnable count.
     pub fn new() -> Spin {
-        Spin::reading(cpu_pressure)
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+        Spin::counting(cpu_pressure, runnable_tasks, cpus)
     }
 
-    /// A budget fed by `read`.
+    /// A budget fed by the pressure `read`, the runnable count `runnable` and `cpus` CPUs.
+    pub fn counting(
+        read: fn() -> Option<Pressure>,
+        runnable: fn() -> Option<u64>,
+        cpus: u64,
+    ) -> Spin {
+        Spin {
+            runnable,
+            cpus,
+            ..Spin::reading(read)
+        }
+    }
+
+    /// A budget fed by the pressure `read` alone.
     pub fn reading(read: fn() -> Option<Pressure>) -> Spin {
         Spin {
             wake_ns: AtomicU64::new(FIRST_WAKE_UP.as_nanos() as u64),
@@ -98,6 +144,8 @@ impl Spin {
             total_us: AtomicU64::new(u64::MAX),
             origin: Instant::now(),
             read,
+            runnable: unreported_runnable,
+            cpus: u64::MAX,
         }
     }
 
@@ -122,8 +170,9 @@ impl Spin {
             let elapsed_us = (now_ns.saturating_sub(last_ns) as f64 / 1e3).max(1.0);
             waited_us / elapsed_us
         };
+        let crowded = (self.runnable)().is_some_and(|runnable| runnable > self.cpus);
         self.contended
-            .store(share > CONTENDED_SHARE, Ordering::Relaxed);
+            .store(share > CONTENDED_SHARE || crowded, Ordering::Relaxed);
     }
 
     /// A wait slept and woke `wake_ns` nanoseconds after the peer's hand-over: moves the
@@ -225,6 +274,32 @@ mod tests {
             spin.slept(0);
         }
         assert_eq!(spin.budget(), MIN_SPIN);
+    }
+
+    #[test]
+    fn more_runnable_tasks_than_cpus_is_contended_even_without_pressure() {
+        fn three() -> Option<u64> {
+            Some(3)
+        }
+        fn two() -> Option<u64> {
+            Some(2)
+        }
+        // Two CPUs, the two sides and someone's build runnable: a spinner takes the peer's core.
+        let spin = Spin::counting(idle, three, 2);
+        spin.refresh();
+        assert!(spin.contended());
+        assert_eq!(spin.budget(), FIRST_WAKE_UP.min(CONTENDED_MAX));
+        // The two sides alone on two CPUs: a core to spare for each.
+        let spin = Spin::counting(idle, two, 2);
+        spin.refresh();
+        assert!(!spin.contended());
+        // No count reported: the pressure decides alone.
+        let spin = Spin::counting(idle, unreported_runnable, 2);
+        spin.refresh();
+        assert!(!spin.contended());
+        assert_eq!(parse_runnable("0.50 0.40 0.30 3/120 4567\n"), Some(3));
+        assert_eq!(parse_runnable("0.50 0.40 0.30"), None);
+        assert!(runnable_tasks().is_some_and(|runnable| runnable >= 1));
     }
 
     #[test]

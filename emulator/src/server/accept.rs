@@ -106,6 +106,40 @@ impl Signals {
     }
 }
 
+/// Frees a finished session's memory on a thread of its own, so that unmapping and closing
+/// its segments (a second of work for DLRM's gigabyte of device memory on a busy machine)
+/// does not keep the next host from being accepted. At most one session is being freed at a
+/// time: the next one waits for it, so the memory held never exceeds two sessions' worth.
+#[derive(Debug, Default)]
+pub(super) struct Reaper {
+    freeing: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Reaper {
+    /// Drops `session` on a thread of its own (here if no thread can be started), after the
+    /// session before it is freed.
+    pub(super) fn reap<T: Send + 'static>(&mut self, session: T) {
+        self.wait();
+        let spawned = std::thread::Builder::new()
+            .name("emu-free".into())
+            .spawn(move || drop(session));
+        match spawned {
+            Ok(handle) => self.freeing = Some(handle),
+            // The closure, and the session with it, was dropped here.
+            Err(error) => log::debug!("emu: freed a session in line: {error}"),
+        }
+    }
+
+    /// Waits until the last session handed over is freed.
+    pub(super) fn wait(&mut self) {
+        if let Some(handle) = self.freeing.take() {
+            if handle.join().is_err() {
+                log::error!("emu: freeing a session's memory panicked");
+            }
+        }
+    }
+}
+
 /// Binds `path` with mode 0600, replacing a stale socket left by a killed server.
 fn bind(path: &Path) -> Result<(UnixListener, SocketFile), ServerError> {
     let bind_error = |error| ServerError::Bind {
@@ -140,6 +174,7 @@ fn bind(path: &Path) -> Result<(UnixListener, SocketFile), ServerError> {
 /// Serves hosts on the socket `path` until SIGINT, SIGTERM or SIGHUP.
 pub fn serve(path: &Path, options: &ServeOptions) -> Result<(), ServerError> {
     let mut signals = Signals::new()?;
+    let mut reaper = Reaper::default();
     let (listener, socket_file) = bind(path)?;
     log::info!(
         "emu: serving on {} (ABI version {ABI_VERSION}, layout hash {LAYOUT_HASH:#018x}); one host at a time; a host that keeps its turn more than {} s is detached",
@@ -148,7 +183,7 @@ pub fn serve(path: &Path, options: &ServeOptions) -> Result<(), ServerError> {
     );
     while !signals.stop_requested() {
         match listener.accept() {
-            Ok((stream, _)) => serve_host_connection(stream, &mut signals, options),
+            Ok((stream, _)) => serve_host_connection(stream, &mut signals, options, &mut reaper),
             Err(error) if error.kind() == ErrorKind::WouldBlock => {
                 // Sleep until a host connects or a signal arrives.
                 let mut ready = [
@@ -173,12 +208,18 @@ pub fn serve(path: &Path, options: &ServeOptions) -> Result<(), ServerError> {
     if let Some(signal) = signals.received {
         log::info!("emu: {signal} received; shutting down");
     }
+    reaper.wait();
     drop(socket_file);
     Ok(())
 }
 
 /// One host, from connection to detach; every way it can end is logged here.
-fn serve_host_connection(stream: UnixStream, signals: &mut Signals, options: &ServeOptions) {
+fn serve_host_connection(
+    stream: UnixStream,
+    signals: &mut Signals,
+    options: &ServeOptions,
+    reaper: &mut Reaper,
+) {
     let credentials =
         nix::sys::socket::getsockopt(&stream.as_fd(), nix::sys::socket::sockopt::PeerCredentials);
     let pid = credentials.map_or(-1, |c| c.pid());
@@ -186,13 +227,13 @@ fn serve_host_connection(stream: UnixStream, signals: &mut Signals, options: &Se
         log::error!("emu: host pid {pid}: {error}");
         return;
     }
-    match session(&stream, pid, signals, options) {
+    match session(&stream, pid, signals, options, reaper) {
         Ok(summary) => log::info!("emu: host pid {pid} detached after its run ({summary})"),
         Err(SessionError::HostDied(when)) => log::warn!(
-            "emu: host pid {pid} died {when}; its segments are freed; ready for the next host"
+            "emu: host pid {pid} died {when}; its segments are being freed; ready for the next host"
         ),
         Err(error @ SessionError::Silent { .. }) => log::warn!(
-            "emu: host pid {pid}: {error}; its segments are freed; ready for the next host"
+            "emu: host pid {pid}: {error}; its segments are being freed; ready for the next host"
         ),
         Err(error @ SessionError::AbiMismatch { .. }) => {
             log::warn!("emu: host pid {pid}: {error}")

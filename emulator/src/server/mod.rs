@@ -2,7 +2,9 @@
 //!
 //! The server binds a Unix stream socket (created with mode 0600), serves one host at a time,
 //! and survives each: a host that finishes, is refused, or dies mid-run is logged, its
-//! segments are unmapped and closed, and the next host may attach. SIGINT, SIGTERM and SIGHUP
+//! segments are unmapped and closed, and the next host may attach (the segments of a session
+//! that ran are freed on a thread of their own while the next host attaches,
+//! `accept::Reaper`, one session at a time). SIGINT, SIGTERM and SIGHUP
 //! (taken through a signalfd, so no handler code runs asynchronously) end the server, which
 //! removes its socket file on the way out.
 //!
@@ -13,14 +15,17 @@
 //! 2. the host's [`SessionRequest`] with its physical-memory segment (refused unless the host
 //!    speaks this build's turn protocol, `cosim_link::turn::PROTOCOL`); the emulator maps it,
 //!    creates device memory ([`DeviceSegment::shared`]) and the turn page, and answers with
-//!    [`SessionReady`] and both descriptors;
+//!    [`SessionReady`] and both descriptors (when the request came right behind the hello,
+//!    as this build's host sends it, the hello's answer waits and goes out just before the
+//!    [`SessionReady`] or the refusal: one wake-up of the host for both steps);
 //! 3. the unchanged [`Emulator::run`] with a `RemoteHost` as the host: each turn goes over
 //!    the turn page (`cosim_link::turn`) with the device's horizon, the time of its next
 //!    event; the host takes on its own the turns it asks for before the horizon while it
 //!    makes no link call, and its link calls are replayed onto the emulator's link, so the
 //!    run is the in-process run, event for event;
-//! 4. the page is marked finished and a [`SessionEnd`] carries the outcome and the device's
-//!    counters back; the host closes.
+//! 4. a [`SessionEnd`] carries the outcome and the device's counters back and then the page
+//!    is marked finished (the host wakes once and finds the outcome waiting); the host
+//!    closes.
 //!
 //! A wall-clock session (`axle run --clock wall --attach`; [`Setup::wall`]) attaches the same
 //! way, with the host's eventfd (its interrupt line) as a second descriptor in step 2; step 3
@@ -37,7 +42,9 @@
 //! A host is another process, possibly broken or hostile. Whatever it sends, the emulator
 //! refuses it with a reason that names the value and the limit, detaches that host, frees
 //! everything the session held (descriptors, mappings, device memory, the turn page: they are
-//! owned values dropped when the session ends, on every path), and serves the next host.
+//! owned values dropped when the session ends, on every path; those of a session that got to
+//! its run on the freeing thread, which the next session's end waits for), and serves the
+//! next host.
 //!
 //! - **Descriptors.** Every descriptor that arrives with a message is owned (`OwnedFd`) from
 //!   the moment `recvmsg` returns, including those past the expected count; the control buffer

@@ -1,7 +1,7 @@
 //! One host's session, from its hello to its end (steps 1 to 4 of the parent module's docs),
 //! in virtual time or on the wall clock.
 
-use super::accept::Signals;
+use super::accept::{Reaper, Signals};
 use super::limits::prepare;
 use super::remote_host::RemoteHost;
 use super::{ServeOptions, SessionError, WallSetup, ATTACH_STEP_TIMEOUT};
@@ -48,6 +48,7 @@ pub(super) fn session(
     pid: i32,
     signals: &mut Signals,
     options: &ServeOptions,
+    reaper: &mut Reaper,
 ) -> Result<String, SessionError> {
     stream.set_read_timeout(Some(ATTACH_STEP_TIMEOUT))?;
     let mut hello = Hello::new_zeroed();
@@ -70,55 +71,43 @@ pub(super) fn session(
             host_hash: hello.layout_hash,
         });
     }
-    writer
-        .write_all(HelloAnswer::new(Status::Ok).as_bytes())
-        .map_err(|e| closed(e, "during the hello"))?;
-
-    // Every descriptor that arrives is owned from the moment it arrives: on any error below
-    // (too many, the wrong kind, a bad size) dropping `fds` closes all of them.
-    let (request, mut fds): (SessionRequest, _) = receive_message_with(
-        stream,
-        MessageKind::Session,
-        1..=2,
-        AttachError::HostDied("before its session request"),
-    )
-    .map_err(|error| match error {
-        AttachError::HostDied(when) => SessionError::HostDied(when),
-        AttachError::TimedOut { after, .. } => SessionError::Silent {
-            when: "before its session request",
-            after,
-        },
-        AttachError::Protocol(reason) => refuse(stream, reason),
-        other => other.into(),
-    })?;
-    let setup = match prepare(&request, &fds) {
-        Ok(setup) => setup,
-        Err(reason) => return Err(refuse(stream, reason.to_string())),
+    // A host of this build sends its session request right behind its hello: when it is
+    // already here, the answer waits until the session is ready and both go out together, so
+    // the host wakes once for the two (an older host, which waits for the answer before it
+    // asks, gets the answer at once). The answer always precedes any refusal.
+    let deferred = request_waiting(stream);
+    let answer = || {
+        let mut writer = stream;
+        writer
+            .write_all(HelloAnswer::new(Status::Ok).as_bytes())
+            .map_err(|e| closed(e, "during the hello"))
     };
-    let (host_memory, setup) = setup;
-    // A wall-clock run's interrupt line (its eventfd) came second.
-    let interrupt_line = if setup.wall.is_some() {
-        fds.pop()
-    } else {
-        None
+    if !deferred {
+        answer()?;
+    }
+    let opened = open_session(stream);
+    if deferred {
+        let answered = answer();
+        // A failure to set up says more than a failure to answer because of it.
+        if let (Err(_), Ok(_)) = (&answered, &opened) {
+            answered?;
+        }
+    }
+    let Opened {
+        mut emulator,
+        page,
+        page_fd,
+        register_fd,
+        wall,
+        interrupt_line,
+        limit_ns,
+        device_bytes,
+    } = match opened {
+        Ok(opened) => opened,
+        Err(Opening::Refused(reason)) => return Err(refuse(stream, reason)),
+        Err(Opening::Failed(error)) => return Err(error),
     };
-    let device_bytes = Emulator::device_memory_bytes(&setup.device);
-    let segment = DeviceSegment::shared(device_bytes)?;
-    let dram = DeviceDram::from_segment(segment, device_bytes);
-    let (page, page_fd) = TurnPage::create()?;
-    let mut emulator = Emulator::with_device_memory(
-        setup.device.clone(),
-        host_memory,
-        dram,
-        setup.streaming_factor.into(),
-        setup.out_of_order,
-    );
     let (data_base, data_end) = emulator.data_window();
-    let register_fd = emulator
-        .serve_registers()?
-        .fd()
-        .ok_or_else(|| SessionError::Refused("the register page is not shared".into()))?
-        .try_clone_to_owned()?;
     let device_fd = emulator
         .dram()
         .segment()
@@ -137,15 +126,56 @@ pub(super) fn session(
     )?;
     drop(register_fd);
     drop(page_fd);
+    let run = run_session(
+        stream,
+        pid,
+        signals,
+        options,
+        &mut emulator,
+        &page,
+        RunSetup {
+            wall,
+            interrupt_line,
+            limit_ns,
+        },
+    );
+    // The session's memory (device memory, the host's segment, the turn page) is unmapped
+    // and closed on the reaper's thread, while this thread accepts the next host.
+    reaper.reap((emulator, page));
+    run
+}
+
+/// What the run of a session needs besides the emulator and the page.
+struct RunSetup {
+    wall: Option<WallSetup>,
+    interrupt_line: Option<std::os::fd::OwnedFd>,
+    limit_ns: u64,
+}
+
+/// Steps 3 and 4: the run, in virtual time or on the wall clock, and its outcome.
+fn run_session(
+    stream: &UnixStream,
+    pid: i32,
+    signals: &mut Signals,
+    options: &ServeOptions,
+    emulator: &mut Emulator,
+    page: &TurnPage,
+    setup: RunSetup,
+) -> Result<String, SessionError> {
+    let RunSetup {
+        wall,
+        interrupt_line,
+        limit_ns,
+    } = setup;
     stream.set_read_timeout(None)?;
     log::info!("emu: host pid {pid}: segments exchanged; the run starts");
 
-    if let (Some(wall), Some(line)) = (setup.wall, interrupt_line) {
-        return wall_session(stream, &mut emulator, wall, line, signals, options);
+    if let (Some(wall), Some(line)) = (wall, interrupt_line) {
+        return wall_session(stream, emulator, wall, line, signals, options);
     }
 
     let mut host = RemoteHost {
-        page: &page,
+        page,
         peer: stream,
         signals,
         pending: DeviceTurn::default(),
@@ -156,7 +186,7 @@ pub(super) fn session(
         deadline: Instant::now().checked_add(options.session_limit),
         expired: false,
     };
-    let outcome = emulator.run(&mut host, Ticks::from_ns(setup.limit_ns));
+    let outcome = emulator.run(&mut host, Ticks::from_ns(limit_ns));
     let (turns, hand_overs) = (host.turns, host.hand_overs);
     log::info!(
         "emu: host pid {pid}: {turns} turns in {hand_overs} hand-overs; the emulator's {}",
@@ -192,9 +222,10 @@ pub(super) fn session(
             return Err(refuse(stream, reason));
         }
     }
-    page.finish();
+    // The outcome goes out before the page says finished: the host, woken by the flag,
+    // finds it waiting on the socket instead of sleeping a second time for it.
     let metrics = emulator.metrics();
-    send_message(
+    let sent = send_message(
         stream,
         MessageKind::End,
         &SessionEnd {
@@ -203,10 +234,13 @@ pub(super) fn session(
             wall: None,
         },
         &[],
-    )?;
+    );
+    page.finish();
+    sent?;
     // The host closes once it has the outcome.
     stream.set_read_timeout(Some(ATTACH_STEP_TIMEOUT))?;
     let mut rest = [0u8; 64];
+    let mut reader = stream;
     let _ = reader.read(&mut rest);
     Ok(match outcome {
         Ok(()) => format!(
@@ -214,6 +248,102 @@ pub(super) fn session(
             emulator.now().as_ns()
         ),
         Err(error) => format!("{turns} turns, the run failed: {error}"),
+    })
+}
+
+/// Whether the host's next message is already waiting (a non-blocking poll of the socket).
+fn request_waiting(stream: &UnixStream) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut ready = [PollFd::new(stream.as_fd(), PollFlags::POLLIN)];
+    matches!(poll(&mut ready, PollTimeout::ZERO), Ok(1))
+        && ready[0]
+            .revents()
+            .is_some_and(|events| events.contains(PollFlags::POLLIN))
+}
+
+/// A session set up for its run, before the host is told ([`open_session`]).
+struct Opened {
+    emulator: Emulator,
+    page: TurnPage,
+    page_fd: std::os::fd::OwnedFd,
+    register_fd: std::os::fd::OwnedFd,
+    wall: Option<WallSetup>,
+    interrupt_line: Option<std::os::fd::OwnedFd>,
+    limit_ns: u64,
+    device_bytes: u64,
+}
+
+/// Why a session could not be set up: a refusal the host is told, or an error.
+enum Opening {
+    Refused(String),
+    Failed(SessionError),
+}
+
+impl From<std::io::Error> for Opening {
+    fn from(error: std::io::Error) -> Opening {
+        Opening::Failed(error.into())
+    }
+}
+
+impl From<TurnError> for Opening {
+    fn from(error: TurnError) -> Opening {
+        Opening::Failed(error.into())
+    }
+}
+
+/// Step 2 up to the answer: receives the host's session request and its segment, checks
+/// them, and creates device memory, the turn page and the register window.
+fn open_session(stream: &UnixStream) -> Result<Opened, Opening> {
+    // Every descriptor that arrives is owned from the moment it arrives: on any error below
+    // (too many, the wrong kind, a bad size) dropping `fds` closes all of them.
+    let (request, mut fds): (SessionRequest, _) = receive_message_with(
+        stream,
+        MessageKind::Session,
+        1..=2,
+        AttachError::HostDied("before its session request"),
+    )
+    .map_err(|error| match error {
+        AttachError::HostDied(when) => Opening::Failed(SessionError::HostDied(when)),
+        AttachError::TimedOut { after, .. } => Opening::Failed(SessionError::Silent {
+            when: "before its session request",
+            after,
+        }),
+        AttachError::Protocol(reason) => Opening::Refused(reason),
+        other => Opening::Failed(other.into()),
+    })?;
+    let (host_memory, setup) =
+        prepare(&request, &fds).map_err(|reason| Opening::Refused(reason.to_string()))?;
+    // A wall-clock run's interrupt line (its eventfd) came second.
+    let interrupt_line = if setup.wall.is_some() {
+        fds.pop()
+    } else {
+        None
+    };
+    let device_bytes = Emulator::device_memory_bytes(&setup.device);
+    let segment = DeviceSegment::shared(device_bytes)?;
+    let dram = DeviceDram::from_segment(segment, device_bytes);
+    let (page, page_fd) = TurnPage::create()?;
+    let mut emulator = Emulator::with_device_memory(
+        setup.device.clone(),
+        host_memory,
+        dram,
+        setup.streaming_factor.into(),
+        setup.out_of_order,
+    );
+    let register_fd = emulator
+        .serve_registers()?
+        .fd()
+        .ok_or_else(|| Opening::Refused("the register page is not shared".into()))?
+        .try_clone_to_owned()?;
+    Ok(Opened {
+        emulator,
+        page,
+        page_fd,
+        register_fd,
+        wall: setup.wall,
+        interrupt_line,
+        limit_ns: setup.limit_ns,
+        device_bytes,
     })
 }
 
