@@ -685,8 +685,10 @@ impl Ccm {
 
     /// The item in `slot` starts moving `bytes` of device memory at `now`: its traffic joins
     /// the channels its addresses map to, in proportion to the DRAM bursts it moves on each
-    /// ([`dram::ChannelProfile`], from a dry run of the item's code); when the dry run
-    /// touches nothing (or there is one channel), its bytes spread evenly over every channel.
+    /// ([`dram::ChannelProfile`], from a dry run of the item's code), 64 bytes per burst; the
+    /// rest of its bytes (those its cost counts beyond the bursts the profile placed), and
+    /// all of them when the dry run touches nothing (or there is one channel), spread evenly
+    /// over every channel.
     /// Returns the number of channels joined.
     fn join_memory<M: firmware::hal::DeviceMemory>(
         &mut self,
@@ -713,15 +715,16 @@ impl Ccm {
         } else {
             0
         };
+        // The bursts the dry run placed carry their own bytes (at most the item's); what the
+        // item's cost counts beyond them (bursts the profile found in the burst cache, which
+        // the cost still charges) has no address the profile saw, and spreads evenly, as
+        // the fine interleave spreads unknown traffic.
         let mut parts = 0;
         for (channel, &count) in bursts.iter().enumerate() {
-            let share = if total == 0 {
-                bytes as f64 / f64::from(self.channels)
-            } else if count == 0 {
+            let share = channel_share(bytes, count, total, self.channels);
+            if share <= 0.0 {
                 continue;
-            } else {
-                bytes as f64 * count as f64 / total as f64
-            };
+            }
             let channel = channel as u32;
             self.advance_memory(now, channel);
             if let Some(entry) = self.memory.get_mut(channel as usize) {
@@ -998,6 +1001,21 @@ impl Ccm {
 /// ([`firmware::kernels::DRAM_BURST_BYTES`] at `ccm_memory_gbps / ccm_memory_channels`),
 /// rounded to a whole tick, at least one: 10 ticks (1.67 ns) by default. One tick with a
 /// single channel: the pooled model, whose parts end at any tick.
+/// The bytes of an item's `bytes` that go to a channel on which its dry run placed `count` of
+/// its `total` bursts, among `channels`: 64 bytes per placed burst (the placed bursts carry at
+/// most the item's bytes, in proportion), and an even share of what its cost counts beyond
+/// them (bursts the profile found in the burst cache, which the cost still charges, have no
+/// address the profile saw, so they spread as the fine interleave spreads unknown traffic);
+/// all of `bytes` evenly when the dry run placed nothing.
+fn channel_share(bytes: u64, count: u64, total: u64, channels: u32) -> f64 {
+    let channels = f64::from(channels.max(1));
+    if total == 0 {
+        return bytes as f64 / channels;
+    }
+    let placed = (total as f64 * firmware::kernels::DRAM_BURST_BYTES as f64).min(bytes as f64);
+    placed * count as f64 / total as f64 + (bytes as f64 - placed) / channels
+}
+
 fn burst_ticks(config: &DeviceConfig) -> u64 {
     if config.ccm_memory_channels <= 1 {
         return 1;
@@ -1221,6 +1239,24 @@ mod tests {
         let ended = run(&mut split, knn(2, 64), 2);
         assert_eq!(ended[0].0, 1, "{ended:?}");
         assert!(ended[0].2 < ended[1].2, "{ended:?}");
+    }
+
+    #[test]
+    fn bytes_the_profile_did_not_place_spread_over_every_channel() {
+        // A PageRank hub whose gathers mostly hit the burst cache: its cost counts 16 bursts,
+        // the profile placed 1 (on channel 3). That channel carries the placed burst and an
+        // even share of the rest; the other channels carry their even share, not nothing.
+        let bytes = 16 * 64;
+        let on_three = channel_share(bytes, 1, 1, 16);
+        let elsewhere = channel_share(bytes, 0, 1, 16);
+        assert_eq!(on_three, 64.0 + 15.0 * 64.0 / 16.0);
+        assert_eq!(elsewhere, 15.0 * 64.0 / 16.0);
+        assert_eq!(on_three + 15.0 * elsewhere, bytes as f64);
+        // Placed bursts that cover the bytes split them in proportion, and nothing spreads.
+        assert_eq!(channel_share(256, 3, 4, 16), 192.0);
+        assert_eq!(channel_share(256, 0, 4, 16), 0.0);
+        // Nothing placed: an even share.
+        assert_eq!(channel_share(256, 0, 0, 16), 16.0);
     }
 
     #[test]

@@ -72,14 +72,16 @@ pub struct DeviceConfig {
     /// `emulator::ccm`. 1: one pool of `ccm_memory_gbps` shared equally by every item with
     /// bytes to move, whatever its addresses.
     ///
-    /// The default is 1, not Table III's 16, for now: measured at paper scale on real data
-    /// (2026-12-02), 16 channels moved completion order under RR only a little (Figure 15's
-    /// in-order/out-of-order ratio: SSSP 1.02 to 1.09, PageRank 1.00 to 1.03, DLRM 1.01 to
-    /// 1.02; the paper's 1.74, 1.38, 1.41), made SSSP and PageRank deadlock at 12.5% slot
-    /// capacity (their largest consumption gap grew past the ring: SSSP 31 KB to 200 KB),
-    /// which the paper contradicts for SSSP, and took 2.1 times the evaluation's CPU time
-    /// (the dry run of every item). Until the deadlocks are understood and the dry run is
-    /// cheaper, 16 is a study setting (`axle run --config`), not the reproduction's.
+    /// The default is 1, not Table III's 16, for now. Measured at paper scale on real data
+    /// (2026-12-02, `axle eval --config` with 16, against the default): Figure 15's RR
+    /// in-order/out-of-order ratio moved little (SSSP 1.02 to 1.07, PageRank 1.00 to 1.01,
+    /// DLRM 1.01 to 1.01; the paper's 1.74, 1.38, 1.41); SSSP at 12.5% slot capacity showed
+    /// back-pressure (7.5% of the run, against 0.00% with one pool; the paper's 50.8%);
+    /// REPRODUCTION's summary went from 53 to 58 of 66 claims in direction, 16 to 18 of 28
+    /// statements held, 9 to 8 of 38 numbers within 10%; the evaluation took 195 s of CPU
+    /// and 98 s of wall time against 160 s and 83 s (the dry run of every item). Making it
+    /// the default moves every figure and the adaptive-polling bound's assumptions (equal
+    /// sharing of memory; `host_runtime::adaptive_poll`) and must be checked as such.
     pub ccm_memory_channels: u32,
     /// Bytes of consecutive addresses on one channel before the next channel takes over
     /// (a power of two, 32..=1 MiB): M²NDP `m2ndp.config`, `channel_interleave_size=256` (its
