@@ -78,8 +78,9 @@ pub struct DeviceConfig {
     /// DLRM 1.01 to 1.01; the paper's 1.74, 1.38, 1.41); SSSP at 12.5% slot capacity showed
     /// back-pressure (7.5% of the run, against 0.00% with one pool; the paper's 50.8%);
     /// REPRODUCTION's summary went from 53 to 58 of 66 claims in direction, 16 to 18 of 28
-    /// statements held, 9 to 8 of 38 numbers within 10%; the evaluation took 195 s of CPU
-    /// and 98 s of wall time against 160 s and 83 s (the dry run of every item). Making it
+    /// statements held, 9 to 8 of 38 numbers within 10%; the evaluation took 2.4 times as long
+    /// (back to back: 97 s of wall time and 186 s of user CPU, against 41 s and 73 s; the
+    /// dry run of every item and one memory part per item and channel). Making it
     /// the default moves every figure and the adaptive-polling bound's assumptions (equal
     /// sharing of memory; `host_runtime::adaptive_poll`) and must be checked as such.
     pub ccm_memory_channels: u32,
