@@ -41,8 +41,11 @@
 //!   ([`DeviceConfig::ccm_channel_interleave_bytes`], `channel_interleave_size=256`). Bursts
 //!   the CCM touched recently ([`crate::dram::BurstCache`], 128 KiB, M²NDP's L2 size) are not
 //!   counted again, so a vector every item reads (KNN's query) is not a hot spot, as in the
-//!   kernels' costs it comes from the scratchpad. An item whose dry run touches nothing
-//!   spreads its bytes evenly. The item's traffic is done when its part on every channel is;
+//!   kernels' costs it comes from the scratchpad. The placed bursts carry 64 bytes each (at
+//!   most the item's bytes); what the item's cost counts beyond them (bursts found in the
+//!   cache, which the cost still charges) spreads evenly over every channel, as does all of
+//!   it when the dry run touches nothing (`channel_share`): charging a hub's whole cost to
+//!   the few channels of its cache misses made it ten times slower than the pool. The item's traffic is done when its part on every channel is;
 //!   a channel ends a part at the end of a burst slot (64 bytes at 38.4 GB/s: 1.67 ns).
 //!   Where the addresses depend on the data (the neighbours an SSSP or PageRank vertex
 //!   gathers, the embedding rows a DLRM bag looks up), so does the channel load, and with it
