@@ -638,6 +638,11 @@ fn build_config(args: &RunArgs) -> anyhow::Result<AxleConfig> {
 const WALL_STALL_TIMEOUT_NS: u64 = 2_000_000_000;
 
 fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
+    if args.attach.is_some() {
+        // The first sample of the machine's contention, so that the first wait for the turn,
+        // after the inputs are read, is judged by what the kernel counted meanwhile.
+        cosim_link::turn::spin::prime();
+    }
     let mut config = build_config(&args)?;
     if args.clock == ClockArg::Wall {
         config.host.stall_timeout_ns = config.host.stall_timeout_ns.max(WALL_STALL_TIMEOUT_NS);
@@ -778,7 +783,10 @@ fn main() -> ExitCode {
         Command::Emu(_) => "info",
         _ => "warn",
     };
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level)).init();
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level))
+        .format_timestamp_micros()
+        .init();
+    log::trace!("main: start");
     let result = match cli.command {
         Command::Run(args) => run_command(args),
         Command::RunMany(args) => run_many_command(args),
@@ -791,6 +799,7 @@ fn main() -> ExitCode {
             .map(|()| ExitCode::SUCCESS),
         Command::List(args) => list_command(args),
     };
+    log::trace!("main: end");
     match result {
         Ok(code) => code,
         // The reader went away (`axle eval | head`): nothing more to say.

@@ -70,6 +70,7 @@ impl Attachment {
     /// every page of it, milliseconds of page faults (and as many to unpin them at the end)
     /// for pages most runs never touch, which an in-process run does not pay.
     pub fn connect(path: &Path, options: &AttachOptions) -> Result<Attachment, AttachError> {
+        log::trace!("attach: connect");
         let socket = UnixStream::connect(path).map_err(|error| AttachError::Connect {
             path: path.to_path_buf(),
             error,
@@ -136,6 +137,7 @@ impl Attachment {
                 host_hash: hello.layout_hash,
             });
         }
+        log::trace!("attach: answered");
         log::info!(
             "attach: emulator at {} accepted ABI version {}",
             path.display(),
@@ -250,6 +252,7 @@ impl Attachment {
     /// Runs the co-simulation with `agent` as the host until the agent is done or the
     /// emulator ends the run, then receives the emulator's outcome and counters.
     pub fn run(&mut self, agent: &mut dyn HostAgent) -> Result<SessionEnd, AttachError> {
+        log::trace!("attach: run");
         let served = serve_host(&self.turn_page, &self.socket, agent);
         log::debug!("attach: the host's {}", self.turn_page.wait_counts());
         match served {

@@ -391,9 +391,17 @@ impl TurnPage {
             Some(turn) => turn,
             None => self.sleep(mine, peer, stop, timeout, started)?,
         };
-        let [waits, _, _, waited_ns] = &self.counts;
+        let [waits, slept, _, waited_ns] = &self.counts;
         waits.fetch_add(1, Ordering::Relaxed);
-        waited_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let waited = started.elapsed().as_nanos() as u64;
+        waited_ns.fetch_add(waited, Ordering::Relaxed);
+        log::trace!(
+            "turn: waited {} µs (slept so far {}), budget {} µs, contended {}",
+            waited / 1000,
+            slept.load(Ordering::Relaxed),
+            self.spin.budget().as_micros(),
+            self.spin.contended()
+        );
         Ok(turn)
     }
 
