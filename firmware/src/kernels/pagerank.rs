@@ -91,7 +91,7 @@
 
 use crate::error::FirmwareError;
 use crate::hal::DeviceMemory;
-use crate::kernels::ranges::{checked_range, overlaps};
+use crate::kernels::ranges::{checked_csr_offsets, checked_range, overlaps, word_bytes};
 use crate::kernels::sssp::{read_word, read_words, word_address, CHUNK_WORDS, RANDOM_ACCESS_BYTES};
 use crate::kernels::{ItemCost, ItemSpec, VECTOR_LANES};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
@@ -203,24 +203,12 @@ impl PageRankKernel {
             .read_value(DeviceAddress(parameters_address))
             .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
         let vertices = parameters.vertices;
-        if vertices == 0 || vertices >= u64::from(u32::MAX) || parameters.arcs > u64::from(u32::MAX)
-        {
-            return Err(FirmwareError::ArgumentOutOfRange);
-        }
-        let words = |n: u64| n.checked_mul(4).ok_or(FirmwareError::ArgumentOutOfRange);
-        let offsets_range = checked_range(
-            parameters.offsets,
-            words(
-                vertices
-                    .checked_add(1)
-                    .ok_or(FirmwareError::ArgumentOutOfRange)?,
-            )?,
-            4,
-            size,
-        )?;
-        let sources_range = checked_range(parameters.sources, words(parameters.arcs)?, 4, size)?;
-        let contributions_range = checked_range(contributions, words(vertices)?, 4, size)?;
-        let result_bytes = words(vertices)?;
+        let offsets_range =
+            checked_csr_offsets(vertices, parameters.arcs, parameters.offsets, size)?;
+        let sources_range =
+            checked_range(parameters.sources, word_bytes(parameters.arcs)?, 4, size)?;
+        let contributions_range = checked_range(contributions, word_bytes(vertices)?, 4, size)?;
+        let result_bytes = word_bytes(vertices)?;
         if command.result_length != result_bytes {
             return Err(FirmwareError::ArgumentOutOfRange);
         }

@@ -24,6 +24,32 @@ pub(crate) fn checked_range(
     Ok((start, end))
 }
 
+/// Bytes of `count` 32-bit words, checked.
+pub(crate) fn word_bytes(count: u64) -> Result<u64, FirmwareError> {
+    count
+        .checked_mul(4)
+        .ok_or(FirmwareError::ArgumentOutOfRange)
+}
+
+/// The checks a CSR graph's parameters share (SSSP's and PageRank's): at least one vertex and
+/// fewer than `u32::MAX` (a vertex index and its one-past-the-end offset fit a word), at most
+/// `u32::MAX` arcs, and its `vertices + 1` offsets, word-aligned, inside `memory_size`. The
+/// offsets' byte range.
+pub(crate) fn checked_csr_offsets(
+    vertices: u64,
+    arcs: u64,
+    offsets: u64,
+    memory_size: u64,
+) -> Result<(u64, u64), FirmwareError> {
+    if vertices == 0 || vertices >= u64::from(u32::MAX) || arcs > u64::from(u32::MAX) {
+        return Err(FirmwareError::ArgumentOutOfRange);
+    }
+    let count = vertices
+        .checked_add(1)
+        .ok_or(FirmwareError::ArgumentOutOfRange)?;
+    checked_range(offsets, word_bytes(count)?, 4, memory_size)
+}
+
 /// Whether two half-open ranges share a byte (an empty range shares none, even one lying
 /// strictly inside the other).
 pub(crate) fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
@@ -69,6 +95,21 @@ mod tests {
             checked_range(u64::MAX - 3, 8, 4, u64::MAX),
             Err(FirmwareError::ArgumentOutOfRange)
         );
+        assert_eq!(checked_csr_offsets(3, 5, 8, 24), Ok((8, 24)));
+        for (vertices, arcs, offsets, size) in [
+            (0, 0, 8, 1024),                       // no vertex
+            (u64::from(u32::MAX), 0, 8, u64::MAX), // a vertex index past a word
+            (3, u64::from(u32::MAX) + 1, 8, 1024), // an arc index past a word
+            (3, 5, 10, 1024),                      // offsets not word-aligned
+            (3, 5, 12, 24),                        // the last offset past the memory
+            (u64::MAX / 2, 5, 8, u64::MAX),        // too many vertices
+        ] {
+            assert_eq!(
+                checked_csr_offsets(vertices, arcs, offsets, size),
+                Err(FirmwareError::ArgumentOutOfRange),
+                "{vertices} {arcs} {offsets} {size}"
+            );
+        }
         assert_eq!(
             offset_address(DeviceAddress(8), 3, 4),
             Ok(DeviceAddress(20))

@@ -81,7 +81,7 @@
 
 use crate::error::FirmwareError;
 use crate::hal::DeviceMemory;
-use crate::kernels::ranges::{checked_range, overlaps};
+use crate::kernels::ranges::{checked_csr_offsets, checked_range, overlaps, word_bytes};
 use crate::kernels::{ItemCost, ItemSpec, VECTOR_LANES};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 use zerocopy::IntoBytes;
@@ -341,24 +341,13 @@ impl SsspKernel {
             .read_value(DeviceAddress(parameters_address))
             .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
         let vertices = parameters.vertices;
-        if vertices == 0 || vertices >= u64::from(u32::MAX) || parameters.arcs > u64::from(u32::MAX)
-        {
-            return Err(FirmwareError::ArgumentOutOfRange);
-        }
-        let words = |n: u64| n.checked_mul(4).ok_or(FirmwareError::ArgumentOutOfRange);
-        let offsets_range = checked_range(
-            parameters.offsets,
-            words(
-                vertices
-                    .checked_add(1)
-                    .ok_or(FirmwareError::ArgumentOutOfRange)?,
-            )?,
-            4,
-            size,
-        )?;
-        let targets_range = checked_range(parameters.targets, words(parameters.arcs)?, 4, size)?;
-        let weights_range = checked_range(parameters.weights, words(parameters.arcs)?, 4, size)?;
-        let previous_range = checked_range(previous, words(vertices)?, 4, size)?;
+        let offsets_range =
+            checked_csr_offsets(vertices, parameters.arcs, parameters.offsets, size)?;
+        let targets_range =
+            checked_range(parameters.targets, word_bytes(parameters.arcs)?, 4, size)?;
+        let weights_range =
+            checked_range(parameters.weights, word_bytes(parameters.arcs)?, 4, size)?;
+        let previous_range = checked_range(previous, word_bytes(vertices)?, 4, size)?;
         let result_bytes = vertices
             .checked_mul(RESULT_BYTES_PER_VERTEX)
             .ok_or(FirmwareError::ArgumentOutOfRange)?;
