@@ -836,6 +836,7 @@ pub fn run_wall(
 
 mod attached {
     use super::*;
+    use crate::recover::DeviceLost;
     use emulator::server::Setup;
     use host_driver::attachment::{AttachOptions, Attachment};
 
@@ -867,7 +868,21 @@ mod attached {
 
     /// Runs one configuration with the host here and the device in the emulator process
     /// serving on `target.socket`. Prints exactly what [`run`] prints for the same request.
+    /// An emulator that dies mid-run fails it with a [`DeviceLost`] that says which launch
+    /// was lost; [`crate::recover::run_attached_reattaching`] reruns it on a restarted one.
     pub fn run_attached(request: &RunRequest, target: &AttachTarget) -> anyhow::Result<RunReport> {
+        run_attached_once(request, target, None, &mut |_| {})
+    }
+
+    /// [`run_attached`], connecting within `wait` (retrying while nothing listens on the
+    /// socket: an emulator being started again; `None`: one try), and telling `attached` the
+    /// device epoch it found.
+    pub(crate) fn run_attached_once(
+        request: &RunRequest,
+        target: &AttachTarget,
+        wait: Option<Duration>,
+        attached: &mut dyn FnMut(u64),
+    ) -> anyhow::Result<RunReport> {
         let mut prepared = prepare(request)?;
         let config = &request.config;
         let setup = Setup {
@@ -883,7 +898,9 @@ mod attached {
             device_setup: serde_json::to_string(&setup)?,
             interrupt_line: false,
         };
-        let mut attachment = Attachment::connect(&target.socket, &options)?;
+        let mut attachment = crate::recover::connect(target, &options, wait)?;
+        let epoch = attachment.epoch();
+        attached(epoch);
         let memory = Arc::clone(attachment.host_memory());
         let ring = prepared.ring(&memory)?;
         prepared
@@ -894,14 +911,15 @@ mod attached {
             .context("loading the data set into device memory")?;
         let limit = request.wall_limit();
         prepared.run_and_report(request, ring, |runtime| {
-            within_budget(runtime, limit, |host| {
+            let driven = within_budget(runtime, limit, |host| {
                 let end = attachment.run(host)?;
                 Ok((
                     end.error
                         .map_or(Ok(()), |error| Err(RunFailure::Remote(error))),
                     DeviceMetrics::from(&end.device),
                 ))
-            })
+            });
+            driven.map_err(|error| DeviceLost::from_error(error, target, epoch, runtime))
         })
     }
 
@@ -981,6 +999,7 @@ mod attached {
 }
 
 pub use attached::{run_attached, run_wall_attached};
+pub(crate) use attached::run_attached_once;
 
 #[cfg(test)]
 mod tests {

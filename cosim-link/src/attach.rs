@@ -134,6 +134,12 @@ pub struct SessionReady {
     pub data_end: u64,
     /// Bytes of the turn page.
     pub turn_page_bytes: u64,
+    /// The device epoch ([`shared_abi::registers::EPOCH`]; the register window must read
+    /// the same): drawn by the emulator process at its start, so a host that attaches again
+    /// after losing its emulator knows whether it found a new device. 0 (an emulator from
+    /// before the field): none.
+    #[serde(default)]
+    pub epoch: u64,
 }
 
 /// What the device measured, as plain numbers (ticks and counts).
@@ -461,6 +467,7 @@ mod tests {
             data_base: 2,
             data_end: 3,
             turn_page_bytes: 4,
+            epoch: 5,
         };
         send_message(
             &left,
