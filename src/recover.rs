@@ -252,7 +252,10 @@ pub fn run_attached_reattaching(
             }
             .into());
         }
-        let this = match (error.downcast_ref::<DeviceLost>(), error.downcast_ref::<AttachError>()) {
+        let this = match (
+            error.downcast_ref::<DeviceLost>(),
+            error.downcast_ref::<AttachError>(),
+        ) {
             (Some(this), _) => this.clone(),
             // It died again while the host attached: nothing submitted on this device.
             (None, Some(AttachError::EmulatorDied(when))) if lost.is_some() => DeviceLost {
@@ -327,8 +330,13 @@ mod tests {
 
     #[test]
     fn a_death_between_launches_or_before_the_first_loses_none() {
-        assert!(lost(None, 0).to_string().contains("none (no launch had been submitted)"));
+        assert!(lost(None, 0)
+            .to_string()
+            .contains("none (no launch had been submitted)"));
         let message = lost(None, 1).to_string();
-        assert!(message.contains("none in flight (1 launch had completed"), "{message}");
+        assert!(
+            message.contains("none in flight (1 launch had completed"),
+            "{message}"
+        );
     }
 }

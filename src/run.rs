@@ -998,8 +998,8 @@ mod attached {
     }
 }
 
-pub use attached::{run_attached, run_wall_attached};
 pub(crate) use attached::run_attached_once;
+pub use attached::{run_attached, run_wall_attached};
 
 #[cfg(test)]
 mod tests {

@@ -333,10 +333,7 @@ fn open_session(stream: &UnixStream) -> Result<Opened, Opening> {
         setup.out_of_order,
     );
     let registers = emulator.serve_registers()?;
-    registers.set(
-        shared_abi::registers::EPOCH,
-        super::epoch::device_epoch(),
-    );
+    registers.set(shared_abi::registers::EPOCH, super::epoch::device_epoch());
     let register_fd = registers
         .fd()
         .ok_or_else(|| Opening::Refused("the register page is not shared".into()))?
