@@ -58,7 +58,7 @@ impl Default for Reattach {
 /// The emulator process of an attached run died: what went with it.
 #[derive(Clone, Debug, thiserror::Error)]
 #[error(
-    "{}. Start `axle emu --socket {}` again and run with --reattach to rerun from the start",
+    "{}. Start `axle emu --socket {}` again and run again (a virtual-time run with --reattach waits for it and reruns from the start by itself)",
     self.summary(),
     .socket.display()
 )]

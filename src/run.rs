@@ -926,7 +926,8 @@ mod attached {
     /// Runs one configuration in wall-clock mode ([`crate::wall`]) with the host here and the
     /// device in the emulator process serving on `target.socket`
     /// (`cosim_link::wall_socket`). Fails like [`run_wall`] does, and also when the
-    /// interrupts the host saw on its eventfd differ from those the device raised.
+    /// interrupts the host saw on its eventfd differ from those the device raised, and with a
+    /// [`DeviceLost`] (the launch it lost) when the emulator process dies mid-run.
     pub fn run_wall_attached(
         request: &RunRequest,
         target: &AttachTarget,
@@ -956,6 +957,7 @@ mod attached {
             interrupt_line: true,
         };
         let mut attachment = Attachment::connect(&target.socket, &attach)?;
+        let epoch = attachment.epoch();
         let memory = Arc::clone(attachment.host_memory());
         let ring = prepared.ring(&memory)?;
         prepared
@@ -968,7 +970,9 @@ mod attached {
         let mut device_end = None;
         let mut report = prepared.run_and_report(request, ring, |runtime| {
             runtime.set_real_clock();
-            let ended = attachment.run_wall(runtime, limit)?;
+            let ended = attachment
+                .run_wall(runtime, limit)
+                .map_err(|error| DeviceLost::from_error(error.into(), target, epoch, runtime))?;
             side.ring = runtime.ring_state().transpose().map_err(RunFailure::Ring)?;
             let metrics = DeviceMetrics::from(&ended.end.device);
             let outcome = crate::wall::combine_attached(&ended, &mut side);

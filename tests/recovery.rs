@@ -287,3 +287,47 @@ fn reattach_needs_attach_and_virtual_time() {
         String::from_utf8_lossy(&zero.stderr)
     );
 }
+
+#[test]
+fn an_emulator_killed_during_an_attached_wall_clock_run_fails_the_host_with_what_it_lost() {
+    let scratch = Scratch::new("rec", "wall");
+    let mut emulator = EmulatorProcess::start_with(AXLE, &scratch, &[], DEADLINE);
+    let epoch = logged_epoch(&emulator);
+    // A wall-clock run of about two seconds (tests/multiprocess.rs's LONG_RUN).
+    let child = Command::new(AXLE)
+        .args([
+            "run",
+            "knn-c",
+            "--mode",
+            "axle",
+            "--queries",
+            "488",
+            "--json",
+            "--clock",
+            "wall",
+        ])
+        .arg("--attach")
+        .arg(&emulator.socket)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let host = Host(Reaped(child));
+    emulator.wait_for_log("the run starts", 1);
+    emulator.child.0.kill().unwrap();
+    let (status, _, stderr) = host.finish();
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("emulator process died (its socket closed)")
+            && stderr.contains(&format!("the device (epoch {epoch}) is gone")),
+        "{stderr}"
+    );
+    // Killed at a moment the test does not choose: before the launch or during it.
+    assert!(
+        stderr.contains("Lost launches: none (no launch had been submitted)")
+            || stderr.contains("Lost launch (submitted, not completed): tag 1, index 0"),
+        "{stderr}"
+    );
+}

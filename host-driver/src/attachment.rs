@@ -300,7 +300,14 @@ impl Attachment {
             AttachError::Protocol("a wall-clock run needs the interrupt line".into())
         })?;
         let start = cosim_link::wall_socket::monotonic_now_ns();
-        cosim_link::wall_socket::send_start(&self.socket, start)?;
+        cosim_link::wall_socket::send_start(&self.socket, start).map_err(|error| {
+            match error.kind() {
+                std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => {
+                    AttachError::EmulatorDied("before the wall-clock run started")
+                }
+                _ => error.into(),
+            }
+        })?;
         let clock = cosim_link::wall::WallClock::from_monotonic_ns(start);
         let (port, transport) = cosim_link::wall_socket::host_side(&self.socket, interrupts)?;
         let host = cosim_link::wall::serve_host(
