@@ -13,7 +13,8 @@
 //! 2. The host creates its physical memory as an anonymous sealed segment
 //!    ([`crate::shm::MappedWords`]) and sends it with a [`SessionRequest`] (SCM_RIGHTS); the
 //!    emulator maps it, creates device memory and the turn page, and sends both back with a
-//!    [`SessionReady`] that also announces the device's data window. The host sends its
+//!    [`SessionReady`] that also announces the device's data window and its device epoch
+//!    ([`shared_abi::registers::EPOCH`], which the register window must read too). The host sends its
 //!    request right behind its hello, without waiting for the answer; an emulator that finds
 //!    the request already waiting sends the answer with the [`SessionReady`], so each side
 //!    wakes once for the two steps (a host that waits for the answer first is answered at

@@ -15,7 +15,8 @@
 //! 2. the host's [`SessionRequest`] with its physical-memory segment (refused unless the host
 //!    speaks this build's turn protocol, `cosim_link::turn::PROTOCOL`); the emulator maps it,
 //!    creates device memory ([`DeviceSegment::shared`]) and the turn page, and answers with
-//!    [`SessionReady`] and both descriptors (when the request came right behind the hello,
+//!    [`SessionReady`] (with this process's device epoch, also in the register window:
+//!    [`device_epoch`]) and the descriptors (when the request came right behind the hello,
 //!    as this build's host sends it, the hello's answer waits and goes out just before the
 //!    [`SessionReady`] or the refusal: one wake-up of the host for both steps);
 //! 3. the unchanged [`Emulator::run`] with a `RemoteHost` as the host: each turn goes over
