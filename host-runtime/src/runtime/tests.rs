@@ -452,14 +452,15 @@ fn an_interrupt_handlers_batch_reaches_the_scheduler_when_that_handler_ends() {
 fn the_pending_launch_is_the_one_submitted_and_not_completed() {
     // Two launches of two chunks, one task each chunk.
     let mut app = ScriptedApp {
-        launches: VecDeque::from([
-            plan(2, &[(0, 1), (1, 2)], 0),
-            plan(2, &[(0, 1), (1, 2)], 0),
-        ]),
+        launches: VecDeque::from([plan(2, &[(0, 1), (1, 2)], 0), plan(2, &[(0, 1), (1, 2)], 0)]),
         operations: BTreeMap::new(),
     };
     let mut rt = runtime(&mut app, 1_000);
-    assert_eq!(rt.pending_launch(), None, "nothing submitted before the first turn");
+    assert_eq!(
+        rt.pending_launch(),
+        None,
+        "nothing submitted before the first turn"
+    );
     let mut link = Recorder::default();
     let mut now = Ticks::ZERO;
     advance(&mut rt, &mut link, &mut now, ns(500));
