@@ -6,6 +6,7 @@ pub mod bench;
 pub mod config;
 pub mod eval;
 pub mod provenance;
+pub mod recover;
 pub mod report;
 pub mod run;
 pub mod tenants;

@@ -147,6 +147,22 @@ struct RunArgs {
     /// instead of an emulator in this process; prints exactly the same report.
     #[arg(long, value_name = "SOCKET")]
     attach: Option<PathBuf>,
+    /// With --attach: when the emulator process dies mid-run, wait for one started again on
+    /// the same socket, check its device epoch (a new device), and rerun the run from the
+    /// start (its data set loaded again; virtual time restarts at 0, so the report is an
+    /// uninterrupted run's). What was lost and what was found go to standard error.
+    /// Virtual time only.
+    #[arg(long, requires = "attach")]
+    reattach: bool,
+    /// With --reattach: seconds to wait for an emulator on the socket each time one is lost.
+    #[arg(long, value_name = "SECONDS", requires = "reattach",
+          default_value_t = DEFAULT_REATTACH_TIMEOUT_SECS, value_parser = parse_reattach_timeout)]
+    reattach_timeout: f64,
+    /// With --reattach: most reattaches in one run (1 to 100).
+    #[arg(long, value_name = "N", requires = "reattach",
+          default_value_t = axle::recover::DEFAULT_REATTACH_ATTEMPTS,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(axle::recover::MAX_REATTACH_ATTEMPTS)))]
+    reattach_attempts: u32,
     /// Claim another ABI version when attaching (tests of the refusal).
     #[arg(long, hide = true, requires = "attach")]
     abi_version_override: Option<u32>,
@@ -327,6 +343,18 @@ struct EmuArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_SESSION_LIMIT_SECS,
           value_parser = parse_session_limit)]
     session_limit: f64,
+    /// Tests of recovery: kill this process (SIGKILL) instead of handing a virtual-time
+    /// session's turn to its host for the K+1-th time.
+    #[arg(long, hide = true, value_name = "K")]
+    die_after_hand_overs: Option<u64>,
+}
+
+/// `axle run --reattach-timeout`'s default, in seconds.
+const DEFAULT_REATTACH_TIMEOUT_SECS: f64 = axle::recover::DEFAULT_REATTACH_TIMEOUT.as_secs_f64();
+
+/// A reattach timeout: a positive number of seconds, at most a day.
+fn parse_reattach_timeout(text: &str) -> Result<f64, String> {
+    parse_seconds(text, "the reattach timeout", 86_400.0, "a day")
 }
 
 /// `axle emu --turn-timeout`'s default, in seconds.
@@ -676,6 +704,11 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
             "--poll oracle learns its poll times from a first in-process virtual-time run; it cannot be combined with --attach or --clock wall"
         );
     }
+    if args.reattach && args.clock == ClockArg::Wall {
+        anyhow::bail!(
+            "--reattach reruns a virtual-time run (whose rerun prints what an uninterrupted run prints); it cannot be combined with --clock wall"
+        );
+    }
     let report = match &args.attach {
         Some(socket) if args.clock == ClockArg::Wall => {
             if args.stress_seed.is_some() {
@@ -705,7 +738,20 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
             if let Some(version) = args.abi_version_override {
                 target.abi_version = version;
             }
-            run_attached(&request, &target)?
+            if args.reattach {
+                let reattach = axle::recover::Reattach {
+                    timeout: std::time::Duration::from_secs_f64(args.reattach_timeout),
+                    attempts: args.reattach_attempts,
+                };
+                axle::recover::run_attached_reattaching(
+                    &request,
+                    &target,
+                    &reattach,
+                    &mut |line| eprintln!("{line}"),
+                )?
+            } else {
+                run_attached(&request, &target)?
+            }
         }
         None => match &args.trace {
             Some(path) => axle::run::run_traced(&request, path)?,
@@ -743,6 +789,7 @@ fn emu_command(args: EmuArgs) -> anyhow::Result<ExitCode> {
     let options = emulator::server::ServeOptions {
         turn_timeout: std::time::Duration::from_secs_f64(args.turn_timeout),
         session_limit: std::time::Duration::from_secs_f64(args.session_limit),
+        die_after_hand_overs: args.die_after_hand_overs,
     };
     emulator::server::serve(&args.socket, &options)?;
     Ok(ExitCode::SUCCESS)

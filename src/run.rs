@@ -836,6 +836,7 @@ pub fn run_wall(
 
 mod attached {
     use super::*;
+    use crate::recover::DeviceLost;
     use emulator::server::Setup;
     use host_driver::attachment::{AttachOptions, Attachment};
 
@@ -867,7 +868,21 @@ mod attached {
 
     /// Runs one configuration with the host here and the device in the emulator process
     /// serving on `target.socket`. Prints exactly what [`run`] prints for the same request.
+    /// An emulator that dies mid-run fails it with a [`DeviceLost`] that says which launch
+    /// was lost; [`crate::recover::run_attached_reattaching`] reruns it on a restarted one.
     pub fn run_attached(request: &RunRequest, target: &AttachTarget) -> anyhow::Result<RunReport> {
+        run_attached_once(request, target, None, &mut |_| {})
+    }
+
+    /// [`run_attached`], connecting within `wait` (retrying while nothing listens on the
+    /// socket: an emulator being started again; `None`: one try), and telling `attached` the
+    /// device epoch it found.
+    pub(crate) fn run_attached_once(
+        request: &RunRequest,
+        target: &AttachTarget,
+        wait: Option<Duration>,
+        attached: &mut dyn FnMut(u64),
+    ) -> anyhow::Result<RunReport> {
         let mut prepared = prepare(request)?;
         let config = &request.config;
         let setup = Setup {
@@ -883,7 +898,9 @@ mod attached {
             device_setup: serde_json::to_string(&setup)?,
             interrupt_line: false,
         };
-        let mut attachment = Attachment::connect(&target.socket, &options)?;
+        let mut attachment = crate::recover::connect(target, &options, wait)?;
+        let epoch = attachment.epoch();
+        attached(epoch);
         let memory = Arc::clone(attachment.host_memory());
         let ring = prepared.ring(&memory)?;
         prepared
@@ -894,21 +911,23 @@ mod attached {
             .context("loading the data set into device memory")?;
         let limit = request.wall_limit();
         prepared.run_and_report(request, ring, |runtime| {
-            within_budget(runtime, limit, |host| {
+            let driven = within_budget(runtime, limit, |host| {
                 let end = attachment.run(host)?;
                 Ok((
                     end.error
                         .map_or(Ok(()), |error| Err(RunFailure::Remote(error))),
                     DeviceMetrics::from(&end.device),
                 ))
-            })
+            });
+            driven.map_err(|error| DeviceLost::from_error(error, target, epoch, runtime))
         })
     }
 
     /// Runs one configuration in wall-clock mode ([`crate::wall`]) with the host here and the
     /// device in the emulator process serving on `target.socket`
     /// (`cosim_link::wall_socket`). Fails like [`run_wall`] does, and also when the
-    /// interrupts the host saw on its eventfd differ from those the device raised.
+    /// interrupts the host saw on its eventfd differ from those the device raised, and with a
+    /// [`DeviceLost`] (the launch it lost) when the emulator process dies mid-run.
     pub fn run_wall_attached(
         request: &RunRequest,
         target: &AttachTarget,
@@ -938,6 +957,7 @@ mod attached {
             interrupt_line: true,
         };
         let mut attachment = Attachment::connect(&target.socket, &attach)?;
+        let epoch = attachment.epoch();
         let memory = Arc::clone(attachment.host_memory());
         let ring = prepared.ring(&memory)?;
         prepared
@@ -950,7 +970,9 @@ mod attached {
         let mut device_end = None;
         let mut report = prepared.run_and_report(request, ring, |runtime| {
             runtime.set_real_clock();
-            let ended = attachment.run_wall(runtime, limit)?;
+            let ended = attachment
+                .run_wall(runtime, limit)
+                .map_err(|error| DeviceLost::from_error(error.into(), target, epoch, runtime))?;
             side.ring = runtime.ring_state().transpose().map_err(RunFailure::Ring)?;
             let metrics = DeviceMetrics::from(&ended.end.device);
             let outcome = crate::wall::combine_attached(&ended, &mut side);
@@ -980,6 +1002,7 @@ mod attached {
     }
 }
 
+pub(crate) use attached::run_attached_once;
 pub use attached::{run_attached, run_wall_attached};
 
 #[cfg(test)]

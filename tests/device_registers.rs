@@ -93,3 +93,19 @@ fn a_page_with_another_magic_is_refused() {
     let error = window.probe(&expected).unwrap_err().to_string();
     assert!(error.contains("magic"), "{error}");
 }
+
+#[test]
+fn the_epoch_register_reads_what_the_emulator_process_publishes_and_zero_before() {
+    let mut device = device();
+    let window = mapped(&mut device);
+    // An in-process device publishes no epoch; `axle emu` sets its own in every session.
+    assert_eq!(window.epoch(), Ok(0));
+    let page = device.serve_registers().expect("register page");
+    let window = RegisterWindow::new(
+        DeviceWindow::map(page.fd().expect("shared"), registers::WINDOW_BYTES).expect("mapping"),
+    )
+    .expect("a whole page");
+    page.set(registers::EPOCH, emulator::server::device_epoch());
+    assert_eq!(window.epoch(), Ok(emulator::server::device_epoch()));
+    assert_ne!(window.epoch(), Ok(0));
+}

@@ -13,7 +13,8 @@
 //! 2. The host creates its physical memory as an anonymous sealed segment
 //!    ([`crate::shm::MappedWords`]) and sends it with a [`SessionRequest`] (SCM_RIGHTS); the
 //!    emulator maps it, creates device memory and the turn page, and sends both back with a
-//!    [`SessionReady`] that also announces the device's data window. The host sends its
+//!    [`SessionReady`] that also announces the device's data window and its device epoch
+//!    ([`shared_abi::registers::EPOCH`], which the register window must read too). The host sends its
 //!    request right behind its hello, without waiting for the answer; an emulator that finds
 //!    the request already waiting sends the answer with the [`SessionReady`], so each side
 //!    wakes once for the two steps (a host that waits for the answer first is answered at
@@ -134,6 +135,12 @@ pub struct SessionReady {
     pub data_end: u64,
     /// Bytes of the turn page.
     pub turn_page_bytes: u64,
+    /// The device epoch ([`shared_abi::registers::EPOCH`]; the register window must read
+    /// the same): drawn by the emulator process at its start, so a host that attaches again
+    /// after losing its emulator knows whether it found a new device. 0 (an emulator from
+    /// before the field): none.
+    #[serde(default)]
+    pub epoch: u64,
 }
 
 /// What the device measured, as plain numbers (ticks and counts).
@@ -461,6 +468,7 @@ mod tests {
             data_base: 2,
             data_end: 3,
             turn_page_bytes: 4,
+            epoch: 5,
         };
         send_message(
             &left,

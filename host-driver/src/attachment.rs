@@ -55,6 +55,8 @@ pub struct Attachment {
     allocator: DataAllocator,
     data_base: DeviceAddress,
     interrupts: Option<EventFd>,
+    /// The device epoch, read at attach.
+    epoch: u64,
     /// Declared last, so dropped last: the emulator, which frees its session once this socket
     /// closes, still holds the shared segments while this side unmaps its own, and the
     /// pages are freed in the emulator (after this process is done with them) rather than
@@ -168,6 +170,17 @@ impl Attachment {
                 data_end: ready.data_end,
             })
             .map_err(|error| AttachError::Protocol(error.to_string()))?;
+        // The device epoch: the register and the session's answer must agree, and be set.
+        let epoch = registers
+            .epoch()
+            .map_err(|error| AttachError::Protocol(error.to_string()))?;
+        if epoch != ready.epoch || epoch == 0 {
+            return Err(AttachError::Protocol(format!(
+                "register window: device epoch register at {:#x} reads {epoch:#x}, the session announced {:#x} (an emulator process publishes a nonzero epoch)",
+                shared_abi::registers::EPOCH,
+                ready.epoch
+            )));
+        }
         let device = DeviceWindow::map(
             std::os::fd::AsFd::as_fd(&device_fd),
             ready.device_memory_bytes,
@@ -196,8 +209,16 @@ impl Attachment {
             ),
             data_base: DeviceAddress(ready.data_base),
             interrupts,
+            epoch,
             socket,
         })
+    }
+
+    /// The device epoch read from the register window at attach
+    /// ([`shared_abi::registers::EPOCH`]): the same for every session of one emulator
+    /// process, another after the emulator is started again.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// The device's register window, mapped (probed at attach).
@@ -282,7 +303,14 @@ impl Attachment {
             AttachError::Protocol("a wall-clock run needs the interrupt line".into())
         })?;
         let start = cosim_link::wall_socket::monotonic_now_ns();
-        cosim_link::wall_socket::send_start(&self.socket, start)?;
+        cosim_link::wall_socket::send_start(&self.socket, start).map_err(|error| {
+            match error.kind() {
+                std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => {
+                    AttachError::EmulatorDied("before the wall-clock run started")
+                }
+                _ => error.into(),
+            }
+        })?;
         let clock = cosim_link::wall::WallClock::from_monotonic_ns(start);
         let (port, transport) = cosim_link::wall_socket::host_side(&self.socket, interrupts)?;
         let host = cosim_link::wall::serve_host(

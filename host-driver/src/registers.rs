@@ -72,6 +72,12 @@ impl RegisterWindow {
         Ok(u64::from_le_bytes(bytes))
     }
 
+    /// The device epoch ([`registers::EPOCH`]): which start of the emulator process this
+    /// device is (0: none published).
+    pub fn epoch(&self) -> Result<u64, WindowFault> {
+        self.read(registers::EPOCH)
+    }
+
     /// Mailbox register `register` ([`shared_abi::mailbox`]) as the mirror shows it.
     pub fn mailbox(&self, register: u64) -> Result<u64, WindowFault> {
         self.read(registers::MAILBOX_MIRROR.saturating_add(register))

@@ -42,4 +42,4 @@ pub use adaptive_poll::DeviceDatasheet;
 pub use app::{AppError, AppProblem, BadResult, Scope};
 pub use config::{HostConfig, HostScheduling, PollPolicy};
 pub use metrics::RunMetrics;
-pub use runtime::{HostMeasurements, Mode, Runtime, RuntimeError, Stretch};
+pub use runtime::{HostMeasurements, Mode, PendingLaunch, Runtime, RuntimeError, Stretch};

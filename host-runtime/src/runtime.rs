@@ -227,6 +227,22 @@ pub(crate) struct Launch {
     pub(crate) first_result: Option<Ticks>,
 }
 
+/// The launch a run had submitted and not completed ([`Runtime::pending_launch`]): what is
+/// lost with the device when the device is (an attached run whose emulator process died).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingLaunch {
+    /// Its tag (the runtime numbers launches 1, 2, 3... in the order it submits them).
+    pub tag: u32,
+    /// Its kernel, as the command names it ([`shared_abi::KernelId`] as `u32`).
+    pub kernel: u32,
+    /// When it began (its input stores), in the run's time.
+    pub started: Ticks,
+    /// Bytes of its result space.
+    pub result_length: u64,
+    /// Whether every result byte had reached the host (its final host step was running).
+    pub results_in: bool,
+}
+
 /// Where a wall-clock stress run stretches the host's modelled timing
 /// ([`Runtime::set_stretch`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -384,6 +400,19 @@ impl<'a> Runtime<'a> {
     /// Whether the run finished (successfully or not).
     pub fn finished(&self) -> bool {
         self.host.done
+    }
+
+    /// The launch submitted and not completed, if any. The runtime runs one launch at a
+    /// time, so this is all a run loses with its device; the launches before it completed
+    /// ([`HostMeasurements::launches`]).
+    pub fn pending_launch(&self) -> Option<PendingLaunch> {
+        self.host.launch.as_ref().map(|launch| PendingLaunch {
+            tag: launch.tag,
+            kernel: launch.command.kernel,
+            started: launch.started,
+            result_length: launch.command.result_length,
+            results_in: launch.finishing || launch.tracker.all_finished(),
+        })
     }
 
     /// The AXLE ring (for tests that play the device's DMA into it).

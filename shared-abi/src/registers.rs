@@ -8,6 +8,10 @@
 //! - the device identity at offsets below [`MAILBOX_MIRROR`], which the driver probes at
 //!   attach and checks against what it was built for (magic, ABI version, layout hash) and
 //!   against the session's announced geometry (device memory size, data window);
+//! - the device epoch at [`EPOCH`]: a number the emulator process draws when it starts, the
+//!   same for every session it serves and different for the next process started on the same
+//!   socket, so that a host that lost its emulator knows, when it attaches again, whether it
+//!   found the same device or a new one (whose memory holds nothing of the old one's);
 //! - a read-only mirror of the RP mailbox ([`crate::mailbox`]) at [`MAILBOX_MIRROR`] `+`
 //!   the mailbox register's offset, updated by the device whenever the firmware writes a
 //!   mailbox register.
@@ -31,8 +35,13 @@ pub const DEVICE_MEMORY_BYTES: u64 = 0x18;
 pub const DATA_BASE: u64 = 0x20;
 /// End (exclusive) of the device data window.
 pub const DATA_END: u64 = 0x28;
+/// The device epoch: drawn by the emulator process when it starts (never 0), the same for all
+/// its sessions, another value for the next process on the same socket; also in the
+/// session's `SessionReady` (`cosim_link::attach`), which must agree. It identifies the
+/// device instance, never enters a figure, and 0 means none was published.
+pub const EPOCH: u64 = 0x30;
 /// Where the RP mailbox mirror starts: mailbox register `r` is at `MAILBOX_MIRROR + r`.
 pub const MAILBOX_MIRROR: u64 = 0x100;
 
 const _: () = assert!(MAILBOX_MIRROR + crate::mailbox::WINDOW_LENGTH <= WINDOW_BYTES);
-const _: () = assert!(DATA_END < MAILBOX_MIRROR);
+const _: () = assert!(DATA_END < EPOCH && EPOCH < MAILBOX_MIRROR);

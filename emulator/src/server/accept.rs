@@ -177,8 +177,9 @@ pub fn serve(path: &Path, options: &ServeOptions) -> Result<(), ServerError> {
     let mut reaper = Reaper::default();
     let (listener, socket_file) = bind(path)?;
     log::info!(
-        "emu: serving on {} (ABI version {ABI_VERSION}, layout hash {LAYOUT_HASH:#018x}); one host at a time; a host that keeps its turn more than {} s is detached",
+        "emu: serving on {} (ABI version {ABI_VERSION}, layout hash {LAYOUT_HASH:#018x}, device epoch {:#018x}); one host at a time; a host that keeps its turn more than {} s is detached",
         path.display(),
+        super::epoch::device_epoch(),
         options.turn_timeout.as_secs_f64()
     );
     while !signals.stop_requested() {

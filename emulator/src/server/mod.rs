@@ -15,7 +15,8 @@
 //! 2. the host's [`SessionRequest`] with its physical-memory segment (refused unless the host
 //!    speaks this build's turn protocol, `cosim_link::turn::PROTOCOL`); the emulator maps it,
 //!    creates device memory ([`DeviceSegment::shared`]) and the turn page, and answers with
-//!    [`SessionReady`] and both descriptors (when the request came right behind the hello,
+//!    [`SessionReady`] (with this process's device epoch, also in the register window:
+//!    [`device_epoch`]) and the descriptors (when the request came right behind the hello,
 //!    as this build's host sends it, the hello's answer waits and goes out just before the
 //!    [`SessionReady`] or the refusal: one wake-up of the host for both steps);
 //! 3. the unchanged [`Emulator::run`] with a `RemoteHost` as the host: each turn goes over
@@ -88,6 +89,7 @@
 //! | `session` | one host's session: hello, set-up, the run (virtual time or wall clock), the end |
 //! | `remote_host` | the host across processes as a `HostAgent`: turns over the turn page |
 //! | `limits` | the checks of a session request before anything is created for it |
+//! | `epoch` | the device epoch this process publishes in every register window |
 //!
 //! [`Status::AbiMismatch`]: shared_abi::Status::AbiMismatch
 //! [`SessionRequest`]: cosim_link::attach::SessionRequest
@@ -98,11 +100,13 @@
 //! [`Emulator::run_wall`]: crate::Emulator::run_wall
 
 mod accept;
+mod epoch;
 mod limits;
 mod remote_host;
 mod session;
 
 pub use accept::serve;
+pub use epoch::device_epoch;
 pub use limits::{check_device_memory, check_session_request, SetupError};
 
 use crate::config::DeviceConfig;
@@ -133,6 +137,10 @@ pub struct ServeOptions {
     /// The longest one host's session may last, in wall time, however quickly it takes its
     /// turns: a host that never finishes cannot hold the device for the hosts queued behind.
     pub session_limit: Duration,
+    /// Tests of recovery only (`axle emu --die-after-hand-overs K`, hidden): the process kills
+    /// itself (SIGKILL) instead of handing a virtual-time session's turn to its host for the
+    /// `K+1`-th time, a crash at a point of the run that does not depend on timing.
+    pub die_after_hand_overs: Option<u64>,
 }
 
 impl Default for ServeOptions {
@@ -140,6 +148,7 @@ impl Default for ServeOptions {
         ServeOptions {
             turn_timeout: DEFAULT_TURN_TIMEOUT,
             session_limit: DEFAULT_SESSION_LIMIT,
+            die_after_hand_overs: None,
         }
     }
 }

@@ -36,6 +36,8 @@ pub(super) struct RemoteHost<'a> {
     pub(super) deadline: Option<Instant>,
     /// Whether the session outlived its deadline.
     pub(super) expired: bool,
+    /// Tests of recovery only ([`super::ServeOptions::die_after_hand_overs`]).
+    pub(super) die_after_hand_overs: Option<u64>,
 }
 
 impl RemoteHost<'_> {
@@ -45,6 +47,15 @@ impl RemoteHost<'_> {
         horizon: Ticks,
         link: &mut dyn DeviceLink,
     ) -> Result<Turns, TurnError> {
+        if self.die_after_hand_overs == Some(self.hand_overs) {
+            log::warn!(
+                "emu: dying after {} hand-overs (--die-after-hand-overs, a test of recovery)",
+                self.hand_overs
+            );
+            // A crash, as SIGKILL makes one: no destructor runs, the socket file stays.
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+            std::process::abort();
+        }
         self.page
             .hand_over(HOST, &device_message(&mut self.pending, now, horizon))?;
         self.hand_overs += 1;

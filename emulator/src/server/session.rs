@@ -121,6 +121,7 @@ pub(super) fn session(
             data_base: data_base.0,
             data_end: data_end.0,
             turn_page_bytes: cosim_link::turn::TURN_PAGE_BYTES,
+            epoch: super::epoch::device_epoch(),
         },
         &[device_fd, page_fd.as_fd(), register_fd.as_fd()],
     )?;
@@ -185,6 +186,7 @@ fn run_session(
         turn_timeout: options.turn_timeout,
         deadline: Instant::now().checked_add(options.session_limit),
         expired: false,
+        die_after_hand_overs: options.die_after_hand_overs,
     };
     let outcome = emulator.run(&mut host, Ticks::from_ns(limit_ns));
     let (turns, hand_overs) = (host.turns, host.hand_overs);
@@ -330,8 +332,9 @@ fn open_session(stream: &UnixStream) -> Result<Opened, Opening> {
         setup.streaming_factor.into(),
         setup.out_of_order,
     );
-    let register_fd = emulator
-        .serve_registers()?
+    let registers = emulator.serve_registers()?;
+    registers.set(shared_abi::registers::EPOCH, super::epoch::device_epoch());
+    let register_fd = registers
         .fd()
         .ok_or_else(|| Opening::Refused("the register page is not shared".into()))?
         .try_clone_to_owned()?;

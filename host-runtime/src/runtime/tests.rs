@@ -447,3 +447,33 @@ fn an_interrupt_handlers_batch_reaches_the_scheduler_when_that_handler_ends() {
     assert_eq!(start(0), ns(2_085));
     assert_eq!(start(1), ns(2_115));
 }
+
+#[test]
+fn the_pending_launch_is_the_one_submitted_and_not_completed() {
+    // Two launches of two chunks, one task each chunk.
+    let mut app = ScriptedApp {
+        launches: VecDeque::from([plan(2, &[(0, 1), (1, 2)], 0), plan(2, &[(0, 1), (1, 2)], 0)]),
+        operations: BTreeMap::new(),
+    };
+    let mut rt = runtime(&mut app, 1_000);
+    assert_eq!(
+        rt.pending_launch(),
+        None,
+        "nothing submitted before the first turn"
+    );
+    let mut link = Recorder::default();
+    let mut now = Ticks::ZERO;
+    advance(&mut rt, &mut link, &mut now, ns(500));
+    let first = rt.pending_launch().expect("launch 1 submitted");
+    assert_eq!((first.tag, first.started), (1, Ticks::ZERO));
+    assert_eq!((first.result_length, first.results_in), (64, false));
+    assert_eq!(rt.measurements().launches, 0);
+    // Its two chunks arrive: it completes, and launch 2 is the pending one.
+    produce(&rt, 1, 0, 0);
+    produce(&rt, 1, 1, 1);
+    advance(&mut rt, &mut link, &mut now, ns(50_000));
+    assert_eq!(rt.measurements().launches, 1);
+    let second = rt.pending_launch().expect("launch 2 submitted");
+    assert_eq!(second.tag, 2);
+    assert!(second.started > Ticks::ZERO);
+}
