@@ -84,11 +84,7 @@ impl ManyRequest {
         self.policy
             .check(tenants)
             .map_err(|error| anyhow::anyhow!("--weights: {error}"))?;
-        faults::check(
-            &self.faults,
-            tenants,
-            crate::config::VIRTUAL_TIME_LIMIT_NS,
-        )?;
+        faults::check(&self.faults, tenants, crate::config::VIRTUAL_TIME_LIMIT_NS)?;
         Ok(())
     }
 
@@ -264,13 +260,17 @@ pub fn run_many(request: &ManyRequest) -> anyhow::Result<ManyReport> {
             )?;
         }
     }
-    let injected: Vec<Option<(faults::TenantFault, emulator::cosim::tenants::TenantDetacher)>> =
-        (0..tenants)
-            .map(|tenant| {
-                let fault = request.faults.iter().find(|f| f.tenant == tenant)?;
-                Some((*fault, device.detacher(tenant)?))
-            })
-            .collect();
+    let injected: Vec<
+        Option<(
+            faults::TenantFault,
+            emulator::cosim::tenants::TenantDetacher,
+        )>,
+    > = (0..tenants)
+        .map(|tenant| {
+            let fault = request.faults.iter().find(|f| f.tenant == tenant)?;
+            Some((*fault, device.detacher(tenant)?))
+        })
+        .collect();
     for (tenant, tenant_prepared) in prepared.iter_mut().enumerate() {
         device.select(tenant);
         Loader::load(tenant_prepared.app.as_mut(), &mut device, false)

@@ -9,10 +9,11 @@
 //!   take it, and the device detaches it at that turn's time
 //!   ([`emulator::cosim::tenants::TenantDetacher`], what an attached server calls when a
 //!   host's turn does not come back within its timeout; in process nothing waits).
-//! - `malformed@T`: the first launch store at or after `T` names a kernel the device does
-//!   not have. In AXLE modes the firmware latches the ring BROKEN and the device detaches
-//!   the tenant; in RP and BS modes the launch is refused with a status, the protocol's
-//!   answer, and the tenant's runtime fails by itself.
+//! - `malformed@T`: the first launch at or after `T` is malformed: a launch store (AXLE, BS)
+//!   names a kernel the device does not have, an RP doorbell names a descriptor address
+//!   outside device memory. In AXLE modes the firmware latches the ring BROKEN and the
+//!   device detaches the tenant; in RP and BS modes the launch is refused with a status, the
+//!   protocol's answer, and the tenant's runtime fails by itself.
 //! - `heads-back@T`: from `T` on, every flow-control store carries both heads at 0, behind
 //!   what the host had sent before. The firmware notices when it next reads the heads (only
 //!   when its cached heads say a ring is full), latches the ring BROKEN, and the device
@@ -70,17 +71,17 @@ impl std::str::FromStr for TenantFault {
     /// `TENANT:KIND@TIME`, e.g. `1:kill@20us`; KIND is kill, stop, malformed or heads-back;
     /// TIME is a duration (`20us`, `1.5ms`) or nanoseconds.
     fn from_str(text: &str) -> anyhow::Result<TenantFault> {
-        let form = "give TENANT:KIND@TIME, e.g. 1:kill@20us (KIND: kill, stop, malformed, heads-back)";
+        let form =
+            "give TENANT:KIND@TIME, e.g. 1:kill@20us (KIND: kill, stop, malformed, heads-back)";
         let (tenant, rest) = text
             .split_once(':')
             .with_context(|| format!("--fault {text:?}: {form}"))?;
         let (kind, at) = rest
             .split_once('@')
             .with_context(|| format!("--fault {text:?}: {form}"))?;
-        let tenant: usize = tenant
-            .trim()
-            .parse()
-            .map_err(|_| anyhow::anyhow!("--fault {text:?}: tenant {tenant:?} is not a whole number"))?;
+        let tenant: usize = tenant.trim().parse().map_err(|_| {
+            anyhow::anyhow!("--fault {text:?}: tenant {tenant:?} is not a whole number")
+        })?;
         let kind = match kind.trim() {
             "kill" => FaultKind::Kill,
             "stop" => FaultKind::Stop,
@@ -210,14 +211,9 @@ impl DeviceLink for Corrupting<'_> {
             return self.link.call(call);
         }
         let call = match (self.kind, call) {
-            (
-                FaultKind::Malformed,
-                LinkCall::MemStore {
-                    now,
-                    address,
-                    data,
-                },
-            ) if !*self.corrupted && device_map::in_launch_window(address) => {
+            (FaultKind::Malformed, LinkCall::MemStore { now, address, data })
+                if !*self.corrupted && device_map::in_launch_window(address) =>
+            {
                 *self.corrupted = true;
                 LinkCall::MemStore {
                     now,
@@ -240,6 +236,22 @@ impl DeviceLink for Corrupting<'_> {
                     address,
                     data: Cow::Owned(no_such_kernel(&data)),
                     token,
+                }
+            }
+            (
+                FaultKind::Malformed,
+                LinkCall::IoWrite {
+                    now,
+                    register,
+                    value: _,
+                },
+            ) if !*self.corrupted && register == shared_abi::mailbox::DOORBELL => {
+                // RP: the doorbell names where the descriptor is; this one names no memory.
+                *self.corrupted = true;
+                LinkCall::IoWrite {
+                    now,
+                    register,
+                    value: u64::MAX & !63,
                 }
             }
             (FaultKind::HeadsBack, LinkCall::MemStore { now, address, data })
@@ -286,7 +298,13 @@ mod tests {
         );
         let fault: TenantFault = "0:heads-back@1500".parse().unwrap();
         assert_eq!((fault.kind, fault.at_ns), (FaultKind::HeadsBack, 1500));
-        for bad in ["kill@20us", "1:kill", "x:kill@1", "1:explode@1", "1:stop@soon"] {
+        for bad in [
+            "kill@20us",
+            "1:kill",
+            "x:kill@1",
+            "1:explode@1",
+            "1:stop@soon",
+        ] {
             assert!(bad.parse::<TenantFault>().is_err(), "{bad}");
         }
         let two = |tenant| TenantFault {
@@ -298,7 +316,10 @@ mod tests {
         let error = check(&[two(2)], 2, 10).unwrap_err().to_string();
         assert!(error.contains("this run has 2 tenants (0 to 1)"), "{error}");
         assert!(check(&[two(0), two(0)], 2, 10).is_err());
-        let late = TenantFault { at_ns: 11, ..two(0) };
+        let late = TenantFault {
+            at_ns: 11,
+            ..two(0)
+        };
         assert!(check(&[late], 2, 10).is_err());
     }
 }
