@@ -3,7 +3,7 @@
 //! to test that faults do not spread (docs/tenants.md, "Faults do not spread").
 //!
 //! - `kill@T`: the host dies at `T`; the device learns it then and detaches the tenant
-//!   ([`Emulator::schedule_detach`]), as an attached server does when a session's socket
+//!   ([`emulator::Emulator::schedule_detach`]), as an attached server does when a session's socket
 //!   closes.
 //! - `stop@T`: the host stops taking turns: at its first turn at or after `T` it does not
 //!   take it, and the device detaches it at that turn's time
@@ -251,7 +251,7 @@ impl DeviceLink for Corrupting<'_> {
                 LinkCall::IoWrite {
                     now,
                     register,
-                    value: u64::MAX & !63,
+                    value: !63,
                 }
             }
             (FaultKind::HeadsBack, LinkCall::MemStore { now, address, data })

@@ -43,12 +43,17 @@
 //! the same tenants give the same numbers, byte for byte. Responses (loads, synchronous
 //! stores, register reads, interrupts) go to the host that asked.
 //!
+//! **Faults do not spread.** A tenant whose host dies, stops taking its turns or breaks the
+//! protocol is detached at a virtual time: its ring marked BROKEN, its CCM stage cut, its
+//! dispatch and DMA requests in preparation dropped, its events dropped, its memory released
+//! ([`detach`]'s module docs); the others run on.
+//!
 //! **Not modelled (yet).** Spatial sharing of the CCM (two tenants' kernels on disjoint units
 //! at once), contention for the firmware core (each tenant's firmware steps in zero time, as
 //! on the one-host device), per-tenant DMA channel reservations, and quality-of-service on the
 //! link. See `docs/tenants.md` for what is left.
 
-mod detach;
+pub mod detach;
 
 pub use detach::{DetachReason, Detached, TenantDetacher};
 

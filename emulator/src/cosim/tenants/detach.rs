@@ -73,9 +73,12 @@ impl std::fmt::Display for DetachReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             DetachReason::Dead => f.write_str("its host died (its session went away)"),
+            DetachReason::Stopped { waited_ms: 0 } => f.write_str(
+                "its host stopped taking its turns (a turn not taken; in process, nothing waited)",
+            ),
             DetachReason::Stopped { waited_ms } => write!(
                 f,
-                "its host stopped taking its turns (waited {waited_ms} ms of wall-clock time for a turn)"
+                "its host stopped taking its turns (no turn back after {waited_ms} ms of wall-clock time)"
             ),
             DetachReason::Broken(status) => {
                 write!(f, "its ring was latched BROKEN: {status}")
