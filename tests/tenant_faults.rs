@@ -162,6 +162,22 @@ fn heads_moved_backwards_detach_their_tenant() {
     }
 }
 
+/// Heads moved back to 0 before the device ever adopted a head are valid to it: it waits
+/// for credit that never comes, and the tenant's own runtime gives up after its stall
+/// timeout (it fails alone); the others verify, their figures those of the run without a
+/// fault (DLRM's later work would have come after theirs).
+#[test]
+fn heads_moved_back_before_the_device_read_any_stall_their_own_tenant_only() {
+    let request = request(&["knn-a", "dlrm", "ssb-q1.1"], Mode::Axle, Some(512));
+    let clean = run_many(&request).unwrap();
+    let report = run_many(&with_fault(&request, 1, FaultKind::HeadsBack, 2_000)).unwrap();
+    let tenant = &report.tenants[1];
+    assert!(tenant.detached.is_none());
+    let failure = tenant.failure.as_deref().unwrap();
+    assert!(failure.contains("no progress"), "{failure}");
+    assert_eq!(others(&report, 1), others(&clean, 1));
+}
+
 /// In RP and BS modes a malformed launch is refused with a status (the protocol's answer):
 /// the tenant's runtime fails by itself, is reported as failed, and the others verify.
 #[test]

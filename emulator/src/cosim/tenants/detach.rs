@@ -255,7 +255,10 @@ impl Emulator {
             .get_mut(tenant)
             .map(std::mem::take)
             .unwrap_or(0);
-        let holds_ccm = sharing.ccm_owner.is_some_and(|(owner, _)| owner == tenant);
+        // The CCM granted to it and still running its stage (a stage that ended in this
+        // very event is closed by the next arbitration, not cut).
+        let holds_ccm = sharing.ccm_owner.is_some_and(|(owner, _)| owner == tenant)
+            && self.hardware.ccm.is_running();
         let ccm_items_cut = holds_ccm.then(|| self.hardware.ccm.abort(now));
         self.hardware.dma.cancel(dma_cancelled);
         // Its context: the ring marked BROKEN, its memory and registers released.
