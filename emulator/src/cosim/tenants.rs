@@ -578,9 +578,6 @@ impl Emulator {
                     hardware: &mut self.hardware,
                 };
                 let turns = agent.turns_before(at, horizon, &mut port);
-                if let Some(wake) = wakes.get_mut(tenant) {
-                    *wake = turns.wake;
-                }
                 let counts = &mut self.hardware.counts;
                 counts.host_turns = counts.host_turns.saturating_add(turns.taken);
                 self.hardware.now = self.hardware.now.max(turns.latest);
@@ -588,12 +585,17 @@ impl Emulator {
                     // On a shared device a host that asks for more than the link takes is
                     // detached; the others run on.
                     self.detach_now(tenant, super::tenants::DetachReason::LinkRequest(refusal));
-                    if let Some(wake) = wakes.get_mut(tenant) {
-                        *wake = Wake::Done;
-                    }
                     self.settle(tenant);
                 }
+                // Detaches asked for during the turn apply before its answer (an agent that
+                // detaches its tenant then answers `Done`).
                 self.take_detach_requests(&mut wakes);
+                if let Some(wake) = wakes.get_mut(tenant) {
+                    *wake = match self.sharing().is_detached(tenant) {
+                        true => Wake::Done,
+                        false => turns.wake,
+                    };
+                }
             }
         }
     }
@@ -635,11 +637,12 @@ impl Emulator {
         true
     }
 
-    /// Detaches the tenants whose host agents asked for it ([`TenantDetacher`]), now.
+    /// Detaches the tenants whose host agents asked for it ([`TenantDetacher`]), now. A host
+    /// that had finished (a session closed after its run ended) is not detached.
     fn take_detach_requests(&mut self, wakes: &mut [Wake]) {
         let requests = std::sync::Arc::clone(&self.sharing().requests);
         for (tenant, reason) in requests.take() {
-            if tenant >= wakes.len() {
+            if !matches!(wakes.get(tenant), Some(Wake::At(_) | Wake::OnResponse)) {
                 continue;
             }
             self.detach_now(tenant, reason);
