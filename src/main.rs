@@ -225,6 +225,12 @@ struct RunManyArgs {
     /// Stop with an error when a run has not finished after this much wall time.
     #[arg(long, value_name = "DURATION", value_parser = parse_wall_limit)]
     wall_limit: Option<std::time::Duration>,
+    /// Inject a fault into a tenant, to test that faults do not spread: TENANT:KIND@TIME,
+    /// KIND kill (its host dies), stop (stops taking turns), malformed (its next launch
+    /// descriptor names no kernel) or heads-back (its flow-control heads go back to 0), at
+    /// TIME of virtual time (e.g. 1:kill@20us). At most one per tenant.
+    #[arg(long, value_name = "TENANT:KIND@TIME")]
+    fault: Vec<axle::tenants::faults::TenantFault>,
 }
 
 /// Most weights `--weights` takes (one per tenant).
@@ -288,6 +294,7 @@ fn run_many_command(args: RunManyArgs) -> anyhow::Result<ExitCode> {
         policy,
         max_tenants: args.max_tenants,
         alone: !args.no_alone,
+        faults: args.fault.clone(),
     };
     // The count is bounded before any workload is built.
     request.check()?;
@@ -307,10 +314,20 @@ fn run_many_command(args: RunManyArgs) -> anyhow::Result<ExitCode> {
     }
     if !report.verified {
         for tenant in report.tenants.iter().filter(|t| !t.shared.verified) {
-            eprintln!(
-                "error: tenant {} ({}) produced a wrong answer: {}",
-                tenant.tenant, tenant.shared.workload, tenant.shared.verification
-            );
+            match (&tenant.detached, &tenant.failure) {
+                (Some(detached), _) => eprintln!(
+                    "error: tenant {} ({}) was detached at {} ns of virtual time: {}",
+                    tenant.tenant, tenant.shared.workload, detached.at_ns, detached.reason
+                ),
+                (None, Some(failure)) => eprintln!(
+                    "error: tenant {} ({}) failed: {failure}",
+                    tenant.tenant, tenant.shared.workload
+                ),
+                (None, None) => eprintln!(
+                    "error: tenant {} ({}) produced a wrong answer: {}",
+                    tenant.tenant, tenant.shared.workload, tenant.shared.verification
+                ),
+            }
         }
         return Ok(ExitCode::from(1));
     }

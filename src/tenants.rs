@@ -10,6 +10,13 @@
 //! the tenants' progress rates (alone over shared).
 //!
 //! Everything is virtual time: the same command prints the same numbers.
+//!
+//! **Faults do not spread.** A tenant the device detaches (its host died or stopped, or broke
+//! the protocol: [`emulator::cosim::tenants::DetachReason`]) or whose runtime fails is
+//! reported as such, with its figures up to then, while the others' runs go on and are
+//! verified; the command then exits non-zero. `--fault` injects such faults ([`faults`]).
+
+pub mod faults;
 
 use crate::config::AxleConfig;
 use crate::run::{
@@ -49,6 +56,8 @@ pub struct ManyRequest {
     pub max_tenants: usize,
     /// Also run each workload alone, for the slowdowns.
     pub alone: bool,
+    /// Faults injected (`--fault`), at most one per tenant.
+    pub faults: Vec<faults::TenantFault>,
 }
 
 impl ManyRequest {
@@ -75,6 +84,7 @@ impl ManyRequest {
         self.policy
             .check(tenants)
             .map_err(|error| anyhow::anyhow!("--weights: {error}"))?;
+        faults::check(&self.faults, tenants, crate::config::VIRTUAL_TIME_LIMIT_NS)?;
         Ok(())
     }
 
@@ -107,6 +117,47 @@ pub struct TenantReport {
     pub ccm_grants: u64,
     /// Time its dispatches waited for the CCM.
     pub ccm_wait_ns: u64,
+    /// The device detached it: when and why (its figures are those up to then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detached: Option<DetachedReport>,
+    /// Its host runtime failed (the device's answer to it, a wall-time overrun...): why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+/// A tenant the device detached.
+#[derive(Clone, Debug, Serialize)]
+pub struct DetachedReport {
+    /// Virtual time of the detach.
+    pub at_ns: u64,
+    /// Why, in words.
+    pub reason: String,
+    /// Work items of its stage the CCM cut (absent: the CCM was not granted to it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ccm_items_cut: Option<u32>,
+    /// Whether its dispatch waiting for the CCM was dropped.
+    pub dispatch_dropped: bool,
+    /// Its DMA requests in preparation cancelled.
+    pub dma_cancelled: u32,
+}
+
+impl DetachedReport {
+    fn of(detached: &emulator::cosim::tenants::Detached) -> DetachedReport {
+        DetachedReport {
+            at_ns: detached.at.as_ns(),
+            reason: detached.reason.to_string(),
+            ccm_items_cut: detached.ccm_items_cut,
+            dispatch_dropped: detached.dispatch_dropped,
+            dma_cancelled: detached.dma_cancelled,
+        }
+    }
+}
+
+impl TenantReport {
+    /// Whether it ran to its end: neither detached nor failed.
+    pub fn completed(&self) -> bool {
+        self.detached.is_none() && self.failure.is_none()
+    }
 }
 
 /// What `axle run-many` produced.
@@ -118,7 +169,7 @@ pub struct ManyReport {
     pub policy: String,
     /// Every tenant's figures, by tenant.
     pub tenants: Vec<TenantReport>,
-    /// When the last tenant finished (the tenants all start at 0).
+    /// When the last tenant that ran to its end finished (the tenants all start at 0).
     pub makespan_ns: u64,
     /// CCM busy time of the whole device.
     pub ccm_busy_ns: u64,
@@ -200,6 +251,26 @@ pub fn run_many(request: &ManyRequest) -> anyhow::Result<ManyReport> {
         .map(|p| p.device.clone())
         .context("no tenant")?;
     let mut device = Emulator::shared(device_config, setups, request.policy.clone())?;
+    for fault in &request.faults {
+        if fault.kind == faults::FaultKind::Kill {
+            device.schedule_detach(
+                fault.tenant,
+                shared_abi::Ticks::from_ns(fault.at_ns),
+                emulator::cosim::tenants::DetachReason::Dead,
+            )?;
+        }
+    }
+    let injected: Vec<
+        Option<(
+            faults::TenantFault,
+            emulator::cosim::tenants::TenantDetacher,
+        )>,
+    > = (0..tenants)
+        .map(|tenant| {
+            let fault = request.faults.iter().find(|f| f.tenant == tenant)?;
+            Some((*fault, device.detacher(tenant)?))
+        })
+        .collect();
     for (tenant, tenant_prepared) in prepared.iter_mut().enumerate() {
         device.select(tenant);
         Loader::load(tenant_prepared.app.as_mut(), &mut device, false)
@@ -229,12 +300,18 @@ pub fn run_many(request: &ManyRequest) -> anyhow::Result<ManyReport> {
                 .iter_mut()
                 .map(|runtime| WallBudget::new(runtime, limit))
                 .collect();
-            let mut hosts: Vec<&mut dyn HostAgent> = budgets
+            let mut faulty: Vec<faults::FaultyHost<'_>> = budgets
                 .iter_mut()
-                .map(|budget| budget as &mut dyn HostAgent)
+                .zip(injected)
+                .map(|(budget, fault)| faults::FaultyHost::new(budget, fault))
+                .collect();
+            let mut hosts: Vec<&mut dyn HostAgent> = faulty
+                .iter_mut()
+                .map(|host| host as &mut dyn HostAgent)
                 .collect();
             let cosim = device.run_tenants(&mut hosts, VIRTUAL_TIME_LIMIT);
             drop(hosts);
+            drop(faulty);
             let overruns: Vec<Option<RunFailure>> =
                 budgets.iter().map(WallBudget::overrun).collect();
             (overruns, cosim)
@@ -253,10 +330,27 @@ pub fn run_many(request: &ManyRequest) -> anyhow::Result<ManyReport> {
     {
         let metrics = device.tenant_metrics(tenant);
         let figures = device.tenant_figures(tenant).unwrap_or_default();
+        let detached = device.detached(tenant).map(DetachedReport::of);
         let outcome = match (&cosim, overrun) {
             (_, Some(overrun)) => Err(overrun),
             (Err(error), None) => Err(RunFailure::CoSim(error.clone())),
             (Ok(()), None) => Ok(()),
+        };
+        // A tenant that was detached, or whose runtime failed, is reported with its figures
+        // up to then; the others' reports stand. The co-simulation's own errors (deadlock,
+        // the time limit, the wall-time budget) still end the whole run.
+        let failed = failure.as_ref().map(|error| {
+            RunFailed {
+                workload: one.workload.clone(),
+                mode: one.mode,
+                failure: RunFailure::Runtime(error.clone()),
+            }
+            .to_string()
+        });
+        let failure = if detached.is_some() || failed.is_some() {
+            None
+        } else {
+            failure
         };
         let mut report = tenant_prepared
             .report(one, &measured, failure, outcome, &metrics)
@@ -265,6 +359,16 @@ pub fn run_many(request: &ManyRequest) -> anyhow::Result<ManyReport> {
                 Err(error) => error.context(format!("tenant {tenant}")),
             })?;
         report.simulator = whole.simulator;
+        if let Some(detached) = &detached {
+            report.verified = false;
+            report.verification = format!(
+                "not run to its end: detached at {} ns of virtual time ({})",
+                detached.at_ns, detached.reason
+            );
+        } else if let Some(failed) = &failed {
+            report.verified = false;
+            report.verification = format!("not run to its end: {failed}");
+        }
         reports.push(TenantReport {
             tenant,
             shared: report,
@@ -272,6 +376,8 @@ pub fn run_many(request: &ManyRequest) -> anyhow::Result<ManyReport> {
             slowdown: None,
             ccm_grants: figures.grants,
             ccm_wait_ns: figures.ccm_wait.as_ns(),
+            detached,
+            failure: failed,
         });
     }
     drop(device);
@@ -280,8 +386,8 @@ pub fn run_many(request: &ManyRequest) -> anyhow::Result<ManyReport> {
     if request.alone {
         // Each distinct workload once, alone: the same request `axle run` makes.
         let mut alone: Vec<(String, u64)> = Vec::new();
-        for one in &requests {
-            if alone.iter().any(|(name, _)| *name == one.workload) {
+        for (one, tenant) in requests.iter().zip(&reports) {
+            if !tenant.completed() || alone.iter().any(|(name, _)| *name == one.workload) {
                 continue;
             }
             let report = run(one).with_context(|| format!("{} alone", one.workload))?;
@@ -289,6 +395,9 @@ pub fn run_many(request: &ManyRequest) -> anyhow::Result<ManyReport> {
         }
         let mut rates = Vec::with_capacity(tenants);
         for tenant in &mut reports {
+            if !tenant.completed() {
+                continue;
+            }
             let Some((_, ns)) = alone
                 .iter()
                 .find(|(name, _)| *name == tenant.shared.workload)
@@ -306,6 +415,7 @@ pub fn run_many(request: &ManyRequest) -> anyhow::Result<ManyReport> {
     }
     let makespan_ns = reports
         .iter()
+        .filter(|t| t.completed())
         .map(|t| t.shared.metrics.end_to_end_ns)
         .max()
         .unwrap_or(0);
@@ -364,8 +474,27 @@ pub fn human(report: &ManyReport) -> String {
             metrics.ccm_busy_ns,
             tenant.ccm_wait_ns,
             tenant.ccm_grants,
-            if tenant.shared.verified { "yes" } else { "NO" }
+            match (&tenant.detached, &tenant.failure, tenant.shared.verified) {
+                (Some(_), _, _) => "detached",
+                (None, Some(_), _) => "failed",
+                (None, None, true) => "yes",
+                (None, None, false) => "NO",
+            }
         ));
+    }
+    for tenant in &report.tenants {
+        if let Some(detached) = &tenant.detached {
+            out.push_str(&format!(
+                "  tenant {} ({}) DETACHED at {} ns of virtual time: {}\n",
+                tenant.tenant, tenant.shared.workload, detached.at_ns, detached.reason
+            ));
+        }
+        if let Some(failure) = &tenant.failure {
+            out.push_str(&format!(
+                "  tenant {} ({}) FAILED: {failure}\n",
+                tenant.tenant, tenant.shared.workload
+            ));
+        }
     }
     out.push_str(&format!(
         "  makespan {} ns; device CCM busy {} ns ({:.1}%), DMA busy {} ns{}\n",

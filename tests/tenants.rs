@@ -27,6 +27,7 @@ fn many(workloads: &[&str], mode: Mode, policy: SharePolicy, alone: bool) -> Man
         policy,
         max_tenants: DEFAULT_MAX_TENANTS,
         alone,
+        faults: Vec::new(),
     }
 }
 

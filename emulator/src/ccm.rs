@@ -952,6 +952,50 @@ impl Ccm {
 }
 
 impl Ccm {
+    /// Cuts the launch stage running now at `now` (its tenant was detached from a shared
+    /// device, `crate::cosim::tenants`): every item on a µthread is dropped unfinished, its
+    /// kernel code never runs (it writes nothing) and it is not reported; the µthreads, the
+    /// sub-cores' issue slots and the memory channels are free from `now`. The busy time
+    /// counts up to `now`. The placement rotation restarts as on a new CCM, so the CCM left
+    /// behind is the same whatever the cut stage had started. Returns the items dropped.
+    /// Wakes already asked for stay in the emulator's queue and find nothing due.
+    pub fn abort(&mut self, now: Ticks) -> u32 {
+        let dropped = self.active_items;
+        if self.active_items > 0 {
+            self.busy_total = self.busy_total.plus(now.since(self.busy_since));
+        }
+        self.active_items = 0;
+        self.running = None;
+        self.slots.iter_mut().for_each(|slot| *slot = None);
+        for sub in &mut self.sub {
+            sub.issuing.clear();
+            sub.by_cap.clear();
+            sub.occupied = 0;
+            sub.updated = now;
+        }
+        for index in 0..self.sub.len() {
+            self.sub_timers.set(index as u32, Ticks::NEVER);
+        }
+        for channel in &mut self.memory {
+            channel.finishing.clear();
+            channel.updated = now;
+        }
+        for index in 0..self.memory.len() {
+            self.memory_timers.set(index as u32, Ticks::NEVER);
+        }
+        self.memory_joined = 0;
+        let rotation = self.sub_cores.saturating_sub(1);
+        self.last_sub_core
+            .iter_mut()
+            .for_each(|last| *last = rotation);
+        self.ends.clear();
+        self.completions.clear();
+        self.wake_at = None;
+        dropped
+    }
+}
+
+impl Ccm {
     /// Interleaved execution: runs the code of `ending` (whose slot is already free) and of
     /// every other item on a µthread whose code has not run yet, at most
     /// [`interleave::MAX_INTERLEAVED_ITEMS`] in all, by slot, with their accesses interleaved

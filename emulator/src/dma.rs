@@ -137,6 +137,13 @@ impl DmaEngineModel {
         (tag, end)
     }
 
+    /// Frees the channels of `requests` accepted requests dropped before any of their writes
+    /// went on the wire (their tenant was detached from a shared device,
+    /// `crate::cosim::tenants`): they never complete.
+    pub fn cancel(&mut self, requests: u32) {
+        self.busy_channels = self.busy_channels.saturating_sub(requests);
+    }
+
     /// A request has all its writes on the wire: its channel is free, and its completion is
     /// posted. `started`: its first byte on the wire; `landed`: its last write landed.
     pub fn finished(&mut self, tag: DmaTag, status: Status, started: Ticks, landed: Ticks) {

@@ -413,6 +413,11 @@ impl DmaEngine for Hardware {
         if let Some(trace) = self.trace.as_deref_mut() {
             trace.dma_submitted(tag.0, self.now);
         }
+        if let Some(sharing) = self.sharing.as_deref_mut() {
+            // Counted per tenant, so that a detached tenant's requests still in preparation
+            // give their channels back at once ([`crate::cosim::tenants`]).
+            sharing.dma_accepted();
+        }
         self.queue
             .push(prepared_at, Event::DmaPrepared { tag, request });
         Ok(tag)

@@ -488,6 +488,21 @@ impl Firmware {
         }
     }
 
+    /// Latches the ring BROKEN without telling the host (no status write, no DMA): for a
+    /// device that detached this firmware's host and may no longer write its memory (a device
+    /// shared by several hosts, `emulator::cosim::tenants`). A ring already BROKEN keeps its
+    /// first cause.
+    pub fn mark_broken(&mut self, error: FirmwareError) {
+        if self.broken.is_some() {
+            return;
+        }
+        self.broken = Some(error);
+        self.executor.abandon_batch();
+        self.trace.record(TraceEvent::Broken {
+            status: Status::from(error),
+        });
+    }
+
     /// Latches the ring BROKEN: nothing more is streamed until the region is reprogrammed, and
     /// the device status word tells the host why (as soon as the DMA engine takes the write).
     fn latch_broken<H: Hal>(&mut self, hw: &mut H, error: FirmwareError) {

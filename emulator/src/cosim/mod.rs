@@ -37,7 +37,7 @@
 //! | `wall_clock` | [`Emulator::run_wall`], the device thread of a wall-clock run |
 //! | `events` | what each device event does (shared by both loops) |
 //! | `port` | `LinkPort`, the host's link calls becoming timed events, and their bounds |
-//! | [`tenants`] | several hosts sharing one device: per-tenant contexts, the CCM's arbiter, [`Emulator::run_tenants`] |
+//! | [`tenants`] | several hosts sharing one device: per-tenant contexts, the CCM's arbiter, [`Emulator::run_tenants`], detaching a faulty tenant (`tenants::detach`) |
 
 mod events;
 mod port;

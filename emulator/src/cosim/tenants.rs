@@ -43,10 +43,19 @@
 //! the same tenants give the same numbers, byte for byte. Responses (loads, synchronous
 //! stores, register reads, interrupts) go to the host that asked.
 //!
+//! **Faults do not spread.** A tenant whose host dies, stops taking its turns or breaks the
+//! protocol is detached at a virtual time: its ring marked BROKEN, its CCM stage cut, its
+//! dispatch and DMA requests in preparation dropped, its events dropped, its memory released
+//! ([`detach`]'s module docs); the others run on.
+//!
 //! **Not modelled (yet).** Spatial sharing of the CCM (two tenants' kernels on disjoint units
 //! at once), contention for the firmware core (each tenant's firmware steps in zero time, as
 //! on the one-host device), per-tenant DMA channel reservations, and quality-of-service on the
 //! link. See `docs/tenants.md` for what is left.
+
+pub mod detach;
+
+pub use detach::{DetachReason, Detached, TenantDetacher};
 
 use super::{DeviceMetrics, Emulator};
 use crate::dram::DeviceDram;
@@ -121,6 +130,15 @@ pub enum TenantError {
     /// The share policy does not fit the tenants.
     #[error("share policy: {0}")]
     Policy(String),
+    /// The device has no such tenant (or serves one host, not built by
+    /// [`Emulator::shared`]).
+    #[error("tenant {tenant}: the device has {tenants} tenants (0 to {})", tenants.saturating_sub(1))]
+    NoTenant {
+        /// The tenant named.
+        tenant: usize,
+        /// Tenants the device has.
+        tenants: usize,
+    },
     /// A run was given a different number of hosts than the device has tenants.
     #[error("{hosts} hosts for a device with {tenants} tenants")]
     Hosts {
@@ -219,6 +237,15 @@ pub struct Sharing {
     /// Per-tenant figures, and each tenant's DMA busy union's end.
     figures: Vec<TenantFigures>,
     dma_busy_until: Vec<Ticks>,
+    /// Each tenant's DMA requests accepted and still in preparation (their `DmaPrepared`
+    /// events not yet run).
+    preparing: Vec<u32>,
+    /// Each tenant's detach, once detached ([`detach`]).
+    detached: Vec<Option<Detached>>,
+    /// Detaches scheduled: `(at, tenant, reason)`.
+    scheduled: Vec<(Ticks, usize, DetachReason)>,
+    /// Detaches the host agents asked for.
+    requests: std::sync::Arc<detach::DetachRequests>,
 }
 
 impl Sharing {
@@ -232,6 +259,17 @@ impl Sharing {
             last_granted: tenants.saturating_sub(1),
             figures: vec![TenantFigures::default(); tenants],
             dma_busy_until: vec![Ticks::ZERO; tenants],
+            preparing: vec![0; tenants],
+            detached: vec![None; tenants],
+            scheduled: Vec::new(),
+            requests: std::sync::Arc::default(),
+        }
+    }
+
+    /// The DMA engine accepted a request of the current tenant (the HAL's `submit`).
+    pub(crate) fn dma_accepted(&mut self) {
+        if let Some(count) = self.preparing.get_mut(self.current) {
+            *count = count.saturating_add(1);
         }
     }
 
@@ -398,7 +436,13 @@ impl Emulator {
                 .to_string(),
             ));
         }
-        let mut wakes = vec![Wake::At(self.hardware.now); hosts.len()];
+        let start = self.hardware.now;
+        let mut wakes: Vec<Wake> = (0..hosts.len())
+            .map(|tenant| match self.sharing().is_detached(tenant) {
+                true => Wake::Done,
+                false => Wake::At(start),
+            })
+            .collect();
         loop {
             // The host due first: the earliest wake, the lowest tenant at equal times.
             let mut host: Option<(Ticks, usize)> = None;
@@ -419,6 +463,9 @@ impl Emulator {
                 return Ok(());
             }
             let device_at = self.hardware.queue.peek_time();
+            if self.apply_scheduled_detach(device_at, host, limit, &mut wakes) {
+                continue;
+            }
             let device_first = match (device_at, host) {
                 (Some(d), Some((h, _))) => d <= h,
                 (Some(_), None) => true,
@@ -447,23 +494,43 @@ impl Emulator {
                 self.hardware.counts.events += 1;
                 self.hardware.now = at;
                 let mut owner = usize::from(self.hardware.queue.popped_owner());
-                let frees_channel = match &event {
-                    Event::CcmWake => {
-                        if let Some((granted, _)) = self.sharing().ccm_owner {
-                            owner = granted;
-                        }
-                        false
+                if let Event::CcmWake = event {
+                    if let Some((granted, _)) = self.sharing().ccm_owner {
+                        owner = granted;
                     }
+                }
+                if self.sharing().is_detached(owner) {
+                    // A detached tenant's events are dropped, but for what the shared
+                    // engines must still do (`detach`'s module docs).
+                    if self.drop_detached_event(event) {
+                        self.retry_dma(owner);
+                    }
+                    self.arbitrate();
+                    continue;
+                }
+                let frees_channel = match &event {
                     Event::DmaSent {
                         started, landed, ..
                     } => {
                         self.count_dma(owner, *started, *landed);
                         true
                     }
+                    Event::DmaPrepared { .. } => {
+                        if let Some(count) = self.sharing().preparing.get_mut(owner) {
+                            *count = count.saturating_sub(1);
+                        }
+                        false
+                    }
                     _ => false,
                 };
                 self.select(owner);
-                if let Some(response) = self.process(event) {
+                let response = self.process(event);
+                if self.detach_if_broken() {
+                    if let Some(wake) = wakes.get_mut(owner) {
+                        *wake = Wake::Done;
+                    }
+                    self.retry_dma(owner);
+                } else if let Some(response) = response {
                     if let Some(host) = hosts.get_mut(owner) {
                         host.deliver(at, response);
                     }
@@ -474,10 +541,12 @@ impl Emulator {
                             _ => Wake::At(at),
                         };
                     }
+                    self.take_detach_requests(&mut wakes);
                 }
                 if frees_channel {
                     self.retry_dma(owner);
                 }
+                self.detach_broken_after_retries(&mut wakes);
                 self.arbitrate();
             } else {
                 let Some((at, tenant)) = host else {
@@ -509,18 +578,118 @@ impl Emulator {
                     hardware: &mut self.hardware,
                 };
                 let turns = agent.turns_before(at, horizon, &mut port);
-                if let Some(wake) = wakes.get_mut(tenant) {
-                    *wake = turns.wake;
-                }
                 let counts = &mut self.hardware.counts;
                 counts.host_turns = counts.host_turns.saturating_add(turns.taken);
                 self.hardware.now = self.hardware.now.max(turns.latest);
                 if let Some(refusal) = self.hardware.host_in_flight.refusal.take() {
-                    return Err(CoSimError::HostRequest(format!(
-                        "tenant {tenant}: {refusal}"
-                    )));
+                    // On a shared device a host that asks for more than the link takes is
+                    // detached; the others run on.
+                    self.detach_now(tenant, super::tenants::DetachReason::LinkRequest(refusal));
+                    self.settle(tenant);
+                }
+                // Detaches asked for during the turn apply before its answer (an agent that
+                // detaches its tenant then answers `Done`).
+                self.take_detach_requests(&mut wakes);
+                if let Some(wake) = wakes.get_mut(tenant) {
+                    *wake = match self.sharing().is_detached(tenant) {
+                        true => Wake::Done,
+                        false => turns.wake,
+                    };
                 }
             }
+        }
+    }
+
+    /// Applies the earliest scheduled detach if it is due before the next device event and
+    /// the next host turn (`device_at`, `host`; see `detach`'s module docs). Returns whether
+    /// one was taken from the schedule.
+    fn apply_scheduled_detach(
+        &mut self,
+        device_at: Option<Ticks>,
+        host: Option<(Ticks, usize)>,
+        limit: Ticks,
+        wakes: &mut [Wake],
+    ) -> bool {
+        let Some((at, index)) = self
+            .hardware
+            .sharing
+            .as_deref()
+            .and_then(Sharing::next_scheduled)
+        else {
+            return false;
+        };
+        let next = device_at
+            .unwrap_or(Ticks::NEVER)
+            .min(host.map_or(Ticks::NEVER, |(h, _)| h));
+        if at > next || at > limit {
+            return false;
+        }
+        let (at, tenant, reason) = self.sharing().scheduled.remove(index);
+        // A host that finished before is not detached (nor one detached already).
+        if matches!(wakes.get(tenant), Some(Wake::At(_) | Wake::OnResponse)) {
+            self.hardware.now = self.hardware.now.max(at);
+            self.detach_now(tenant, reason);
+            if let Some(wake) = wakes.get_mut(tenant) {
+                *wake = Wake::Done;
+            }
+            self.settle(tenant);
+        }
+        true
+    }
+
+    /// Detaches the tenants whose host agents asked for it ([`TenantDetacher`]), now. A host
+    /// that had finished (a session closed after its run ended) is not detached.
+    fn take_detach_requests(&mut self, wakes: &mut [Wake]) {
+        let requests = std::sync::Arc::clone(&self.sharing().requests);
+        for (tenant, reason) in requests.take() {
+            if !matches!(wakes.get(tenant), Some(Wake::At(_) | Wake::OnResponse)) {
+                continue;
+            }
+            self.detach_now(tenant, reason);
+            if let Some(wake) = wakes.get_mut(tenant) {
+                *wake = Wake::Done;
+            }
+            self.settle(tenant);
+        }
+    }
+
+    /// Tenants whose rings latched BROKEN while [`Emulator::retry_dma`] stepped them: their
+    /// hosts get no more turns.
+    fn detach_broken_after_retries(&mut self, wakes: &mut [Wake]) {
+        for (tenant, wake) in wakes.iter_mut().enumerate() {
+            if *wake != Wake::Done && self.sharing().is_detached(tenant) {
+                *wake = Wake::Done;
+            }
+        }
+    }
+
+    /// What remains of a detached tenant's event (see `detach`'s module docs): a CCM wake
+    /// still runs (the CCM's own timers; the CCM is idle or another tenant's), a DMA request
+    /// already on the wire still frees its channel (its completion goes to no firmware), a
+    /// landing is dropped. Returns whether a channel freed.
+    fn drop_detached_event(&mut self, event: Event) -> bool {
+        let hw = &mut self.hardware;
+        match event {
+            Event::CcmWake => {
+                // The CCM was cut or finished when its tenant was detached: nothing can end.
+                let _ = hw.ccm_wake();
+                false
+            }
+            Event::DmaSent {
+                tag,
+                status,
+                started,
+                landed,
+            } => {
+                hw.dma.finished(tag, status, started, landed);
+                hw.dma.completions.pop_back();
+                true
+            }
+            Event::DmaLand(landing) => {
+                hw.dma.recycle(landing.bytes);
+                false
+            }
+            _ => false,
         }
     }
 
@@ -565,6 +734,9 @@ impl Emulator {
             if waiting {
                 self.select(tenant);
                 self.firmware.step(&mut self.hardware);
+                // A step that latched the ring BROKEN detaches its tenant (its cancelled
+                // requests' channels go to the next tenants of this rotation).
+                self.detach_if_broken();
             }
         }
     }
@@ -619,15 +791,15 @@ mod tests {
     use zerocopy::IntoBytes;
 
     /// Each tenant's logical device: 64 MiB (the firmware's scratch area takes the top).
-    const LD_BYTES: u64 = 64 << 20;
+    pub(super) const LD_BYTES: u64 = 64 << 20;
     /// KNN shape of the tests: 4 rows of 64 `f32`, one query.
-    const ROWS: u64 = 4;
-    const DIM: u64 = 64;
-    const DATABASE: u64 = device_map::DATA_BASE.0;
-    const QUERIES: u64 = DATABASE + ROWS * DIM * 4;
-    const RESULT: u64 = QUERIES + DIM * 4;
+    pub(super) const ROWS: u64 = 4;
+    pub(super) const DIM: u64 = 64;
+    pub(super) const DATABASE: u64 = device_map::DATA_BASE.0;
+    pub(super) const QUERIES: u64 = DATABASE + ROWS * DIM * 4;
+    pub(super) const RESULT: u64 = QUERIES + DIM * 4;
 
-    fn device(tenants: usize, policy: SharePolicy) -> Emulator {
+    pub(super) fn device(tenants: usize, policy: SharePolicy) -> Emulator {
         let setups = (0..tenants)
             .map(|_| TenantSetup {
                 host_memory: Arc::new(PhysicalMemory::new(1 << 20).unwrap()),
@@ -640,7 +812,7 @@ mod tests {
     }
 
     /// A BS launch of KNN over `database`, the queries and the result of the tests.
-    fn knn_launch(tag: u32, database: u64) -> CommandDescriptor {
+    pub(super) fn knn_launch(tag: u32, database: u64) -> CommandDescriptor {
         CommandDescriptor {
             kernel: KernelId::KnnDistance as u32,
             mode: LaunchMode::BulkSynchronous as u32,
@@ -653,7 +825,7 @@ mod tests {
     }
 
     /// Writes tenant `tenant`'s database (every element `value`) and a zero query.
-    fn load_knn(device: &mut Emulator, tenant: usize, value: f32) {
+    pub(super) fn load_knn(device: &mut Emulator, tenant: usize, value: f32) {
         device.select(tenant);
         let database: Vec<u8> = (0..ROWS * DIM).flat_map(|_| value.to_le_bytes()).collect();
         device
@@ -665,18 +837,18 @@ mod tests {
     }
 
     /// One scripted link call.
-    type Call = Box<dyn Fn(&mut dyn DeviceLink)>;
+    pub(super) type Call = Box<dyn Fn(&mut dyn DeviceLink)>;
 
     /// A host that makes its calls at its first turn and is done once every response came.
-    struct Scripted {
+    pub(super) struct Scripted {
         calls: Vec<Call>,
         expected: usize,
-        responses: Vec<(Ticks, LinkResponse)>,
+        pub(super) responses: Vec<(Ticks, LinkResponse)>,
         started: bool,
     }
 
     impl Scripted {
-        fn new(expected: usize, calls: Vec<Call>) -> Scripted {
+        pub(super) fn new(expected: usize, calls: Vec<Call>) -> Scripted {
             Scripted {
                 calls,
                 expected,
@@ -685,7 +857,7 @@ mod tests {
             }
         }
 
-        fn store_status(&self, token: u64) -> Option<u32> {
+        pub(super) fn store_status(&self, token: u64) -> Option<u32> {
             self.responses.iter().find_map(|(_, r)| match r {
                 LinkResponse::StoreDone { token: t, status } if *t == token => Some(*status),
                 _ => None,
@@ -719,7 +891,7 @@ mod tests {
         }
     }
 
-    fn f32s(bytes: &[u8]) -> Vec<f32> {
+    pub(super) fn f32s(bytes: &[u8]) -> Vec<f32> {
         bytes
             .chunks_exact(4)
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))

@@ -91,6 +91,7 @@ pub(super) fn figure(base: &AxleConfig, workloads: &[&str]) -> anyhow::Result<Fi
                 policy: SharePolicy::RoundRobin,
                 max_tenants: emulator::cosim::tenants::MAX_TENANTS,
                 alone: false,
+                faults: Vec::new(),
             })?;
             if !report.verified {
                 anyhow::bail!("{tenants} tenants at {label}: a tenant's answer did not verify");
