@@ -12,8 +12,8 @@ use host_driver::sync::{Arc, Ordering};
 use host_runtime::flow::FlowControl;
 use host_runtime::ring::{publish_heads, read_payload, MetadataConsumer, PayloadHeadTracker};
 use shared_abi::control::{
-    StaticLine, DEVICE_STATUS_OFFSET, METADATA_HEAD_OFFSET, METADATA_TAIL_OFFSET,
-    PAYLOAD_HEAD_OFFSET, PAYLOAD_TAIL_OFFSET,
+    StaticLine, METADATA_HEAD_OFFSET, METADATA_TAIL_OFFSET, PAYLOAD_HEAD_OFFSET,
+    PAYLOAD_TAIL_OFFSET,
 };
 use shared_abi::region::{RingLayout, METADATA_RECORD_SIZE, PAGE_SIZE};
 use shared_abi::ring::{free_slots, head_update_is_valid, RingIndex};
@@ -70,10 +70,6 @@ pub struct Producer<'a> {
     payload_slot: u32,
     /// `metadata_tail % metadata capacity`, likewise.
     metadata_slot: u32,
-    /// Where payload slot `payload_slot` starts in `payload_pages`: its page and first word,
-    /// kept as the slot moves (no division per payload).
-    payload_page: usize,
-    payload_word: usize,
     open: u32,
     stats: ProducerStats,
 }
@@ -143,8 +139,6 @@ impl<'a> Producer<'a> {
             credit_end: 0,
             payload_slot: 0,
             metadata_slot: 0,
-            payload_page: 0,
-            payload_word: 0,
             open: 0,
             stats: ProducerStats::default(),
         };
@@ -290,14 +284,8 @@ impl<'a> Producer<'a> {
         self.metadata_tail += 1;
         self.payload_tail += 1;
         self.payload_slot += 1;
-        self.payload_word += (self.layout.slot_size() / 8) as usize;
         if self.payload_slot == self.layout.payload_capacity() {
             self.payload_slot = 0;
-            self.payload_page = 0;
-            self.payload_word = 0;
-        } else if self.payload_word * 8 >= PAGE_SIZE as usize {
-            self.payload_page += 1;
-            self.payload_word = 0;
         }
         self.metadata_slot += 1;
         if self.metadata_slot == self.layout.metadata_capacity() {
@@ -327,13 +315,13 @@ impl<'a> Producer<'a> {
             self.region.write_bytes(offset, data)?;
             return Ok(());
         };
-        // The slot size divides the page: `payload_page` and `payload_word` are where `slot`
-        // starts.
-        let first = self.payload_word;
+        let slot_size = self.layout.slot_size();
+        let per_page = PAGE_SIZE as u32 / slot_size;
+        let first = (slot % per_page * slot_size / 8) as usize;
         let words = pages
-            .get(self.payload_page)
+            .get((slot / per_page) as usize)
             .and_then(|page| page.get(first..first + data.len() / 8))
-            .filter(|_| data.len() % 8 == 0 && data.len() <= self.layout.slot_size() as usize)
+            .filter(|_| data.len() % 8 == 0 && data.len() <= slot_size as usize)
             .context("payload outside its slot")?;
         for (word, bytes) in words.iter().zip(data.chunks_exact(8)) {
             let mut value = [0u8; 8];
@@ -407,9 +395,8 @@ pub fn device_phase(
         RingKind::Latency => {
             let mut data = [0u8; 16];
             for index in 0..phase.total {
-                // The payload's data first; the stamp is the last thing before publishing.
-                data[8..].copy_from_slice(&pattern(index).to_le_bytes());
                 data[..8].copy_from_slice(&now_ns().to_le_bytes());
+                data[8..].copy_from_slice(&pattern(index).to_le_bytes());
                 producer.publish(&data, index * 16, last_flag(index, phase.total), watch)?;
                 producer.close_batch()?;
                 producer.wait_consumed(index, watch)?;
@@ -563,37 +550,6 @@ impl<'a> Consumer<'a> {
         let slot = (self.payloads.head() % u64::from(self.layout.payload_capacity())) as u32;
         if let Some(offset) = self.layout.payload_slot_offset(slot) {
             self.touch(offset);
-        }
-    }
-
-    /// Spins while the ring is empty, more cheaply than a poll: loads the tail and status
-    /// words (Relaxed: a hint; [`Consumer::poll`] loads the tail again with Acquire, H1, and
-    /// reads nothing beyond it) until either moves, touching the lines of the next record and
-    /// of the payload slot it will most likely name on every spin, with their offsets worked
-    /// out once rather than per spin. Every spin ticks `watch`.
-    pub fn wait_for_records(&self, watch: &mut Watch<'_>) -> anyhow::Result<()> {
-        let control = self.layout.control_offset();
-        let head = self.metadata.head();
-        let record = self.layout.metadata_slot_offset(head);
-        let slot = (self.payloads.head() % u64::from(self.layout.payload_capacity())) as u32;
-        let payload = self.layout.payload_slot_offset(slot).unwrap_or(record);
-        loop {
-            let tail = HostRegion::load_u64(
-                &self.region,
-                control + METADATA_TAIL_OFFSET,
-                Ordering::Relaxed,
-            )?;
-            let status = HostRegion::load_u64(
-                &self.region,
-                control + DEVICE_STATUS_OFFSET,
-                Ordering::Relaxed,
-            )?;
-            if tail != head || status != 0 {
-                return Ok(());
-            }
-            self.touch(record);
-            self.touch(payload);
-            watch.tick()?;
         }
     }
 
@@ -760,7 +716,7 @@ pub fn host_latency(
             Ok(())
         })?;
         if count == 0 {
-            consumer.wait_for_records(watch)?;
+            watch.tick()?;
         } else {
             received += count as u64;
         }
@@ -871,8 +827,8 @@ mod tests {
     #[test]
     fn records_across_pages_and_slots_across_pages_arrive_intact_lap_after_lap() {
         // 200 records span two pages of the metadata ring; 24-byte slots straddle pages (the
-        // producer's checked path), 8-byte and 4 KiB slots do not (its resolved pages, walked
-        // slot by slot: 600 8-byte slots fill one page and go on into the next).
+        // producer's checked path), 8-byte and 4 KiB slots do not (its resolved pages: 600
+        // 8-byte slots fill one page and go on into the next).
         for (capacity, slot_size) in [(200, 24), (600, 8), (4, 4096)] {
             let (region, device, layout) = ring(capacity, capacity, slot_size);
             let mut check = never("the producer");
@@ -911,45 +867,6 @@ mod tests {
                 "slot size {slot_size}"
             );
         }
-    }
-
-    #[test]
-    fn the_empty_ring_wait_returns_once_a_record_is_published_and_not_before() {
-        let (region, device, layout) = ring(8, 8, 8);
-        let mut producer = Producer::new(&device, layout, 1).unwrap();
-        let mut consumer = Consumer::new(&region, layout).unwrap();
-        // Empty: it spins until the watch gives up.
-        let mut checks = 0;
-        let mut check = || {
-            checks += 1;
-            bail!("still empty")
-        };
-        let mut watch = Watch::new(&mut check);
-        let error = consumer.wait_for_records(&mut watch).unwrap_err();
-        assert_eq!(error.to_string(), "still empty");
-        assert_eq!(checks, 1);
-        // A record published: it returns at once, and the poll takes the record.
-        let mut check = never("the wait");
-        let mut watch = Watch::new(&mut check);
-        let mut data = [0u8; 8];
-        fill(0, &mut data);
-        producer
-            .publish(&data, 0, MetadataFlags::LAST, &mut watch)
-            .unwrap();
-        consumer.wait_for_records(&mut watch).unwrap();
-        assert_eq!(consumer.poll(|_, _| Ok(())).unwrap(), 1);
-        // Empty again, but the device latched BROKEN: it returns, and the poll says why.
-        region
-            .device_view()
-            .store_u64(
-                layout.control_offset() + DEVICE_STATUS_OFFSET,
-                3,
-                Ordering::Release,
-            )
-            .unwrap();
-        consumer.wait_for_records(&mut watch).unwrap();
-        let error = consumer.poll(|_, _| Ok(())).unwrap_err();
-        assert!(format!("{error:#}").contains("BROKEN"), "{error:#}");
     }
 
     #[test]
