@@ -868,7 +868,32 @@ mod attached {
     /// Runs one configuration with the host here and the device in the emulator process
     /// serving on `target.socket`. Prints exactly what [`run`] prints for the same request.
     pub fn run_attached(request: &RunRequest, target: &AttachTarget) -> anyhow::Result<RunReport> {
-        let mut prepared = prepare(request)?;
+        let prepared = prepare(request)?;
+        Ok(attached_run(request, target, prepared, None)?.0)
+    }
+
+    /// Runs one configuration as tenant `claim.index` of the group `claim.group` sharing one
+    /// device in the emulator process serving on `target.socket` (`axle emu
+    /// --max-tenants`): the run starts when every tenant of the group has attached. Returns
+    /// the tenant's report (its figures on the shared device, as `axle run-many` reports
+    /// them) and its share of the device. `prepared` is the request's preparation.
+    pub(crate) fn run_attached_tenant(
+        request: &RunRequest,
+        target: &AttachTarget,
+        prepared: Prepared,
+        claim: cosim_link::attach::TenantClaim,
+    ) -> anyhow::Result<(RunReport, cosim_link::attach::TenantEnd)> {
+        let (report, tenant) = attached_run(request, target, prepared, Some(claim))?;
+        let tenant = tenant.context("the emulator sent no tenant figures for a tenant's run")?;
+        Ok((report, tenant))
+    }
+
+    fn attached_run(
+        request: &RunRequest,
+        target: &AttachTarget,
+        mut prepared: Prepared,
+        tenant: Option<cosim_link::attach::TenantClaim>,
+    ) -> anyhow::Result<(RunReport, Option<cosim_link::attach::TenantEnd>)> {
         let config = &request.config;
         let setup = Setup {
             device: prepared.device.clone(),
@@ -882,6 +907,7 @@ mod attached {
             host_memory_bytes: prepared.host_bytes,
             device_setup: serde_json::to_string(&setup)?,
             interrupt_line: false,
+            tenant,
         };
         let mut attachment = Attachment::connect(&target.socket, &options)?;
         let memory = Arc::clone(attachment.host_memory());
@@ -893,16 +919,19 @@ mod attached {
             })
             .context("loading the data set into device memory")?;
         let limit = request.wall_limit();
-        prepared.run_and_report(request, ring, |runtime| {
+        let mut share = None;
+        let report = prepared.run_and_report(request, ring, |runtime| {
             within_budget(runtime, limit, |host| {
                 let end = attachment.run(host)?;
+                share = end.tenant;
                 Ok((
                     end.error
                         .map_or(Ok(()), |error| Err(RunFailure::Remote(error))),
                     DeviceMetrics::from(&end.device),
                 ))
             })
-        })
+        })?;
+        Ok((report, share))
     }
 
     /// Runs one configuration in wall-clock mode ([`crate::wall`]) with the host here and the
@@ -936,6 +965,7 @@ mod attached {
             host_memory_bytes: prepared.host_bytes,
             device_setup: serde_json::to_string(&setup)?,
             interrupt_line: true,
+            tenant: None,
         };
         let mut attachment = Attachment::connect(&target.socket, &attach)?;
         let memory = Arc::clone(attachment.host_memory());
@@ -980,6 +1010,7 @@ mod attached {
     }
 }
 
+pub(crate) use attached::run_attached_tenant;
 pub use attached::{run_attached, run_wall_attached};
 
 #[cfg(test)]

@@ -215,6 +215,7 @@ impl Client {
                 host_memory_bytes,
                 device_setup: setup.to_owned(),
                 turn_protocol,
+                tenant: None,
             },
             fds,
         )

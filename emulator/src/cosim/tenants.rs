@@ -509,6 +509,9 @@ impl Emulator {
                     hardware: &mut self.hardware,
                 };
                 let turns = agent.turns_before(at, horizon, &mut port);
+                if let Some(reason) = agent.ended() {
+                    return Err(CoSimError::TenantEnded { tenant, reason });
+                }
                 if let Some(wake) = wakes.get_mut(tenant) {
                     *wake = turns.wake;
                 }
