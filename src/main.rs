@@ -404,7 +404,7 @@ fn parse_group_timeout(text: &str) -> Result<f64, String> {
         text,
         "the group timeout",
         emulator::server::MAX_GROUP_TIMEOUT.as_secs_f64(),
-        "100 s (a host waits 120 s for its session)",
+        "a host waits 120 s for its session",
     )
 }
 

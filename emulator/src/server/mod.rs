@@ -1,7 +1,8 @@
 //! The emulator as its own process: `axle emu --socket PATH`.
 //!
-//! The server binds a Unix stream socket (created with mode 0600), serves one host at a time,
-//! and survives each: a host that finishes, is refused, or dies mid-run is logged, its
+//! The server binds a Unix stream socket (created with mode 0600), serves one host at a time
+//! (or one group of tenants at a time, which share one device: `group`, `axle emu
+//! --max-tenants`), and survives each: a host that finishes, is refused, or dies mid-run is logged, its
 //! segments are unmapped and closed, and the next host may attach (the segments of a session
 //! that ran are freed on a thread of their own while the next host attaches,
 //! `accept::Reaper`, one session at a time). SIGINT, SIGTERM and SIGHUP
@@ -85,6 +86,7 @@
 //! |------|------|
 //! | this one | the options, the set-up a host sends, the errors |
 //! | `accept` | the socket file, the signals, the accept loop: one host at a time |
+//! | `group` | hosts that are tenants of a group: gathered, then run together on one device |
 //! | `session` | one host's session: hello, set-up, the run (virtual time or wall clock), the end |
 //! | `remote_host` | the host across processes as a `HostAgent`: turns over the turn page |
 //! | `limits` | the checks of a session request before anything is created for it |
