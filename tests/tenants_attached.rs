@@ -188,9 +188,12 @@ fn tenants_attaching_as_separate_processes_in_any_order_print_their_part_of_run_
     }
 }
 
+/// One scripted link call.
+type Call = Box<dyn Fn(&mut dyn DeviceLink) + Send>;
+
 /// A host that makes its calls at its first turn and is done once every response came.
 struct Scripted {
-    calls: Vec<Box<dyn Fn(&mut dyn DeviceLink) + Send>>,
+    calls: Vec<Call>,
     expected: usize,
     responses: Vec<LinkResponse>,
     started: bool,

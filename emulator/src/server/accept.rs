@@ -245,7 +245,7 @@ pub(super) fn serve_host_connection(
             return Some(super::group::Member {
                 stream,
                 pid,
-                requested,
+                requested: *requested,
             })
         }
         Err(error) => log_session_error(pid, &error),

@@ -147,8 +147,27 @@ impl Group {
             .join(", ")
     }
 
-    /// Admits `member` (whose claim passed [`check_claim`]) or says why not.
-    fn admit(&mut self, member: Member, claim: &TenantClaim) -> Result<(), (Member, String)> {
+    /// Admits `member` (whose claim passed [`check_claim`]) or refuses it, saying why.
+    fn admit(&mut self, member: Member, claim: &TenantClaim) -> bool {
+        match self.admission(&member, claim) {
+            Ok(bytes) => {
+                if let Some(slot) = self.members.get_mut(claim.index as usize) {
+                    self.bytes = bytes;
+                    *slot = Some(member);
+                    return true;
+                }
+                refuse_member(member, format!("tenant index {} out of range", claim.index));
+                false
+            }
+            Err(reason) => {
+                refuse_member(member, reason);
+                false
+            }
+        }
+    }
+
+    /// Whether `member` may join: the group's memory with it, or why not.
+    fn admission(&self, member: &Member, claim: &TenantClaim) -> Result<u64, String> {
         let name = self.name().to_owned();
         if claim.group != name {
             let reason = format!(
@@ -157,7 +176,7 @@ impl Group {
                 self.members.len(),
                 claim.group
             );
-            return Err((member, reason));
+            return Err(reason);
         }
         if claim.count != self.claim.count || claim.weights != self.claim.weights {
             let reason = format!(
@@ -167,7 +186,7 @@ impl Group {
                 claim.count,
                 weights_text(&claim.weights)
             );
-            return Err((member, reason));
+            return Err(reason);
         }
         if without_memory(&member.requested.setup.device) != self.device {
             let reason = format!(
@@ -179,7 +198,7 @@ impl Group {
                     .and_then(|m| m.requested.tenant.as_ref())
                     .map_or(0, |c| c.index)
             );
-            return Err((member, reason));
+            return Err(reason);
         }
         let index = claim.index as usize;
         if let Some(Some(holder)) = self.members.get(index) {
@@ -187,20 +206,12 @@ impl Group {
                 "tenant {index} of group {name} is already attached (host pid {}): two hosts cannot claim the same tenant index",
                 holder.pid
             );
-            return Err((member, reason));
+            return Err(reason);
         }
         let bytes = self.bytes.saturating_add(member_bytes(&member.requested));
-        if let Err(refused) =
-            cosim_link::limits::bytes("the group's host and device memory", bytes, 1)
-        {
-            return Err((member, format!("group {name}: {refused}")));
-        }
-        let Some(slot) = self.members.get_mut(index) else {
-            return Err((member, format!("tenant index {index} out of range")));
-        };
-        self.bytes = bytes;
-        *slot = Some(member);
-        Ok(())
+        cosim_link::limits::bytes("the group's host and device memory", bytes, 1)
+            .map_err(|refused| format!("group {name}: {refused}"))?;
+        Ok(bytes)
     }
 
     /// Refuses every tenant attached with `reason` and frees them.
@@ -247,8 +258,8 @@ pub(super) fn gather(
         claim: claim.clone(),
         bytes: 0,
     };
-    if let Err((member, reason)) = group.admit(first, &claim) {
-        return refuse_member(member, reason);
+    if !group.admit(first, &claim) {
+        return;
     }
     let deadline = Instant::now() + options.group_timeout;
     log::info!(
@@ -397,15 +408,14 @@ fn admit_connection(stream: UnixStream, group: &mut Group, options: &ServeOption
         Ok(claim) => claim,
         Err(reason) => return refuse_member(member, reason),
     };
-    match group.admit(member, &claim) {
-        Ok(()) => log::info!(
+    if group.admit(member, &claim) {
+        log::info!(
             "emu: group {}: tenant {} (host pid {pid}) attached; {} of {}",
             group.name(),
             claim.index,
             group.attached(),
             group.members.len()
-        ),
-        Err((member, reason)) => refuse_member(member, reason),
+        );
     }
 }
 

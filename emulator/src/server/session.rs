@@ -60,7 +60,7 @@ pub(super) enum Served {
     Ended(String),
     /// The host says it is a tenant of a group: its hello is answered and its request
     /// checked; the gathering of its group takes it from here (`super::group`).
-    Tenant(Requested),
+    Tenant(Box<Requested>),
 }
 
 /// Answers the host's hello with [`Status::Ok`].
@@ -131,7 +131,7 @@ pub(super) fn session(
         if deferred {
             answer_hello(stream)?;
         }
-        return Ok(Served::Tenant(requested));
+        return Ok(Served::Tenant(Box::new(requested)));
     }
     let opened = open_session(requested);
     if deferred {
