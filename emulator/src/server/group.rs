@@ -609,9 +609,14 @@ fn run_group(group: Group, signals: &Signals, options: &ServeOptions, reaper: &m
         }
     }
     drop(hosts);
-    // Each host closes once it has its outcome.
+    // Each host closes once it has its outcome; all of them within one attach step.
+    let closing = Instant::now() + ATTACH_STEP_TIMEOUT;
     for member in &members {
-        let _ = member.stream.set_read_timeout(Some(ATTACH_STEP_TIMEOUT));
+        let left = closing.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let _ = member.stream.set_read_timeout(Some(left));
         let mut rest = [0u8; 64];
         let _ = (&member.stream).read(&mut rest);
     }
