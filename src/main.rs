@@ -38,7 +38,8 @@ enum Command {
     /// tables on the terminal; CSV, JSON and SVG per figure in --out.
     Eval(EvalArgs),
     /// Run the emulated device as its own process, serving hosts (`axle run --attach`) on a
-    /// Unix socket, one at a time, until SIGINT or SIGTERM.
+    /// Unix socket, one at a time (or a group of tenants sharing one device: `--max-tenants`),
+    /// until SIGINT or SIGTERM.
     Emu(EmuArgs),
     /// Live wall-clock benchmarks (`axle bench ring`: the ring protocol across two processes).
     Bench(axle::bench::BenchArgs),
