@@ -38,7 +38,8 @@ enum Command {
     /// tables on the terminal; CSV, JSON and SVG per figure in --out.
     Eval(EvalArgs),
     /// Run the emulated device as its own process, serving hosts (`axle run --attach`) on a
-    /// Unix socket, one at a time, until SIGINT or SIGTERM.
+    /// Unix socket, one at a time (or a group of tenants sharing one device: `--max-tenants`),
+    /// until SIGINT or SIGTERM.
     Emu(EmuArgs),
     /// Live wall-clock benchmarks (`axle bench ring`: the ring protocol across two processes).
     Bench(axle::bench::BenchArgs),
@@ -166,6 +167,19 @@ struct RunArgs {
     /// Claim another ABI version when attaching (tests of the refusal).
     #[arg(long, hide = true, requires = "attach")]
     abi_version_override: Option<u32>,
+    /// Attach as tenant I of a group of N hosts sharing one device (`axle emu
+    /// --max-tenants`), e.g. 0/2; the run starts when all N have attached (see `--group`).
+    /// Prints this tenant's report, as `axle run-many` reports it.
+    #[arg(long, value_name = "I/N", requires_all = ["attach", "group"], value_parser = parse_tenant)]
+    tenant: Option<(u32, u32)>,
+    /// The name of the group of `--tenant` (ASCII letters, digits, '-', '_', '.'; at most
+    /// 64): every tenant of a group names it alike.
+    #[arg(long, value_name = "NAME", requires = "tenant")]
+    group: Option<String>,
+    /// The CCM's weighted shares for the group of `--tenant`, one weight (1 to 1000) per
+    /// tenant; every tenant of the group must give the same (default: round-robin).
+    #[arg(long, value_name = "W1,W2,...", requires = "tenant")]
+    weights: Option<String>,
     /// Virtual time (deterministic) or wall: the emulator and the host free-running against
     /// the real clock over the same rings; its figures are wall time and vary.
     #[arg(long, value_enum, default_value_t)]
@@ -204,6 +218,11 @@ struct RunManyArgs {
     /// Skip the runs alone (no slowdowns, no fairness index).
     #[arg(long)]
     no_alone: bool,
+    /// Run the tenants' hosts here against the emulator process serving on this socket
+    /// (`axle emu --max-tenants N`, N at least the tenants): one session per tenant, one
+    /// device; prints exactly the same report (the runs alone are attached too).
+    #[arg(long, value_name = "SOCKET")]
+    attach: Option<PathBuf>,
     /// AXLE local polling interval of every tenant (as for `axle run --poll`).
     #[arg(long, value_name = "DURATION|adaptive")]
     poll: Option<String>,
@@ -236,6 +255,58 @@ struct RunManyArgs {
 /// Most weights `--weights` takes (one per tenant).
 const MAX_WEIGHTS: usize = emulator::cosim::tenants::MAX_TENANTS;
 
+/// `--weights W1,W2,...` (none: round-robin), each a whole number; at most
+/// [`MAX_WEIGHTS`] of them (their range is the policy's check).
+fn parse_weights(list: Option<&str>) -> anyhow::Result<emulator::cosim::tenants::SharePolicy> {
+    let Some(list) = list else {
+        return Ok(emulator::cosim::tenants::SharePolicy::RoundRobin);
+    };
+    let items: Vec<&str> = list.split(',').collect();
+    if items.len() > MAX_WEIGHTS {
+        anyhow::bail!(
+            "--weights has {} weights; at most {MAX_WEIGHTS} (one per tenant)",
+            items.len()
+        );
+    }
+    let weights = items
+        .iter()
+        .map(|w| {
+            w.trim()
+                .parse::<u32>()
+                .map_err(|_| anyhow::anyhow!("--weights: {w:?} is not a whole number"))
+        })
+        .collect::<anyhow::Result<Vec<u32>>>()?;
+    Ok(emulator::cosim::tenants::SharePolicy::Weighted(weights))
+}
+
+/// `--tenant I/N`: tenant I (0 to N-1) of a group of N (1 to 16).
+fn parse_tenant(text: &str) -> Result<(u32, u32), String> {
+    let max = emulator::cosim::tenants::MAX_TENANTS;
+    let (index, count) = text
+        .split_once('/')
+        .ok_or_else(|| format!("{text:?}: give the tenant as I/N, e.g. 0/2"))?;
+    let index: u32 = index
+        .trim()
+        .parse()
+        .map_err(|_| format!("{index:?} is not a tenant index (a whole number)"))?;
+    let count: u32 = count
+        .trim()
+        .parse()
+        .map_err(|_| format!("{count:?} is not a tenant count (a whole number)"))?;
+    if count == 0 || count as usize > max {
+        return Err(format!(
+            "a group of {count} tenants: a group has 1 to {max} (a CXL 2.0 multi-logical device has at most 16 logical devices)"
+        ));
+    }
+    if index >= count {
+        return Err(format!(
+            "tenant {index} of a group of {count}: the indices are 0 to {}",
+            count - 1
+        ));
+    }
+    Ok((index, count))
+}
+
 fn run_many_command(args: RunManyArgs) -> anyhow::Result<ExitCode> {
     let mut config = match &args.config {
         Some(path) => AxleConfig::load(path)?,
@@ -259,27 +330,7 @@ fn run_many_command(args: RunManyArgs) -> anyhow::Result<ExitCode> {
         config.workload.scale = scale;
     }
     config.validate()?;
-    let policy = match &args.weights {
-        None => emulator::cosim::tenants::SharePolicy::RoundRobin,
-        Some(list) => {
-            let items: Vec<&str> = list.split(',').collect();
-            if items.len() > MAX_WEIGHTS {
-                anyhow::bail!(
-                    "--weights has {} weights; at most {MAX_WEIGHTS} (one per tenant)",
-                    items.len()
-                );
-            }
-            let weights = items
-                .iter()
-                .map(|w| {
-                    w.trim()
-                        .parse::<u32>()
-                        .map_err(|_| anyhow::anyhow!("--weights: {w:?} is not a whole number"))
-                })
-                .collect::<anyhow::Result<Vec<u32>>>()?;
-            emulator::cosim::tenants::SharePolicy::Weighted(weights)
-        }
-    };
+    let policy = parse_weights(args.weights.as_deref())?;
     let request = axle::tenants::ManyRequest {
         workloads: args.workloads.clone(),
         mode: match args.mode {
@@ -306,7 +357,12 @@ fn run_many_command(args: RunManyArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let report = axle::tenants::run_many(&request)?;
+    let report = match &args.attach {
+        Some(socket) => {
+            axle::tenants::run_many_attached(&request, &AttachTarget::new(socket.clone()))?
+        }
+        None => axle::tenants::run_many(&request)?,
+    };
     if args.json {
         axle::write_stdout(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
     } else {
@@ -364,6 +420,17 @@ struct EmuArgs {
     /// session's turn to its host for the K+1-th time.
     #[arg(long, hide = true, value_name = "K")]
     die_after_hand_overs: Option<u64>,
+    /// Most tenants of one group (1 to 16): hosts that attach as tenants of a group (`axle
+    /// run-many --attach`, or `axle run --attach --tenant I/N --group NAME`) share one device
+    /// (its CCM, DMA engine and link), each with its own logical device, and run together
+    /// once all have attached. A host that attaches alone is served alone, as ever.
+    #[arg(long, value_name = "N", default_value_t = emulator::server::DEFAULT_MAX_TENANTS)]
+    max_tenants: usize,
+    /// Seconds a group's tenants have to attach, from the first one's attach (at most 100);
+    /// then those attached are refused, told which tenants never came, and freed.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_GROUP_TIMEOUT_SECS,
+          value_parser = parse_group_timeout)]
+    group_timeout: f64,
 }
 
 /// `axle run --reattach-timeout`'s default, in seconds.
@@ -372,6 +439,19 @@ const DEFAULT_REATTACH_TIMEOUT_SECS: f64 = axle::recover::DEFAULT_REATTACH_TIMEO
 /// A reattach timeout: a positive number of seconds, at most a day.
 fn parse_reattach_timeout(text: &str) -> Result<f64, String> {
     parse_seconds(text, "the reattach timeout", 86_400.0, "a day")
+}
+
+/// `axle emu --group-timeout`'s default, in seconds.
+const DEFAULT_GROUP_TIMEOUT_SECS: f64 = emulator::server::DEFAULT_GROUP_TIMEOUT.as_secs_f64();
+
+/// A group timeout: a positive number of seconds, at most 100.
+fn parse_group_timeout(text: &str) -> Result<f64, String> {
+    parse_seconds(
+        text,
+        "the group timeout",
+        emulator::server::MAX_GROUP_TIMEOUT.as_secs_f64(),
+        "a host waits 120 s for its session",
+    )
 }
 
 /// `axle emu --turn-timeout`'s default, in seconds.
@@ -727,6 +807,35 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let report = match &args.attach {
+        Some(socket) if args.tenant.is_some() => {
+            if args.clock == ClockArg::Wall {
+                anyhow::bail!(
+                    "--tenant runs in virtual time; it cannot be combined with --clock wall"
+                );
+            }
+            let (index, count) = args.tenant.unwrap_or((0, 1));
+            let policy = parse_weights(args.weights.as_deref())?;
+            policy
+                .check(count as usize)
+                .map_err(|error| anyhow::anyhow!("--weights: {error}"))?;
+            let claim = cosim_link::attach::TenantClaim {
+                group: args.group.clone().unwrap_or_default(),
+                index,
+                count,
+                weights: match policy {
+                    emulator::cosim::tenants::SharePolicy::RoundRobin => None,
+                    emulator::cosim::tenants::SharePolicy::Weighted(weights) => Some(weights),
+                },
+            };
+            claim
+                .check_name()
+                .map_err(|error| anyhow::anyhow!("--group: {error}"))?;
+            let mut target = AttachTarget::new(socket.clone());
+            if let Some(version) = args.abi_version_override {
+                target.abi_version = version;
+            }
+            axle::tenants::run_as_tenant(&request, &target, claim)?
+        }
         Some(socket) if args.clock == ClockArg::Wall => {
             if args.stress_seed.is_some() {
                 anyhow::bail!(
@@ -807,7 +916,10 @@ fn emu_command(args: EmuArgs) -> anyhow::Result<ExitCode> {
         turn_timeout: std::time::Duration::from_secs_f64(args.turn_timeout),
         session_limit: std::time::Duration::from_secs_f64(args.session_limit),
         die_after_hand_overs: args.die_after_hand_overs,
+        max_tenants: args.max_tenants,
+        group_timeout: std::time::Duration::from_secs_f64(args.group_timeout),
     };
+    options.check().map_err(|error| anyhow::anyhow!(error))?;
     emulator::server::serve(&args.socket, &options)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -883,7 +883,35 @@ mod attached {
         wait: Option<Duration>,
         attached: &mut dyn FnMut(u64),
     ) -> anyhow::Result<RunReport> {
-        let mut prepared = prepare(request)?;
+        let prepared = prepare(request)?;
+        Ok(attached_run(request, target, prepared, None, wait, attached)?.0)
+    }
+
+    /// Runs one configuration as tenant `claim.index` of the group `claim.group` sharing one
+    /// device in the emulator process serving on `target.socket` (`axle emu
+    /// --max-tenants`): the run starts when every tenant of the group has attached. Returns
+    /// the tenant's report (its figures on the shared device, as `axle run-many` reports
+    /// them) and its share of the device. `prepared` is the request's preparation.
+    pub(crate) fn run_attached_tenant(
+        request: &RunRequest,
+        target: &AttachTarget,
+        prepared: Prepared,
+        claim: cosim_link::attach::TenantClaim,
+    ) -> anyhow::Result<(RunReport, cosim_link::attach::TenantEnd)> {
+        let (report, tenant) =
+            attached_run(request, target, prepared, Some(claim), None, &mut |_| {})?;
+        let tenant = tenant.context("the emulator sent no tenant figures for a tenant's run")?;
+        Ok((report, tenant))
+    }
+
+    fn attached_run(
+        request: &RunRequest,
+        target: &AttachTarget,
+        mut prepared: Prepared,
+        tenant: Option<cosim_link::attach::TenantClaim>,
+        wait: Option<Duration>,
+        attached: &mut dyn FnMut(u64),
+    ) -> anyhow::Result<(RunReport, Option<cosim_link::attach::TenantEnd>)> {
         let config = &request.config;
         let setup = Setup {
             device: prepared.device.clone(),
@@ -897,6 +925,7 @@ mod attached {
             host_memory_bytes: prepared.host_bytes,
             device_setup: serde_json::to_string(&setup)?,
             interrupt_line: false,
+            tenant,
         };
         let mut attachment = crate::recover::connect(target, &options, wait)?;
         let epoch = attachment.epoch();
@@ -910,9 +939,11 @@ mod attached {
             })
             .context("loading the data set into device memory")?;
         let limit = request.wall_limit();
-        prepared.run_and_report(request, ring, |runtime| {
+        let mut share = None;
+        let report = prepared.run_and_report(request, ring, |runtime| {
             let driven = within_budget(runtime, limit, |host| {
                 let end = attachment.run(host)?;
+                share = end.tenant;
                 Ok((
                     end.error
                         .map_or(Ok(()), |error| Err(RunFailure::Remote(error))),
@@ -920,7 +951,8 @@ mod attached {
                 ))
             });
             driven.map_err(|error| DeviceLost::from_error(error, target, epoch, runtime))
-        })
+        })?;
+        Ok((report, share))
     }
 
     /// Runs one configuration in wall-clock mode ([`crate::wall`]) with the host here and the
@@ -955,6 +987,7 @@ mod attached {
             host_memory_bytes: prepared.host_bytes,
             device_setup: serde_json::to_string(&setup)?,
             interrupt_line: true,
+            tenant: None,
         };
         let mut attachment = Attachment::connect(&target.socket, &attach)?;
         let epoch = attachment.epoch();
@@ -1002,7 +1035,7 @@ mod attached {
     }
 }
 
-pub(crate) use attached::run_attached_once;
+pub(crate) use attached::{run_attached_once, run_attached_tenant};
 pub use attached::{run_attached, run_wall_attached};
 
 #[cfg(test)]

@@ -88,6 +88,21 @@ impl ManyRequest {
         Ok(())
     }
 
+    /// Every tenant's request, checked ([`ManyRequest::check`], and no `--poll oracle`).
+    fn requests(&self) -> anyhow::Result<Vec<RunRequest>> {
+        self.check()?;
+        let requests: Vec<RunRequest> =
+            (0..self.workloads.len()).map(|t| self.request(t)).collect();
+        for (tenant, one) in requests.iter().enumerate() {
+            if one.config.host.poll_policy == host_runtime::PollPolicy::Oracle {
+                anyhow::bail!(
+                    "tenant {tenant}: --poll oracle is a study of one run; run-many cannot take it"
+                );
+            }
+        }
+        Ok(requests)
+    }
+
     /// Tenant `tenant`'s request, as `axle run` would make it.
     pub fn request(&self, tenant: usize) -> RunRequest {
         RunRequest {
@@ -212,16 +227,8 @@ pub fn jain(rates: &[f64]) -> Option<f64> {
 
 /// Runs `request`'s tenants together on one device (and each alone, if asked).
 pub fn run_many(request: &ManyRequest) -> anyhow::Result<ManyReport> {
-    request.check()?;
-    let tenants = request.workloads.len();
-    let requests: Vec<RunRequest> = (0..tenants).map(|t| request.request(t)).collect();
-    for (tenant, one) in requests.iter().enumerate() {
-        if one.config.host.poll_policy == host_runtime::PollPolicy::Oracle {
-            anyhow::bail!(
-                "tenant {tenant}: --poll oracle is a study of one run; run-many cannot take it"
-            );
-        }
-    }
+    let requests = request.requests()?;
+    let tenants = requests.len();
     // Each tenant prepared as `axle run` prepares it: its workload, host memory and ring,
     // its logical device sized for its data set.
     let mut prepared: Vec<Prepared> = Vec::with_capacity(tenants);
@@ -382,6 +389,31 @@ pub fn run_many(request: &ManyRequest) -> anyhow::Result<ManyReport> {
     }
     drop(device);
     drop(prepared);
+    let whole = Whole {
+        ccm_busy_ns: whole.ccm_busy.as_ns(),
+        dma_busy_ns: whole.dma_busy.as_ns(),
+        simulator: whole.simulator,
+    };
+    assemble(request, &requests, reports, whole, run)
+}
+
+/// What the shared device measured as a whole.
+struct Whole {
+    ccm_busy_ns: u64,
+    dma_busy_ns: u64,
+    simulator: emulator::SimulatorCounts,
+}
+
+/// The report of a shared run: its tenants' reports, the runs alone (by `alone`, when asked)
+/// and the device's figures.
+fn assemble(
+    request: &ManyRequest,
+    requests: &[RunRequest],
+    mut reports: Vec<TenantReport>,
+    whole: Whole,
+    alone_run: impl Fn(&RunRequest) -> anyhow::Result<RunReport>,
+) -> anyhow::Result<ManyReport> {
+    let tenants = reports.len();
     let mut jain_fairness = None;
     if request.alone {
         // Each distinct workload once, alone: the same request `axle run` makes.
@@ -390,7 +422,7 @@ pub fn run_many(request: &ManyRequest) -> anyhow::Result<ManyReport> {
             if !tenant.completed() || alone.iter().any(|(name, _)| *name == one.workload) {
                 continue;
             }
-            let report = run(one).with_context(|| format!("{} alone", one.workload))?;
+            let report = alone_run(one).with_context(|| format!("{} alone", one.workload))?;
             alone.push((one.workload.clone(), report.metrics.end_to_end_ns));
         }
         let mut rates = Vec::with_capacity(tenants);
@@ -419,7 +451,7 @@ pub fn run_many(request: &ManyRequest) -> anyhow::Result<ManyReport> {
         .map(|t| t.shared.metrics.end_to_end_ns)
         .max()
         .unwrap_or(0);
-    let ccm_busy_ns = whole.ccm_busy.as_ns();
+    let ccm_busy_ns = whole.ccm_busy_ns;
     Ok(ManyReport {
         mode: request.mode.name().into(),
         policy: policy_name(&request.policy),
@@ -427,7 +459,7 @@ pub fn run_many(request: &ManyRequest) -> anyhow::Result<ManyReport> {
         tenants: reports,
         makespan_ns,
         ccm_busy_ns,
-        dma_busy_ns: whole.dma_busy.as_ns(),
+        dma_busy_ns: whole.dma_busy_ns,
         ccm_utilisation: if makespan_ns > 0 {
             ccm_busy_ns as f64 / makespan_ns as f64
         } else {
@@ -436,6 +468,142 @@ pub fn run_many(request: &ManyRequest) -> anyhow::Result<ManyReport> {
         jain_fairness,
         simulator: whole.simulator,
     })
+}
+
+/// A tenant's run that did not start because another tenant could not be prepared.
+#[derive(Debug, thiserror::Error)]
+#[error("not attached: another tenant could not be prepared")]
+struct NotStarted;
+
+/// The name of this process's next tenant group (`run-many-PID-N`).
+fn group_name() -> String {
+    static GROUPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = GROUPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("run-many-{}-{n}", std::process::id())
+}
+
+/// A tenant's error, named as [`run_many`] names it.
+fn tenant_error(tenant: usize, error: anyhow::Error) -> anyhow::Error {
+    match error.downcast::<RunFailed>() {
+        Ok(failed) => anyhow::anyhow!("tenant {tenant}: {failed}"),
+        Err(error) => error.context(format!("tenant {tenant}")),
+    }
+}
+
+/// [`run_many`] with the device in the emulator process serving on `target.socket` (`axle
+/// emu --max-tenants N`, N at least the tenants): one session per tenant, each from a thread
+/// of its own with its own host memory and host runtime, as a group named
+/// `run-many-PID-N`; the emulator runs them together when all have attached, in tenant
+/// order at equal times, so the report is [`run_many`]'s, byte for byte. Every tenant is
+/// prepared before any attaches (one that cannot be prepared ends the run before the
+/// emulator is asked for anything). The runs alone are attached too.
+pub fn run_many_attached(
+    request: &ManyRequest,
+    target: &crate::run::AttachTarget,
+) -> anyhow::Result<ManyReport> {
+    use cosim_link::attach::TenantClaim;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let requests = request.requests()?;
+    let tenants = requests.len();
+    let group = group_name();
+    let weights = match &request.policy {
+        SharePolicy::RoundRobin => None,
+        SharePolicy::Weighted(weights) => Some(weights.clone()),
+    };
+    let count = u32::try_from(tenants).context("tenant count")?;
+    let barrier = std::sync::Barrier::new(tenants);
+    let unprepared = AtomicBool::new(false);
+    let results: Vec<anyhow::Result<_>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = requests
+            .iter()
+            .enumerate()
+            .map(|(tenant, one)| {
+                let claim = TenantClaim {
+                    group: group.clone(),
+                    index: tenant as u32,
+                    count,
+                    weights: weights.clone(),
+                };
+                let (barrier, unprepared) = (&barrier, &unprepared);
+                std::thread::Builder::new()
+                    .name(format!("tenant-{tenant}"))
+                    .spawn_scoped(scope, move || {
+                        let prepared = crate::run::prepare(one)
+                            .with_context(|| format!("tenant {tenant} ({})", one.workload));
+                        if prepared.is_err() {
+                            unprepared.store(true, Ordering::SeqCst);
+                        }
+                        barrier.wait();
+                        let prepared = prepared?;
+                        if unprepared.load(Ordering::SeqCst) {
+                            return Err(NotStarted.into());
+                        }
+                        crate::run::run_attached_tenant(one, target, prepared, claim)
+                            .map_err(|error| tenant_error(tenant, error))
+                    })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| {
+                handle
+                    .context("starting a tenant's thread")?
+                    .join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a tenant's thread panicked")))
+            })
+            .collect()
+    });
+    let mut ends = Vec::with_capacity(tenants);
+    let mut first_error = None;
+    for result in results {
+        match result {
+            Ok(end) => ends.push(end),
+            Err(error) if error.is::<NotStarted>() => {}
+            Err(error) => {
+                first_error.get_or_insert(error);
+            }
+        }
+    }
+    if let Some(error) = first_error {
+        return Err(error);
+    }
+    let whole = ends
+        .first()
+        .map(|(_, share)| emulator::DeviceMetrics::from(&share.device))
+        .context("no tenant")?;
+    let reports = ends
+        .into_iter()
+        .enumerate()
+        .map(|(tenant, (shared, share))| TenantReport {
+            tenant,
+            shared,
+            alone_end_to_end_ns: None,
+            slowdown: None,
+            ccm_grants: share.ccm_grants,
+            ccm_wait_ns: shared_abi::Ticks(share.ccm_wait).as_ns(),
+        })
+        .collect();
+    let whole = Whole {
+        ccm_busy_ns: whole.ccm_busy.as_ns(),
+        dma_busy_ns: whole.dma_busy.as_ns(),
+        simulator: whole.simulator,
+    };
+    assemble(request, &requests, reports, whole, |one| {
+        crate::run::run_attached(one, target)
+    })
+}
+
+/// One tenant of a group sharing one device in the emulator process serving on
+/// `target.socket` (`axle run --attach --tenant I/N --group NAME`): `request` run as tenant
+/// `claim.index`; its report is its figures on the shared device, as `axle run-many`
+/// reports them under `tenants[I].shared`.
+pub fn run_as_tenant(
+    request: &RunRequest,
+    target: &crate::run::AttachTarget,
+    claim: cosim_link::attach::TenantClaim,
+) -> anyhow::Result<RunReport> {
+    let prepared = crate::run::prepare(request)?;
+    Ok(crate::run::run_attached_tenant(request, target, prepared, claim)?.0)
 }
 
 /// The human report: one line per tenant, then the device.

@@ -470,3 +470,42 @@ fn flags_of_one_workload_are_named_as_without_effect_for_the_others() {
     assert!(String::from_utf8_lossy(&output.stdout).contains("after 1 launches"));
     assert!(!String::from_utf8_lossy(&output.stderr).contains("warning"));
 }
+
+#[test]
+fn tenant_limits_of_emu_and_run_are_refused_naming_the_value_and_the_limit() {
+    let socket = std::env::temp_dir().join(format!("axle-cli-limits-{}.sock", std::process::id()));
+    let socket = socket.to_str().unwrap();
+    refused(
+        &["emu", "--socket", socket, "--max-tenants", "17"],
+        &["--max-tenants 17", "1 to 16"],
+    );
+    refused(
+        &["emu", "--socket", socket, "--max-tenants", "0"],
+        &["--max-tenants 0", "1 to 16"],
+    );
+    refused(
+        &["emu", "--socket", socket, "--group-timeout", "101"],
+        &["101 s", "at most 100 s"],
+    );
+    refused(
+        &["emu", "--socket", socket, "--group-timeout", "0"],
+        &["group timeout"],
+    );
+    // Refused before the socket is bound: nothing was left behind.
+    assert!(!std::path::Path::new(socket).exists());
+    let tenant = |claim: &'static str| -> Vec<&str> {
+        vec![
+            "run", "knn-a", "--mode", "axle", "--attach", socket, "--tenant", claim, "--group", "g",
+        ]
+    };
+    refused(&tenant("2/2"), &["tenant 2 of a group of 2", "0 to 1"]);
+    refused(&tenant("0/17"), &["a group of 17 tenants", "1 to 16"]);
+    refused(&tenant("0/0"), &["a group of 0 tenants"]);
+    refused(&tenant("1"), &["I/N"]);
+    let mut bad_name = tenant("0/2");
+    bad_name[9] = "a/b";
+    refused(&bad_name, &["--group", "'/'"]);
+    let mut weights = tenant("0/2");
+    weights.extend(["--weights", "1,2,3"]);
+    refused(&weights, &["--weights", "3 weights for 2 tenants"]);
+}

@@ -15,7 +15,7 @@
 
 use cosim_link::attach::{
     receive_message, send_message, AttachError, Hello, HelloAnswer, MessageKind, SessionReady,
-    SessionRequest,
+    SessionRequest, TenantClaim,
 };
 use cosim_link::link::Turns;
 use cosim_link::link::{DeviceLink, Wake};
@@ -215,10 +215,30 @@ impl Client {
                 host_memory_bytes,
                 device_setup: setup.to_owned(),
                 turn_protocol,
+                tenant: None,
             },
             fds,
         )
         .unwrap();
+    }
+
+    /// Asks for a session as tenant `claim` with `setup` and `HOST_MEMORY` bytes of host
+    /// memory (returned: the segment lives as long as the caller keeps it).
+    fn request_tenant(&self, claim: TenantClaim, setup: &Setup) -> MappedWords {
+        let (memory, fd) = MappedWords::create("hostile-host-memory", HOST_MEMORY).unwrap();
+        send_message(
+            &self.socket,
+            MessageKind::Session,
+            &SessionRequest {
+                host_memory_bytes: HOST_MEMORY,
+                device_setup: setup_json(setup),
+                turn_protocol: cosim_link::turn::PROTOCOL,
+                tenant: Some(claim),
+            },
+            &[fd.as_fd()],
+        )
+        .unwrap();
+        memory
     }
 
     fn ready(&self) -> Result<(SessionReady, Vec<OwnedFd>), AttachError> {
@@ -852,4 +872,211 @@ fn an_emulator_removes_only_the_socket_it_created() {
     let attached = axle(&args);
     assert!(attached.status.success(), "{}", text(&attached.stderr));
     drop(second);
+}
+
+/// Tenant `index` of the group `group` of `count`, round-robin.
+fn claim(group: &str, index: u32, count: u32) -> TenantClaim {
+    TenantClaim {
+        group: group.into(),
+        index,
+        count,
+        weights: None,
+    }
+}
+
+#[test]
+fn tenant_claims_out_of_bounds_are_refused_by_name_and_the_next_host_served() {
+    let scratch = Scratch::new("hostile", "claims");
+    let mut emulator = EmulatorProcess::start(&scratch, &["--max-tenants", "4"]);
+    let idle = emulator.held();
+    let weighted = |weights: Vec<u32>| TenantClaim {
+        weights: Some(weights),
+        ..claim("g", 0, 2)
+    };
+    let mut wall = honest_setup();
+    wall.wall = Some(emulator::server::WallSetup {
+        limit_ns: 1_000_000_000,
+    });
+    let cases: Vec<(TenantClaim, Setup, &[&str])> = vec![
+        (
+            claim("g", 0, 0),
+            honest_setup(),
+            &["a group of 0 tenants", "1 to 4"],
+        ),
+        (
+            claim("g", 0, 5),
+            honest_setup(),
+            &["a group of 5 tenants", "--max-tenants"],
+        ),
+        (
+            claim("g", 0, u32::MAX),
+            honest_setup(),
+            &["a group of 4294967295 tenants"],
+        ),
+        (
+            claim("g", 2, 2),
+            honest_setup(),
+            &["tenant index 2 in a group of 2", "0 to 1"],
+        ),
+        (
+            claim("g", u32::MAX, 2),
+            honest_setup(),
+            &["tenant index 4294967295"],
+        ),
+        (claim("", 0, 2), honest_setup(), &["group name of 0 bytes"]),
+        (
+            claim(&"x".repeat(65), 0, 2),
+            honest_setup(),
+            &["group name of 65 bytes", "1 to 64"],
+        ),
+        (claim("a b", 0, 2), honest_setup(), &["group name has ' '"]),
+        (
+            weighted(vec![1]),
+            honest_setup(),
+            &["1 weights for 2 tenants"],
+        ),
+        (
+            weighted(vec![0, 1]),
+            honest_setup(),
+            &["weight is 0", "1 to 1000"],
+        ),
+    ];
+    for (claim, setup, expected) in cases {
+        let client = Client::hello(&emulator.socket);
+        let _memory = client.request_tenant(claim.clone(), &setup);
+        let reason = client.refused();
+        for part in expected {
+            assert!(reason.contains(part), "{claim:?}: {reason}");
+        }
+        emulator.back_to(idle, &format!("the claim {claim:?}"));
+    }
+    // A wall-clock run (with its interrupt line) cannot be shared.
+    let client = Client::hello(&emulator.socket);
+    let (_memory, segment) = MappedWords::create("hostile-host-memory", HOST_MEMORY).unwrap();
+    let line = nix::sys::eventfd::EventFd::new().unwrap();
+    send_message(
+        &client.socket,
+        MessageKind::Session,
+        &SessionRequest {
+            host_memory_bytes: HOST_MEMORY,
+            device_setup: setup_json(&wall),
+            turn_protocol: cosim_link::turn::PROTOCOL,
+            tenant: Some(claim("g", 0, 2)),
+        },
+        &[segment.as_fd(), line.as_fd()],
+    )
+    .unwrap();
+    let reason = client.refused();
+    assert!(
+        reason.contains("wall-clock run cannot be shared"),
+        "{reason}"
+    );
+    emulator.serves_an_honest_host(idle, "claims out of bounds");
+}
+
+#[test]
+fn a_group_that_never_completes_is_refused_after_its_timeout_and_everything_freed() {
+    let scratch = Scratch::new("hostile", "group-timeout");
+    let mut emulator =
+        EmulatorProcess::start(&scratch, &["--max-tenants", "4", "--group-timeout", "5"]);
+    let idle = emulator.held();
+    let first = Client::hello(&emulator.socket);
+    let _first_memory = first.request_tenant(claim("g", 0, 3), &honest_setup());
+    emulator.wait_for_log("group g: tenant 0 of 3 attached", 1);
+    // While the group gathers: two hosts cannot claim one index; a host must say what the
+    // group's first tenant said; a one-host session and another group are told to wait.
+    let refused = |claim: Option<TenantClaim>| {
+        let client = Client::hello(&emulator.socket);
+        match claim {
+            Some(claim) => {
+                let _memory = client.request_tenant(claim, &honest_setup());
+                client.refused()
+            }
+            None => {
+                let (_memory, fd) =
+                    MappedWords::create("hostile-host-memory", HOST_MEMORY).unwrap();
+                client.request(HOST_MEMORY, &setup_json(&honest_setup()), &[fd.as_fd()]);
+                client.refused()
+            }
+        }
+    };
+    let twice = refused(Some(claim("g", 0, 3)));
+    assert!(
+        twice.contains("tenant 0 of group g is already attached")
+            && twice.contains("same tenant index"),
+        "{twice}"
+    );
+    let other_count = refused(Some(claim("g", 1, 2)));
+    assert!(
+        other_count.contains("group g has 3 tenants") && other_count.contains("this host says 2"),
+        "{other_count}"
+    );
+    let mut bigger = honest_setup();
+    bigger.device.ccm_units += 1;
+    let client = Client::hello(&emulator.socket);
+    let _memory = client.request_tenant(claim("g", 1, 3), &bigger);
+    let other_device = client.refused();
+    assert!(
+        other_device.contains("device configuration differs"),
+        "{other_device}"
+    );
+    let alone = refused(None);
+    assert!(
+        alone.contains("gathering the tenants of group g") && alone.contains("try again later"),
+        "{alone}"
+    );
+    let other_group = refused(Some(claim("h", 0, 2)));
+    assert!(
+        other_group.contains("group h is served after it"),
+        "{other_group}"
+    );
+    // A tenant that attaches and leaves frees its place.
+    let leaving = Client::hello(&emulator.socket);
+    let leaving_memory = leaving.request_tenant(claim("g", 2, 3), &honest_setup());
+    emulator.wait_for_log("group g: tenant 2 (host pid", 1);
+    drop(leaving);
+    drop(leaving_memory);
+    emulator.wait_for_log("left before the group's run; its place is free again", 1);
+    // Then the group's time is up: the tenant still waiting is told which never came.
+    let reason = first.refused();
+    assert!(
+        reason.contains("1 of 3 tenants attached within 5 s")
+            && reason.contains("--group-timeout")
+            && reason.contains("tenants 1, 2 never came"),
+        "{reason}"
+    );
+    emulator.wait_for_log("the group is dropped", 1);
+    drop(first);
+    emulator.serves_an_honest_host(idle, "a group that never completed");
+}
+
+#[test]
+fn a_tenant_that_dies_mid_run_ends_the_groups_run_with_a_clear_error_to_the_others() {
+    let scratch = Scratch::new("hostile", "tenant-dies");
+    let mut emulator = EmulatorProcess::start(&scratch, &["--max-tenants", "2"]);
+    let idle = emulator.held();
+    let zero = Client::hello(&emulator.socket);
+    let _zero_memory = zero.request_tenant(claim("d", 0, 2), &honest_setup());
+    let one = Client::hello(&emulator.socket);
+    let one_memory = one.request_tenant(claim("d", 1, 2), &honest_setup());
+    let (ready, zero_fds) = zero.ready().unwrap();
+    let page = TurnPage::map(zero_fds[1].as_fd(), ready.turn_page_bytes).unwrap();
+    let (_, one_fds) = one.ready().unwrap();
+    // Tenant 0 takes its first turn; tenant 1 dies before its own.
+    take_turn(&page, &zero);
+    drop((one, one_memory, one_fds));
+    let mut link = RecordingLink::default();
+    page.hand_over(DEVICE, &one_turn(&mut link, Wake::At(Ticks(1_000))))
+        .unwrap();
+    let reason = end_reason(&zero);
+    assert!(
+        reason.contains("group d: tenant 1 can take no further part")
+            && reason.contains("died mid-run")
+            && reason.contains("the group's run is ended"),
+        "{reason}"
+    );
+    emulator.wait_for_log("group d: tenant 1", 1);
+    emulator.wait_for_log("died mid-run; the group's run is ended", 1);
+    drop((zero, page, zero_fds));
+    emulator.serves_an_honest_host(idle, "a tenant that died mid-run");
 }

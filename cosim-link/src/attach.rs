@@ -116,6 +116,55 @@ pub struct SessionRequest {
     /// host from before the field speaks version 1.
     #[serde(default = "first_turn_protocol")]
     pub turn_protocol: u32,
+    /// The host is one tenant of a group sharing one device (`axle emu --max-tenants`);
+    /// absent: a one-host session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<TenantClaim>,
+}
+
+/// What a host says when it is one tenant of a group sharing one device: "I am tenant
+/// `index` of the `count` tenants of group `group`". The emulator gathers the group's
+/// sessions and starts their run when all `count` have attached; the tenants' order at equal
+/// virtual times is their index, whatever order they attached in.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TenantClaim {
+    /// The group's name: every tenant of a group names it alike (at most
+    /// [`MAX_GROUP_NAME`] bytes of ASCII letters, digits, `-`, `_` and `.`).
+    pub group: String,
+    /// This host's tenant index, `0..count`.
+    pub index: u32,
+    /// Tenants in the group.
+    pub count: u32,
+    /// The CCM's share policy: one weight per tenant (weighted shares), or none
+    /// (round-robin). Every tenant of a group says the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights: Option<Vec<u32>>,
+}
+
+/// Longest group name of a [`TenantClaim`], in bytes.
+pub const MAX_GROUP_NAME: usize = 64;
+
+impl TenantClaim {
+    /// Checks the name's length and characters (the count and index are checked by the
+    /// emulator against its own limit).
+    pub fn check_name(&self) -> Result<(), String> {
+        if self.group.is_empty() || self.group.len() > MAX_GROUP_NAME {
+            return Err(format!(
+                "group name of {} bytes: it must have 1 to {MAX_GROUP_NAME}",
+                self.group.len()
+            ));
+        }
+        if let Some(bad) = self
+            .group
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+        {
+            return Err(format!(
+                "group name has {bad:?}: only ASCII letters, digits, '-', '_' and '.' are allowed"
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The turn protocol of a host that does not say.
@@ -183,6 +232,22 @@ pub struct SessionEnd {
     /// A wall-clock run: the device's side of the end-of-run checks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall: Option<WallDeviceEnd>,
+    /// A tenant of a group: what the shared device measured beyond its own counters
+    /// (`device` then holds the tenant's own figures, the simulator counts the whole
+    /// device's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<TenantEnd>,
+}
+
+/// A tenant's share of a shared device, at the end of the group's run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TenantEnd {
+    /// Dispatches the CCM's arbiter granted this tenant.
+    pub ccm_grants: u64,
+    /// Ticks this tenant's dispatches waited for the CCM.
+    pub ccm_wait: u64,
+    /// The whole device's counters (every tenant's).
+    pub device: DeviceCounters,
 }
 
 /// What the device left behind at the end of a wall-clock run (for the host's end-of-run

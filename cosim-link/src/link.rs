@@ -324,6 +324,13 @@ pub trait HostAgent {
             latest: now,
         }
     }
+    /// Why this agent can take no further part in a run shared with other hosts, if it
+    /// cannot: a host in another process that died, broke the turn protocol or outlived its
+    /// time. A shared run (`Emulator::run_tenants`) then ends at once with this reason. The
+    /// default: never.
+    fn ended(&self) -> Option<String> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -549,6 +549,7 @@ mod tests {
             error: None,
             device: DeviceCounters::default(),
             wall: None,
+            tenant: None,
         };
         send_message(&device_socket, MessageKind::End, &end, &[]).unwrap();
         let (back, signalled) = host.finish().unwrap();

@@ -41,6 +41,10 @@ pub struct AttachOptions {
     pub device_setup: String,
     /// A wall-clock run: also send an eventfd, the interrupt line the emulator writes.
     pub interrupt_line: bool,
+    /// The host is one tenant of a group sharing one device (`axle emu --max-tenants`):
+    /// its index, the group's size and name, the CCM's weights. The emulator answers once
+    /// every tenant of the group has attached.
+    pub tenant: Option<cosim_link::attach::TenantClaim>,
 }
 
 /// A host attached to an emulator process.
@@ -108,6 +112,7 @@ impl Attachment {
                 host_memory_bytes: options.host_memory_bytes,
                 device_setup: options.device_setup.clone(),
                 turn_protocol: cosim_link::turn::PROTOCOL,
+                tenant: options.tenant.clone(),
             },
             &fds,
         );

@@ -97,6 +97,15 @@ pub enum CoSimError {
     /// too many requests or bytes in flight); the run ends at the host's turn that asked.
     #[error("the device refused a link request from the host: {0}")]
     HostRequest(String),
+    /// A tenant of a shared run can take no further part (its host across processes died or
+    /// broke the protocol: `HostAgent::ended`); the whole run ends.
+    #[error("tenant {tenant} can take no further part: {reason}")]
+    TenantEnded {
+        /// The tenant.
+        tenant: usize,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// What the simulator itself did over a run (gem5's stats files keep the like): deterministic

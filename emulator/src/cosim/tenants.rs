@@ -578,6 +578,9 @@ impl Emulator {
                     hardware: &mut self.hardware,
                 };
                 let turns = agent.turns_before(at, horizon, &mut port);
+                if let Some(reason) = agent.ended() {
+                    return Err(CoSimError::TenantEnded { tenant, reason });
+                }
                 let counts = &mut self.hardware.counts;
                 counts.host_turns = counts.host_turns.saturating_add(turns.taken);
                 self.hardware.now = self.hardware.now.max(turns.latest);

@@ -1,7 +1,7 @@
 //! The socket file, the stop signals and the accept loop: one host at a time, each session
 //! ended (however it ends) before the next host is accepted.
 
-use super::session::session;
+use super::session::{session, Served};
 use super::{ServeOptions, ServerError, SessionError};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
@@ -80,7 +80,7 @@ fn listener_present(path: &Path) -> Result<bool, std::io::Error> {
 #[derive(Debug)]
 pub(super) struct Signals {
     pub(super) fd: SignalFd,
-    received: Option<Signal>,
+    received: std::cell::Cell<Option<Signal>>,
 }
 
 impl Signals {
@@ -92,17 +92,21 @@ impl Signals {
         mask.thread_block().map_err(ServerError::Signals)?;
         let fd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
             .map_err(ServerError::Signals)?;
-        Ok(Signals { fd, received: None })
+        Ok(Signals {
+            fd,
+            received: std::cell::Cell::new(None),
+        })
     }
 
     /// Whether a stop signal has arrived (now or before).
-    pub(super) fn stop_requested(&mut self) -> bool {
-        if self.received.is_none() {
+    pub(super) fn stop_requested(&self) -> bool {
+        if self.received.get().is_none() {
             if let Ok(Some(info)) = self.fd.read_signal() {
-                self.received = Signal::try_from(info.ssi_signo as i32).ok();
+                self.received
+                    .set(Signal::try_from(info.ssi_signo as i32).ok());
             }
         }
-        self.received.is_some()
+        self.received.get().is_some()
     }
 }
 
@@ -173,7 +177,7 @@ fn bind(path: &Path) -> Result<(UnixListener, SocketFile), ServerError> {
 
 /// Serves hosts on the socket `path` until SIGINT, SIGTERM or SIGHUP.
 pub fn serve(path: &Path, options: &ServeOptions) -> Result<(), ServerError> {
-    let mut signals = Signals::new()?;
+    let signals = Signals::new()?;
     let mut reaper = Reaper::default();
     let (listener, socket_file) = bind(path)?;
     log::info!(
@@ -184,7 +188,13 @@ pub fn serve(path: &Path, options: &ServeOptions) -> Result<(), ServerError> {
     );
     while !signals.stop_requested() {
         match listener.accept() {
-            Ok((stream, _)) => serve_host_connection(stream, &mut signals, options, &mut reaper),
+            Ok((stream, _)) => {
+                if let Some(tenant) = serve_host_connection(stream, &signals, options, &mut reaper)
+                {
+                    // The first tenant of a group: gather the others, then run them together.
+                    super::group::gather(tenant, &listener, &signals, options, &mut reaper);
+                }
+            }
             Err(error) if error.kind() == ErrorKind::WouldBlock => {
                 // Sleep until a host connects or a signal arrives.
                 let mut ready = [
@@ -206,7 +216,7 @@ pub fn serve(path: &Path, options: &ServeOptions) -> Result<(), ServerError> {
             }
         }
     }
-    if let Some(signal) = signals.received {
+    if let Some(signal) = signals.received.get() {
         log::info!("emu: {signal} received; shutting down");
     }
     reaper.wait();
@@ -214,32 +224,54 @@ pub fn serve(path: &Path, options: &ServeOptions) -> Result<(), ServerError> {
     Ok(())
 }
 
-/// One host, from connection to detach; every way it can end is logged here.
-fn serve_host_connection(
+/// One host, from connection to detach; every way it can end is logged here. A host that
+/// says it is a tenant of a group is returned, its hello answered and its request checked,
+/// for its group's gathering.
+pub(super) fn serve_host_connection(
     stream: UnixStream,
-    signals: &mut Signals,
+    signals: &Signals,
     options: &ServeOptions,
     reaper: &mut Reaper,
-) {
-    let credentials =
-        nix::sys::socket::getsockopt(&stream.as_fd(), nix::sys::socket::sockopt::PeerCredentials);
-    let pid = credentials.map_or(-1, |c| c.pid());
+) -> Option<super::group::Member> {
+    let pid = peer_pid(&stream);
     if let Err(error) = stream.set_nonblocking(false) {
         log::error!("emu: host pid {pid}: {error}");
-        return;
+        return None;
     }
     match session(&stream, pid, signals, options, reaper) {
-        Ok(summary) => log::info!("emu: host pid {pid} detached after its run ({summary})"),
-        Err(SessionError::HostDied(when)) => log::warn!(
+        Ok(Served::Ended(summary)) => {
+            log::info!("emu: host pid {pid} detached after its run ({summary})")
+        }
+        Ok(Served::Tenant(requested)) => {
+            return Some(super::group::Member {
+                stream,
+                pid,
+                requested: *requested,
+            })
+        }
+        Err(error) => log_session_error(pid, &error),
+    }
+    None
+}
+
+/// The process id of the host at the other end of `stream` (-1 if the kernel does not say).
+pub(super) fn peer_pid(stream: &UnixStream) -> i32 {
+    let credentials =
+        nix::sys::socket::getsockopt(&stream.as_fd(), nix::sys::socket::sockopt::PeerCredentials);
+    credentials.map_or(-1, |c| c.pid())
+}
+
+/// Logs how a host's session ended badly.
+pub(super) fn log_session_error(pid: i32, error: &SessionError) {
+    match error {
+        SessionError::HostDied(when) => log::warn!(
             "emu: host pid {pid} died {when}; its segments are being freed; ready for the next host"
         ),
-        Err(error @ SessionError::Silent { .. }) => log::warn!(
+        SessionError::Silent { .. } => log::warn!(
             "emu: host pid {pid}: {error}; its segments are being freed; ready for the next host"
         ),
-        Err(error @ SessionError::AbiMismatch { .. }) => {
-            log::warn!("emu: host pid {pid}: {error}")
-        }
-        Err(SessionError::Stopped) => log::info!("emu: host pid {pid} dropped: stopping"),
-        Err(error) => log::error!("emu: host pid {pid} detached on an error: {error}"),
+        SessionError::AbiMismatch { .. } => log::warn!("emu: host pid {pid}: {error}"),
+        SessionError::Stopped => log::info!("emu: host pid {pid} dropped: stopping"),
+        error => log::error!("emu: host pid {pid} detached on an error: {error}"),
     }
 }

@@ -1,7 +1,8 @@
 //! The emulator as its own process: `axle emu --socket PATH`.
 //!
-//! The server binds a Unix stream socket (created with mode 0600), serves one host at a time,
-//! and survives each: a host that finishes, is refused, or dies mid-run is logged, its
+//! The server binds a Unix stream socket (created with mode 0600), serves one host at a time
+//! (or one group of tenants at a time, which share one device: `group`, `axle emu
+//! --max-tenants`), and survives each: a host that finishes, is refused, or dies mid-run is logged, its
 //! segments are unmapped and closed, and the next host may attach (the segments of a session
 //! that ran are freed on a thread of their own while the next host attaches,
 //! `accept::Reaper`, one session at a time). SIGINT, SIGTERM and SIGHUP
@@ -86,6 +87,7 @@
 //! |------|------|
 //! | this one | the options, the set-up a host sends, the errors |
 //! | `accept` | the socket file, the signals, the accept loop: one host at a time |
+//! | `group` | hosts that are tenants of a group: gathered, then run together on one device |
 //! | `session` | one host's session: hello, set-up, the run (virtual time or wall clock), the end |
 //! | `remote_host` | the host across processes as a `HostAgent`: turns over the turn page |
 //! | `limits` | the checks of a session request before anything is created for it |
@@ -101,6 +103,7 @@
 
 mod accept;
 mod epoch;
+mod group;
 mod limits;
 mod remote_host;
 mod session;
@@ -127,6 +130,15 @@ pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(60);
 /// hour, three times the longest wall-time budget `axle run` gives a run of its own (10
 /// minutes at paper scale), so an honest host's own budget ends its run first.
 pub const DEFAULT_SESSION_LIMIT: Duration = Duration::from_secs(30 * 60);
+/// Most tenants one group may have by default (`axle emu --max-tenants`).
+pub const DEFAULT_MAX_TENANTS: usize = 4;
+/// How long the server waits by default for a group's tenants to attach, from the first
+/// one's attach (`axle emu --group-timeout`).
+pub const DEFAULT_GROUP_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest `--group-timeout`: below the 120 s a host waits for its session to be ready
+/// (`cosim_link::attach::ATTACH_TIMEOUT`), so that a group that never completes is refused
+/// before its tenants give up on their own.
+pub const MAX_GROUP_TIMEOUT: Duration = Duration::from_secs(100);
 
 /// How the server treats its hosts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,6 +153,14 @@ pub struct ServeOptions {
     /// itself (SIGKILL) instead of handing a virtual-time session's turn to its host for the
     /// `K+1`-th time, a crash at a point of the run that does not depend on timing.
     pub die_after_hand_overs: Option<u64>,
+    /// Most tenants of one group (1 to [`MAX_TENANTS`](crate::cosim::tenants::MAX_TENANTS)):
+    /// hosts that say they are tenants of a group ([`TenantClaim`]) share one device.
+    ///
+    /// [`TenantClaim`]: cosim_link::attach::TenantClaim
+    pub max_tenants: usize,
+    /// How long a group's tenants have to attach, from the first one's attach; then those
+    /// attached are refused and freed.
+    pub group_timeout: Duration,
 }
 
 impl Default for ServeOptions {
@@ -149,7 +169,32 @@ impl Default for ServeOptions {
             turn_timeout: DEFAULT_TURN_TIMEOUT,
             session_limit: DEFAULT_SESSION_LIMIT,
             die_after_hand_overs: None,
+            max_tenants: DEFAULT_MAX_TENANTS,
+            group_timeout: DEFAULT_GROUP_TIMEOUT,
         }
+    }
+}
+
+impl ServeOptions {
+    /// Checks `max_tenants` and `group_timeout` against their limits; the error names the
+    /// value and the limit.
+    pub fn check(&self) -> Result<(), String> {
+        use crate::cosim::tenants::MAX_TENANTS;
+        if self.max_tenants == 0 || self.max_tenants > MAX_TENANTS {
+            return Err(format!(
+                "--max-tenants {}: it must be 1 to {MAX_TENANTS} (a CXL 2.0 multi-logical device has at most 16 logical devices)",
+                self.max_tenants
+            ));
+        }
+        if self.group_timeout.is_zero() || self.group_timeout > MAX_GROUP_TIMEOUT {
+            return Err(format!(
+                "--group-timeout {} s: it must be more than 0 and at most {} s (a host waits {} s for its session)",
+                self.group_timeout.as_secs_f64(),
+                MAX_GROUP_TIMEOUT.as_secs(),
+                cosim_link::attach::ATTACH_TIMEOUT.as_secs()
+            ));
+        }
+        Ok(())
     }
 }
 

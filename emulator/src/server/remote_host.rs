@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 pub(super) struct RemoteHost<'a> {
     pub(super) page: &'a TurnPage,
     pub(super) peer: &'a UnixStream,
-    pub(super) signals: &'a mut Signals,
+    pub(super) signals: &'a Signals,
     pub(super) pending: DeviceTurn,
     /// Turns the host took, those it took on its own included.
     pub(super) turns: u64,
@@ -59,7 +59,7 @@ impl RemoteHost<'_> {
         self.page
             .hand_over(HOST, &device_message(&mut self.pending, now, horizon))?;
         self.hand_overs += 1;
-        let signals = &mut *self.signals;
+        let signals = self.signals;
         match self.page.wait_for_within(
             DEVICE,
             self.peer,
@@ -80,7 +80,32 @@ impl RemoteHost<'_> {
     }
 }
 
+impl RemoteHost<'_> {
+    /// Why the host can take no further part, if it cannot: the error it met, or the
+    /// session limit.
+    pub(super) fn failure(&self) -> Option<String> {
+        match &self.error {
+            Some(TurnError::PeerDied) => Some("its host process died mid-run".into()),
+            Some(TurnError::Stopped) => Some("the emulator is stopping".into()),
+            Some(TurnError::TimedOut { after }) => Some(format!(
+                "its host kept its turn for more than {} s, the emulator's turn timeout (axle emu --turn-timeout)",
+                after.as_secs_f64()
+            )),
+            Some(other) => Some(format!("its host broke the turn protocol: {other}")),
+            None if self.expired => Some(
+                "its session lasted longer than the emulator's session limit (axle emu --session-limit)"
+                    .into(),
+            ),
+            None => None,
+        }
+    }
+}
+
 impl HostAgent for RemoteHost<'_> {
+    fn ended(&self) -> Option<String> {
+        self.failure()
+    }
+
     fn deliver(&mut self, at: Ticks, response: LinkResponse) {
         self.pending.deliver(at, &response);
     }

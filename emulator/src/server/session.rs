@@ -4,14 +4,16 @@
 use super::accept::{Reaper, Signals};
 use super::limits::prepare;
 use super::remote_host::RemoteHost;
-use super::{ServeOptions, SessionError, WallSetup, ATTACH_STEP_TIMEOUT};
+use super::{ServeOptions, SessionError, Setup, WallSetup, ATTACH_STEP_TIMEOUT};
 use crate::cosim::{CoSimError, Emulator};
 use crate::dram::DeviceDram;
 use crate::shm::DeviceSegment;
 use cosim_link::attach::{
     receive_message_with, send_message, AttachError, DeviceCounters, Hello, HelloAnswer,
-    MessageKind, SessionEnd, SessionReady, SessionRequest, WallDeviceEnd,
+    MessageKind, SessionEnd, SessionReady, SessionRequest, TenantClaim, WallDeviceEnd,
 };
+use cosim_link::phys::PhysicalMemory;
+use cosim_link::sync::Arc;
 use cosim_link::turn::{DeviceTurn, TurnError, TurnPage};
 use cosim_link::wall::WallClock;
 use cosim_link::wall_socket::{device_side, receive_start, DeviceReader, DeviceReaderEnd};
@@ -36,20 +38,43 @@ fn closed(error: std::io::Error, when: &'static str) -> SessionError {
 }
 
 /// Tells the host why it is refused (best effort: it may be gone) and returns the error.
-fn refuse(stream: &UnixStream, reason: String) -> SessionError {
+pub(super) fn refuse(stream: &UnixStream, reason: String) -> SessionError {
     if let Err(error) = send_message(stream, MessageKind::Refused, &reason, &[]) {
         log::debug!("emu: the refusal did not reach the host: {error}");
     }
     SessionError::Refused(reason)
 }
 
-pub(super) fn session(
-    stream: &UnixStream,
-    pid: i32,
-    signals: &mut Signals,
-    options: &ServeOptions,
-    reaper: &mut Reaper,
-) -> Result<String, SessionError> {
+/// What a host asked for (steps 1 and 2 up to the device's creation), checked: its memory
+/// mapped, its set-up, its claim to be a tenant of a group.
+pub(super) struct Requested {
+    pub(super) host_memory: Arc<PhysicalMemory>,
+    pub(super) setup: Setup,
+    pub(super) tenant: Option<TenantClaim>,
+    interrupt_line: Option<std::os::fd::OwnedFd>,
+}
+
+/// What a session came to.
+pub(super) enum Served {
+    /// A one-host session ended after its run: its summary.
+    Ended(String),
+    /// The host says it is a tenant of a group: its hello is answered and its request
+    /// checked; the gathering of its group takes it from here (`super::group`).
+    Tenant(Box<Requested>),
+}
+
+/// Answers the host's hello with [`Status::Ok`].
+pub(super) fn answer_hello(stream: &UnixStream) -> Result<(), SessionError> {
+    let mut writer = stream;
+    writer
+        .write_all(HelloAnswer::new(Status::Ok).as_bytes())
+        .map_err(|e| closed(e, "during the hello"))
+}
+
+/// Steps 1 and 2 up to the device's creation: the hello and the session request, checked.
+/// Returns the request and whether the hello's answer is still owed (it is when the request
+/// came right behind the hello: the answer then goes out with what follows).
+pub(super) fn receive(stream: &UnixStream, pid: i32) -> Result<(Requested, bool), SessionError> {
     stream.set_read_timeout(Some(ATTACH_STEP_TIMEOUT))?;
     let mut hello = Hello::new_zeroed();
     let mut reader = stream;
@@ -76,18 +101,41 @@ pub(super) fn session(
     // the host wakes once for the two (an older host, which waits for the answer before it
     // asks, gets the answer at once). The answer always precedes any refusal.
     let deferred = request_waiting(stream);
-    let answer = || {
-        let mut writer = stream;
-        writer
-            .write_all(HelloAnswer::new(Status::Ok).as_bytes())
-            .map_err(|e| closed(e, "during the hello"))
-    };
     if !deferred {
-        answer()?;
+        answer_hello(stream)?;
     }
-    let opened = open_session(stream);
+    match receive_request(stream) {
+        Ok(requested) => Ok((requested, deferred)),
+        Err(opening) => {
+            if deferred {
+                // A failure to receive says more than a failure to answer because of it.
+                let _ = answer_hello(stream);
+            }
+            Err(match opening {
+                Opening::Refused(reason) => refuse(stream, reason),
+                Opening::Failed(error) => error,
+            })
+        }
+    }
+}
+
+pub(super) fn session(
+    stream: &UnixStream,
+    pid: i32,
+    signals: &Signals,
+    options: &ServeOptions,
+    reaper: &mut Reaper,
+) -> Result<Served, SessionError> {
+    let (requested, deferred) = receive(stream, pid)?;
+    if requested.tenant.is_some() {
+        if deferred {
+            answer_hello(stream)?;
+        }
+        return Ok(Served::Tenant(Box::new(requested)));
+    }
+    let opened = open_session(requested);
     if deferred {
-        let answered = answer();
+        let answered = answer_hello(stream);
         // A failure to set up says more than a failure to answer because of it.
         if let (Err(_), Ok(_)) = (&answered, &opened) {
             answered?;
@@ -143,7 +191,7 @@ pub(super) fn session(
     // The session's memory (device memory, the host's segment, the turn page) is unmapped
     // and closed on the reaper's thread, while this thread accepts the next host.
     reaper.reap((emulator, page));
-    run
+    run.map(Served::Ended)
 }
 
 /// What the run of a session needs besides the emulator and the page.
@@ -157,7 +205,7 @@ struct RunSetup {
 fn run_session(
     stream: &UnixStream,
     pid: i32,
-    signals: &mut Signals,
+    signals: &Signals,
     options: &ServeOptions,
     emulator: &mut Emulator,
     page: &TurnPage,
@@ -234,6 +282,7 @@ fn run_session(
             error: outcome.as_ref().err().map(ToString::to_string),
             device: DeviceCounters::from(&metrics),
             wall: None,
+            tenant: None,
         },
         &[],
     );
@@ -293,9 +342,9 @@ impl From<TurnError> for Opening {
     }
 }
 
-/// Step 2 up to the answer: receives the host's session request and its segment, checks
-/// them, and creates device memory, the turn page and the register window.
-fn open_session(stream: &UnixStream) -> Result<Opened, Opening> {
+/// Step 2's request: receives the host's session request and its segment, checks them and
+/// maps the host's memory; nothing is created for the device yet.
+fn receive_request(stream: &UnixStream) -> Result<Requested, Opening> {
     // Every descriptor that arrives is owned from the moment it arrives: on any error below
     // (too many, the wrong kind, a bad size) dropping `fds` closes all of them.
     let (request, mut fds): (SessionRequest, _) = receive_message_with(
@@ -321,6 +370,23 @@ fn open_session(stream: &UnixStream) -> Result<Opened, Opening> {
     } else {
         None
     };
+    Ok(Requested {
+        host_memory,
+        setup,
+        tenant: request.tenant,
+        interrupt_line,
+    })
+}
+
+/// Step 2 up to the answer: creates device memory, the turn page and the register window of
+/// a one-host session.
+fn open_session(requested: Requested) -> Result<Opened, Opening> {
+    let Requested {
+        host_memory,
+        setup,
+        interrupt_line,
+        ..
+    } = requested;
     let device_bytes = Emulator::device_memory_bytes(&setup.device);
     let segment = DeviceSegment::shared(device_bytes)?;
     let dram = DeviceDram::from_segment(segment, device_bytes);
@@ -357,7 +423,7 @@ fn wall_session(
     emulator: &mut Emulator,
     wall: WallSetup,
     interrupt_line: std::os::fd::OwnedFd,
-    signals: &mut Signals,
+    signals: &Signals,
     options: &ServeOptions,
 ) -> Result<String, SessionError> {
     // The host's start frame comes within the turn timeout, or the host is detached.
@@ -406,6 +472,7 @@ fn wall_session(
             error: Some(reason.clone()),
             device: DeviceCounters::from(&emulator.metrics()),
             wall: None,
+            tenant: None,
         };
         let _ = send_message(stream, MessageKind::End, &end, &[]);
         return Err(SessionError::Refused(reason));
@@ -428,6 +495,7 @@ fn wall_session(
             stream_tails: firmware.stream_tails(),
             device_time: emulator.now().0,
         }),
+        tenant: None,
     };
     let sent = written
         .map_err(|e| closed(e, "mid-run"))
