@@ -1035,8 +1035,8 @@ mod attached {
     }
 }
 
-pub(crate) use attached::{run_attached_once, run_attached_tenant};
 pub use attached::{run_attached, run_wall_attached};
+pub(crate) use attached::{run_attached_once, run_attached_tenant};
 
 #[cfg(test)]
 mod tests {

@@ -503,6 +503,11 @@ pub fn run_many_attached(
 ) -> anyhow::Result<ManyReport> {
     use cosim_link::attach::TenantClaim;
     use std::sync::atomic::{AtomicBool, Ordering};
+    if !request.faults.is_empty() {
+        anyhow::bail!(
+            "--fault injects faults into in-process tenants only; it cannot be combined with --attach (an attached tenant's faults are real: kill or stop its host process)"
+        );
+    }
     let requests = request.requests()?;
     let tenants = requests.len();
     let group = group_name();
@@ -581,6 +586,8 @@ pub fn run_many_attached(
             slowdown: None,
             ccm_grants: share.ccm_grants,
             ccm_wait_ns: shared_abi::Ticks(share.ccm_wait).as_ns(),
+            detached: None,
+            failure: None,
         })
         .collect();
     let whole = Whole {

@@ -454,9 +454,11 @@ fn send_ready(
     emulator.select(tenant);
     let (data_base, data_end) = emulator.data_window();
     let device_bytes = Emulator::device_memory_bytes(&member.requested.setup.device);
-    let register_fd = emulator
+    let registers = emulator
         .serve_registers()
-        .map_err(|e| format!("register window: {e}"))?
+        .map_err(|e| format!("register window: {e}"))?;
+    registers.set(shared_abi::registers::EPOCH, super::epoch::device_epoch());
+    let register_fd = registers
         .fd()
         .ok_or("the register page is not shared")?
         .try_clone_to_owned()
@@ -474,6 +476,7 @@ fn send_ready(
             data_base: data_base.0,
             data_end: data_end.0,
             turn_page_bytes: cosim_link::turn::TURN_PAGE_BYTES,
+            epoch: super::epoch::device_epoch(),
         },
         &[device_fd, page_fd.as_fd(), register_fd.as_fd()],
     )
@@ -536,6 +539,7 @@ fn run_group(group: Group, signals: &Signals, options: &ServeOptions, reaper: &m
                 turn_timeout: options.turn_timeout,
                 deadline,
                 expired: false,
+                die_after_hand_overs: options.die_after_hand_overs,
             }
         })
         .collect();
