@@ -558,7 +558,14 @@ impl<'a, M: DeviceMemory> ChannelProfile<'a, M> {
             if state.cache.touch(burst) {
                 continue;
             }
-            let channel = ((burst << burst_shift) >> self.interleave_shift) % self.channels;
+            let chunk = (burst << burst_shift) >> self.interleave_shift;
+            // A power of two of channels (Table III's 16) takes the low bits, without a
+            // division; the same channel as the remainder.
+            let channel = if self.channels.is_power_of_two() {
+                chunk & (self.channels - 1)
+            } else {
+                chunk % self.channels
+            };
             if let Some(count) = state.counts.get_mut(channel as usize) {
                 *count += 1;
                 state.total += 1;
