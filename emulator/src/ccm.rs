@@ -36,10 +36,11 @@
 //!   random 4-byte access a whole burst) go to the channels its addresses map to, in
 //!   proportion to the DRAM bursts it touches on each: when the item starts, its kernel code
 //!   runs once on a read-only view of device memory ([`crate::dram::ChannelProfile`]: reads
-//!   pass through, writes are dropped) that maps each 64-byte burst it touches to channel
-//!   `(address / interleave) mod channels`, with M²NDP's interleave
-//!   ([`DeviceConfig::ccm_channel_interleave_bytes`], `channel_interleave_size=256`). Bursts
-//!   the CCM touched recently ([`crate::dram::BurstCache`], 128 KiB, M²NDP's L2 size) are not
+//!   pass through, writes are dropped) that maps each 64-byte burst it touches to its channel
+//!   as M²NDP does ([`crate::dram::channel_of`]: the address bits above the interleave,
+//!   [`DeviceConfig::ccm_channel_interleave_bytes`], `channel_interleave_size=256`, hashed with
+//!   M²NDP's IPOLY functions). Bursts the CCM touched recently ([`crate::dram::BurstCache`],
+//!   128 KiB per channel, the L2 slice M²NDP gives each channel) are not
 //!   counted again, so a vector every item reads (KNN's query) is not a hot spot, as in the
 //!   kernels' costs it comes from the scratchpad. The placed bursts carry 64 bytes each (at
 //!   most the item's bytes); what the item's cost counts beyond them (bursts found in the
@@ -380,7 +381,7 @@ impl Ccm {
             memory_joined: 0,
             memory_joined_at: Ticks::ZERO,
             scratch_bursts: vec![0; config.ccm_memory_channels.max(1) as usize],
-            burst_cache: dram::BurstCache::default(),
+            burst_cache: dram::BurstCache::for_channels(config.ccm_memory_channels),
             active_items: 0,
             busy_since: Ticks::ZERO,
             busy_total: Ticks::ZERO,

@@ -86,7 +86,8 @@ pub struct DeviceConfig {
     pub ccm_memory_channels: u32,
     /// Bytes of consecutive addresses on one channel before the next channel takes over
     /// (a power of two, 32..=1 MiB): M²NDP `m2ndp.config`, `channel_interleave_size=256` (its
-    /// `memory_mapping` puts the channel bits at address bits 8 and up).
+    /// `memory_mapping` puts the channel bits at address bits 8 and up, and
+    /// `channel_indexing_policy=1` hashes them with the bits above: `emulator::dram::channel_of`).
     pub ccm_channel_interleave_bytes: u64,
     /// The latency of a work item's first device-memory access, a floor under the item's
     /// duration (see `emulator::ccm`): our assumption of an unloaded access, a DDR5-4800 row
