@@ -36,10 +36,11 @@
 //!   random 4-byte access a whole burst) go to the channels its addresses map to, in
 //!   proportion to the DRAM bursts it touches on each: when the item starts, its kernel code
 //!   runs once on a read-only view of device memory ([`crate::dram::ChannelProfile`]: reads
-//!   pass through, writes are dropped) that maps each 64-byte burst it touches to channel
-//!   `(address / interleave) mod channels`, with M²NDP's interleave
-//!   ([`DeviceConfig::ccm_channel_interleave_bytes`], `channel_interleave_size=256`). Bursts
-//!   the CCM touched recently ([`crate::dram::BurstCache`], 128 KiB, M²NDP's L2 size) are not
+//!   pass through, writes are dropped) that maps each 64-byte burst it touches to its channel
+//!   as M²NDP does ([`crate::dram::channel_of`]: the address bits above the interleave,
+//!   [`DeviceConfig::ccm_channel_interleave_bytes`], `channel_interleave_size=256`, hashed with
+//!   M²NDP's IPOLY functions). Bursts the CCM touched recently ([`crate::dram::BurstCache`],
+//!   128 KiB per channel, the L2 slice M²NDP gives each channel) are not
 //!   counted again, so a vector every item reads (KNN's query) is not a hot spot, as in the
 //!   kernels' costs it comes from the scratchpad. The placed bursts carry 64 bytes each (at
 //!   most the item's bytes); what the item's cost counts beyond them (bursts found in the
@@ -111,7 +112,10 @@ use shared_abi::Ticks;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
+mod finish_queue;
 pub mod interleave;
+
+use finish_queue::FinishQueue;
 
 /// An item that ended: where it ran and when it started (for the trace).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -201,7 +205,7 @@ struct MemoryShare {
     served: f64,
     updated: Ticks,
     /// `(finish tag as f64 bits, slot)`: tags are non-negative, so their bits order like them.
-    finishing: BinaryHeap<Reverse<(u64, u32)>>,
+    finishing: FinishQueue,
 }
 
 /// The earliest of a fixed set of timers (the sub-cores' next ends): a tournament tree, so a
@@ -295,8 +299,12 @@ pub struct Ccm {
     /// Each channel's projected earliest end of an item's traffic on it.
     memory_timers: MinTree,
     /// Channels an item joined since their ends were last scheduled (bit `c`: channel `c`;
-    /// at most 64 channels, `DeviceConfig::validate`).
+    /// at most 64 channels, `DeviceConfig::validate`), all at `memory_joined_at`: their ends
+    /// are projected once, when the timers are next read ([`Ccm::flush_memory`]), not once per
+    /// item that joined them at that time.
     memory_joined: u64,
+    /// When the channels in `memory_joined` were joined.
+    memory_joined_at: Ticks,
     /// Scratch for [`Ccm::start_next`]: the DRAM bursts the starting item moves, per channel.
     scratch_bursts: Vec<u64>,
     /// The bursts touched recently (not DRAM traffic when touched again).
@@ -366,13 +374,14 @@ impl Ccm {
                 .map(|_| MemoryShare {
                     served: 0.0,
                     updated: Ticks::ZERO,
-                    finishing: BinaryHeap::new(),
+                    finishing: FinishQueue::default(),
                 })
                 .collect(),
             memory_timers: MinTree::new(config.ccm_memory_channels.max(1) as usize),
             memory_joined: 0,
+            memory_joined_at: Ticks::ZERO,
             scratch_bursts: vec![0; config.ccm_memory_channels.max(1) as usize],
-            burst_cache: dram::BurstCache::default(),
+            burst_cache: dram::BurstCache::for_channels(config.ccm_memory_channels),
             active_items: 0,
             busy_since: Ticks::ZERO,
             busy_total: Ticks::ZERO,
@@ -417,6 +426,7 @@ impl Ccm {
 
     /// Asks for a wake at the earliest timer unless one at or before it is pending.
     fn ask_wake(&mut self) {
+        self.flush_memory();
         let next = self.next_time();
         if next == Ticks::NEVER {
             return;
@@ -509,7 +519,12 @@ impl Ccm {
             self.wake_at = None;
         }
         let mut ended = Vec::new();
-        while self.next_time() <= now {
+        loop {
+            // The channels items joined at `now` (in the item ends below) first.
+            self.flush_memory();
+            if self.next_time() > now {
+                break;
+            }
             loop {
                 let (at, sub_core) = self.sub_timers.min();
                 if at > now {
@@ -604,8 +619,8 @@ impl Ccm {
             return false;
         };
         // A kernel that cannot describe its item fails it at once (no work).
-        let kernel = running.kernel;
-        let cost = kernel
+        let cost = running
+            .kernel
             .item(item, memory)
             .map_or(ItemCost::ZERO, |spec| spec.cost);
         let Some(slot) = self.free_slot(sub_core) else {
@@ -647,7 +662,7 @@ impl Ccm {
             }
         }
         if !active.memory_done {
-            active.memory_parts = self.join_memory(now, slot, &kernel, item, cost.bytes, memory);
+            active.memory_parts = self.join_memory(now, slot, item, cost.bytes, memory);
             active.memory_done = active.memory_parts == 0;
         }
         if active.compute_done && active.memory_done {
@@ -697,26 +712,38 @@ impl Ccm {
         &mut self,
         now: Ticks,
         slot: u32,
-        kernel: &Kernel,
         item: u32,
         bytes: u64,
         memory: &M,
     ) -> u32 {
+        if self.channels <= 1 {
+            // The pool: no addresses to find.
+            self.advance_memory(now, 0);
+            if let Some(entry) = self.memory.first_mut() {
+                let tag = entry.served + bytes as f64;
+                entry.finishing.push(tag.to_bits(), slot);
+                self.memory_joined |= 1;
+                self.memory_joined_at = now;
+                return 1;
+            }
+            return 0;
+        }
         let mut bursts = std::mem::take(&mut self.scratch_bursts);
         bursts.iter_mut().for_each(|count| *count = 0);
-        let total = if self.channels > 1 {
-            let profile = dram::ChannelProfile::new(
-                memory,
-                self.channels,
-                self.interleave_shift,
-                &mut bursts,
-                &mut self.burst_cache,
-            );
-            // The outcome does not matter: what it touched before failing is its traffic.
-            let _ = kernel.execute(item, &profile);
-            profile.bursts()
-        } else {
-            0
+        let total = match self.running.as_ref() {
+            Some(running) => {
+                let profile = dram::ChannelProfile::new(
+                    memory,
+                    self.channels,
+                    self.interleave_shift,
+                    &mut bursts,
+                    &mut self.burst_cache,
+                );
+                // The outcome does not matter: what it touched before failing is its traffic.
+                let _ = running.kernel.execute(item, &profile);
+                profile.bursts()
+            }
+            None => 0,
         };
         // The bursts the dry run placed carry their own bytes (at most the item's); what the
         // item's cost counts beyond them (bursts the profile found in the burst cache, which
@@ -732,9 +759,10 @@ impl Ccm {
             self.advance_memory(now, channel);
             if let Some(entry) = self.memory.get_mut(channel as usize) {
                 let tag = entry.served + share;
-                entry.finishing.push(Reverse((tag.to_bits(), slot)));
+                entry.finishing.push(tag.to_bits(), slot);
                 parts += 1;
                 self.memory_joined |= 1 << (channel % 64);
+                self.memory_joined_at = now;
             }
         }
         self.scratch_bursts = bursts;
@@ -754,12 +782,20 @@ impl Ccm {
         }
     }
 
-    /// Recomputes the shares of the sub-cores in `touched` and of memory, and schedules their
-    /// next ends.
+    /// Recomputes the shares of the sub-cores in `touched` and schedules their next ends; the
+    /// channels joined at `now` are left to [`Ccm::flush_memory`].
     fn reshare(&mut self, now: Ticks, touched: &[u32]) {
         for &sub_core in touched {
             self.reshare_sub_core(now, sub_core);
         }
+    }
+
+    /// Schedules the next ends of the channels items joined (at `memory_joined_at`, the
+    /// current time: every caller flushes before time moves on). A projection depends only on
+    /// the channel's state at that time, so one made after the last join gives the same end as
+    /// one made after each, and every read of the timers comes after a flush.
+    fn flush_memory(&mut self) {
+        let now = self.memory_joined_at;
         let mut joined = std::mem::take(&mut self.memory_joined);
         while joined != 0 {
             let channel = joined.trailing_zeros();
@@ -806,7 +842,7 @@ impl Ccm {
         let Some(entry) = self.memory.get(channel as usize) else {
             return;
         };
-        let Some(&Reverse((bits, _))) = entry.finishing.peek() else {
+        let Some((bits, _)) = entry.finishing.peek() else {
             self.memory_timers.set(channel, Ticks::NEVER);
             return;
         };
@@ -815,11 +851,16 @@ impl Ccm {
         // Never now: a projection rounded to the tick it is made at would fire again and
         // again without the served bytes moving (the slack covers the rounding).
         let at = now.plus(ceil_ticks(left * sharing / self.bytes_per_tick).max(Ticks(1)));
-        // A channel moves whole bursts: a part ends at the end of a burst slot.
-        let at = Ticks(
-            at.0.div_ceil(self.burst_ticks)
-                .saturating_mul(self.burst_ticks),
-        );
+        // A channel moves whole bursts: a part ends at the end of a burst slot (one tick, the
+        // pooled model's grid, needs no rounding).
+        let at = if self.burst_ticks > 1 {
+            Ticks(
+                at.0.div_ceil(self.burst_ticks)
+                    .saturating_mul(self.burst_ticks),
+            )
+        } else {
+            at
+        };
         self.memory_timers.set(channel, at);
     }
 
@@ -865,7 +906,7 @@ impl Ccm {
             };
             let limit = entry.served * (1.0 + MEMORY_SLACK) + MEMORY_SLACK;
             match entry.finishing.peek() {
-                Some(&Reverse((bits, slot))) if f64::from_bits(bits) <= limit => {
+                Some((bits, slot)) if f64::from_bits(bits) <= limit => {
                     entry.finishing.pop();
                     let mut finished = false;
                     if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
@@ -1084,7 +1125,15 @@ fn ceil_ticks(ticks: f64) -> Ticks {
     if ticks >= u64::MAX as f64 {
         return Ticks::NEVER;
     }
-    Ticks(ticks.ceil() as u64)
+    // `f64::ceil` is a call into the C library on the baseline x86-64 target (no SSE4.1
+    // rounding instruction); this is the same value: `ticks` is positive and below 2^64, so
+    // the truncation is exact or one below the ceiling.
+    let whole = ticks as u64;
+    if (whole as f64) < ticks {
+        Ticks(whole + 1)
+    } else {
+        Ticks(whole)
+    }
 }
 
 #[cfg(test)]

@@ -80,13 +80,22 @@ pub struct DeviceConfig {
     /// REPRODUCTION's summary went from 53 to 58 of 66 claims in direction, 16 to 18 of 28
     /// statements held, 9 to 8 of 38 numbers within 10%; the evaluation took 2.4 times as long
     /// (back to back: 97 s of wall time and 186 s of user CPU, against 41 s and 73 s; the
-    /// dry run of every item and one memory part per item and channel). Making it
+    /// dry run of every item and one memory part per item and channel). Those figures predate
+    /// M²NDP's channel hash and per-channel cache (`emulator::dram::channel_of`,
+    /// `BurstCache`); with them, Figure 15's RR ratios at 16 channels are SSSP 1.03,
+    /// PageRank 1.00, DLRM 1.01 (`axle eval --figure 15 --config`, real data). Made cheaper
+    /// since (one projection per channel and time step, a 4-ary finish queue; the same output), the
+    /// evaluation at 16 still took 2.42 times the user CPU of one channel, back to back on the
+    /// loaded machine (2026-12-02 06:19 to 06:56, load 9 to 10: 438.7 s against 181.3 s;
+    /// `/usr/bin/time axle eval --figure all --config`): the cost is in the item parts, one per
+    /// item and channel (each pushed, popped and projected), and in the dry runs. Making it
     /// the default moves every figure and the adaptive-polling bound's assumptions (equal
     /// sharing of memory; `host_runtime::adaptive_poll`) and must be checked as such.
     pub ccm_memory_channels: u32,
     /// Bytes of consecutive addresses on one channel before the next channel takes over
     /// (a power of two, 32..=1 MiB): M²NDP `m2ndp.config`, `channel_interleave_size=256` (its
-    /// `memory_mapping` puts the channel bits at address bits 8 and up).
+    /// `memory_mapping` puts the channel bits at address bits 8 and up, and
+    /// `channel_indexing_policy=1` hashes them with the bits above: `emulator::dram::channel_of`).
     pub ccm_channel_interleave_bytes: u64,
     /// The latency of a work item's first device-memory access, a floor under the item's
     /// duration (see `emulator::ccm`): our assumption of an unloaded access, a DDR5-4800 row

@@ -454,8 +454,8 @@ mod tests {
 /// read-only view of device memory that passes reads through, drops writes, and counts, per
 /// channel, the DRAM bursts ([`firmware::kernels::DRAM_BURST_BYTES`]) the accesses touch.
 ///
-/// The channel of an address is `(address >> interleave_shift) mod channels` (M²NDP's
-/// `memory_mapping` puts the channel bits right above its `channel_interleave_size`). A burst
+/// The channel of an address is [`channel_of`] it: M²NDP's IPOLY hash of the address bits
+/// above its `channel_interleave_size`. A burst
 /// found in the CCM's cache of recently touched bursts ([`BurstCache`]) is not counted: a
 /// µthread's 4-byte reads along an array, the lanes of one vector access, or a vector every
 /// item reads (KNN's query, which the kernels' costs take from the scratchpad) are not DRAM
@@ -484,29 +484,37 @@ impl<M> std::fmt::Debug for ChannelProfile<'_, M> {
 }
 
 /// The bursts the CCM touched recently, direct-mapped by burst address: 2,048 bursts of 64
-/// bytes, 128 KiB, the size of M²NDP's L2 data cache (`m2ndp.config`: `l2d_config=S:64:128:16`,
-/// 64 sets x 16 ways x 128-byte lines). Deterministic: the items fill it in the order they
-/// start.
+/// bytes (128 KiB) per memory channel, the size of the L2 slice M²NDP gives each channel
+/// (`src/ndp_ramulator.cc`: one `DataCache` per channel; `m2ndp.config`:
+/// `l2d_config=S:64:128:16`, 64 sets x 16 ways x 128-byte lines). Deterministic: the items fill
+/// it in the order they start.
 #[derive(Debug, Clone)]
 pub struct BurstCache {
     tags: Vec<u64>,
 }
 
-/// Bursts a [`BurstCache`] holds.
+/// Bursts a [`BurstCache`] holds per memory channel.
 pub const BURST_CACHE_ENTRIES: usize = 2048;
 
 impl Default for BurstCache {
+    /// One channel's slice.
     fn default() -> Self {
-        BurstCache {
-            tags: vec![u64::MAX; BURST_CACHE_ENTRIES],
-        }
+        BurstCache::for_channels(1)
     }
 }
 
 impl BurstCache {
+    /// An empty cache of [`BURST_CACHE_ENTRIES`] per channel (`channels` is bounded by
+    /// `DeviceConfig::validate`, at most 64).
+    pub fn for_channels(channels: u32) -> BurstCache {
+        BurstCache {
+            tags: vec![u64::MAX; BURST_CACHE_ENTRIES * channels.clamp(1, 64) as usize],
+        }
+    }
+
     /// Whether `burst` (an address divided by the burst size) was cached; caches it.
     fn touch(&mut self, burst: u64) -> bool {
-        let index = (burst % BURST_CACHE_ENTRIES as u64) as usize;
+        let index = (burst % self.tags.len().max(1) as u64) as usize;
         match self.tags.get_mut(index) {
             Some(tag) if *tag == burst => true,
             Some(tag) => {
@@ -558,7 +566,7 @@ impl<'a, M: DeviceMemory> ChannelProfile<'a, M> {
             if state.cache.touch(burst) {
                 continue;
             }
-            let channel = ((burst << burst_shift) >> self.interleave_shift) % self.channels;
+            let channel = channel_of(burst << burst_shift, self.channels, self.interleave_shift);
             if let Some(count) = state.counts.get_mut(channel as usize) {
                 *count += 1;
                 state.total += 1;
@@ -594,9 +602,90 @@ impl<M: DeviceMemory> DeviceMemory for ChannelProfile<'_, M> {
     }
 }
 
+/// The device-memory channel of `address` among `channels`, interleaved every
+/// `2^interleave_shift` bytes, as M²NDP maps it (`m2ndp.config`: `channel_indexing_policy=1`;
+/// `src/m2ndp_config.cc`, `get_channel_index`): the channel bits right above the interleave,
+/// XORed with IPOLY functions of the address from the highest channel bit up (`src/hashing.cc`,
+/// `ipoly_hash_function`: Rau, "Pseudo-randomly interleaved memory", ISCA 1991, the
+/// polynomials for 16, 32 and 64 channels), so that accesses a power-of-two stride apart spread
+/// over the channels instead of falling on one. M²NDP defines the hash for 16, 32 and 64
+/// channels only; other counts take the channel bits alone, `(address >> interleave_shift) mod
+/// channels`.
+pub fn channel_of(address: u64, channels: u64, interleave_shift: u32) -> u64 {
+    // Per channel-index bit, the bits of the higher address part XORed into it (bit `i` of a
+    // mask: bit `i` of `address >> highest channel bit`), from M²NDP's equations.
+    const IPOLY_16: [u64; 4] = [
+        0b1111_0101_1001,   // a11 a10 a9 a8 a6 a4 a3 a0
+        0b1_0001_1110_1011, // a12 a8 a7 a6 a5 a3 a1 a0
+        0b11_1101_0110,     // a9 a8 a7 a6 a4 a2 a1
+        0b111_1010_1100,    // a10 a9 a8 a7 a5 a3 a2
+    ];
+    const IPOLY_32: [u64; 5] = [
+        0b11_1110_0110_1001,  // a13 a12 a11 a10 a9 a6 a5 a3 a0
+        0b111_1100_1101_0010, // a14 a13 a12 a11 a10 a7 a6 a4 a1
+        0b100_0111_1100_1101, // a14 a10 a9 a8 a7 a6 a3 a2 a0
+        0b1111_1001_1010,     // a11 a10 a9 a8 a7 a4 a3 a1
+        0b1_1111_0011_0100,   // a12 a11 a10 a9 a8 a5 a4 a2
+    ];
+    const IPOLY_64: [u64; 6] = [
+        0b111_1001_0100_0110_0001, // a18 a17 a16 a15 a12 a10 a6 a5 a0
+        0b000_1011_1100_1010_0011, // a15 a13 a12 a11 a10 a7 a5 a1 a0
+        0b001_0111_1001_0100_0110, // a16 a14 a13 a12 a11 a8 a6 a2 a1
+        0b010_1111_0010_1000_1100, // a17 a15 a14 a13 a12 a9 a7 a3 a2
+        0b101_1110_0101_0001_1000, // a18 a16 a15 a14 a13 a10 a8 a4 a3
+        0b011_1100_1010_0011_0000, // a17 a16 a15 a14 a11 a9 a5 a4
+    ];
+    let masks: &[u64] = match channels {
+        16 => &IPOLY_16,
+        32 => &IPOLY_32,
+        64 => &IPOLY_64,
+        _ => return (address >> interleave_shift.min(63)) % channels.max(1),
+    };
+    let bits = channels.ilog2();
+    let index = (address >> interleave_shift.min(63)) & (channels - 1);
+    // M²NDP's `get_higher_bits`: the address shifted down to its highest channel bit.
+    let higher = address >> (interleave_shift + bits - 1).min(63);
+    masks
+        .iter()
+        .enumerate()
+        .fold(index, |channel, (bit, &mask)| {
+            channel ^ (u64::from((higher & mask).count_ones() & 1) << bit)
+        })
+}
+
 #[cfg(test)]
 mod profile_tests {
     use super::*;
+
+    #[test]
+    fn sixteen_channels_hash_a_4_kib_stride_over_every_channel_as_m2ndp_does() {
+        // 256-byte interleave: consecutive chunks still take the 16 channels in turn (the
+        // second half of each 4 KiB reversed by the highest channel bit, which M²NDP's hash
+        // also reads); chunks 4 KiB apart, which the channel bits alone put on channel 0,
+        // spread over all 16 (values from M²NDP's IPOLY(5) equations, worked by hand).
+        let consecutive: Vec<u64> = (0..16).map(|k| channel_of(k * 256, 16, 8)).collect();
+        assert_eq!(
+            consecutive,
+            [0, 1, 2, 3, 4, 5, 6, 7, 11, 10, 9, 8, 15, 14, 13, 12]
+        );
+        let strided: Vec<u64> = (0..16).map(|k| channel_of(k * 4096, 16, 8)).collect();
+        assert_eq!(
+            strided,
+            [0, 6, 12, 10, 11, 13, 7, 1, 5, 3, 9, 15, 14, 8, 2, 4]
+        );
+        // Counts M²NDP has no hash for: the channel bits alone.
+        assert_eq!(channel_of(5 * 256, 4, 8), 1);
+        assert_eq!(channel_of(7 * 256 + 255, 3, 8), 1);
+        // 32 and 64 channels stay within range and use every channel over a stride.
+        for channels in [32_u64, 64] {
+            let mut seen = vec![false; channels as usize];
+            for k in 0..channels {
+                let channel = channel_of(k * 256 * channels, channels, 8);
+                seen[channel as usize] = true;
+            }
+            assert!(seen.iter().all(|&hit| hit), "{channels}: {seen:?}");
+        }
+    }
 
     #[test]
     fn a_profile_counts_each_burst_once_on_the_channel_its_address_maps_to() {
