@@ -31,6 +31,11 @@ impl FinishQueue {
         self.keys.len()
     }
 
+    /// Drops every entry (a stage cut short: `Ccm::abort`).
+    pub(crate) fn clear(&mut self) {
+        self.keys.clear();
+    }
+
     /// The least `(tag bits, slot)`.
     pub(crate) fn peek(&self) -> Option<(u64, u32)> {
         self.keys.first().copied().map(unpack)
