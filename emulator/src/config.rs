@@ -82,8 +82,9 @@ pub struct DeviceConfig {
     /// (back to back: 97 s of wall time and 186 s of user CPU, against 41 s and 73 s; the
     /// dry run of every item and one memory part per item and channel). Those figures predate
     /// M²NDP's channel hash and per-channel cache (`emulator::dram::channel_of`,
-    /// `BurstCache`); with them, Figure 15's RR ratios at 16 channels are SSSP 1.03,
-    /// PageRank 1.00, DLRM 1.01 (`axle eval --figure 15 --config`, real data). Made cheaper
+    /// `BurstCache`); with them (`axle eval --figure 15,16 --scale paper --config`, real data,
+    /// 2026-12-02 07:23), Figure 15's RR ratios at 16 channels are SSSP 1.03, PageRank 1.00,
+    /// DLRM 1.01, and SSSP shows no back-pressure at 12.5% slot capacity (0.00%). Made cheaper
     /// since (one projection per channel and time step, a 4-ary finish queue; the same output), the
     /// evaluation at 16 still took 2.42 times the user CPU of one channel, back to back on the
     /// loaded machine (2026-12-02 06:19 to 06:56, load 9 to 10: 438.7 s against 181.3 s;
