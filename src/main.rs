@@ -763,11 +763,6 @@ fn build_config(args: &RunArgs) -> anyhow::Result<AxleConfig> {
 const WALL_STALL_TIMEOUT_NS: u64 = 2_000_000_000;
 
 fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
-    if args.attach.is_some() {
-        // The first sample of the machine's contention, so that the first wait for the turn,
-        // after the inputs are read, is judged by what the kernel counted meanwhile.
-        cosim_link::turn::spin::prime();
-    }
     let mut config = build_config(&args)?;
     if args.clock == ClockArg::Wall {
         config.host.stall_timeout_ns = config.host.stall_timeout_ns.max(WALL_STALL_TIMEOUT_NS);

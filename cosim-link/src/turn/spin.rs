@@ -6,12 +6,8 @@
 //!   measure).
 //! - **Whether spinning takes a core from anyone**: the kernel's CPU pressure
 //!   (`/proc/pressure/cpu`, the share of time some runnable task waited for a CPU), sampled
-//!   at most every [`SAMPLE_PERIOD`] by one sampler per process ([`Contention`], shared by
-//!   the process's turn pages). Its first sample can only judge by the kernel's own
-//!   ten-second average, which still counts a build that ended seconds ago, so the second
-//!   comes [`FIRST_SAMPLE_PERIOD`] later; a host process takes the first at start
-//!   ([`prime`]), so that its first wait, after it has read its inputs, is judged by what the
-//!   kernel counted meanwhile. Above [`CONTENDED_SHARE`] the machine is contended.
+//!   at most every [`SAMPLE_PERIOD`] ([`Spin::refresh`]; before a second sample, the
+//!   kernel's own ten-second average). Above [`CONTENDED_SHARE`] the machine is contended.
 //!   So it is, too, when at that sample more tasks are runnable than there are CPUs this
 //!   process may run on (`/proc/loadavg`, the kernel's count at that instant, which includes
 //!   this side and the peer it just handed the turn to): a machine whose every other core
@@ -31,7 +27,6 @@
 //! contended.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Least spin budget (a waiter always looks a few times before it sleeps).
@@ -78,18 +73,13 @@ pub fn parse_pressure(text: &str) -> Option<Pressure> {
     })
 }
 
-/// Whether this machine is contended, sampled from the kernel ("Whether spinning takes a core
-/// from anyone" in the module docs). One per process ([`Contention::machine`]), shared by
-/// every turn page the process holds, so that a new page (a new session of a long-lived
-/// emulator) starts from what earlier ones sampled, and a host process can take its first
-/// sample at start ([`prime`]), well before its first wait; tests make their own.
+/// One side's spin budget and what it is computed from.
 #[derive(Debug)]
-pub struct Contention {
+pub struct Spin {
+    /// The wake-up cost's moving average, in nanoseconds.
+    wake_ns: AtomicU64,
     /// Whether the last sample found the machine contended.
     contended: AtomicBool,
-    /// Whether the last sample was judged by the kernel's ten-second average alone (the
-    /// first sample): then the next may come after [`FIRST_SAMPLE_PERIOD`] already.
-    provisional: AtomicBool,
     /// When the pressure was last sampled, in nanoseconds since `origin`; `u64::MAX` before
     /// the first sample.
     sampled_at_ns: AtomicU64,
@@ -102,98 +92,6 @@ pub struct Contention {
     runnable: fn() -> Option<u64>,
     /// The CPUs this process may run on.
     cpus: u64,
-}
-
-/// Least time after a first, provisional sample before the next, judged by what the kernel
-/// counted in between. The first sample can only use the kernel's ten-second average, which
-/// still remembers a build that ended seconds ago: a host whose whole run lasts 20 ms would
-/// otherwise judge every wait by it.
-pub const FIRST_SAMPLE_PERIOD: Duration = Duration::from_millis(2);
-
-/// Takes this process's first sample of the machine's contention now (a host process calls
-/// it at start, so that by its first wait for the turn a sample over its own time is due).
-pub fn prime() {
-    Contention::machine().refresh();
-}
-
-impl Contention {
-    /// The process's sampler of the kernel's CPU pressure and runnable count.
-    pub fn machine() -> &'static Arc<Contention> {
-        static MACHINE: OnceLock<Arc<Contention>> = OnceLock::new();
-        MACHINE.get_or_init(|| {
-            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-            Arc::new(Contention::counting(cpu_pressure, runnable_tasks, cpus))
-        })
-    }
-
-    /// A sampler of the pressure `read`, the runnable count `runnable` and `cpus` CPUs.
-    pub fn counting(
-        read: fn() -> Option<Pressure>,
-        runnable: fn() -> Option<u64>,
-        cpus: u64,
-    ) -> Contention {
-        Contention {
-            contended: AtomicBool::new(true),
-            provisional: AtomicBool::new(true),
-            sampled_at_ns: AtomicU64::new(u64::MAX),
-            total_us: AtomicU64::new(u64::MAX),
-            origin: Instant::now(),
-            read,
-            runnable,
-            cpus,
-        }
-    }
-
-    /// Samples the CPU pressure if the last sample is [`SAMPLE_PERIOD`] old
-    /// ([`FIRST_SAMPLE_PERIOD`] after the first), or there is none yet.
-    pub fn refresh(&self) {
-        self.refresh_at(self.origin.elapsed().as_nanos() as u64);
-    }
-
-    /// [`Contention::refresh`] at `now_ns` nanoseconds since the sampler was made.
-    fn refresh_at(&self, now_ns: u64) {
-        let last_ns = self.sampled_at_ns.load(Ordering::Relaxed);
-        let period = if self.provisional.load(Ordering::Relaxed) {
-            FIRST_SAMPLE_PERIOD
-        } else {
-            SAMPLE_PERIOD
-        };
-        if last_ns != u64::MAX && now_ns.saturating_sub(last_ns) < period.as_nanos() as u64 {
-            return;
-        }
-        self.sampled_at_ns.store(now_ns, Ordering::Relaxed);
-        let Some(pressure) = (self.read)() else {
-            self.contended.store(true, Ordering::Relaxed);
-            return;
-        };
-        let last_total = self.total_us.swap(pressure.total_us, Ordering::Relaxed);
-        let first = last_ns == u64::MAX || last_total == u64::MAX;
-        let share = if first {
-            pressure.average
-        } else {
-            let waited_us = pressure.total_us.saturating_sub(last_total) as f64;
-            let elapsed_us = (now_ns.saturating_sub(last_ns) as f64 / 1e3).max(1.0);
-            waited_us / elapsed_us
-        };
-        self.provisional.store(first, Ordering::Relaxed);
-        let crowded = (self.runnable)().is_some_and(|runnable| runnable > self.cpus);
-        self.contended
-            .store(share > CONTENDED_SHARE || crowded, Ordering::Relaxed);
-    }
-
-    /// Whether the last sample found the machine contended.
-    pub fn contended(&self) -> bool {
-        self.contended.load(Ordering::Relaxed)
-    }
-}
-
-/// One side's spin budget and what it is computed from.
-#[derive(Debug)]
-pub struct Spin {
-    /// The wake-up cost's moving average, in nanoseconds.
-    wake_ns: AtomicU64,
-    /// Whether the machine is contended.
-    contention: Arc<Contention>,
 }
 
 /// The kernel's count of runnable tasks at this instant (`/proc/loadavg`, the `R` of its
@@ -218,38 +116,63 @@ fn unreported_runnable() -> Option<u64> {
 }
 
 impl Spin {
-    /// A budget fed by the process's sampler of the kernel's CPU pressure and runnable count
-    /// ([`Contention::machine`]).
+    /// A budget fed by the kernel's CPU pressure and runnable count.
     pub fn new() -> Spin {
-        Spin::sampled_by(Arc::clone(Contention::machine()))
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+        Spin::counting(cpu_pressure, runnable_tasks, cpus)
     }
 
-    /// A budget fed by `contention`.
-    pub fn sampled_by(contention: Arc<Contention>) -> Spin {
-        Spin {
-            wake_ns: AtomicU64::new(FIRST_WAKE_UP.as_nanos() as u64),
-            contention,
-        }
-    }
-
-    /// A budget fed by its own sampler of the pressure `read`, the runnable count `runnable`
-    /// and `cpus` CPUs.
+    /// A budget fed by the pressure `read`, the runnable count `runnable` and `cpus` CPUs.
     pub fn counting(
         read: fn() -> Option<Pressure>,
         runnable: fn() -> Option<u64>,
         cpus: u64,
     ) -> Spin {
-        Spin::sampled_by(Arc::new(Contention::counting(read, runnable, cpus)))
+        Spin {
+            runnable,
+            cpus,
+            ..Spin::reading(read)
+        }
     }
 
-    /// A budget fed by its own sampler of the pressure `read` alone.
+    /// A budget fed by the pressure `read` alone.
     pub fn reading(read: fn() -> Option<Pressure>) -> Spin {
-        Spin::counting(read, unreported_runnable, u64::MAX)
+        Spin {
+            wake_ns: AtomicU64::new(FIRST_WAKE_UP.as_nanos() as u64),
+            contended: AtomicBool::new(true),
+            sampled_at_ns: AtomicU64::new(u64::MAX),
+            total_us: AtomicU64::new(u64::MAX),
+            origin: Instant::now(),
+            read,
+            runnable: unreported_runnable,
+            cpus: u64::MAX,
+        }
     }
 
-    /// Samples the machine's contention if a sample is due ([`Contention::refresh`]).
+    /// Samples the CPU pressure if the last sample is [`SAMPLE_PERIOD`] old (or there is
+    /// none yet).
     pub fn refresh(&self) {
-        self.contention.refresh();
+        let now_ns = self.origin.elapsed().as_nanos() as u64;
+        let last_ns = self.sampled_at_ns.load(Ordering::Relaxed);
+        if last_ns != u64::MAX && now_ns.saturating_sub(last_ns) < SAMPLE_PERIOD.as_nanos() as u64 {
+            return;
+        }
+        self.sampled_at_ns.store(now_ns, Ordering::Relaxed);
+        let Some(pressure) = (self.read)() else {
+            self.contended.store(true, Ordering::Relaxed);
+            return;
+        };
+        let last_total = self.total_us.swap(pressure.total_us, Ordering::Relaxed);
+        let share = if last_ns == u64::MAX || last_total == u64::MAX {
+            pressure.average
+        } else {
+            let waited_us = pressure.total_us.saturating_sub(last_total) as f64;
+            let elapsed_us = (now_ns.saturating_sub(last_ns) as f64 / 1e3).max(1.0);
+            waited_us / elapsed_us
+        };
+        let crowded = (self.runnable)().is_some_and(|runnable| runnable > self.cpus);
+        self.contended
+            .store(share > CONTENDED_SHARE || crowded, Ordering::Relaxed);
     }
 
     /// A wait slept and woke `wake_ns` nanoseconds after the peer's hand-over: moves the
@@ -267,7 +190,7 @@ impl Spin {
 
     /// Whether the last sample found the machine contended.
     pub fn contended(&self) -> bool {
-        self.contention.contended()
+        self.contended.load(Ordering::Relaxed)
     }
 
     /// How long a wait spins before it sleeps.
@@ -396,51 +319,14 @@ mod tests {
                 total_us: 1_000,
             })
         }
-        let ms = |ms: u64| ms * 1_000_000;
-        let contention = Contention::counting(still, unreported_runnable, u64::MAX);
-        contention.refresh_at(ms(10));
-        assert!(contention.contended());
-        // Within the first sample period nothing is read again.
-        contention.refresh_at(ms(11));
-        assert!(contention.contended());
-        // Past it, the second sample judges by the total since the first.
-        contention.refresh_at(ms(12));
-        assert!(!contention.contended());
-    }
-
-    #[test]
-    fn after_the_second_sample_the_period_is_the_long_one() {
-        fn busy_since() -> Option<Pressure> {
-            // A total that grows a millisecond for every call: always contended over the
-            // periods below, unless nothing was read.
-            static TOTAL: AtomicU64 = AtomicU64::new(0);
-            Some(Pressure {
-                average: 0.0,
-                total_us: TOTAL.fetch_add(1_000, Ordering::Relaxed),
-            })
-        }
-        let ms = |ms: u64| ms * 1_000_000;
-        let contention = Contention::counting(busy_since, unreported_runnable, u64::MAX);
-        contention.refresh_at(0);
-        assert!(!contention.contended(), "first: the ten-second average (0)");
-        contention.refresh_at(ms(3));
-        assert!(contention.contended(), "1 ms waited in 3 ms");
-        // Not read again before SAMPLE_PERIOD: still contended even though the next read
-        // (1 ms in 100 ms) would say idle.
-        contention.refresh_at(ms(50));
-        assert!(contention.contended());
-        contention.refresh_at(ms(3) + SAMPLE_PERIOD.as_nanos() as u64);
-        assert!(!contention.contended(), "1 ms waited in 100 ms");
-    }
-
-    #[test]
-    fn turn_pages_of_one_process_share_one_sampler() {
-        let one = Spin::new();
-        let other = Spin::new();
-        assert!(Arc::ptr_eq(&one.contention, &other.contention));
-        assert!(!Arc::ptr_eq(
-            &Spin::reading(idle).contention,
-            &Spin::reading(idle).contention
-        ));
+        let spin = Spin::reading(still);
+        spin.refresh();
+        assert!(spin.contended());
+        // Within the sample period nothing is read again.
+        spin.refresh();
+        assert!(spin.contended());
+        std::thread::sleep(SAMPLE_PERIOD + Duration::from_millis(5));
+        spin.refresh();
+        assert!(!spin.contended());
     }
 }
