@@ -1095,8 +1095,9 @@ fn a_tenant_that_dies_mid_run_is_detached_and_the_others_run_on() {
     emulator.serves_an_honest_host(idle, "a tenant that died mid-run");
 }
 
-/// The tenants of the process tests: a group of three at small scale.
-const GROUP: [&str; 3] = ["pagerank", "knn-a", "ssb-q1.2"];
+/// The tenants of the process tests: a group of three at small scale; tenant 1, the one
+/// killed or stopped, has the longest run.
+const GROUP: [&str; 3] = ["knn-a", "pagerank", "ssb-q1.2"];
 
 /// `axle run W --attach SOCKET --tenant I/3 --group NAME` for tenant `tenant` of [`GROUP`].
 fn tenant_args(socket: &str, tenant: usize, group: &str) -> Vec<String> {
@@ -1181,27 +1182,30 @@ fn detached_at_ns(emulator: &EmulatorProcess) -> u64 {
 }
 
 /// The survivors (tenants 0 and 2) verify and exit 0, and each report is the in-process
-/// `axle run-many --fault 1:KIND@T`'s for the same tenant but for the simulator's counts.
-fn survivors_match_run_many(others: Vec<(usize, Reaped)>, fault: &str, emulator: &EmulatorProcess) {
+/// `axle run-many --fault 1:KIND@T`'s (`fault`; `None`: no fault) for the same tenant but
+/// for the simulator's counts.
+fn survivors_match_run_many(
+    others: Vec<(usize, Reaped)>,
+    fault: Option<&str>,
+    emulator: &EmulatorProcess,
+) {
     let mut many: Vec<&str> = vec!["run-many"];
     many.extend(GROUP);
-    many.extend([
-        "--mode",
-        "axle",
-        "--scale",
-        "small",
-        "--json",
-        "--no-alone",
-        "--fault",
-        fault,
-    ]);
+    many.extend(["--mode", "axle", "--scale", "small", "--json", "--no-alone"]);
+    if let Some(fault) = fault {
+        many.extend(["--fault", fault]);
+    }
     let in_process = axle(&many);
-    assert!(
-        !in_process.status.success(),
-        "run-many with tenant 1 detached exits non-zero"
+    assert_eq!(
+        in_process.status.success(),
+        fault.is_none(),
+        "run-many exits non-zero when a tenant is detached"
     );
     let in_process: serde_json::Value = serde_json::from_slice(&in_process.stdout).unwrap();
-    assert!(in_process["tenants"][1]["detached"].is_object());
+    assert_eq!(
+        in_process["tenants"][1]["detached"].is_object(),
+        fault.is_some()
+    );
     for (tenant, child) in others {
         let output = finish_axle(child);
         assert!(
@@ -1217,7 +1221,7 @@ fn survivors_match_run_many(others: Vec<(usize, Reaped)>, fault: &str, emulator:
         expected["simulator"] = serde_json::Value::Null;
         assert_eq!(
             printed, expected,
-            "tenant {tenant}'s report differs from run-many --fault {fault}'s"
+            "tenant {tenant}'s report differs from run-many --fault {fault:?}'s"
         );
     }
 }
@@ -1241,9 +1245,47 @@ fn a_tenant_process_killed_mid_run_is_detached_and_the_others_verify() {
         1,
     );
     let at = detached_at_ns(&emulator);
-    survivors_match_run_many(others, &format!("1:kill@{at}"), &emulator);
+    survivors_match_run_many(others, Some(&format!("1:kill@{at}")), &emulator);
     emulator.wait_for_log("1 of them detached mid-run", 1);
     emulator.serves_an_honest_host(idle, "a tenant process killed mid-run");
+}
+
+/// Tenant 1's process killed (SIGKILL) as soon as the emulator logs that the run started,
+/// at whatever virtual time it has reached then (it is loading its data set or running:
+/// read from the emulator's log): the survivors' reports are `run-many --fault 1:kill@T`'s
+/// for that time; or, should its run have ended before the kill, the run without a fault's.
+#[test]
+fn a_tenant_process_killed_while_it_runs_is_detached_at_its_turns_time() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let scratch = Scratch::new("hostile", "tenant-killed-running");
+    let mut emulator = EmulatorProcess::start(&scratch, &["--max-tenants", "3"]);
+    let idle = emulator.held();
+    let socket = emulator.socket.to_str().unwrap().to_owned();
+    let mut victim = spawn_axle(&tenant_args(&socket, 1, "running"));
+    emulator.wait_for_log("group running: tenant 1 of 3 attached", 1);
+    let others: Vec<(usize, Reaped)> = [0usize, 2]
+        .into_iter()
+        .map(|tenant| (tenant, spawn_axle(&tenant_args(&socket, tenant, "running"))))
+        .collect();
+    emulator.wait_for_log(
+        "group running: 3 tenants; segments exchanged; the run starts",
+        1,
+    );
+    kill(Pid::from_raw(victim.pid()), Signal::SIGKILL).unwrap();
+    let _ = victim.wait_for_exit(DEADLINE);
+    emulator.wait_for_log("group running: 3 tenants detached after their run", 1);
+    let log = emulator.log();
+    let fault = log.contains("emulator: tenant 1 detached at ").then(|| {
+        assert!(
+            log.contains("its host died (its session went away); the other tenants ran on"),
+            "{log}"
+        );
+        format!("1:kill@{}", detached_at_ns(&emulator))
+    });
+    eprintln!("tenant 1 killed while it ran: run-many's fault {fault:?}");
+    survivors_match_run_many(others, fault.as_deref(), &emulator);
+    emulator.serves_an_honest_host(idle, "a tenant process killed while it ran");
 }
 
 /// The same group with tenant 1's process stopped (SIGSTOP) and `--turn-timeout 0.5`: it is
@@ -1261,7 +1303,7 @@ fn a_stopped_tenant_process_is_detached_after_the_turn_timeout_and_the_others_ve
     let (victim, others) = group_with_a_stopped_tenant(&emulator, "stopped");
     emulator.wait_for_log("its host stopped taking its turns (no turn back after", 1);
     let at = detached_at_ns(&emulator);
-    survivors_match_run_many(others, &format!("1:kill@{at}"), &emulator);
+    survivors_match_run_many(others, Some(&format!("1:kill@{at}")), &emulator);
     emulator.wait_for_log("1 of them detached mid-run", 1);
     kill(Pid::from_raw(victim.pid()), Signal::SIGCONT).unwrap();
     let output = finish_axle(victim);
