@@ -1095,6 +1095,57 @@ fn a_tenant_that_dies_mid_run_is_detached_and_the_others_run_on() {
     emulator.serves_an_honest_host(idle, "a tenant that died mid-run");
 }
 
+/// Tenant 1 breaks the turn protocol at its first turn (a link call code no side writes): it
+/// is detached at that turn's time (0) and told so, and tenant 0 runs on to its end and gets
+/// its outcome with no error.
+#[test]
+fn a_tenant_that_breaks_the_turn_protocol_is_detached_and_the_others_run_on() {
+    let scratch = Scratch::new("hostile", "tenant-lies");
+    let mut emulator = EmulatorProcess::start(&scratch, &["--max-tenants", "2"]);
+    let idle = emulator.held();
+    let zero = Client::hello(&emulator.socket);
+    let _zero_memory = zero.request_tenant(claim("l", 0, 2), &honest_setup());
+    let one = Client::hello(&emulator.socket);
+    let _one_memory = one.request_tenant(claim("l", 1, 2), &honest_setup());
+    let (ready, zero_fds) = zero.ready().unwrap();
+    let zero_page = TurnPage::map(zero_fds[1].as_fd(), ready.turn_page_bytes).unwrap();
+    let (ready, one_fds) = one.ready().unwrap();
+    let one_page = TurnPage::map(one_fds[1].as_fd(), ready.turn_page_bytes).unwrap();
+    take_turn(&zero_page, &zero);
+    let mut link = RecordingLink::default();
+    zero_page
+        .hand_over(DEVICE, &one_turn(&mut link, Wake::At(Ticks(1_000))))
+        .unwrap();
+    take_turn(&one_page, &one);
+    one_page
+        .hand_over(DEVICE, &with_trailer(&[0xff; 8]))
+        .unwrap();
+    take_turn(&zero_page, &zero);
+    let mut link = RecordingLink::default();
+    zero_page
+        .hand_over(DEVICE, &one_turn(&mut link, Wake::Done))
+        .unwrap();
+    let (end, _) = receive_message::<cosim_link::attach::SessionEnd>(
+        &zero.socket,
+        MessageKind::End,
+        0,
+        AttachError::EmulatorDied("before the outcome"),
+    )
+    .unwrap();
+    assert_eq!(end.error, None, "log:\n{}", emulator.log());
+    let reason = end_reason(&one);
+    assert!(
+        reason.contains("group l: tenant 1 was detached at 0 ns of virtual time")
+            && reason.contains("broke the turn protocol")
+            && reason.contains("unknown link call code")
+            && reason.contains("the other tenants ran on"),
+        "{reason}"
+    );
+    emulator.wait_for_log("1 of them detached mid-run", 1);
+    drop((zero, one, zero_page, one_page, zero_fds, one_fds));
+    emulator.serves_an_honest_host(idle, "a tenant that broke the turn protocol");
+}
+
 /// The tenants of the process tests: a group of three at small scale; tenant 1, the one
 /// killed or stopped, has the longest run.
 const GROUP: [&str; 3] = ["knn-a", "pagerank", "ssb-q1.2"];

@@ -184,3 +184,43 @@ impl HostAgent for RemoteHost<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A dead host is `Dead`, a turn past the timeout `Stopped` with at least the timeout
+    /// waited, a turn that breaks the protocol `TurnProtocol`; the emulator stopping is no
+    /// tenant's fault and detaches nobody.
+    #[test]
+    fn each_failed_turn_has_its_detach_reason() {
+        let waited = Duration::from_millis(20);
+        assert_eq!(
+            detach_reason(&TurnError::PeerDied, waited),
+            Some(DetachReason::Dead)
+        );
+        assert_eq!(
+            detach_reason(
+                &TurnError::TimedOut {
+                    after: Duration::from_millis(500)
+                },
+                Duration::from_millis(503)
+            ),
+            Some(DetachReason::Stopped { waited_ms: 503 })
+        );
+        assert_eq!(
+            detach_reason(
+                &TurnError::TimedOut {
+                    after: Duration::from_millis(500)
+                },
+                waited
+            ),
+            Some(DetachReason::Stopped { waited_ms: 500 })
+        );
+        assert!(matches!(
+            detach_reason(&TurnError::BadFlag(99), waited),
+            Some(DetachReason::TurnProtocol(what)) if what.contains("99")
+        ));
+        assert_eq!(detach_reason(&TurnError::Stopped, waited), None);
+    }
+}
