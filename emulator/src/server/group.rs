@@ -25,10 +25,18 @@
 //! - leave while its group gathers: its place is freed (a message sent while waiting is a
 //!   protocol violation and refused the same way);
 //! - hold the total memory of a group beyond the machine's available memory;
-//! - die or break the turn protocol mid-run: the whole group's run ends
+//! - die (its socket closes), keep its turn past `--turn-timeout` (a stopped process) or
+//!   break the turn protocol mid-run: its tenant is detached after that turn, at the turn's
+//!   virtual time ([`TenantDetacher`](crate::cosim::tenants::TenantDetacher); its CCM stage
+//!   cut, its DMA requests in preparation dropped, its device memory, host memory mapping and
+//!   registers released then), the emulator logs the tenant, the reason, the virtual time and
+//!   the wall time it waited, and every other tenant runs on to its end and gets its outcome.
+//!   A dead host is sent nothing; a stopped one, or one that broke the protocol, is told it
+//!   was detached. Its turn page and socket are closed when the group's run ends;
+//! - outlive the session limit (`--session-limit`), or be served while the emulator stops:
+//!   the whole group's run ends
 //!   ([`CoSimError::TenantEnded`](crate::cosim::CoSimError::TenantEnded)); every other
-//!   tenant is told which tenant ended it and why, and everything is freed. (Keeping the
-//!   others running is the fault isolation of docs/tenants.md's "What is left".)
+//!   tenant is told which tenant ended it and why, and everything is freed.
 //!
 //! [`MAX_GROUP_NAME`]: cosim_link::attach::MAX_GROUP_NAME
 //! [`SessionReady`]: cosim_link::attach::SessionReady
@@ -37,7 +45,7 @@ use super::accept::{log_session_error, peer_pid, Reaper, Signals};
 use super::remote_host::RemoteHost;
 use super::session::{answer_hello, receive, refuse, Requested};
 use super::{ServeOptions, ATTACH_STEP_TIMEOUT};
-use crate::cosim::tenants::{SharePolicy, TenantSetup};
+use crate::cosim::tenants::{DetachReason, SharePolicy, TenantSetup};
 use crate::cosim::Emulator;
 use crate::dram::DeviceDram;
 use crate::shm::DeviceSegment;
@@ -45,7 +53,7 @@ use cosim_link::attach::{
     send_message, DeviceCounters, MessageKind, SessionEnd, SessionReady, TenantClaim, TenantEnd,
 };
 use cosim_link::link::HostAgent;
-use cosim_link::turn::{DeviceTurn, TurnError, TurnPage};
+use cosim_link::turn::{DeviceTurn, TurnPage};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use shared_abi::Ticks;
 use std::io::{ErrorKind, Read};
@@ -483,6 +491,42 @@ fn send_ready(
     .map_err(|e| format!("tenant {tenant} (host pid {}): {e}", member.pid))
 }
 
+/// A tenant whose host agent had it detached (its host died, kept its turn past the turn
+/// timeout, or broke the turn protocol): logged (tenant, reason, virtual time, wall time
+/// waited for the turn); what it is told: `None` when its socket is gone (it died), or when
+/// it was not detached for its host's sake (a ring the device latched BROKEN: its host gets
+/// its outcome as ever).
+fn detached_host(
+    emulator: &Emulator,
+    name: &str,
+    tenant: usize,
+    member: &Member,
+    host: &RemoteHost<'_>,
+) -> Option<String> {
+    let record = emulator.detached(tenant)?;
+    let waited = host.waited?;
+    if !matches!(
+        record.reason,
+        DetachReason::Dead | DetachReason::Stopped { .. } | DetachReason::TurnProtocol(_)
+    ) {
+        return None;
+    }
+    log::warn!(
+        "emu: group {name}: tenant {tenant} (host pid {}) detached at {} ns of virtual time, after {} ms of wall time waiting for its turn: {}; the other tenants ran on",
+        member.pid,
+        record.at.as_ns(),
+        waited.as_millis(),
+        record.reason
+    );
+    (record.reason != DetachReason::Dead).then(|| {
+        format!(
+            "group {name}: tenant {tenant} was detached at {} ns of virtual time: {}; the other tenants ran on",
+            record.at.as_ns(),
+            record.reason
+        )
+    })
+}
+
 /// Runs a complete group: its device built, each tenant sent its segments, the run, each
 /// tenant's outcome; then everything is freed on the reaper's thread.
 fn run_group(group: Group, signals: &Signals, options: &ServeOptions, reaper: &mut Reaper) {
@@ -513,6 +557,14 @@ fn run_group(group: Group, signals: &Signals, options: &ServeOptions, reaper: &m
         }
     }
     let pages: Vec<TurnPage> = pages.into_iter().map(|(page, _)| page).collect();
+    // The device holds each tenant's host memory now: a tenant detached mid-run has its
+    // mapping released at its detach, not at the group's end.
+    let mut members = members;
+    for member in &mut members {
+        if let Ok(none) = cosim_link::phys::PhysicalMemory::new(0) {
+            member.requested.host_memory = cosim_link::sync::Arc::new(none);
+        }
+    }
     log::info!(
         "emu: group {name}: {} tenants; segments exchanged; the run starts",
         members.len()
@@ -526,7 +578,8 @@ fn run_group(group: Group, signals: &Signals, options: &ServeOptions, reaper: &m
     let mut hosts: Vec<RemoteHost<'_>> = members
         .iter()
         .zip(&pages)
-        .map(|(member, page)| {
+        .enumerate()
+        .map(|(tenant, (member, page))| {
             let _ = member.stream.set_read_timeout(None);
             RemoteHost {
                 page,
@@ -540,6 +593,8 @@ fn run_group(group: Group, signals: &Signals, options: &ServeOptions, reaper: &m
                 deadline,
                 expired: false,
                 die_after_hand_overs: options.die_after_hand_overs,
+                detacher: emulator.detacher(tenant),
+                waited: None,
             }
         })
         .collect();
@@ -551,10 +606,12 @@ fn run_group(group: Group, signals: &Signals, options: &ServeOptions, reaper: &m
         emulator.run_tenants(&mut agents, Ticks::from_ns(limit))
     };
     let whole = DeviceCounters::from(&emulator.metrics());
+    // A failure that ended the whole group's run (the emulator stopping, the session limit):
+    // a tenant detached is not one.
     let failed = hosts
         .iter()
         .enumerate()
-        .find_map(|(tenant, host)| host.failure().map(|reason| (tenant, reason)));
+        .find_map(|(tenant, host)| host.ended().map(|reason| (tenant, reason)));
     for (tenant, ((member, page), host)) in members.iter().zip(&pages).zip(&hosts).enumerate() {
         log::info!(
             "emu: group {name}: tenant {tenant} (host pid {}): {} turns in {} hand-overs; the emulator's {}",
@@ -565,13 +622,7 @@ fn run_group(group: Group, signals: &Signals, options: &ServeOptions, reaper: &m
         );
         let reason = match &failed {
             Some((bad, reason)) if *bad == tenant => {
-                match &host.error {
-                    Some(TurnError::PeerDied) => log::warn!(
-                        "emu: group {name}: tenant {tenant} (host pid {}) died mid-run; the group's run is ended",
-                        member.pid
-                    ),
-                    _ => log::warn!("emu: group {name}: tenant {tenant} (host pid {}): {reason}; the group's run is ended", member.pid),
-                }
+                log::warn!("emu: group {name}: tenant {tenant} (host pid {}): {reason}; the group's run is ended", member.pid);
                 Some(format!(
                     "group {name}: tenant {tenant}: {reason}; the host is detached and the group's run ended"
                 ))
@@ -579,11 +630,19 @@ fn run_group(group: Group, signals: &Signals, options: &ServeOptions, reaper: &m
             Some((bad, reason)) => Some(format!(
                 "group {name}: tenant {bad} can take no further part ({reason}); the group's run is ended"
             )),
-            None => None,
+            None => detached_host(&emulator, &name, tenant, member, host),
         };
         if let Some(reason) = reason {
             // Told why if it is still there to read it; the flag then wakes it.
             let _ = refuse(&member.stream, reason);
+            page.finish();
+            continue;
+        }
+        if emulator
+            .detached(tenant)
+            .is_some_and(|record| record.reason == DetachReason::Dead)
+        {
+            // Its socket is gone: no outcome to send.
             page.finish();
             continue;
         }
@@ -627,9 +686,10 @@ fn run_group(group: Group, signals: &Signals, options: &ServeOptions, reaper: &m
     match (&failed, &outcome) {
         (Some(_), _) => log::warn!("emu: group {name} detached after its run ended early; its segments are being freed; ready for the next host"),
         (None, Ok(())) => log::info!(
-            "emu: group {name}: {} tenants detached after their run ({} ns of virtual time)",
+            "emu: group {name}: {} tenants detached after their run ({} ns of virtual time; {} of them detached mid-run)",
             members.len(),
-            emulator.now().as_ns()
+            emulator.now().as_ns(),
+            (0..members.len()).filter(|t| emulator.detached(*t).is_some()).count()
         ),
         (None, Err(error)) => log::info!("emu: group {name}: {} tenants detached; the run failed: {error}", members.len()),
     }

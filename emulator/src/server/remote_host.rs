@@ -2,6 +2,7 @@
 //! page (`cosim_link::turn`).
 
 use super::accept::Signals;
+use crate::cosim::tenants::{DetachReason, TenantDetacher};
 use cosim_link::link::{DeviceLink, HostAgent, LinkResponse, Turns, Wake};
 use cosim_link::turn::{
     device_message, replay_host_turn, split_host_message, DeviceTurn, Turn, TurnError, TurnPage,
@@ -19,6 +20,13 @@ use std::time::{Duration, Instant};
 /// its own against the horizon, and replays the host's link calls onto the emulator's link.
 /// On any failure it records the error and answers [`Wake::Done`], which ends
 /// [`Emulator::run`]; the session then reports the error.
+///
+/// A tenant of a group ([`RemoteHost::detacher`] given) whose host died (its socket closed),
+/// kept its turn past the turn timeout or broke the turn protocol has its tenant detached
+/// instead ([`TenantDetacher::detach`]): `Emulator::run_tenants` detaches it after this turn,
+/// at its virtual time, and the other tenants run on. Only the emulator stopping and the
+/// session limit, which are the whole group's, end the group's run
+/// ([`HostAgent::ended`]).
 pub(super) struct RemoteHost<'a> {
     pub(super) page: &'a TurnPage,
     pub(super) peer: &'a UnixStream,
@@ -38,6 +46,26 @@ pub(super) struct RemoteHost<'a> {
     pub(super) expired: bool,
     /// Tests of recovery only ([`super::ServeOptions::die_after_hand_overs`]).
     pub(super) die_after_hand_overs: Option<u64>,
+    /// A tenant of a group: the handle that detaches it (`None`: a host served alone).
+    pub(super) detacher: Option<TenantDetacher>,
+    /// Wall time waited for the turn that failed, once one failed.
+    pub(super) waited: Option<Duration>,
+}
+
+/// Why a tenant whose turn failed with `error` is detached, or `None` when the failure is
+/// not the tenant's alone (the emulator is stopping).
+fn detach_reason(error: &TurnError, waited: Duration) -> Option<DetachReason> {
+    let waited_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
+    match error {
+        TurnError::Stopped => None,
+        TurnError::PeerDied => Some(DetachReason::Dead),
+        TurnError::TimedOut { after } => Some(DetachReason::Stopped {
+            waited_ms: u64::try_from(after.as_millis())
+                .unwrap_or(u64::MAX)
+                .max(waited_ms),
+        }),
+        other => Some(DetachReason::TurnProtocol(other.to_string())),
+    }
 }
 
 impl RemoteHost<'_> {
@@ -103,7 +131,11 @@ impl RemoteHost<'_> {
 
 impl HostAgent for RemoteHost<'_> {
     fn ended(&self) -> Option<String> {
-        self.failure()
+        match (&self.detacher, &self.error) {
+            // Detached: the others run on.
+            (Some(_), Some(error)) if detach_reason(error, Duration::ZERO).is_some() => None,
+            _ => self.failure(),
+        }
     }
 
     fn deliver(&mut self, at: Ticks, response: LinkResponse) {
@@ -131,6 +163,7 @@ impl HostAgent for RemoteHost<'_> {
             self.expired = true;
             return done;
         }
+        let started = Instant::now();
         match self.exchange(now, horizon, link) {
             Ok(turns) => {
                 self.turns = self.turns.saturating_add(turns.taken);
@@ -138,9 +171,56 @@ impl HostAgent for RemoteHost<'_> {
             }
             Err(error) => {
                 self.turns += 1;
+                let waited = started.elapsed();
+                self.waited = Some(waited);
+                if let Some(detacher) = &self.detacher {
+                    if let Some(reason) = detach_reason(&error, waited) {
+                        detacher.detach(reason);
+                    }
+                }
                 self.error = Some(error);
                 done
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A dead host is `Dead`, a turn past the timeout `Stopped` with at least the timeout
+    /// waited, a turn that breaks the protocol `TurnProtocol`; the emulator stopping is no
+    /// tenant's fault and detaches nobody.
+    #[test]
+    fn each_failed_turn_has_its_detach_reason() {
+        let waited = Duration::from_millis(20);
+        assert_eq!(
+            detach_reason(&TurnError::PeerDied, waited),
+            Some(DetachReason::Dead)
+        );
+        assert_eq!(
+            detach_reason(
+                &TurnError::TimedOut {
+                    after: Duration::from_millis(500)
+                },
+                Duration::from_millis(503)
+            ),
+            Some(DetachReason::Stopped { waited_ms: 503 })
+        );
+        assert_eq!(
+            detach_reason(
+                &TurnError::TimedOut {
+                    after: Duration::from_millis(500)
+                },
+                waited
+            ),
+            Some(DetachReason::Stopped { waited_ms: 500 })
+        );
+        assert!(matches!(
+            detach_reason(&TurnError::BadFlag(99), waited),
+            Some(DetachReason::TurnProtocol(what)) if what.contains("99")
+        ));
+        assert_eq!(detach_reason(&TurnError::Stopped, waited), None);
     }
 }

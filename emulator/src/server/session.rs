@@ -235,6 +235,8 @@ fn run_session(
         deadline: Instant::now().checked_add(options.session_limit),
         expired: false,
         die_after_hand_overs: options.die_after_hand_overs,
+        detacher: None,
+        waited: None,
     };
     let outcome = emulator.run(&mut host, Ticks::from_ns(limit_ns));
     let (turns, hand_overs) = (host.turns, host.hand_overs);

@@ -67,6 +67,10 @@ pub enum DetachReason {
     Broken(Status),
     /// Its host asked for more than the link's bounds take (`crate::cosim`'s "Bounds").
     LinkRequest(String),
+    /// Its host in another process broke the turn protocol (a turn that does not decode, a
+    /// turn of its own past the horizon, a flag no side writes): the attached server's
+    /// words.
+    TurnProtocol(String),
 }
 
 impl std::fmt::Display for DetachReason {
@@ -85,6 +89,9 @@ impl std::fmt::Display for DetachReason {
             }
             DetachReason::LinkRequest(refusal) => {
                 write!(f, "the device refused a link request: {refusal}")
+            }
+            DetachReason::TurnProtocol(broken) => {
+                write!(f, "its host broke the turn protocol: {broken}")
             }
         }
     }
