@@ -326,8 +326,10 @@ fn note_other_backpressure(c: &Ctx) -> Option<String> {
         return None;
     }
     let mut note = format!("{}.", parts.join("; "));
-    if let (Some(bs), Some(full)) = (c.fig10(SSB_1, "BS data movement"), c.base(SSB_1, Mode::Axle))
-    {
+    if let (Some(bs), Some(full)) = (
+        c.fig10(SSB_1, "BS data movement"),
+        c.base(SSB_1, Mode::Axle),
+    ) {
         // Ours streams (f)'s whole result; the paper's moves in 0.58% of its RP where ours
         // takes `bs`%: at our load rate and run length its result would be that much smaller.
         let slot = u64::from(c.config().axle.slot_size);
