@@ -402,6 +402,50 @@ fn axle_fails_at_the_first_poll_after_the_device_latches_the_ring_broken() {
     assert!(app.read.is_empty(), "no record is taken from a broken ring");
 }
 
+/// Runs one launch of three chunks, one task per chunk, each task `operations` long, the
+/// records arriving at 200, 800 and 4,800 ns; returns the flow-control stores (time, heads).
+fn heads_sent_with_tasks_of(operations: u64) -> Vec<(u64, (u64, u64))> {
+    let mut app = stream_app(3, &[(0, 1), (1, 2), (2, 3)]);
+    app.operations = operations;
+    let (ring, device) = Device::ring(64, SLOT);
+    let mut link = ScriptedLink::default();
+    let mut rt = Runtime::new(Mode::Axle, axle_config(20_000_000), &mut app, Some(ring));
+    let mut now = Ticks::ZERO;
+    run_until(&mut rt, &mut link, &mut now, ns(200));
+    device.produce(&rt, 1, 0, 0);
+    run_until(&mut rt, &mut link, &mut now, ns(800));
+    device.produce(&rt, 1, 1, 1);
+    run_until(&mut rt, &mut link, &mut now, ns(4_800));
+    device.produce(&rt, 1, 2, 2);
+    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
+    assert_eq!(rt.failure(), None);
+    flow_control(&link)
+}
+
+#[test]
+fn axle_holds_a_slot_until_the_task_that_read_it_ends_then_sends_the_head_after_a_poll() {
+    // Paper IV-C: "After processing metadata and payload ring buffer slots, the host sends
+    // flow control messages with the updated indexes". Instant tasks (0 instructions) have
+    // freed record 0 by the poll at 1000, whose end (1085: 80 ns tail load, 5 ns push) sends
+    // head 1; record 1's task has freed it by the poll at 1500, which finds no new record
+    // (1580: the tail load alone).
+    assert_eq!(
+        heads_sent_with_tasks_of(0),
+        vec![(1_085, (1, 1)), (1_580, (2, 2))]
+    );
+    // Tasks of 3,000 instructions (2 µs at 3 GHz, IPC 0.5) hold their slots while they run:
+    // task 0 starts after the poll of 500 and still runs at the polls of 1000 to 2500, which
+    // send nothing; the poll of 3000, the first after it ended, sends head 1 (3080), and the
+    // one of 3500, the first after task 1 (started after the poll of 1000) ended, head 2.
+    // Record 2 is freed after the last result arrived, when polling has stopped.
+    let slow = heads_sent_with_tasks_of(3_000);
+    assert_eq!(slow, vec![(3_080, (1, 1)), (3_580, (2, 2))]);
+    assert!(
+        slow[0].0 > 585 + 2_000,
+        "head 1 sent before the task holding slot 0 could have ended"
+    );
+}
+
 #[test]
 fn axle_reports_a_deadlock_when_held_slots_fill_the_ring_past_the_stall_timeout() {
     // A 4-slot ring; the only task needs 8 chunks; the device streams 4 and must wait for
