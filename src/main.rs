@@ -73,9 +73,11 @@ enum ClockArg {
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
 enum SchedArg {
-    /// Round-robin (the paper's default).
+    /// Round-robin (the paper's default): a task (host) or µthread (CCM issue) that is not
+    /// ready is passed over for the next available one (docs/model.md, "Scheduling").
     Rr,
-    /// First in, first out.
+    /// FIFO: tasks in offset order; the host waits for the front task, the CCM's oldest
+    /// item issues first.
     Fifo,
 }
 

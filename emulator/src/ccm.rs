@@ -91,6 +91,22 @@
 //! - FIFO ([`Scheduling::Fifo`]): one queue; a free µthread anywhere takes the next item by
 //!   offset. At dispatch the first items are dealt to the units in turn.
 //!
+//! The policy also decides who issues on a sub-core (the paper, Section V-E, applies it "to
+//! CCM and host schedulers"). Round-robin: "if the task at the front of the queue is not yet
+//! ready, it is moved to the back of the queue and the scheduler proceeds with the next
+//! available task". That is M²NDP's issue loop (`src/sub_core.cc`, `execute_instruction`):
+//! it visits the sub-core's resident µthreads' instruction columns in turn from a rotating
+//! iterator (`src/instruction_queue.cc`, `next`), skips a column whose next instruction
+//! cannot issue (an operand still on its way from memory, `check_dependency_fail`, or its unit
+//! busy, `check_resource_fail`, in `src/execution_unit.cc`) and issues at most one
+//! instruction per column and `max_inst_issue` per cycle; the fluid form is the max-min fair
+//! share above. The queue is the resident µthreads, not the launch's items: a µthread keeps
+//! its slot until its item ends (`free_inst_column`), so a skipped item loses a turn, not its
+//! place among the launch's items. FIFO ("tasks are already processed in offset order"; M²NDP
+//! has no such option): oldest first. Each issuing item, in the order it arrived on the
+//! sub-core (under FIFO, offset order), gets what its µthread can use (its cap) of what the
+//! older items left; an item with nothing left waits. Memory is shared equally under both.
+//!
 //! Within a unit, items go to its sub-cores in turn, each to the next one with a free µthread
 //! after the sub-core that took the unit's previous item, as M²NDP deals instruction columns
 //! to its sub-cores (`ndp_unit.cc`, `connect_instruction_buffer_to_sub_core`).
@@ -153,9 +169,11 @@ struct Active {
     started: Ticks,
     /// Sub-core cycles of exclusive use the item still needs.
     compute_left: f64,
-    /// Its current fraction of the sub-core (at most its cap, the largest fraction its single
-    /// µthread can use, kept in [`SubCore::by_cap`]).
+    /// Its current fraction of the sub-core (at most its cap).
     share: f64,
+    /// The largest fraction of the sub-core its single µthread can use (also kept in
+    /// [`SubCore::by_cap`]).
+    cap: f64,
     /// When its instructions end at the current share.
     compute_end: Ticks,
     compute_done: bool,
@@ -642,6 +660,7 @@ impl Ccm {
             started: now,
             compute_left: demand,
             share: 0.0,
+            cap,
             compute_end: now,
             compute_done: demand <= 0.0,
             memory_done: cost.bytes == 0,
@@ -804,8 +823,9 @@ impl Ccm {
         }
     }
 
-    /// Water-fills `sub_core`'s capacity over its issuing items (max-min fair with each item's
-    /// cap) and schedules the earliest projected end. One pass over the items, by cap then
+    /// Water-fills `sub_core`'s capacity over its issuing items (round-robin: max-min fair
+    /// with each item's cap; FIFO: oldest first, see the module docs) and schedules the
+    /// earliest projected end. One pass over the items, by cap then
     /// slot ([`SubCore::by_cap`]): each item's issue progress is accounted up to `now` at its
     /// old share (as [`Ccm::advance_sub_core`] does), then its new share and end are set.
     fn reshare_sub_core(&mut self, now: Ticks, sub_core: u32) {
@@ -815,8 +835,33 @@ impl Ccm {
         let elapsed = now.since(entry.updated).0 as f64 / self.ticks_per_cycle;
         entry.updated = now;
         let mut capacity = 1.0_f64;
-        let mut left = entry.by_cap.len();
         let mut earliest = Ticks::NEVER;
+        if self.scheduling == Scheduling::Fifo {
+            // Oldest first: each item, in the order it arrived (its offset order), takes what
+            // its µthread can use of what the older ones left.
+            for &slot in &entry.issuing {
+                if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
+                    if elapsed > 0.0 {
+                        active.compute_left =
+                            (active.compute_left - active.share * elapsed).max(0.0);
+                    }
+                    let share = active.cap.min(capacity).max(0.0);
+                    capacity -= share;
+                    active.share = share;
+                    active.compute_end = if share > 0.0 {
+                        now.plus(ceil_ticks(
+                            active.compute_left / share * self.ticks_per_cycle,
+                        ))
+                    } else {
+                        Ticks::NEVER
+                    };
+                    earliest = earliest.min(active.compute_end);
+                }
+            }
+            self.sub_timers.set(sub_core, earliest);
+            return;
+        }
+        let mut left = entry.by_cap.len();
         for &(cap, slot) in &entry.by_cap {
             let fair = capacity / left as f64;
             let share = cap.min(fair);
@@ -1255,6 +1300,32 @@ mod tests {
         assert_eq!(ended.len(), 16);
         let end = cycles(&config, 16.0 * 19.0);
         assert!(ended.iter().all(|&(_, _, at)| at == end), "{ended:?}");
+    }
+
+    #[test]
+    fn under_fifo_a_sub_core_issues_oldest_first_so_items_end_in_offset_order() {
+        // The 16 items of `items_on_one_sub_core_share_its_vector_unit`, which end together
+        // under round-robin: under FIFO the oldest take the vector unit first (each at most
+        // what its µthread can use, 19 of every 51 cycles), so item 0 ends as if alone and
+        // each item ends no earlier than the one before it.
+        let config = DeviceConfig {
+            scheduling: Scheduling::Fifo,
+            ..compute_bound(1, 1, 16)
+        };
+        let mut ccm = Ccm::new(&config);
+        let ended = run(&mut ccm, knn(16, 64), 16);
+        let items: Vec<u32> = ended.iter().map(|&(item, _, _)| item).collect();
+        assert_eq!(items, (0..16).collect::<Vec<_>>());
+        assert_eq!(ended.first().map(|e| e.2), Some(cycles(&config, 51.0)));
+        assert!(
+            ended.windows(2).all(|pair| pair[0].2 <= pair[1].2),
+            "{ended:?}"
+        );
+        let last = ended.last().map_or(Ticks::ZERO, |e| e.2);
+        assert!(
+            ended.iter().filter(|e| e.2 < last).count() >= 8,
+            "most items end before the last: {ended:?}"
+        );
     }
 
     #[test]

@@ -14,10 +14,12 @@ pub const MAX_HOST_UTHREADS: u64 = 1 << 16;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HostScheduling {
-    /// Round-robin: task `i` belongs to worker `i mod workers`, which runs its tasks in the
-    /// order they become ready.
+    /// Round-robin (paper Section V-E): one queue of the launch's tasks in offset order; a
+    /// free worker takes the first ready task from the queue's front on, and the tasks it
+    /// passed over (not ready) go to the back (`crate::sched`).
     Rr,
-    /// FIFO: one queue of ready tasks; the first free worker takes the oldest.
+    /// FIFO (paper Section V-E): tasks run in offset order; a free worker takes the front
+    /// task once it is ready, and nothing else meanwhile.
     Fifo,
 }
 

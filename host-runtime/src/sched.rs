@@ -1,20 +1,43 @@
 //! The host scheduler: hands ready host tasks to free worker µthreads.
+//!
+//! Both policies keep one queue of the launch's tasks in result-offset order (task `i` reads
+//! the results at its offsets; a launch's plan lists its tasks by offset), and a task is
+//! *ready* when its inputs have arrived and no other task of its chain is running (the paper,
+//! Section V-E: "We evaluate both round-robin (RR) and FIFO scheduling, applied symmetrically
+//! to CCM and host schedulers"):
+//!
+//! - Round-robin ([`HostScheduling::Rr`], Table III's policy): "if the task at the front of the
+//!   queue is not yet ready, it is moved to the back of the queue and the scheduler proceeds
+//!   with the next available task". A free worker takes the first ready task at or after the
+//!   queue's front, in offset order and cyclically; the tasks it passed over go behind the
+//!   others, so the front moves to the task after the one taken.
+//! - FIFO ([`HostScheduling::Fifo`]): "tasks are already processed in offset order". The
+//!   front is the lowest-offset task not yet started; a free worker takes it once it is ready
+//!   and nothing else meanwhile (head-of-line waiting).
+//!
+//! Workers are tried in index order (the lowest free one takes the task), so every choice is
+//! deterministic.
 
 use crate::config::HostScheduling;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeSet;
 
 /// Workers and the tasks waiting for them.
 #[derive(Debug)]
 pub struct Scheduler {
     policy: HostScheduling,
     busy: Vec<bool>,
-    fifo: VecDeque<u32>,
-    per_worker: Vec<VecDeque<u32>>,
-    waiting: usize,
+    /// Tasks whose inputs have arrived and that have not started, by offset.
+    ready: BTreeSet<u32>,
+    /// Round-robin: the queue's front, where the next scan for a ready task starts.
+    cursor: u32,
+    /// FIFO: which tasks of the launch have started (index = task id).
+    started: Vec<bool>,
+    /// FIFO: the lowest-offset task not started (the queue's front).
+    front: u32,
     /// The chain of each task of the current launch.
     chains: Vec<Option<u32>>,
-    /// Chains with a task queued or running, and the tasks parked behind it.
-    chain_parked: BTreeMap<u32, VecDeque<u32>>,
+    /// Chains with a task running.
+    chain_running: BTreeSet<u32>,
 }
 
 impl Scheduler {
@@ -26,158 +49,140 @@ impl Scheduler {
         Scheduler {
             policy,
             busy: vec![false; workers],
-            fifo: VecDeque::new(),
-            per_worker: vec![VecDeque::new(); workers],
-            waiting: 0,
+            ready: BTreeSet::new(),
+            cursor: 0,
+            started: Vec::new(),
+            front: 0,
             chains: Vec::new(),
-            chain_parked: BTreeMap::new(),
+            chain_running: BTreeSet::new(),
         }
     }
 
-    /// Sets the chain of every task of a new launch (index = task id).
+    /// Sets the chain of every task of a new launch (index = task id): a new queue, its front
+    /// at the first task.
     pub fn set_chains(&mut self, chains: Vec<Option<u32>>) {
+        self.started = vec![false; chains.len()];
         self.chains = chains;
-        self.chain_parked.clear();
+        self.chain_running.clear();
+        self.cursor = 0;
+        self.front = 0;
     }
 
     fn chain_of(&self, task: u32) -> Option<u32> {
         self.chains.get(task as usize).copied().flatten()
     }
 
-    /// Task `task` is ready to run. A task whose chain already has a task queued or running
-    /// is parked until that one finishes.
+    /// Whether no other task of `task`'s chain is running.
+    fn chain_idle(&self, task: u32) -> bool {
+        self.chain_of(task)
+            .is_none_or(|chain| !self.chain_running.contains(&chain))
+    }
+
+    /// Task `task`'s inputs have arrived.
     pub fn ready(&mut self, task: u32) {
-        if let Some(chain) = self.chain_of(task) {
-            match self.chain_parked.get_mut(&chain) {
-                Some(parked) => {
-                    parked.push_back(task);
-                    return;
-                }
-                None => {
-                    self.chain_parked.insert(chain, VecDeque::new());
-                }
-            }
-        }
-        self.enqueue(task);
+        self.ready.insert(task);
     }
 
-    fn enqueue(&mut self, task: u32) {
-        self.waiting += 1;
+    /// The ready task the policy takes next, if any (whether a worker is free aside).
+    fn pick(&self) -> Option<u32> {
         match self.policy {
-            HostScheduling::Fifo => self.fifo.push_back(task),
-            HostScheduling::Rr => {
-                let worker = task as usize % self.per_worker.len();
-                if let Some(queue) = self.per_worker.get_mut(worker) {
-                    queue.push_back(task);
-                }
-            }
+            HostScheduling::Fifo => self
+                .ready
+                .first()
+                .copied()
+                .filter(|&task| self.at_front(task) && self.chain_idle(task)),
+            HostScheduling::Rr => self
+                .ready
+                .range(self.cursor..)
+                .chain(self.ready.range(..self.cursor))
+                .copied()
+                .find(|&task| self.chain_idle(task)),
         }
     }
 
-    /// The next (worker, task) pair that can start now, marking the worker busy. Workers are
-    /// tried in index order, so the choice is deterministic.
+    /// FIFO: whether `task` is the queue's front (every task before it has started; a task
+    /// beyond the launch's plan counts as the front once the plan's tasks all have).
+    fn at_front(&self, task: u32) -> bool {
+        task == self.front
+            || (task as usize >= self.started.len() && self.front as usize >= self.started.len())
+    }
+
+    /// The next (worker, task) pair that can start now, marking the worker busy.
     pub fn next_start(&mut self) -> Option<(u32, u32)> {
-        match self.policy {
-            HostScheduling::Fifo => {
-                if self.fifo.is_empty() {
-                    return None;
-                }
-                let worker = self.busy.iter().position(|busy| !busy)?;
-                let task = self.fifo.pop_front()?;
-                self.claim(worker);
-                Some((worker as u32, task))
-            }
-            HostScheduling::Rr => {
-                let worker = (0..self.busy.len()).find(|&w| {
-                    !self.busy.get(w).copied().unwrap_or(true)
-                        && self.per_worker.get(w).is_some_and(|q| !q.is_empty())
-                })?;
-                let task = self.per_worker.get_mut(worker)?.pop_front()?;
-                self.claim(worker);
-                Some((worker as u32, task))
-            }
+        let worker = self.busy.iter().position(|busy| !busy)?;
+        let task = self.pick()?;
+        self.ready.remove(&task);
+        self.claim(worker);
+        if let Some(chain) = self.chain_of(task) {
+            self.chain_running.insert(chain);
         }
+        // Round-robin: the tasks passed over went to the back; the front is the next one.
+        self.cursor = task.saturating_add(1);
+        if let Some(started) = self.started.get_mut(task as usize) {
+            *started = true;
+        }
+        while self
+            .started
+            .get(self.front as usize)
+            .is_some_and(|&started| started)
+        {
+            self.front += 1;
+        }
+        Some((worker as u32, task))
     }
 
     fn claim(&mut self, worker: usize) {
         if let Some(busy) = self.busy.get_mut(worker) {
             *busy = true;
         }
-        self.waiting = self.waiting.saturating_sub(1);
     }
 
     /// A free worker for a task outside the plan (a launch's final step), marking it busy.
     pub fn claim_any(&mut self) -> Option<u32> {
         let worker = self.busy.iter().position(|busy| !busy)?;
-        self.claim_without_task(worker);
+        self.claim(worker);
         Some(worker as u32)
     }
 
-    fn claim_without_task(&mut self, worker: usize) {
-        if let Some(busy) = self.busy.get_mut(worker) {
-            *busy = true;
-        }
-    }
-
-    /// Worker `worker` finished `task` (or a launch's final step, `None`): the next task parked
-    /// on its chain becomes ready.
+    /// Worker `worker` finished `task` (or a launch's final step, `None`): the next task of
+    /// its chain may start.
     pub fn release(&mut self, worker: u32, task: Option<u32>) {
         if let Some(busy) = self.busy.get_mut(worker as usize) {
             *busy = false;
         }
-        let Some(chain) = task.and_then(|t| self.chain_of(t)) else {
-            return;
-        };
-        match self
-            .chain_parked
-            .get_mut(&chain)
-            .and_then(VecDeque::pop_front)
-        {
-            Some(next) => self.enqueue(next),
-            None => {
-                self.chain_parked.remove(&chain);
-            }
+        if let Some(chain) = task.and_then(|t| self.chain_of(t)) {
+            self.chain_running.remove(&chain);
         }
     }
 
-    /// Tasks ready but not started.
+    /// Tasks whose inputs have arrived but that have not started.
     pub fn waiting(&self) -> usize {
-        self.waiting
+        self.ready.len()
     }
 
-    /// Some ready task cannot start now: its worker is busy (round-robin), every worker is
-    /// (FIFO), or it is parked behind a running task of its chain. Tasks that a free worker
-    /// can start are not counted: they start as soon as the runtime hands them out.
+    /// Some task whose inputs have arrived cannot start now: every worker is busy, a task of
+    /// its chain runs, or (FIFO) a task before it has not started. A task a free worker can
+    /// start is not counted: it starts as soon as the runtime hands it out.
     pub fn blocked(&self) -> bool {
-        let parked = self.chain_parked.values().any(|parked| !parked.is_empty());
-        let queued = match self.policy {
-            HostScheduling::Fifo => !self.fifo.is_empty() && self.busy.iter().all(|busy| *busy),
-            HostScheduling::Rr => self
-                .busy
-                .iter()
-                .zip(&self.per_worker)
-                .any(|(busy, queue)| *busy && !queue.is_empty()),
-        };
-        parked || queued
+        let free = self.busy.iter().any(|busy| !busy);
+        self.ready
+            .iter()
+            .any(|&task| !free || !self.chain_idle(task) || !self.policy_allows(task))
+    }
+
+    /// Whether the policy would take `task` now were it ready (FIFO: only the front).
+    fn policy_allows(&self, task: u32) -> bool {
+        match self.policy {
+            HostScheduling::Fifo => self.at_front(task),
+            HostScheduling::Rr => true,
+        }
     }
 
     /// Whether `task`, not ready yet, could start at once if its bytes arrived now: a worker
-    /// it may run on is free (round-robin: its own; FIFO: any) and no task of its chain is
-    /// queued or running.
+    /// is free, no task of its chain runs, and the policy would take it (round-robin: a task
+    /// that arrives is available at once; FIFO: only the front).
     pub fn could_start_now(&self, task: u32) -> bool {
-        if self
-            .chain_of(task)
-            .is_some_and(|chain| self.chain_parked.contains_key(&chain))
-        {
-            return false;
-        }
-        match self.policy {
-            HostScheduling::Fifo => self.busy.iter().any(|busy| !busy),
-            HostScheduling::Rr => {
-                let worker = task as usize % self.busy.len().max(1);
-                self.busy.get(worker).is_some_and(|busy| !busy)
-            }
-        }
+        self.busy.iter().any(|busy| !busy) && self.chain_idle(task) && self.policy_allows(task)
     }
 
     /// Workers running something.
@@ -190,84 +195,113 @@ impl Scheduler {
 mod tests {
     use super::*;
 
+    fn launch(policy: HostScheduling, workers: u32, tasks: usize) -> Scheduler {
+        let mut scheduler = Scheduler::new(policy, workers);
+        scheduler.set_chains(vec![None; tasks]);
+        scheduler
+    }
+
     #[test]
-    fn a_task_a_free_worker_can_start_is_not_blocked_one_behind_a_busy_worker_is() {
-        let mut rr = Scheduler::new(HostScheduling::Rr, 2);
+    fn round_robin_takes_a_ready_task_before_a_front_one_that_is_not_ready_and_moves_that_back() {
+        let mut rr = launch(HostScheduling::Rr, 1, 5);
+        rr.ready(2);
+        // Tasks 0 and 1 have no inputs yet: passed over, behind the others.
+        assert_eq!(rr.next_start(), Some((0, 2)));
+        rr.release(0, Some(2));
         rr.ready(0);
-        assert!(!rr.blocked(), "worker 0 is free to start task 0");
+        rr.ready(3);
+        // The front is task 3 now; task 0 waits its turn at the back.
+        assert_eq!(rr.next_start(), Some((0, 3)));
+        rr.release(0, Some(3));
         assert_eq!(rr.next_start(), Some((0, 0)));
-        rr.ready(2); // also worker 0's, which is busy
-        assert!(rr.blocked());
-        rr.release(0, Some(0));
-        assert!(!rr.blocked());
-        let mut fifo = Scheduler::new(HostScheduling::Fifo, 1);
-        fifo.ready(0);
-        assert!(!fifo.blocked());
-        assert_eq!(fifo.next_start(), Some((0, 0)));
+    }
+
+    #[test]
+    fn fifo_keeps_offset_order_and_waits_for_a_front_task_that_is_not_ready() {
+        let mut fifo = launch(HostScheduling::Fifo, 2, 3);
+        fifo.ready(2);
         fifo.ready(1);
-        assert!(fifo.blocked(), "the only worker is busy");
-    }
-
-    #[test]
-    fn a_task_could_start_now_only_on_a_free_worker_and_an_idle_chain() {
-        let mut rr = Scheduler::new(HostScheduling::Rr, 2);
-        rr.set_chains(vec![Some(7), None, Some(7), None]);
-        assert!(rr.could_start_now(1) && rr.could_start_now(2));
-        rr.ready(0);
-        assert_eq!(rr.next_start(), Some((0, 0)));
-        assert!(
-            !rr.could_start_now(2),
-            "worker 0 is busy, and so is chain 7"
+        assert_eq!(
+            fifo.next_start(),
+            None,
+            "task 0, the front, has no inputs yet"
         );
-        assert!(rr.could_start_now(3), "worker 1 is free");
-        rr.release(0, Some(0));
-        assert!(rr.could_start_now(2));
-        let mut fifo = Scheduler::new(HostScheduling::Fifo, 1);
+        assert!(fifo.blocked());
+        assert!(fifo.could_start_now(0) && !fifo.could_start_now(3));
         fifo.ready(0);
         assert_eq!(fifo.next_start(), Some((0, 0)));
-        assert!(!fifo.could_start_now(1), "the only worker is busy");
+        assert_eq!(fifo.next_start(), Some((1, 1)));
+        assert_eq!(fifo.next_start(), None, "both workers are busy");
+        fifo.release(1, Some(1));
+        assert_eq!(fifo.next_start(), Some((1, 2)));
+        assert_eq!(fifo.waiting(), 0);
     }
 
     #[test]
-    fn fifo_runs_tasks_in_ready_order_on_the_lowest_free_worker() {
-        let mut scheduler = Scheduler::new(HostScheduling::Fifo, 2);
-        scheduler.ready(7);
-        scheduler.ready(3);
-        scheduler.ready(5);
-        assert_eq!(scheduler.next_start(), Some((0, 7)));
-        assert_eq!(scheduler.next_start(), Some((1, 3)));
-        assert_eq!(scheduler.next_start(), None);
-        scheduler.release(1, Some(3));
-        assert_eq!(scheduler.next_start(), Some((1, 5)));
-    }
-
-    #[test]
-    fn round_robin_keeps_a_task_for_its_own_worker_even_when_another_is_free() {
-        let mut scheduler = Scheduler::new(HostScheduling::Rr, 2);
-        scheduler.ready(0);
-        scheduler.ready(2);
-        assert_eq!(scheduler.next_start(), Some((0, 0)));
-        // Task 2 belongs to worker 0, which is busy; worker 1 stays idle.
-        assert_eq!(scheduler.next_start(), None);
-        scheduler.release(0, Some(0));
-        assert_eq!(scheduler.next_start(), Some((0, 2)));
+    fn round_robin_hands_a_ready_task_to_any_free_worker() {
+        let mut rr = launch(HostScheduling::Rr, 2, 4);
+        rr.ready(0);
+        rr.ready(2);
+        assert_eq!(rr.next_start(), Some((0, 0)));
+        assert_eq!(rr.next_start(), Some((1, 2)));
+        assert_eq!(rr.next_start(), None);
+        assert!(!rr.blocked(), "nothing ready waits");
+        rr.ready(3);
+        assert!(rr.blocked(), "every worker is busy");
+        assert!(!rr.could_start_now(1));
+        rr.release(1, Some(2));
+        assert!(rr.could_start_now(1));
+        assert_eq!(rr.next_start(), Some((1, 3)));
     }
 
     #[test]
     fn tasks_of_one_chain_never_run_together_but_others_do() {
-        let mut scheduler = Scheduler::new(HostScheduling::Fifo, 4);
-        scheduler.set_chains(vec![Some(0), Some(0), None, Some(0)]);
-        for task in 0..4 {
-            scheduler.ready(task);
+        for policy in [HostScheduling::Rr, HostScheduling::Fifo] {
+            let mut scheduler = Scheduler::new(policy, 4);
+            scheduler.set_chains(vec![Some(0), Some(0), None, Some(0)]);
+            for task in 0..4 {
+                scheduler.ready(task);
+            }
+            assert_eq!(scheduler.next_start(), Some((0, 0)));
+            if policy == HostScheduling::Rr {
+                assert_eq!(scheduler.next_start(), Some((1, 2)));
+            } else {
+                // Task 1, the front, waits for task 0 of its chain; task 2 waits behind it.
+                assert_eq!(scheduler.next_start(), None);
+            }
+            assert!(!scheduler.could_start_now(1), "chain 0 is running");
+            assert_eq!(scheduler.next_start(), None);
+            scheduler.release(0, Some(0));
+            // Round-robin: task 1 was passed over, so task 3, after task 2, comes first;
+            // FIFO: offset order.
+            let (first, second) = match policy {
+                HostScheduling::Rr => (3, 1),
+                HostScheduling::Fifo => (1, 3),
+            };
+            assert_eq!(scheduler.next_start(), Some((0, first)));
+            if policy == HostScheduling::Fifo {
+                assert_eq!(scheduler.next_start(), Some((1, 2)));
+            }
+            assert_eq!(scheduler.next_start(), None, "the chain's last task waits");
+            scheduler.release(0, Some(first));
+            assert_eq!(scheduler.next_start(), Some((0, second)));
         }
-        assert_eq!(scheduler.next_start(), Some((0, 0)));
-        assert_eq!(scheduler.next_start(), Some((1, 2)));
-        // Tasks 1 and 3 wait for task 0 although workers 2 and 3 are free.
-        assert_eq!(scheduler.next_start(), None);
-        scheduler.release(0, Some(0));
-        assert_eq!(scheduler.next_start(), Some((0, 1)));
-        assert_eq!(scheduler.next_start(), None);
-        scheduler.release(0, Some(1));
-        assert_eq!(scheduler.next_start(), Some((0, 3)));
+    }
+
+    #[test]
+    fn a_new_launch_starts_a_new_queue() {
+        let mut fifo = launch(HostScheduling::Fifo, 1, 2);
+        fifo.ready(0);
+        assert_eq!(fifo.next_start(), Some((0, 0)));
+        fifo.release(0, Some(0));
+        fifo.set_chains(vec![None; 2]);
+        fifo.ready(1);
+        assert_eq!(
+            fifo.next_start(),
+            None,
+            "task 0 of the new launch is the front"
+        );
+        fifo.ready(0);
+        assert_eq!(fifo.next_start(), Some((0, 0)));
     }
 }

@@ -5,8 +5,11 @@
 //! of `capacity` slots with a gap-aware head; the device streams any chunk not yet sent into
 //! the next slot while the ring has one (out-of-order streaming: every arrival order); the
 //! poller takes the records written so far; a task (a set of chunks) becomes ready when all
-//! its chunks have been polled and joins its worker's queue (round-robin: task `t` belongs to
-//! worker `t mod workers`, which runs its tasks one at a time in the order they became ready);
+//! its chunks have been polled and joins its worker's queue (task `t` belongs to worker
+//! `t mod workers`, which runs its tasks one at a time in the order they became ready: the
+//! host's round-robin before 2026-12-02; today's `crate::sched` hands a ready task to any
+//! free worker, so a ready task waits only while every worker is busy, which the spill's
+//! condition, no task running, does not depend on);
 //! a task finishing releases the chunks no unfinished task needs (their slots, or their
 //! copies); a chunk no task needs is released when polled. The spill is the runtime's: it
 //! happens when [`super::spill_due`] says so, on the facts the runtime gives it, and moves

@@ -325,6 +325,10 @@ fn departures(out: &mut String, evaluation: &Evaluation) {
     }
     let _ = writeln!(
         out,
+        "- **Scheduling** (Section V-E's RR and FIFO, \"applied symmetrically to CCM and host schedulers\"): RR on the CCM is M²NDP's issue loop, round-robin among a sub-core's resident µthreads that can issue (one waiting for memory or a unit is passed over and loses its turn, not its place among the launch's items), in fluid form; FIFO on the CCM, which M²NDP lacks, issues the oldest item first. On the host, RR takes the first ready task from the queue's front on and moves the tasks passed over to the back; FIFO waits for the front task (docs/model.md, \"Scheduling\"). No CCM item waits for an input here (a launch's inputs are stored before it starts), so no item is moved behind its whole launch: Figure 15's notes give how far out of order results came."
+    );
+    let _ = writeln!(
+        out,
         "- **No caches**: M²NDP's units have L1 and L2 data caches; here every read is device-memory traffic (a KNN row read once per query, DLRM's frequent rows and its indices, once per packet item)."
     );
     let _ = writeln!(

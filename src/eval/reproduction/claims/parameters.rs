@@ -244,11 +244,22 @@ fn note_dlrm_sf(c: &Ctx) -> Option<String> {
 fn note_ooo(c: &Ctx, workload: &str) -> Option<String> {
     let ooo = scheduling_run(c, workload, "RR OoO")?;
     let in_order = scheduling_run(c, workload, "RR in-order")?;
+    let slot = u64::from(c.config().axle.slot_size.max(1));
+    let launches = ooo.launches.max(1);
+    // What turning OoO streaming off added (or saved) per launch, against a launch's CCM time.
+    let added = in_order.end_to_end_ns as f64 - ooo.end_to_end_ns as f64;
+    let added_per_launch = added / launches as f64;
+    let ccm_per_launch = per(ooo.ccm_busy_ns, launches);
     Some(format!(
-        "{} under RR: the largest consumption gap (slots held behind an unconsumed one) is {} B with OoO streaming and {} B in order; back-pressure {} in order; FIFO in-order {:.2}x.",
+        "{} under RR: with OoO streaming the host held at most {} consumed slots ({} B) behind an unconsumed one (the largest consumption gap), of {:.0} payloads a launch; in order {} {} a launch, {} of a launch's {} of CCM work. Reordering stays within the µthreads resident at once: a µthread that cannot issue loses its turn among those of its sub-core, not its place among the launch's items, and no CCM item waits for an input (a launch's inputs are stored before it starts), so nothing is moved behind the whole launch; back-pressure {} in order; FIFO in-order {:.2}x.",
         label(workload),
+        ooo.max_gap_bytes / slot,
         ooo.max_gap_bytes,
-        in_order.max_gap_bytes,
+        per(ooo.payloads, launches),
+        if added >= 0.0 { "added" } else { "saved" },
+        time(added_per_launch.abs() as u64),
+        percent(added_per_launch.abs() * 100.0 / ccm_per_launch.max(1.0)),
+        time(ccm_per_launch as u64),
         time(in_order.backpressure_ns),
         c.cell("fig15", workload, "FIFO in-order")?
     ))
