@@ -143,7 +143,11 @@ fn each_tenant_reported_its_loss(stderr: &str, group_prefix: &str) {
 #[test]
 fn a_run_many_group_killed_mid_run_reattaches_and_prints_the_uninterrupted_json() {
     let uninterrupted = finish(spawn(&run_many(&[])));
-    assert!(uninterrupted.status.success(), "{}", text(&uninterrupted.stderr));
+    assert!(
+        uninterrupted.status.success(),
+        "{}",
+        text(&uninterrupted.stderr)
+    );
     let scratch = Scratch::new("recg", "many");
     let first = dying_emulator(&scratch);
     let socket = first.socket.to_str().unwrap().to_owned();
@@ -169,7 +173,9 @@ fn a_run_many_group_killed_mid_run_reattaches_and_prints_the_uninterrupted_json(
     );
     assert_eq!(
         stderr
-            .matches("gathered again there (its 2 tenants; turns in tenant order); rerunning tenant ")
+            .matches(
+                "gathered again there (its 2 tenants; turns in tenant order); rerunning tenant "
+            )
             .count(),
         2,
         "{stderr}"
@@ -193,7 +199,11 @@ fn a_run_many_group_killed_mid_run_reattaches_and_prints_the_uninterrupted_json(
 #[test]
 fn tenant_processes_reattach_regather_and_each_prints_its_part_of_the_uninterrupted_run() {
     let uninterrupted = finish(spawn(&run_many(&["--no-alone"])));
-    assert!(uninterrupted.status.success(), "{}", text(&uninterrupted.stderr));
+    assert!(
+        uninterrupted.status.success(),
+        "{}",
+        text(&uninterrupted.stderr)
+    );
     let in_process: serde_json::Value = serde_json::from_slice(&uninterrupted.stdout).unwrap();
     let scratch = Scratch::new("recg", "processes");
     let first = dying_emulator(&scratch);
@@ -265,7 +275,12 @@ fn a_restarted_emulator_serving_fewer_tenants_than_the_group_refuses_it_naming_b
     let scratch = Scratch::new("recg", "fewer");
     let first = dying_emulator(&scratch);
     let socket = first.socket.to_str().unwrap().to_owned();
-    let host = spawn(&run_many(&["--attach", &socket, "--reattach", "--no-alone"]));
+    let host = spawn(&run_many(&[
+        "--attach",
+        &socket,
+        "--reattach",
+        "--no-alone",
+    ]));
     died(first);
     let _second = EmulatorProcess::start_with(AXLE, &scratch, &["--max-tenants", "1"], DEADLINE);
     let output = finish(host);
@@ -283,5 +298,9 @@ fn a_restarted_emulator_serving_fewer_tenants_than_the_group_refuses_it_naming_b
 fn reattach_for_run_many_needs_attach() {
     let output = finish(spawn(&run_many(&["--reattach"])));
     assert!(!output.status.success());
-    assert!(text(&output.stderr).contains("--attach"), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("--attach"),
+        "{}",
+        text(&output.stderr)
+    );
 }
