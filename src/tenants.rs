@@ -501,8 +501,9 @@ fn tenant_error(tenant: usize, error: anyhow::Error) -> anyhow::Error {
 /// With `reattach` (`--reattach`), an emulator process that dies mid-run is waited for on
 /// the same socket, each tenant (on its own thread) reporting what it lost to `notice` and
 /// rerunning from the start: the group gathers again on the new device under the same name,
-/// so the report is still an uninterrupted run's ([`crate::recover::reattaching`]); a run
-/// alone is rerun the same way.
+/// so the report is still an uninterrupted run's (as
+/// [`crate::recover::run_attached_reattaching`] does for one host); a run alone is rerun the
+/// same way.
 pub fn run_many_attached(
     request: &ManyRequest,
     target: &crate::run::AttachTarget,
