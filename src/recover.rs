@@ -433,6 +433,21 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_reattach_names_the_tenant_the_socket_the_reason_and_what_was_lost() {
+        let message = ReattachRefused {
+            subject: "tenant 1 of group g (knn-a in mode rp)".into(),
+            socket: PathBuf::from("/tmp/emu.sock"),
+            reason: "a group of 2 tenants: this emulator serves groups of 1 to 1".into(),
+            lost: lost(None, 4),
+        }
+        .to_string();
+        assert_eq!(
+            message,
+            "tenant 1 of group g (knn-a in mode rp): the emulator on /tmp/emu.sock refused the reattach: a group of 2 tenants: this emulator serves groups of 1 to 1; the run is lost: Lost launches: none in flight (4 launches had completed; the next was not yet submitted)"
+        );
+    }
+
+    #[test]
     fn a_death_between_launches_or_before_the_first_loses_none() {
         assert!(lost(None, 0)
             .to_string()

@@ -154,7 +154,18 @@ fn a_run_many_group_killed_mid_run_reattaches_and_prints_the_uninterrupted_json(
     let host = spawn(&run_many(&["--attach", &socket, "--reattach"]));
     died(first);
     let second = EmulatorProcess::start_with(AXLE, &scratch, &["--max-tenants", "2"], DEADLINE);
-    let idle = descriptors(&second);
+    // What an emulator holds idle: one started alike that serves nobody (the restarted one may
+    // have accepted the waiting tenants by the time it could be looked at).
+    let idle = {
+        let reference_scratch = Scratch::new("recg", "idle");
+        let reference = EmulatorProcess::start_with(
+            AXLE,
+            &reference_scratch,
+            &["--max-tenants", "2"],
+            DEADLINE,
+        );
+        descriptors(&reference)
+    };
     let output = finish(host);
     let stderr = text(&output.stderr);
     assert!(output.status.success(), "{stderr}");
