@@ -154,7 +154,8 @@ struct RunArgs {
     /// the same socket, check its device epoch (a new device), and rerun the run from the
     /// start (its data set loaded again; virtual time restarts at 0, so the report is an
     /// uninterrupted run's). What was lost and what was found go to standard error.
-    /// Virtual time only.
+    /// Virtual time only. With --tenant, the group gathers again on the new device: every
+    /// tenant of the group must reattach.
     #[arg(long, requires = "attach")]
     reattach: bool,
     /// With --reattach: seconds to wait for an emulator on the socket each time one is lost.
@@ -225,6 +226,23 @@ struct RunManyArgs {
     /// device; prints exactly the same report (the runs alone are attached too).
     #[arg(long, value_name = "SOCKET")]
     attach: Option<PathBuf>,
+    /// With --attach: when the emulator process dies mid-run, every tenant reports the launch
+    /// it lost, waits for an emulator started again on the same socket (`--max-tenants` at
+    /// least the tenants), and the group reruns from the start there (it gathers again, in
+    /// tenant order, so the report is an uninterrupted run's). What was lost and what was
+    /// found go to standard error.
+    #[arg(long, requires = "attach")]
+    reattach: bool,
+    /// With --reattach: seconds each tenant waits for an emulator on the socket each time one
+    /// is lost.
+    #[arg(long, value_name = "SECONDS", requires = "reattach",
+          default_value_t = DEFAULT_REATTACH_TIMEOUT_SECS, value_parser = parse_reattach_timeout)]
+    reattach_timeout: f64,
+    /// With --reattach: most reattaches of each tenant in one run (1 to 100).
+    #[arg(long, value_name = "N", requires = "reattach",
+          default_value_t = axle::recover::DEFAULT_REATTACH_ATTEMPTS,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(axle::recover::MAX_REATTACH_ATTEMPTS)))]
+    reattach_attempts: u32,
     /// AXLE local polling interval of every tenant (as for `axle run --poll`).
     #[arg(long, value_name = "DURATION|adaptive")]
     poll: Option<String>,
@@ -361,7 +379,16 @@ fn run_many_command(args: RunManyArgs) -> anyhow::Result<ExitCode> {
     }
     let report = match &args.attach {
         Some(socket) => {
-            axle::tenants::run_many_attached(&request, &AttachTarget::new(socket.clone()))?
+            let reattach = args.reattach.then(|| axle::recover::Reattach {
+                timeout: std::time::Duration::from_secs_f64(args.reattach_timeout),
+                attempts: args.reattach_attempts,
+            });
+            axle::tenants::run_many_attached(
+                &request,
+                &AttachTarget::new(socket.clone()),
+                reattach.as_ref(),
+                &|line| eprintln!("{line}"),
+            )?
         }
         None => axle::tenants::run_many(&request)?,
     };
@@ -831,7 +858,17 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
             if let Some(version) = args.abi_version_override {
                 target.abi_version = version;
             }
-            axle::tenants::run_as_tenant(&request, &target, claim)?
+            let reattach = args.reattach.then(|| axle::recover::Reattach {
+                timeout: std::time::Duration::from_secs_f64(args.reattach_timeout),
+                attempts: args.reattach_attempts,
+            });
+            axle::tenants::run_as_tenant(
+                &request,
+                &target,
+                claim,
+                reattach.as_ref(),
+                &mut |line| eprintln!("{line}"),
+            )?
         }
         Some(socket) if args.clock == ClockArg::Wall => {
             if args.stress_seed.is_some() {

@@ -196,6 +196,66 @@ pub(crate) fn connect(
     }
 }
 
+/// What a reattaching run is, for its messages.
+pub(crate) struct Subject {
+    /// The command that speaks: `axle run`, `axle run-many`.
+    pub(crate) command: &'static str,
+    /// The run: `sssp in mode rp`, or `tenant 1 of group G (sssp in mode rp)`.
+    pub(crate) name: String,
+    /// A tenant's group: its name and tenant count (it gathers again on the new device).
+    pub(crate) group: Option<(String, u32)>,
+}
+
+impl Subject {
+    /// A one-host run of `request`.
+    pub(crate) fn run(request: &RunRequest) -> Subject {
+        Subject {
+            command: "axle run",
+            name: format!("{} in mode {}", request.workload, request.mode.name()),
+            group: None,
+        }
+    }
+
+    /// Tenant `claim.index` of its group, running `request`.
+    pub(crate) fn tenant(
+        command: &'static str,
+        request: &RunRequest,
+        claim: &cosim_link::attach::TenantClaim,
+    ) -> Subject {
+        Subject {
+            command,
+            name: format!(
+                "tenant {} of group {} ({} in mode {})",
+                claim.index,
+                claim.group,
+                request.workload,
+                request.mode.name()
+            ),
+            group: Some((claim.group.clone(), claim.count)),
+        }
+    }
+}
+
+/// The emulator found on the socket after a loss refused the reattach (it serves fewer
+/// tenants than the group has, it is gathering or running another group, the group did not
+/// gather again within its `--group-timeout`...).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{subject}: the emulator on {} refused the reattach: {reason}; the run is lost: {}",
+    .socket.display(),
+    .lost.lost()
+)]
+pub struct ReattachRefused {
+    /// The run, in words.
+    pub subject: String,
+    /// The socket.
+    pub socket: PathBuf,
+    /// The emulator's reason.
+    pub reason: String,
+    /// What had been lost.
+    pub lost: DeviceLost,
+}
+
 /// `axle run --attach SOCKET --reattach`: [`crate::run::run_attached`], and when its emulator
 /// process dies, waits for one on the same socket, checks its device epoch, and reruns the
 /// run from the start, at most [`Reattach::attempts`] times. `notice` is told (one line each)
@@ -206,6 +266,29 @@ pub fn run_attached_reattaching(
     reattach: &Reattach,
     notice: &mut dyn FnMut(&str),
 ) -> anyhow::Result<RunReport> {
+    reattaching(
+        &Subject::run(request),
+        target,
+        reattach,
+        notice,
+        |wait, attached| crate::run::run_attached_once(request, target, wait, attached),
+    )
+}
+
+/// Runs `once` (one attached attempt: it connects within the wait it is given, `None` the
+/// first time, and tells the callback the device epoch it found), and when its emulator
+/// process dies, waits for one on the same socket and runs it again from the start, at most
+/// [`Reattach::attempts`] times. A tenant's attempt gathers its group again on the new
+/// device: the emulator's `--group-timeout` bounds that wait, and a refusal (another group,
+/// fewer tenants served, the group not gathering again) ends the run with a
+/// [`ReattachRefused`].
+pub(crate) fn reattaching<T>(
+    subject: &Subject,
+    target: &AttachTarget,
+    reattach: &Reattach,
+    notice: &mut dyn FnMut(&str),
+    mut once: impl FnMut(Option<Duration>, &mut dyn FnMut(u64)) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     let mut lost: Option<DeviceLost> = None;
     let mut attempt = 0u32;
     loop {
@@ -222,35 +305,50 @@ pub fn run_attached_reattaching(
                     ),
                     None => format!("a device of epoch {epoch:#018x}"),
                 };
+                let gathered = subject.group.as_ref().map_or(String::new(), |(group, count)| {
+                    format!("; group {group} gathered again there (its {count} tenants; turns in tenant order)")
+                });
                 notice(&format!(
-                    "axle run: reattached to {} ({attempt} of at most {}): {device}; rerunning {} in mode {} from the start: its data set is loaded again and virtual time restarts at 0",
+                    "{}: reattached to {} ({attempt} of at most {}): {device}{gathered}; rerunning {} from the start: its data set is loaded again and virtual time restarts at 0",
+                    subject.command,
                     target.socket.display(),
                     reattach.attempts,
-                    request.workload,
-                    request.mode.name()
+                    subject.name
                 ));
             };
-            crate::run::run_attached_once(request, target, wait, &mut attached)
+            once(wait, &mut attached)
         };
         let error = match result {
             Ok(report) => return Ok(report),
             Err(error) => error,
         };
-        if let (Some(lost), Some(AttachError::Connect { error: cause, .. })) =
-            (&lost, error.downcast_ref::<AttachError>())
-        {
-            if !matches!(
-                cause.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
-            ) {
-                return Err(error);
+        if let Some(lost) = &lost {
+            match error.downcast_ref::<AttachError>() {
+                Some(AttachError::Connect { error: cause, .. })
+                    if matches!(
+                        cause.kind(),
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+                    ) =>
+                {
+                    return Err(NoEmulator {
+                        socket: target.socket.clone(),
+                        waited: reattach.timeout,
+                        lost: lost.clone(),
+                    }
+                    .into());
+                }
+                Some(AttachError::Connect { .. }) => return Err(error),
+                Some(AttachError::Refused(reason)) => {
+                    return Err(ReattachRefused {
+                        subject: subject.name.clone(),
+                        socket: target.socket.clone(),
+                        reason: reason.clone(),
+                        lost: lost.clone(),
+                    }
+                    .into());
+                }
+                _ => {}
             }
-            return Err(NoEmulator {
-                socket: target.socket.clone(),
-                waited: reattach.timeout,
-                lost: lost.clone(),
-            }
-            .into());
         }
         let this = match (
             error.downcast_ref::<DeviceLost>(),
@@ -275,13 +373,19 @@ pub fn run_attached_reattaching(
         }
         attempt += 1;
         notice(&format!(
-            "axle run: {} in mode {}: {}",
-            request.workload,
-            request.mode.name(),
+            "{}: {}: {}",
+            subject.command,
+            subject.name,
             this.summary()
         ));
+        // A tenant's lines interleave with its group's: each names its tenant.
+        let who = match subject.group {
+            Some(_) => format!("{}: ", subject.name),
+            None => String::new(),
+        };
         notice(&format!(
-            "axle run: waiting up to {} for an emulator on {} to reattach (--reattach-timeout)",
+            "{}: {who}waiting up to {} for an emulator on {} to reattach (--reattach-timeout)",
+            subject.command,
             format_duration(reattach.timeout),
             target.socket.display()
         ));
@@ -326,6 +430,21 @@ mod tests {
         ] {
             assert!(message.contains(part), "{part:?} missing from {message}");
         }
+    }
+
+    #[test]
+    fn a_refused_reattach_names_the_tenant_the_socket_the_reason_and_what_was_lost() {
+        let message = ReattachRefused {
+            subject: "tenant 1 of group g (knn-a in mode rp)".into(),
+            socket: PathBuf::from("/tmp/emu.sock"),
+            reason: "a group of 2 tenants: this emulator serves groups of 1 to 1".into(),
+            lost: lost(None, 4),
+        }
+        .to_string();
+        assert_eq!(
+            message,
+            "tenant 1 of group g (knn-a in mode rp): the emulator on /tmp/emu.sock refused the reattach: a group of 2 tenants: this emulator serves groups of 1 to 1; the run is lost: Lost launches: none in flight (4 launches had completed; the next was not yet submitted)"
+        );
     }
 
     #[test]

@@ -898,8 +898,44 @@ mod attached {
         prepared: Prepared,
         claim: cosim_link::attach::TenantClaim,
     ) -> anyhow::Result<(RunReport, cosim_link::attach::TenantEnd)> {
+        tenant_attempt(request, target, prepared, claim, None, &mut |_| {})
+    }
+
+    /// [`run_attached_tenant`], and when the emulator process dies, waits for one started
+    /// again on the same socket and reruns the tenant from the start, its group gathering
+    /// again there ([`crate::recover::reattaching`]); `command` speaks the `notice`s.
+    pub(crate) fn run_attached_tenant_reattaching(
+        request: &RunRequest,
+        target: &AttachTarget,
+        prepared: Prepared,
+        claim: cosim_link::attach::TenantClaim,
+        reattach: &crate::recover::Reattach,
+        command: &'static str,
+        notice: &mut dyn FnMut(&str),
+    ) -> anyhow::Result<(RunReport, cosim_link::attach::TenantEnd)> {
+        let subject = crate::recover::Subject::tenant(command, request, &claim);
+        let mut first = Some(prepared);
+        crate::recover::reattaching(&subject, target, reattach, notice, |wait, attached| {
+            // The first attempt's preparation is the one made before the group attached;
+            // a rerun builds the workload again.
+            let prepared = match first.take() {
+                Some(prepared) => prepared,
+                None => prepare(request)?,
+            };
+            tenant_attempt(request, target, prepared, claim.clone(), wait, attached)
+        })
+    }
+
+    fn tenant_attempt(
+        request: &RunRequest,
+        target: &AttachTarget,
+        prepared: Prepared,
+        claim: cosim_link::attach::TenantClaim,
+        wait: Option<Duration>,
+        attached: &mut dyn FnMut(u64),
+    ) -> anyhow::Result<(RunReport, cosim_link::attach::TenantEnd)> {
         let (report, tenant) =
-            attached_run(request, target, prepared, Some(claim), None, &mut |_| {})?;
+            attached_run(request, target, prepared, Some(claim), wait, attached)?;
         let tenant = tenant.context("the emulator sent no tenant figures for a tenant's run")?;
         Ok((report, tenant))
     }
@@ -1036,7 +1072,9 @@ mod attached {
 }
 
 pub use attached::{run_attached, run_wall_attached};
-pub(crate) use attached::{run_attached_once, run_attached_tenant};
+pub(crate) use attached::{
+    run_attached_once, run_attached_tenant, run_attached_tenant_reattaching,
+};
 
 #[cfg(test)]
 mod tests {

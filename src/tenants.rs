@@ -497,9 +497,18 @@ fn tenant_error(tenant: usize, error: anyhow::Error) -> anyhow::Error {
 /// order at equal times, so the report is [`run_many`]'s, byte for byte. Every tenant is
 /// prepared before any attaches (one that cannot be prepared ends the run before the
 /// emulator is asked for anything). The runs alone are attached too.
+///
+/// With `reattach` (`--reattach`), an emulator process that dies mid-run is waited for on
+/// the same socket, each tenant (on its own thread) reporting what it lost to `notice` and
+/// rerunning from the start: the group gathers again on the new device under the same name,
+/// so the report is still an uninterrupted run's (as
+/// [`crate::recover::run_attached_reattaching`] does for one host); a run alone is rerun the
+/// same way.
 pub fn run_many_attached(
     request: &ManyRequest,
     target: &crate::run::AttachTarget,
+    reattach: Option<&crate::recover::Reattach>,
+    notice: &(dyn Fn(&str) + Sync),
 ) -> anyhow::Result<ManyReport> {
     use cosim_link::attach::TenantClaim;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -543,8 +552,19 @@ pub fn run_many_attached(
                         if unprepared.load(Ordering::SeqCst) {
                             return Err(NotStarted.into());
                         }
-                        crate::run::run_attached_tenant(one, target, prepared, claim)
-                            .map_err(|error| tenant_error(tenant, error))
+                        match reattach {
+                            Some(reattach) => crate::run::run_attached_tenant_reattaching(
+                                one,
+                                target,
+                                prepared,
+                                claim,
+                                reattach,
+                                "axle run-many",
+                                &mut |line| notice(line),
+                            ),
+                            None => crate::run::run_attached_tenant(one, target, prepared, claim),
+                        }
+                        .map_err(|error| tenant_error(tenant, error))
                     })
             })
             .collect();
@@ -595,8 +615,13 @@ pub fn run_many_attached(
         dma_busy_ns: whole.dma_busy.as_ns(),
         simulator: whole.simulator,
     };
-    assemble(request, &requests, reports, whole, |one| {
-        crate::run::run_attached(one, target)
+    assemble(request, &requests, reports, whole, |one| match reattach {
+        Some(reattach) => {
+            crate::recover::run_attached_reattaching(one, target, reattach, &mut |line| {
+                notice(line)
+            })
+        }
+        None => crate::run::run_attached(one, target),
     })
 }
 
@@ -604,13 +629,27 @@ pub fn run_many_attached(
 /// `target.socket` (`axle run --attach --tenant I/N --group NAME`): `request` run as tenant
 /// `claim.index`; its report is its figures on the shared device, as `axle run-many`
 /// reports them under `tenants[I].shared`.
+///
+/// With `reattach` (`--reattach`): when the emulator process dies, the tenant reports what
+/// it lost to `notice`, waits for an emulator on the same socket and reruns from the start
+/// as the same tenant of the same group, which gathers again there (every tenant of the
+/// group must do so: one that gave up leaves the others to be refused at the emulator's
+/// `--group-timeout`).
 pub fn run_as_tenant(
     request: &RunRequest,
     target: &crate::run::AttachTarget,
     claim: cosim_link::attach::TenantClaim,
+    reattach: Option<&crate::recover::Reattach>,
+    notice: &mut dyn FnMut(&str),
 ) -> anyhow::Result<RunReport> {
     let prepared = crate::run::prepare(request)?;
-    Ok(crate::run::run_attached_tenant(request, target, prepared, claim)?.0)
+    Ok(match reattach {
+        Some(reattach) => crate::run::run_attached_tenant_reattaching(
+            request, target, prepared, claim, reattach, "axle run", notice,
+        )?,
+        None => crate::run::run_attached_tenant(request, target, prepared, claim)?,
+    }
+    .0)
 }
 
 /// The human report: one line per tenant, then the device.
