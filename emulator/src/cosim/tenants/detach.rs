@@ -71,6 +71,24 @@ pub enum DetachReason {
     /// turn of its own past the horizon, a flag no side writes): the attached server's
     /// words.
     TurnProtocol(String),
+    /// Its host waited for a response the device will never send: nothing was left to
+    /// happen (no device event, no host due) while another tenant had run to its end, so the
+    /// deadlock is its own ([`Emulator::run_tenants`]).
+    Deadlock,
+    /// Its run was not over at the run's virtual-time limit while another tenant had run to
+    /// its end ([`Emulator::run_tenants`]).
+    TimeLimit {
+        /// The limit, in nanoseconds of virtual time.
+        limit_ns: u64,
+    },
+    /// Its host spent its wall-time budget before its run ended (the in-process host's
+    /// budget, `axle run --wall-limit`): its agent had it detached at that turn.
+    WallOverrun {
+        /// Wall-clock milliseconds spent.
+        elapsed_ms: u64,
+        /// The budget, in milliseconds.
+        limit_ms: u64,
+    },
 }
 
 impl std::fmt::Display for DetachReason {
@@ -93,6 +111,20 @@ impl std::fmt::Display for DetachReason {
             DetachReason::TurnProtocol(broken) => {
                 write!(f, "its host broke the turn protocol: {broken}")
             }
+            DetachReason::Deadlock => f.write_str(
+                "deadlock of its own: its host waits for a response and the device has nothing left to do for it, while another tenant ran to its end",
+            ),
+            DetachReason::TimeLimit { limit_ns } => write!(
+                f,
+                "its run was not over at the virtual-time limit of {limit_ns} ns, while another tenant ran to its end"
+            ),
+            DetachReason::WallOverrun {
+                elapsed_ms,
+                limit_ms,
+            } => write!(
+                f,
+                "its host overran its wall-time budget: {elapsed_ms} ms spent of {limit_ms} ms"
+            ),
         }
     }
 }
