@@ -246,6 +246,10 @@ pub struct Sharing {
     scheduled: Vec<(Ticks, usize, DetachReason)>,
     /// Detaches the host agents asked for.
     requests: std::sync::Arc<detach::DetachRequests>,
+    /// Tenants detached so far, and whether each one's agent was told
+    /// ([`HostAgent::detached`]).
+    detaches: usize,
+    told: Vec<bool>,
 }
 
 impl Sharing {
@@ -263,6 +267,8 @@ impl Sharing {
             detached: vec![None; tenants],
             scheduled: Vec::new(),
             requests: std::sync::Arc::default(),
+            detaches: 0,
+            told: vec![false; tenants],
         }
     }
 
@@ -443,7 +449,13 @@ impl Emulator {
                 false => Wake::At(start),
             })
             .collect();
+        // Detaches whose agents were told ([`HostAgent::detached`]).
+        let mut told = 0;
         loop {
+            if told != self.sharing().detaches {
+                told = self.sharing().detaches;
+                self.tell_detached(hosts);
+            }
             // The host due first: the earliest wake, the lowest tenant at equal times.
             let mut host: Option<(Ticks, usize)> = None;
             let mut waiting = false;
@@ -667,6 +679,22 @@ impl Emulator {
                 *wake = Wake::Done;
             }
             self.settle(tenant);
+        }
+    }
+
+    /// Tells each detached tenant's agent, once, that it was detached
+    /// ([`HostAgent::detached`]).
+    fn tell_detached(&mut self, hosts: &mut [&mut dyn HostAgent]) {
+        for (tenant, host) in hosts.iter_mut().enumerate() {
+            let sharing = self.sharing();
+            let Some(record) = sharing.detached.get(tenant).and_then(Option::as_ref) else {
+                continue;
+            };
+            let (at, reason) = (record.at, record.reason.to_string());
+            if let Some(told @ false) = sharing.told.get_mut(tenant) {
+                *told = true;
+                host.detached(at, &reason);
+            }
         }
     }
 

@@ -319,8 +319,10 @@ impl Emulator {
             record.reason,
             ccm_items_cut.map_or("no".to_owned(), |items| format!("{items} items"))
         );
-        if let Some(slot) = self.sharing().detached.get_mut(tenant) {
+        let sharing = self.sharing();
+        if let Some(slot) = sharing.detached.get_mut(tenant) {
             *slot = Some(record.clone());
+            sharing.detaches += 1;
         }
         record
     }
