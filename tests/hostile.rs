@@ -1186,7 +1186,10 @@ fn a_tenant_whose_ring_the_device_latches_broken_is_told_and_freed_at_once() {
     take_turn(&zero_page, &zero);
     let mut link = RecordingLink::default();
     zero_page
-        .hand_over(DEVICE, &one_turn(&mut link, Wake::At(Ticks::from_ns(100_000))))
+        .hand_over(
+            DEVICE,
+            &one_turn(&mut link, Wake::At(Ticks::from_ns(100_000))),
+        )
         .unwrap();
     take_turn(&one_page, &one);
     let running = emulator.held();

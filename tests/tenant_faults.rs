@@ -338,7 +338,10 @@ fn stuck_tenant_is_detached(
     ))
     .unwrap();
     let record = killed.tenants[faulty].detached.as_ref().unwrap();
-    assert!(record.reason.contains("its host died"), "{label}: {record:?}");
+    assert!(
+        record.reason.contains("its host died"),
+        "{label}: {record:?}"
+    );
     assert_eq!(record.at_ns, detached.at_ns, "{label}");
     assert_eq!(
         others(&faulted, faulty),
