@@ -1234,6 +1234,52 @@ fn a_tenant_whose_ring_the_device_latches_broken_is_told_and_freed_at_once() {
     emulator.serves_an_honest_host(idle, "a tenant whose ring latched BROKEN");
 }
 
+/// Tenant 0 ends at its first turn; tenant 1 hands back a turn that asks for nothing and
+/// waits for a response: nothing is left to happen, and since tenant 0 ran to its end the
+/// deadlock is tenant 1's own: it alone is detached (at 0 ns), told so, and tenant 0 gets
+/// its outcome with no error.
+#[test]
+fn a_tenant_that_deadlocks_alone_is_detached_and_told_and_the_other_ends_well() {
+    let scratch = Scratch::new("hostile", "tenant-deadlock");
+    let mut emulator = EmulatorProcess::start(&scratch, &["--max-tenants", "2"]);
+    let idle = emulator.held();
+    let zero = Client::hello(&emulator.socket);
+    let _zero_memory = zero.request_tenant(claim("w", 0, 2), &honest_setup());
+    let one = Client::hello(&emulator.socket);
+    let _one_memory = one.request_tenant(claim("w", 1, 2), &honest_setup());
+    let (ready, zero_fds) = zero.ready().unwrap();
+    let zero_page = TurnPage::map(zero_fds[1].as_fd(), ready.turn_page_bytes).unwrap();
+    let (ready, one_fds) = one.ready().unwrap();
+    let one_page = TurnPage::map(one_fds[1].as_fd(), ready.turn_page_bytes).unwrap();
+    take_turn(&zero_page, &zero);
+    let mut link = RecordingLink::default();
+    zero_page
+        .hand_over(DEVICE, &one_turn(&mut link, Wake::Done))
+        .unwrap();
+    take_turn(&one_page, &one);
+    let mut link = RecordingLink::default();
+    one_page
+        .hand_over(DEVICE, &one_turn(&mut link, Wake::OnResponse))
+        .unwrap();
+    let reason = end_reason(&one);
+    assert!(
+        reason.contains("group w: tenant 1 was detached at 0 ns of virtual time")
+            && reason.contains("deadlock of its own"),
+        "{reason}"
+    );
+    let (end, _) = receive_message::<cosim_link::attach::SessionEnd>(
+        &zero.socket,
+        MessageKind::End,
+        0,
+        AttachError::EmulatorDied("before the outcome"),
+    )
+    .unwrap();
+    assert_eq!(end.error, None, "log:\n{}", emulator.log());
+    emulator.wait_for_log("1 of them detached mid-run", 1);
+    drop((zero, one, zero_page, one_page, zero_fds, one_fds));
+    emulator.serves_an_honest_host(idle, "a tenant that deadlocked alone");
+}
+
 /// The tenants of the process tests: a group of three at small scale; tenant 1, the one
 /// killed or stopped, has the longest run.
 const GROUP: [&str; 3] = ["knn-a", "pagerank", "ssb-q1.2"];
