@@ -266,8 +266,9 @@ struct RunManyArgs {
     wall_limit: Option<std::time::Duration>,
     /// Inject a fault into a tenant, to test that faults do not spread: TENANT:KIND@TIME,
     /// KIND kill (its host dies), stop (stops taking turns), malformed (its next launch
-    /// descriptor names no kernel) or heads-back (its flow-control heads go back to 0), at
-    /// TIME of virtual time (e.g. 1:kill@20us). At most one per tenant.
+    /// descriptor names no kernel), heads-back (its flow-control heads go back to 0), hang
+    /// (waits for ever for a response) or spin (polls for ever without a call), at TIME of
+    /// virtual time (e.g. 1:kill@20us). At most one per tenant, and a kill beside it (1:hang@5us --fault 1:kill@30us).
     #[arg(long, value_name = "TENANT:KIND@TIME")]
     fault: Vec<axle::tenants::faults::TenantFault>,
 }

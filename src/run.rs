@@ -190,6 +190,9 @@ pub(crate) struct WallBudget<'r, 'a> {
     now: Ticks,
     /// Wall time and virtual time when the budget was found spent.
     overrun: Option<(Duration, Ticks)>,
+    /// A tenant of a shared device: the handle that detaches it once its budget is spent
+    /// (`axle run-many`: the others run on).
+    detacher: Option<emulator::cosim::tenants::TenantDetacher>,
 }
 
 impl<'r, 'a> WallBudget<'r, 'a> {
@@ -201,7 +204,19 @@ impl<'r, 'a> WallBudget<'r, 'a> {
             calls: 0,
             now: Ticks::ZERO,
             overrun: None,
+            detacher: None,
         }
+    }
+
+    /// A tenant's budget: once spent, its tenant is detached through `detacher`
+    /// ([`DetachReason::WallOverrun`](emulator::cosim::tenants::DetachReason::WallOverrun))
+    /// at the turn (or delivery) that found it spent.
+    pub(crate) fn detaching(
+        mut self,
+        detacher: Option<emulator::cosim::tenants::TenantDetacher>,
+    ) -> Self {
+        self.detacher = detacher;
+        self
     }
 
     fn look(&mut self, now: Ticks) {
@@ -213,6 +228,13 @@ impl<'r, 'a> WallBudget<'r, 'a> {
         let elapsed = self.started.elapsed();
         if elapsed > self.limit {
             self.overrun = Some((elapsed, self.now));
+            if let Some(detacher) = &self.detacher {
+                let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+                detacher.detach(emulator::cosim::tenants::DetachReason::WallOverrun {
+                    elapsed_ms: ms(elapsed),
+                    limit_ms: ms(self.limit),
+                });
+            }
         }
     }
 

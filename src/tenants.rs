@@ -274,7 +274,11 @@ pub fn run_many(request: &ManyRequest) -> anyhow::Result<ManyReport> {
         )>,
     > = (0..tenants)
         .map(|tenant| {
-            let fault = request.faults.iter().find(|f| f.tenant == tenant)?;
+            let fault = request
+                .faults
+                .iter()
+                .find(|f| f.tenant == tenant && f.kind != faults::FaultKind::Kill)
+                .or_else(|| request.faults.iter().find(|f| f.tenant == tenant))?;
             Some((*fault, device.detacher(tenant)?))
         })
         .collect();
@@ -305,7 +309,10 @@ pub fn run_many(request: &ManyRequest) -> anyhow::Result<ManyReport> {
         let (overruns, cosim) = {
             let mut budgets: Vec<WallBudget<'_, '_>> = runtimes
                 .iter_mut()
-                .map(|runtime| WallBudget::new(runtime, limit))
+                .enumerate()
+                .map(|(tenant, runtime)| {
+                    WallBudget::new(runtime, limit).detaching(device.detacher(tenant))
+                })
                 .collect();
             let mut faulty: Vec<faults::FaultyHost<'_>> = budgets
                 .iter_mut()
@@ -339,13 +346,18 @@ pub fn run_many(request: &ManyRequest) -> anyhow::Result<ManyReport> {
         let figures = device.tenant_figures(tenant).unwrap_or_default();
         let detached = device.detached(tenant).map(DetachedReport::of);
         let outcome = match (&cosim, overrun) {
+            // A tenant detached for its overrun is reported as detached, with its figures
+            // up to then.
+            (_, Some(_)) if detached.is_some() => Ok(()),
             (_, Some(overrun)) => Err(overrun),
             (Err(error), None) => Err(RunFailure::CoSim(error.clone())),
             (Ok(()), None) => Ok(()),
         };
         // A tenant that was detached, or whose runtime failed, is reported with its figures
-        // up to then; the others' reports stand. The co-simulation's own errors (deadlock,
-        // the time limit, the wall-time budget) still end the whole run.
+        // up to then; the others' reports stand. A deadlock or the time limit that is one
+        // tenant's (another ran to its end), or its wall-time budget spent, detaches it
+        // (`DetachReason`); the device's own (nobody ran to its end) still ends the whole
+        // run.
         let failed = failure.as_ref().map(|error| {
             RunFailed {
                 workload: one.workload.clone(),

@@ -1087,7 +1087,7 @@ fn a_tenant_that_dies_mid_run_is_detached_and_the_others_run_on() {
     emulator.wait_for_log("group d: tenant 1 (host pid", 1);
     emulator.wait_for_log("detached at 0 ns of virtual time, after", 1);
     emulator.wait_for_log(
-        "its host died (its session went away); the other tenants ran on",
+        "its host died (its session went away); the other tenants run on",
         1,
     );
     emulator.wait_for_log("1 of them detached mid-run", 1);
@@ -1117,10 +1117,14 @@ fn a_tenant_that_breaks_the_turn_protocol_is_detached_and_the_others_run_on() {
         .hand_over(DEVICE, &one_turn(&mut link, Wake::At(Ticks(1_000))))
         .unwrap();
     take_turn(&one_page, &one);
+    let running = emulator.held();
     one_page
         .hand_over(DEVICE, &with_trailer(&[0xff; 8]))
         .unwrap();
     take_turn(&zero_page, &zero);
+    // The group still runs (the emulator waits for tenant 0's turn): tenant 1's turn page,
+    // socket, memory and registers are freed already.
+    freed_at_the_detach(&emulator, running, "a tenant that broke the turn protocol");
     let mut link = RecordingLink::default();
     zero_page
         .hand_over(DEVICE, &one_turn(&mut link, Wake::Done))
@@ -1138,12 +1142,142 @@ fn a_tenant_that_breaks_the_turn_protocol_is_detached_and_the_others_run_on() {
         reason.contains("group l: tenant 1 was detached at 0 ns of virtual time")
             && reason.contains("broke the turn protocol")
             && reason.contains("unknown link call code")
-            && reason.contains("the other tenants ran on"),
+            && reason.contains("the other tenants run on"),
         "{reason}"
     );
     emulator.wait_for_log("1 of them detached mid-run", 1);
     drop((zero, one, zero_page, one_page, zero_fds, one_fds));
     emulator.serves_an_honest_host(idle, "a tenant that broke the turn protocol");
+}
+
+/// Requires the emulator to have freed what tenant 1 of a group of two made it hold: its
+/// socket, its turn page, its host memory, its device memory and its register page (three
+/// descriptors and four memfd mappings, measured: 13 and 8 with both tenants, 10 and 4
+/// after); `running` is what the emulator held with both tenants attached.
+fn freed_at_the_detach(emulator: &EmulatorProcess, running: Held, after: &str) {
+    let now = emulator.held();
+    assert!(
+        now.descriptors + 3 <= running.descriptors
+            && now.memfd_mappings + 4 <= running.memfd_mappings,
+        "after {after}, while the group still runs, the emulator holds {now:?} (with the tenant: {running:?}); its log:\n{}",
+        emulator.log()
+    );
+}
+
+/// Tenant 1 sends a back-streaming launch before any DMA region: the device latches its
+/// ring BROKEN (`NoRegion`) and detaches it by itself at the store's arrival. Tenant 1 is
+/// told so (which tenant, why, when), its turn page, socket and memory are freed while
+/// tenant 0 still runs, and tenant 0 runs on to its end with no error.
+#[test]
+fn a_tenant_whose_ring_the_device_latches_broken_is_told_and_freed_at_once() {
+    use shared_abi::command::{KernelId, LaunchMode};
+    use shared_abi::{device_map, CommandDescriptor};
+    let scratch = Scratch::new("hostile", "tenant-broken");
+    let mut emulator = EmulatorProcess::start(&scratch, &["--max-tenants", "2"]);
+    let idle = emulator.held();
+    let zero = Client::hello(&emulator.socket);
+    let _zero_memory = zero.request_tenant(claim("b", 0, 2), &honest_setup());
+    let one = Client::hello(&emulator.socket);
+    let _one_memory = one.request_tenant(claim("b", 1, 2), &honest_setup());
+    let (ready, zero_fds) = zero.ready().unwrap();
+    let zero_page = TurnPage::map(zero_fds[1].as_fd(), ready.turn_page_bytes).unwrap();
+    let (ready, one_fds) = one.ready().unwrap();
+    let one_page = TurnPage::map(one_fds[1].as_fd(), ready.turn_page_bytes).unwrap();
+    take_turn(&zero_page, &zero);
+    let mut link = RecordingLink::default();
+    zero_page
+        .hand_over(
+            DEVICE,
+            &one_turn(&mut link, Wake::At(Ticks::from_ns(100_000))),
+        )
+        .unwrap();
+    take_turn(&one_page, &one);
+    let running = emulator.held();
+    let database = device_map::DATA_BASE.0;
+    let launch = CommandDescriptor {
+        kernel: KernelId::KnnDistance as u32,
+        mode: LaunchMode::BackStreaming as u32,
+        tag: 5,
+        flags: 0,
+        result_address: database + 4 * 64 * 4 + 64 * 4,
+        result_length: 16,
+        args: [database, database + 4 * 64 * 4, 4 | 64 << 32, 1],
+    };
+    let mut link = RecordingLink::default();
+    link.mem_store(Ticks(0), device_map::LAUNCH_WINDOW, launch.as_bytes());
+    one_page
+        .hand_over(DEVICE, &one_turn(&mut link, Wake::OnResponse))
+        .unwrap();
+    let reason = end_reason(&one);
+    assert!(
+        reason.contains("group b: tenant 1 was detached at ")
+            && reason.contains("its ring was latched BROKEN")
+            && reason.contains("the other tenants run on"),
+        "{reason}"
+    );
+    take_turn(&zero_page, &zero);
+    freed_at_the_detach(&emulator, running, "a ring latched BROKEN");
+    let mut link = RecordingLink::default();
+    zero_page
+        .hand_over(DEVICE, &one_turn(&mut link, Wake::Done))
+        .unwrap();
+    let (end, _) = receive_message::<cosim_link::attach::SessionEnd>(
+        &zero.socket,
+        MessageKind::End,
+        0,
+        AttachError::EmulatorDied("before the outcome"),
+    )
+    .unwrap();
+    assert_eq!(end.error, None, "log:\n{}", emulator.log());
+    emulator.wait_for_log("1 of them detached mid-run", 1);
+    drop((zero, one, zero_page, one_page, zero_fds, one_fds));
+    emulator.serves_an_honest_host(idle, "a tenant whose ring latched BROKEN");
+}
+
+/// Tenant 0 ends at its first turn; tenant 1 hands back a turn that asks for nothing and
+/// waits for a response: nothing is left to happen, and since tenant 0 ran to its end the
+/// deadlock is tenant 1's own: it alone is detached (at 0 ns), told so, and tenant 0 gets
+/// its outcome with no error.
+#[test]
+fn a_tenant_that_deadlocks_alone_is_detached_and_told_and_the_other_ends_well() {
+    let scratch = Scratch::new("hostile", "tenant-deadlock");
+    let mut emulator = EmulatorProcess::start(&scratch, &["--max-tenants", "2"]);
+    let idle = emulator.held();
+    let zero = Client::hello(&emulator.socket);
+    let _zero_memory = zero.request_tenant(claim("w", 0, 2), &honest_setup());
+    let one = Client::hello(&emulator.socket);
+    let _one_memory = one.request_tenant(claim("w", 1, 2), &honest_setup());
+    let (ready, zero_fds) = zero.ready().unwrap();
+    let zero_page = TurnPage::map(zero_fds[1].as_fd(), ready.turn_page_bytes).unwrap();
+    let (ready, one_fds) = one.ready().unwrap();
+    let one_page = TurnPage::map(one_fds[1].as_fd(), ready.turn_page_bytes).unwrap();
+    take_turn(&zero_page, &zero);
+    let mut link = RecordingLink::default();
+    zero_page
+        .hand_over(DEVICE, &one_turn(&mut link, Wake::Done))
+        .unwrap();
+    take_turn(&one_page, &one);
+    let mut link = RecordingLink::default();
+    one_page
+        .hand_over(DEVICE, &one_turn(&mut link, Wake::OnResponse))
+        .unwrap();
+    let reason = end_reason(&one);
+    assert!(
+        reason.contains("group w: tenant 1 was detached at 0 ns of virtual time")
+            && reason.contains("deadlock of its own"),
+        "{reason}"
+    );
+    let (end, _) = receive_message::<cosim_link::attach::SessionEnd>(
+        &zero.socket,
+        MessageKind::End,
+        0,
+        AttachError::EmulatorDied("before the outcome"),
+    )
+    .unwrap();
+    assert_eq!(end.error, None, "log:\n{}", emulator.log());
+    emulator.wait_for_log("1 of them detached mid-run", 1);
+    drop((zero, one, zero_page, one_page, zero_fds, one_fds));
+    emulator.serves_an_honest_host(idle, "a tenant that deadlocked alone");
 }
 
 /// The tenants of the process tests: a group of three at small scale; tenant 1, the one
@@ -1292,7 +1426,7 @@ fn a_tenant_process_killed_mid_run_is_detached_and_the_others_verify() {
     kill(Pid::from_raw(victim.pid()), Signal::SIGKILL).unwrap();
     let _ = victim.wait_for_exit(DEADLINE);
     emulator.wait_for_log(
-        "its host died (its session went away); the other tenants ran on",
+        "its host died (its session went away); the other tenants run on",
         1,
     );
     let at = detached_at_ns(&emulator);
@@ -1332,7 +1466,7 @@ fn a_tenant_process_killed_while_it_runs_is_detached_at_its_turns_time() {
     let log = emulator.log();
     let fault = log.contains("emulator: tenant 1 detached at ").then(|| {
         assert!(
-            log.contains("its host died (its session went away); the other tenants ran on"),
+            log.contains("its host died (its session went away); the other tenants run on"),
             "{log}"
         );
         format!("1:kill@{}", detached_at_ns(&emulator))

@@ -277,3 +277,186 @@ fn run_many_reports_a_detached_tenant_and_exits_non_zero() {
         assert!(stderr.contains(expected), "{fault}: {stderr}");
     }
 }
+
+/// `request` with `faults` injected (a kill beside another fault of the same tenant: the
+/// faulty host dies then).
+fn with_faults(request: &ManyRequest, faults: &[(usize, FaultKind, u64)]) -> ManyRequest {
+    ManyRequest {
+        faults: faults
+            .iter()
+            .map(|&(tenant, kind, at_ns)| TenantFault {
+                tenant,
+                kind,
+                at_ns,
+            })
+            .collect(),
+        ..request.clone()
+    }
+}
+
+/// Tenant `faulty` goes wrong with `kind` at `at_ns` in a way that is its own (it hangs, or
+/// spins for ever): it is detached for `reason` at a defined virtual time, the others run to
+/// their end and verify, the report repeats byte for byte, and the others' figures equal
+/// those of a run where the same faulty host is killed (a scheduled detach) at that time.
+/// Returns the report and the detach's time.
+fn stuck_tenant_is_detached(
+    request: &ManyRequest,
+    faulty: usize,
+    kind: FaultKind,
+    at_ns: u64,
+    reason: &str,
+) -> (ManyReport, u64) {
+    let label = format!("{} {kind:?}@{at_ns}", request.mode.name());
+    let faulted = run_many(&with_fault(request, faulty, kind, at_ns))
+        .unwrap_or_else(|error| panic!("{label}: the whole run failed: {error:#}"));
+    let again = run_many(&with_fault(request, faulty, kind, at_ns)).unwrap();
+    assert_eq!(
+        serde_json::to_string(&faulted).unwrap(),
+        serde_json::to_string(&again).unwrap(),
+        "{label}: the same faulty run twice"
+    );
+    assert!(!faulted.verified, "{label}");
+    let detached = faulted.tenants[faulty]
+        .detached
+        .clone()
+        .unwrap_or_else(|| panic!("{label}: not detached"));
+    assert!(detached.reason.contains(reason), "{label}: {detached:?}");
+    assert!(detached.at_ns >= at_ns, "{label}: {detached:?}");
+    for other in faulted.tenants.iter().filter(|t| t.tenant != faulty) {
+        assert!(
+            other.shared.verified && other.completed(),
+            "{label}: tenant {}",
+            other.tenant
+        );
+    }
+    let killed = run_many(&with_faults(
+        request,
+        &[
+            (faulty, kind, at_ns),
+            (faulty, FaultKind::Kill, detached.at_ns),
+        ],
+    ))
+    .unwrap();
+    let record = killed.tenants[faulty].detached.as_ref().unwrap();
+    assert!(
+        record.reason.contains("its host died"),
+        "{label}: {record:?}"
+    );
+    assert_eq!(record.at_ns, detached.at_ns, "{label}");
+    assert_eq!(
+        others(&faulted, faulty),
+        others(&killed, faulty),
+        "{label}: the others' figures differ from a clean detach at {} ns",
+        detached.at_ns
+    );
+    (faulted, detached.at_ns)
+}
+
+/// A host that waits for ever for a response that never comes (`hang`), in every mode,
+/// early in its run and after the others ended: once nothing else can happen, the deadlock
+/// is found to be its own (the others ran to their end) and it alone is detached, then; the
+/// others are as if it had been killed at that time. Hung after the others ended, the
+/// others' figures are those of the run without a fault, and of a run where its honest host
+/// is killed at that time.
+#[test]
+fn a_tenant_that_deadlocks_alone_is_detached_and_the_others_run_to_their_end() {
+    for mode in MODES {
+        let request = request(&MIX, mode, None);
+        let clean = run_many(&request).unwrap();
+        let others_end = clean
+            .tenants
+            .iter()
+            .filter(|t| t.tenant != 1)
+            .map(|t| t.shared.metrics.end_to_end_ns)
+            .max()
+            .unwrap();
+        assert!(
+            clean.tenants[1].shared.metrics.end_to_end_ns > others_end + 1_000,
+            "{}: pagerank ends last",
+            mode.name()
+        );
+        stuck_tenant_is_detached(&request, 1, FaultKind::Hang, 5_000, "deadlock of its own");
+        let (late, at_ns) = stuck_tenant_is_detached(
+            &request,
+            1,
+            FaultKind::Hang,
+            others_end + 1_000,
+            "deadlock of its own",
+        );
+        assert_eq!(others(&late, 1), others(&clean, 1), "{}", mode.name());
+        let honest = run_many(&with_fault(&request, 1, FaultKind::Kill, at_ns)).unwrap();
+        assert_eq!(others(&late, 1), others(&honest, 1), "{}", mode.name());
+    }
+}
+
+/// A host that polls for ever without a call (`spin`) never ends: it alone is detached at
+/// the run's virtual-time limit, and the others are as if it had been killed then.
+#[test]
+fn a_tenant_that_never_ends_is_detached_at_the_time_limit_and_the_others_run_to_their_end() {
+    for mode in [Mode::Bs, Mode::Axle] {
+        let (_, at_ns) = stuck_tenant_is_detached(
+            &request(&MIX, mode, None),
+            1,
+            FaultKind::Spin,
+            20_000,
+            "virtual-time limit",
+        );
+        assert_eq!(at_ns, axle::config::VIRTUAL_TIME_LIMIT_NS);
+    }
+}
+
+/// When nobody can progress and no tenant ran to its end, the deadlock (or the time limit)
+/// is the whole device's: the run fails as a whole, with the co-simulation's error.
+#[test]
+fn a_deadlock_or_time_limit_of_every_tenant_still_ends_the_whole_run() {
+    let request = request(&["knn-a", "pagerank"], Mode::Axle, None);
+    let error = run_many(&with_faults(
+        &request,
+        &[(0, FaultKind::Hang, 1_000), (1, FaultKind::Hang, 1_000)],
+    ))
+    .unwrap_err();
+    assert!(format!("{error:#}").contains("deadlock"), "{error:#}");
+    let error = run_many(&with_faults(
+        &request,
+        &[(0, FaultKind::Spin, 1_000), (1, FaultKind::Hang, 1_000)],
+    ))
+    .unwrap_err();
+    assert!(
+        format!("{error:#}").contains("virtual-time limit"),
+        "{error:#}"
+    );
+}
+
+/// A tenant that spends its wall-time budget is detached at the turn that found it spent,
+/// with the budget in the reason; the run does not fail as a whole. With a budget of 0,
+/// every tenant that makes enough calls for the clock to be read (`WALL_CHECK_EVERY`) is
+/// detached, the others run to their end; the report names each.
+#[test]
+fn a_tenant_over_its_wall_time_budget_is_detached_not_the_whole_run() {
+    let mut request = ManyRequest {
+        wall_limit: Some(std::time::Duration::ZERO),
+        ..request(&MIX, Mode::Axle, None)
+    };
+    // KNN with 256 queries makes thousands of calls into its host: its clock is read.
+    request.config.workload.queries = 256;
+    let report = run_many(&request).unwrap();
+    let mut detached = 0;
+    for tenant in &report.tenants {
+        match &tenant.detached {
+            Some(record) => {
+                assert!(
+                    record.reason.contains("overran its wall-time budget")
+                        && record.reason.contains("of 0 ms"),
+                    "{record:?}"
+                );
+                detached += 1;
+            }
+            None => assert!(tenant.shared.verified, "tenant {}", tenant.tenant),
+        }
+    }
+    assert!(
+        report.tenants[0].detached.is_some() && detached < report.tenants.len(),
+        "{}",
+        axle::tenants::human(&report)
+    );
+}

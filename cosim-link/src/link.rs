@@ -331,6 +331,13 @@ pub trait HostAgent {
     fn ended(&self) -> Option<String> {
         None
     }
+    /// The device detached this agent's tenant at `at` for `reason` (a shared run,
+    /// `Emulator::run_tenants`): it gets no more turns nor responses. An agent serving a host
+    /// in another process tells it and frees what it holds for it now, while the others run
+    /// on. The default: nothing.
+    fn detached(&mut self, at: Ticks, reason: &str) {
+        let _ = (at, reason);
+    }
 }
 
 #[cfg(test)]

@@ -18,6 +18,14 @@
 //!   what the host had sent before. The firmware notices when it next reads the heads (only
 //!   when its cached heads say a ring is full), latches the ring BROKEN, and the device
 //!   detaches the tenant. A head the device never reads harms nobody.
+//! - `hang@T`: from its first turn at or after `T`, the host makes no call and waits for a
+//!   response that never comes (a host blocked for ever). Once nothing else can happen, the
+//!   device finds the deadlock its own (another tenant ran to its end) and detaches it
+//!   ([`DetachReason::Deadlock`]).
+//! - `spin@T`: from its first turn at or after `T`, the host makes no call and polls on its
+//!   own for ever (at intervals doubling from 1 µs): it never ends, and is detached at the
+//!   run's virtual-time limit ([`DetachReason::TimeLimit`]) if another tenant ran to its
+//!   end.
 //!
 //! The injected hosts make exactly the calls the honest ones make, at the same times, but
 //! for the bytes of the stores they corrupt.
@@ -40,6 +48,10 @@ pub enum FaultKind {
     Malformed,
     /// Its flow-control heads go back to 0.
     HeadsBack,
+    /// Its host waits for ever for a response that never comes.
+    Hang,
+    /// Its host polls for ever without a call.
+    Spin,
 }
 
 impl FaultKind {
@@ -50,6 +62,8 @@ impl FaultKind {
             FaultKind::Stop => "stop",
             FaultKind::Malformed => "malformed",
             FaultKind::HeadsBack => "heads-back",
+            FaultKind::Hang => "hang",
+            FaultKind::Spin => "spin",
         }
     }
 }
@@ -68,11 +82,12 @@ pub struct TenantFault {
 impl std::str::FromStr for TenantFault {
     type Err = anyhow::Error;
 
-    /// `TENANT:KIND@TIME`, e.g. `1:kill@20us`; KIND is kill, stop, malformed or heads-back;
+    /// `TENANT:KIND@TIME`, e.g. `1:kill@20us`; KIND is kill, stop, malformed, heads-back,
+    /// hang or spin;
     /// TIME is a duration (`20us`, `1.5ms`) or nanoseconds.
     fn from_str(text: &str) -> anyhow::Result<TenantFault> {
         let form =
-            "give TENANT:KIND@TIME, e.g. 1:kill@20us (KIND: kill, stop, malformed, heads-back)";
+            "give TENANT:KIND@TIME, e.g. 1:kill@20us (KIND: kill, stop, malformed, heads-back, hang, spin)";
         let (tenant, rest) = text
             .split_once(':')
             .with_context(|| format!("--fault {text:?}: {form}"))?;
@@ -87,6 +102,8 @@ impl std::str::FromStr for TenantFault {
             "stop" => FaultKind::Stop,
             "malformed" => FaultKind::Malformed,
             "heads-back" => FaultKind::HeadsBack,
+            "hang" => FaultKind::Hang,
+            "spin" => FaultKind::Spin,
             other => anyhow::bail!("--fault {text:?}: unknown fault {other:?}; {form}"),
         };
         let at = at.trim();
@@ -103,8 +120,8 @@ impl std::str::FromStr for TenantFault {
     }
 }
 
-/// Checks `faults` for `tenants` tenants: each names one of them, one fault per tenant, at a
-/// time within `limit_ns`.
+/// Checks `faults` for `tenants` tenants: each names one of them, one fault per tenant (and
+/// a kill beside it: a faulty host that dies at a time), at a time within `limit_ns`.
 pub fn check(faults: &[TenantFault], tenants: usize, limit_ns: u64) -> anyhow::Result<()> {
     for (index, fault) in faults.iter().enumerate() {
         if fault.tenant >= tenants {
@@ -116,9 +133,21 @@ pub fn check(faults: &[TenantFault], tenants: usize, limit_ns: u64) -> anyhow::R
                 tenants.saturating_sub(1)
             );
         }
-        if faults[..index].iter().any(|f| f.tenant == fault.tenant) {
+        // One fault per tenant, and a kill beside it (the faulty host dies at the kill).
+        let same = |f: &&TenantFault| f.tenant == fault.tenant;
+        let kills = faults[..=index]
+            .iter()
+            .filter(same)
+            .filter(|f| f.kind == FaultKind::Kill)
+            .count();
+        let others = faults[..=index]
+            .iter()
+            .filter(same)
+            .filter(|f| f.kind != FaultKind::Kill)
+            .count();
+        if kills > 1 || others > 1 {
             anyhow::bail!(
-                "--fault: tenant {} has two faults; give at most one per tenant",
+                "--fault: tenant {} has two faults; give at most one per tenant (and a kill beside it)",
                 fault.tenant
             );
         }
@@ -141,6 +170,8 @@ pub(crate) struct FaultyHost<'h> {
     fault: Option<(TenantFault, TenantDetacher)>,
     /// The malformed launch was sent.
     corrupted: bool,
+    /// A spinning host's next interval, in ticks (0: not spinning yet).
+    spin: u64,
 }
 
 impl<'h> FaultyHost<'h> {
@@ -152,6 +183,7 @@ impl<'h> FaultyHost<'h> {
             inner,
             fault,
             corrupted: false,
+            spin: 0,
         }
     }
 }
@@ -171,7 +203,14 @@ impl HostAgent for FaultyHost<'_> {
                 detacher.detach(DetachReason::Stopped { waited_ms: 0 });
                 Wake::Done
             }
-            FaultKind::Kill | FaultKind::Stop => self.inner.turn(now, link),
+            FaultKind::Hang if now >= at => Wake::OnResponse,
+            FaultKind::Spin if now >= at => {
+                self.spin = self.spin.saturating_mul(2).max(Ticks::from_ns(1_000).0);
+                Wake::At(Ticks(now.0.saturating_add(self.spin)))
+            }
+            FaultKind::Kill | FaultKind::Stop | FaultKind::Hang | FaultKind::Spin => {
+                self.inner.turn(now, link)
+            }
             FaultKind::Malformed | FaultKind::HeadsBack => {
                 let mut corrupting = Corrupting {
                     link,
@@ -316,6 +355,12 @@ mod tests {
         let error = check(&[two(2)], 2, 10).unwrap_err().to_string();
         assert!(error.contains("this run has 2 tenants (0 to 1)"), "{error}");
         assert!(check(&[two(0), two(0)], 2, 10).is_err());
+        let kill = TenantFault {
+            kind: FaultKind::Kill,
+            ..two(0)
+        };
+        assert!(check(&[two(0), kill], 2, 10).is_ok());
+        assert!(check(&[kill, two(0), kill], 2, 10).is_err());
         let late = TenantFault {
             at_ns: 11,
             ..two(0)

@@ -246,6 +246,10 @@ pub struct Sharing {
     scheduled: Vec<(Ticks, usize, DetachReason)>,
     /// Detaches the host agents asked for.
     requests: std::sync::Arc<detach::DetachRequests>,
+    /// Tenants detached so far, and whether each one's agent was told
+    /// ([`HostAgent::detached`]).
+    detaches: usize,
+    told: Vec<bool>,
 }
 
 impl Sharing {
@@ -263,6 +267,8 @@ impl Sharing {
             detached: vec![None; tenants],
             scheduled: Vec::new(),
             requests: std::sync::Arc::default(),
+            detaches: 0,
+            told: vec![false; tenants],
         }
     }
 
@@ -443,7 +449,13 @@ impl Emulator {
                 false => Wake::At(start),
             })
             .collect();
+        // Detaches whose agents were told ([`HostAgent::detached`]).
+        let mut told = 0;
         loop {
+            if told != self.sharing().detaches {
+                told = self.sharing().detaches;
+                self.tell_detached(hosts);
+            }
             // The host due first: the earliest wake, the lowest tenant at equal times.
             let mut host: Option<(Ticks, usize)> = None;
             let mut waiting = false;
@@ -471,9 +483,15 @@ impl Emulator {
                 (Some(_), None) => true,
                 (None, Some(_)) => false,
                 (None, None) => {
+                    // Nothing left to happen: the tenants still waiting are stuck. Theirs
+                    // alone when another tenant ran to its end; the whole device's otherwise.
+                    let now = self.hardware.now;
+                    if self.detach_unfinished(&mut wakes, now, DetachReason::Deadlock) {
+                        continue;
+                    }
                     return Err(CoSimError::Deadlock {
                         at_ns: self.hardware.now.as_ns(),
-                    })
+                    });
                 }
             };
             let next = if device_first {
@@ -483,6 +501,14 @@ impl Emulator {
             }
             .unwrap_or(Ticks::NEVER);
             if next > limit {
+                // Everything up to the limit ran. The tenants not done then are detached at
+                // the limit when another tenant ran to its end; otherwise the run failed.
+                let at_limit = DetachReason::TimeLimit {
+                    limit_ns: limit.as_ns(),
+                };
+                if self.detach_unfinished(&mut wakes, limit, at_limit) {
+                    continue;
+                }
                 return Err(CoSimError::TimeLimit {
                     limit_ns: limit.as_ns(),
                 });
@@ -654,6 +680,48 @@ impl Emulator {
             }
             self.settle(tenant);
         }
+    }
+
+    /// Tells each detached tenant's agent, once, that it was detached
+    /// ([`HostAgent::detached`]).
+    fn tell_detached(&mut self, hosts: &mut [&mut dyn HostAgent]) {
+        for (tenant, host) in hosts.iter_mut().enumerate() {
+            let sharing = self.sharing();
+            let Some(record) = sharing.detached.get(tenant).and_then(Option::as_ref) else {
+                continue;
+            };
+            let (at, reason) = (record.at, record.reason.to_string());
+            if let Some(told @ false) = sharing.told.get_mut(tenant) {
+                *told = true;
+                host.detached(at, &reason);
+            }
+        }
+    }
+
+    /// When nothing more can happen before the limit (a deadlock, or the limit reached):
+    /// if some tenant ran to its end (done, not detached), the tenants not done are stuck on
+    /// their own and are detached at `at` (now, or the limit) for `reason`, and the run goes
+    /// on (it then ends, every host done). Returns whether it detached them; `false` (nobody
+    /// ran to its end) leaves the run to fail as a whole.
+    fn detach_unfinished(&mut self, wakes: &mut [Wake], at: Ticks, reason: DetachReason) -> bool {
+        let ran_to_its_end = wakes
+            .iter()
+            .enumerate()
+            .any(|(tenant, wake)| *wake == Wake::Done && !self.sharing().is_detached(tenant));
+        if !ran_to_its_end {
+            return false;
+        }
+        self.hardware.now = self.hardware.now.max(at);
+        for tenant in 0..wakes.len() {
+            if matches!(wakes.get(tenant), Some(Wake::At(_) | Wake::OnResponse)) {
+                self.detach_now(tenant, reason.clone());
+                if let Some(wake) = wakes.get_mut(tenant) {
+                    *wake = Wake::Done;
+                }
+                self.settle(tenant);
+            }
+        }
+        true
     }
 
     /// Tenants whose rings latched BROKEN while [`Emulator::retry_dma`] stepped them: their

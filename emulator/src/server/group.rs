@@ -32,7 +32,11 @@
 //!   registers released then), the emulator logs the tenant, the reason, the virtual time and
 //!   the wall time it waited, and every other tenant runs on to its end and gets its outcome.
 //!   A dead host is sent nothing; a stopped one, or one that broke the protocol, is told it
-//!   was detached. Its turn page and socket are closed when the group's run ends;
+//!   was detached (which tenant, why, at what virtual time). The same goes for a tenant the
+//!   device detaches by itself (its ring latched BROKEN, a link request beyond the bounds, a
+//!   deadlock or the time limit that is its own: `crate::cosim::tenants::DetachReason`).
+//!   Its turn page and the server's end of its socket are freed at the detach
+//!   ([`RemoteHost`]'s `HostAgent::detached`), while the others run on;
 //! - outlive the session limit (`--session-limit`), or be served while the emulator stops:
 //!   the whole group's run ends
 //!   ([`CoSimError::TenantEnded`](crate::cosim::CoSimError::TenantEnded)); every other
@@ -42,10 +46,10 @@
 //! [`SessionReady`]: cosim_link::attach::SessionReady
 
 use super::accept::{log_session_error, peer_pid, Reaper, Signals};
-use super::remote_host::RemoteHost;
+use super::remote_host::{Held, RemoteHost};
 use super::session::{answer_hello, receive, refuse, Requested};
 use super::{ServeOptions, ATTACH_STEP_TIMEOUT};
-use crate::cosim::tenants::{DetachReason, SharePolicy, TenantSetup};
+use crate::cosim::tenants::{SharePolicy, TenantSetup};
 use crate::cosim::Emulator;
 use crate::dram::DeviceDram;
 use crate::shm::DeviceSegment;
@@ -491,42 +495,6 @@ fn send_ready(
     .map_err(|e| format!("tenant {tenant} (host pid {}): {e}", member.pid))
 }
 
-/// A tenant whose host agent had it detached (its host died, kept its turn past the turn
-/// timeout, or broke the turn protocol): logged (tenant, reason, virtual time, wall time
-/// waited for the turn); what it is told: `None` when its socket is gone (it died), or when
-/// it was not detached for its host's sake (a ring the device latched BROKEN: its host gets
-/// its outcome as ever).
-fn detached_host(
-    emulator: &Emulator,
-    name: &str,
-    tenant: usize,
-    member: &Member,
-    host: &RemoteHost<'_>,
-) -> Option<String> {
-    let record = emulator.detached(tenant)?;
-    let waited = host.waited?;
-    if !matches!(
-        record.reason,
-        DetachReason::Dead | DetachReason::Stopped { .. } | DetachReason::TurnProtocol(_)
-    ) {
-        return None;
-    }
-    log::warn!(
-        "emu: group {name}: tenant {tenant} (host pid {}) detached at {} ns of virtual time, after {} ms of wall time waiting for its turn: {}; the other tenants ran on",
-        member.pid,
-        record.at.as_ns(),
-        waited.as_millis(),
-        record.reason
-    );
-    (record.reason != DetachReason::Dead).then(|| {
-        format!(
-            "group {name}: tenant {tenant} was detached at {} ns of virtual time: {}; the other tenants ran on",
-            record.at.as_ns(),
-            record.reason
-        )
-    })
-}
-
 /// Runs a complete group: its device built, each tenant sent its segments, the run, each
 /// tenant's outcome; then everything is freed on the reaper's thread.
 fn run_group(group: Group, signals: &Signals, options: &ServeOptions, reaper: &mut Reaper) {
@@ -556,34 +524,29 @@ fn run_group(group: Group, signals: &Signals, options: &ServeOptions, reaper: &m
             return;
         }
     }
-    let pages: Vec<TurnPage> = pages.into_iter().map(|(page, _)| page).collect();
     // The device holds each tenant's host memory now: a tenant detached mid-run has its
-    // mapping released at its detach, not at the group's end.
-    let mut members = members;
-    for member in &mut members {
-        if let Ok(none) = cosim_link::phys::PhysicalMemory::new(0) {
-            member.requested.host_memory = cosim_link::sync::Arc::new(none);
-        }
-    }
-    log::info!(
-        "emu: group {name}: {} tenants; segments exchanged; the run starts",
-        members.len()
-    );
+    // mapping released at its detach, not at the group's end; each tenant's host agent owns
+    // its turn page and its end of the socket, freed at its detach too.
     let limit = members
         .iter()
         .map(|member| member.requested.setup.limit_ns)
         .min()
         .unwrap_or(0);
+    let pids: Vec<i32> = members.iter().map(|member| member.pid).collect();
+    log::info!(
+        "emu: group {name}: {} tenants; segments exchanged; the run starts",
+        members.len()
+    );
     let deadline = Instant::now().checked_add(options.session_limit);
     let mut hosts: Vec<RemoteHost<'_>> = members
-        .iter()
-        .zip(&pages)
+        .into_iter()
+        .zip(pages)
         .enumerate()
-        .map(|(tenant, (member, page))| {
+        .map(|(tenant, (member, (page, _)))| {
             let _ = member.stream.set_read_timeout(None);
             RemoteHost {
-                page,
-                peer: &member.stream,
+                page: Held::Owned(page),
+                peer: Held::Owned(member.stream),
                 signals,
                 pending: DeviceTurn::default(),
                 turns: 0,
@@ -595,6 +558,7 @@ fn run_group(group: Group, signals: &Signals, options: &ServeOptions, reaper: &m
                 die_after_hand_overs: options.die_after_hand_overs,
                 detacher: emulator.detacher(tenant),
                 waited: None,
+                seat: Some((name.clone(), member.pid)),
             }
         })
         .collect();
@@ -612,17 +576,20 @@ fn run_group(group: Group, signals: &Signals, options: &ServeOptions, reaper: &m
         .iter()
         .enumerate()
         .find_map(|(tenant, host)| host.ended().map(|reason| (tenant, reason)));
-    for (tenant, ((member, page), host)) in members.iter().zip(&pages).zip(&hosts).enumerate() {
+    for (tenant, (pid, host)) in pids.iter().zip(&hosts).enumerate() {
+        // A tenant detached was told and freed at its detach.
+        let (Some(page), Some(stream)) = (host.page.get(), host.peer.get()) else {
+            continue;
+        };
         log::info!(
-            "emu: group {name}: tenant {tenant} (host pid {}): {} turns in {} hand-overs; the emulator's {}",
-            member.pid,
+            "emu: group {name}: tenant {tenant} (host pid {pid}): {} turns in {} hand-overs; the emulator's {}",
             host.turns,
             host.hand_overs,
             page.wait_counts()
         );
         let reason = match &failed {
             Some((bad, reason)) if *bad == tenant => {
-                log::warn!("emu: group {name}: tenant {tenant} (host pid {}): {reason}; the group's run is ended", member.pid);
+                log::warn!("emu: group {name}: tenant {tenant} (host pid {pid}): {reason}; the group's run is ended");
                 Some(format!(
                     "group {name}: tenant {tenant}: {reason}; the host is detached and the group's run ended"
                 ))
@@ -630,26 +597,18 @@ fn run_group(group: Group, signals: &Signals, options: &ServeOptions, reaper: &m
             Some((bad, reason)) => Some(format!(
                 "group {name}: tenant {bad} can take no further part ({reason}); the group's run is ended"
             )),
-            None => detached_host(&emulator, &name, tenant, member, host),
+            None => None,
         };
         if let Some(reason) = reason {
             // Told why if it is still there to read it; the flag then wakes it.
-            let _ = refuse(&member.stream, reason);
-            page.finish();
-            continue;
-        }
-        if emulator
-            .detached(tenant)
-            .is_some_and(|record| record.reason == DetachReason::Dead)
-        {
-            // Its socket is gone: no outcome to send.
+            let _ = refuse(stream, reason);
             page.finish();
             continue;
         }
         let metrics = emulator.tenant_metrics(tenant);
         let figures = emulator.tenant_figures(tenant).unwrap_or_default();
         let sent = send_message(
-            &member.stream,
+            stream,
             MessageKind::End,
             &SessionEnd {
                 error: outcome.as_ref().err().map(ToString::to_string),
@@ -666,34 +625,33 @@ fn run_group(group: Group, signals: &Signals, options: &ServeOptions, reaper: &m
         page.finish();
         if let Err(error) = sent {
             log::warn!(
-                "emu: group {name}: tenant {tenant} (host pid {}): the outcome did not reach it: {error}",
-                member.pid
+                "emu: group {name}: tenant {tenant} (host pid {pid}): the outcome did not reach it: {error}"
             );
         }
     }
-    drop(hosts);
     // Each host closes once it has its outcome; all of them within one attach step.
     let closing = Instant::now() + ATTACH_STEP_TIMEOUT;
-    for member in &members {
+    for stream in hosts.iter().filter_map(|host| host.peer.get()) {
         let left = closing.saturating_duration_since(Instant::now());
         if left.is_zero() {
             break;
         }
-        let _ = member.stream.set_read_timeout(Some(left));
+        let _ = stream.set_read_timeout(Some(left));
         let mut rest = [0u8; 64];
-        let _ = (&member.stream).read(&mut rest);
+        let _ = (&*stream).read(&mut rest);
     }
+    drop(hosts);
+    let tenants = pids.len();
     match (&failed, &outcome) {
         (Some(_), _) => log::warn!("emu: group {name} detached after its run ended early; its segments are being freed; ready for the next host"),
         (None, Ok(())) => log::info!(
-            "emu: group {name}: {} tenants detached after their run ({} ns of virtual time; {} of them detached mid-run)",
-            members.len(),
+            "emu: group {name}: {tenants} tenants detached after their run ({} ns of virtual time; {} of them detached mid-run)",
             emulator.now().as_ns(),
-            (0..members.len()).filter(|t| emulator.detached(*t).is_some()).count()
+            (0..tenants).filter(|t| emulator.detached(*t).is_some()).count()
         ),
-        (None, Err(error)) => log::info!("emu: group {name}: {} tenants detached; the run failed: {error}", members.len()),
+        (None, Err(error)) => log::info!("emu: group {name}: {tenants} tenants detached; the run failed: {error}"),
     }
     // The group's memory (every tenant's device memory, host segment and turn page) is freed
     // on the reaper's thread, while this thread accepts the next host.
-    reaper.reap((emulator, pages, members));
+    reaper.reap(emulator);
 }

@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 /// session limit, which are the whole group's, end the group's run
 /// ([`HostAgent::ended`]).
 pub(super) struct RemoteHost<'a> {
-    pub(super) page: &'a TurnPage,
-    pub(super) peer: &'a UnixStream,
+    pub(super) page: Held<'a, TurnPage>,
+    pub(super) peer: Held<'a, UnixStream>,
     pub(super) signals: &'a Signals,
     pub(super) pending: DeviceTurn,
     /// Turns the host took, those it took on its own included.
@@ -50,6 +50,33 @@ pub(super) struct RemoteHost<'a> {
     pub(super) detacher: Option<TenantDetacher>,
     /// Wall time waited for the turn that failed, once one failed.
     pub(super) waited: Option<Duration>,
+    /// A tenant of a group: its group's name and its host's pid, for what it is told and
+    /// what is logged when it is detached ([`HostAgent::detached`]).
+    pub(super) seat: Option<(String, i32)>,
+}
+
+/// What a [`RemoteHost`] holds of its host: borrowed (a host served alone: the session
+/// keeps it), owned (a tenant of a group: freed at its detach), or freed.
+pub(super) enum Held<'a, T> {
+    Borrowed(&'a T),
+    Owned(T),
+    Freed,
+}
+
+impl<T> Held<'_, T> {
+    /// What is held, unless it was freed.
+    pub(super) fn get(&self) -> Option<&T> {
+        match self {
+            Held::Borrowed(held) => Some(held),
+            Held::Owned(held) => Some(held),
+            Held::Freed => None,
+        }
+    }
+
+    /// Frees what is owned (what is borrowed is let go).
+    pub(super) fn free(&mut self) {
+        *self = Held::Freed;
+    }
 }
 
 /// Why a tenant whose turn failed with `error` is detached, or `None` when the failure is
@@ -84,13 +111,16 @@ impl RemoteHost<'_> {
             let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
             std::process::abort();
         }
-        self.page
-            .hand_over(HOST, &device_message(&mut self.pending, now, horizon))?;
+        // A tenant detached is given no turn: its page and socket are freed.
+        let (Some(page), Some(peer)) = (self.page.get(), self.peer.get()) else {
+            return Err(TurnError::PeerDied);
+        };
+        page.hand_over(HOST, &device_message(&mut self.pending, now, horizon))?;
         self.hand_overs += 1;
         let signals = self.signals;
-        match self.page.wait_for_within(
+        match page.wait_for_within(
             DEVICE,
-            self.peer,
+            peer,
             &mut || signals.stop_requested(),
             Some(self.turn_timeout),
         )? {
@@ -140,6 +170,49 @@ impl HostAgent for RemoteHost<'_> {
 
     fn deliver(&mut self, at: Ticks, response: LinkResponse) {
         self.pending.deliver(at, &response);
+    }
+
+    /// A tenant of a group detached (for whatever reason: its host's, or the device's own):
+    /// logged; its host told, unless it died; its turn page finished; its page and its
+    /// socket freed now, while the others run on.
+    fn detached(&mut self, at: Ticks, reason: &str) {
+        let Some((group, pid)) = &self.seat else {
+            return;
+        };
+        let tenant = self.detacher.as_ref().map_or(0, TenantDetacher::tenant);
+        let waited = self.waited.map_or(String::new(), |waited| {
+            format!(
+                ", after {} ms of wall time waiting for its turn",
+                waited.as_millis()
+            )
+        });
+        log::warn!(
+            "emu: group {group}: tenant {tenant} (host pid {pid}) detached at {} ns of virtual time{waited}: {reason}; the other tenants run on",
+            at.as_ns()
+        );
+        if !matches!(self.error, Some(TurnError::PeerDied)) {
+            if let Some(peer) = self.peer.get() {
+                let _ = super::session::refuse(
+                    peer,
+                    format!(
+                        "group {group}: tenant {tenant} was detached at {} ns of virtual time: {reason}; the other tenants run on",
+                        at.as_ns()
+                    ),
+                );
+            }
+        }
+        if let Some(page) = self.page.get() {
+            // The flag wakes the host to read why.
+            page.finish();
+            log::info!(
+                "emu: group {group}: tenant {tenant} (host pid {pid}): {} turns in {} hand-overs; the emulator's {}; its turn page and socket are freed",
+                self.turns,
+                self.hand_overs,
+                page.wait_counts()
+            );
+        }
+        self.page.free();
+        self.peer.free();
     }
 
     fn turn(&mut self, now: Ticks, link: &mut dyn DeviceLink) -> Wake {

@@ -3,7 +3,7 @@
 
 use super::accept::{Reaper, Signals};
 use super::limits::prepare;
-use super::remote_host::RemoteHost;
+use super::remote_host::{Held, RemoteHost};
 use super::{ServeOptions, SessionError, Setup, WallSetup, ATTACH_STEP_TIMEOUT};
 use crate::cosim::{CoSimError, Emulator};
 use crate::dram::DeviceDram;
@@ -224,8 +224,8 @@ fn run_session(
     }
 
     let mut host = RemoteHost {
-        page,
-        peer: stream,
+        page: Held::Borrowed(page),
+        peer: Held::Borrowed(stream),
         signals,
         pending: DeviceTurn::default(),
         turns: 0,
@@ -237,6 +237,7 @@ fn run_session(
         die_after_hand_overs: options.die_after_hand_overs,
         detacher: None,
         waited: None,
+        seat: None,
     };
     let outcome = emulator.run(&mut host, Ticks::from_ns(limit_ns));
     let (turns, hand_overs) = (host.turns, host.hand_overs);

@@ -71,6 +71,24 @@ pub enum DetachReason {
     /// turn of its own past the horizon, a flag no side writes): the attached server's
     /// words.
     TurnProtocol(String),
+    /// Its host waited for a response the device will never send: nothing was left to
+    /// happen (no device event, no host due) while another tenant had run to its end, so the
+    /// deadlock is its own ([`Emulator::run_tenants`]).
+    Deadlock,
+    /// Its run was not over at the run's virtual-time limit while another tenant had run to
+    /// its end ([`Emulator::run_tenants`]).
+    TimeLimit {
+        /// The limit, in nanoseconds of virtual time.
+        limit_ns: u64,
+    },
+    /// Its host spent its wall-time budget before its run ended (the in-process host's
+    /// budget, `axle run --wall-limit`): its agent had it detached at that turn.
+    WallOverrun {
+        /// Wall-clock milliseconds spent.
+        elapsed_ms: u64,
+        /// The budget, in milliseconds.
+        limit_ms: u64,
+    },
 }
 
 impl std::fmt::Display for DetachReason {
@@ -93,6 +111,20 @@ impl std::fmt::Display for DetachReason {
             DetachReason::TurnProtocol(broken) => {
                 write!(f, "its host broke the turn protocol: {broken}")
             }
+            DetachReason::Deadlock => f.write_str(
+                "deadlock of its own: its host waits for a response and the device has nothing left to do for it, while another tenant ran to its end",
+            ),
+            DetachReason::TimeLimit { limit_ns } => write!(
+                f,
+                "its run was not over at the virtual-time limit of {limit_ns} ns, while another tenant ran to its end"
+            ),
+            DetachReason::WallOverrun {
+                elapsed_ms,
+                limit_ms,
+            } => write!(
+                f,
+                "its host overran its wall-time budget: {elapsed_ms} ms spent of {limit_ms} ms"
+            ),
         }
     }
 }
@@ -287,8 +319,10 @@ impl Emulator {
             record.reason,
             ccm_items_cut.map_or("no".to_owned(), |items| format!("{items} items"))
         );
-        if let Some(slot) = self.sharing().detached.get_mut(tenant) {
+        let sharing = self.sharing();
+        if let Some(slot) = sharing.detached.get_mut(tenant) {
             *slot = Some(record.clone());
+            sharing.detaches += 1;
         }
         record
     }
@@ -512,6 +546,103 @@ mod tests {
         assert_eq!((figures.grants, figures.ccm_wait), (1, Ticks::ZERO));
         assert_eq!(device.tenant_figures(0).unwrap().grants, 0);
         assert_eq!(one.store_status(9), Some(Status::Ok.code()));
+    }
+
+    /// A host whose agent records what it is told when its tenant is detached.
+    struct Told {
+        host: Scripted,
+        told: Vec<(Ticks, String)>,
+    }
+
+    impl HostAgent for Told {
+        fn deliver(&mut self, at: Ticks, response: LinkResponse) {
+            self.host.deliver(at, response);
+        }
+        fn turn(&mut self, now: Ticks, link: &mut dyn DeviceLink) -> Wake {
+            self.host.turn(now, link)
+        }
+        fn detached(&mut self, at: Ticks, reason: &str) {
+            self.told.push((at, reason.to_owned()));
+        }
+    }
+
+    /// A host that asks for a load longer than its logical device (beyond the link's bounds)
+    /// is detached by the device at that turn, with the refusal as the reason, and its agent
+    /// is told once (which, why, when); the other tenant's launch runs as if it were alone.
+    #[test]
+    fn a_link_request_beyond_the_bounds_detaches_its_tenant_and_tells_its_agent() {
+        let mut device = device(2, SharePolicy::RoundRobin);
+        load_knn(&mut device, 0, 1.0);
+        load_knn(&mut device, 1, 2.0);
+        let huge = 2 * super::super::tests::LD_BYTES;
+        let mut zero = Told {
+            host: Scripted::new(
+                1,
+                vec![Box::new(move |link| {
+                    link.mem_load(Ticks(0), DeviceAddress(DATABASE), huge, 8, 6)
+                })],
+            ),
+            told: Vec::new(),
+        };
+        let mut one = Told {
+            host: Scripted::new(1, vec![Box::new(bs_launch)]),
+            told: Vec::new(),
+        };
+        device
+            .run_tenants(&mut [&mut zero, &mut one], LIMIT)
+            .unwrap();
+        let record = device.detached(0).cloned().unwrap();
+        assert_eq!(record.at, Ticks::ZERO);
+        assert!(
+            matches!(&record.reason, DetachReason::LinkRequest(refusal) if refusal.contains(&huge.to_string())),
+            "{record:?}"
+        );
+        assert_eq!(zero.told, vec![(Ticks::ZERO, record.reason.to_string())]);
+        assert!(zero.host.responses.is_empty());
+        assert!(one.told.is_empty() && device.detached(1).is_none());
+        assert_eq!(one.host.store_status(9), Some(Status::Ok.code()));
+        assert_eq!(device.tenant_figures(1).unwrap().ccm_wait, Ticks::ZERO);
+        assert_eq!(result_of(&mut device, 1), vec![4.0 * 64.0; ROWS as usize]);
+    }
+
+    /// A tenant that waits for a response that never comes is detached for a deadlock of its
+    /// own once the other ran to its end; when nobody ran to its end, the run fails with the
+    /// device's deadlock. The same for the time limit.
+    #[test]
+    fn a_deadlock_or_the_limit_is_one_tenants_only_when_another_ran_to_its_end() {
+        let run = |limit: Ticks, one_done: bool| {
+            let mut device = device(2, SharePolicy::RoundRobin);
+            load_knn(&mut device, 1, 2.0);
+            // Waits for a response and asks for nothing.
+            let mut zero = Scripted::new(1, Vec::new());
+            let mut one = match one_done {
+                true => Scripted::new(1, vec![Box::new(bs_launch)]),
+                false => Scripted::new(1, Vec::new()),
+            };
+            let outcome = device.run_tenants(&mut [&mut zero, &mut one], limit);
+            (
+                outcome,
+                device.detached(0).cloned(),
+                device.detached(1).cloned(),
+            )
+        };
+        let (outcome, zero, one) = run(LIMIT, true);
+        assert_eq!(outcome, Ok(()));
+        let zero = zero.unwrap();
+        assert_eq!(zero.reason, DetachReason::Deadlock);
+        assert!(zero.at > Ticks::ZERO && one.is_none(), "{zero:?}");
+        let (outcome, zero, one) = run(LIMIT, false);
+        assert!(matches!(
+            outcome,
+            Err(crate::cosim::CoSimError::Deadlock { .. })
+        ));
+        assert!(zero.is_none() && one.is_none());
+        // A limit before tenant 1's launch completes: nobody ran to its end.
+        let (outcome, _, _) = run(Ticks::from_ns(10), true);
+        assert!(matches!(
+            outcome,
+            Err(crate::cosim::CoSimError::TimeLimit { .. })
+        ));
     }
 
     /// Detaching names a tenant the device has; twice keeps the first record; a one-host
