@@ -1,5 +1,7 @@
 //! Running a sweep: the distinct configurations every selected figure needs, each run once,
-//! in parallel on `--jobs` threads, with a progress bar.
+//! in parallel on `--jobs` threads, with a progress bar. A configuration is one workload run
+//! alone or, for the tenants figure, several tenants sharing one device ([`Point::shared`],
+//! run as `axle run-many --no-alone` runs them).
 //!
 //! Order and memory: the runs whose inputs take about a gigabyte (OPT and DLRM at paper
 //! scale) never overlap one another, and go first, one workload after the other; the others

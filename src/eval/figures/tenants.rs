@@ -83,6 +83,15 @@ pub fn points(base: &AxleConfig, workloads: &[&str]) -> Vec<Point> {
     points
 }
 
+/// The host stall at one tenant count, for the claim: all tenants' at p10 and p100, and
+/// p100's worst tenant (its stall, who it is).
+struct Stalls {
+    tenants: usize,
+    p10: Option<f64>,
+    p100: Option<f64>,
+    worst: Option<(f64, String)>,
+}
+
 /// One tenant's figures in a shared run.
 struct TenantRow {
     workload: String,
@@ -165,9 +174,14 @@ pub(super) fn figure(
     let mut per_tenant = Vec::new();
     let mut charts = Vec::new();
     // Per tenant count: (p10's, p100's) stall over all tenants, and p100's worst tenant's.
-    let mut stalls: Vec<(usize, Option<f64>, Option<f64>, Option<(f64, String)>)> = TENANTS
+    let mut stalls: Vec<Stalls> = TENANTS
         .iter()
-        .map(|&tenants| (tenants, None, None, None))
+        .map(|&tenants| Stalls {
+            tenants,
+            p10: None,
+            p100: None,
+            worst: None,
+        })
         .collect();
     for (label, config) in polling(base) {
         for tenants in TENANTS {
@@ -202,16 +216,19 @@ pub(super) fn figure(
                         format!("tenant {index} ({})", row.workload),
                     )
                 })
-                .fold(None, |worst: Option<(f64, String)>, candidate| match worst {
-                    Some(worst) if worst.0 >= candidate.0 => Some(worst),
-                    _ => Some(candidate),
-                });
-            if let Some(entry) = stalls.iter_mut().find(|entry| entry.0 == tenants) {
+                .fold(
+                    None,
+                    |worst: Option<(f64, String)>, candidate| match worst {
+                        Some(worst) if worst.0 >= candidate.0 => Some(worst),
+                        _ => Some(candidate),
+                    },
+                );
+            if let Some(entry) = stalls.iter_mut().find(|entry| entry.tenants == tenants) {
                 match label {
-                    "p10" => entry.1 = Some(whole_stall),
+                    "p10" => entry.p10 = Some(whole_stall),
                     "p100" => {
-                        entry.2 = Some(whole_stall);
-                        entry.3 = worst;
+                        entry.p100 = Some(whole_stall);
+                        entry.worst = worst;
                     }
                     _ => {}
                 }
@@ -289,7 +306,7 @@ fn tenant_table(
 /// frequently, resulting in a single-digit ratio of host core stall time" (Section V-C,
 /// which names multi-tenant environments as where p100 fits), checked as the inequality
 /// (below [`SINGLE_DIGIT_PERCENT`]) over all tenants together and for the worst tenant.
-fn claim_table(stalls: &[(usize, Option<f64>, Option<f64>, Option<(f64, String)>)]) -> Table {
+fn claim_table(stalls: &[Stalls]) -> Table {
     let mut table = Table::new(
         "tenants-claim",
         "Tenants: the paper's p100 claim (a single-digit ratio of host core stall time) at each tenant count, all tenants together and the worst tenant",
@@ -309,12 +326,13 @@ fn claim_table(stalls: &[(usize, Option<f64>, Option<f64>, Option<(f64, String)>
         None => Cell::text("not run"),
     };
     let number = |value: Option<f64>| value.map_or_else(|| Cell::text("not run"), Cell::from);
-    for (tenants, p10, p100, worst) in stalls {
+    for entry in stalls {
+        let worst = &entry.worst;
         table.push(vec![
-            Cell::text(tenants.to_string()),
-            number(*p10),
-            number(*p100),
-            held(*p100),
+            Cell::text(entry.tenants.to_string()),
+            number(entry.p10),
+            number(entry.p100),
+            held(entry.p100),
             worst
                 .as_ref()
                 .map_or_else(|| Cell::text("not run"), |(_, who)| Cell::text(who.clone())),
@@ -329,15 +347,18 @@ fn claim_table(stalls: &[(usize, Option<f64>, Option<f64>, Option<(f64, String)>
 }
 
 /// The claim table's chart: p10's and p100's host stall (all tenants) per tenant count.
-fn claim_chart(stalls: &[(usize, Option<f64>, Option<f64>, Option<(f64, String)>)]) -> BarChart {
-    let groups: Vec<String> = stalls.iter().map(|entry| entry.0.to_string()).collect();
+fn claim_chart(stalls: &[Stalls]) -> BarChart {
+    let groups: Vec<String> = stalls
+        .iter()
+        .map(|entry| entry.tenants.to_string())
+        .collect();
     let group_names: Vec<&str> = groups.iter().map(String::as_str).collect();
     let values = stalls
         .iter()
-        .map(|(_, p10, p100, _)| {
+        .map(|entry| {
             vec![
-                vec![p10.unwrap_or(f64::NAN)],
-                vec![p100.unwrap_or(f64::NAN)],
+                vec![entry.p10.unwrap_or(f64::NAN)],
+                vec![entry.p100.unwrap_or(f64::NAN)],
             ]
         })
         .collect();
