@@ -590,6 +590,43 @@ fn the_tenants_figure_runs_in_the_sweep_and_merges_byte_identical() {
             "{name} differs between --jobs 2 and --jobs 1"
         );
     }
+    // A run file with the right key but another kind of outcome (a run alone's where a
+    // shared run's belongs) is refused, naming the file.
+    let shared_id = listed
+        .lines()
+        .find(|line| line.contains(" tenants:"))
+        .and_then(|line| line.split(' ').next())
+        .unwrap();
+    let alone_id = listed
+        .lines()
+        .find(|line| !line.contains(" tenants:"))
+        .and_then(|line| line.split(' ').next())
+        .unwrap();
+    let find = |id: &str| {
+        ["part0", "part1"]
+            .iter()
+            .map(|part| cluster.0.join(part).join("runs").join(format!("{id}.json")))
+            .find(|path| path.is_file())
+            .unwrap()
+    };
+    let shared_path = find(shared_id);
+    let mut forged: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&shared_path).unwrap()).unwrap();
+    let alone: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(find(alone_id)).unwrap()).unwrap();
+    forged["outcome"] = alone["outcome"].clone();
+    std::fs::write(&shared_path, forged.to_string()).unwrap();
+    let refused = axle_in(
+        &strs(&with(&["--merge", "part0", "part1"])),
+        &cluster.0.join("forged"),
+        Some(&cluster.0),
+    );
+    assert!(!refused.status.success());
+    let error = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        error.contains("is not that of run") && error.contains(shared_id),
+        "{error}"
+    );
     // Each shared run's record in the JSON lists its tenants with their inputs.
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(direct.0.join("tenants.json")).unwrap()).unwrap();

@@ -221,6 +221,32 @@ impl Results {
                     path.display()
                 );
             }
+            // A shared run's file must hold a shared run's outcome, one tenant per tenant
+            // of the run, in the run's order; a run alone's, a run alone's.
+            let fits = match &file.outcome {
+                Outcome::Shared(report) => {
+                    point.is_shared()
+                        && report.tenants.len() == point.tenants.len()
+                        && report
+                            .tenants
+                            .iter()
+                            .zip(&point.tenants)
+                            .all(|(tenant, workload)| tenant.shared.workload == *workload)
+                }
+                Outcome::Done(_) | Outcome::Deadlock(_) => !point.is_shared(),
+            };
+            if !fits {
+                anyhow::bail!(
+                    "{}: the outcome it holds is not that of run {id} ({}: {})",
+                    path.display(),
+                    if point.is_shared() {
+                        "a shared run"
+                    } else {
+                        "a run alone"
+                    },
+                    point.workload
+                );
+            }
             results.outcomes.insert(key, file.outcome);
         }
         if !missing.is_empty() {
