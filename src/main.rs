@@ -699,11 +699,6 @@ fn eval_command(args: EvalArgs) -> anyhow::Result<ExitCode> {
             started.elapsed().as_secs_f64(),
             if jobs == 1 { "job" } else { "jobs" }
         ))?;
-        if args.figure.split(',').any(|part| part.trim() == "tenants") {
-            axle::write_stdout(
-                "(the tenants figure's shared-device runs are made and verified as it is assembled, one after another; they are not counted above)\n",
-            )?;
-        }
         let events: u64 = evaluation.results.total_events();
         let wall = started.elapsed().as_secs_f64();
         if wall > 0.0 {

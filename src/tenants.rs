@@ -30,7 +30,7 @@ use emulator::Emulator;
 use host_driver::phys::PhysicalMemory;
 use host_driver::sync::Arc;
 use host_runtime::{Mode, Runtime};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -116,7 +116,7 @@ impl ManyRequest {
 }
 
 /// One tenant of a shared run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TenantReport {
     /// Its index (its turn order at equal times).
     pub tenant: usize,
@@ -141,7 +141,7 @@ pub struct TenantReport {
 }
 
 /// A tenant the device detached.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DetachedReport {
     /// Virtual time of the detach.
     pub at_ns: u64,
@@ -176,7 +176,7 @@ impl TenantReport {
 }
 
 /// What `axle run-many` produced.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ManyReport {
     /// Mechanism.
     pub mode: String,

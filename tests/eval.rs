@@ -498,3 +498,153 @@ fn the_default_data_directory_beside_the_current_one_is_used() {
         "one logged warning: {stderr}"
     );
 }
+
+/// The tenants figure's runs (each shared run and each workload alone, per polling setting)
+/// are runs of the sweep: listed, made one by one on two "machines" and merged, they give the
+/// same files as one evaluation, byte for byte; and the same with `--jobs 1` and `--jobs 2`.
+#[test]
+fn the_tenants_figure_runs_in_the_sweep_and_merges_byte_identical() {
+    let direct = Scratch::new("tenants-direct");
+    let serial = Scratch::new("tenants-serial");
+    let cluster = Scratch::new("tenants-cluster");
+    let selection = [
+        "eval",
+        "--scale",
+        "small",
+        "--figure",
+        "tenants",
+        "--no-data",
+        "--quiet",
+    ];
+    let with = |extra: &[&str]| -> Vec<String> {
+        selection
+            .iter()
+            .chain(extra)
+            .map(|arg| (*arg).to_owned())
+            .collect()
+    };
+    let stdout = ok(
+        &axle_in(&strs(&with(&["--jobs", "2"])), &direct.0, Some(&direct.0)),
+        "direct tenants eval",
+    );
+    // 3 polling settings x (4 workloads alone + 4 shared runs).
+    assert!(stdout.contains("24 distinct runs"), "{stdout}");
+    assert!(
+        stdout.contains("Tenants: 8 tenants at p100, each tenant"),
+        "{stdout}"
+    );
+    ok(
+        &axle_in(&strs(&with(&["--jobs", "1"])), &serial.0, Some(&serial.0)),
+        "tenants eval, one job",
+    );
+    let listed = ok(
+        &axle_in(&strs(&with(&["--list-runs"])), &cluster.0, Some(&cluster.0)),
+        "--list-runs",
+    );
+    let ids: Vec<&str> = listed
+        .lines()
+        .map(|line| line.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 24, "{listed}");
+    assert_eq!(
+        listed
+            .lines()
+            .filter(|line| line.contains(" tenants:knn-a+pagerank+ssb-q1.1+dlrm+knn-a+"))
+            .count(),
+        3,
+        "one 8-tenant run per polling setting:\n{listed}"
+    );
+    for (index, id) in ids.iter().enumerate() {
+        let part = cluster.0.join(format!("part{}", index % 2));
+        ok(
+            &axle_in(&strs(&with(&["--run", id])), &part, Some(&cluster.0)),
+            "--run",
+        );
+    }
+    ok(
+        &axle_in(
+            &strs(&with(&["--merge", "part0", "part1"])),
+            &cluster.0,
+            Some(&cluster.0),
+        ),
+        "--merge",
+    );
+    let mut names: Vec<String> = std::fs::read_dir(&direct.0)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("tenants") || name == "index.html")
+        .collect();
+    names.sort();
+    // The summary, the claim and 12 per-tenant tables (CSV and SVG each), the JSON, the page.
+    assert_eq!(names.len(), 14 * 2 + 2, "{names:?}");
+    for name in &names {
+        let made = std::fs::read(direct.0.join(name)).unwrap();
+        assert_eq!(
+            made,
+            std::fs::read(cluster.0.join(name)).unwrap(),
+            "{name} differs between the direct and the merged evaluation"
+        );
+        assert_eq!(
+            made,
+            std::fs::read(serial.0.join(name)).unwrap(),
+            "{name} differs between --jobs 2 and --jobs 1"
+        );
+    }
+    // A run file with the right key but another kind of outcome (a run alone's where a
+    // shared run's belongs) is refused, naming the file.
+    let shared_id = listed
+        .lines()
+        .find(|line| line.contains(" tenants:"))
+        .and_then(|line| line.split(' ').next())
+        .unwrap();
+    let alone_id = listed
+        .lines()
+        .find(|line| !line.contains(" tenants:"))
+        .and_then(|line| line.split(' ').next())
+        .unwrap();
+    let find = |id: &str| {
+        ["part0", "part1"]
+            .iter()
+            .map(|part| cluster.0.join(part).join("runs").join(format!("{id}.json")))
+            .find(|path| path.is_file())
+            .unwrap()
+    };
+    let shared_path = find(shared_id);
+    let mut forged: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&shared_path).unwrap()).unwrap();
+    let alone: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(find(alone_id)).unwrap()).unwrap();
+    forged["outcome"] = alone["outcome"].clone();
+    std::fs::write(&shared_path, forged.to_string()).unwrap();
+    let refused = axle_in(
+        &strs(&with(&["--merge", "part0", "part1"])),
+        &cluster.0.join("forged"),
+        Some(&cluster.0),
+    );
+    assert!(!refused.status.success());
+    let error = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        error.contains("is not that of run") && error.contains(shared_id),
+        "{error}"
+    );
+    // Each shared run's record in the JSON lists its tenants with their inputs.
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(direct.0.join("tenants.json")).unwrap()).unwrap();
+    let shared: Vec<&serde_json::Value> = json["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|run| run.get("shared").is_some())
+        .collect();
+    assert_eq!(shared.len(), 12);
+    for run in shared {
+        for tenant in run["shared"]["tenants"].as_array().unwrap() {
+            assert!(
+                tenant["input"]
+                    .as_str()
+                    .is_some_and(|input| input.starts_with("seeded generator")),
+                "{tenant}"
+            );
+        }
+    }
+}

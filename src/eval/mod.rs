@@ -314,8 +314,65 @@ struct RunRecord<'a> {
     /// The full configuration of the run.
     config: &'a AxleConfig,
     /// Version, commit and input of the run ([`crate::provenance`]): the report's own when
-    /// the run finished (made by the binary that ran it), otherwise this binary's.
-    provenance: crate::provenance::Provenance,
+    /// the run finished (made by the binary that ran it), otherwise this binary's. A shared
+    /// run has one per tenant (`shared.tenants[i].provenance`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    provenance: Option<crate::provenance::Provenance>,
+    /// A shared run's device and tenants (the tenants figure).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shared: Option<SharedRecord<'a>>,
+}
+
+/// A shared run as the JSON files list it: the device's figures and each tenant's.
+#[derive(Serialize)]
+struct SharedRecord<'a> {
+    policy: &'a str,
+    makespan_ns: u64,
+    ccm_busy_ns: u64,
+    dma_busy_ns: u64,
+    tenants: Vec<TenantRecord<'a>>,
+}
+
+/// One tenant of a shared run.
+#[derive(Serialize)]
+struct TenantRecord<'a> {
+    tenant: usize,
+    workload: &'a str,
+    /// Its input.
+    input: String,
+    metrics: &'a host_runtime::RunMetrics,
+    ccm_grants: u64,
+    ccm_wait_ns: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    provenance: Option<&'a crate::provenance::Provenance>,
+}
+
+impl<'a> SharedRecord<'a> {
+    fn of(report: &'a crate::tenants::ManyReport) -> SharedRecord<'a> {
+        SharedRecord {
+            policy: &report.policy,
+            makespan_ns: report.makespan_ns,
+            ccm_busy_ns: report.ccm_busy_ns,
+            dma_busy_ns: report.dma_busy_ns,
+            tenants: report
+                .tenants
+                .iter()
+                .map(|tenant| TenantRecord {
+                    tenant: tenant.tenant,
+                    workload: &tenant.shared.workload,
+                    input: tenant
+                        .shared
+                        .provenance
+                        .as_ref()
+                        .map_or_else(String::new, |p| p.input.describe()),
+                    metrics: &tenant.shared.metrics,
+                    ccm_grants: tenant.ccm_grants,
+                    ccm_wait_ns: tenant.ccm_wait_ns,
+                    provenance: tenant.shared.provenance.as_ref(),
+                })
+                .collect(),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -384,21 +441,32 @@ pub fn write_outputs(evaluation: &Evaluation, directory: &Path) -> anyhow::Resul
                 scheduling: format!("{:?}", config.device.scheduling).to_lowercase(),
                 ccm_units: config.device.ccm_units,
                 host_units: config.host.host_units,
-                input: evaluation
-                    .inputs
-                    .iter()
-                    .find(|(name, _)| *name == point.workload)
-                    .map_or_else(String::new, |(_, input)| input.to_string()),
+                input: if point.is_shared() {
+                    "each tenant's: shared.tenants[i].input".to_owned()
+                } else {
+                    evaluation
+                        .inputs
+                        .iter()
+                        .find(|(name, _)| *name == point.workload)
+                        .map_or_else(String::new, |(_, input)| input.to_string())
+                },
                 metrics: match outcome {
                     Outcome::Done(report) => Some(&report.metrics),
-                    Outcome::Deadlock(_) => None,
+                    Outcome::Deadlock(_) | Outcome::Shared(_) => None,
                 },
                 deadlock: match outcome {
-                    Outcome::Done(_) => None,
+                    Outcome::Done(_) | Outcome::Shared(_) => None,
                     Outcome::Deadlock(message) => Some(message),
                 },
                 config,
-                provenance: run_provenance(evaluation, point, outcome),
+                provenance: match outcome {
+                    Outcome::Shared(_) => None,
+                    _ => Some(run_provenance(evaluation, point, outcome)),
+                },
+                shared: match outcome {
+                    Outcome::Shared(report) => Some(SharedRecord::of(report)),
+                    _ => None,
+                },
             });
         }
         let file = FigureFile {

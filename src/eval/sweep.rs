@@ -1,5 +1,7 @@
 //! Running a sweep: the distinct configurations every selected figure needs, each run once,
-//! in parallel on `--jobs` threads, with a progress bar.
+//! in parallel on `--jobs` threads, with a progress bar. A configuration is one workload run
+//! alone or, for the tenants figure, several tenants sharing one device ([`Point::shared`],
+//! run as `axle run-many --no-alone` runs them).
 //!
 //! Order and memory: the runs whose inputs take about a gigabyte (OPT and DLRM at paper
 //! scale) never overlap one another, and go first, one workload after the other; the others
@@ -17,6 +19,7 @@
 
 use crate::config::AxleConfig;
 use crate::run::{run, run_sharing, DeviceImages, RunReport, RunRequest};
+use crate::tenants::{run_many, ManyReport, ManyRequest};
 use anyhow::Context;
 use host_runtime::Mode;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -25,31 +28,72 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// One configuration to run.
+/// One configuration to run: one workload alone, or several tenants sharing one device
+/// ([`Point::shared`], the tenants figure's runs).
 #[derive(Clone, Debug)]
 pub struct Point {
-    /// Workload name.
+    /// Workload name; for a shared run, `tenants:` and its tenants' workloads joined by `+`
+    /// (`tenants:knn-a+pagerank`).
     pub workload: String,
     /// Mechanism.
     pub mode: Mode,
     /// The whole configuration.
     pub config: AxleConfig,
+    /// A shared run's tenants (tenant `i` runs `tenants[i]`, the CCM shared round-robin, as
+    /// `axle run-many` runs them); empty for a run alone.
+    pub tenants: Vec<String>,
 }
 
 impl Point {
-    /// A point.
+    /// A point: `workload` alone.
     pub fn new(workload: &str, mode: Mode, config: &AxleConfig) -> Point {
         Point {
             workload: workload.to_owned(),
             mode,
             config: config.clone(),
+            tenants: Vec::new(),
+        }
+    }
+
+    /// A shared run: tenant `i` runs `tenants[i]`, all on one device, the CCM shared
+    /// round-robin (`axle run-many`).
+    pub fn shared(tenants: &[&str], mode: Mode, config: &AxleConfig) -> Point {
+        Point {
+            workload: format!("tenants:{}", tenants.join("+")),
+            mode,
+            config: config.clone(),
+            tenants: tenants.iter().map(|name| (*name).to_owned()).collect(),
+        }
+    }
+
+    /// Whether it is a shared run.
+    pub fn is_shared(&self) -> bool {
+        !self.tenants.is_empty()
+    }
+
+    /// The workloads it runs, one per tenant (with repeats); its workload for a run alone.
+    pub fn workloads(&self) -> Vec<&str> {
+        if self.is_shared() {
+            self.tenants.iter().map(String::as_str).collect()
+        } else {
+            vec![self.workload.as_str()]
         }
     }
 
     /// Identifies the run: two points with the same key are the same run. (`Debug` prints
-    /// every field of the configuration, floats exactly, and cannot fail.)
+    /// every field of the configuration, floats exactly, and cannot fail.) A run alone's key
+    /// is what it was before shared runs existed, so that its identifier did not change.
     pub fn key(&self) -> String {
-        format!("{}|{}|{:?}", self.workload, self.mode.name(), self.config)
+        if self.is_shared() {
+            format!(
+                "tenants[{}] round-robin|{}|{:?}",
+                self.tenants.join(","),
+                self.mode.name(),
+                self.config
+            )
+        } else {
+            format!("{}|{}|{:?}", self.workload, self.mode.name(), self.config)
+        }
     }
 }
 
@@ -75,6 +119,8 @@ pub enum Outcome {
     /// The runtime detected a deadlock (a ring too small for the dependency pattern): a
     /// result of Figure 16, not a failure.
     Deadlock(String),
+    /// A shared run ([`Point::shared`]) finished and every tenant's answer verified.
+    Shared(Box<ManyReport>),
 }
 
 /// The results of a sweep, by [`Point::key`].
@@ -104,6 +150,23 @@ impl Results {
                 point.workload,
                 point.mode.name()
             ),
+            Outcome::Shared(_) => anyhow::bail!(
+                "internal: {} in mode {} is a shared run, not one workload's",
+                point.workload,
+                point.mode.name()
+            ),
+        }
+    }
+
+    /// The report of the shared run `point` ([`Point::shared`]).
+    pub fn shared(&self, point: &Point) -> anyhow::Result<&ManyReport> {
+        match self.outcome(point)? {
+            Outcome::Shared(report) => Ok(report),
+            _ => anyhow::bail!(
+                "internal: {} in mode {} is not a shared run",
+                point.workload,
+                point.mode.name()
+            ),
         }
     }
 
@@ -124,6 +187,7 @@ impl Results {
             .map(|outcome| match outcome {
                 Outcome::Done(report) => report.simulator.events,
                 Outcome::Deadlock(_) => 0,
+                Outcome::Shared(report) => report.simulator.events,
             })
             .sum()
     }
@@ -157,6 +221,32 @@ impl Results {
                     path.display()
                 );
             }
+            // A shared run's file must hold a shared run's outcome, one tenant per tenant
+            // of the run, in the run's order; a run alone's, a run alone's.
+            let fits = match &file.outcome {
+                Outcome::Shared(report) => {
+                    point.is_shared()
+                        && report.tenants.len() == point.tenants.len()
+                        && report
+                            .tenants
+                            .iter()
+                            .zip(&point.tenants)
+                            .all(|(tenant, workload)| tenant.shared.workload == *workload)
+                }
+                Outcome::Done(_) | Outcome::Deadlock(_) => !point.is_shared(),
+            };
+            if !fits {
+                anyhow::bail!(
+                    "{}: the outcome it holds is not that of run {id} ({}: {})",
+                    path.display(),
+                    if point.is_shared() {
+                        "a shared run"
+                    } else {
+                        "a run alone"
+                    },
+                    point.workload
+                );
+            }
             results.outcomes.insert(key, file.outcome);
         }
         if !missing.is_empty() {
@@ -188,7 +278,8 @@ fn run_file(directory: &Path, id: &str) -> PathBuf {
     directory.join("runs").join(format!("{id}.json"))
 }
 
-/// Most bytes of one run file (a report is a few KiB).
+/// Most bytes of one run file (a report is a few KiB; a shared run's holds one per tenant,
+/// at most 16).
 const MAX_RUN_FILE_BYTES: u64 = 16 << 20;
 
 /// A run file's text, refused beyond [`MAX_RUN_FILE_BYTES`].
@@ -200,7 +291,7 @@ fn read_bounded(path: &Path) -> anyhow::Result<String> {
         &format!("the size of {}", path.display()),
         length,
         MAX_RUN_FILE_BYTES,
-        "a run file holds one report of a few KiB",
+        "a run file holds one report of a few KiB, or one per tenant of a shared run",
     )?;
     std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
 }
@@ -324,7 +415,8 @@ fn schedule<T: Send>(
         queue: &'a Mutex<Queue>,
         changed: &'a Condvar,
         is_large: bool,
-        workload: &'a str,
+        /// The workloads the run used, each once.
+        workloads: Vec<&'a str>,
         release: &'a (dyn Fn(&str) + Sync),
     }
     impl Drop for Finished<'_> {
@@ -333,24 +425,34 @@ fn schedule<T: Send>(
             if self.is_large {
                 queue.large_running = false;
             }
-            if let Some(left) = queue.unfinished.get_mut(self.workload) {
-                *left = left.saturating_sub(1);
-                if *left == 0 {
-                    workloads::shared::release(self.workload);
-                    (self.release)(self.workload);
+            for workload in &self.workloads {
+                if let Some(left) = queue.unfinished.get_mut(*workload) {
+                    *left = left.saturating_sub(1);
+                    if *left == 0 {
+                        workloads::shared::release(workload);
+                        (self.release)(workload);
+                    }
                 }
             }
             drop(queue);
             self.changed.notify_all();
         }
     }
+    // A shared run's input is all its tenants' together.
     let large_input = |point: &Point| {
-        workloads::shared::resident_input_bytes(&point.workload, point.config.workload.scale)
+        point
+            .workloads()
+            .iter()
+            .map(|workload| {
+                workloads::shared::resident_input_bytes(workload, point.config.workload.scale)
+            })
+            .sum::<u64>()
             >= LARGE_INPUT_BYTES
     };
+    let cost = |point: &Point| -> u32 { point.workloads().iter().map(|w| cost_hint(w)).sum() };
     let mut order: Vec<usize> = (0..work.len()).collect();
     // Longest first; ties in the key order of `work` (the sort is stable).
-    order.sort_by_key(|&index| std::cmp::Reverse(cost_hint(&work[index].1.workload)));
+    order.sort_by_key(|&index| std::cmp::Reverse(cost(work[index].1)));
     let (mut large, mut small) = (Vec::new(), Vec::new());
     for index in order {
         if large_input(work[index].1) {
@@ -361,12 +463,14 @@ fn schedule<T: Send>(
     }
     // Grouped by workload, the longest workload first (stable: cost order within).
     large.sort_by_key(|&index| {
-        let workload = &work[index].1.workload;
-        (std::cmp::Reverse(cost_hint(workload)), workload.clone())
+        let point = work[index].1;
+        (std::cmp::Reverse(cost(point)), point.workload.clone())
     });
     let mut unfinished = BTreeMap::new();
     for (_, point) in work {
-        *unfinished.entry(point.workload.clone()).or_insert(0) += 1;
+        for workload in distinct_workloads(point) {
+            *unfinished.entry(workload.to_owned()).or_insert(0) += 1;
+        }
     }
     let queue = Mutex::new(Queue {
         large: large.into(),
@@ -402,7 +506,7 @@ fn schedule<T: Send>(
             queue: &queue,
             changed: &changed,
             is_large,
-            workload: &point.workload,
+            workloads: distinct_workloads(point),
             release: &release,
         };
         let outcome = run(point);
@@ -423,6 +527,17 @@ fn schedule<T: Send>(
         .collect()
 }
 
+/// The workloads `point` runs, each once, in tenant order.
+fn distinct_workloads(point: &Point) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for workload in point.workloads() {
+        if !names.contains(&workload) {
+            names.push(workload);
+        }
+    }
+    names
+}
+
 /// Runs `point` (over a shared device image from `images` where its workload allows).
 fn one(
     point: &Point,
@@ -430,6 +545,9 @@ fn one(
     wall_limit: Option<std::time::Duration>,
     images: Option<&DeviceImages>,
 ) -> anyhow::Result<Outcome> {
+    if point.is_shared() {
+        return shared(point, data, wall_limit);
+    }
     let request = RunRequest {
         workload: point.workload.clone(),
         mode: point.mode,
@@ -462,6 +580,48 @@ fn one(
             }
         }
     }
+}
+
+/// Runs the shared run `point` as `axle run-many --no-alone` runs it (its runs alone are
+/// points of their own). The data directory is given to every tenant when any of them reads
+/// a real file (they share one request; a workload with no real input ignores it, as
+/// [`workloads::input`] says); a tenant that does not verify fails the sweep, naming it.
+fn shared(
+    point: &Point,
+    data: &BTreeMap<String, PathBuf>,
+    wall_limit: Option<std::time::Duration>,
+) -> anyhow::Result<Outcome> {
+    let which = format!(
+        "{} tenants ({}) in mode {}",
+        point.tenants.len(),
+        point.tenants.join(", "),
+        point.mode.name()
+    );
+    let request = ManyRequest {
+        workloads: point.tenants.clone(),
+        mode: point.mode,
+        config: point.config.clone(),
+        data: point
+            .tenants
+            .iter()
+            .find_map(|workload| data.get(workload))
+            .cloned(),
+        wall_limit,
+        policy: emulator::cosim::tenants::SharePolicy::RoundRobin,
+        max_tenants: emulator::cosim::tenants::MAX_TENANTS,
+        alone: false,
+        faults: Vec::new(),
+    };
+    let report = run_many(&request).with_context(|| which.clone())?;
+    if let Some(tenant) = report.tenants.iter().find(|tenant| !tenant.shared.verified) {
+        anyhow::bail!(
+            "{which}: tenant {} ({}) did not verify: {}",
+            tenant.tenant,
+            tenant.shared.workload,
+            tenant.shared.verification
+        );
+    }
+    Ok(Outcome::Shared(Box::new(report)))
 }
 
 #[cfg(test)]

@@ -202,7 +202,7 @@ fn no_deadlock(base: &AxleConfig, results: &Results) -> anyhow::Result<(Table, B
             let point = Point::new(LLM, mode, &capacity_config(base, capacities[0].1, on));
             Ok(match results.outcome(&point)? {
                 Outcome::Done(report) => Some(report.metrics.end_to_end_ns),
-                Outcome::Deadlock(_) => None,
+                Outcome::Deadlock(_) | Outcome::Shared(_) => None,
             })
         })
         .collect::<anyhow::Result<_>>()?;
@@ -225,6 +225,9 @@ fn no_deadlock(base: &AxleConfig, results: &Results) -> anyhow::Result<(Table, B
                         extra.push(m.overflow_bytes.into());
                         extra.push(percent(m.host_stall_ns, m.end_to_end_ns).into());
                     }
+                }
+                Outcome::Shared(_) => {
+                    anyhow::bail!("internal: a run of {LLM} alone gave a shared run's outcome")
                 }
                 Outcome::Deadlock(_) => {
                     row.push("deadlock".into());

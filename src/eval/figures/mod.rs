@@ -232,8 +232,7 @@ impl Figure {
                 }
             }
             Figure::Beyond => points.extend(beyond::points(base, workloads)),
-            // Its shared runs are made when it is assembled ([`tenants`]).
-            Figure::Tenants => {}
+            Figure::Tenants => points.extend(tenants::points(base, workloads)),
         }
         points
     }
@@ -254,7 +253,7 @@ impl Figure {
             Figure::F15 => parameters::figure15(base, workloads, results),
             Figure::F16 => parameters::figure16(base, workloads, results),
             Figure::Beyond => beyond::figure(base, workloads, results),
-            Figure::Tenants => tenants::figure(base, workloads),
+            Figure::Tenants => tenants::figure(base, workloads, results),
         }
     }
 }
@@ -377,6 +376,11 @@ mod tests {
     fn figure_lists_parse_and_bad_ones_say_what_is_valid() {
         assert_eq!(Figure::parse("all").unwrap(), Figure::ALL.to_vec());
         assert!(!Figure::parse("all").unwrap().contains(&Figure::Beyond));
+        assert!(!Figure::parse("all").unwrap().contains(&Figure::Tenants));
+        assert_eq!(
+            Figure::parse("all,tenants").unwrap().last(),
+            Some(&Figure::Tenants)
+        );
         assert_eq!(
             Figure::parse("beyond,10").unwrap(),
             vec![Figure::F10, Figure::Beyond]

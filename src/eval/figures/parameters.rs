@@ -136,7 +136,7 @@ pub(super) fn figure16(
     for (group, workload) in workloads.iter().enumerate() {
         let full = match results.outcome(&Point::new(workload, Mode::Axle, &configs[0].1))? {
             Outcome::Done(report) => Some(report.metrics.end_to_end_ns),
-            Outcome::Deadlock(_) => None,
+            Outcome::Deadlock(_) | Outcome::Shared(_) => None,
         };
         let mut runtime_row: Vec<Cell> =
             vec![(*workload).into(), u64::from(base.axle.slots).into()];
@@ -152,6 +152,9 @@ pub(super) fn figure16(
                     pressure_row.push(percent(m.backpressure_ns, m.end_to_end_ns).into());
                     runtime_bars.push(vec![relative]);
                     pressure_bars.push(vec![percent(m.backpressure_ns, m.end_to_end_ns)]);
+                }
+                Outcome::Shared(_) => {
+                    anyhow::bail!("internal: a run of {workload} alone gave a shared run's outcome")
                 }
                 Outcome::Deadlock(_) => {
                     runtime_row.push("deadlock".into());

@@ -117,7 +117,7 @@ impl<'e> Ctx<'e> {
             .ok()?
         {
             Outcome::Done(report) => Some(&report.metrics),
-            Outcome::Deadlock(_) => None,
+            Outcome::Deadlock(_) | Outcome::Shared(_) => None,
         }
     }
 
