@@ -15,9 +15,13 @@
 //! load), not from these accesses.
 
 use crate::shm::DeviceSegment;
-use firmware::hal::{atomic_word_fault, DeviceAtomics, DeviceMemory, MemoryFault};
+use firmware::hal::{
+    atomic_word_fault, gather_address, gather_u32s_one_by_one, DeviceAtomics, DeviceMemory,
+    MemoryFault,
+};
 use shared_abi::DeviceAddress;
 use std::sync::atomic::{AtomicU64, Ordering};
+use zerocopy::IntoBytes;
 
 /// Device memory, bounds-checked on every access.
 #[derive(Debug)]
@@ -88,6 +92,53 @@ impl DeviceMemory for DeviceDram {
         }
     }
 
+    /// 4-byte aligned (every array of words the kernels read): each word straight out of the
+    /// half of the 8-byte word that holds it, without going through bytes; otherwise as bytes.
+    #[inline]
+    fn read_u32s(&self, address: DeviceAddress, words: &mut [u32]) -> Result<(), MemoryFault> {
+        if address.0 % 4 != 0 {
+            return self.read_u32s_as_bytes(address, words);
+        }
+        let (span, skip) = self.span(address, words.len() * 4)?;
+        // Word `i` is half `(skip / 4 + i) % 2` of `span[(skip / 4 + i) / 2]`.
+        let first = skip / 4;
+        for (index, word) in words.iter_mut().enumerate() {
+            let half = first + index;
+            if let Some(whole) = span.get(half / 2) {
+                *word = (whole.load(Ordering::Relaxed) >> ((half % 2) * 32)) as u32;
+            }
+        }
+        Ok(())
+    }
+
+    /// From a 4-byte aligned base, each word straight out of the half of the 8-byte word that
+    /// holds it; otherwise one by one.
+    #[inline]
+    fn gather_u32s(
+        &self,
+        base: DeviceAddress,
+        indexes: &[u32],
+        words: &mut [u32],
+    ) -> Result<(), MemoryFault> {
+        if base.0 % 4 != 0 {
+            return gather_u32s_one_by_one(self, base, indexes, words);
+        }
+        let all = self.segment.words();
+        for (index, word) in indexes.iter().zip(words.iter_mut()) {
+            let address = gather_address(base, *index)?;
+            let fault = MemoryFault { address, length: 4 };
+            if address.0 >= self.size || self.size - address.0 < 4 {
+                return Err(fault);
+            }
+            let whole = usize::try_from(address.0 / 8)
+                .ok()
+                .and_then(|at| all.get(at))
+                .ok_or(fault)?;
+            *word = (whole.load(Ordering::Relaxed) >> ((address.0 % 8) * 8)) as u32;
+        }
+        Ok(())
+    }
+
     #[inline]
     fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
         // As for reads: the short writes (a kernel's 4-byte result) inline into the caller.
@@ -100,6 +151,20 @@ impl DeviceMemory for DeviceDram {
 }
 
 impl DeviceDram {
+    /// [`DeviceMemory::read_u32s`] the default way (an unaligned address).
+    #[inline(never)]
+    fn read_u32s_as_bytes(
+        &self,
+        address: DeviceAddress,
+        words: &mut [u32],
+    ) -> Result<(), MemoryFault> {
+        self.read(address, words.as_mut_bytes())?;
+        for word in words.iter_mut() {
+            *word = u32::from_le(*word);
+        }
+        Ok(())
+    }
+
     /// [`DeviceMemory::write`] of more than 8 bytes.
     #[inline(never)]
     fn write_long(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
@@ -412,6 +477,68 @@ mod tests {
         assert_eq!(all, model);
     }
 
+    /// `read_u32s` returns what `read` of the same bytes returns, words in host order, for
+    /// every alignment (4-byte aligned and not) and count from 0 to 20, and the same fault
+    /// past the end.
+    #[test]
+    fn word_reads_match_byte_reads_at_every_alignment() {
+        const SIZE: usize = 200;
+        let dram = DeviceDram::new(SIZE as u64);
+        let bytes: Vec<u8> = (0..SIZE).map(|i| (i * 37 + 11) as u8).collect();
+        dram.write(DeviceAddress(0), &bytes).unwrap();
+        for address in 0..SIZE as u64 {
+            for count in 0..=20_usize {
+                let mut words = vec![0x5a5a_5a5a_u32; count];
+                let mut back = vec![0_u8; count * 4];
+                let expected = dram.read(DeviceAddress(address), &mut back);
+                assert_eq!(
+                    dram.read_u32s(DeviceAddress(address), &mut words),
+                    expected,
+                    "at {address}, {count} words"
+                );
+                if expected.is_ok() {
+                    let from_bytes: Vec<u32> = back
+                        .chunks_exact(4)
+                        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+                        .collect();
+                    assert_eq!(words, from_bytes, "at {address}, {count} words");
+                }
+            }
+        }
+        let mut one = [0_u32; 1];
+        assert_eq!(
+            dram.read_u32s(DeviceAddress(u64::MAX - 1), &mut one),
+            Err(MemoryFault {
+                address: DeviceAddress(u64::MAX - 1),
+                length: 4
+            })
+        );
+    }
+
+    /// `gather_u32s` returns the words one-by-one reads return, and the same fault at the
+    /// same place (the words before it gathered), from aligned and unaligned bases.
+    #[test]
+    fn gathers_match_one_by_one_reads() {
+        const SIZE: u64 = 256;
+        let dram = DeviceDram::new(SIZE);
+        let bytes: Vec<u8> = (0..SIZE).map(|i| (i * 53 + 7) as u8).collect();
+        dram.write(DeviceAddress(0), &bytes).unwrap();
+        let indexes = [3_u32, 0, 17, 62, 5, 63, 1, 40];
+        for base in [0_u64, 4, 8, 12, 3, 6, 100, 252, 256, u64::MAX - 7] {
+            for end in [4, 6, 8] {
+                let (mut fast, mut slow) = ([0_u32; 8], [0_u32; 8]);
+                let expected =
+                    gather_u32s_one_by_one(&dram, DeviceAddress(base), &indexes[..end], &mut slow);
+                assert_eq!(
+                    dram.gather_u32s(DeviceAddress(base), &indexes[..end], &mut fast),
+                    expected,
+                    "base {base}"
+                );
+                assert_eq!(fast, slow, "base {base}");
+            }
+        }
+    }
+
     #[test]
     fn access_past_the_end_faults_without_touching_memory() {
         let dram = DeviceDram::new(16);
@@ -491,6 +618,9 @@ impl<M> std::fmt::Debug for ChannelProfile<'_, M> {
 #[derive(Debug, Clone)]
 pub struct BurstCache {
     tags: Vec<u64>,
+    /// `tags.len() - 1` when that is a power of two (the burst's index is then its low bits,
+    /// as the remainder would be, without a division); 0 otherwise.
+    mask: u64,
 }
 
 /// Bursts a [`BurstCache`] holds per memory channel.
@@ -507,14 +637,24 @@ impl BurstCache {
     /// An empty cache of [`BURST_CACHE_ENTRIES`] per channel (`channels` is bounded by
     /// `DeviceConfig::validate`, at most 64).
     pub fn for_channels(channels: u32) -> BurstCache {
+        let entries = BURST_CACHE_ENTRIES * channels.clamp(1, 64) as usize;
         BurstCache {
-            tags: vec![u64::MAX; BURST_CACHE_ENTRIES * channels.clamp(1, 64) as usize],
+            tags: vec![u64::MAX; entries],
+            mask: if entries.is_power_of_two() {
+                entries as u64 - 1
+            } else {
+                0
+            },
         }
     }
 
     /// Whether `burst` (an address divided by the burst size) was cached; caches it.
     fn touch(&mut self, burst: u64) -> bool {
-        let index = (burst % self.tags.len().max(1) as u64) as usize;
+        let index = if self.mask != 0 {
+            (burst & self.mask) as usize
+        } else {
+            (burst % self.tags.len().max(1) as u64) as usize
+        };
         match self.tags.get_mut(index) {
             Some(tag) if *tag == burst => true,
             Some(tag) => {
@@ -584,6 +724,13 @@ impl<M: DeviceMemory> DeviceMemory for ChannelProfile<'_, M> {
     fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
         self.inner.read(address, buffer)?;
         self.touch(address, buffer.len());
+        Ok(())
+    }
+
+    #[inline]
+    fn read_u32s(&self, address: DeviceAddress, words: &mut [u32]) -> Result<(), MemoryFault> {
+        self.inner.read_u32s(address, words)?;
+        self.touch(address, words.len() * 4);
         Ok(())
     }
 
@@ -708,6 +855,47 @@ mod profile_tests {
         };
         assert_eq!(bursts, 17);
         assert_eq!(counts, [4, 5, 4, 4]);
+    }
+
+    /// Word reads through a profile count the bursts byte reads of the same range count.
+    #[test]
+    fn a_profile_counts_word_reads_as_byte_reads() {
+        let dram = DeviceDram::new(1 << 16);
+        let ranges = [(0_u64, 256_usize), (0x8504, 3), (0x203c, 9), (0x4000, 1), (0x8504, 2)];
+        let mut by_bytes = ([0_u64; 4], BurstCache::default());
+        let mut by_words = ([0_u64; 4], BurstCache::default());
+        let bytes_total = {
+            let profile = ChannelProfile::new(&dram, 4, 8, &mut by_bytes.0, &mut by_bytes.1);
+            for (address, words) in ranges {
+                let mut buffer = vec![0_u8; words * 4];
+                profile.read(DeviceAddress(address), &mut buffer).unwrap();
+            }
+            profile.bursts()
+        };
+        let words_total = {
+            let profile = ChannelProfile::new(&dram, 4, 8, &mut by_words.0, &mut by_words.1);
+            for (address, words) in ranges {
+                let mut buffer = vec![0_u32; words];
+                profile.read_u32s(DeviceAddress(address), &mut buffer).unwrap();
+            }
+            profile.bursts()
+        };
+        assert_eq!(bytes_total, 4 + 1 + 2 + 1);
+        assert_eq!((words_total, by_words.0), (bytes_total, by_bytes.0));
+    }
+
+    /// A cache whose size is not a power of two (3 channels) maps a burst by the remainder:
+    /// bursts one cache size apart evict each other, bursts a power of two apart do not.
+    #[test]
+    fn a_burst_cache_of_three_channels_maps_by_the_remainder() {
+        let mut cache = BurstCache::for_channels(3);
+        let size = 3 * BURST_CACHE_ENTRIES as u64;
+        assert!(!cache.touch(5));
+        assert!(cache.touch(5));
+        assert!(!cache.touch(5 + 8192));
+        assert!(cache.touch(5), "8192 bursts apart is another entry of 6144");
+        assert!(!cache.touch(5 + size));
+        assert!(!cache.touch(5), "evicted by the burst one cache size on");
     }
 
     #[test]

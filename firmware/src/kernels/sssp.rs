@@ -84,7 +84,6 @@ use crate::hal::DeviceMemory;
 use crate::kernels::ranges::{checked_csr_offsets, checked_range, overlaps, word_bytes};
 use crate::kernels::{ItemCost, ItemSpec, VECTOR_LANES};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
-use zerocopy::IntoBytes;
 
 // The command's contract: the parameter block and the unreached distance.
 pub use shared_abi::params::sssp::{
@@ -208,6 +207,52 @@ pub const fn arc_groups(degree: u32) -> u64 {
 /// arcs, whose one pass has every lane masked off; the targets and weights are contiguous: one
 /// packet, or two across a boundary, counted as one). Saturates instead of overflowing.
 pub fn item_cost(degrees: &[u32]) -> ItemCost {
+    match <&[u32; VERTICES_PER_ITEM as usize]>::try_from(degrees) {
+        // A full item, the commonest case.
+        Ok(full) => full_item_cost(full),
+        Err(_) => item_cost_saturating(degrees),
+    }
+}
+
+/// [`item_cost`] of a full item (8 vertices) in plain arithmetic: nothing can saturate (8
+/// degrees below 2^32 make fewer than 2^35 arcs and passes, times at most
+/// [`BYTES_PER_ARC`] < 2^7), so every sum is the saturating form's exactly.
+#[inline]
+fn full_item_cost(degrees: &[u32; VERTICES_PER_ITEM as usize]) -> ItemCost {
+    let (mut groups, mut arcs, mut extra) = (0_u64, 0_u64, 0_u64);
+    for &degree in degrees {
+        let passes = arc_groups(degree);
+        groups += passes;
+        arcs += u64::from(degree);
+        // `passes` exceeds `degree` only for a vertex without arcs (one pass, no extra).
+        extra += u64::from(degree).saturating_sub(passes);
+    }
+    let vertices = u64::from(VERTICES_PER_ITEM);
+    let sum = |packet: u64, vertex: u64, group: u64| packet + vertex * vertices + group * groups;
+    ItemCost {
+        scalar: sum(PACKET.scalar, PER_VERTEX.scalar, PER_ARC_GROUP.scalar),
+        scalar_memory: sum(
+            PACKET.scalar_memory,
+            PER_VERTEX.scalar_memory,
+            PER_ARC_GROUP.scalar_memory,
+        ),
+        vector: sum(PACKET.vector, PER_VERTEX.vector, PER_ARC_GROUP.vector),
+        vector_memory: sum(
+            PACKET.vector_memory,
+            PER_VERTEX.vector_memory,
+            PER_ARC_GROUP.vector_memory,
+        ),
+        indexed_extra_cycles: sum(
+            PACKET.indexed_extra_cycles,
+            PER_VERTEX.indexed_extra_cycles,
+            PER_ARC_GROUP.indexed_extra_cycles,
+        ) + extra,
+        bytes: sum(PACKET.bytes, PER_VERTEX.bytes, PER_ARC_GROUP.bytes) + arcs * BYTES_PER_ARC,
+    }
+}
+
+/// [`item_cost`] for any number of degrees, every sum saturating.
+fn item_cost_saturating(degrees: &[u32]) -> ItemCost {
     let vertices = degrees.len() as u64;
     let (mut groups, mut arcs, mut extra) = (0_u64, 0_u64, 0_u64);
     for &degree in degrees {
@@ -261,9 +306,32 @@ pub(crate) fn read_words<M: DeviceMemory>(
     let words = words
         .get_mut(..count)
         .ok_or(FirmwareError::ArgumentOutOfRange)?;
-    memory.read(word_address(base, index)?, words.as_mut_bytes())?;
-    for word in words.iter_mut() {
-        *word = u32::from_le(*word);
+    memory.read_u32s(word_address(base, index)?, words)?;
+    Ok(())
+}
+
+/// Gathers the words `base + 4 * index` for `indexes` into the front of `words`, in order
+/// (the kernels' indexed load of their neighbours' values), failing with
+/// [`FirmwareError::ArgumentOutOfRange`] at the first index not below `limit`, after the words
+/// before it were read: the reads a loop of [`read_word`] checking each index would make.
+/// The caller has checked that `base + 4 * limit` lies in device memory.
+pub(crate) fn gather_words<M: DeviceMemory>(
+    memory: &M,
+    base: u64,
+    limit: u64,
+    indexes: &[u32],
+    words: &mut [u32],
+) -> Result<(), FirmwareError> {
+    let valid = indexes
+        .iter()
+        .position(|&index| u64::from(index) >= limit)
+        .unwrap_or(indexes.len());
+    let (Some(checked), Some(words)) = (indexes.get(..valid), words.get_mut(..valid)) else {
+        return Err(FirmwareError::ArgumentOutOfRange);
+    };
+    memory.gather_u32s(DeviceAddress(base), checked, words)?;
+    if valid < indexes.len() {
+        return Err(FirmwareError::ArgumentOutOfRange);
     }
     Ok(())
 }
@@ -473,6 +541,7 @@ impl SsspKernel {
         let parameters = self.parameters;
         let mut targets = [0_u32; CHUNK_WORDS];
         let mut weights = [0_u32; CHUNK_WORDS];
+        let mut neighbours = [0_u32; CHUNK_WORDS];
         let mut packet = [0_u8; VECTOR_LANES * 4];
         for (lane, slot) in packet.chunks_exact_mut(4).take(span.count).enumerate() {
             let vertex = span
@@ -490,13 +559,20 @@ impl SsspKernel {
                 .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
                 read_words(memory, parameters.targets, arc, chunk, &mut targets)?;
                 read_words(memory, parameters.weights, arc, chunk, &mut weights)?;
-                for (target, weight) in targets.iter().zip(weights.iter()).take(chunk) {
-                    let target = u64::from(*target);
-                    if target >= parameters.vertices {
-                        return Err(FirmwareError::ArgumentOutOfRange);
-                    }
-                    let neighbour = read_word(memory, self.previous, target)?;
-                    best = best.min(candidate(neighbour, *weight));
+                let targets = targets
+                    .get(..chunk)
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?;
+                // Each neighbour's previous distance, in arc order (a target out of range
+                // fails the item after the reads before it).
+                gather_words(
+                    memory,
+                    self.previous,
+                    parameters.vertices,
+                    targets,
+                    &mut neighbours,
+                )?;
+                for (neighbour, weight) in neighbours.iter().zip(weights.iter()).take(chunk) {
+                    best = best.min(candidate(*neighbour, *weight));
                 }
                 arc = arc
                     .checked_add(chunk as u64)
@@ -725,6 +801,35 @@ mod tests {
         let (mut memory, command) = setup(&graph, &[10, I]);
         run_all(&mut memory, &command);
         assert_eq!(words(&memory, B, 2), [10, I]);
+    }
+
+    /// The plain-arithmetic cost of a full item equals the saturating form's, from no arcs to
+    /// the largest degrees (seeded mix, plus the extremes).
+    #[test]
+    fn a_full_items_cost_is_the_saturating_forms() {
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut cases = vec![[0_u32; 8], [u32::MAX; 8], [1, 8, 9, 16, 17, 0, 7, 64]];
+        for _ in 0..10_000 {
+            cases.push(core::array::from_fn(|_| match next() % 4 {
+                0 => 0,
+                1 => (next() % 20) as u32,
+                2 => (next() % 1000) as u32,
+                _ => next() as u32,
+            }));
+        }
+        for degrees in cases {
+            assert_eq!(
+                item_cost(&degrees),
+                item_cost_saturating(&degrees),
+                "{degrees:?}"
+            );
+        }
     }
 
     #[test]
