@@ -880,7 +880,7 @@ mod profile_tests {
             }
             profile.bursts()
         };
-        assert_eq!(bytes_total, 4 + 1 + 2 + 1);
+        assert_eq!(bytes_total, 16 + 1 + 2 + 1);
         assert_eq!((words_total, by_words.0), (bytes_total, by_bytes.0));
     }
 
