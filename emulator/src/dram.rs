@@ -15,13 +15,9 @@
 //! load), not from these accesses.
 
 use crate::shm::DeviceSegment;
-use firmware::hal::{
-    atomic_word_fault, gather_address, gather_u32s_one_by_one, DeviceAtomics, DeviceMemory,
-    MemoryFault,
-};
+use firmware::hal::{atomic_word_fault, DeviceAtomics, DeviceMemory, MemoryFault};
 use shared_abi::DeviceAddress;
 use std::sync::atomic::{AtomicU64, Ordering};
-use zerocopy::IntoBytes;
 
 /// Device memory, bounds-checked on every access.
 #[derive(Debug)]
@@ -92,53 +88,6 @@ impl DeviceMemory for DeviceDram {
         }
     }
 
-    /// 4-byte aligned (every array of words the kernels read): each word straight out of the
-    /// half of the 8-byte word that holds it, without going through bytes; otherwise as bytes.
-    #[inline]
-    fn read_u32s(&self, address: DeviceAddress, words: &mut [u32]) -> Result<(), MemoryFault> {
-        if address.0 % 4 != 0 {
-            return self.read_u32s_as_bytes(address, words);
-        }
-        let (span, skip) = self.span(address, words.len() * 4)?;
-        // Word `i` is half `(skip / 4 + i) % 2` of `span[(skip / 4 + i) / 2]`.
-        let first = skip / 4;
-        for (index, word) in words.iter_mut().enumerate() {
-            let half = first + index;
-            if let Some(whole) = span.get(half / 2) {
-                *word = (whole.load(Ordering::Relaxed) >> ((half % 2) * 32)) as u32;
-            }
-        }
-        Ok(())
-    }
-
-    /// From a 4-byte aligned base, each word straight out of the half of the 8-byte word that
-    /// holds it; otherwise one by one.
-    #[inline]
-    fn gather_u32s(
-        &self,
-        base: DeviceAddress,
-        indexes: &[u32],
-        words: &mut [u32],
-    ) -> Result<(), MemoryFault> {
-        if base.0 % 4 != 0 {
-            return gather_u32s_one_by_one(self, base, indexes, words);
-        }
-        let all = self.segment.words();
-        for (index, word) in indexes.iter().zip(words.iter_mut()) {
-            let address = gather_address(base, *index)?;
-            let fault = MemoryFault { address, length: 4 };
-            if address.0 >= self.size || self.size - address.0 < 4 {
-                return Err(fault);
-            }
-            let whole = usize::try_from(address.0 / 8)
-                .ok()
-                .and_then(|at| all.get(at))
-                .ok_or(fault)?;
-            *word = (whole.load(Ordering::Relaxed) >> ((address.0 % 8) * 8)) as u32;
-        }
-        Ok(())
-    }
-
     #[inline]
     fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
         // As for reads: the short writes (a kernel's 4-byte result) inline into the caller.
@@ -151,20 +100,6 @@ impl DeviceMemory for DeviceDram {
 }
 
 impl DeviceDram {
-    /// [`DeviceMemory::read_u32s`] the default way (an unaligned address).
-    #[inline(never)]
-    fn read_u32s_as_bytes(
-        &self,
-        address: DeviceAddress,
-        words: &mut [u32],
-    ) -> Result<(), MemoryFault> {
-        self.read(address, words.as_mut_bytes())?;
-        for word in words.iter_mut() {
-            *word = u32::from_le(*word);
-        }
-        Ok(())
-    }
-
     /// [`DeviceMemory::write`] of more than 8 bytes.
     #[inline(never)]
     fn write_long(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
@@ -477,68 +412,6 @@ mod tests {
         assert_eq!(all, model);
     }
 
-    /// `read_u32s` returns what `read` of the same bytes returns, words in host order, for
-    /// every alignment (4-byte aligned and not) and count from 0 to 20, and the same fault
-    /// past the end.
-    #[test]
-    fn word_reads_match_byte_reads_at_every_alignment() {
-        const SIZE: usize = 200;
-        let dram = DeviceDram::new(SIZE as u64);
-        let bytes: Vec<u8> = (0..SIZE).map(|i| (i * 37 + 11) as u8).collect();
-        dram.write(DeviceAddress(0), &bytes).unwrap();
-        for address in 0..SIZE as u64 {
-            for count in 0..=20_usize {
-                let mut words = vec![0x5a5a_5a5a_u32; count];
-                let mut back = vec![0_u8; count * 4];
-                let expected = dram.read(DeviceAddress(address), &mut back);
-                assert_eq!(
-                    dram.read_u32s(DeviceAddress(address), &mut words),
-                    expected,
-                    "at {address}, {count} words"
-                );
-                if expected.is_ok() {
-                    let from_bytes: Vec<u32> = back
-                        .chunks_exact(4)
-                        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-                        .collect();
-                    assert_eq!(words, from_bytes, "at {address}, {count} words");
-                }
-            }
-        }
-        let mut one = [0_u32; 1];
-        assert_eq!(
-            dram.read_u32s(DeviceAddress(u64::MAX - 1), &mut one),
-            Err(MemoryFault {
-                address: DeviceAddress(u64::MAX - 1),
-                length: 4
-            })
-        );
-    }
-
-    /// `gather_u32s` returns the words one-by-one reads return, and the same fault at the
-    /// same place (the words before it gathered), from aligned and unaligned bases.
-    #[test]
-    fn gathers_match_one_by_one_reads() {
-        const SIZE: u64 = 256;
-        let dram = DeviceDram::new(SIZE);
-        let bytes: Vec<u8> = (0..SIZE).map(|i| (i * 53 + 7) as u8).collect();
-        dram.write(DeviceAddress(0), &bytes).unwrap();
-        let indexes = [3_u32, 0, 17, 62, 5, 63, 1, 40];
-        for base in [0_u64, 4, 8, 12, 3, 6, 100, 252, 256, u64::MAX - 7] {
-            for end in [4, 6, 8] {
-                let (mut fast, mut slow) = ([0_u32; 8], [0_u32; 8]);
-                let expected =
-                    gather_u32s_one_by_one(&dram, DeviceAddress(base), &indexes[..end], &mut slow);
-                assert_eq!(
-                    dram.gather_u32s(DeviceAddress(base), &indexes[..end], &mut fast),
-                    expected,
-                    "base {base}"
-                );
-                assert_eq!(fast, slow, "base {base}");
-            }
-        }
-    }
-
     #[test]
     fn access_past_the_end_faults_without_touching_memory() {
         let dram = DeviceDram::new(16);
@@ -727,13 +600,6 @@ impl<M: DeviceMemory> DeviceMemory for ChannelProfile<'_, M> {
         Ok(())
     }
 
-    #[inline]
-    fn read_u32s(&self, address: DeviceAddress, words: &mut [u32]) -> Result<(), MemoryFault> {
-        self.inner.read_u32s(address, words)?;
-        self.touch(address, words.len() * 4);
-        Ok(())
-    }
-
     fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
         // Dropped: the item's real run writes at its end. Bounds-checked as a write would be.
         let fault = MemoryFault {
@@ -855,33 +721,6 @@ mod profile_tests {
         };
         assert_eq!(bursts, 17);
         assert_eq!(counts, [4, 5, 4, 4]);
-    }
-
-    /// Word reads through a profile count the bursts byte reads of the same range count.
-    #[test]
-    fn a_profile_counts_word_reads_as_byte_reads() {
-        let dram = DeviceDram::new(1 << 16);
-        let ranges = [(0_u64, 256_usize), (0x8504, 3), (0x203c, 9), (0x4000, 1), (0x8504, 2)];
-        let mut by_bytes = ([0_u64; 4], BurstCache::default());
-        let mut by_words = ([0_u64; 4], BurstCache::default());
-        let bytes_total = {
-            let profile = ChannelProfile::new(&dram, 4, 8, &mut by_bytes.0, &mut by_bytes.1);
-            for (address, words) in ranges {
-                let mut buffer = vec![0_u8; words * 4];
-                profile.read(DeviceAddress(address), &mut buffer).unwrap();
-            }
-            profile.bursts()
-        };
-        let words_total = {
-            let profile = ChannelProfile::new(&dram, 4, 8, &mut by_words.0, &mut by_words.1);
-            for (address, words) in ranges {
-                let mut buffer = vec![0_u32; words];
-                profile.read_u32s(DeviceAddress(address), &mut buffer).unwrap();
-            }
-            profile.bursts()
-        };
-        assert_eq!(bytes_total, 16 + 1 + 2 + 1);
-        assert_eq!((words_total, by_words.0), (bytes_total, by_bytes.0));
     }
 
     /// A cache whose size is not a power of two (3 channels) maps a burst by the remainder:

@@ -120,33 +120,6 @@ pub trait DeviceMemory {
     /// the whole word.
     fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault>;
 
-    /// Reads `words.len()` little-endian 32-bit words at `address` into `words` (in the host's
-    /// byte order): the bytes and the fault of [`DeviceMemory::read`] of `4 * words.len()`
-    /// bytes at `address`. Memories whose words can be read faster than their bytes override
-    /// it (the emulator's device memory); the default reads the bytes.
-    fn read_u32s(&self, address: DeviceAddress, words: &mut [u32]) -> Result<(), MemoryFault> {
-        self.read(address, words.as_mut_bytes())?;
-        for word in words.iter_mut() {
-            *word = u32::from_le(*word);
-        }
-        Ok(())
-    }
-
-    /// Gathers 32-bit words (an indexed load, RISC-V `vluxei32.v`): for each `i` below both
-    /// lengths, in order, the little-endian word at `base + 4 * indexes[i]` into `words[i]`,
-    /// as [`DeviceMemory::read_u32s`] of that one word would, stopping at the first fault
-    /// (an address past `u64::MAX` faults at `base`, [`gather_address`]). Memories that can
-    /// do better override it; the default reads the words one by one
-    /// ([`gather_u32s_one_by_one`]).
-    fn gather_u32s(
-        &self,
-        base: DeviceAddress,
-        indexes: &[u32],
-        words: &mut [u32],
-    ) -> Result<(), MemoryFault> {
-        gather_u32s_one_by_one(self, base, indexes, words)
-    }
-
     /// Reads a plain-old-data value.
     fn read_value<T: FromBytes + IntoBytes + KnownLayout + Immutable>(
         &self,
@@ -156,32 +129,6 @@ pub trait DeviceMemory {
         self.read(address, value.as_mut_bytes())?;
         Ok(value)
     }
-}
-
-/// The address of word `index` of a gather from `base` ([`DeviceMemory::gather_u32s`]):
-/// `base + 4 * index`, or the fault of a 4-byte access at `base` when that passes `u64::MAX`.
-#[inline]
-pub fn gather_address(base: DeviceAddress, index: u32) -> Result<DeviceAddress, MemoryFault> {
-    base.0
-        .checked_add(u64::from(index) * 4)
-        .map(DeviceAddress)
-        .ok_or(MemoryFault {
-            address: base,
-            length: 4,
-        })
-}
-
-/// [`DeviceMemory::gather_u32s`] as one [`DeviceMemory::read_u32s`] per word, in order.
-pub fn gather_u32s_one_by_one<M: DeviceMemory + ?Sized>(
-    memory: &M,
-    base: DeviceAddress,
-    indexes: &[u32],
-    words: &mut [u32],
-) -> Result<(), MemoryFault> {
-    for (index, word) in indexes.iter().zip(words.iter_mut()) {
-        memory.read_u32s(gather_address(base, *index)?, core::slice::from_mut(word))?;
-    }
-    Ok(())
 }
 
 /// Atomic read-modify-write of 32-bit words of device memory (RISC-V `amo*.w` and `lr.w` /

@@ -92,9 +92,7 @@
 use crate::error::FirmwareError;
 use crate::hal::DeviceMemory;
 use crate::kernels::ranges::{checked_csr_offsets, checked_range, overlaps, word_bytes};
-use crate::kernels::sssp::{
-    gather_words, read_words, word_address, CHUNK_WORDS, RANDOM_ACCESS_BYTES,
-};
+use crate::kernels::sssp::{read_word, read_words, word_address, CHUNK_WORDS, RANDOM_ACCESS_BYTES};
 use crate::kernels::{ItemCost, ItemSpec, VECTOR_LANES};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
@@ -287,7 +285,6 @@ impl PageRankKernel {
         let (first, last) = self.arcs(index, memory)?;
         let parameters = self.parameters;
         let mut sources = [0_u32; CHUNK_WORDS];
-        let mut contributions = [0_u32; CHUNK_WORDS];
         let mut sum = GatherSum::new();
         let mut arc = first;
         while arc < last {
@@ -298,20 +295,16 @@ impl PageRankKernel {
             )
             .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
             read_words(memory, parameters.sources, arc, chunk, &mut sources)?;
-            let sources = sources
-                .get(..chunk)
-                .ok_or(FirmwareError::ArgumentOutOfRange)?;
-            // The in-neighbours' contributions, in arc order (a source out of range fails the
-            // item after the reads before it).
-            gather_words(
-                memory,
-                self.contributions,
-                parameters.vertices,
-                sources,
-                &mut contributions,
-            )?;
-            for contribution in contributions.iter().take(chunk) {
-                sum.add(f32::from_bits(*contribution));
+            for source in sources.iter().take(chunk) {
+                let source = u64::from(*source);
+                if source >= parameters.vertices {
+                    return Err(FirmwareError::ArgumentOutOfRange);
+                }
+                sum.add(f32::from_bits(read_word(
+                    memory,
+                    self.contributions,
+                    source,
+                )?));
             }
             arc = arc
                 .checked_add(chunk as u64)

@@ -84,6 +84,7 @@ use crate::hal::DeviceMemory;
 use crate::kernels::ranges::{checked_csr_offsets, checked_range, overlaps, word_bytes};
 use crate::kernels::{ItemCost, ItemSpec, VECTOR_LANES};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
+use zerocopy::IntoBytes;
 
 // The command's contract: the parameter block and the unreached distance.
 pub use shared_abi::params::sssp::{
@@ -306,32 +307,9 @@ pub(crate) fn read_words<M: DeviceMemory>(
     let words = words
         .get_mut(..count)
         .ok_or(FirmwareError::ArgumentOutOfRange)?;
-    memory.read_u32s(word_address(base, index)?, words)?;
-    Ok(())
-}
-
-/// Gathers the words `base + 4 * index` for `indexes` into the front of `words`, in order
-/// (the kernels' indexed load of their neighbours' values), failing with
-/// [`FirmwareError::ArgumentOutOfRange`] at the first index not below `limit`, after the words
-/// before it were read: the reads a loop of [`read_word`] checking each index would make.
-/// The caller has checked that `base + 4 * limit` lies in device memory.
-pub(crate) fn gather_words<M: DeviceMemory>(
-    memory: &M,
-    base: u64,
-    limit: u64,
-    indexes: &[u32],
-    words: &mut [u32],
-) -> Result<(), FirmwareError> {
-    let valid = indexes
-        .iter()
-        .position(|&index| u64::from(index) >= limit)
-        .unwrap_or(indexes.len());
-    let (Some(checked), Some(words)) = (indexes.get(..valid), words.get_mut(..valid)) else {
-        return Err(FirmwareError::ArgumentOutOfRange);
-    };
-    memory.gather_u32s(DeviceAddress(base), checked, words)?;
-    if valid < indexes.len() {
-        return Err(FirmwareError::ArgumentOutOfRange);
+    memory.read(word_address(base, index)?, words.as_mut_bytes())?;
+    for word in words.iter_mut() {
+        *word = u32::from_le(*word);
     }
     Ok(())
 }
@@ -541,7 +519,6 @@ impl SsspKernel {
         let parameters = self.parameters;
         let mut targets = [0_u32; CHUNK_WORDS];
         let mut weights = [0_u32; CHUNK_WORDS];
-        let mut neighbours = [0_u32; CHUNK_WORDS];
         let mut packet = [0_u8; VECTOR_LANES * 4];
         for (lane, slot) in packet.chunks_exact_mut(4).take(span.count).enumerate() {
             let vertex = span
@@ -559,20 +536,13 @@ impl SsspKernel {
                 .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
                 read_words(memory, parameters.targets, arc, chunk, &mut targets)?;
                 read_words(memory, parameters.weights, arc, chunk, &mut weights)?;
-                let targets = targets
-                    .get(..chunk)
-                    .ok_or(FirmwareError::ArgumentOutOfRange)?;
-                // Each neighbour's previous distance, in arc order (a target out of range
-                // fails the item after the reads before it).
-                gather_words(
-                    memory,
-                    self.previous,
-                    parameters.vertices,
-                    targets,
-                    &mut neighbours,
-                )?;
-                for (neighbour, weight) in neighbours.iter().zip(weights.iter()).take(chunk) {
-                    best = best.min(candidate(*neighbour, *weight));
+                for (target, weight) in targets.iter().zip(weights.iter()).take(chunk) {
+                    let target = u64::from(*target);
+                    if target >= parameters.vertices {
+                        return Err(FirmwareError::ArgumentOutOfRange);
+                    }
+                    let neighbour = read_word(memory, self.previous, target)?;
+                    best = best.min(candidate(neighbour, *weight));
                 }
                 arc = arc
                     .checked_add(chunk as u64)
