@@ -51,7 +51,7 @@ pub fn dijkstra(graph: &Csr, source: u32) -> Vec<u32> {
 /// it keeps it. A [`Csr`] is symmetric (two arcs per edge, [`Csr::symmetric`]), so the vertices
 /// with an arc to `u` are `u`'s own targets. Each recomputed vertex pulls over all its arcs from
 /// round `r - 1`'s distances, and the round's new values are applied together after, so the
-/// result is the whole-graph round's exactly ([`bellman_ford_rounds_every_vertex`], the plain
+/// result is the whole-graph round's exactly (`bellman_ford_rounds_every_vertex`, the plain
 /// form, checks it in the tests).
 pub fn bellman_ford_rounds(graph: &Csr, source: u32, rounds: u32) -> Vec<u32> {
     let vertices = graph.vertices() as usize;
@@ -168,7 +168,10 @@ mod tests {
             let mut seen = std::collections::BTreeSet::new();
             let mut edges = Vec::new();
             for _ in 0..wanted {
-                let (u, v) = ((next() % u64::from(vertices)) as u32, (next() % u64::from(vertices)) as u32);
+                let (u, v) = (
+                    (next() % u64::from(vertices)) as u32,
+                    (next() % u64::from(vertices)) as u32,
+                );
                 if u != v && seen.insert((u.min(v), u.max(v))) {
                     edges.push((u, v));
                 }
