@@ -215,21 +215,25 @@ pub fn item_cost(degrees: &[u32]) -> ItemCost {
     }
 }
 
-/// [`item_cost`] of a full item (8 vertices) in plain arithmetic: nothing can saturate (8
-/// degrees below 2^32 make fewer than 2^35 arcs and passes, times at most
+/// [`item_cost`] of a full item (8 vertices) in plain (wrapping) arithmetic: nothing can
+/// wrap or saturate (8 degrees below 2^32 make fewer than 2^35 arcs and passes, times at most
 /// [`BYTES_PER_ARC`] < 2^7), so every sum is the saturating form's exactly.
 #[inline]
 fn full_item_cost(degrees: &[u32; VERTICES_PER_ITEM as usize]) -> ItemCost {
     let (mut groups, mut arcs, mut extra) = (0_u64, 0_u64, 0_u64);
     for &degree in degrees {
         let passes = arc_groups(degree);
-        groups += passes;
-        arcs += u64::from(degree);
+        groups = groups.wrapping_add(passes);
+        arcs = arcs.wrapping_add(u64::from(degree));
         // `passes` exceeds `degree` only for a vertex without arcs (one pass, no extra).
-        extra += u64::from(degree).saturating_sub(passes);
+        extra = extra.wrapping_add(u64::from(degree).saturating_sub(passes));
     }
     let vertices = u64::from(VERTICES_PER_ITEM);
-    let sum = |packet: u64, vertex: u64, group: u64| packet + vertex * vertices + group * groups;
+    let sum = |packet: u64, vertex: u64, group: u64| {
+        packet
+            .wrapping_add(vertex.wrapping_mul(vertices))
+            .wrapping_add(group.wrapping_mul(groups))
+    };
     ItemCost {
         scalar: sum(PACKET.scalar, PER_VERTEX.scalar, PER_ARC_GROUP.scalar),
         scalar_memory: sum(
@@ -247,8 +251,10 @@ fn full_item_cost(degrees: &[u32; VERTICES_PER_ITEM as usize]) -> ItemCost {
             PACKET.indexed_extra_cycles,
             PER_VERTEX.indexed_extra_cycles,
             PER_ARC_GROUP.indexed_extra_cycles,
-        ) + extra,
-        bytes: sum(PACKET.bytes, PER_VERTEX.bytes, PER_ARC_GROUP.bytes) + arcs * BYTES_PER_ARC,
+        )
+        .wrapping_add(extra),
+        bytes: sum(PACKET.bytes, PER_VERTEX.bytes, PER_ARC_GROUP.bytes)
+            .wrapping_add(arcs.wrapping_mul(BYTES_PER_ARC)),
     }
 }
 
