@@ -754,17 +754,32 @@ fn oracle_script(
 /// Runs one configuration in-process. A `--poll oracle` study runs twice: first at
 /// `host.poll_interval_ns` to learn when polls find records, then polling only then.
 pub fn run(request: &RunRequest) -> anyhow::Result<RunReport> {
-    run_with(request, None)
+    run_with(request, None, &mut Duration::default())
+}
+
+/// Runs one configuration in-process, as [`run`] does, and says how long (wall time of the
+/// host machine) the co-simulation loop took: the device's events and the host model's turns,
+/// without the data set's generation or loading before it nor the verification after (for a
+/// `--poll oracle` study, the loop of its second run, the one reported).
+pub fn run_timing_the_loop(request: &RunRequest) -> anyhow::Result<(RunReport, Duration)> {
+    let mut looped = Duration::ZERO;
+    let report = run_with(request, None, &mut looped)?;
+    Ok((report, looped))
 }
 
 /// Runs one configuration in-process, as [`run`] does, over a shared device image of its data
 /// set from `images` where its workload allows (see the module docs): the same report, less
 /// set-up.
 pub fn run_sharing(request: &RunRequest, images: &DeviceImages) -> anyhow::Result<RunReport> {
-    run_with(request, Some(images))
+    run_with(request, Some(images), &mut Duration::default())
 }
 
-fn run_with(request: &RunRequest, images: Option<&DeviceImages>) -> anyhow::Result<RunReport> {
+/// [`run`], adding the wall time of the co-simulation loop to `looped`.
+fn run_with(
+    request: &RunRequest,
+    images: Option<&DeviceImages>,
+    looped: &mut Duration,
+) -> anyhow::Result<RunReport> {
     let script = if is_oracle(request) {
         Some(oracle_script(request, images)?)
     } else {
@@ -777,7 +792,9 @@ fn run_with(request: &RunRequest, images: Option<&DeviceImages>) -> anyhow::Resu
             runtime.set_poll_script(script);
         }
         within_budget(runtime, limit, |host| {
+            let started = std::time::Instant::now();
             let cosim = device.run(host, VIRTUAL_TIME_LIMIT);
+            *looped += started.elapsed();
             Ok((cosim.map_err(RunFailure::CoSim), device.metrics()))
         })
     })

@@ -491,6 +491,9 @@ impl<M> std::fmt::Debug for ChannelProfile<'_, M> {
 #[derive(Debug, Clone)]
 pub struct BurstCache {
     tags: Vec<u64>,
+    /// `tags.len() - 1` when that is a power of two (the burst's index is then its low bits,
+    /// as the remainder would be, without a division); 0 otherwise.
+    mask: u64,
 }
 
 /// Bursts a [`BurstCache`] holds per memory channel.
@@ -507,14 +510,24 @@ impl BurstCache {
     /// An empty cache of [`BURST_CACHE_ENTRIES`] per channel (`channels` is bounded by
     /// `DeviceConfig::validate`, at most 64).
     pub fn for_channels(channels: u32) -> BurstCache {
+        let entries = BURST_CACHE_ENTRIES * channels.clamp(1, 64) as usize;
         BurstCache {
-            tags: vec![u64::MAX; BURST_CACHE_ENTRIES * channels.clamp(1, 64) as usize],
+            tags: vec![u64::MAX; entries],
+            mask: if entries.is_power_of_two() {
+                entries as u64 - 1
+            } else {
+                0
+            },
         }
     }
 
     /// Whether `burst` (an address divided by the burst size) was cached; caches it.
     fn touch(&mut self, burst: u64) -> bool {
-        let index = (burst % self.tags.len().max(1) as u64) as usize;
+        let index = if self.mask != 0 {
+            (burst & self.mask) as usize
+        } else {
+            (burst % self.tags.len().max(1) as u64) as usize
+        };
         match self.tags.get_mut(index) {
             Some(tag) if *tag == burst => true,
             Some(tag) => {
@@ -708,6 +721,20 @@ mod profile_tests {
         };
         assert_eq!(bursts, 17);
         assert_eq!(counts, [4, 5, 4, 4]);
+    }
+
+    /// A cache whose size is not a power of two (3 channels) maps a burst by the remainder:
+    /// bursts one cache size apart evict each other, bursts a power of two apart do not.
+    #[test]
+    fn a_burst_cache_of_three_channels_maps_by_the_remainder() {
+        let mut cache = BurstCache::for_channels(3);
+        let size = 3 * BURST_CACHE_ENTRIES as u64;
+        assert!(!cache.touch(5));
+        assert!(cache.touch(5));
+        assert!(!cache.touch(5 + 8192));
+        assert!(cache.touch(5), "8192 bursts apart is another entry of 6144");
+        assert!(!cache.touch(5 + size));
+        assert!(!cache.touch(5), "evicted by the burst one cache size on");
     }
 
     #[test]

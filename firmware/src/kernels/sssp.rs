@@ -208,6 +208,58 @@ pub const fn arc_groups(degree: u32) -> u64 {
 /// arcs, whose one pass has every lane masked off; the targets and weights are contiguous: one
 /// packet, or two across a boundary, counted as one). Saturates instead of overflowing.
 pub fn item_cost(degrees: &[u32]) -> ItemCost {
+    match <&[u32; VERTICES_PER_ITEM as usize]>::try_from(degrees) {
+        // A full item, the commonest case.
+        Ok(full) => full_item_cost(full),
+        Err(_) => item_cost_saturating(degrees),
+    }
+}
+
+/// [`item_cost`] of a full item (8 vertices) in plain (wrapping) arithmetic: nothing can
+/// wrap or saturate (8 degrees below 2^32 make fewer than 2^35 arcs and passes, times at most
+/// [`BYTES_PER_ARC`] < 2^7), so every sum is the saturating form's exactly.
+#[inline]
+fn full_item_cost(degrees: &[u32; VERTICES_PER_ITEM as usize]) -> ItemCost {
+    let (mut groups, mut arcs, mut extra) = (0_u64, 0_u64, 0_u64);
+    for &degree in degrees {
+        let passes = arc_groups(degree);
+        groups = groups.wrapping_add(passes);
+        arcs = arcs.wrapping_add(u64::from(degree));
+        // `passes` exceeds `degree` only for a vertex without arcs (one pass, no extra).
+        extra = extra.wrapping_add(u64::from(degree).saturating_sub(passes));
+    }
+    let vertices = u64::from(VERTICES_PER_ITEM);
+    let sum = |packet: u64, vertex: u64, group: u64| {
+        packet
+            .wrapping_add(vertex.wrapping_mul(vertices))
+            .wrapping_add(group.wrapping_mul(groups))
+    };
+    ItemCost {
+        scalar: sum(PACKET.scalar, PER_VERTEX.scalar, PER_ARC_GROUP.scalar),
+        scalar_memory: sum(
+            PACKET.scalar_memory,
+            PER_VERTEX.scalar_memory,
+            PER_ARC_GROUP.scalar_memory,
+        ),
+        vector: sum(PACKET.vector, PER_VERTEX.vector, PER_ARC_GROUP.vector),
+        vector_memory: sum(
+            PACKET.vector_memory,
+            PER_VERTEX.vector_memory,
+            PER_ARC_GROUP.vector_memory,
+        ),
+        indexed_extra_cycles: sum(
+            PACKET.indexed_extra_cycles,
+            PER_VERTEX.indexed_extra_cycles,
+            PER_ARC_GROUP.indexed_extra_cycles,
+        )
+        .wrapping_add(extra),
+        bytes: sum(PACKET.bytes, PER_VERTEX.bytes, PER_ARC_GROUP.bytes)
+            .wrapping_add(arcs.wrapping_mul(BYTES_PER_ARC)),
+    }
+}
+
+/// [`item_cost`] for any number of degrees, every sum saturating.
+fn item_cost_saturating(degrees: &[u32]) -> ItemCost {
     let vertices = degrees.len() as u64;
     let (mut groups, mut arcs, mut extra) = (0_u64, 0_u64, 0_u64);
     for &degree in degrees {
@@ -725,6 +777,35 @@ mod tests {
         let (mut memory, command) = setup(&graph, &[10, I]);
         run_all(&mut memory, &command);
         assert_eq!(words(&memory, B, 2), [10, I]);
+    }
+
+    /// The plain-arithmetic cost of a full item equals the saturating form's, from no arcs to
+    /// the largest degrees (seeded mix, plus the extremes).
+    #[test]
+    fn a_full_items_cost_is_the_saturating_forms() {
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut cases = vec![[0_u32; 8], [u32::MAX; 8], [1, 8, 9, 16, 17, 0, 7, 64]];
+        for _ in 0..10_000 {
+            cases.push(core::array::from_fn(|_| match next() % 4 {
+                0 => 0,
+                1 => (next() % 20) as u32,
+                2 => (next() % 1000) as u32,
+                _ => next() as u32,
+            }));
+        }
+        for degrees in cases {
+            assert_eq!(
+                item_cost(&degrees),
+                item_cost_saturating(&degrees),
+                "{degrees:?}"
+            );
+        }
     }
 
     #[test]
