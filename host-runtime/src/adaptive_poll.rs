@@ -25,10 +25,17 @@
 //! 2. **Nothing came: back off.** After an empty poll the interval doubles, up to the longest
 //!    (`host.adaptive_poll_longest_ns`, p100 by default), or before the launch's first record
 //!    up to the blind interval (rule 5).
-//! 3. **No task can use new bytes: wait.** When every task still waiting for result bytes
-//!    belongs to a busy worker (round-robin) or a busy chain, or every worker is busy (FIFO),
-//!    a record seen sooner would start nothing sooner: the next poll is the longest interval
-//!    away, and comes forward when a task ends and frees a worker that one of them can use.
+//! 3. **No task can use new bytes: wait.** When no task still waiting for result bytes
+//!    could start if they came now, a record seen sooner would start nothing sooner: the next
+//!    poll is the longest interval away, and comes forward when a task ends and leaves a
+//!    worker free that one of them can use. A task could start when a worker is free that no
+//!    ready task takes first (the runtime hands ready tasks out before anything else: under
+//!    round-robin every ready task whose chain is idle, under FIFO the front while it is
+//!    ready), its chain neither runs nor has a ready task to run next, and the policy would
+//!    take it (FIFO: only the front) (`sched::Scheduler::could_any_start_now`). With one
+//!    shared queue a freed worker takes the next ready task at once, so a worker that is free
+//!    for an instant between a task's end and the next start is not free for bytes, nor is a
+//!    chain (KNN's selection) between two of its tasks whose bytes have come.
 //! 4. **The ring is filling: poll.** Freed slots go back to the device only after a poll
 //!    (the flow-control store follows it); while more than half of the ring's payload slots
 //!    are held or not yet returned, the shortest interval is used, so the device is not
@@ -60,17 +67,18 @@
 //!    longest intervals. Near the end the polls close in on the last record, which every
 //!    iterative workload waits for.
 //! 7. **A late record costs at most 3% of the run.** While a task waiting for bytes could
-//!    start at once, a record seen an interval late delays that task by up to the interval,
-//!    and when the host is the bottleneck (SSB: 13 µs tasks bound round-robin to every
-//!    worker) the delay carries through the worker's whole sequence of tasks: mid-stream
+//!    start at once (rule 3's test), a record seen an interval late delays that task by up
+//!    to the interval, and when the host is the bottleneck (SSB: 13 µs tasks on every
+//!    worker) the delay carries through the tasks the idle worker runs after it: mid-stream
 //!    lateness is not free. So once the launch's records flow at a rate the host has seen,
 //!    the interval (and the one a backlog's end brings the poll forward to, rule 3) is at
 //!    most [`RUNTIME_SLACK_PERCENT`] of the run's predicted length: the time since the run's
 //!    first launch plus the rest of the stream at that rate. Without a rate yet (one batch
 //!    seen) the run's length is unknown, and the rule stands aside (taking the time so far
-//!    for it would poll a short first launch at p1 between its first two batches). Measured from the run, not the launch: a record of an iterative
-//!    workload's tenth launch delays a run ten launches long, and the cap then rarely binds
-//!    (from SSSP's second launch on, 3% of the run exceeds the longest interval).
+//!    for it would poll a short first launch at p1 between its first two batches). Measured
+//!    from the run, not the launch: a record of an iterative workload's tenth launch delays a
+//!    run ten launches long, and the cap then rarely binds (from SSSP's second launch on, 3%
+//!    of the run exceeds the longest interval).
 //!
 //! What it cannot do: the bound is a lower bound, and on a launch whose items' traffic
 //! depends on its data (graphs, bags) or that has several stages (OPT) it is only the

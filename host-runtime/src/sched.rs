@@ -178,11 +178,79 @@ impl Scheduler {
         }
     }
 
-    /// Whether `task`, not ready yet, could start at once if its bytes arrived now: a worker
-    /// is free, no task of its chain runs, and the policy would take it (round-robin: a task
-    /// that arrives is available at once; FIFO: only the front).
+    /// Whether `task`, not ready yet, could start at once if its bytes arrived now
+    /// ([`Scheduler::could_any_start_now`] for one task).
     pub fn could_start_now(&self, task: u32) -> bool {
-        self.busy.iter().any(|busy| !busy) && self.chain_idle(task) && self.policy_allows(task)
+        self.could_any_start_now(std::iter::once(task))
+    }
+
+    /// Whether one of `tasks`, not ready yet, could start at once if its bytes arrived now:
+    /// a worker is free that no ready task takes first, no task of its chain runs or is about
+    /// to, and the policy would take it. The ready tasks the policy starts now go first (the
+    /// runtime hands them out before anything else happens): round-robin starts every ready
+    /// task whose chain is idle, one per chain, while workers are free; FIFO starts the front
+    /// while it is ready, and then only the new front could take a worker. So a worker that a
+    /// ready task will take, or a chain whose next task is ready, is not free for bytes.
+    pub fn could_any_start_now(&self, tasks: impl IntoIterator<Item = u32>) -> bool {
+        let mut spare = self.busy.iter().filter(|busy| !**busy).count();
+        if spare == 0 {
+            return false;
+        }
+        // Chains that a ready task takes before any arrival.
+        let mut taken = BTreeSet::new();
+        let takes = |task: u32, spare: &mut usize, taken: &mut BTreeSet<u32>| -> bool {
+            let chain = self.chain_of(task);
+            if *spare == 0 || !self.chain_idle(task) || chain.is_some_and(|c| taken.contains(&c)) {
+                return false;
+            }
+            *spare -= 1;
+            if let Some(chain) = chain {
+                taken.insert(chain);
+            }
+            true
+        };
+        // FIFO: the front once the ready tasks at it have started.
+        let mut front = self.front;
+        match self.policy {
+            HostScheduling::Rr => {
+                for &task in &self.ready {
+                    if spare == 0 {
+                        return false;
+                    }
+                    takes(task, &mut spare, &mut taken);
+                }
+            }
+            HostScheduling::Fifo => {
+                while self.ready.contains(&front) && takes(front, &mut spare, &mut taken) {
+                    front += 1;
+                    while self
+                        .started
+                        .get(front as usize)
+                        .is_some_and(|&started| started)
+                    {
+                        front += 1;
+                    }
+                }
+            }
+        }
+        if spare == 0 {
+            return false;
+        }
+        tasks.into_iter().any(|task| {
+            let allowed = match self.policy {
+                HostScheduling::Rr => true,
+                HostScheduling::Fifo => {
+                    task == front
+                        || (task as usize >= self.started.len()
+                            && front as usize >= self.started.len())
+                }
+            };
+            allowed
+                && self.chain_idle(task)
+                && self
+                    .chain_of(task)
+                    .is_none_or(|chain| !taken.contains(&chain))
+        })
     }
 
     /// Workers running something.
@@ -250,8 +318,13 @@ mod tests {
         assert!(rr.blocked(), "every worker is busy");
         assert!(!rr.could_start_now(1));
         rr.release(1, Some(2));
-        assert!(rr.could_start_now(1));
+        assert!(
+            !rr.could_start_now(1),
+            "task 3, ready, takes the freed worker"
+        );
         assert_eq!(rr.next_start(), Some((1, 3)));
+        rr.release(0, Some(0));
+        assert!(rr.could_start_now(1));
     }
 
     #[test]
@@ -286,6 +359,40 @@ mod tests {
             scheduler.release(0, Some(first));
             assert_eq!(scheduler.next_start(), Some((0, second)));
         }
+    }
+
+    #[test]
+    fn a_worker_or_chain_that_a_ready_task_takes_is_not_free_for_bytes() {
+        // Round-robin, two workers, one free: task 0 runs, task 1 is ready and takes the
+        // free worker as soon as the runtime hands it out, so bytes for task 2 start nothing.
+        let mut rr = launch(HostScheduling::Rr, 2, 4);
+        rr.ready(0);
+        assert_eq!(rr.next_start(), Some((0, 0)));
+        rr.ready(1);
+        assert!(!rr.could_start_now(2), "task 1 takes the free worker");
+        assert_eq!(rr.next_start(), Some((1, 1)));
+        rr.release(1, Some(1));
+        assert!(
+            rr.could_start_now(2),
+            "nothing ready: the freed worker waits"
+        );
+        assert!(rr.could_any_start_now([3, 2]));
+        assert!(!rr.could_any_start_now([]));
+        // A chain whose next task is ready is taken, though it is idle now and a worker free:
+        // a task of it whose bytes come now waits for that one.
+        let mut chained = Scheduler::new(HostScheduling::Rr, 2);
+        chained.set_chains(vec![Some(0), Some(0), Some(0), Some(1)]);
+        chained.ready(0);
+        assert!(!chained.could_start_now(1), "task 0 takes chain 0");
+        assert!(chained.could_start_now(3), "a worker is left for chain 1");
+        // FIFO: the front is ready and takes the free worker; with a second free worker, the
+        // task after it is the front once it starts.
+        let mut fifo = launch(HostScheduling::Fifo, 1, 3);
+        fifo.ready(0);
+        assert!(!fifo.could_start_now(1), "task 0 takes the only worker");
+        let mut fifo = launch(HostScheduling::Fifo, 2, 3);
+        fifo.ready(0);
+        assert!(fifo.could_start_now(1) && !fifo.could_start_now(2));
     }
 
     #[test]

@@ -350,13 +350,12 @@ impl Axle {
     }
 
     /// Whether a task still waiting for bytes could start at once if they arrived now (adaptive
-    /// rule 3: otherwise a record seen sooner starts nothing sooner).
+    /// rule 3: otherwise a record seen sooner starts nothing sooner), counting the free workers
+    /// and idle chains that the ready tasks take first as busy.
     fn bytes_would_start_a_task(host: &Host<'_>) -> bool {
         host.launch.as_ref().is_some_and(|launch| {
-            launch
-                .tracker
-                .waiting_for_bytes()
-                .any(|task| host.scheduler.could_start_now(task))
+            host.scheduler
+                .could_any_start_now(launch.tracker.waiting_for_bytes())
         })
     }
 
@@ -531,7 +530,8 @@ impl Mechanism for Axle {
             return Ok(());
         };
         // Adaptive rule 3: a poll put back because no task could use new bytes comes forward
-        // now that one can (a worker freed up).
+        // now that one can (a worker freed up that no ready task takes: this runs before the
+        // runtime hands the ready tasks out, and the scheduler counts them first).
         let after = if Self::bytes_would_start_a_task(host) {
             schedule.backlog_cleared()
         } else {
