@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use zerocopy::{FromZeros, IntoBytes};
 
 mod common;
-use common::{EmulatorProcess, Reaped, Scratch};
+use common::{finish_axle, spawn_axle, EmulatorProcess, Reaped, Scratch};
 
 const AXLE: &str = env!("CARGO_BIN_EXE_axle");
 /// Bound on any single wait for a process or a log line.
@@ -1305,34 +1305,6 @@ fn tenant_args(socket: &str, tenant: usize, group: &str) -> Vec<String> {
     .to_vec()
 }
 
-fn spawn_axle(args: &[String]) -> Reaped {
-    Reaped(
-        Command::new(AXLE)
-            .args(args)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    )
-}
-
-fn finish_axle(mut child: Reaped) -> Output {
-    child
-        .wait_for_exit(DEADLINE)
-        .unwrap_or_else(|| panic!("axle did not finish within {DEADLINE:?}"));
-    let mut stdout = Vec::new();
-    let mut stderr = Vec::new();
-    let _ = child.0.stdout.take().unwrap().read_to_end(&mut stdout);
-    let _ = child.0.stderr.take().unwrap().read_to_end(&mut stderr);
-    Output {
-        status: child.0.wait().unwrap(),
-        stdout,
-        stderr,
-    }
-}
-
 /// Starts tenant 1 of [`GROUP`] (the victim), stops it (SIGSTOP) once it attached, then
 /// starts tenants 0 and 2; returns the victim and the two others once the run started (the
 /// emulator then waits for the victim's first turn).
@@ -1392,7 +1364,7 @@ fn survivors_match_run_many(
         fault.is_some()
     );
     for (tenant, child) in others {
-        let output = finish_axle(child);
+        let output = finish_axle(child, DEADLINE, &"tenant");
         assert!(
             output.status.success(),
             "tenant {tenant}: {}\nemulator log:\n{}",
@@ -1494,7 +1466,7 @@ fn a_stopped_tenant_process_is_detached_after_the_turn_timeout_and_the_others_ve
     survivors_match_run_many(others, Some(&format!("1:kill@{at}")), &emulator);
     emulator.wait_for_log("1 of them detached mid-run", 1);
     kill(Pid::from_raw(victim.pid()), Signal::SIGCONT).unwrap();
-    let output = finish_axle(victim);
+    let output = finish_axle(victim, DEADLINE, &"tenant");
     assert!(!output.status.success());
     let said = text(&output.stderr);
     assert!(

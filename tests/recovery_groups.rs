@@ -11,12 +11,11 @@
 //!
 //! Run: `cargo test --release --test recovery_groups`.
 
-use std::io::Read;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{EmulatorProcess, Reaped, Scratch};
+use common::{finish_axle, spawn_axle, EmulatorProcess, Reaped, Scratch};
 
 const AXLE: &str = env!("CARGO_BIN_EXE_axle");
 /// Bound on any single wait for a process or a log line.
@@ -28,42 +27,17 @@ const OPTIONS: [&str; 5] = ["--mode", "rp", "--scale", "small", "--json"];
 /// The emulator dies instead of handing a tenant its turn for the 31st time: mid-run.
 const DIE_AFTER: &str = "30";
 
-/// Starts `axle` with `args`.
-fn spawn(args: &[String]) -> Reaped {
-    Reaped(
-        Command::new(AXLE)
-            .args(args)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    )
-}
-
-/// Waits for a started `axle` (bounded by [`DEADLINE`]).
-fn finish(mut child: Reaped) -> Output {
-    child
-        .wait_for_exit(DEADLINE)
-        .unwrap_or_else(|| panic!("axle did not finish within {DEADLINE:?}"));
-    let mut stdout = Vec::new();
-    let mut stderr = Vec::new();
-    let _ = child.0.stdout.take().unwrap().read_to_end(&mut stdout);
-    let _ = child.0.stderr.take().unwrap().read_to_end(&mut stderr);
-    Output {
-        status: child.0.wait().unwrap(),
-        stdout,
-        stderr,
-    }
-}
-
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
 fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// Waits for a started `axle` (bounded by [`DEADLINE`]) and collects its output.
+fn finish(child: Reaped) -> Output {
+    finish_axle(child, DEADLINE, &"run")
 }
 
 /// `axle run-many` of [`GROUP`] with `extra`.
@@ -142,7 +116,7 @@ fn each_tenant_reported_its_loss(stderr: &str, group_prefix: &str) {
 
 #[test]
 fn a_run_many_group_killed_mid_run_reattaches_and_prints_the_uninterrupted_json() {
-    let uninterrupted = finish(spawn(&run_many(&[])));
+    let uninterrupted = finish(spawn_axle(&run_many(&[])));
     assert!(
         uninterrupted.status.success(),
         "{}",
@@ -151,7 +125,7 @@ fn a_run_many_group_killed_mid_run_reattaches_and_prints_the_uninterrupted_json(
     let scratch = Scratch::new("recg", "many");
     let first = dying_emulator(&scratch);
     let socket = first.socket.to_str().unwrap().to_owned();
-    let host = spawn(&run_many(&["--attach", &socket, "--reattach"]));
+    let host = spawn_axle(&run_many(&["--attach", &socket, "--reattach"]));
     died(first);
     let second = EmulatorProcess::start_with(AXLE, &scratch, &["--max-tenants", "2"], DEADLINE);
     // What an emulator holds idle: one started alike that serves nobody (the restarted one may
@@ -209,7 +183,7 @@ fn a_run_many_group_killed_mid_run_reattaches_and_prints_the_uninterrupted_json(
 
 #[test]
 fn tenant_processes_reattach_regather_and_each_prints_its_part_of_the_uninterrupted_run() {
-    let uninterrupted = finish(spawn(&run_many(&["--no-alone"])));
+    let uninterrupted = finish(spawn_axle(&run_many(&["--no-alone"])));
     assert!(
         uninterrupted.status.success(),
         "{}",
@@ -220,7 +194,7 @@ fn tenant_processes_reattach_regather_and_each_prints_its_part_of_the_uninterrup
     let first = dying_emulator(&scratch);
     let socket = first.socket.clone();
     let hosts: Vec<Reaped> = (0..GROUP.len())
-        .map(|index| spawn(&tenant(index, "again", &socket, &["--reattach"])))
+        .map(|index| spawn_axle(&tenant(index, "again", &socket, &["--reattach"])))
         .collect();
     died(first);
     let second = EmulatorProcess::start_with(AXLE, &scratch, &["--max-tenants", "2"], DEADLINE);
@@ -252,8 +226,8 @@ fn a_tenant_whose_peer_gave_up_is_refused_at_the_group_timeout_not_left_hanging(
     let first = dying_emulator(&scratch);
     let socket = first.socket.clone();
     // Tenant 0 reattaches; tenant 1 does not, and gives up when the device is lost.
-    let patient = spawn(&tenant(0, "alone", &socket, &["--reattach"]));
-    let quitter = spawn(&tenant(1, "alone", &socket, &[]));
+    let patient = spawn_axle(&tenant(0, "alone", &socket, &["--reattach"]));
+    let quitter = spawn_axle(&tenant(1, "alone", &socket, &[]));
     died(first);
     let quit = finish(quitter);
     assert_eq!(quit.status.code(), Some(2), "{}", text(&quit.stderr));
@@ -286,7 +260,7 @@ fn a_restarted_emulator_serving_fewer_tenants_than_the_group_refuses_it_naming_b
     let scratch = Scratch::new("recg", "fewer");
     let first = dying_emulator(&scratch);
     let socket = first.socket.to_str().unwrap().to_owned();
-    let host = spawn(&run_many(&[
+    let host = spawn_axle(&run_many(&[
         "--attach",
         &socket,
         "--reattach",
@@ -307,7 +281,7 @@ fn a_restarted_emulator_serving_fewer_tenants_than_the_group_refuses_it_naming_b
 
 #[test]
 fn reattach_for_run_many_needs_attach() {
-    let output = finish(spawn(&run_many(&["--reattach"])));
+    let output = finish(spawn_axle(&run_many(&["--reattach"])));
     assert!(!output.status.success());
     assert!(
         text(&output.stderr).contains("--attach"),

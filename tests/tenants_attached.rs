@@ -15,51 +15,19 @@ use emulator::server::Setup;
 use host_driver::attachment::{AttachOptions, Attachment};
 use shared_abi::command::{KernelId, LaunchMode};
 use shared_abi::{device_map, CommandDescriptor, DeviceAddress, Status, Ticks};
-use std::io::Read;
-use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 use zerocopy::IntoBytes;
 
 mod common;
-use common::{EmulatorProcess, Reaped, Scratch};
+use common::{finish_axle, spawn_axle, EmulatorProcess, Scratch};
 
 const AXLE: &str = env!("CARGO_BIN_EXE_axle");
 /// Bound on any single wait for a process or a log line.
 const DEADLINE: Duration = Duration::from_secs(60);
 
-/// Starts `axle` with `args`.
-fn spawn(args: &[&str]) -> Reaped {
-    Reaped(
-        Command::new(AXLE)
-            .args(args)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    )
-}
-
-/// Waits for a started `axle` (bounded by [`DEADLINE`]).
-fn finish(mut child: Reaped, args: &[&str]) -> Output {
-    child
-        .wait_for_exit(DEADLINE)
-        .unwrap_or_else(|| panic!("axle {args:?} did not finish within {DEADLINE:?}"));
-    let mut stdout = Vec::new();
-    let mut stderr = Vec::new();
-    let _ = child.0.stdout.take().unwrap().read_to_end(&mut stdout);
-    let _ = child.0.stderr.take().unwrap().read_to_end(&mut stderr);
-    Output {
-        status: child.0.wait().unwrap(),
-        stdout,
-        stderr,
-    }
-}
-
 /// Runs `axle` with `args` to completion; it must succeed.
 fn axle(args: &[&str]) -> String {
-    let output = finish(spawn(args), args);
+    let output = finish_axle(spawn_axle(args), DEADLINE, &args);
     assert!(
         output.status.success(),
         "axle {args:?} failed: {}",
@@ -163,7 +131,7 @@ fn tenants_attaching_as_separate_processes_in_any_order_print_their_part_of_run_
     let mut children = Vec::new();
     for (number, (tenant, args)) in tenants.iter().enumerate() {
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        children.push((*tenant, spawn(&refs), args.clone()));
+        children.push((*tenant, spawn_axle(&refs), args.clone()));
         // Each attaches before the next starts: the order is the one written above.
         if number == 0 {
             emulator.wait_for_log("group three: tenant 2 of 3 attached", 1);
@@ -173,7 +141,7 @@ fn tenants_attaching_as_separate_processes_in_any_order_print_their_part_of_run_
     }
     for (tenant, child, args) in children {
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        let output = finish(child, &refs);
+        let output = finish_axle(child, DEADLINE, &refs);
         assert!(
             output.status.success(),
             "tenant {tenant}: {}\nemulator log:\n{}",

@@ -1,13 +1,15 @@
 //! Helpers shared by the integration tests that start processes (`multiprocess.rs`,
-//! `hostile.rs`): a scratch directory per test, a child process that is always reaped, and an
-//! `axle emu` process with its log.
+//! `hostile.rs`, `recovery.rs`, `recovery_groups.rs`, `tenants_attached.rs`): a scratch
+//! directory per test, a child process that is always reaped, `axle` started with its output
+//! collected, and an `axle emu` process with its log.
 //! Each test file uses what it needs.
 #![allow(dead_code, reason = "each test file uses a part of the helpers")]
 
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -72,6 +74,37 @@ impl Drop for Reaped {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// Starts `axle` with `args`: standard output and error piped, `RUST_LOG` unset.
+pub fn spawn_axle<S: AsRef<OsStr>>(args: &[S]) -> Reaped {
+    Reaped(
+        Command::new(env!("CARGO_BIN_EXE_axle"))
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// Waits for an `axle` started by [`spawn_axle`], at most `deadline` (the test fails naming
+/// `what` past it), and collects its status and output.
+pub fn finish_axle(mut child: Reaped, deadline: Duration, what: &dyn std::fmt::Debug) -> Output {
+    child
+        .wait_for_exit(deadline)
+        .unwrap_or_else(|| panic!("axle {what:?} did not finish within {deadline:?}"));
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    let _ = child.0.stdout.take().unwrap().read_to_end(&mut stdout);
+    let _ = child.0.stderr.take().unwrap().read_to_end(&mut stderr);
+    Output {
+        status: child.0.wait().unwrap(),
+        stdout,
+        stderr,
     }
 }
 
