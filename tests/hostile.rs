@@ -250,6 +250,13 @@ impl Client {
         )
     }
 
+    /// The session's answer, and the turn page it names mapped: the page and the descriptors.
+    fn ready_page(&self) -> (TurnPage, Vec<OwnedFd>) {
+        let (ready, fds) = self.ready().unwrap();
+        let page = TurnPage::map(fds[1].as_fd(), ready.turn_page_bytes).unwrap();
+        (page, fds)
+    }
+
     /// The emulator's refusal of the session; panics on anything else.
     fn refused(&self) -> String {
         match self.ready() {
@@ -263,8 +270,7 @@ impl Client {
         let client = Client::hello(path);
         let (memory, fd) = MappedWords::create("hostile-host-memory", HOST_MEMORY).unwrap();
         client.request(HOST_MEMORY, &setup_json(&honest_setup()), &[fd.as_fd()]);
-        let (ready, fds) = client.ready().unwrap();
-        let page = TurnPage::map(fds[1].as_fd(), ready.turn_page_bytes).unwrap();
+        let (page, fds) = client.ready_page();
         (client, memory, page, fds)
     }
 }
@@ -1061,8 +1067,7 @@ fn a_tenant_that_dies_mid_run_is_detached_and_the_others_run_on() {
     let _zero_memory = zero.request_tenant(claim("d", 0, 2), &honest_setup());
     let one = Client::hello(&emulator.socket);
     let one_memory = one.request_tenant(claim("d", 1, 2), &honest_setup());
-    let (ready, zero_fds) = zero.ready().unwrap();
-    let page = TurnPage::map(zero_fds[1].as_fd(), ready.turn_page_bytes).unwrap();
+    let (page, zero_fds) = zero.ready_page();
     let (_, one_fds) = one.ready().unwrap();
     // Tenant 0 takes its first turn; tenant 1 dies before its own.
     take_turn(&page, &zero);
@@ -1107,10 +1112,8 @@ fn a_tenant_that_breaks_the_turn_protocol_is_detached_and_the_others_run_on() {
     let _zero_memory = zero.request_tenant(claim("l", 0, 2), &honest_setup());
     let one = Client::hello(&emulator.socket);
     let _one_memory = one.request_tenant(claim("l", 1, 2), &honest_setup());
-    let (ready, zero_fds) = zero.ready().unwrap();
-    let zero_page = TurnPage::map(zero_fds[1].as_fd(), ready.turn_page_bytes).unwrap();
-    let (ready, one_fds) = one.ready().unwrap();
-    let one_page = TurnPage::map(one_fds[1].as_fd(), ready.turn_page_bytes).unwrap();
+    let (zero_page, zero_fds) = zero.ready_page();
+    let (one_page, one_fds) = one.ready_page();
     take_turn(&zero_page, &zero);
     let mut link = RecordingLink::default();
     zero_page
@@ -1179,10 +1182,8 @@ fn a_tenant_whose_ring_the_device_latches_broken_is_told_and_freed_at_once() {
     let _zero_memory = zero.request_tenant(claim("b", 0, 2), &honest_setup());
     let one = Client::hello(&emulator.socket);
     let _one_memory = one.request_tenant(claim("b", 1, 2), &honest_setup());
-    let (ready, zero_fds) = zero.ready().unwrap();
-    let zero_page = TurnPage::map(zero_fds[1].as_fd(), ready.turn_page_bytes).unwrap();
-    let (ready, one_fds) = one.ready().unwrap();
-    let one_page = TurnPage::map(one_fds[1].as_fd(), ready.turn_page_bytes).unwrap();
+    let (zero_page, zero_fds) = zero.ready_page();
+    let (one_page, one_fds) = one.ready_page();
     take_turn(&zero_page, &zero);
     let mut link = RecordingLink::default();
     zero_page
@@ -1247,10 +1248,8 @@ fn a_tenant_that_deadlocks_alone_is_detached_and_told_and_the_other_ends_well() 
     let _zero_memory = zero.request_tenant(claim("w", 0, 2), &honest_setup());
     let one = Client::hello(&emulator.socket);
     let _one_memory = one.request_tenant(claim("w", 1, 2), &honest_setup());
-    let (ready, zero_fds) = zero.ready().unwrap();
-    let zero_page = TurnPage::map(zero_fds[1].as_fd(), ready.turn_page_bytes).unwrap();
-    let (ready, one_fds) = one.ready().unwrap();
-    let one_page = TurnPage::map(one_fds[1].as_fd(), ready.turn_page_bytes).unwrap();
+    let (zero_page, zero_fds) = zero.ready_page();
+    let (one_page, one_fds) = one.ready_page();
     take_turn(&zero_page, &zero);
     let mut link = RecordingLink::default();
     zero_page
