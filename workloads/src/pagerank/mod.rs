@@ -213,8 +213,7 @@ impl PageRankApplication {
     /// Reads (or generates) the graph `source` names.
     fn read(source: &GraphSource, options: &WorkloadOptions) -> Result<Input, WorkloadError> {
         let edges: EdgeList = GRAPH.edges(source, options.seed)?;
-        let graph =
-            Csr::symmetric(&edges, None).map_err(|reason| GRAPH.error(source, reason))?;
+        let graph = Csr::symmetric(&edges, None).map_err(|reason| GRAPH.error(source, reason))?;
         let description = GRAPH.description(source, &edges, options.seed);
         log::info!(
             "pagerank: {} vertices {} arcs ({description})",
@@ -412,9 +411,8 @@ impl Application for PageRankApplication {
     }
 
     fn finish_launch(&mut self) -> Result<HostCost, AppError> {
-        if let Some(first) = self.changes.iter().position(Option::is_none) {
-            let missing = self.changes.iter().filter(|c| c.is_none()).count();
-            return Err(self.fail(AppProblem::NeverRan { missing, first }));
+        if let Some(problem) = AppProblem::never_ran(self.changes.iter().map(Option::is_some)) {
+            return Err(self.fail(problem));
         }
         self.last_change = self.changes.iter().flatten().sum();
         self.dangling_share = reference::dangling_share(&self.input.graph, &self.rank);

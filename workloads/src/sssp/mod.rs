@@ -308,8 +308,8 @@ impl SsspApplication {
     fn read(source: &GraphSource, options: &WorkloadOptions) -> Result<Input, WorkloadError> {
         let edges: EdgeList = GRAPH.edges(source, options.seed)?;
         let weights = weights(edges.edges.len(), options.seed);
-        let graph = Csr::symmetric(&edges, Some(&weights))
-            .map_err(|reason| GRAPH.error(source, reason))?;
+        let graph =
+            Csr::symmetric(&edges, Some(&weights)).map_err(|reason| GRAPH.error(source, reason))?;
         let description = GRAPH.description(source, &edges, options.seed);
         log::info!(
             "sssp: {} vertices {} arcs ({description})",
@@ -524,9 +524,8 @@ impl Application for SsspApplication {
     }
 
     fn finish_launch(&mut self) -> Result<HostCost, AppError> {
-        if let Some(first) = self.lists.iter().position(Option::is_none) {
-            let missing = self.lists.iter().filter(|list| list.is_none()).count();
-            return Err(self.fail(AppProblem::NeverRan { missing, first }));
+        if let Some(problem) = AppProblem::never_ran(self.lists.iter().map(Option::is_some)) {
+            return Err(self.fail(problem));
         }
         let lists = std::mem::take(&mut self.lists);
         let (changed, cost) =
