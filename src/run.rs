@@ -905,6 +905,49 @@ mod attached {
         }
     }
 
+    /// What the host asks of the emulator process for the prepared run as it attaches: the
+    /// device set-up (`wall`: a wall-clock run's limit) and the host's memory, with the
+    /// interrupt line and the tenant claim as [`AttachOptions`] has them.
+    fn attach_options(
+        request: &RunRequest,
+        target: &AttachTarget,
+        prepared: &Prepared,
+        wall: Option<emulator::server::WallSetup>,
+        interrupt_line: bool,
+        tenant: Option<cosim_link::attach::TenantClaim>,
+    ) -> anyhow::Result<AttachOptions> {
+        let config = &request.config;
+        let setup = Setup {
+            device: prepared.device.clone(),
+            streaming_factor: config.streaming_factor()?.into(),
+            out_of_order: config.axle.out_of_order,
+            limit_ns: VIRTUAL_TIME_LIMIT.as_ns(),
+            wall,
+        };
+        Ok(AttachOptions {
+            abi_version: target.abi_version,
+            host_memory_bytes: prepared.host_bytes,
+            device_setup: serde_json::to_string(&setup)?,
+            interrupt_line,
+            tenant,
+        })
+    }
+
+    /// The run's ring in the attachment's host memory, once the data set is loaded into the
+    /// emulator's device memory.
+    fn load(
+        prepared: &mut Prepared,
+        attachment: &mut Attachment,
+    ) -> anyhow::Result<Option<AxleRing>> {
+        let memory = Arc::clone(attachment.host_memory());
+        let ring = prepared.ring(&memory)?;
+        prepared
+            .app
+            .load(&mut RemoteLoader { attachment })
+            .context("loading the data set into device memory")?;
+        Ok(ring)
+    }
+
     /// Runs one configuration with the host here and the device in the emulator process
     /// serving on `target.socket`. Prints exactly what [`run`] prints for the same request.
     /// An emulator that dies mid-run fails it with a [`DeviceLost`] that says which launch
@@ -987,32 +1030,11 @@ mod attached {
         wait: Option<Duration>,
         attached: &mut dyn FnMut(u64),
     ) -> anyhow::Result<(RunReport, Option<cosim_link::attach::TenantEnd>)> {
-        let config = &request.config;
-        let setup = Setup {
-            device: prepared.device.clone(),
-            streaming_factor: config.streaming_factor()?.into(),
-            out_of_order: config.axle.out_of_order,
-            limit_ns: VIRTUAL_TIME_LIMIT.as_ns(),
-            wall: None,
-        };
-        let options = AttachOptions {
-            abi_version: target.abi_version,
-            host_memory_bytes: prepared.host_bytes,
-            device_setup: serde_json::to_string(&setup)?,
-            interrupt_line: false,
-            tenant,
-        };
+        let options = attach_options(request, target, &prepared, None, false, tenant)?;
         let mut attachment = crate::recover::connect(target, &options, wait)?;
         let epoch = attachment.epoch();
         attached(epoch);
-        let memory = Arc::clone(attachment.host_memory());
-        let ring = prepared.ring(&memory)?;
-        prepared
-            .app
-            .load(&mut RemoteLoader {
-                attachment: &mut attachment,
-            })
-            .context("loading the data set into device memory")?;
+        let ring = load(&mut prepared, &mut attachment)?;
         let limit = request.wall_limit();
         let mut share = None;
         let report = prepared.run_and_report(request, ring, |runtime| {
@@ -1047,33 +1069,13 @@ mod attached {
         }
         let limit = Ticks::from_ns(u64::try_from(options.limit.as_nanos()).unwrap_or(u64::MAX));
         let mut prepared = prepare(request)?;
-        let config = &request.config;
-        let setup = Setup {
-            device: prepared.device.clone(),
-            streaming_factor: config.streaming_factor()?.into(),
-            out_of_order: config.axle.out_of_order,
-            limit_ns: VIRTUAL_TIME_LIMIT.as_ns(),
-            wall: Some(emulator::server::WallSetup {
-                limit_ns: limit.as_ns(),
-            }),
+        let wall = emulator::server::WallSetup {
+            limit_ns: limit.as_ns(),
         };
-        let attach = AttachOptions {
-            abi_version: target.abi_version,
-            host_memory_bytes: prepared.host_bytes,
-            device_setup: serde_json::to_string(&setup)?,
-            interrupt_line: true,
-            tenant: None,
-        };
+        let attach = attach_options(request, target, &prepared, Some(wall), true, None)?;
         let mut attachment = Attachment::connect(&target.socket, &attach)?;
         let epoch = attachment.epoch();
-        let memory = Arc::clone(attachment.host_memory());
-        let ring = prepared.ring(&memory)?;
-        prepared
-            .app
-            .load(&mut RemoteLoader {
-                attachment: &mut attachment,
-            })
-            .context("loading the data set into device memory")?;
+        let ring = load(&mut prepared, &mut attachment)?;
         let mut side = crate::wall::HostSide::default();
         let mut device_end = None;
         let mut report = prepared.run_and_report(request, ring, |runtime| {

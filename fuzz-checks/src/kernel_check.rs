@@ -369,6 +369,12 @@ pub fn first_middle_last(range: core::ops::Range<u32>) -> Vec<u32> {
     picks
 }
 
+/// The launch is one stage of all its items (every kernel's but OPT's).
+pub fn assert_one_stage(kernel: &Kernel) {
+    assert_eq!(kernel.stages(), 1);
+    assert_eq!(kernel.stage_items(0), 0..kernel.items());
+}
+
 /// What a kernel decoder target supplies to the one body they share ([`check`]): how its
 /// fuzz input (`Input`, decoded from the raw bytes as libFuzzer decodes it) becomes a
 /// (possibly mutated) command and memory, the model (`Model`) of the module docs' validation
@@ -387,14 +393,16 @@ pub struct KernelTarget<Input, Decoded, Model> {
     pub decode: fn(&CommandDescriptor, &FakeDeviceMemory) -> Result<Decoded, FirmwareError>,
     /// The decoded form as the `Kernel` enum holds it (`Kernel::Sssp`...).
     pub wrap: fn(Decoded) -> Kernel,
-    /// Checks the items of an accepted launch and runs some of them.
-    pub check_items: fn(&Kernel, &Model, &CommandDescriptor, FakeDeviceMemory),
+    /// Checks the items of an accepted launch and runs some of them (the item and the stage
+    /// past the last are [`check`]'s).
+    pub check_items: fn(&Kernel, &Model, &CommandDescriptor, &mut Watched),
 }
 
 /// The body of every kernel decoder target: the kernel's decoder agrees with the model (same
 /// status when both refuse); for the kernel's own id, `Kernel::decode` agrees too and an
-/// accepted launch's items pass the target's `check_items`; for another id (a mutation of
-/// the kernel field) `Kernel::decode` only must not panic.
+/// accepted launch refuses the item and the stage past its last and its items pass the
+/// target's `check_items`; for another id (a mutation of the kernel field) `Kernel::decode`
+/// only must not panic.
 pub fn check<Input, Decoded, Model>(target: &KernelTarget<Input, Decoded, Model>, data: &[u8])
 where
     Input: for<'a> Arbitrary<'a> + core::fmt::Debug,
@@ -420,7 +428,17 @@ where
     match (Kernel::decode(&command, &memory), expected) {
         (Ok(kernel), Ok(model)) => {
             assert_eq!((target.wrap)(direct.expect("accepted above")), kernel);
-            (target.check_items)(&kernel, &model, &command, memory);
+            assert!(kernel.stage_items(kernel.stages()).is_empty());
+            assert_eq!(
+                kernel.item(kernel.items(), &memory),
+                Err(FirmwareError::ArgumentOutOfRange)
+            );
+            let mut memory = Watched::new(memory);
+            (target.check_items)(&kernel, &model, &command, &mut memory);
+            assert_eq!(
+                kernel.execute(kernel.items(), &memory),
+                Err(FirmwareError::ArgumentOutOfRange)
+            );
         }
         (Err(got), Err(want)) => assert_eq!(got, want),
         (got, want) => panic!("Kernel::decode {got:?} but the docs' rules say {want:?}"),

@@ -262,6 +262,22 @@ pub enum BadResult {
     },
 }
 
+impl AppProblem {
+    /// [`AppProblem::NeverRan`] if not every task of the launch has run (`ran`: whether each
+    /// has, in task order), for `finish_launch`.
+    pub fn never_ran(ran: impl IntoIterator<Item = bool>) -> Option<AppProblem> {
+        let mut missing = 0;
+        let mut first = None;
+        for (task, ran) in ran.into_iter().enumerate() {
+            if !ran {
+                missing += 1;
+                first.get_or_insert(task);
+            }
+        }
+        first.map(|first| AppProblem::NeverRan { missing, first })
+    }
+}
+
 impl AppError {
     /// `problem` of the application `application` in `scope`.
     pub fn new(application: impl Into<String>, scope: Scope, problem: AppProblem) -> AppError {

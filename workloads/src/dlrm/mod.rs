@@ -461,9 +461,8 @@ impl Application for DlrmApplication {
                 },
             ));
         };
-        let missing = self.ran[batch].iter().filter(|ran| !**ran).count();
-        if let Some(first) = self.ran[batch].iter().position(|ran| !*ran) {
-            return Err(self.fail(Scope::Batch(batch), AppProblem::NeverRan { missing, first }));
+        if let Some(problem) = AppProblem::never_ran(self.ran[batch].iter().copied()) {
+            return Err(self.fail(Scope::Batch(batch), problem));
         }
         self.finished += 1;
         Ok(HostCost {

@@ -47,7 +47,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 mod error;
+mod input;
 pub use error::GraphError;
+pub(crate) use input::{vertex_block_tasks, GraphInput};
 
 /// An undirected graph as an edge list: 0-based vertex pairs.
 #[derive(Clone, Debug, PartialEq, Eq)]

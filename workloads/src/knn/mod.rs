@@ -453,18 +453,8 @@ impl Application for KnnApplication {
     }
 
     fn finish_launch(&mut self) -> Result<HostCost, AppError> {
-        let missing: Vec<usize> = self
-            .partial
-            .iter()
-            .enumerate()
-            .filter(|(_, list)| list.is_none())
-            .map(|(id, _)| id)
-            .collect();
-        if let Some(&first) = missing.first() {
-            return Err(self.fail(AppProblem::NeverRan {
-                missing: missing.len(),
-                first,
-            }));
+        if let Some(problem) = AppProblem::never_ran(self.partial.iter().map(Option::is_some)) {
+            return Err(self.fail(problem));
         }
         let answer = self.running.clone();
         // Copying each query's answer out: one load and one store per neighbour.

@@ -63,7 +63,7 @@ use host_runtime::app::{
 use shared_abi::params::pagerank::{PageRankParameters, VERTICES_PER_ITEM};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
-use crate::graph::{self, words_to_le_bytes, Csr, EdgeList, GraphSource};
+use crate::graph::{self, words_to_le_bytes, Csr, EdgeList, GraphInput, GraphSource};
 use crate::shared::Shared;
 use crate::{WorkloadError, WorkloadInfo, WorkloadOptions};
 
@@ -108,28 +108,15 @@ pub(crate) fn source(options: &WorkloadOptions) -> GraphSource {
     GraphSource::of(options, DATA_FILE, PAPER_VERTICES, SMALL_VERTICES)
 }
 
-/// The source, as the catalog states it before reading anything (a run's own output says
-/// what it read: [`graph::file_description`]).
-fn source_description(options: &WorkloadOptions) -> String {
-    let source = source(options);
-    match &source {
-        GraphSource::File(path) => format!(
-            "{}: the paper's {} if its size and SHA-256 are {}'s (the run reports the counts it reads and warns if not)",
-            path.display(),
-            crate::datafile::COAUTHORS_DBLP.what,
-            crate::datafile::COAUTHORS_DBLP.name
-        ),
-        GraphSource::Generator { vertices, .. } => {
-            let edges = generated_edges(*vertices);
-            format!(
-                "seeded power-law graph (seed {}): {vertices} vertices, {edges} edges = {} arcs{}",
-                options.seed,
-                2 * edges,
-                source.ignored_note()
-            )
-        }
-    }
-}
+/// The graph's file, reader and generator.
+const GRAPH: GraphInput = GraphInput {
+    workload: NAME,
+    known: crate::datafile::COAUTHORS_DBLP,
+    read_file: graph::read_mtx_tar_gz,
+    generator: "seeded power-law graph",
+    generate: graph::power_law,
+    generated_edges,
+};
 
 /// The catalog entry with the sizes `options` would use.
 pub fn info(options: &WorkloadOptions) -> WorkloadInfo {
@@ -140,7 +127,7 @@ pub fn info(options: &WorkloadOptions) -> WorkloadInfo {
         table_iv: "#V: 299067, #E: 977676",
         characteristics: format!(
             "{}; damping {DAMPING}, {ITERATIONS} iterations, one vertex per item (8-lane gather), {TASK_VERTICES} vertices per host task",
-            source_description(options)
+            GRAPH.catalog(&source(options), options.seed)
         ),
         offloaded: "neighbour traversal and accumulation: the sum of in-neighbour contributions per vertex (4 B each)",
         host_task: "rank update, next contributions and L1 change (convergence); contributions written back to the device",
@@ -225,26 +212,9 @@ impl PageRankApplication {
 
     /// Reads (or generates) the graph `source` names.
     fn read(source: &GraphSource, options: &WorkloadOptions) -> Result<Input, WorkloadError> {
-        let input_error = |path: String, reason: graph::GraphError| WorkloadError::Input {
-            workload: NAME,
-            path,
-            reason,
-        };
-        let edges: EdgeList = match source {
-            GraphSource::File(path) => graph::read_mtx_tar_gz(path),
-            GraphSource::Generator { vertices, .. } => {
-                graph::power_law(*vertices, generated_edges(*vertices), options.seed)
-            }
-        }
-        .map_err(|reason| input_error(source.path_text(), reason))?;
-        let graph = Csr::symmetric(&edges, None)
-            .map_err(|reason| input_error(source.path_text(), reason))?;
-        let description = match &source {
-            GraphSource::File(path) => {
-                graph::file_description(path, &edges, crate::datafile::COAUTHORS_DBLP)
-            }
-            GraphSource::Generator { .. } => source_description(options),
-        };
+        let edges: EdgeList = GRAPH.edges(source, options.seed)?;
+        let graph = Csr::symmetric(&edges, None).map_err(|reason| GRAPH.error(source, reason))?;
+        let description = GRAPH.description(source, &edges, options.seed);
         log::info!(
             "pagerank: {} vertices {} arcs ({description})",
             graph.vertices(),
@@ -285,18 +255,7 @@ impl PageRankApplication {
 
     /// The host tasks of a launch over `vertices` vertices.
     pub fn tasks(vertices: u32) -> Vec<HostTask> {
-        let mut tasks = Vec::new();
-        let mut first = 0_u32;
-        while first < vertices {
-            let last = (first + TASK_VERTICES).min(vertices);
-            tasks.push(HostTask {
-                id: tasks.len() as u32,
-                needs: u64::from(first) * 4..u64::from(last) * 4,
-                chain: None,
-            });
-            first = last;
-        }
-        tasks
+        graph::vertex_block_tasks(vertices, TASK_VERTICES)
     }
 
     /// A host step's failure (logged; the runtime fails the run with it).
@@ -452,9 +411,8 @@ impl Application for PageRankApplication {
     }
 
     fn finish_launch(&mut self) -> Result<HostCost, AppError> {
-        if let Some(first) = self.changes.iter().position(Option::is_none) {
-            let missing = self.changes.iter().filter(|c| c.is_none()).count();
-            return Err(self.fail(AppProblem::NeverRan { missing, first }));
+        if let Some(problem) = AppProblem::never_ran(self.changes.iter().map(Option::is_some)) {
+            return Err(self.fail(problem));
         }
         self.last_change = self.changes.iter().flatten().sum();
         self.dangling_share = reference::dangling_share(&self.input.graph, &self.rank);

@@ -504,9 +504,8 @@ impl Application for SsbApplication {
     }
 
     fn finish_launch(&mut self) -> Result<HostCost, AppError> {
-        let missing = self.partials.iter().filter(|p| p.is_none()).count();
-        if let Some(first) = self.partials.iter().position(Option::is_none) {
-            return Err(self.fail(AppProblem::NeverRan { missing, first }));
+        if let Some(problem) = AppProblem::never_ran(self.partials.iter().map(Option::is_some)) {
+            return Err(self.fail(problem));
         }
         let answer = self
             .partials

@@ -84,7 +84,7 @@ use rand_chacha::ChaCha8Rng;
 use shared_abi::params::sssp::{SsspParameters, INFINITY};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
-use crate::graph::{self, words_to_le_bytes, Csr, EdgeList, GraphSource};
+use crate::graph::{self, words_to_le_bytes, Csr, EdgeList, GraphInput, GraphSource};
 use crate::shared::Shared;
 use crate::{WorkloadError, WorkloadInfo, WorkloadOptions};
 
@@ -162,28 +162,15 @@ pub fn parse_iterations(text: &str) -> Result<u32, NotIterations> {
 #[error("`{0}` is not a number of launches (0..={max}) or `converge`", max = u32::MAX)]
 pub struct NotIterations(pub String);
 
-/// The source, as the catalog states it before reading anything (a run's own output says
-/// what it read: [`graph::file_description`]).
-fn source_description(options: &WorkloadOptions) -> String {
-    let source = source(options);
-    match &source {
-        GraphSource::File(path) => format!(
-            "{}: the paper's {} if its size and SHA-256 are {}'s (the run reports the counts it reads and warns if not)",
-            path.display(),
-            crate::datafile::NY_ROAD.what,
-            crate::datafile::NY_ROAD.name
-        ),
-        GraphSource::Generator { vertices, .. } => {
-            let edges = generated_edges(*vertices);
-            format!(
-                "seeded road-like grid graph (seed {}): {vertices} vertices, {edges} edges = {} arcs{}",
-                options.seed,
-                2 * edges,
-                source.ignored_note()
-            )
-        }
-    }
-}
+/// The graph's file, reader and generator.
+const GRAPH: GraphInput = GraphInput {
+    workload: NAME,
+    known: crate::datafile::NY_ROAD,
+    read_file: graph::read_pace_gr_xz,
+    generator: "seeded road-like grid graph",
+    generate: graph::road_like,
+    generated_edges,
+};
 
 /// The catalog entry with the sizes `options` would use.
 pub fn info(options: &WorkloadOptions) -> WorkloadInfo {
@@ -198,7 +185,7 @@ pub fn info(options: &WorkloadOptions) -> WorkloadInfo {
         table_iv: "#V: 264346, #E: 733846",
         characteristics: format!(
             "{}; seeded integer weights uniform in 1..={MAX_WEIGHT} (seed {}); source vertex {SOURCE}; topology-driven Bellman-Ford (M2NDP's SSSP kernel0), {iterations}; 8 vertices (a 32 B packet) per item, {TASK_VERTICES} vertices (a 4 KiB page of distances) per host task",
-            source_description(options),
+            GRAPH.catalog(&source(options), options.seed),
             options.seed
         ),
         offloaded: "edge traversal and vertex update: one pull-style Bellman-Ford round over every vertex (min over its arcs of the neighbour's previous distance + weight); the whole vector, 4 B per vertex",
@@ -319,27 +306,11 @@ impl SsspApplication {
 
     /// Reads (or generates) the graph `source` names, weighted by `options.seed`.
     fn read(source: &GraphSource, options: &WorkloadOptions) -> Result<Input, WorkloadError> {
-        let input_error = |path: String, reason: graph::GraphError| WorkloadError::Input {
-            workload: NAME,
-            path,
-            reason,
-        };
-        let edges: EdgeList = match source {
-            GraphSource::File(path) => graph::read_pace_gr_xz(path),
-            GraphSource::Generator { vertices, .. } => {
-                graph::road_like(*vertices, generated_edges(*vertices), options.seed)
-            }
-        }
-        .map_err(|reason| input_error(source.path_text(), reason))?;
+        let edges: EdgeList = GRAPH.edges(source, options.seed)?;
         let weights = weights(edges.edges.len(), options.seed);
-        let graph = Csr::symmetric(&edges, Some(&weights))
-            .map_err(|reason| input_error(source.path_text(), reason))?;
-        let description = match &source {
-            GraphSource::File(path) => {
-                graph::file_description(path, &edges, crate::datafile::NY_ROAD)
-            }
-            GraphSource::Generator { .. } => source_description(options),
-        };
+        let graph =
+            Csr::symmetric(&edges, Some(&weights)).map_err(|reason| GRAPH.error(source, reason))?;
+        let description = GRAPH.description(source, &edges, options.seed);
         log::info!(
             "sssp: {} vertices {} arcs ({description})",
             graph.vertices(),
@@ -401,18 +372,7 @@ impl SsspApplication {
 
     /// The host tasks over the vector of `vertices` distances: blocks of [`TASK_VERTICES`].
     pub fn tasks(vertices: u32) -> Vec<HostTask> {
-        let mut tasks = Vec::new();
-        let mut first = 0_u32;
-        while first < vertices {
-            let last = first.saturating_add(TASK_VERTICES).min(vertices);
-            tasks.push(HostTask {
-                id: tasks.len() as u32,
-                needs: u64::from(first) * 4..u64::from(last) * 4,
-                chain: None,
-            });
-            first = last;
-        }
-        tasks
+        graph::vertex_block_tasks(vertices, TASK_VERTICES)
     }
 
     /// A host step's failure (logged; the runtime fails the run with it).
@@ -564,9 +524,8 @@ impl Application for SsspApplication {
     }
 
     fn finish_launch(&mut self) -> Result<HostCost, AppError> {
-        if let Some(first) = self.lists.iter().position(Option::is_none) {
-            let missing = self.lists.iter().filter(|list| list.is_none()).count();
-            return Err(self.fail(AppProblem::NeverRan { missing, first }));
+        if let Some(problem) = AppProblem::never_ran(self.lists.iter().map(Option::is_some)) {
+            return Err(self.fail(problem));
         }
         let lists = std::mem::take(&mut self.lists);
         let (changed, cost) =
