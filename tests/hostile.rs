@@ -135,27 +135,7 @@ impl EmulatorProcess {
 
 /// Runs `axle` with `args` to completion (bounded by [`DEADLINE`]).
 fn axle(args: &[&str]) -> Output {
-    let child = Command::new(AXLE)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = Reaped(child);
-    child
-        .wait_for_exit(DEADLINE)
-        .unwrap_or_else(|| panic!("axle {args:?} did not finish within {DEADLINE:?}"));
-    let mut stdout = Vec::new();
-    let mut stderr = Vec::new();
-    let _ = child.0.stdout.take().unwrap().read_to_end(&mut stdout);
-    let _ = child.0.stderr.take().unwrap().read_to_end(&mut stderr);
-    Output {
-        status: child.0.wait().unwrap(),
-        stdout,
-        stderr,
-    }
+    finish_axle(spawn_axle(args), DEADLINE, &args)
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -17,7 +17,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{EmulatorProcess, Reaped, Scratch};
+use common::{finish_axle, spawn_axle, EmulatorProcess, Reaped, Scratch};
 
 const AXLE: &str = env!("CARGO_BIN_EXE_axle");
 const MODES: [&str; 4] = ["rp", "bs", "axle", "axle-irq"];
@@ -49,39 +49,7 @@ impl EmulatorProcess {
 
 /// Runs `axle` with `args` to completion (bounded by [`DEADLINE`]).
 fn axle(args: &[&str]) -> Output {
-    let child = Command::new(AXLE)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = Reaped(child);
-    child
-        .wait_for_exit(DEADLINE)
-        .unwrap_or_else(|| panic!("axle {args:?} did not finish within {DEADLINE:?}"));
-    let mut stdout = Vec::new();
-    let mut stderr = Vec::new();
-    child
-        .0
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_end(&mut stdout)
-        .unwrap();
-    child
-        .0
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_end(&mut stderr)
-        .unwrap();
-    Output {
-        status: child.0.wait().unwrap(),
-        stdout,
-        stderr,
-    }
+    finish_axle(spawn_axle(args), DEADLINE, &args)
 }
 
 /// Starts `axle run ARGS --attach SOCKET` in the background.

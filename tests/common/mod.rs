@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests that start processes (`multiprocess.rs`,
-//! `hostile.rs`, `recovery.rs`, `recovery_groups.rs`, `tenants_attached.rs`): a scratch
+//! `hostile.rs`, `recovery.rs`, `recovery_groups.rs`, `tenants_attached.rs`,
+//! `wall_stress.rs`): a scratch
 //! directory per test, a child process that is always reaped, `axle` started with its output
 //! collected, and an `axle emu` process with its log.
 //! Each test file uses what it needs.
@@ -99,8 +100,20 @@ pub fn finish_axle(mut child: Reaped, deadline: Duration, what: &dyn std::fmt::D
         .unwrap_or_else(|| panic!("axle {what:?} did not finish within {deadline:?}"));
     let mut stdout = Vec::new();
     let mut stderr = Vec::new();
-    let _ = child.0.stdout.take().unwrap().read_to_end(&mut stdout);
-    let _ = child.0.stderr.take().unwrap().read_to_end(&mut stderr);
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_end(&mut stdout)
+        .unwrap();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_end(&mut stderr)
+        .unwrap();
     Output {
         status: child.0.wait().unwrap(),
         stdout,
