@@ -477,15 +477,10 @@ fn flow_control_payload_head_alone_beyond_tail_latches_ring_broken() {
 
 // ----- the shadow scatter-gather table -------------------------------------------------------
 
-/// Programs `ring` with one scatter-gather entry per frame, the payload ring's entries moved to
-/// `bad_address`, launches `command`, and checks that the DMA fails with a translation fault,
-/// the ring is BROKEN, and no byte of host memory outside the region changed.
-fn payload_entry_at(bad_address: u64) {
-    let memory = host_memory();
-    let ring = Ring::new(&memory, 4, 4, 32);
-    let mut device = device(&memory);
-    let command = with_mode(load_knn(&mut device, 16, 1), LaunchMode::BackStreaming, 3);
-
+/// The stores that program `ring`'s shadow table with one scatter-gather entry per frame, the
+/// payload ring's entry moved to `bad_address`: the descriptor cleared, the entries, the
+/// descriptor.
+fn shadow_stores_with_payload_entry_at(ring: &Ring, bad_address: u64) -> Vec<DeviceStore> {
     let payload_page = ring.layout.payload_offset() / FRAME_SIZE;
     let entries: Vec<ScatterGatherEntry> = ring
         .region
@@ -511,6 +506,19 @@ fn payload_entry_at(bad_address: u64) {
         device_map::SHADOW_DESCRIPTOR,
         header.as_bytes(),
     ));
+    stores
+}
+
+/// Programs `ring` with one scatter-gather entry per frame, the payload ring's entries moved to
+/// `bad_address`, launches `command`, and checks that the DMA fails with a translation fault,
+/// the ring is BROKEN, and no byte of host memory outside the region changed.
+fn payload_entry_at(bad_address: u64) {
+    let memory = host_memory();
+    let ring = Ring::new(&memory, 4, 4, 32);
+    let mut device = device(&memory);
+    let command = with_mode(load_knn(&mut device, 16, 1), LaunchMode::BackStreaming, 3);
+
+    let stores = shadow_stores_with_payload_entry_at(&ring, bad_address);
 
     let before = ring.outside_snapshot();
     let mut host = program_and_launch(stores, command)
@@ -554,31 +562,7 @@ fn shadow_table_with_an_entry_wrapping_the_address_space_is_refused_and_nothing_
     let ring = Ring::new(&memory, 4, 4, 32);
     let mut device = device(&memory);
     let command = with_mode(load_knn(&mut device, 16, 1), LaunchMode::BackStreaming, 3);
-    let payload_page = ring.layout.payload_offset() / FRAME_SIZE;
-    let entries: Vec<ScatterGatherEntry> = ring
-        .region
-        .frames()
-        .iter()
-        .enumerate()
-        .map(|(page, frame)| ScatterGatherEntry {
-            host_phys: if page as u64 == payload_page {
-                u64::MAX - FRAME_SIZE + 1
-            } else {
-                frame.0
-            },
-            length: FRAME_SIZE,
-        })
-        .collect();
-    let header = ring.layout.descriptor(EPOCH, entries.len() as u32);
-    let mut stores = line_stores(
-        device_map::SHADOW_DESCRIPTOR,
-        shared_abi::ShadowRegionDescriptor::default().as_bytes(),
-    );
-    stores.extend(line_stores(device_map::SHADOW_ENTRIES, entries.as_bytes()));
-    stores.extend(line_stores(
-        device_map::SHADOW_DESCRIPTOR,
-        header.as_bytes(),
-    ));
+    let stores = shadow_stores_with_payload_entry_at(&ring, u64::MAX - FRAME_SIZE + 1);
     let region_before = ring.region_snapshot();
     let outside_before = ring.outside_snapshot();
     let mut host = program_and_launch(stores, command).pause("the device", Ticks::from_ns(50_000));
