@@ -364,6 +364,20 @@ fn wall_attached(args: &[&str], socket: &Path) -> Output {
     axle(&all)
 }
 
+/// Requires the attached wall-clock run `what` to have succeeded and printed a verified report
+/// labelled `"clock": "wall"`.
+fn verified_on_the_wall_clock(run: &Output, what: &str, emulator: &EmulatorProcess) {
+    assert!(
+        run.status.success(),
+        "attached wall-clock {what}: {}\nemulator log:\n{}",
+        text(&run.stderr),
+        emulator.log()
+    );
+    let stdout = text(&run.stdout);
+    assert!(stdout.contains("\"verified\": true"), "{stdout}");
+    assert!(stdout.contains("\"clock\": \"wall\""), "{stdout}");
+}
+
 #[test]
 fn attached_wall_clock_runs_of_every_workload_in_every_mode_verify() {
     let scratch = Scratch::new("mp", "wall-all");
@@ -384,15 +398,7 @@ fn attached_wall_clock_runs_of_every_workload_in_every_mode_verify() {
                 ],
                 &emulator.socket,
             );
-            assert!(
-                run.status.success(),
-                "attached wall-clock {workload} {mode}: {}\nemulator log:\n{}",
-                text(&run.stderr),
-                emulator.log()
-            );
-            let stdout = text(&run.stdout);
-            assert!(stdout.contains("\"verified\": true"), "{stdout}");
-            assert!(stdout.contains("\"clock\": \"wall\""), "{stdout}");
+            verified_on_the_wall_clock(&run, &format!("{workload} {mode}"), &emulator);
             runs += 1;
         }
     }
@@ -411,15 +417,7 @@ fn an_attached_wall_clock_run_of_axle_irq_delivers_its_interrupts_through_the_ev
             &[workload, "--mode", "axle-irq", "--queries", "2", "--json"],
             &emulator.socket,
         );
-        assert!(
-            run.status.success(),
-            "attached wall-clock {workload} axle-irq: {}\nemulator log:\n{}",
-            text(&run.stderr),
-            emulator.log()
-        );
-        let stdout = text(&run.stdout);
-        assert!(stdout.contains("\"verified\": true"), "{stdout}");
-        assert!(stdout.contains("\"clock\": \"wall\""), "{stdout}");
+        verified_on_the_wall_clock(&run, &format!("{workload} axle-irq"), &emulator);
     }
 }
 
