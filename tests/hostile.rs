@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use zerocopy::{FromZeros, IntoBytes};
 
 mod common;
-use common::{finish_axle, spawn_axle, EmulatorProcess, Reaped, Scratch};
+use common::{finish_axle, spawn_axle, tenant_args, EmulatorProcess, Reaped, Scratch};
 
 const AXLE: &str = env!("CARGO_BIN_EXE_axle");
 /// Bound on any single wait for a process or a log line.
@@ -1239,27 +1239,6 @@ fn a_tenant_that_deadlocks_alone_is_detached_and_told_and_the_other_ends_well() 
 /// killed or stopped, has the longest run.
 const GROUP: [&str; 3] = ["knn-a", "pagerank", "ssb-q1.2"];
 
-/// `axle run W --attach SOCKET --tenant I/3 --group NAME` for tenant `tenant` of [`GROUP`].
-fn tenant_args(socket: &str, tenant: usize, group: &str) -> Vec<String> {
-    [
-        "run",
-        GROUP[tenant],
-        "--mode",
-        "axle",
-        "--scale",
-        "small",
-        "--json",
-        "--attach",
-        socket,
-        "--tenant",
-        &format!("{tenant}/3"),
-        "--group",
-        group,
-    ]
-    .map(str::to_owned)
-    .to_vec()
-}
-
 /// Starts tenant 1 of [`GROUP`] (the victim), stops it (SIGSTOP) once it attached, then
 /// starts tenants 0 and 2; returns the victim and the two others once the run started (the
 /// emulator then waits for the victim's first turn).
@@ -1270,12 +1249,17 @@ fn group_with_a_stopped_tenant(
     use nix::sys::signal::{kill, Signal};
     use nix::unistd::Pid;
     let socket = emulator.socket.to_str().unwrap().to_owned();
-    let victim = spawn_axle(&tenant_args(&socket, 1, group));
+    let victim = spawn_axle(&tenant_args(&GROUP, 1, &socket, group));
     emulator.wait_for_log(&format!("group {group}: tenant 1 of 3 attached"), 1);
     kill(Pid::from_raw(victim.pid()), Signal::SIGSTOP).unwrap();
     let others = [0usize, 2]
         .into_iter()
-        .map(|tenant| (tenant, spawn_axle(&tenant_args(&socket, tenant, group))))
+        .map(|tenant| {
+            (
+                tenant,
+                spawn_axle(&tenant_args(&GROUP, tenant, &socket, group)),
+            )
+        })
         .collect();
     emulator.wait_for_log(
         &format!("group {group}: 3 tenants; segments exchanged; the run starts"),
@@ -1374,11 +1358,16 @@ fn a_tenant_process_killed_while_it_runs_is_detached_at_its_turns_time() {
     let mut emulator = EmulatorProcess::start(&scratch, &["--max-tenants", "3"]);
     let idle = emulator.held();
     let socket = emulator.socket.to_str().unwrap().to_owned();
-    let mut victim = spawn_axle(&tenant_args(&socket, 1, "running"));
+    let mut victim = spawn_axle(&tenant_args(&GROUP, 1, &socket, "running"));
     emulator.wait_for_log("group running: tenant 1 of 3 attached", 1);
     let others: Vec<(usize, Reaped)> = [0usize, 2]
         .into_iter()
-        .map(|tenant| (tenant, spawn_axle(&tenant_args(&socket, tenant, "running"))))
+        .map(|tenant| {
+            (
+                tenant,
+                spawn_axle(&tenant_args(&GROUP, tenant, &socket, "running")),
+            )
+        })
         .collect();
     emulator.wait_for_log(
         "group running: 3 tenants; segments exchanged; the run starts",

@@ -121,6 +121,29 @@ pub fn finish_axle(mut child: Reaped, deadline: Duration, what: &dyn std::fmt::D
     }
 }
 
+/// `axle run WORKLOAD --mode axle --scale small --json --attach SOCKET --tenant I/N --group
+/// GROUP`: the arguments of tenant `tenant` (I) of the group `group` of attached processes
+/// that run `workloads` (N of them), tenant I running `workloads[I]`.
+pub fn tenant_args(workloads: &[&str], tenant: usize, socket: &str, group: &str) -> Vec<String> {
+    [
+        "run",
+        workloads[tenant],
+        "--mode",
+        "axle",
+        "--scale",
+        "small",
+        "--json",
+        "--attach",
+        socket,
+        "--tenant",
+        &format!("{tenant}/{}", workloads.len()),
+        "--group",
+        group,
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
 /// `axle emu` on a scratch directory's socket, logging into `emu.log`; killed when dropped.
 /// Each test file adds the methods it needs in its own `impl` block.
 pub struct EmulatorProcess {
