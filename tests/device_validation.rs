@@ -98,6 +98,18 @@ impl<'s> ScriptedHost<'s> {
         })
     }
 
+    /// Adds a step that sends the heads `metadata_head` and `payload_head` in one
+    /// flow-control message.
+    fn send_heads(self, name: &'static str, metadata_head: u64, payload_head: u64) -> Self {
+        self.once(name, move |turn| {
+            turn.link.mem_store(
+                turn.now,
+                device_map::FLOW_CONTROL,
+                &flow_control(metadata_head, payload_head),
+            )
+        })
+    }
+
     /// Adds a step that waits until `condition` holds.
     fn wait_until(self, name: &'static str, condition: impl FnMut(&Turn<'_>) -> bool + 's) -> Self {
         let mut condition = condition;
@@ -398,17 +410,11 @@ fn flow_control_head_beyond_tail_latches_ring_broken_and_stops_streaming() {
     let mut host = program_and_launch(ring.setup_stores(), command)
         .wait_until("the ring fills", |_| ring.metadata_tail() == 4)
         .pause("the device waits for credit", Ticks::from_ns(5_000))
-        .once("heads beyond the tails", |turn| {
-            turn.link
-                .mem_store(turn.now, device_map::FLOW_CONTROL, &flow_control(9, 9))
-        })
+        .send_heads("heads beyond the tails", 9, 9)
         .wait_until("the device latches BROKEN", |_| ring.device_status() != 0)
         .once("snapshot", |_| frozen = Some(ring.region_snapshot()))
         // A valid message afterwards must not revive a BROKEN ring.
-        .once("valid heads after BROKEN", |turn| {
-            turn.link
-                .mem_store(turn.now, device_map::FLOW_CONTROL, &flow_control(4, 4))
-        })
+        .send_heads("valid heads after BROKEN", 4, 4)
         .pause("nothing more is streamed", Ticks::from_ns(50_000));
     run(&mut device, &mut host);
     drop(host);
@@ -435,24 +441,15 @@ fn flow_control_heads_moving_backwards_latch_ring_broken() {
     let mut frozen = None;
     let mut host = program_and_launch(ring.setup_stores(), command)
         .wait_until("the ring fills", |_| ring.metadata_tail() == 4)
-        .once("two records consumed", |turn| {
-            turn.link
-                .mem_store(turn.now, device_map::FLOW_CONTROL, &flow_control(2, 2))
-        })
+        .send_heads("two records consumed", 2, 2)
         .wait_until("the device adopts the heads and refills", |_| {
             ring.metadata_tail() == 6
         })
         .pause("the device waits for credit", Ticks::from_ns(5_000))
-        .once("heads move backwards", |turn| {
-            turn.link
-                .mem_store(turn.now, device_map::FLOW_CONTROL, &flow_control(1, 1))
-        })
+        .send_heads("heads move backwards", 1, 1)
         .wait_until("the device latches BROKEN", |_| ring.device_status() != 0)
         .once("snapshot", |_| frozen = Some(ring.region_snapshot()))
-        .once("valid heads after BROKEN", |turn| {
-            turn.link
-                .mem_store(turn.now, device_map::FLOW_CONTROL, &flow_control(6, 6))
-        })
+        .send_heads("valid heads after BROKEN", 6, 6)
         .pause("nothing more is streamed", Ticks::from_ns(50_000));
     run(&mut device, &mut host);
     drop(host);
@@ -469,10 +466,7 @@ fn flow_control_payload_head_alone_beyond_tail_latches_ring_broken() {
     let (_memory, ring, mut device, command) = small_ring_and_long_result();
     let mut host = program_and_launch(ring.setup_stores(), command)
         .wait_until("the ring fills", |_| ring.metadata_tail() == 4)
-        .once("payload head beyond its tail, metadata head fine", |turn| {
-            turn.link
-                .mem_store(turn.now, device_map::FLOW_CONTROL, &flow_control(4, 5))
-        })
+        .send_heads("payload head beyond its tail, metadata head fine", 4, 5)
         .wait_until("the device latches BROKEN", |_| ring.device_status() != 0)
         .pause("nothing more is streamed", Ticks::from_ns(20_000));
     run(&mut device, &mut host);
@@ -483,15 +477,10 @@ fn flow_control_payload_head_alone_beyond_tail_latches_ring_broken() {
 
 // ----- the shadow scatter-gather table -------------------------------------------------------
 
-/// Programs `ring` with one scatter-gather entry per frame, the payload ring's entries moved to
-/// `bad_address`, launches `command`, and checks that the DMA fails with a translation fault,
-/// the ring is BROKEN, and no byte of host memory outside the region changed.
-fn payload_entry_at(bad_address: u64) {
-    let memory = host_memory();
-    let ring = Ring::new(&memory, 4, 4, 32);
-    let mut device = device(&memory);
-    let command = with_mode(load_knn(&mut device, 16, 1), LaunchMode::BackStreaming, 3);
-
+/// The stores that program `ring`'s shadow table with one scatter-gather entry per frame, the
+/// payload ring's entry moved to `bad_address`: the descriptor cleared, the entries, the
+/// descriptor.
+fn shadow_stores_with_payload_entry_at(ring: &Ring, bad_address: u64) -> Vec<DeviceStore> {
     let payload_page = ring.layout.payload_offset() / FRAME_SIZE;
     let entries: Vec<ScatterGatherEntry> = ring
         .region
@@ -517,6 +506,19 @@ fn payload_entry_at(bad_address: u64) {
         device_map::SHADOW_DESCRIPTOR,
         header.as_bytes(),
     ));
+    stores
+}
+
+/// Programs `ring` with one scatter-gather entry per frame, the payload ring's entries moved to
+/// `bad_address`, launches `command`, and checks that the DMA fails with a translation fault,
+/// the ring is BROKEN, and no byte of host memory outside the region changed.
+fn payload_entry_at(bad_address: u64) {
+    let memory = host_memory();
+    let ring = Ring::new(&memory, 4, 4, 32);
+    let mut device = device(&memory);
+    let command = with_mode(load_knn(&mut device, 16, 1), LaunchMode::BackStreaming, 3);
+
+    let stores = shadow_stores_with_payload_entry_at(&ring, bad_address);
 
     let before = ring.outside_snapshot();
     let mut host = program_and_launch(stores, command)
@@ -560,31 +562,7 @@ fn shadow_table_with_an_entry_wrapping_the_address_space_is_refused_and_nothing_
     let ring = Ring::new(&memory, 4, 4, 32);
     let mut device = device(&memory);
     let command = with_mode(load_knn(&mut device, 16, 1), LaunchMode::BackStreaming, 3);
-    let payload_page = ring.layout.payload_offset() / FRAME_SIZE;
-    let entries: Vec<ScatterGatherEntry> = ring
-        .region
-        .frames()
-        .iter()
-        .enumerate()
-        .map(|(page, frame)| ScatterGatherEntry {
-            host_phys: if page as u64 == payload_page {
-                u64::MAX - FRAME_SIZE + 1
-            } else {
-                frame.0
-            },
-            length: FRAME_SIZE,
-        })
-        .collect();
-    let header = ring.layout.descriptor(EPOCH, entries.len() as u32);
-    let mut stores = line_stores(
-        device_map::SHADOW_DESCRIPTOR,
-        shared_abi::ShadowRegionDescriptor::default().as_bytes(),
-    );
-    stores.extend(line_stores(device_map::SHADOW_ENTRIES, entries.as_bytes()));
-    stores.extend(line_stores(
-        device_map::SHADOW_DESCRIPTOR,
-        header.as_bytes(),
-    ));
+    let stores = shadow_stores_with_payload_entry_at(&ring, u64::MAX - FRAME_SIZE + 1);
     let region_before = ring.region_snapshot();
     let outside_before = ring.outside_snapshot();
     let mut host = program_and_launch(stores, command).pause("the device", Ticks::from_ns(50_000));

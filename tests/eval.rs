@@ -233,9 +233,29 @@ fn results_do_not_depend_on_jobs() {
     }
 }
 
-/// The arguments as `&str`s.
-fn strs(args: &[String]) -> Vec<&str> {
-    args.iter().map(String::as_str).collect()
+/// The arguments `selection` followed by `extra`.
+fn with<'a>(selection: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+    selection.iter().chain(extra).copied().collect()
+}
+
+/// The run identifiers in the output of `--list-runs`: the first word of each line.
+fn run_ids(listed: &str) -> Vec<&str> {
+    listed
+        .lines()
+        .map(|line| line.split(' ').next().unwrap())
+        .collect()
+}
+
+/// Makes each run of `ids` of the evaluation `selection` by itself (`--run`) in `cluster`, into
+/// `cluster/part0` and `cluster/part1` by turns (two "machines").
+fn make_runs_on_two_machines(selection: &[&str], ids: &[&str], cluster: &Path) {
+    for (index, id) in ids.iter().enumerate() {
+        let part = cluster.join(format!("part{}", index % 2));
+        ok(
+            &axle_in(&with(selection, &["--run", id]), &part, Some(cluster)),
+            "--run",
+        );
+    }
 }
 
 #[test]
@@ -253,40 +273,25 @@ fn runs_made_one_by_one_and_merged_give_the_same_files_as_one_evaluation() {
         "--no-data",
         "--quiet",
     ];
-    let with = |extra: &[&str]| -> Vec<String> {
-        selection
-            .iter()
-            .chain(extra)
-            .map(|arg| (*arg).to_owned())
-            .collect()
-    };
     // The direct evaluation.
-    let args = with(&["--reproduction", "REPRODUCTION.md"]);
-    ok(
-        &axle_in(&strs(&args), &direct.0, Some(&direct.0)),
-        "direct eval",
-    );
+    let args = with(&selection, &["--reproduction", "REPRODUCTION.md"]);
+    ok(&axle_in(&args, &direct.0, Some(&direct.0)), "direct eval");
     // The runs, listed, then made one at a time into two directories (two "machines").
     let listed = ok(
-        &axle_in(&strs(&with(&["--list-runs"])), &cluster.0, Some(&cluster.0)),
+        &axle_in(
+            &with(&selection, &["--list-runs"]),
+            &cluster.0,
+            Some(&cluster.0),
+        ),
         "--list-runs",
     );
-    let ids: Vec<&str> = listed
-        .lines()
-        .map(|line| line.split(' ').next().unwrap())
-        .collect();
+    let ids = run_ids(&listed);
     assert!(ids.len() > 4, "{listed}");
     assert!(ids.iter().all(|id| id.len() == 17 && id.starts_with('r')));
-    for (index, id) in ids.iter().enumerate() {
-        let part = cluster.0.join(format!("part{}", index % 2));
-        ok(
-            &axle_in(&strs(&with(&["--run", id])), &part, Some(&cluster.0)),
-            "--run",
-        );
-    }
+    make_runs_on_two_machines(&selection, &ids, &cluster.0);
     // A merge with a part missing names what is missing.
     let partial = axle_in(
-        &strs(&with(&["--merge", "part0"])),
+        &with(&selection, &["--merge", "part0"]),
         &cluster.0.join("merged"),
         Some(&cluster.0),
     );
@@ -297,17 +302,17 @@ fn runs_made_one_by_one_and_merged_give_the_same_files_as_one_evaluation() {
         "{error}"
     );
     // The merge of both: the same files, byte for byte.
-    let args = with(&[
-        "--merge",
-        "part0",
-        "part1",
-        "--reproduction",
-        "REPRODUCTION.md",
-    ]);
-    ok(
-        &axle_in(&strs(&args), &cluster.0, Some(&cluster.0)),
-        "--merge",
+    let args = with(
+        &selection,
+        &[
+            "--merge",
+            "part0",
+            "part1",
+            "--reproduction",
+            "REPRODUCTION.md",
+        ],
     );
+    ok(&axle_in(&args, &cluster.0, Some(&cluster.0)), "--merge");
     for name in [
         "fig12.csv",
         "fig12.json",
@@ -327,7 +332,7 @@ fn runs_made_one_by_one_and_merged_give_the_same_files_as_one_evaluation() {
     }
     // An identifier that is not in the selection is refused, saying how to list them.
     let unknown = axle_in(
-        &strs(&with(&["--run", "r0000000000000000"])),
+        &with(&selection, &["--run", "r0000000000000000"]),
         &cluster.0,
         None,
     );
@@ -516,15 +521,12 @@ fn the_tenants_figure_runs_in_the_sweep_and_merges_byte_identical() {
         "--no-data",
         "--quiet",
     ];
-    let with = |extra: &[&str]| -> Vec<String> {
-        selection
-            .iter()
-            .chain(extra)
-            .map(|arg| (*arg).to_owned())
-            .collect()
-    };
     let stdout = ok(
-        &axle_in(&strs(&with(&["--jobs", "2"])), &direct.0, Some(&direct.0)),
+        &axle_in(
+            &with(&selection, &["--jobs", "2"]),
+            &direct.0,
+            Some(&direct.0),
+        ),
         "direct tenants eval",
     );
     // 3 polling settings x (4 workloads alone + 4 shared runs).
@@ -534,17 +536,22 @@ fn the_tenants_figure_runs_in_the_sweep_and_merges_byte_identical() {
         "{stdout}"
     );
     ok(
-        &axle_in(&strs(&with(&["--jobs", "1"])), &serial.0, Some(&serial.0)),
+        &axle_in(
+            &with(&selection, &["--jobs", "1"]),
+            &serial.0,
+            Some(&serial.0),
+        ),
         "tenants eval, one job",
     );
     let listed = ok(
-        &axle_in(&strs(&with(&["--list-runs"])), &cluster.0, Some(&cluster.0)),
+        &axle_in(
+            &with(&selection, &["--list-runs"]),
+            &cluster.0,
+            Some(&cluster.0),
+        ),
         "--list-runs",
     );
-    let ids: Vec<&str> = listed
-        .lines()
-        .map(|line| line.split(' ').next().unwrap())
-        .collect();
+    let ids = run_ids(&listed);
     assert_eq!(ids.len(), 24, "{listed}");
     assert_eq!(
         listed
@@ -554,16 +561,10 @@ fn the_tenants_figure_runs_in_the_sweep_and_merges_byte_identical() {
         3,
         "one 8-tenant run per polling setting:\n{listed}"
     );
-    for (index, id) in ids.iter().enumerate() {
-        let part = cluster.0.join(format!("part{}", index % 2));
-        ok(
-            &axle_in(&strs(&with(&["--run", id])), &part, Some(&cluster.0)),
-            "--run",
-        );
-    }
+    make_runs_on_two_machines(&selection, &ids, &cluster.0);
     ok(
         &axle_in(
-            &strs(&with(&["--merge", "part0", "part1"])),
+            &with(&selection, &["--merge", "part0", "part1"]),
             &cluster.0,
             Some(&cluster.0),
         ),
@@ -617,7 +618,7 @@ fn the_tenants_figure_runs_in_the_sweep_and_merges_byte_identical() {
     forged["outcome"] = alone["outcome"].clone();
     std::fs::write(&shared_path, forged.to_string()).unwrap();
     let refused = axle_in(
-        &strs(&with(&["--merge", "part0", "part1"])),
+        &with(&selection, &["--merge", "part0", "part1"]),
         &cluster.0.join("forged"),
         Some(&cluster.0),
     );

@@ -14,8 +14,8 @@
 //! Run: `cargo test --release --test hostile`.
 
 use cosim_link::attach::{
-    receive_message, send_message, AttachError, Hello, HelloAnswer, MessageKind, SessionReady,
-    SessionRequest, TenantClaim,
+    receive_message, send_message, AttachError, Hello, HelloAnswer, MessageKind, SessionEnd,
+    SessionReady, SessionRequest, TenantClaim,
 };
 use cosim_link::link::Turns;
 use cosim_link::link::{DeviceLink, Wake};
@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use zerocopy::{FromZeros, IntoBytes};
 
 mod common;
-use common::{finish_axle, spawn_axle, EmulatorProcess, Reaped, Scratch};
+use common::{finish_axle, spawn_axle, tenant_args, EmulatorProcess, Reaped, Scratch};
 
 const AXLE: &str = env!("CARGO_BIN_EXE_axle");
 /// Bound on any single wait for a process or a log line.
@@ -135,27 +135,7 @@ impl EmulatorProcess {
 
 /// Runs `axle` with `args` to completion (bounded by [`DEADLINE`]).
 fn axle(args: &[&str]) -> Output {
-    let child = Command::new(AXLE)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = Reaped(child);
-    child
-        .wait_for_exit(DEADLINE)
-        .unwrap_or_else(|| panic!("axle {args:?} did not finish within {DEADLINE:?}"));
-    let mut stdout = Vec::new();
-    let mut stderr = Vec::new();
-    let _ = child.0.stdout.take().unwrap().read_to_end(&mut stdout);
-    let _ = child.0.stderr.take().unwrap().read_to_end(&mut stderr);
-    Output {
-        status: child.0.wait().unwrap(),
-        stdout,
-        stderr,
-    }
+    finish_axle(spawn_axle(args), DEADLINE, &args)
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -302,7 +282,7 @@ fn take_turn(page: &TurnPage, client: &Client) {
 
 /// Why the emulator ended the session: a refusal's reason, or the error of its outcome.
 fn end_reason(client: &Client) -> String {
-    match receive_message::<cosim_link::attach::SessionEnd>(
+    match receive_message::<SessionEnd>(
         &client.socket,
         MessageKind::End,
         0,
@@ -310,13 +290,32 @@ fn end_reason(client: &Client) -> String {
     ) {
         Err(AttachError::Refused(reason)) => reason,
         Ok((
-            cosim_link::attach::SessionEnd {
+            SessionEnd {
                 error: Some(error), ..
             },
             _,
         )) => error,
         other => panic!("expected the emulator to end the session with a reason, got {other:?}"),
     }
+}
+
+/// Hands the turn on `page` back to the device with no link calls, to wake at `wake`.
+fn hand_back(page: &TurnPage, wake: Wake) {
+    let mut link = RecordingLink::default();
+    page.hand_over(DEVICE, &one_turn(&mut link, wake)).unwrap();
+}
+
+/// The outcome of `client`'s session, which must carry no error.
+fn outcome_without_error(client: &Client, emulator: &EmulatorProcess) -> SessionEnd {
+    let (end, _) = receive_message::<SessionEnd>(
+        &client.socket,
+        MessageKind::End,
+        0,
+        AttachError::EmulatorDied("before the outcome"),
+    )
+    .unwrap();
+    assert_eq!(end.error, None, "log:\n{}", emulator.log());
+    end
 }
 
 #[test]
@@ -722,9 +721,7 @@ fn a_host_that_keeps_its_turn_is_detached_after_the_turn_timeout_and_the_next_ho
     // Takes one turn, then stops mid-run (holding the turn) while a host queues behind it.
     let (client, _memory, page, _fds) = Client::attach(&emulator.socket);
     take_turn(&page, &client);
-    let mut link = RecordingLink::default();
-    page.hand_over(DEVICE, &one_turn(&mut link, Wake::At(Ticks(1_000))))
-        .unwrap();
+    hand_back(&page, Wake::At(Ticks(1_000)));
     take_turn(&page, &client);
     let socket = emulator.socket.to_str().unwrap().to_owned();
     let mut queued_args = HONEST.to_vec();
@@ -768,9 +765,7 @@ fn a_host_that_never_finishes_is_detached_at_the_session_limit_and_the_next_host
     while let Ok(Turn::Mine(message)) = page.wait_for(HOST, &client.socket, &mut || false) {
         let (turn, _) = cosim_link::turn::split_device_message(&message).unwrap();
         let (now, _) = cosim_link::turn::decode_device_turn(turn).unwrap();
-        let mut link = RecordingLink::default();
-        page.hand_over(DEVICE, &one_turn(&mut link, Wake::At(now.plus(Ticks(1)))))
-            .unwrap();
+        hand_back(&page, Wake::At(now.plus(Ticks(1))));
         turns += 1;
         assert!(
             started.elapsed() < Duration::from_secs(20),
@@ -1056,6 +1051,40 @@ fn a_group_that_never_completes_is_refused_after_its_timeout_and_everything_free
     emulator.serves_an_honest_host(idle, "a group that never completed");
 }
 
+/// One tenant of a group of two, attached honestly: its client, its turn page (mapped), its
+/// host memory and the descriptors of the session's answer, all held as long as it is.
+struct Tenant {
+    client: Client,
+    page: TurnPage,
+    _memory: MappedWords,
+    _fds: Vec<OwnedFd>,
+}
+
+/// Tenants 0 and 1 of the group `group` of two, attached to the emulator on `socket` (both
+/// ask for their session, then both read its answer).
+fn two_tenants(socket: &Path, group: &str) -> (Tenant, Tenant) {
+    let zero = Client::hello(socket);
+    let zero_memory = zero.request_tenant(claim(group, 0, 2), &honest_setup());
+    let one = Client::hello(socket);
+    let one_memory = one.request_tenant(claim(group, 1, 2), &honest_setup());
+    let (zero_page, zero_fds) = zero.ready_page();
+    let (one_page, one_fds) = one.ready_page();
+    (
+        Tenant {
+            client: zero,
+            page: zero_page,
+            _memory: zero_memory,
+            _fds: zero_fds,
+        },
+        Tenant {
+            client: one,
+            page: one_page,
+            _memory: one_memory,
+            _fds: one_fds,
+        },
+    )
+}
+
 /// Tenant 1 dies before its first turn: it is detached at that turn's time (0), logged,
 /// and tenant 0 runs on to its end and gets its outcome with no error.
 #[test]
@@ -1063,31 +1092,15 @@ fn a_tenant_that_dies_mid_run_is_detached_and_the_others_run_on() {
     let scratch = Scratch::new("hostile", "tenant-dies");
     let mut emulator = EmulatorProcess::start(&scratch, &["--max-tenants", "2"]);
     let idle = emulator.held();
-    let zero = Client::hello(&emulator.socket);
-    let _zero_memory = zero.request_tenant(claim("d", 0, 2), &honest_setup());
-    let one = Client::hello(&emulator.socket);
-    let one_memory = one.request_tenant(claim("d", 1, 2), &honest_setup());
-    let (page, zero_fds) = zero.ready_page();
-    let (_, one_fds) = one.ready().unwrap();
+    let (zero, one) = two_tenants(&emulator.socket, "d");
     // Tenant 0 takes its first turn; tenant 1 dies before its own.
-    take_turn(&page, &zero);
-    drop((one, one_memory, one_fds));
-    let mut link = RecordingLink::default();
-    page.hand_over(DEVICE, &one_turn(&mut link, Wake::At(Ticks(1_000))))
-        .unwrap();
+    take_turn(&zero.page, &zero.client);
+    drop(one);
+    hand_back(&zero.page, Wake::At(Ticks(1_000)));
     // Tenant 0 runs on: its next turn comes, and it is done.
-    take_turn(&page, &zero);
-    let mut link = RecordingLink::default();
-    page.hand_over(DEVICE, &one_turn(&mut link, Wake::Done))
-        .unwrap();
-    let (end, _) = receive_message::<cosim_link::attach::SessionEnd>(
-        &zero.socket,
-        MessageKind::End,
-        0,
-        AttachError::EmulatorDied("before the outcome"),
-    )
-    .unwrap();
-    assert_eq!(end.error, None, "log:\n{}", emulator.log());
+    take_turn(&zero.page, &zero.client);
+    hand_back(&zero.page, Wake::Done);
+    let end = outcome_without_error(&zero.client, &emulator);
     assert!(end.tenant.is_some());
     emulator.wait_for_log("group d: tenant 1 (host pid", 1);
     emulator.wait_for_log("detached at 0 ns of virtual time, after", 1);
@@ -1096,7 +1109,7 @@ fn a_tenant_that_dies_mid_run_is_detached_and_the_others_run_on() {
         1,
     );
     emulator.wait_for_log("1 of them detached mid-run", 1);
-    drop((zero, page, zero_fds));
+    drop(zero);
     emulator.serves_an_honest_host(idle, "a tenant that died mid-run");
 }
 
@@ -1108,39 +1121,21 @@ fn a_tenant_that_breaks_the_turn_protocol_is_detached_and_the_others_run_on() {
     let scratch = Scratch::new("hostile", "tenant-lies");
     let mut emulator = EmulatorProcess::start(&scratch, &["--max-tenants", "2"]);
     let idle = emulator.held();
-    let zero = Client::hello(&emulator.socket);
-    let _zero_memory = zero.request_tenant(claim("l", 0, 2), &honest_setup());
-    let one = Client::hello(&emulator.socket);
-    let _one_memory = one.request_tenant(claim("l", 1, 2), &honest_setup());
-    let (zero_page, zero_fds) = zero.ready_page();
-    let (one_page, one_fds) = one.ready_page();
-    take_turn(&zero_page, &zero);
-    let mut link = RecordingLink::default();
-    zero_page
-        .hand_over(DEVICE, &one_turn(&mut link, Wake::At(Ticks(1_000))))
-        .unwrap();
-    take_turn(&one_page, &one);
+    let (zero, one) = two_tenants(&emulator.socket, "l");
+    take_turn(&zero.page, &zero.client);
+    hand_back(&zero.page, Wake::At(Ticks(1_000)));
+    take_turn(&one.page, &one.client);
     let running = emulator.held();
-    one_page
+    one.page
         .hand_over(DEVICE, &with_trailer(&[0xff; 8]))
         .unwrap();
-    take_turn(&zero_page, &zero);
+    take_turn(&zero.page, &zero.client);
     // The group still runs (the emulator waits for tenant 0's turn): tenant 1's turn page,
     // socket, memory and registers are freed already.
     freed_at_the_detach(&emulator, running, "a tenant that broke the turn protocol");
-    let mut link = RecordingLink::default();
-    zero_page
-        .hand_over(DEVICE, &one_turn(&mut link, Wake::Done))
-        .unwrap();
-    let (end, _) = receive_message::<cosim_link::attach::SessionEnd>(
-        &zero.socket,
-        MessageKind::End,
-        0,
-        AttachError::EmulatorDied("before the outcome"),
-    )
-    .unwrap();
-    assert_eq!(end.error, None, "log:\n{}", emulator.log());
-    let reason = end_reason(&one);
+    hand_back(&zero.page, Wake::Done);
+    outcome_without_error(&zero.client, &emulator);
+    let reason = end_reason(&one.client);
     assert!(
         reason.contains("group l: tenant 1 was detached at 0 ns of virtual time")
             && reason.contains("broke the turn protocol")
@@ -1149,7 +1144,7 @@ fn a_tenant_that_breaks_the_turn_protocol_is_detached_and_the_others_run_on() {
         "{reason}"
     );
     emulator.wait_for_log("1 of them detached mid-run", 1);
-    drop((zero, one, zero_page, one_page, zero_fds, one_fds));
+    drop((zero, one));
     emulator.serves_an_honest_host(idle, "a tenant that broke the turn protocol");
 }
 
@@ -1178,21 +1173,10 @@ fn a_tenant_whose_ring_the_device_latches_broken_is_told_and_freed_at_once() {
     let scratch = Scratch::new("hostile", "tenant-broken");
     let mut emulator = EmulatorProcess::start(&scratch, &["--max-tenants", "2"]);
     let idle = emulator.held();
-    let zero = Client::hello(&emulator.socket);
-    let _zero_memory = zero.request_tenant(claim("b", 0, 2), &honest_setup());
-    let one = Client::hello(&emulator.socket);
-    let _one_memory = one.request_tenant(claim("b", 1, 2), &honest_setup());
-    let (zero_page, zero_fds) = zero.ready_page();
-    let (one_page, one_fds) = one.ready_page();
-    take_turn(&zero_page, &zero);
-    let mut link = RecordingLink::default();
-    zero_page
-        .hand_over(
-            DEVICE,
-            &one_turn(&mut link, Wake::At(Ticks::from_ns(100_000))),
-        )
-        .unwrap();
-    take_turn(&one_page, &one);
+    let (zero, one) = two_tenants(&emulator.socket, "b");
+    take_turn(&zero.page, &zero.client);
+    hand_back(&zero.page, Wake::At(Ticks::from_ns(100_000)));
+    take_turn(&one.page, &one.client);
     let running = emulator.held();
     let database = device_map::DATA_BASE.0;
     let launch = CommandDescriptor {
@@ -1206,32 +1190,22 @@ fn a_tenant_whose_ring_the_device_latches_broken_is_told_and_freed_at_once() {
     };
     let mut link = RecordingLink::default();
     link.mem_store(Ticks(0), device_map::LAUNCH_WINDOW, launch.as_bytes());
-    one_page
+    one.page
         .hand_over(DEVICE, &one_turn(&mut link, Wake::OnResponse))
         .unwrap();
-    let reason = end_reason(&one);
+    let reason = end_reason(&one.client);
     assert!(
         reason.contains("group b: tenant 1 was detached at ")
             && reason.contains("its ring was latched BROKEN")
             && reason.contains("the other tenants run on"),
         "{reason}"
     );
-    take_turn(&zero_page, &zero);
+    take_turn(&zero.page, &zero.client);
     freed_at_the_detach(&emulator, running, "a ring latched BROKEN");
-    let mut link = RecordingLink::default();
-    zero_page
-        .hand_over(DEVICE, &one_turn(&mut link, Wake::Done))
-        .unwrap();
-    let (end, _) = receive_message::<cosim_link::attach::SessionEnd>(
-        &zero.socket,
-        MessageKind::End,
-        0,
-        AttachError::EmulatorDied("before the outcome"),
-    )
-    .unwrap();
-    assert_eq!(end.error, None, "log:\n{}", emulator.log());
+    hand_back(&zero.page, Wake::Done);
+    outcome_without_error(&zero.client, &emulator);
     emulator.wait_for_log("1 of them detached mid-run", 1);
-    drop((zero, one, zero_page, one_page, zero_fds, one_fds));
+    drop((zero, one));
     emulator.serves_an_honest_host(idle, "a tenant whose ring latched BROKEN");
 }
 
@@ -1244,65 +1218,26 @@ fn a_tenant_that_deadlocks_alone_is_detached_and_told_and_the_other_ends_well() 
     let scratch = Scratch::new("hostile", "tenant-deadlock");
     let mut emulator = EmulatorProcess::start(&scratch, &["--max-tenants", "2"]);
     let idle = emulator.held();
-    let zero = Client::hello(&emulator.socket);
-    let _zero_memory = zero.request_tenant(claim("w", 0, 2), &honest_setup());
-    let one = Client::hello(&emulator.socket);
-    let _one_memory = one.request_tenant(claim("w", 1, 2), &honest_setup());
-    let (zero_page, zero_fds) = zero.ready_page();
-    let (one_page, one_fds) = one.ready_page();
-    take_turn(&zero_page, &zero);
-    let mut link = RecordingLink::default();
-    zero_page
-        .hand_over(DEVICE, &one_turn(&mut link, Wake::Done))
-        .unwrap();
-    take_turn(&one_page, &one);
-    let mut link = RecordingLink::default();
-    one_page
-        .hand_over(DEVICE, &one_turn(&mut link, Wake::OnResponse))
-        .unwrap();
-    let reason = end_reason(&one);
+    let (zero, one) = two_tenants(&emulator.socket, "w");
+    take_turn(&zero.page, &zero.client);
+    hand_back(&zero.page, Wake::Done);
+    take_turn(&one.page, &one.client);
+    hand_back(&one.page, Wake::OnResponse);
+    let reason = end_reason(&one.client);
     assert!(
         reason.contains("group w: tenant 1 was detached at 0 ns of virtual time")
             && reason.contains("deadlock of its own"),
         "{reason}"
     );
-    let (end, _) = receive_message::<cosim_link::attach::SessionEnd>(
-        &zero.socket,
-        MessageKind::End,
-        0,
-        AttachError::EmulatorDied("before the outcome"),
-    )
-    .unwrap();
-    assert_eq!(end.error, None, "log:\n{}", emulator.log());
+    outcome_without_error(&zero.client, &emulator);
     emulator.wait_for_log("1 of them detached mid-run", 1);
-    drop((zero, one, zero_page, one_page, zero_fds, one_fds));
+    drop((zero, one));
     emulator.serves_an_honest_host(idle, "a tenant that deadlocked alone");
 }
 
 /// The tenants of the process tests: a group of three at small scale; tenant 1, the one
 /// killed or stopped, has the longest run.
 const GROUP: [&str; 3] = ["knn-a", "pagerank", "ssb-q1.2"];
-
-/// `axle run W --attach SOCKET --tenant I/3 --group NAME` for tenant `tenant` of [`GROUP`].
-fn tenant_args(socket: &str, tenant: usize, group: &str) -> Vec<String> {
-    [
-        "run",
-        GROUP[tenant],
-        "--mode",
-        "axle",
-        "--scale",
-        "small",
-        "--json",
-        "--attach",
-        socket,
-        "--tenant",
-        &format!("{tenant}/3"),
-        "--group",
-        group,
-    ]
-    .map(str::to_owned)
-    .to_vec()
-}
 
 /// Starts tenant 1 of [`GROUP`] (the victim), stops it (SIGSTOP) once it attached, then
 /// starts tenants 0 and 2; returns the victim and the two others once the run started (the
@@ -1314,12 +1249,17 @@ fn group_with_a_stopped_tenant(
     use nix::sys::signal::{kill, Signal};
     use nix::unistd::Pid;
     let socket = emulator.socket.to_str().unwrap().to_owned();
-    let victim = spawn_axle(&tenant_args(&socket, 1, group));
+    let victim = spawn_axle(&tenant_args(&GROUP, 1, &socket, group));
     emulator.wait_for_log(&format!("group {group}: tenant 1 of 3 attached"), 1);
     kill(Pid::from_raw(victim.pid()), Signal::SIGSTOP).unwrap();
     let others = [0usize, 2]
         .into_iter()
-        .map(|tenant| (tenant, spawn_axle(&tenant_args(&socket, tenant, group))))
+        .map(|tenant| {
+            (
+                tenant,
+                spawn_axle(&tenant_args(&GROUP, tenant, &socket, group)),
+            )
+        })
         .collect();
     emulator.wait_for_log(
         &format!("group {group}: 3 tenants; segments exchanged; the run starts"),
@@ -1418,11 +1358,16 @@ fn a_tenant_process_killed_while_it_runs_is_detached_at_its_turns_time() {
     let mut emulator = EmulatorProcess::start(&scratch, &["--max-tenants", "3"]);
     let idle = emulator.held();
     let socket = emulator.socket.to_str().unwrap().to_owned();
-    let mut victim = spawn_axle(&tenant_args(&socket, 1, "running"));
+    let mut victim = spawn_axle(&tenant_args(&GROUP, 1, &socket, "running"));
     emulator.wait_for_log("group running: tenant 1 of 3 attached", 1);
     let others: Vec<(usize, Reaped)> = [0usize, 2]
         .into_iter()
-        .map(|tenant| (tenant, spawn_axle(&tenant_args(&socket, tenant, "running"))))
+        .map(|tenant| {
+            (
+                tenant,
+                spawn_axle(&tenant_args(&GROUP, tenant, &socket, "running")),
+            )
+        })
         .collect();
     emulator.wait_for_log(
         "group running: 3 tenants; segments exchanged; the run starts",

@@ -17,7 +17,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{EmulatorProcess, Reaped, Scratch};
+use common::{finish_axle, spawn_axle, EmulatorProcess, Reaped, Scratch};
 
 const AXLE: &str = env!("CARGO_BIN_EXE_axle");
 const MODES: [&str; 4] = ["rp", "bs", "axle", "axle-irq"];
@@ -45,43 +45,26 @@ impl EmulatorProcess {
             .matches("axle-host-memory")
             .count()
     }
+
+    /// Waits (at most [`DEADLINE`]) until the emulator has unmapped a dead host's memory and
+    /// holds no more descriptors than `idle_descriptors`.
+    fn wait_for_the_dead_hosts_segments_freed(&self, idle_descriptors: usize) {
+        let started = Instant::now();
+        while self.host_memory_mappings() > 0 || self.open_descriptors() > idle_descriptors {
+            assert!(
+                started.elapsed() < DEADLINE,
+                "the emulator kept the dead host's segments: {} mappings, {} descriptors (idle: {idle_descriptors})",
+                self.host_memory_mappings(),
+                self.open_descriptors()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
 }
 
 /// Runs `axle` with `args` to completion (bounded by [`DEADLINE`]).
 fn axle(args: &[&str]) -> Output {
-    let child = Command::new(AXLE)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = Reaped(child);
-    child
-        .wait_for_exit(DEADLINE)
-        .unwrap_or_else(|| panic!("axle {args:?} did not finish within {DEADLINE:?}"));
-    let mut stdout = Vec::new();
-    let mut stderr = Vec::new();
-    child
-        .0
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_end(&mut stdout)
-        .unwrap();
-    child
-        .0
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_end(&mut stderr)
-        .unwrap();
-    Output {
-        status: child.0.wait().unwrap(),
-        stdout,
-        stderr,
-    }
+    finish_axle(spawn_axle(args), DEADLINE, &args)
 }
 
 /// Starts `axle run ARGS --attach SOCKET` in the background.
@@ -98,6 +81,20 @@ fn spawn_attached(args: &[&str], socket: &Path) -> Reaped {
         .spawn()
         .unwrap();
     Reaped(child)
+}
+
+/// Starts `axle run ARGS --attach` on `emulator` and returns it 150 ms into its run, still
+/// running (else the test fails: `victim`, which the test kills then, could not be killed
+/// mid-run).
+fn host_mid_run(args: &[&str], emulator: &EmulatorProcess, victim: &str) -> Reaped {
+    let mut host = spawn_attached(args, &emulator.socket);
+    emulator.wait_for_log("the run starts", 1);
+    std::thread::sleep(Duration::from_millis(150));
+    assert!(
+        host.0.try_wait().unwrap().is_none(),
+        "the run ended before {victim} could be killed: make LONG_RUN longer"
+    );
+    host
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -279,13 +276,7 @@ fn an_emulator_killed_mid_run_fails_the_host_within_a_second() {
     let scratch = Scratch::new("mp", "emu-killed");
     let shm_before = shm_entries();
     let mut emulator = EmulatorProcess::start(&scratch);
-    let mut host = spawn_attached(&LONG_RUN, &emulator.socket);
-    emulator.wait_for_log("the run starts", 1);
-    std::thread::sleep(Duration::from_millis(150));
-    assert!(
-        host.0.try_wait().unwrap().is_none(),
-        "the run ended before the emulator could be killed: make LONG_RUN longer"
-    );
+    let mut host = host_mid_run(&LONG_RUN, &emulator, "the emulator");
     emulator.child.0.kill().unwrap();
     let killed = Instant::now();
     let status = host
@@ -318,28 +309,13 @@ fn a_host_killed_mid_run_is_logged_its_segments_freed_and_the_next_host_served()
     let shm_before = shm_entries();
     let emulator = EmulatorProcess::start(&scratch);
     let idle_descriptors = emulator.open_descriptors();
-    let mut host = spawn_attached(&LONG_RUN, &emulator.socket);
-    emulator.wait_for_log("the run starts", 1);
-    std::thread::sleep(Duration::from_millis(150));
-    assert!(
-        host.0.try_wait().unwrap().is_none(),
-        "the run ended before the host could be killed: make LONG_RUN longer"
-    );
+    let mut host = host_mid_run(&LONG_RUN, &emulator, "the host");
     assert_eq!(emulator.host_memory_mappings(), 1);
     host.0.kill().unwrap();
     host.wait_for_exit(DEADLINE).unwrap();
     emulator.wait_for_log("died mid-run", 1);
     // The session is over: the host's memory is unmapped, every descriptor closed.
-    let started = Instant::now();
-    while emulator.host_memory_mappings() > 0 || emulator.open_descriptors() > idle_descriptors {
-        assert!(
-            started.elapsed() < DEADLINE,
-            "the emulator kept the dead host's segments: {} mappings, {} descriptors (idle: {idle_descriptors})",
-            emulator.host_memory_mappings(),
-            emulator.open_descriptors()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    emulator.wait_for_the_dead_hosts_segments_freed(idle_descriptors);
     let next = axle(&[
         "run",
         "knn-a",
@@ -388,6 +364,20 @@ fn wall_attached(args: &[&str], socket: &Path) -> Output {
     axle(&all)
 }
 
+/// Requires the attached wall-clock run `what` to have succeeded and printed a verified report
+/// labelled `"clock": "wall"`.
+fn verified_on_the_wall_clock(run: &Output, what: &str, emulator: &EmulatorProcess) {
+    assert!(
+        run.status.success(),
+        "attached wall-clock {what}: {}\nemulator log:\n{}",
+        text(&run.stderr),
+        emulator.log()
+    );
+    let stdout = text(&run.stdout);
+    assert!(stdout.contains("\"verified\": true"), "{stdout}");
+    assert!(stdout.contains("\"clock\": \"wall\""), "{stdout}");
+}
+
 #[test]
 fn attached_wall_clock_runs_of_every_workload_in_every_mode_verify() {
     let scratch = Scratch::new("mp", "wall-all");
@@ -408,15 +398,7 @@ fn attached_wall_clock_runs_of_every_workload_in_every_mode_verify() {
                 ],
                 &emulator.socket,
             );
-            assert!(
-                run.status.success(),
-                "attached wall-clock {workload} {mode}: {}\nemulator log:\n{}",
-                text(&run.stderr),
-                emulator.log()
-            );
-            let stdout = text(&run.stdout);
-            assert!(stdout.contains("\"verified\": true"), "{stdout}");
-            assert!(stdout.contains("\"clock\": \"wall\""), "{stdout}");
+            verified_on_the_wall_clock(&run, &format!("{workload} {mode}"), &emulator);
             runs += 1;
         }
     }
@@ -435,15 +417,7 @@ fn an_attached_wall_clock_run_of_axle_irq_delivers_its_interrupts_through_the_ev
             &[workload, "--mode", "axle-irq", "--queries", "2", "--json"],
             &emulator.socket,
         );
-        assert!(
-            run.status.success(),
-            "attached wall-clock {workload} axle-irq: {}\nemulator log:\n{}",
-            text(&run.stderr),
-            emulator.log()
-        );
-        let stdout = text(&run.stdout);
-        assert!(stdout.contains("\"verified\": true"), "{stdout}");
-        assert!(stdout.contains("\"clock\": \"wall\""), "{stdout}");
+        verified_on_the_wall_clock(&run, &format!("{workload} axle-irq"), &emulator);
     }
 }
 
@@ -454,26 +428,11 @@ fn a_host_killed_during_an_attached_wall_clock_run_leaves_the_emulator_serving()
     let idle_descriptors = emulator.open_descriptors();
     let mut args = LONG_RUN.to_vec();
     args.extend(["--clock", "wall"]);
-    let mut host = spawn_attached(&args, &emulator.socket);
-    emulator.wait_for_log("the run starts", 1);
-    std::thread::sleep(Duration::from_millis(150));
-    assert!(
-        host.0.try_wait().unwrap().is_none(),
-        "the run ended before the host could be killed: make LONG_RUN longer"
-    );
+    let mut host = host_mid_run(&args, &emulator, "the host");
     host.0.kill().unwrap();
     host.wait_for_exit(DEADLINE).unwrap();
     emulator.wait_for_log("died mid-run", 1);
-    let started = Instant::now();
-    while emulator.host_memory_mappings() > 0 || emulator.open_descriptors() > idle_descriptors {
-        assert!(
-            started.elapsed() < DEADLINE,
-            "the emulator kept the dead host's segments: {} mappings, {} descriptors (idle: {idle_descriptors})",
-            emulator.host_memory_mappings(),
-            emulator.open_descriptors()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    emulator.wait_for_the_dead_hosts_segments_freed(idle_descriptors);
     let next = wall_attached(
         &["knn-a", "--mode", "axle", "--queries", "1", "--json"],
         &emulator.socket,

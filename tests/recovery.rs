@@ -10,12 +10,12 @@
 //!
 //! Run: `cargo test --release --test recovery`.
 
-use std::io::Read;
-use std::process::{Command, ExitStatus, Stdio};
+use std::ffi::OsStr;
+use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
 mod common;
-use common::{EmulatorProcess, Reaped, Scratch};
+use common::{finish_axle, spawn_axle, EmulatorProcess, Reaped, Scratch};
 
 const AXLE: &str = env!("CARGO_BIN_EXE_axle");
 /// Bound on any single wait for a process or a log line.
@@ -51,42 +51,20 @@ struct Host(Reaped);
 
 impl Host {
     fn spawn(extra: &[&str], socket: &std::path::Path) -> Host {
-        let child = Command::new(AXLE)
-            .args(RUN)
-            .arg("--attach")
-            .arg(socket)
-            .args(extra)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        Host(Reaped(child))
+        let mut args: Vec<&OsStr> = RUN.iter().map(OsStr::new).collect();
+        args.extend([OsStr::new("--attach"), socket.as_os_str()]);
+        args.extend(extra.iter().map(OsStr::new));
+        Host(spawn_axle(&args))
     }
 
     /// Waits for the host to exit; its status, standard output and standard error.
-    fn finish(mut self) -> (ExitStatus, String, String) {
-        let status = self
-            .0
-            .wait_for_exit(DEADLINE)
-            .expect("the host did not finish within the deadline");
-        let (mut stdout, mut stderr) = (String::new(), String::new());
-        self.0
-             .0
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut stdout)
-            .unwrap();
-        self.0
-             .0
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut stderr)
-            .unwrap();
-        (status, stdout, stderr)
+    fn finish(self) -> (ExitStatus, String, String) {
+        let output = finish_axle(self.0, DEADLINE, &"the host");
+        (
+            output.status,
+            String::from_utf8(output.stdout).unwrap(),
+            String::from_utf8(output.stderr).unwrap(),
+        )
     }
 }
 
@@ -294,27 +272,22 @@ fn an_emulator_killed_during_an_attached_wall_clock_run_fails_the_host_with_what
     let mut emulator = EmulatorProcess::start_with(AXLE, &scratch, &[], DEADLINE);
     let epoch = logged_epoch(&emulator);
     // A wall-clock run of about two seconds (tests/multiprocess.rs's LONG_RUN).
-    let child = Command::new(AXLE)
-        .args([
-            "run",
-            "knn-c",
-            "--mode",
-            "axle",
-            "--queries",
-            "488",
-            "--json",
-            "--clock",
-            "wall",
-        ])
-        .arg("--attach")
-        .arg(&emulator.socket)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let host = Host(Reaped(child));
+    let mut args: Vec<&OsStr> = [
+        "run",
+        "knn-c",
+        "--mode",
+        "axle",
+        "--queries",
+        "488",
+        "--json",
+        "--clock",
+        "wall",
+        "--attach",
+    ]
+    .map(OsStr::new)
+    .to_vec();
+    args.push(emulator.socket.as_os_str());
+    let host = Host(spawn_axle(&args));
     emulator.wait_for_log("the run starts", 1);
     emulator.child.0.kill().unwrap();
     let (status, _, stderr) = host.finish();

@@ -19,7 +19,7 @@ use std::time::Duration;
 use zerocopy::IntoBytes;
 
 mod common;
-use common::{finish_axle, spawn_axle, EmulatorProcess, Scratch};
+use common::{finish_axle, spawn_axle, tenant_args, EmulatorProcess, Scratch};
 
 const AXLE: &str = env!("CARGO_BIN_EXE_axle");
 /// Bound on any single wait for a process or a log line.
@@ -107,26 +107,7 @@ fn tenants_attaching_as_separate_processes_in_any_order_print_their_part_of_run_
     // Tenant 2 attaches first, tenant 0 last: the order of turns is the tenants' index.
     let tenants: Vec<(usize, Vec<String>)> = [2usize, 1, 0]
         .into_iter()
-        .map(|tenant| {
-            let args: Vec<String> = [
-                "run",
-                workloads[tenant],
-                "--mode",
-                "axle",
-                "--scale",
-                "small",
-                "--json",
-                "--attach",
-                &socket,
-                "--tenant",
-                &format!("{tenant}/3"),
-                "--group",
-                "three",
-            ]
-            .map(str::to_owned)
-            .to_vec();
-            (tenant, args)
-        })
+        .map(|tenant| (tenant, tenant_args(&workloads, tenant, &socket, "three")))
         .collect();
     let mut children = Vec::new();
     for (number, (tenant, args)) in tenants.iter().enumerate() {

@@ -28,11 +28,11 @@ use axle::run::{run, run_wall, RunRequest};
 use axle::wall::{WallOptions, WallRun, WallStress};
 use cosim_link::jitter::{Jitter, JitterSpec};
 use host_runtime::Mode;
-use std::process::{Command, Stdio};
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
-const AXLE: &str = env!("CARGO_BIN_EXE_axle");
+mod common;
+use common::{finish_axle, spawn_axle};
 
 /// Wall-clock limit of one run (its own bound, checked by both threads).
 const RUN_LIMIT: Duration = Duration::from_secs(10);
@@ -373,24 +373,7 @@ fn wall_clock_output_is_labelled_and_virtual_output_is_not() {
     assert_eq!(wall_json["clock"], "wall");
     assert!(wall_json.get("stress_seed").is_none(), "{wall_json}");
 
-    let cli = |args: &[&str]| {
-        let child = Command::new(AXLE)
-            .args(args)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (sender, receiver) = mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = sender.send(child.wait_with_output());
-        });
-        receiver
-            .recv_timeout(WATCHDOG)
-            .unwrap_or_else(|_| panic!("axle {args:?} did not finish within {WATCHDOG:?}"))
-            .unwrap()
-    };
+    let cli = |args: &[&str]| finish_axle(spawn_axle(args), WATCHDOG, &args);
     let output = cli(&[
         "run",
         "knn-b",

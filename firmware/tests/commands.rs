@@ -27,16 +27,22 @@ fn small_launch() -> KnnLaunch {
     KnnLaunch::new(24, 16, 2)
 }
 
+/// [`small_launch`] with [`TAG`] in `mode`, sent as a launch store, and one firmware step.
+fn launched_by_store(mode: LaunchMode) -> (KnnLaunch, FakeHal, Firmware) {
+    let launch = small_launch();
+    let (mut hal, mut firmware) = setup(&launch);
+    hal.launch_store(launch.command(mode, TAG));
+    firmware.step(&mut hal);
+    (launch, hal, firmware)
+}
+
 // ---------------------------------------------------------------------------------------------
 // BS
 // ---------------------------------------------------------------------------------------------
 
 #[test]
 fn bs_launch_completes_with_ok_only_after_every_item_finished() {
-    let launch = small_launch();
-    let (mut hal, mut firmware) = setup(&launch);
-    hal.launch_store(launch.command(LaunchMode::BulkSynchronous, TAG));
-    firmware.step(&mut hal);
+    let (launch, mut hal, mut firmware) = launched_by_store(LaunchMode::BulkSynchronous);
     let dispatched = hal.compute.current().expect("dispatched");
     assert_eq!(dispatched.items, launch.items());
     assert_eq!(dispatched.tag, TAG);
@@ -172,10 +178,7 @@ fn bs_result_range_outside_device_memory_is_an_error_completion() {
 
 #[test]
 fn bs_failed_item_is_reported_in_the_completion() {
-    let launch = small_launch();
-    let (mut hal, mut firmware) = setup(&launch);
-    hal.launch_store(launch.command(LaunchMode::BulkSynchronous, TAG));
-    firmware.step(&mut hal);
+    let (launch, mut hal, mut firmware) = launched_by_store(LaunchMode::BulkSynchronous);
     hal.finish_items(1..launch.items());
     hal.finish_items_with_error([0], FirmwareError::AddressOverflow);
     firmware.step(&mut hal);
@@ -195,12 +198,8 @@ fn ring_doorbell(hal: &mut FakeHal, firmware: &mut Firmware, command: &CommandDe
     firmware.step(hal);
 }
 
-fn complete_with(status: Status) -> u64 {
-    mailbox::status::COMPLETE | (u64::from(status.code()) << 32)
-}
-
-#[test]
-fn rp_doorbell_sets_status_running_and_dispatches() {
+/// [`small_launch`] with [`TAG`], sent by the RP doorbell ([`ring_doorbell`]).
+fn launched_by_doorbell() -> (KnnLaunch, FakeHal, Firmware) {
     let launch = small_launch();
     let (mut hal, mut firmware) = setup(&launch);
     ring_doorbell(
@@ -208,6 +207,16 @@ fn rp_doorbell_sets_status_running_and_dispatches() {
         &mut firmware,
         &launch.command(LaunchMode::RemotePolling, TAG),
     );
+    (launch, hal, firmware)
+}
+
+fn complete_with(status: Status) -> u64 {
+    mailbox::status::COMPLETE | (u64::from(status.code()) << 32)
+}
+
+#[test]
+fn rp_doorbell_sets_status_running_and_dispatches() {
+    let (launch, mut hal, mut firmware) = launched_by_doorbell();
     assert_eq!(
         hal.registers.mailbox(mailbox::STATUS),
         mailbox::status::RUNNING
@@ -224,13 +233,7 @@ fn rp_doorbell_sets_status_running_and_dispatches() {
 
 #[test]
 fn rp_completion_sets_complete_with_the_code_in_the_high_half() {
-    let launch = small_launch();
-    let (mut hal, mut firmware) = setup(&launch);
-    ring_doorbell(
-        &mut hal,
-        &mut firmware,
-        &launch.command(LaunchMode::RemotePolling, TAG),
-    );
+    let (launch, mut hal, mut firmware) = launched_by_doorbell();
     hal.finish_all_items();
     firmware.step(&mut hal);
     assert_eq!(
@@ -250,13 +253,7 @@ fn rp_completion_sets_complete_with_the_code_in_the_high_half() {
 
 #[test]
 fn rp_failed_item_puts_its_code_in_the_high_half_of_status() {
-    let launch = small_launch();
-    let (mut hal, mut firmware) = setup(&launch);
-    ring_doorbell(
-        &mut hal,
-        &mut firmware,
-        &launch.command(LaunchMode::RemotePolling, TAG),
-    );
+    let (launch, mut hal, mut firmware) = launched_by_doorbell();
     hal.finish_items(0..5);
     hal.finish_items_with_error([5], FirmwareError::AddressOverflow);
     hal.finish_items(6..launch.items());
@@ -272,13 +269,7 @@ fn rp_failed_item_puts_its_code_in_the_high_half_of_status() {
 
 #[test]
 fn rp_dequeue_returns_the_mailbox_to_idle_and_accepts_the_next_command() {
-    let launch = small_launch();
-    let (mut hal, mut firmware) = setup(&launch);
-    ring_doorbell(
-        &mut hal,
-        &mut firmware,
-        &launch.command(LaunchMode::RemotePolling, TAG),
-    );
+    let (launch, mut hal, mut firmware) = launched_by_doorbell();
     hal.finish_all_items();
     firmware.step(&mut hal);
     hal.push_event(HostEvent::Dequeue);
@@ -347,10 +338,7 @@ fn rp_malformed_descriptor_completes_with_its_error_code() {
 
 #[test]
 fn axle_launch_before_any_region_is_refused_with_no_region() {
-    let launch = small_launch();
-    let (mut hal, mut firmware) = setup(&launch);
-    hal.launch_store(launch.command(LaunchMode::BackStreaming, TAG));
-    firmware.step(&mut hal);
+    let (_, hal, firmware) = launched_by_store(LaunchMode::BackStreaming);
     assert!(hal.compute.launches().is_empty());
     assert!(
         hal.dma.submitted().is_empty(),
@@ -368,10 +356,7 @@ fn axle_launch_before_any_region_is_refused_with_no_region() {
 
 #[test]
 fn axle_launch_streams_once_a_region_is_programmed_after_a_refusal() {
-    let launch = small_launch();
-    let (mut hal, mut firmware) = setup(&launch);
-    hal.launch_store(launch.command(LaunchMode::BackStreaming, TAG));
-    firmware.step(&mut hal);
+    let (launch, mut hal, mut firmware) = launched_by_store(LaunchMode::BackStreaming);
     let region = TestRegion::new(16, 16, 32);
     region.program(&mut hal);
     firmware.step(&mut hal);

@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests that start processes (`multiprocess.rs`,
-//! `hostile.rs`, `recovery.rs`, `recovery_groups.rs`, `tenants_attached.rs`): a scratch
+//! `hostile.rs`, `recovery.rs`, `recovery_groups.rs`, `tenants_attached.rs`,
+//! `wall_stress.rs`): a scratch
 //! directory per test, a child process that is always reaped, `axle` started with its output
 //! collected, and an `axle emu` process with its log.
 //! Each test file uses what it needs.
@@ -99,13 +100,48 @@ pub fn finish_axle(mut child: Reaped, deadline: Duration, what: &dyn std::fmt::D
         .unwrap_or_else(|| panic!("axle {what:?} did not finish within {deadline:?}"));
     let mut stdout = Vec::new();
     let mut stderr = Vec::new();
-    let _ = child.0.stdout.take().unwrap().read_to_end(&mut stdout);
-    let _ = child.0.stderr.take().unwrap().read_to_end(&mut stderr);
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_end(&mut stdout)
+        .unwrap();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_end(&mut stderr)
+        .unwrap();
     Output {
         status: child.0.wait().unwrap(),
         stdout,
         stderr,
     }
+}
+
+/// `axle run WORKLOAD --mode axle --scale small --json --attach SOCKET --tenant I/N --group
+/// GROUP`: the arguments of tenant `tenant` (I) of the group `group` of attached processes
+/// that run `workloads` (N of them), tenant I running `workloads[I]`.
+pub fn tenant_args(workloads: &[&str], tenant: usize, socket: &str, group: &str) -> Vec<String> {
+    [
+        "run",
+        workloads[tenant],
+        "--mode",
+        "axle",
+        "--scale",
+        "small",
+        "--json",
+        "--attach",
+        socket,
+        "--tenant",
+        &format!("{tenant}/{}", workloads.len()),
+        "--group",
+        group,
+    ]
+    .map(str::to_owned)
+    .to_vec()
 }
 
 /// `axle emu` on a scratch directory's socket, logging into `emu.log`; killed when dropped.

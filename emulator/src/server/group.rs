@@ -47,14 +47,14 @@
 
 use super::accept::{log_session_error, peer_pid, Reaper, Signals};
 use super::remote_host::{Held, RemoteHost};
-use super::session::{answer_hello, receive, refuse, Requested};
-use super::{ServeOptions, ATTACH_STEP_TIMEOUT};
+use super::session::{answer_hello, receive, refuse, send_ready, Requested};
+use super::{ServeOptions, SessionError, ATTACH_STEP_TIMEOUT};
 use crate::cosim::tenants::{SharePolicy, TenantSetup};
 use crate::cosim::Emulator;
 use crate::dram::DeviceDram;
 use crate::shm::DeviceSegment;
 use cosim_link::attach::{
-    send_message, DeviceCounters, MessageKind, SessionEnd, SessionReady, TenantClaim, TenantEnd,
+    send_message, DeviceCounters, MessageKind, SessionEnd, TenantClaim, TenantEnd,
 };
 use cosim_link::link::HostAgent;
 use cosim_link::turn::{DeviceTurn, TurnPage};
@@ -457,14 +457,13 @@ fn build(
 }
 
 /// Sends tenant `tenant` its segments.
-fn send_ready(
+fn send_segments(
     emulator: &mut Emulator,
     tenant: usize,
     member: &Member,
     page_fd: &std::os::fd::OwnedFd,
 ) -> Result<(), String> {
     emulator.select(tenant);
-    let (data_base, data_end) = emulator.data_window();
     let device_bytes = Emulator::device_memory_bytes(&member.requested.setup.device);
     let registers = emulator
         .serve_registers()
@@ -475,24 +474,17 @@ fn send_ready(
         .ok_or("the register page is not shared")?
         .try_clone_to_owned()
         .map_err(|e| format!("register window: {e}"))?;
-    let device_fd = emulator
-        .dram()
-        .segment()
-        .fd()
-        .ok_or("device memory is not shared")?;
-    send_message(
+    send_ready(
         &member.stream,
-        MessageKind::Ready,
-        &SessionReady {
-            device_memory_bytes: device_bytes,
-            data_base: data_base.0,
-            data_end: data_end.0,
-            turn_page_bytes: cosim_link::turn::TURN_PAGE_BYTES,
-            epoch: super::epoch::device_epoch(),
-        },
-        &[device_fd, page_fd.as_fd(), register_fd.as_fd()],
+        emulator,
+        device_bytes,
+        page_fd.as_fd(),
+        register_fd.as_fd(),
     )
-    .map_err(|e| format!("tenant {tenant} (host pid {}): {e}", member.pid))
+    .map_err(|error| match error {
+        SessionError::Refused(reason) => reason,
+        error => format!("tenant {tenant} (host pid {}): {error}", member.pid),
+    })
 }
 
 /// Runs a complete group: its device built, each tenant sent its segments, the run, each
@@ -513,7 +505,7 @@ fn run_group(group: Group, signals: &Signals, options: &ServeOptions, reaper: &m
         }
     };
     for (tenant, (member, (_, page_fd))) in members.iter().zip(&pages).enumerate() {
-        if let Err(reason) = send_ready(&mut emulator, tenant, member, page_fd) {
+        if let Err(reason) = send_segments(&mut emulator, tenant, member, page_fd) {
             let reason =
                 format!("group {name}: the segments did not reach {reason}; the group is dropped");
             log::warn!("emu: {reason}");

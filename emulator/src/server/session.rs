@@ -19,7 +19,7 @@ use cosim_link::wall::WallClock;
 use cosim_link::wall_socket::{device_side, receive_start, DeviceReader, DeviceReaderEnd};
 use shared_abi::{Status, Ticks};
 use std::io::{ErrorKind, Read, Write};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::time::Instant;
 use zerocopy::{FromZeros, IntoBytes};
@@ -155,23 +155,12 @@ pub(super) fn session(
         Err(Opening::Refused(reason)) => return Err(refuse(stream, reason)),
         Err(Opening::Failed(error)) => return Err(error),
     };
-    let (data_base, data_end) = emulator.data_window();
-    let device_fd = emulator
-        .dram()
-        .segment()
-        .fd()
-        .ok_or_else(|| SessionError::Refused("device memory is not shared".into()))?;
-    send_message(
+    send_ready(
         stream,
-        MessageKind::Ready,
-        &SessionReady {
-            device_memory_bytes: device_bytes,
-            data_base: data_base.0,
-            data_end: data_end.0,
-            turn_page_bytes: cosim_link::turn::TURN_PAGE_BYTES,
-            epoch: super::epoch::device_epoch(),
-        },
-        &[device_fd, page_fd.as_fd(), register_fd.as_fd()],
+        &emulator,
+        device_bytes,
+        page_fd.as_fd(),
+        register_fd.as_fd(),
     )?;
     drop(register_fd);
     drop(page_fd);
@@ -192,6 +181,38 @@ pub(super) fn session(
     // and closed on the reaper's thread, while this thread accepts the next host.
     reaper.reap((emulator, page));
     run.map(Served::Ended)
+}
+
+/// Sends the host its session's answer: the size of `emulator`'s device memory
+/// (`device_memory_bytes`), its data window, the turn page's size and the device epoch, with
+/// the segments: device memory, the turn page (`page_fd`) and the register page
+/// (`register_fd`). Device memory that is not shared is `Refused`; a failed send, `Attach`.
+pub(super) fn send_ready(
+    stream: &UnixStream,
+    emulator: &Emulator,
+    device_memory_bytes: u64,
+    page_fd: BorrowedFd<'_>,
+    register_fd: BorrowedFd<'_>,
+) -> Result<(), SessionError> {
+    let (data_base, data_end) = emulator.data_window();
+    let device_fd = emulator
+        .dram()
+        .segment()
+        .fd()
+        .ok_or_else(|| SessionError::Refused("device memory is not shared".into()))?;
+    send_message(
+        stream,
+        MessageKind::Ready,
+        &SessionReady {
+            device_memory_bytes,
+            data_base: data_base.0,
+            data_end: data_end.0,
+            turn_page_bytes: cosim_link::turn::TURN_PAGE_BYTES,
+            epoch: super::epoch::device_epoch(),
+        },
+        &[device_fd, page_fd, register_fd],
+    )?;
+    Ok(())
 }
 
 /// What the run of a session needs besides the emulator and the page.

@@ -3,7 +3,7 @@
 //! its error paths (a device error status, a short result load, a BROKEN ring, a deadlock).
 
 use crate::config::HostConfig;
-use crate::modes::axle::AxleRingError;
+use crate::modes::axle::{AxleRing, AxleRingError};
 use crate::ring::RingError;
 use crate::runtime::{Mode, Runtime, RuntimeError};
 use crate::test_link::{plan, run_until, Device, Reply, ScriptedLink, TestApp, RESULT_ADDRESS};
@@ -47,32 +47,55 @@ fn complete(code: u32) -> u64 {
     mailbox::status::COMPLETE | (u64::from(code) << 32)
 }
 
+/// The device acknowledges a store `after` ns later, with status 0.
+fn acknowledged(after: u64) -> Reply {
+    Reply::Store {
+        after: ns(after),
+        status: 0,
+    }
+}
+
+/// A status read answered `after` ns later with `value`.
+fn status_read(after: u64, value: u64) -> Reply {
+    Reply::IoRead {
+        after: ns(after),
+        value,
+    }
+}
+
+/// A result load answered `after` ns later with `length` bytes of [`result_bytes`].
+fn result_load(after: u64, length: usize) -> Reply {
+    Reply::Load {
+        after: ns(after),
+        data: result_bytes(length),
+    }
+}
+
+/// Runs the host until it is done, which must be before [`END`].
+fn run_to_the_end(rt: &mut Runtime<'_>, link: &mut ScriptedLink, now: &mut Ticks) {
+    assert_eq!(run_until(rt, link, now, ns(END)), Wake::Done);
+}
+
+/// A run of `app` in the bulk mode `mode` (RP or BS) against `link`, to its end.
+fn run_bulk<'a>(mode: Mode, app: &'a mut TestApp, link: &mut ScriptedLink) -> Runtime<'a> {
+    let mut rt = Runtime::new(mode, HostConfig::default(), app, None);
+    let mut now = Ticks::ZERO;
+    run_to_the_end(&mut rt, link, &mut now);
+    rt
+}
+
 // ----- RP ----------------------------------------------------------------------------------
 
 #[test]
 fn rp_stores_the_descriptor_rings_polls_until_complete_dequeues_then_loads_once() {
     let mut app = bulk_app();
     let mut link = ScriptedLink::new([
-        Reply::Store {
-            after: ns(100),
-            status: 0,
-        },
-        Reply::IoRead {
-            after: ns(500),
-            value: running(),
-        },
-        Reply::IoRead {
-            after: ns(500),
-            value: complete(Status::Ok.code()),
-        },
-        Reply::Load {
-            after: ns(300),
-            data: result_bytes(128),
-        },
+        acknowledged(100),
+        status_read(500, running()),
+        status_read(500, complete(Status::Ok.code())),
+        result_load(300, 128),
     ]);
-    let mut rt = Runtime::new(Mode::Rp, HostConfig::default(), &mut app, None);
-    let mut now = Ticks::ZERO;
-    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
+    let rt = run_bulk(Mode::Rp, &mut app, &mut link);
     assert_eq!(rt.failure(), None);
     assert_eq!(
         link.shapes(),
@@ -112,22 +135,11 @@ fn an_application_refusing_a_task_fails_the_run_at_that_call() {
     let mut app = bulk_app();
     app.refuse_task = Some(0);
     let mut link = ScriptedLink::new([
-        Reply::Store {
-            after: ns(100),
-            status: 0,
-        },
-        Reply::IoRead {
-            after: ns(500),
-            value: complete(Status::Ok.code()),
-        },
-        Reply::Load {
-            after: ns(300),
-            data: result_bytes(128),
-        },
+        acknowledged(100),
+        status_read(500, complete(Status::Ok.code())),
+        result_load(300, 128),
     ]);
-    let mut rt = Runtime::new(Mode::Rp, HostConfig::default(), &mut app, None);
-    let mut now = Ticks::ZERO;
-    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
+    let rt = run_bulk(Mode::Rp, &mut app, &mut link);
     let expected = crate::AppError::new(
         "test",
         crate::Scope::Whole,
@@ -150,18 +162,10 @@ fn an_application_refusing_a_task_fails_the_run_at_that_call() {
 fn rp_fails_with_the_device_status_and_neither_dequeues_nor_loads() {
     let mut app = bulk_app();
     let mut link = ScriptedLink::new([
-        Reply::Store {
-            after: ns(100),
-            status: 0,
-        },
-        Reply::IoRead {
-            after: ns(500),
-            value: complete(Status::ArgumentOutOfRange.code()),
-        },
+        acknowledged(100),
+        status_read(500, complete(Status::ArgumentOutOfRange.code())),
     ]);
-    let mut rt = Runtime::new(Mode::Rp, HostConfig::default(), &mut app, None);
-    let mut now = Ticks::ZERO;
-    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
+    let rt = run_bulk(Mode::Rp, &mut app, &mut link);
     assert!(
         matches!(
             rt.failure(),
@@ -185,22 +189,11 @@ fn rp_fails_with_the_device_status_and_neither_dequeues_nor_loads() {
 fn rp_fails_on_a_short_result_load_and_runs_no_task() {
     let mut app = bulk_app();
     let mut link = ScriptedLink::new([
-        Reply::Store {
-            after: ns(100),
-            status: 0,
-        },
-        Reply::IoRead {
-            after: ns(500),
-            value: complete(Status::Ok.code()),
-        },
-        Reply::Load {
-            after: ns(300),
-            data: result_bytes(100),
-        },
+        acknowledged(100),
+        status_read(500, complete(Status::Ok.code())),
+        result_load(300, 100),
     ]);
-    let mut rt = Runtime::new(Mode::Rp, HostConfig::default(), &mut app, None);
-    let mut now = Ticks::ZERO;
-    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
+    let rt = run_bulk(Mode::Rp, &mut app, &mut link);
     assert_eq!(
         rt.failure(),
         Some(&RuntimeError::ShortLoad {
@@ -217,19 +210,8 @@ fn rp_fails_on_a_short_result_load_and_runs_no_task() {
 #[test]
 fn bs_waits_for_the_synchronous_launch_then_loads_once() {
     let mut app = bulk_app();
-    let mut link = ScriptedLink::new([
-        Reply::Store {
-            after: ns(1_000),
-            status: 0,
-        },
-        Reply::Load {
-            after: ns(300),
-            data: result_bytes(128),
-        },
-    ]);
-    let mut rt = Runtime::new(Mode::Bs, HostConfig::default(), &mut app, None);
-    let mut now = Ticks::ZERO;
-    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
+    let mut link = ScriptedLink::new([acknowledged(1_000), result_load(300, 128)]);
+    let rt = run_bulk(Mode::Bs, &mut app, &mut link);
     assert_eq!(rt.failure(), None);
     assert_eq!(
         link.shapes(),
@@ -255,9 +237,7 @@ fn bs_fails_with_the_status_of_the_launch_store_and_loads_nothing() {
         after: ns(1_000),
         status: Status::UnknownKernel.code(),
     }]);
-    let mut rt = Runtime::new(Mode::Bs, HostConfig::default(), &mut app, None);
-    let mut now = Ticks::ZERO;
-    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
+    let rt = run_bulk(Mode::Bs, &mut app, &mut link);
     match rt.failure() {
         Some(RuntimeError::Device { tag, code, status }) => {
             assert_eq!((*tag, *code), (1, Status::UnknownKernel.code()));
@@ -278,19 +258,8 @@ fn bs_fails_with_the_status_of_the_launch_store_and_loads_nothing() {
 #[test]
 fn bs_fails_on_a_short_result_load() {
     let mut app = bulk_app();
-    let mut link = ScriptedLink::new([
-        Reply::Store {
-            after: ns(1_000),
-            status: 0,
-        },
-        Reply::Load {
-            after: ns(300),
-            data: Vec::new(),
-        },
-    ]);
-    let mut rt = Runtime::new(Mode::Bs, HostConfig::default(), &mut app, None);
-    let mut now = Ticks::ZERO;
-    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
+    let mut link = ScriptedLink::new([acknowledged(1_000), result_load(300, 0)]);
+    let rt = run_bulk(Mode::Bs, &mut app, &mut link);
     assert_eq!(
         rt.failure(),
         Some(&RuntimeError::ShortLoad {
@@ -320,6 +289,21 @@ fn stream_app(chunks: u64, needs: &[(u64, u64)]) -> TestApp {
     }
 }
 
+/// A run of `app` in the streaming mode `mode` with `config` and `ring`: the runtime, its
+/// link and the time, after the host's turns up to 200 ns (the launch posted, no record yet).
+fn started<'a>(
+    mode: Mode,
+    config: HostConfig,
+    app: &'a mut TestApp,
+    ring: AxleRing,
+) -> (Runtime<'a>, ScriptedLink, Ticks) {
+    let mut link = ScriptedLink::default();
+    let mut rt = Runtime::new(mode, config, app, Some(ring));
+    let mut now = Ticks::ZERO;
+    run_until(&mut rt, &mut link, &mut now, ns(200));
+    (rt, link, now)
+}
+
 fn flow_control(link: &ScriptedLink) -> Vec<(u64, (u64, u64))> {
     link.stores_to(device_map::FLOW_CONTROL)
         .into_iter()
@@ -334,14 +318,11 @@ fn flow_control(link: &ScriptedLink) -> Vec<(u64, (u64, u64))> {
 fn axle_programs_the_ring_posts_the_launch_polls_and_sends_the_heads_after_a_poll() {
     let mut app = stream_app(2, &[(0, 1), (1, 2)]);
     let (ring, device) = Device::ring(64, SLOT);
-    let mut link = ScriptedLink::default();
-    let mut rt = Runtime::new(Mode::Axle, axle_config(20_000_000), &mut app, Some(ring));
-    let mut now = Ticks::ZERO;
-    run_until(&mut rt, &mut link, &mut now, ns(200));
+    let (mut rt, mut link, mut now) = started(Mode::Axle, axle_config(20_000_000), &mut app, ring);
     device.produce(&rt, 1, 0, 0);
     run_until(&mut rt, &mut link, &mut now, ns(800));
     device.produce(&rt, 1, 1, 1);
-    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
+    run_to_the_end(&mut rt, &mut link, &mut now);
     assert_eq!(rt.failure(), None);
     // The shadow descriptors first, then the posted launch store, both at 0.
     let shapes = link.shapes();
@@ -377,13 +358,10 @@ fn axle_programs_the_ring_posts_the_launch_polls_and_sends_the_heads_after_a_pol
 fn axle_fails_at_the_first_poll_after_the_device_latches_the_ring_broken() {
     let mut app = stream_app(2, &[(0, 2)]);
     let (ring, device) = Device::ring(64, SLOT);
-    let mut link = ScriptedLink::default();
-    let mut rt = Runtime::new(Mode::Axle, axle_config(20_000_000), &mut app, Some(ring));
-    let mut now = Ticks::ZERO;
-    run_until(&mut rt, &mut link, &mut now, ns(200));
+    let (mut rt, mut link, mut now) = started(Mode::Axle, axle_config(20_000_000), &mut app, ring);
     device.produce(&rt, 1, 0, 0);
     device.break_ring(&rt, Status::TranslationFault.code());
-    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
+    run_to_the_end(&mut rt, &mut link, &mut now);
     match rt.failure() {
         Some(RuntimeError::Ring(error)) => {
             assert_eq!(
@@ -408,16 +386,13 @@ fn heads_sent_with_tasks_of(operations: u64) -> Vec<(u64, (u64, u64))> {
     let mut app = stream_app(3, &[(0, 1), (1, 2), (2, 3)]);
     app.operations = operations;
     let (ring, device) = Device::ring(64, SLOT);
-    let mut link = ScriptedLink::default();
-    let mut rt = Runtime::new(Mode::Axle, axle_config(20_000_000), &mut app, Some(ring));
-    let mut now = Ticks::ZERO;
-    run_until(&mut rt, &mut link, &mut now, ns(200));
+    let (mut rt, mut link, mut now) = started(Mode::Axle, axle_config(20_000_000), &mut app, ring);
     device.produce(&rt, 1, 0, 0);
     run_until(&mut rt, &mut link, &mut now, ns(800));
     device.produce(&rt, 1, 1, 1);
     run_until(&mut rt, &mut link, &mut now, ns(4_800));
     device.produce(&rt, 1, 2, 2);
-    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
+    run_to_the_end(&mut rt, &mut link, &mut now);
     assert_eq!(rt.failure(), None);
     flow_control(&link)
 }
@@ -452,14 +427,11 @@ fn axle_reports_a_deadlock_when_held_slots_fill_the_ring_past_the_stall_timeout(
     // credit the host cannot give.
     let mut app = stream_app(8, &[(0, 8)]);
     let (ring, device) = Device::ring(4, SLOT);
-    let mut link = ScriptedLink::default();
-    let mut rt = Runtime::new(Mode::Axle, axle_config(5_000), &mut app, Some(ring));
-    let mut now = Ticks::ZERO;
-    run_until(&mut rt, &mut link, &mut now, ns(200));
+    let (mut rt, mut link, mut now) = started(Mode::Axle, axle_config(5_000), &mut app, ring);
     for index in 0..4 {
         device.produce(&rt, 1, index, index);
     }
-    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
+    run_to_the_end(&mut rt, &mut link, &mut now);
     match rt.failure() {
         Some(RuntimeError::Deadlock { at_ns, diagnosis }) => {
             // Last progress at the poll of 500; the first poll more than 5 µs later is 6000.
@@ -477,14 +449,11 @@ fn axle_reports_a_deadlock_when_held_slots_fill_the_ring_past_the_stall_timeout(
 fn axle_reports_a_stall_not_a_deadlock_when_the_ring_has_room() {
     let mut app = stream_app(8, &[(0, 8)]);
     let (ring, device) = Device::ring(8, SLOT);
-    let mut link = ScriptedLink::default();
-    let mut rt = Runtime::new(Mode::Axle, axle_config(5_000), &mut app, Some(ring));
-    let mut now = Ticks::ZERO;
-    run_until(&mut rt, &mut link, &mut now, ns(200));
+    let (mut rt, mut link, mut now) = started(Mode::Axle, axle_config(5_000), &mut app, ring);
     for index in 0..4 {
         device.produce(&rt, 1, index, index);
     }
-    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
+    run_to_the_end(&mut rt, &mut link, &mut now);
     match rt.failure() {
         Some(RuntimeError::Stalled { diagnosis, .. }) => assert!(
             diagnosis.contains("4 of the ring's 8 payload slots are held"),
@@ -498,12 +467,9 @@ fn axle_reports_a_stall_not_a_deadlock_when_the_ring_has_room() {
 fn axle_refuses_a_record_of_another_launch() {
     let mut app = stream_app(2, &[(0, 2)]);
     let (ring, device) = Device::ring(64, SLOT);
-    let mut link = ScriptedLink::default();
-    let mut rt = Runtime::new(Mode::Axle, axle_config(20_000_000), &mut app, Some(ring));
-    let mut now = Ticks::ZERO;
-    run_until(&mut rt, &mut link, &mut now, ns(200));
+    let (mut rt, mut link, mut now) = started(Mode::Axle, axle_config(20_000_000), &mut app, ring);
     device.produce(&rt, 7, 0, 0);
-    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
+    run_to_the_end(&mut rt, &mut link, &mut now);
     match rt.failure() {
         Some(RuntimeError::Ring(error)) => {
             assert_eq!(
@@ -529,7 +495,7 @@ fn axle_without_a_ring_fails_its_first_launch() {
     let mut link = ScriptedLink::default();
     let mut rt = Runtime::new(Mode::Axle, axle_config(20_000_000), &mut app, None);
     let mut now = Ticks::ZERO;
-    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
+    run_to_the_end(&mut rt, &mut link, &mut now);
     assert_eq!(
         rt.failure(),
         Some(&RuntimeError::Ring(AxleRingError::NoRing))
@@ -542,16 +508,14 @@ fn axle_without_a_ring_fails_its_first_launch() {
 fn axle_irq_handles_each_interrupt_like_a_poll_and_the_worker_sends_the_heads() {
     let mut app = stream_app(2, &[(0, 1), (1, 2)]);
     let (ring, device) = Device::ring(64, SLOT);
-    let mut link = ScriptedLink::default();
-    let mut rt = Runtime::new(Mode::AxleIrq, axle_config(20_000_000), &mut app, Some(ring));
-    let mut now = Ticks::ZERO;
-    run_until(&mut rt, &mut link, &mut now, ns(200));
+    let (mut rt, mut link, mut now) =
+        started(Mode::AxleIrq, axle_config(20_000_000), &mut app, ring);
     device.produce(&rt, 1, 0, 0);
     link.interrupt(ns(300), 1);
     run_until(&mut rt, &mut link, &mut now, ns(600));
     device.produce(&rt, 1, 1, 1);
     link.interrupt(ns(700), 2);
-    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
+    run_to_the_end(&mut rt, &mut link, &mut now);
     assert_eq!(rt.failure(), None);
     let launch = command(&link.stores_to(device_map::LAUNCH_WINDOW)[0].1);
     assert_eq!(
@@ -580,14 +544,12 @@ fn axle_irq_handles_each_interrupt_like_a_poll_and_the_worker_sends_the_heads() 
 fn axle_irq_fails_in_the_handler_when_the_ring_is_broken() {
     let mut app = stream_app(2, &[(0, 2)]);
     let (ring, device) = Device::ring(64, SLOT);
-    let mut link = ScriptedLink::default();
-    let mut rt = Runtime::new(Mode::AxleIrq, axle_config(20_000_000), &mut app, Some(ring));
-    let mut now = Ticks::ZERO;
-    run_until(&mut rt, &mut link, &mut now, ns(200));
+    let (mut rt, mut link, mut now) =
+        started(Mode::AxleIrq, axle_config(20_000_000), &mut app, ring);
     device.produce(&rt, 1, 0, 0);
     device.break_ring(&rt, Status::RingBroken.code());
     link.interrupt(ns(300), 1);
-    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
+    run_to_the_end(&mut rt, &mut link, &mut now);
     match rt.failure() {
         Some(RuntimeError::Ring(error)) => {
             assert_eq!(
@@ -611,15 +573,12 @@ fn axle_irq_reports_a_deadlock_when_held_slots_fill_the_ring_past_the_stall_time
     // that never came, and the run ended at the emulator's "deadlock at").
     let mut app = stream_app(8, &[(0, 8)]);
     let (ring, device) = Device::ring(4, SLOT);
-    let mut link = ScriptedLink::default();
-    let mut rt = Runtime::new(Mode::AxleIrq, axle_config(5_000), &mut app, Some(ring));
-    let mut now = Ticks::ZERO;
-    run_until(&mut rt, &mut link, &mut now, ns(200));
+    let (mut rt, mut link, mut now) = started(Mode::AxleIrq, axle_config(5_000), &mut app, ring);
     for index in 0..4 {
         device.produce(&rt, 1, index, index);
     }
     link.interrupt(ns(300), 4);
-    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
+    run_to_the_end(&mut rt, &mut link, &mut now);
     let state = rt.ring_state().expect("a ring").expect("its state");
     assert_eq!(
         (state.polled, state.metadata_head),
@@ -651,15 +610,12 @@ fn axle_irq_reports_a_deadlock_when_held_slots_fill_the_ring_past_the_stall_time
 fn axle_irq_reports_a_stall_not_a_deadlock_when_the_ring_has_room() {
     let mut app = stream_app(8, &[(0, 8)]);
     let (ring, device) = Device::ring(8, SLOT);
-    let mut link = ScriptedLink::default();
-    let mut rt = Runtime::new(Mode::AxleIrq, axle_config(5_000), &mut app, Some(ring));
-    let mut now = Ticks::ZERO;
-    run_until(&mut rt, &mut link, &mut now, ns(200));
+    let (mut rt, mut link, mut now) = started(Mode::AxleIrq, axle_config(5_000), &mut app, ring);
     for index in 0..4 {
         device.produce(&rt, 1, index, index);
     }
     link.interrupt(ns(300), 4);
-    assert_eq!(run_until(&mut rt, &mut link, &mut now, ns(END)), Wake::Done);
+    run_to_the_end(&mut rt, &mut link, &mut now);
     match rt.failure() {
         Some(RuntimeError::Stalled { at_ns, diagnosis }) => {
             assert_eq!(*at_ns, 5_301);
@@ -680,10 +636,7 @@ fn axle_irq_stall_check_moves_with_progress_and_takes_no_turn_of_its_own() {
     // timer is moved each time, never reached).
     let mut app = stream_app(4, &[(0, 1), (1, 2), (2, 3), (3, 4)]);
     let (ring, device) = Device::ring(64, SLOT);
-    let mut link = ScriptedLink::default();
-    let mut rt = Runtime::new(Mode::AxleIrq, axle_config(5_000), &mut app, Some(ring));
-    let mut now = Ticks::ZERO;
-    run_until(&mut rt, &mut link, &mut now, ns(200));
+    let (mut rt, mut link, mut now) = started(Mode::AxleIrq, axle_config(5_000), &mut app, ring);
     for index in 0..4u64 {
         // The handler of interrupt `index` takes only the records it announces.
         device.produce(&rt, 1, index, index);

@@ -38,6 +38,16 @@ struct ScriptedApp {
     operations: BTreeMap<u32, u64>,
 }
 
+impl ScriptedApp {
+    /// An application of `launches` whose tasks cost no instructions.
+    fn instant<const N: usize>(launches: [LaunchPlan; N]) -> ScriptedApp {
+        ScriptedApp {
+            launches: VecDeque::from(launches),
+            operations: BTreeMap::new(),
+        }
+    }
+}
+
 impl Application for ScriptedApp {
     fn name(&self) -> &str {
         "scripted"
@@ -90,9 +100,20 @@ fn config(poll_ns: u64) -> HostConfig {
 
 /// A runtime in AXLE mode over `app`, tracing.
 fn runtime(app: &mut ScriptedApp, poll_ns: u64) -> Runtime<'_> {
-    let mut runtime = Runtime::new(Mode::Axle, config(poll_ns), app, Some(ring()));
+    runtime_in(Mode::Axle, app, poll_ns)
+}
+
+/// [`runtime`] in `mode`.
+fn runtime_in(mode: Mode, app: &mut ScriptedApp, poll_ns: u64) -> Runtime<'_> {
+    let mut runtime = Runtime::new(mode, config(poll_ns), app, Some(ring()));
     runtime.enable_trace();
     runtime
+}
+
+/// The device's interrupt `message` reaches the host at `at`, and the host's time moves there.
+fn interrupt(rt: &mut Runtime<'_>, now: &mut Ticks, at: Ticks, message: u64) {
+    rt.deliver(at, LinkResponse::Interrupt { message });
+    *now = at;
 }
 
 /// What the device's DMA does for result chunk `chunk` of launch `tag`, streamed as payload
@@ -182,10 +203,7 @@ fn control_spans(spans: &[HostSpan]) -> Vec<HostSpan> {
 fn a_poll_costs_the_control_thread_the_same_for_1_and_for_1000_records() {
     // Task 0 needs chunk 0; task 1 chunks 1 to 1000; task 2 chunk 1001, which never arrives
     // (the launch stays open).
-    let mut app = ScriptedApp {
-        launches: VecDeque::from([plan(1002, &[(0, 1), (1, 1001), (1001, 1002)], 0)]),
-        operations: BTreeMap::new(),
-    };
+    let mut app = ScriptedApp::instant([plan(1002, &[(0, 1), (1, 1001), (1001, 1002)], 0)]);
     let mut rt = runtime(&mut app, 10_000);
     let mut link = Recorder::default();
     let mut now = Ticks::ZERO;
@@ -221,10 +239,7 @@ fn a_poll_costs_the_control_thread_the_same_for_1_and_for_1000_records() {
 fn a_task_reads_its_records_with_its_payloads_as_host_work() {
     // One task needing 4 chunks: it reads 4 records and 4 payload slots. (A second task
     // waits for a chunk that never arrives: the launch stays open.)
-    let mut app = ScriptedApp {
-        launches: VecDeque::from([plan(5, &[(0, 4), (4, 5)], 0)]),
-        operations: BTreeMap::new(),
-    };
+    let mut app = ScriptedApp::instant([plan(5, &[(0, 4), (4, 5)], 0)]);
     let mut rt = runtime(&mut app, 1_000);
     let mut link = Recorder::default();
     let mut now = Ticks::ZERO;
@@ -288,10 +303,7 @@ fn the_metadata_head_waits_for_the_task_that_reads_the_oldest_record() {
 fn input_stores_occupy_the_control_thread_and_no_poll_runs_during_them() {
     // Launch 1 streams one chunk; launch 2 stores 64 KiB of inputs (2,048 ns at 32 GB/s),
     // with a polling interval of 500 ns.
-    let mut app = ScriptedApp {
-        launches: VecDeque::from([plan(1, &[(0, 1)], 0), plan(1, &[(0, 1)], 64 * 1024)]),
-        operations: BTreeMap::new(),
-    };
+    let mut app = ScriptedApp::instant([plan(1, &[(0, 1)], 0), plan(1, &[(0, 1)], 64 * 1024)]);
     let mut rt = runtime(&mut app, 500);
     let mut link = Recorder::default();
     let mut now = Ticks::ZERO;
@@ -350,25 +362,19 @@ fn input_stores_occupy_the_control_thread_and_no_poll_runs_during_them() {
 
 #[test]
 fn an_interrupt_handler_costs_one_poll_whatever_it_takes_and_leaves_the_control_thread_free() {
-    let mut app = ScriptedApp {
-        launches: VecDeque::from([plan(1002, &[(0, 1), (1, 1001), (1001, 1002)], 0)]),
-        operations: BTreeMap::new(),
-    };
-    let mut rt = Runtime::new(Mode::AxleIrq, config(500), &mut app, Some(ring()));
-    rt.enable_trace();
+    let mut app = ScriptedApp::instant([plan(1002, &[(0, 1), (1, 1001), (1001, 1002)], 0)]);
+    let mut rt = runtime_in(Mode::AxleIrq, &mut app, 500);
     let mut link = Recorder::default();
     let mut now = Ticks::ZERO;
     advance(&mut rt, &mut link, &mut now, ns(1_000));
     produce(&rt, 1, 0, 0);
-    rt.deliver(ns(2_000), LinkResponse::Interrupt { message: 1 });
-    now = ns(2_000);
+    interrupt(&mut rt, &mut now, ns(2_000), 1);
     advance(&mut rt, &mut link, &mut now, ns(3_000));
     for index in 1..=1000 {
         produce(&rt, 1, index, index);
     }
     let stall_before = rt.measurements().stall;
-    rt.deliver(ns(4_000), LinkResponse::Interrupt { message: 1001 });
-    now = ns(4_000);
+    interrupt(&mut rt, &mut now, ns(4_000), 1001);
     advance(&mut rt, &mut link, &mut now, ns(4_050));
     // A handler is not control-thread work: the control thread stays free.
     assert!(rt.host.control_free <= ns(4_000));
@@ -417,22 +423,16 @@ fn an_interrupt_handlers_batch_reaches_the_scheduler_when_that_handler_ends() {
     // Two handlers overlap: the first (chunk 0) at 2,000 ns, the second (chunk 1) 30 ns
     // later. Each takes 85 ns; task 1 (chunk 1) may start only when the second one ends,
     // not when the first does.
-    let mut app = ScriptedApp {
-        launches: VecDeque::from([plan(3, &[(0, 1), (1, 2), (2, 3)], 0)]),
-        operations: BTreeMap::new(),
-    };
-    let mut rt = Runtime::new(Mode::AxleIrq, config(500), &mut app, Some(ring()));
-    rt.enable_trace();
+    let mut app = ScriptedApp::instant([plan(3, &[(0, 1), (1, 2), (2, 3)], 0)]);
+    let mut rt = runtime_in(Mode::AxleIrq, &mut app, 500);
     let mut link = Recorder::default();
     let mut now = Ticks::ZERO;
     advance(&mut rt, &mut link, &mut now, ns(1_000));
     produce(&rt, 1, 0, 0);
-    rt.deliver(ns(2_000), LinkResponse::Interrupt { message: 1 });
-    now = ns(2_000);
+    interrupt(&mut rt, &mut now, ns(2_000), 1);
     advance(&mut rt, &mut link, &mut now, ns(2_030));
     produce(&rt, 1, 1, 1);
-    rt.deliver(ns(2_030), LinkResponse::Interrupt { message: 2 });
-    now = ns(2_030);
+    interrupt(&mut rt, &mut now, ns(2_030), 2);
     advance(&mut rt, &mut link, &mut now, ns(3_000));
     let spans = spans(&mut rt);
     let start = |task: u32| {
@@ -451,10 +451,8 @@ fn an_interrupt_handlers_batch_reaches_the_scheduler_when_that_handler_ends() {
 #[test]
 fn the_pending_launch_is_the_one_submitted_and_not_completed() {
     // Two launches of two chunks, one task each chunk.
-    let mut app = ScriptedApp {
-        launches: VecDeque::from([plan(2, &[(0, 1), (1, 2)], 0), plan(2, &[(0, 1), (1, 2)], 0)]),
-        operations: BTreeMap::new(),
-    };
+    let mut app =
+        ScriptedApp::instant([plan(2, &[(0, 1), (1, 2)], 0), plan(2, &[(0, 1), (1, 2)], 0)]);
     let mut rt = runtime(&mut app, 1_000);
     assert_eq!(
         rt.pending_launch(),
