@@ -303,6 +303,10 @@ pub(crate) fn read_word<M: DeviceMemory>(
 
 /// Reads `count` (at most `words.len()`) little-endian `u32` at `base + 4 * index` into the
 /// front of `words` (straight into them: no staging buffer).
+///
+/// Always inlined: the kernels call it once or twice per vertex, and as a call (the
+/// optimiser's choice) its set-up cost more than the short read itself (`docs/testing.md`).
+#[inline(always)]
 pub(crate) fn read_words<M: DeviceMemory>(
     memory: &M,
     base: u64,
