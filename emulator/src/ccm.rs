@@ -668,7 +668,9 @@ impl Ccm {
             outcome: None,
         };
         if !active.compute_done {
-            self.advance_sub_core(now, sub_core);
+            // The sub-core's issue progress up to `now` is accounted by the
+            // `reshare_sub_core` every caller runs for the sub-cores in `touched` before
+            // time moves on: the new item's share is 0 until then, so it loses nothing.
             if let Some(entry) = self.sub.get_mut(sub_core as usize) {
                 entry.issuing.push(slot);
                 let at = entry.by_cap.partition_point(|&(other, other_slot)| {
@@ -702,23 +704,6 @@ impl Ccm {
     }
 
     // ----- the shared resources ------------------------------------------------------------
-
-    /// Accounts the issue progress of `sub_core`'s items up to `now`.
-    fn advance_sub_core(&mut self, now: Ticks, sub_core: u32) {
-        let Some(entry) = self.sub.get_mut(sub_core as usize) else {
-            return;
-        };
-        let elapsed = now.since(entry.updated).0 as f64 / self.ticks_per_cycle;
-        entry.updated = now;
-        if elapsed <= 0.0 {
-            return;
-        }
-        for &slot in &entry.issuing {
-            if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
-                active.compute_left = (active.compute_left - active.share * elapsed).max(0.0);
-            }
-        }
-    }
 
     /// The item in `slot` starts moving `bytes` of device memory at `now`: its traffic joins
     /// the channels its addresses map to, in proportion to the DRAM bursts it moves on each
@@ -827,7 +812,8 @@ impl Ccm {
     /// with each item's cap; FIFO: oldest first, see the module docs) and schedules the
     /// earliest projected end. One pass over the items, by cap then
     /// slot ([`SubCore::by_cap`]): each item's issue progress is accounted up to `now` at its
-    /// old share (as [`Ccm::advance_sub_core`] does), then its new share and end are set.
+    /// old share (the only place it is: an item that joined since the last pass has share 0
+    /// and loses nothing), then its new share and end are set.
     fn reshare_sub_core(&mut self, now: Ticks, sub_core: u32) {
         let Some(entry) = self.sub.get_mut(sub_core as usize) else {
             return;
@@ -911,7 +897,8 @@ impl Ccm {
 
     /// The earliest projected instruction end of `sub_core` is due.
     fn compute_due(&mut self, now: Ticks, sub_core: u32) {
-        self.advance_sub_core(now, sub_core);
+        // The items that go on issuing are accounted up to `now` by the `reshare_sub_core`
+        // below; the ones that end need no accounting (none left).
         let mut done = std::mem::take(&mut self.scratch_done);
         done.clear();
         if let Some(entry) = self.sub.get_mut(sub_core as usize) {
