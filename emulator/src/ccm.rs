@@ -458,15 +458,15 @@ impl Ccm {
     /// The item's exclusive demand on a sub-core in cycles, and the largest fraction of the
     /// sub-core its one µthread can use (see the module docs).
     pub fn compute_demand(&self, cost: &ItemCost) -> (f64, f64) {
-        let instructions = cost.instructions() as f64;
+        let instructions = to_f64(cost.instructions());
         if instructions == 0.0 {
             return (0.0, 1.0);
         }
         let demand = (instructions / self.issue_width)
-            .max(cost.scalar as f64 / self.scalar_units)
-            .max(cost.scalar_memory as f64 / self.scalar_memory_units)
-            .max(cost.vector as f64 / self.vector_units)
-            .max(cost.vector_address_cycles() as f64 / self.vector_memory_units);
+            .max(to_f64(cost.scalar) / self.scalar_units)
+            .max(to_f64(cost.scalar_memory) / self.scalar_memory_units)
+            .max(to_f64(cost.vector) / self.vector_units)
+            .max(to_f64(cost.vector_address_cycles()) / self.vector_memory_units);
         (demand, (demand / instructions).min(1.0))
     }
 
@@ -724,7 +724,7 @@ impl Ccm {
             // The pool: no addresses to find.
             self.advance_memory(now, 0);
             if let Some(entry) = self.memory.first_mut() {
-                let tag = entry.served + bytes as f64;
+                let tag = entry.served + to_f64(bytes);
                 entry.finishing.push(tag.to_bits(), slot);
                 self.memory_joined |= 1;
                 self.memory_joined_at = now;
@@ -779,10 +779,10 @@ impl Ccm {
             return;
         };
         let sharing = entry.finishing.len();
-        let elapsed = now.since(entry.updated).0 as f64;
+        let elapsed = to_f64(now.since(entry.updated).0);
         entry.updated = now;
         if sharing > 0 && elapsed > 0.0 {
-            entry.served += elapsed * self.bytes_per_tick / sharing as f64;
+            entry.served += elapsed * self.bytes_per_tick / to_f64(sharing as u64);
         }
     }
 
@@ -818,7 +818,7 @@ impl Ccm {
         let Some(entry) = self.sub.get_mut(sub_core as usize) else {
             return;
         };
-        let elapsed = now.since(entry.updated).0 as f64 / self.ticks_per_cycle;
+        let elapsed = to_f64(now.since(entry.updated).0) / self.ticks_per_cycle;
         entry.updated = now;
         let mut capacity = 1.0_f64;
         let mut earliest = Ticks::NEVER;
@@ -849,7 +849,7 @@ impl Ccm {
         }
         let mut left = entry.by_cap.len();
         for &(cap, slot) in &entry.by_cap {
-            let fair = capacity / left as f64;
+            let fair = capacity / to_f64(left as u64);
             let share = cap.min(fair);
             capacity -= share;
             left -= 1;
@@ -877,7 +877,7 @@ impl Ccm {
             self.memory_timers.set(channel, Ticks::NEVER);
             return;
         };
-        let sharing = entry.finishing.len() as f64;
+        let sharing = to_f64(entry.finishing.len() as u64);
         let left = (f64::from_bits(bits) - entry.served).max(0.0);
         // Never now: a projection rounded to the tick it is made at would fire again and
         // again without the served bytes moving (the slack covers the rounding).
@@ -1159,12 +1159,32 @@ fn ceil_ticks(ticks: f64) -> Ticks {
     }
     // `f64::ceil` is a call into the C library on the baseline x86-64 target (no SSE4.1
     // rounding instruction); this is the same value: `ticks` is positive and below 2^64, so
-    // the truncation is exact or one below the ceiling.
+    // the truncation is exact or one below the ceiling. Below 2^63 (every real duration)
+    // through `i64`, whose conversions are one instruction each (`u64`'s are sequences): the
+    // same truncation, the same value back.
+    if ticks < I64_LIMIT {
+        let whole = ticks as i64;
+        let up = i64::from((whole as f64) < ticks);
+        return Ticks(whole.wrapping_add(up) as u64);
+    }
     let whole = ticks as u64;
     if (whole as f64) < ticks {
         Ticks(whole + 1)
     } else {
         Ticks(whole)
+    }
+}
+
+/// 2^63 as an `f64`: every non-negative `f64` below it truncates into an `i64`.
+const I64_LIMIT: f64 = 9_223_372_036_854_775_808.0;
+
+/// `value as f64`, the same value (both round to nearest): through `i64` when it fits, which
+/// the baseline x86-64 target converts in one instruction, where `u64` takes seven.
+#[inline]
+fn to_f64(value: u64) -> f64 {
+    match i64::try_from(value) {
+        Ok(value) => value as f64,
+        Err(_) => value as f64,
     }
 }
 
@@ -1177,6 +1197,49 @@ mod tests {
     use shared_abi::{CommandDescriptor, KernelId};
 
     const MEMORY: u64 = 1 << 22;
+
+    #[test]
+    fn the_fast_conversions_give_the_values_of_the_plain_ones() {
+        // Integers around every rounding boundary of the `i64` path and beyond it.
+        let mut values = vec![0, 1, 7, u64::MAX, u64::MAX - 1];
+        for bits in [52, 53, 54, 62, 63] {
+            for delta in 0..4 {
+                values.push((1u64 << bits) + delta);
+                values.push((1u64 << bits) - 1 - delta);
+            }
+        }
+        for value in values {
+            assert_eq!(to_f64(value).to_bits(), (value as f64).to_bits(), "{value}");
+        }
+        // Durations around whole ticks, tiny and huge, against the C library's ceiling.
+        let mut durations = vec![
+            1e-300,
+            0.5,
+            1.0,
+            1.5,
+            2.0 - f64::EPSILON,
+            4503599627370495.5,
+        ];
+        durations.extend([2f64.powi(52), 2f64.powi(53), 2f64.powi(62), 2f64.powi(63)]);
+        durations.extend([2f64.powi(63) - 1024.0, 2f64.powi(64) - 2048.0, 123_456.789]);
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        for _ in 0..10_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            durations.push(f64::from_bits(state >> 2) % 1e19);
+        }
+        for ticks in durations {
+            let want = if ticks.is_nan() || ticks <= 0.0 {
+                Ticks::ZERO
+            } else if ticks >= u64::MAX as f64 {
+                Ticks::NEVER
+            } else {
+                Ticks(ticks.ceil() as u64)
+            };
+            assert_eq!(ceil_ticks(ticks), want, "{ticks}");
+        }
+    }
 
     /// A KNN launch of `rows` rows of `dim` elements and one query (one item per row).
     fn knn(rows: u32, dim: u32) -> Kernel {
