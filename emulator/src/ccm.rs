@@ -230,18 +230,28 @@ struct MemoryShare {
 /// change and the minimum cost O(log n), not a scan.
 #[derive(Debug)]
 struct MinTree {
-    /// Leaves start at `leaves`; node `i` holds the minimum `(time, index)` of its subtree.
-    nodes: Vec<(Ticks, u32)>,
+    /// Leaves start at `leaves`; node `i` holds the minimum `(time, index)` of its subtree,
+    /// packed as `time << 32 | index` in a `u128` (which orders like the pair: one comparison
+    /// instead of two).
+    nodes: Vec<u128>,
     leaves: usize,
 }
+
+/// A timer `(time, index)` as one number ordered like the pair.
+fn timer_key(at: Ticks, index: u32) -> u128 {
+    (u128::from(at.0) << 32) | u128::from(index)
+}
+
+/// The empty node: no timer, never.
+const NO_TIMER: u128 = (u64::MAX as u128) << 32 | u32::MAX as u128;
 
 impl MinTree {
     fn new(count: usize) -> MinTree {
         let leaves = count.max(1).next_power_of_two();
-        let mut nodes = vec![(Ticks::NEVER, u32::MAX); 2 * leaves];
+        let mut nodes = vec![NO_TIMER; 2 * leaves];
         for index in 0..count {
             if let Some(node) = nodes.get_mut(leaves + index) {
-                *node = (Ticks::NEVER, index as u32);
+                *node = timer_key(Ticks::NEVER, index as u32);
             }
         }
         MinTree { nodes, leaves }
@@ -249,31 +259,34 @@ impl MinTree {
 
     /// The earliest `(time, index)`.
     fn min(&self) -> (Ticks, u32) {
-        self.nodes
-            .get(1)
-            .copied()
-            .unwrap_or((Ticks::NEVER, u32::MAX))
+        let key = self.nodes.get(1).copied().unwrap_or(NO_TIMER);
+        (Ticks((key >> 32) as u64), key as u32)
     }
 
     /// Sets timer `index` to `at`.
     fn set(&mut self, index: u32, at: Ticks) {
         let mut node = self.leaves + index as usize;
-        if let Some(leaf) = self.nodes.get_mut(node) {
-            *leaf = (at, index);
+        let key = timer_key(at, index);
+        match self.nodes.get_mut(node) {
+            // Unchanged: so is every node above.
+            Some(leaf) if *leaf == key => return,
+            Some(leaf) => *leaf = key,
+            None => return,
         }
         while node > 1 {
             node /= 2;
-            let left = self.nodes.get(2 * node).copied();
-            let right = self.nodes.get(2 * node + 1).copied();
-            if let (Some(left), Some(right), Some(parent)) = (left, right, self.nodes.get_mut(node))
-            {
-                let minimum = left.min(right);
-                if *parent == minimum {
-                    // Unchanged here, so unchanged above.
-                    break;
-                }
-                *parent = minimum;
+            let Some(&[left, right]) = self.nodes.get(2 * node..2 * node + 2) else {
+                break;
+            };
+            let minimum = left.min(right);
+            let Some(parent) = self.nodes.get_mut(node) else {
+                break;
+            };
+            if *parent == minimum {
+                // Unchanged here, so unchanged above.
+                break;
             }
+            *parent = minimum;
         }
     }
 }
@@ -596,15 +609,27 @@ impl Ccm {
     /// `connect_instruction_buffer_to_sub_core`: it deals instruction columns from
     /// `m_last_sub_core_fetched + 1`).
     fn free_sub_core(&self, unit: u32) -> Option<u32> {
+        let count = self.sub_cores.max(1);
         let first = unit.saturating_mul(self.sub_cores);
         let last = self.last_sub_core.get(unit as usize).copied().unwrap_or(0);
-        (1..=self.sub_cores)
-            .map(|step| first.saturating_add((last + step) % self.sub_cores.max(1)))
-            .find(|&index| {
-                self.sub
-                    .get(index as usize)
-                    .is_some_and(|entry| entry.occupied < self.slots_per_sub_core)
-            })
+        // The sub-cores after `last`, wrapping: `(last + step) % count` for step 1..=count,
+        // counted on instead of divided.
+        let mut local = last % count;
+        for _ in 0..self.sub_cores {
+            local += 1;
+            if local == count {
+                local = 0;
+            }
+            let index = first.saturating_add(local);
+            if self
+                .sub
+                .get(index as usize)
+                .is_some_and(|entry| entry.occupied < self.slots_per_sub_core)
+            {
+                return Some(index);
+            }
+        }
+        None
     }
 
     /// Starts items on `unit` while it has free µthreads and the policy gives it items.
@@ -699,8 +724,14 @@ impl Ccm {
     /// A free µthread slot of `sub_core`.
     fn free_slot(&self, sub_core: u32) -> Option<u32> {
         let first = sub_core.saturating_mul(self.slots_per_sub_core);
-        (first..first.saturating_add(self.slots_per_sub_core))
-            .find(|&slot| matches!(self.slots.get(slot as usize), Some(None)))
+        let end = first.saturating_add(self.slots_per_sub_core);
+        let end = (end as usize).min(self.slots.len());
+        let position = self
+            .slots
+            .get(first as usize..end)?
+            .iter()
+            .position(Option::is_none)?;
+        Some(first + position as u32)
     }
 
     // ----- the shared resources ------------------------------------------------------------
