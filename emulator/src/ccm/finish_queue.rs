@@ -79,26 +79,6 @@ impl FinishQueue {
             if first >= len {
                 break;
             }
-            if let Some(&[a, b, c, d]) = self.keys.get(first..first + ARITY) {
-                // A node with all its children (every node but the last parent): the least of
-                // the four by a tournament, without bounds checks (keys are unique, so any
-                // way of finding it finds the same child).
-                let (left, left_key) = if b < a { (1, b) } else { (0, a) };
-                let (right, right_key) = if d < c { (3, d) } else { (2, c) };
-                let (least, least_key) = if right_key < left_key {
-                    (first + right, right_key)
-                } else {
-                    (first + left, left_key)
-                };
-                if last <= least_key {
-                    break;
-                }
-                if let Some(entry) = self.keys.get_mut(hole) {
-                    *entry = least_key;
-                }
-                hole = least;
-                continue;
-            }
             let end = (first + ARITY).min(len);
             let mut least = first;
             let mut least_key = self.keys.get(first).copied().unwrap_or(u128::MAX);
