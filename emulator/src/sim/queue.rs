@@ -67,6 +67,9 @@ pub struct EventQueue<E> {
     fronts: [u128; LANES + 1],
     /// The index in `fronts` of the least key: where the earliest event waits.
     earliest: usize,
+    /// The time of each lane's last event (meaningless for an empty lane), so a push looks
+    /// at no lane's storage.
+    backs: [u64; LANES],
     next_sequence: u64,
     /// The owner stamped on every push.
     owner: u8,
@@ -83,6 +86,7 @@ impl<E> Default for EventQueue<E> {
             lanes: std::array::from_fn(|_| VecDeque::new()),
             fronts: [EMPTY; LANES + 1],
             earliest: 0,
+            backs: [0; LANES],
             next_sequence: 0,
             owner: 0,
             popped_owner: 0,
@@ -104,19 +108,13 @@ impl<E> EventQueue<E> {
     /// Schedules `event` at `at`: in the lane (not lane 0) whose last event is the latest
     /// not after `at`, else in an empty one, else in the heap.
     pub fn push(&mut self, at: Ticks, event: E) {
-        let mut fit: Option<(usize, Ticks)> = None;
+        let mut fit: Option<(usize, u64)> = None;
         let mut empty = None;
-        for (index, lane) in self.lanes.iter().enumerate().skip(1) {
-            match lane.back() {
-                Some(last) if last.at <= at => {
-                    if fit.is_none_or(|(_, best)| last.at > best) {
-                        fit = Some((index, last.at));
-                    }
-                }
-                Some(_) => {}
-                None => {
-                    empty.get_or_insert(index);
-                }
+        for (index, (lane, &last)) in self.lanes.iter().zip(&self.backs).enumerate().skip(1) {
+            if lane.is_empty() {
+                empty.get_or_insert(index);
+            } else if last <= at.0 && fit.is_none_or(|(_, best)| last > best) {
+                fit = Some((index, last));
             }
         }
         match fit.map(|(index, _)| index).or(empty) {
@@ -184,7 +182,12 @@ impl<E> EventQueue<E> {
         let sequence = self.next_sequence;
         self.next_sequence += 1;
         let owner = self.owner;
-        if let (Some(front), Some(lane)) = (self.fronts.get_mut(index), self.lanes.get_mut(index)) {
+        if let (Some(front), Some(lane), Some(back)) = (
+            self.fronts.get_mut(index),
+            self.lanes.get_mut(index),
+            self.backs.get_mut(index),
+        ) {
+            *back = at.0;
             let was_empty = lane.is_empty();
             lane.push_back(Entry {
                 at,
@@ -206,7 +209,7 @@ impl<E> EventQueue<E> {
     /// would have let it leave.
     #[inline]
     pub fn push_in_order(&mut self, at: Ticks, event: E) {
-        if self.lanes[0].back().is_some_and(|last| at < last.at) {
+        if !self.lanes[0].is_empty() && at.0 < self.backs[0] {
             self.push(at, event);
             return;
         }
