@@ -110,7 +110,10 @@ impl<E> EventQueue<E> {
     pub fn push(&mut self, at: Ticks, event: E) {
         let mut fit: Option<(usize, u64)> = None;
         let mut empty = None;
-        for (index, (lane, &last)) in self.lanes.iter().zip(&self.backs).enumerate().skip(1) {
+        for index in 1..LANES {
+            let (Some(lane), Some(&last)) = (self.lanes.get(index), self.backs.get(index)) else {
+                continue;
+            };
             if lane.is_empty() {
                 empty.get_or_insert(index);
             } else if last <= at.0 && fit.is_none_or(|(_, best)| last > best) {
