@@ -230,18 +230,28 @@ struct MemoryShare {
 /// change and the minimum cost O(log n), not a scan.
 #[derive(Debug)]
 struct MinTree {
-    /// Leaves start at `leaves`; node `i` holds the minimum `(time, index)` of its subtree.
-    nodes: Vec<(Ticks, u32)>,
+    /// Leaves start at `leaves`; node `i` holds the minimum `(time, index)` of its subtree,
+    /// packed as `time << 32 | index` in a `u128` (which orders like the pair: one comparison
+    /// instead of two).
+    nodes: Vec<u128>,
     leaves: usize,
 }
+
+/// A timer `(time, index)` as one number ordered like the pair.
+fn timer_key(at: Ticks, index: u32) -> u128 {
+    (u128::from(at.0) << 32) | u128::from(index)
+}
+
+/// The empty node: no timer, never.
+const NO_TIMER: u128 = (u64::MAX as u128) << 32 | u32::MAX as u128;
 
 impl MinTree {
     fn new(count: usize) -> MinTree {
         let leaves = count.max(1).next_power_of_two();
-        let mut nodes = vec![(Ticks::NEVER, u32::MAX); 2 * leaves];
+        let mut nodes = vec![NO_TIMER; 2 * leaves];
         for index in 0..count {
             if let Some(node) = nodes.get_mut(leaves + index) {
-                *node = (Ticks::NEVER, index as u32);
+                *node = timer_key(Ticks::NEVER, index as u32);
             }
         }
         MinTree { nodes, leaves }
@@ -249,31 +259,34 @@ impl MinTree {
 
     /// The earliest `(time, index)`.
     fn min(&self) -> (Ticks, u32) {
-        self.nodes
-            .get(1)
-            .copied()
-            .unwrap_or((Ticks::NEVER, u32::MAX))
+        let key = self.nodes.get(1).copied().unwrap_or(NO_TIMER);
+        (Ticks((key >> 32) as u64), key as u32)
     }
 
     /// Sets timer `index` to `at`.
     fn set(&mut self, index: u32, at: Ticks) {
         let mut node = self.leaves + index as usize;
-        if let Some(leaf) = self.nodes.get_mut(node) {
-            *leaf = (at, index);
+        let key = timer_key(at, index);
+        match self.nodes.get_mut(node) {
+            // Unchanged: so is every node above.
+            Some(leaf) if *leaf == key => return,
+            Some(leaf) => *leaf = key,
+            None => return,
         }
         while node > 1 {
             node /= 2;
-            let left = self.nodes.get(2 * node).copied();
-            let right = self.nodes.get(2 * node + 1).copied();
-            if let (Some(left), Some(right), Some(parent)) = (left, right, self.nodes.get_mut(node))
-            {
-                let minimum = left.min(right);
-                if *parent == minimum {
-                    // Unchanged here, so unchanged above.
-                    break;
-                }
-                *parent = minimum;
+            let Some(&[left, right]) = self.nodes.get(2 * node..2 * node + 2) else {
+                break;
+            };
+            let minimum = left.min(right);
+            let Some(parent) = self.nodes.get_mut(node) else {
+                break;
+            };
+            if *parent == minimum {
+                // Unchanged here, so unchanged above.
+                break;
             }
+            *parent = minimum;
         }
     }
 }
@@ -458,15 +471,15 @@ impl Ccm {
     /// The item's exclusive demand on a sub-core in cycles, and the largest fraction of the
     /// sub-core its one µthread can use (see the module docs).
     pub fn compute_demand(&self, cost: &ItemCost) -> (f64, f64) {
-        let instructions = cost.instructions() as f64;
+        let instructions = to_f64(cost.instructions());
         if instructions == 0.0 {
             return (0.0, 1.0);
         }
         let demand = (instructions / self.issue_width)
-            .max(cost.scalar as f64 / self.scalar_units)
-            .max(cost.scalar_memory as f64 / self.scalar_memory_units)
-            .max(cost.vector as f64 / self.vector_units)
-            .max(cost.vector_address_cycles() as f64 / self.vector_memory_units);
+            .max(to_f64(cost.scalar) / self.scalar_units)
+            .max(to_f64(cost.scalar_memory) / self.scalar_memory_units)
+            .max(to_f64(cost.vector) / self.vector_units)
+            .max(to_f64(cost.vector_address_cycles()) / self.vector_memory_units);
         (demand, (demand / instructions).min(1.0))
     }
 
@@ -596,15 +609,27 @@ impl Ccm {
     /// `connect_instruction_buffer_to_sub_core`: it deals instruction columns from
     /// `m_last_sub_core_fetched + 1`).
     fn free_sub_core(&self, unit: u32) -> Option<u32> {
+        let count = self.sub_cores.max(1);
         let first = unit.saturating_mul(self.sub_cores);
         let last = self.last_sub_core.get(unit as usize).copied().unwrap_or(0);
-        (1..=self.sub_cores)
-            .map(|step| first.saturating_add((last + step) % self.sub_cores.max(1)))
-            .find(|&index| {
-                self.sub
-                    .get(index as usize)
-                    .is_some_and(|entry| entry.occupied < self.slots_per_sub_core)
-            })
+        // The sub-cores after `last`, wrapping: `(last + step) % count` for step 1..=count,
+        // counted on instead of divided.
+        let mut local = last % count;
+        for _ in 0..self.sub_cores {
+            local += 1;
+            if local == count {
+                local = 0;
+            }
+            let index = first.saturating_add(local);
+            if self
+                .sub
+                .get(index as usize)
+                .is_some_and(|entry| entry.occupied < self.slots_per_sub_core)
+            {
+                return Some(index);
+            }
+        }
+        None
     }
 
     /// Starts items on `unit` while it has free µthreads and the policy gives it items.
@@ -668,7 +693,9 @@ impl Ccm {
             outcome: None,
         };
         if !active.compute_done {
-            self.advance_sub_core(now, sub_core);
+            // The sub-core's issue progress up to `now` is accounted by the
+            // `reshare_sub_core` every caller runs for the sub-cores in `touched` before
+            // time moves on: the new item's share is 0 until then, so it loses nothing.
             if let Some(entry) = self.sub.get_mut(sub_core as usize) {
                 entry.issuing.push(slot);
                 let at = entry.by_cap.partition_point(|&(other, other_slot)| {
@@ -697,28 +724,17 @@ impl Ccm {
     /// A free µthread slot of `sub_core`.
     fn free_slot(&self, sub_core: u32) -> Option<u32> {
         let first = sub_core.saturating_mul(self.slots_per_sub_core);
-        (first..first.saturating_add(self.slots_per_sub_core))
-            .find(|&slot| matches!(self.slots.get(slot as usize), Some(None)))
+        let end = first.saturating_add(self.slots_per_sub_core);
+        let end = (end as usize).min(self.slots.len());
+        let position = self
+            .slots
+            .get(first as usize..end)?
+            .iter()
+            .position(Option::is_none)?;
+        Some(first + position as u32)
     }
 
     // ----- the shared resources ------------------------------------------------------------
-
-    /// Accounts the issue progress of `sub_core`'s items up to `now`.
-    fn advance_sub_core(&mut self, now: Ticks, sub_core: u32) {
-        let Some(entry) = self.sub.get_mut(sub_core as usize) else {
-            return;
-        };
-        let elapsed = now.since(entry.updated).0 as f64 / self.ticks_per_cycle;
-        entry.updated = now;
-        if elapsed <= 0.0 {
-            return;
-        }
-        for &slot in &entry.issuing {
-            if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
-                active.compute_left = (active.compute_left - active.share * elapsed).max(0.0);
-            }
-        }
-    }
 
     /// The item in `slot` starts moving `bytes` of device memory at `now`: its traffic joins
     /// the channels its addresses map to, in proportion to the DRAM bursts it moves on each
@@ -739,7 +755,7 @@ impl Ccm {
             // The pool: no addresses to find.
             self.advance_memory(now, 0);
             if let Some(entry) = self.memory.first_mut() {
-                let tag = entry.served + bytes as f64;
+                let tag = entry.served + to_f64(bytes);
                 entry.finishing.push(tag.to_bits(), slot);
                 self.memory_joined |= 1;
                 self.memory_joined_at = now;
@@ -794,10 +810,10 @@ impl Ccm {
             return;
         };
         let sharing = entry.finishing.len();
-        let elapsed = now.since(entry.updated).0 as f64;
+        let elapsed = to_f64(now.since(entry.updated).0);
         entry.updated = now;
         if sharing > 0 && elapsed > 0.0 {
-            entry.served += elapsed * self.bytes_per_tick / sharing as f64;
+            entry.served += elapsed * self.bytes_per_tick / to_f64(sharing as u64);
         }
     }
 
@@ -827,12 +843,13 @@ impl Ccm {
     /// with each item's cap; FIFO: oldest first, see the module docs) and schedules the
     /// earliest projected end. One pass over the items, by cap then
     /// slot ([`SubCore::by_cap`]): each item's issue progress is accounted up to `now` at its
-    /// old share (as [`Ccm::advance_sub_core`] does), then its new share and end are set.
+    /// old share (the only place it is: an item that joined since the last pass has share 0
+    /// and loses nothing), then its new share and end are set.
     fn reshare_sub_core(&mut self, now: Ticks, sub_core: u32) {
         let Some(entry) = self.sub.get_mut(sub_core as usize) else {
             return;
         };
-        let elapsed = now.since(entry.updated).0 as f64 / self.ticks_per_cycle;
+        let elapsed = to_f64(now.since(entry.updated).0) / self.ticks_per_cycle;
         entry.updated = now;
         let mut capacity = 1.0_f64;
         let mut earliest = Ticks::NEVER;
@@ -863,7 +880,7 @@ impl Ccm {
         }
         let mut left = entry.by_cap.len();
         for &(cap, slot) in &entry.by_cap {
-            let fair = capacity / left as f64;
+            let fair = capacity / to_f64(left as u64);
             let share = cap.min(fair);
             capacity -= share;
             left -= 1;
@@ -891,7 +908,7 @@ impl Ccm {
             self.memory_timers.set(channel, Ticks::NEVER);
             return;
         };
-        let sharing = entry.finishing.len() as f64;
+        let sharing = to_f64(entry.finishing.len() as u64);
         let left = (f64::from_bits(bits) - entry.served).max(0.0);
         // Never now: a projection rounded to the tick it is made at would fire again and
         // again without the served bytes moving (the slack covers the rounding).
@@ -911,7 +928,8 @@ impl Ccm {
 
     /// The earliest projected instruction end of `sub_core` is due.
     fn compute_due(&mut self, now: Ticks, sub_core: u32) {
-        self.advance_sub_core(now, sub_core);
+        // The items that go on issuing are accounted up to `now` by the `reshare_sub_core`
+        // below; the ones that end need no accounting (none left).
         let mut done = std::mem::take(&mut self.scratch_done);
         done.clear();
         if let Some(entry) = self.sub.get_mut(sub_core as usize) {
@@ -1172,12 +1190,32 @@ fn ceil_ticks(ticks: f64) -> Ticks {
     }
     // `f64::ceil` is a call into the C library on the baseline x86-64 target (no SSE4.1
     // rounding instruction); this is the same value: `ticks` is positive and below 2^64, so
-    // the truncation is exact or one below the ceiling.
+    // the truncation is exact or one below the ceiling. Below 2^63 (every real duration)
+    // through `i64`, whose conversions are one instruction each (`u64`'s are sequences): the
+    // same truncation, the same value back.
+    if ticks < I64_LIMIT {
+        let whole = ticks as i64;
+        let up = i64::from((whole as f64) < ticks);
+        return Ticks(whole.wrapping_add(up) as u64);
+    }
     let whole = ticks as u64;
     if (whole as f64) < ticks {
         Ticks(whole + 1)
     } else {
         Ticks(whole)
+    }
+}
+
+/// 2^63 as an `f64`: every non-negative `f64` below it truncates into an `i64`.
+const I64_LIMIT: f64 = 9_223_372_036_854_775_808.0;
+
+/// `value as f64`, the same value (both round to nearest): through `i64` when it fits, which
+/// the baseline x86-64 target converts in one instruction, where `u64` takes seven.
+#[inline]
+fn to_f64(value: u64) -> f64 {
+    match i64::try_from(value) {
+        Ok(value) => value as f64,
+        Err(_) => value as f64,
     }
 }
 
@@ -1190,6 +1228,49 @@ mod tests {
     use shared_abi::{CommandDescriptor, KernelId};
 
     const MEMORY: u64 = 1 << 22;
+
+    #[test]
+    fn the_fast_conversions_give_the_values_of_the_plain_ones() {
+        // Integers around every rounding boundary of the `i64` path and beyond it.
+        let mut values = vec![0, 1, 7, u64::MAX, u64::MAX - 1];
+        for bits in [52, 53, 54, 62, 63] {
+            for delta in 0..4 {
+                values.push((1u64 << bits) + delta);
+                values.push((1u64 << bits) - 1 - delta);
+            }
+        }
+        for value in values {
+            assert_eq!(to_f64(value).to_bits(), (value as f64).to_bits(), "{value}");
+        }
+        // Durations around whole ticks, tiny and huge, against the C library's ceiling.
+        let mut durations = vec![
+            1e-300,
+            0.5,
+            1.0,
+            1.5,
+            2.0 - f64::EPSILON,
+            4503599627370495.5,
+        ];
+        durations.extend([2f64.powi(52), 2f64.powi(53), 2f64.powi(62), 2f64.powi(63)]);
+        durations.extend([2f64.powi(63) - 1024.0, 2f64.powi(64) - 2048.0, 123_456.789]);
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        for _ in 0..10_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            durations.push(f64::from_bits(state >> 2) % 1e19);
+        }
+        for ticks in durations {
+            let want = if ticks.is_nan() || ticks <= 0.0 {
+                Ticks::ZERO
+            } else if ticks >= u64::MAX as f64 {
+                Ticks::NEVER
+            } else {
+                Ticks(ticks.ceil() as u64)
+            };
+            assert_eq!(ceil_ticks(ticks), want, "{ticks}");
+        }
+    }
 
     /// A KNN launch of `rows` rows of `dim` elements and one query (one item per row).
     fn knn(rows: u32, dim: u32) -> Kernel {

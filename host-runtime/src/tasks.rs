@@ -122,12 +122,6 @@ impl LaunchTracker {
             .collect()
     }
 
-    fn tasks_of(&self, chunk: usize) -> &[u32] {
-        let start = self.chunk_task_start[chunk] as usize;
-        let end = self.chunk_task_start[chunk + 1] as usize;
-        &self.chunk_task_list[start..end]
-    }
-
     /// Every chunk arrives at once (RP, BS): returns all tasks, ready.
     pub fn arrive_all(&mut self) -> Vec<u32> {
         for missing in &mut self.missing {
@@ -166,7 +160,11 @@ impl LaunchTracker {
         self.arrived += 1;
         let range = offset..offset + length;
         let mut ready = Vec::new();
-        for &task in self.tasks_of(chunk).to_vec().iter() {
+        // The chunk's readers, borrowed by field so that `missing` can change while they are
+        // read (a copy of the list cost one allocation per record).
+        let start = self.chunk_task_start[chunk] as usize;
+        let end = self.chunk_task_start[chunk + 1] as usize;
+        for &task in &self.chunk_task_list[start..end] {
             let needs = &self.tasks[task as usize].needs;
             let overlap = needs
                 .end

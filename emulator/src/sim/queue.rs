@@ -3,13 +3,18 @@
 //! That tie rule is the engine's only ordering decision, and it makes every run deterministic:
 //! the same configuration and seed give the same event order, hence the same cycle counts.
 //!
-//! Events come from two stores that share one sequence counter: a binary heap for events in
-//! any time order, and a FIFO for the events a caller pushes in time order
-//! ([`EventQueue::push_in_order`]: the DMA landings, which the link serialises, millions of
-//! them on a large run). [`EventQueue::pop`] takes the earlier of the two fronts by (time,
-//! insertion order), so the FIFO changes the cost of an event, never the order. The heap holds
-//! small keys (time, sequence, slot); the events themselves wait in a slab of reused slots, so
-//! a push or pop moves 24 bytes per heap level instead of a whole event.
+//! Events wait in one of two kinds of store that share one sequence counter: a binary heap for
+//! events in any time order, and FIFO lanes, each holding events whose times never decrease
+//! from front to back. [`EventQueue::push_in_order`] (the DMA landings, which the link
+//! serialises, millions of them on a large run) has a lane of its own; [`EventQueue::push`]
+//! puts an event in the other lane whose last event is the latest not after it (an empty lane
+//! fits any event), and in the heap only when it would go back in time in every lane: the
+//! CCM's wakes, a large run's other millions of events, come in time order too, and a lane
+//! takes and gives one in a few instructions where the heap moved it through its levels.
+//! [`EventQueue::pop`] takes the earliest of the fronts by (time, insertion order), so where an
+//! event waits changes its cost, never the order. The heap holds small keys (time, sequence,
+//! slot); its events wait in a slab of reused slots, so a push or pop moves 24 bytes per heap
+//! level instead of a whole event.
 //!
 //! **Owners.** A device shared by several tenants (`crate::cosim::tenants`) runs each event in
 //! the context of the tenant it belongs to. Every push is stamped with the queue's current
@@ -35,6 +40,17 @@ struct Entry<E> {
 /// sifting moves little; `slot` never decides an order (sequences are unique).
 type Key = Reverse<(u64, u64, u32)>;
 
+/// FIFO lanes: lane 0 is [`EventQueue::push_in_order`]'s, the others [`EventQueue::push`]'s.
+const LANES: usize = 3;
+
+/// An event's place in the order, (time, sequence) in one number.
+fn key(at: u64, sequence: u64) -> u128 {
+    (u128::from(at) << 64) | u128::from(sequence)
+}
+
+/// The key of no event: sequences never reach `u64::MAX`.
+const EMPTY: u128 = u128::MAX;
+
 /// A deterministic priority queue of timed events.
 #[derive(Debug)]
 pub struct EventQueue<E> {
@@ -43,8 +59,17 @@ pub struct EventQueue<E> {
     slab: Vec<Option<(u8, E)>>,
     /// Free slots of `slab`.
     free: Vec<u32>,
-    /// Events pushed in time order (times never decrease from front to back).
-    in_order: VecDeque<Entry<E>>,
+    /// Events pushed in time order, per lane (times never decrease from front to back).
+    lanes: [VecDeque<Entry<E>>; LANES],
+    /// The key ([`key`]) of each lane's front event, then of the heap's; [`EMPTY`] for an
+    /// empty store. Kept as the stores change, so finding the earliest event compares four
+    /// numbers.
+    fronts: [u128; LANES + 1],
+    /// The index in `fronts` of the least key: where the earliest event waits.
+    earliest: usize,
+    /// The time of each lane's last event (meaningless for an empty lane), so a push looks
+    /// at no lane's storage.
+    backs: [u64; LANES],
     next_sequence: u64,
     /// The owner stamped on every push.
     owner: u8,
@@ -58,7 +83,10 @@ impl<E> Default for EventQueue<E> {
             heap: BinaryHeap::new(),
             slab: Vec::new(),
             free: Vec::new(),
-            in_order: VecDeque::new(),
+            lanes: std::array::from_fn(|_| VecDeque::new()),
+            fronts: [EMPTY; LANES + 1],
+            earliest: 0,
+            backs: [0; LANES],
             next_sequence: 0,
             owner: 0,
             popped_owner: 0,
@@ -77,8 +105,29 @@ impl<E> EventQueue<E> {
         self.popped_owner
     }
 
-    /// Schedules `event` at `at`.
+    /// Schedules `event` at `at`: in the lane (not lane 0) whose last event is the latest
+    /// not after `at`, else in an empty one, else in the heap.
     pub fn push(&mut self, at: Ticks, event: E) {
+        let mut fit: Option<(usize, u64)> = None;
+        let mut empty = None;
+        for index in 1..LANES {
+            let (Some(lane), Some(&last)) = (self.lanes.get(index), self.backs.get(index)) else {
+                continue;
+            };
+            if lane.is_empty() {
+                empty.get_or_insert(index);
+            } else if last <= at.0 && fit.is_none_or(|(_, best)| last > best) {
+                fit = Some((index, last));
+            }
+        }
+        match fit.map(|(index, _)| index).or(empty) {
+            Some(lane) => self.push_lane(lane, at, event),
+            None => self.push_heap(at, event),
+        }
+    }
+
+    /// Schedules `event` at `at` in the heap.
+    fn push_heap(&mut self, at: Ticks, event: E) {
         let sequence = self.next_sequence;
         self.next_sequence += 1;
         let slot = match self.free.pop() {
@@ -96,71 +145,138 @@ impl<E> EventQueue<E> {
             }
         };
         self.heap.push(Reverse((at.0, sequence, slot)));
+        let key = key(at.0, sequence);
+        if let Some(front) = self.fronts.get_mut(LANES) {
+            if key < *front {
+                *front = key;
+                self.became_front(LANES, key);
+            }
+        }
+    }
+
+    /// Store `index`'s front changed to `key`, which is not later than it was: it may hold the
+    /// earliest event now.
+    #[inline]
+    fn became_front(&mut self, index: usize, key: u128) {
+        if self
+            .fronts
+            .get(self.earliest)
+            .is_none_or(|&least| key <= least)
+        {
+            self.earliest = index;
+        }
+    }
+
+    /// Finds the store holding the earliest event again (after a pop).
+    #[inline]
+    fn find_earliest(&mut self) {
+        let mut best = (0, EMPTY);
+        for (index, &front) in self.fronts.iter().enumerate() {
+            if front < best.1 {
+                best = (index, front);
+            }
+        }
+        self.earliest = best.0;
+    }
+
+    /// Appends `event` at `at` to `lane`, whose last event is not after `at`.
+    #[inline]
+    fn push_lane(&mut self, index: usize, at: Ticks, event: E) {
+        let sequence = self.next_sequence;
+        self.next_sequence += 1;
+        let owner = self.owner;
+        if let (Some(front), Some(lane), Some(back)) = (
+            self.fronts.get_mut(index),
+            self.lanes.get_mut(index),
+            self.backs.get_mut(index),
+        ) {
+            *back = at.0;
+            let was_empty = lane.is_empty();
+            lane.push_back(Entry {
+                at,
+                sequence,
+                owner,
+                event,
+            });
+            if was_empty {
+                let key = key(at.0, sequence);
+                *front = key;
+                self.became_front(index, key);
+            }
+        }
     }
 
     /// Schedules `event` at `at`, for a caller whose events mostly come in time order: kept
-    /// in the FIFO when `at` is no earlier than the last event there, otherwise in the heap.
-    /// Either way it leaves exactly when [`EventQueue::push`] would have let it leave.
+    /// in lane 0 when `at` is no earlier than the last event there, otherwise as
+    /// [`EventQueue::push`] keeps it. Either way it leaves exactly when [`EventQueue::push`]
+    /// would have let it leave.
+    #[inline]
     pub fn push_in_order(&mut self, at: Ticks, event: E) {
-        if self.in_order.back().is_some_and(|last| at < last.at) {
+        if !self.lanes[0].is_empty() && at.0 < self.backs[0] {
             self.push(at, event);
             return;
         }
-        let sequence = self.next_sequence;
-        self.next_sequence += 1;
-        self.in_order.push_back(Entry {
-            at,
-            sequence,
-            owner: self.owner,
-            event,
-        });
-    }
-
-    /// Whether the earliest event is the FIFO's front (`None`: no event waits).
-    fn earliest_in_order(&self) -> Option<bool> {
-        match (self.heap.peek(), self.in_order.front()) {
-            (Some(Reverse((at, sequence, _))), Some(fifo)) => {
-                Some((fifo.at.0, fifo.sequence) < (*at, *sequence))
-            }
-            (None, Some(_)) => Some(true),
-            (Some(_), None) => Some(false),
-            (None, None) => None,
-        }
+        self.push_lane(0, at, event);
     }
 
     /// The time of the earliest event.
+    #[inline]
     pub fn peek_time(&self) -> Option<Ticks> {
-        match self.earliest_in_order()? {
-            true => self.in_order.front().map(|entry| entry.at),
-            false => self.heap.peek().map(|Reverse((at, _, _))| Ticks(*at)),
-        }
+        self.fronts
+            .get(self.earliest)
+            .filter(|&&key| key != EMPTY)
+            .map(|&key| Ticks((key >> 64) as u64))
     }
 
     /// Removes the earliest event.
+    #[inline]
     pub fn pop(&mut self) -> Option<(Ticks, E)> {
-        match self.earliest_in_order()? {
-            true => self.in_order.pop_front().map(|entry| {
-                self.popped_owner = entry.owner;
-                (entry.at, entry.event)
-            }),
-            false => {
-                let Reverse((at, _, slot)) = self.heap.pop()?;
-                let (owner, event) = self.slab.get_mut(slot as usize)?.take()?;
-                self.free.push(slot);
-                self.popped_owner = owner;
-                Some((Ticks(at), event))
-            }
+        let index = self.earliest;
+        if self.fronts.get(index).is_none_or(|&key| key == EMPTY) {
+            return None;
         }
+        let popped = match self.lanes.get_mut(index) {
+            Some(lane) => {
+                let entry = lane.pop_front()?;
+                let next = lane
+                    .front()
+                    .map_or(EMPTY, |next| key(next.at.0, next.sequence));
+                if let Some(front) = self.fronts.get_mut(index) {
+                    *front = next;
+                }
+                self.popped_owner = entry.owner;
+                Some((entry.at, entry.event))
+            }
+            None => self.pop_heap(),
+        };
+        self.find_earliest();
+        popped
+    }
+
+    /// Removes the heap's earliest event.
+    fn pop_heap(&mut self) -> Option<(Ticks, E)> {
+        let Reverse((at, _, slot)) = self.heap.pop()?;
+        let next = self
+            .heap
+            .peek()
+            .map_or(EMPTY, |&Reverse((at, sequence, _))| key(at, sequence));
+        if let Some(front) = self.fronts.get_mut(LANES) {
+            *front = next;
+        }
+        let (owner, event) = self.slab.get_mut(slot as usize)?.take()?;
+        self.free.push(slot);
+        self.popped_owner = owner;
+        Some((Ticks(at), event))
     }
 
     /// Events waiting.
     pub fn len(&self) -> usize {
-        self.heap.len() + self.in_order.len()
+        self.heap.len() + self.lanes.iter().map(VecDeque::len).sum::<usize>()
     }
 
     /// Whether no event waits.
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty() && self.in_order.is_empty()
+        self.heap.is_empty() && self.lanes.iter().all(VecDeque::is_empty)
     }
 }
 
@@ -205,9 +321,11 @@ mod tests {
     }
 
     #[test]
-    fn in_order_events_leave_exactly_as_if_they_were_in_the_heap() {
-        // A seeded mix of both kinds of push, some in-order pushes going back in time (they
-        // fall back to the heap); the pop order must equal a plain sort by (time, push order).
+    fn events_leave_exactly_as_if_they_were_all_in_the_heap() {
+        // A seeded mix of both kinds of push: in-order pushes, some going back in time (they
+        // fall back to the other lanes or the heap), pushes at any time, and pushes near the
+        // clock (mostly in time order, as the CCM's wakes); the pop order must equal a plain
+        // sort by (time, push order), and every store must have been used.
         let mut queue = EventQueue::default();
         let mut expected = Vec::new();
         let mut state = 0x2545_f491_4f6c_dd1d_u64;
@@ -218,10 +336,16 @@ mod tests {
             state
         };
         let mut clock = 0;
+        let mut heap_used = false;
+        let mut lanes_used = [false; LANES];
         for sequence in 0..2000u64 {
             let draw = next();
-            if draw % 3 == 0 {
+            if draw % 4 == 0 {
                 let at = Ticks(next() % 500);
+                queue.push(at, sequence);
+                expected.push((at, sequence));
+            } else if draw % 4 == 1 {
+                let at = Ticks(clock + next() % 40);
                 queue.push(at, sequence);
                 expected.push((at, sequence));
             } else {
@@ -247,7 +371,12 @@ mod tests {
                 }
             }
             assert_eq!(queue.len(), expected.len());
+            heap_used |= !queue.heap.is_empty();
+            for (used, lane) in lanes_used.iter_mut().zip(&queue.lanes) {
+                *used |= !lane.is_empty();
+            }
         }
+        assert!(heap_used && lanes_used.iter().all(|&used| used));
         expected.sort();
         for want in expected {
             assert_eq!(queue.pop(), Some(want));

@@ -60,7 +60,9 @@ use crate::scratch::{ScratchLayout, CELL};
 use crate::trace::{Counters, Trace, TraceEvent};
 use crate::translate::ShadowRegion;
 use heapless::Deque;
-use shared_abi::{control, DeviceAddress, MetadataFlags, MetadataRecord, Status, Ticks};
+use shared_abi::{
+    control, DeviceAddress, HostPhysAddr, MetadataFlags, MetadataRecord, Status, Ticks,
+};
 use zerocopy::IntoBytes;
 
 /// Requests the executor keeps in flight at most: its structural limit (the size of its
@@ -84,6 +86,16 @@ pub struct StreamTarget {
     pub result_address: DeviceAddress,
     /// The launch tag.
     pub tag: u32,
+}
+
+/// The payload [`DmaExecutor::pump`] forms next: its chunk, whether it is the launch's last,
+/// and the translation of the metadata tail its D4 publishes (the same for every payload of a
+/// pump).
+#[derive(Clone, Copy, Debug)]
+struct Payload {
+    chunk: u32,
+    last: bool,
+    metadata_tail: Result<HostPhysAddr, FirmwareError>,
 }
 
 /// Why [`DmaExecutor::pump`] stopped.
@@ -199,6 +211,10 @@ impl DmaExecutor {
         trace: &mut Trace,
     ) -> Result<PumpOutcome, FirmwareError> {
         let layout = *region.layout();
+        // Where every payload's D4 lands: one translation per pump, not one per payload (the
+        // region does not change while it is borrowed); an error surfaces where it did, at
+        // the D4 of the first payload formed.
+        let metadata_tail = region.translate(control::METADATA_TAIL_OFFSET, 8);
         // With nothing in flight no completion will come to clear a refusal: try again.
         if self.in_flight.is_empty() {
             self.engine_full = false;
@@ -243,7 +259,12 @@ impl DmaExecutor {
             }
             monitor.take();
             let last = monitor.all_chunks_taken();
-            self.form_payload(hw, monitor, region, scratch, target, chunk, last)?;
+            let payload = Payload {
+                chunk,
+                last,
+                metadata_tail,
+            };
+            self.form_payload(hw, monitor, region, scratch, target, payload)?;
             counters.payloads = counters.payloads.saturating_add(1);
             if !self.engine_full && self.batch_due(monitor) {
                 self.engine_full = !self.submit(hw, region, scratch, counters, trace)?;
@@ -344,10 +365,6 @@ impl DmaExecutor {
         Ok(address)
     }
 
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "the borrows of `pump` plus the chunk being formed"
-    )]
     fn form_payload<M: DeviceMemory>(
         &mut self,
         memory: &mut M,
@@ -355,9 +372,13 @@ impl DmaExecutor {
         region: &ShadowRegion,
         scratch: &ScratchLayout,
         target: StreamTarget,
-        chunk: u32,
-        last: bool,
+        payload: Payload,
     ) -> Result<(), FirmwareError> {
+        let Payload {
+            chunk,
+            last,
+            metadata_tail,
+        } = payload;
         let layout = *region.layout();
         if self.batch_payloads == 0 {
             self.batch_first = self.descriptor_tail;
@@ -447,7 +468,7 @@ impl DmaExecutor {
         // D4: the metadata tail, published after the payload and the record.
         let new_metadata_tail = metadata_index.saturating_add(1);
         let tail_cell = self.stage(memory, scratch, &new_metadata_tail.to_le_bytes())?;
-        let tail_destination = region.translate(control::METADATA_TAIL_OFFSET, 8)?;
+        let tail_destination = metadata_tail?;
         self.push_descriptor(
             memory,
             scratch,

@@ -314,7 +314,20 @@ impl AxleRing {
         let mut read = 0;
         for &(offset, length, index) in chunks {
             let index = index.ok_or(AxleRingError::ChunkMissing { offset })?;
-            match spilled.and_then(|overflow| overflow.get(index)) {
+            let copy = spilled.and_then(|overflow| overflow.get(index));
+            if copy.is_none() && needs.start <= offset && offset + length <= needs.end {
+                // A whole chunk of the range, in the ring (most chunks of most tasks): read
+                // straight into its place, not through `slot_bytes`.
+                let slot = RingIndex(index).slot(self.layout.payload_capacity());
+                let to = (offset - needs.start) as usize..(offset - needs.start + length) as usize;
+                let into = bytes
+                    .get_mut(to)
+                    .ok_or(AxleRingError::ChunkMissing { offset })?;
+                read_payload(&self.region, &self.layout, slot, length as u32, into)?;
+                read += length;
+                continue;
+            }
+            match copy {
                 Some(copy) => {
                     let from = slot_bytes
                         .get_mut(..copy.len())
