@@ -204,11 +204,20 @@ impl Hardware {
         // `count` is the firmware's, bounded by its descriptor ring.
         let mut writes = Vec::with_capacity(request.count as usize);
         let mut status = Status::Ok;
+        // The whole chain in one or two reads when it lies in plain runs of device memory,
+        // else one descriptor at a time.
+        let mut chain = std::mem::take(&mut self.dma.chain);
+        let whole_chain = crate::dma::read_chain(&self.dram, &request, &mut chain).is_some();
         for offset in 0..request.count {
-            let address = crate::dma::descriptor_address(&request, offset);
-            let checked = self
-                .dram
-                .read_value::<firmware::hal::DmaDescriptor>(address)
+            let read = match chain.get(offset as usize) {
+                Some(descriptor) if whole_chain => Ok(*descriptor),
+                _ => self
+                    .dram
+                    .read_value::<firmware::hal::DmaDescriptor>(crate::dma::descriptor_address(
+                        &request, offset,
+                    )),
+            };
+            let checked = read
                 // The engine's status register reports a descriptor it cannot read as a
                 // device memory fault.
                 .map_err(|_| Status::DeviceMemoryFault)
@@ -224,6 +233,7 @@ impl Hardware {
                 }
             }
         }
+        self.dma.chain = chain;
         let started = self.now;
         let mut last_on_wire = self.now;
         let mut last_landed = self.now;
@@ -237,7 +247,7 @@ impl Hardware {
             let mut bytes = self.dma.buffer(descriptor.length as usize);
             if self
                 .dram
-                .read(DeviceAddress(descriptor.source), &mut bytes)
+                .read(DeviceAddress(descriptor.source), bytes.as_mut_slice())
                 .is_err()
             {
                 status = Status::DeviceMemoryFault;
@@ -262,7 +272,7 @@ impl Hardware {
             self.dma.writes += 1;
             if let Some(trace) = self.trace.as_deref_mut() {
                 if kind == DmaKind::Metadata {
-                    trace.dma_record(tag.0, &bytes);
+                    trace.dma_record(tag.0, bytes.as_slice());
                 }
             }
             // The link serialises the writes, so landings come in time order (jittered ones
@@ -325,7 +335,7 @@ impl Hardware {
             // Edges D2 and D4: the tail is published with release semantics, after every
             // write before it in the chain.
             let mut word = [0u8; 8];
-            word.copy_from_slice(landing.bytes.get(..8).unwrap_or(&[0; 8]));
+            word.copy_from_slice(landing.bytes.as_slice().get(..8).unwrap_or(&[0; 8]));
             self.host_memory.store_u64(
                 address,
                 u64::from_le_bytes(word),
@@ -333,7 +343,7 @@ impl Hardware {
             )
         } else {
             // Edges D1 and D3: payload data and records, plain stores.
-            self.host_memory.write_words(address, &landing.bytes)
+            self.host_memory.write_words(address, landing.bytes.as_slice())
         };
         if let Err(error) = result {
             // check_descriptor bounds-checked the destination; this cannot happen, but a
@@ -369,9 +379,11 @@ impl DeviceMemory for Hardware {
     fn size(&self) -> u64 {
         self.dram.size()
     }
+    #[inline(always)]
     fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
         self.dram.read(address, buffer)
     }
+    #[inline(always)]
     fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
         self.dram.write(address, data)
     }
@@ -630,7 +642,7 @@ mod tests {
                 Event::DmaLand(landing) => {
                     if landing.kind == DmaKind::PayloadTail {
                         let mut word = [0; 8];
-                        word.copy_from_slice(&landing.bytes);
+                        word.copy_from_slice(landing.bytes.as_slice());
                         seen.tails.push((at, u64::from_le_bytes(word)));
                     }
                     hw.land(&landing);

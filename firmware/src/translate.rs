@@ -217,6 +217,59 @@ impl ShadowRegion {
         Ok(address)
     }
 
+    /// [`ShadowRegion::translate`], looking first at entry `hint` and the one after it, then
+    /// searching: returns the address and the index of the entry holding the range, which the
+    /// caller passes as the next call's hint. A ring's slots are visited in order, so a
+    /// writer's next slot nearly always lies in the entry of its last one (a 4 KiB page holds
+    /// many slots) or the next. Any `hint` gives the same address and errors as
+    /// [`ShadowRegion::translate`]: the entry holding an offset is unique, and the hinted one is
+    /// used only when it holds it.
+    pub fn translate_from(
+        &self,
+        hint: usize,
+        region_offset: u64,
+        length: u64,
+    ) -> Result<(HostPhysAddr, usize), FirmwareError> {
+        let end = region_offset
+            .checked_add(length)
+            .ok_or(FirmwareError::TranslationFault)?;
+        if length == 0 || end > self.region_length() {
+            return Err(FirmwareError::TranslationFault);
+        }
+        // The entry at `index` and how far into it `region_offset` lies, if it holds it.
+        let holds = |index: usize| {
+            let entry = self.entries.get(index)?;
+            let into_entry = region_offset.checked_sub(entry.region_offset)?;
+            (into_entry < entry.length).then_some((entry, into_entry))
+        };
+        let next = hint.wrapping_add(1);
+        let (index, (entry, into_entry)) = if let Some(found) = holds(hint) {
+            (hint, found)
+        } else if let Some(found) = holds(next) {
+            (next, found)
+        } else {
+            let index = self
+                .entries
+                .partition_point(|entry| entry.region_offset <= region_offset)
+                .checked_sub(1)
+                .ok_or(FirmwareError::TranslationFault)?;
+            (index, holds(index).ok_or(FirmwareError::TranslationFault)?)
+        };
+        // into_entry < entry.length, and host_phys + length does not overflow (invariant).
+        let left_in_entry = entry
+            .length
+            .checked_sub(into_entry)
+            .ok_or(FirmwareError::TranslationFault)?;
+        if length > left_in_entry {
+            return Err(FirmwareError::TranslationFault);
+        }
+        let address = entry
+            .host_phys
+            .checked_add(into_entry)
+            .ok_or(FirmwareError::TranslationFault)?;
+        Ok((HostPhysAddr(address), index))
+    }
+
     /// The host physical address of `region_offset` and how many bytes of
     /// `[region_offset, region_offset + length)` lie in the same entry (at least 1, at most
     /// `length`): the first piece of a write that may straddle entries.
