@@ -353,6 +353,14 @@ impl Hardware {
         let _ = DmaKind::Payload;
     }
 
+    /// A DMA write lands ([`Hardware::land`]); its bytes' buffer, if it has one, is kept for
+    /// a later write.
+    #[inline]
+    pub fn land_and_recycle(&mut self, landing: crate::dma::Landing) {
+        self.land(&landing);
+        self.dma.recycle(landing.bytes);
+    }
+
     /// Sets a mailbox register now (and its mirror in the register page, if one is served).
     pub fn set_mailbox(&mut self, offset: u64, value: u64) {
         if let Some(register) = self.mailbox.get_mut((offset / 8) as usize) {
