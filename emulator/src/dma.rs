@@ -35,9 +35,9 @@
 
 use crate::dram::DeviceDram;
 use firmware::hal::{DeviceMemory, DmaDescriptor, DmaKind, DmaRequest, DmaTag};
-use zerocopy::IntoBytes;
 use shared_abi::{Status, Ticks};
 use std::collections::VecDeque;
+use zerocopy::IntoBytes;
 
 /// One write on its way to host memory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -285,7 +285,10 @@ pub fn read_chain(
     chain.clear();
     chain.resize(usize::try_from(count).ok()?, DmaDescriptor::default());
     let (head, tail) = chain.split_at_mut_checked(first_run)?;
-    let address = request.ring_base.0.checked_add(start.checked_mul(DESCRIPTOR_BYTES)?)?;
+    let address = request
+        .ring_base
+        .0
+        .checked_add(start.checked_mul(DESCRIPTOR_BYTES)?)?;
     dram.read(shared_abi::DeviceAddress(address), head.as_mut_bytes())
         .ok()?;
     if !tail.is_empty() {
@@ -323,7 +326,11 @@ mod tests {
         engine.recycle(first);
         let second = engine.buffer(40);
         assert_eq!(second.as_slice(), [0; 40]);
-        assert_eq!(second.as_slice().as_ptr(), address, "the landed buffer was reused");
+        assert_eq!(
+            second.as_slice().as_ptr(),
+            address,
+            "the landed buffer was reused"
+        );
         engine.recycle(LandingBytes::Buffer(vec![1; SPARE_BUFFER_BYTES + 1]));
         let third = engine.buffer(48);
         assert_eq!(third.as_slice(), [0; 48]);
@@ -340,7 +347,10 @@ mod tests {
         let mut engine = DmaEngineModel::new(1);
         for length in [0, 8, INLINE_BYTES] {
             let mut bytes = engine.buffer(length);
-            assert!(matches!(bytes, LandingBytes::Inline { .. }), "{length} bytes");
+            assert!(
+                matches!(bytes, LandingBytes::Inline { .. }),
+                "{length} bytes"
+            );
             assert_eq!(bytes.as_slice(), vec![0; length]);
             bytes.as_mut_slice().fill(7);
             assert_eq!(bytes.as_slice(), vec![7; length]);
@@ -348,6 +358,55 @@ mod tests {
         let longer = engine.buffer(INLINE_BYTES + 8);
         assert!(matches!(longer, LandingBytes::Buffer(_)));
         assert_eq!(longer.as_slice(), vec![0; INLINE_BYTES + 8]);
+    }
+
+    /// The chain read in runs holds the descriptors read one by one at their addresses, also
+    /// when it wraps around its ring; a chain that cannot be read as plain runs is refused.
+    #[test]
+    fn a_chain_read_in_runs_is_the_descriptors_read_one_by_one() {
+        use firmware::hal::DeviceMemory;
+        use shared_abi::DeviceAddress;
+        let dram = DeviceDram::new(1 << 16);
+        let ring_base = DeviceAddress(0x1000);
+        let capacity = 8_u32;
+        for slot in 0..u64::from(capacity) {
+            let written = descriptor(slot, 0x100 * slot, 8, DmaKind::Payload);
+            dram.write(DeviceAddress(ring_base.0 + 32 * slot), written.as_bytes())
+                .unwrap();
+        }
+        let request = |first: u64, count: u32, ring_capacity: u32| DmaRequest {
+            ring_base,
+            ring_capacity,
+            first,
+            count,
+            payloads: 0,
+        };
+        let mut chain = Vec::new();
+        for (first, count) in [(0, 1), (0, 8), (3, 5), (6, 4), (13, 8), (7, 2), (5, 0)] {
+            let request = request(first, count, capacity);
+            assert_eq!(read_chain(&dram, &request, &mut chain), Some(()));
+            let one_by_one: Vec<DmaDescriptor> = (0..count)
+                .map(|offset| {
+                    dram.read_value(descriptor_address(&request, offset))
+                        .unwrap()
+                })
+                .collect();
+            assert_eq!(chain, one_by_one, "first {first}, count {count}");
+        }
+        assert_eq!(
+            read_chain(&dram, &request(0, 9, capacity), &mut chain),
+            None
+        );
+        assert_eq!(read_chain(&dram, &request(0, 1, 0), &mut chain), None);
+        assert_eq!(
+            read_chain(&dram, &request(u64::MAX, 2, capacity), &mut chain),
+            None
+        );
+        let outside = DmaRequest {
+            ring_base: DeviceAddress((1 << 16) - 64),
+            ..request(0, 4, capacity)
+        };
+        assert_eq!(read_chain(&dram, &outside, &mut chain), None);
     }
 
     fn descriptor(source: u64, destination: u64, length: u32, kind: DmaKind) -> DmaDescriptor {

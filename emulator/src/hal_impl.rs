@@ -211,11 +211,9 @@ impl Hardware {
         for offset in 0..request.count {
             let read = match chain.get(offset as usize) {
                 Some(descriptor) if whole_chain => Ok(*descriptor),
-                _ => self
-                    .dram
-                    .read_value::<firmware::hal::DmaDescriptor>(crate::dma::descriptor_address(
-                        &request, offset,
-                    )),
+                _ => self.dram.read_value::<firmware::hal::DmaDescriptor>(
+                    crate::dma::descriptor_address(&request, offset),
+                ),
             };
             let checked = read
                 // The engine's status register reports a descriptor it cannot read as a
@@ -343,7 +341,8 @@ impl Hardware {
             )
         } else {
             // Edges D1 and D3: payload data and records, plain stores.
-            self.host_memory.write_words(address, landing.bytes.as_slice())
+            self.host_memory
+                .write_words(address, landing.bytes.as_slice())
         };
         if let Err(error) = result {
             // check_descriptor bounds-checked the destination; this cannot happen, but a

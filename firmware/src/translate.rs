@@ -402,6 +402,56 @@ mod tests {
         ShadowRegion::load(&FakeDeviceMemory::program(descriptor, entries))
     }
 
+    /// Whatever the hint, `translate_from` gives `translate`'s address or error, and names
+    /// the entry holding the offset; over entries of one page and over uneven ones.
+    #[test]
+    fn a_hinted_translation_is_the_plain_one_whatever_the_hint() {
+        let (descriptor, pages) = three_page_table();
+        let uneven = vec![
+            ScatterGatherEntry {
+                host_phys: 0x20_0000,
+                length: 0x808,
+            },
+            ScatterGatherEntry {
+                host_phys: 0x10_0000,
+                length: 0x17f8,
+            },
+            ScatterGatherEntry {
+                host_phys: 0x30_0000,
+                length: PAGE,
+            },
+        ];
+        for entries in [pages, uneven] {
+            let region = load(&descriptor, &entries).unwrap();
+            let starts: Vec<u64> = entries
+                .iter()
+                .scan(0, |start, entry| {
+                    let this = *start;
+                    *start += entry.length;
+                    Some(this)
+                })
+                .collect();
+            let offsets = [0, 8, 0x7f8, 0x800, 0x808, 0xff8, PAGE, 0x2000, 3 * PAGE - 8];
+            for offset in offsets.into_iter().chain([3 * PAGE, u64::MAX - 4]) {
+                for length in [0, 8, 32, 0x10, PAGE] {
+                    let plain = region.translate(offset, length);
+                    for hint in [0, 1, 2, 3, 7, usize::MAX] {
+                        let hinted = region.translate_from(hint, offset, length);
+                        assert_eq!(
+                            hinted.map(|(address, _)| address),
+                            plain,
+                            "offset {offset:#x}, length {length}, hint {hint}"
+                        );
+                        if let Ok((_, index)) = hinted {
+                            let start = starts[index];
+                            assert!(start <= offset && offset < start + entries[index].length);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn valid_table_loads_with_its_layout_and_epoch() {
         let (descriptor, entries) = three_page_table();

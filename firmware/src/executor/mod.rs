@@ -434,11 +434,8 @@ impl DmaExecutor {
             memory.read(tail_source, bytes)?;
             let cell = self.stage(memory, scratch, &word)?;
             let destination;
-            (destination, self.payload_entry) = region.translate_from(
-                self.payload_entry,
-                slot_offset.saturating_add(whole),
-                8,
-            )?;
+            (destination, self.payload_entry) =
+                region.translate_from(self.payload_entry, slot_offset.saturating_add(whole), 8)?;
             self.push_descriptor(
                 memory,
                 scratch,
