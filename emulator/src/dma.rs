@@ -118,6 +118,8 @@ pub struct DmaEngineModel {
     /// The descriptors of the request going on the wire ([`read_chain`]), kept for the next
     /// request's (a simulator economy too).
     pub chain: Vec<DmaDescriptor>,
+    /// The kinds of the descriptors of `chain` that passed their check (reused likewise).
+    pub kinds: Vec<DmaKind>,
 }
 
 /// Most landed writes' buffers kept for reuse ([`DmaEngineModel::buffer`]).
@@ -142,6 +144,7 @@ impl DmaEngineModel {
             writes: 0,
             spare: Vec::new(),
             chain: Vec::new(),
+            kinds: Vec::new(),
         }
     }
 

@@ -202,52 +202,60 @@ impl Hardware {
         // Check the whole chain first: a bad descriptor fails the request, and nothing of it
         // reaches host memory.
         // `count` is the firmware's, bounded by its descriptor ring.
-        let mut writes = Vec::with_capacity(request.count as usize);
         let mut status = Status::Ok;
         // The whole chain in one or two reads when it lies in plain runs of device memory,
-        // else one descriptor at a time.
+        // else one descriptor at a time (each appended to `chain`). `kinds` gets the kind of
+        // each descriptor that passes its check; the writes are the first `kinds.len()`
+        // descriptors of `chain` (none when one fails).
         let mut chain = std::mem::take(&mut self.dma.chain);
+        let mut kinds = std::mem::take(&mut self.dma.kinds);
+        kinds.clear();
         let whole_chain = crate::dma::read_chain(&self.dram, &request, &mut chain).is_some();
+        if !whole_chain {
+            chain.clear();
+        }
         for offset in 0..request.count {
             let read = match chain.get(offset as usize) {
                 Some(descriptor) if whole_chain => Ok(*descriptor),
-                _ => self.dram.read_value::<firmware::hal::DmaDescriptor>(
-                    crate::dma::descriptor_address(&request, offset),
-                ),
+                _ => self
+                    .dram
+                    .read_value::<firmware::hal::DmaDescriptor>(crate::dma::descriptor_address(
+                        &request, offset,
+                    ))
+                    .inspect(|descriptor| chain.push(*descriptor)),
             };
             let checked = read
                 // The engine's status register reports a descriptor it cannot read as a
                 // device memory fault.
                 .map_err(|_| Status::DeviceMemoryFault)
-                .and_then(|d| {
-                    crate::dma::check_descriptor(&d, device_size, host_size).map(|kind| (d, kind))
-                });
+                .and_then(|d| crate::dma::check_descriptor(&d, device_size, host_size));
             match checked {
-                Ok(write) => writes.push(write),
+                Ok(kind) => kinds.push(kind),
                 Err(error) => {
                     status = error;
-                    writes.clear();
+                    kinds.clear();
                     break;
                 }
             }
         }
-        self.dma.chain = chain;
         let started = self.now;
         let mut last_on_wire = self.now;
         let mut last_landed = self.now;
         let latency = one_way(self.config.cxl_io_round_trip_ns);
         let mut first_on_wire = None;
         let mut written = (0u32, 0u64);
-        for (descriptor, kind) in writes {
+        for (descriptor, &kind) in chain.iter().zip(&kinds) {
             // Bounded: `check_descriptor` accepted the source range inside device memory (and
             // the firmware, not the host, wrote the chain: the scratch area is not
             // host-writable).
             let mut bytes = self.dma.buffer(descriptor.length as usize);
-            if self
-                .dram
-                .read(DeviceAddress(descriptor.source), bytes.as_mut_slice())
-                .is_err()
-            {
+            let source = DeviceAddress(descriptor.source);
+            let read = match bytes.as_mut_slice().first_chunk_mut::<8>() {
+                // A tail: read as a fixed-size word (copied without a call).
+                Some(tail) if descriptor.length == 8 => self.dram.read(source, tail).map(|()| ()),
+                _ => self.dram.read(source, bytes.as_mut_slice()),
+            };
+            if read.is_err() {
                 status = Status::DeviceMemoryFault;
                 break;
             }
@@ -284,6 +292,8 @@ impl Hardware {
                 }),
             );
         }
+        self.dma.chain = chain;
+        self.dma.kinds = kinds;
         if first_on_wire.is_none() {
             // Nothing of the request goes on the wire (a descriptor failed its check): it
             // still completes behind the writes of earlier requests already on the wire, so
