@@ -252,7 +252,7 @@ impl Hardware {
             let source = DeviceAddress(descriptor.source);
             let read = match bytes.as_mut_slice().first_chunk_mut::<8>() {
                 // A tail: read as a fixed-size word (copied without a call).
-                Some(tail) if descriptor.length == 8 => self.dram.read(source, tail).map(|()| ()),
+                Some(tail) if descriptor.length == 8 => self.dram.read(source, tail),
                 _ => self.dram.read(source, bytes.as_mut_slice()),
             };
             if read.is_err() {
