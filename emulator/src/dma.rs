@@ -33,9 +33,11 @@
 //! the wire; publishing writes (tails, status) land as release stores, so they never become
 //! visible before the writes ahead of them (posted-write ordering).
 
-use firmware::hal::{DmaDescriptor, DmaKind, DmaRequest, DmaTag};
+use crate::dram::DeviceDram;
+use firmware::hal::{DeviceMemory, DmaDescriptor, DmaKind, DmaRequest, DmaTag};
 use shared_abi::{Status, Ticks};
 use std::collections::VecDeque;
+use zerocopy::IntoBytes;
 
 /// One write on its way to host memory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,9 +45,53 @@ pub struct Landing {
     /// Host physical address.
     pub destination: u64,
     /// The bytes.
-    pub bytes: Vec<u8>,
+    pub bytes: LandingBytes,
     /// What it is.
     pub kind: DmaKind,
+}
+
+/// Bytes a write of at most this many carries in its event, without a buffer.
+pub const INLINE_BYTES: usize = 32;
+
+/// A write's bytes: held in the event itself when they are few (a record, a tail, a small
+/// payload: most writes), in a buffer otherwise (a simulator economy: no buffer to take and
+/// give back per write).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LandingBytes {
+    /// `length` (at most [`INLINE_BYTES`]) bytes at the start of `bytes`.
+    Inline {
+        /// How many of `bytes` are the write's.
+        length: u8,
+        /// The bytes, zero beyond `length`.
+        bytes: [u8; INLINE_BYTES],
+    },
+    /// More than [`INLINE_BYTES`] bytes.
+    Buffer(Vec<u8>),
+}
+
+impl LandingBytes {
+    /// The write's bytes.
+    #[inline]
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            LandingBytes::Inline { length, bytes } => {
+                bytes.split_at(usize::from(*length).min(INLINE_BYTES)).0
+            }
+            LandingBytes::Buffer(bytes) => bytes,
+        }
+    }
+
+    /// The write's bytes, to fill.
+    #[inline]
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        match self {
+            LandingBytes::Inline { length, bytes } => {
+                let length = usize::from(*length).min(INLINE_BYTES);
+                bytes.split_at_mut(length).0
+            }
+            LandingBytes::Buffer(bytes) => bytes,
+        }
+    }
 }
 
 /// The engine's bookkeeping.
@@ -69,6 +115,11 @@ pub struct DmaEngineModel {
     /// Buffers of landed writes, kept for the next writes' bytes (a simulator economy: one
     /// allocation per write in flight at most, not one per write).
     spare: Vec<Vec<u8>>,
+    /// The descriptors of the request going on the wire ([`read_chain`]), kept for the next
+    /// request's (a simulator economy too).
+    pub chain: Vec<DmaDescriptor>,
+    /// The kinds of the descriptors of `chain` that passed their check (reused likewise).
+    pub kinds: Vec<DmaKind>,
 }
 
 /// Most landed writes' buffers kept for reuse ([`DmaEngineModel::buffer`]).
@@ -92,23 +143,38 @@ impl DmaEngineModel {
             requests: 0,
             writes: 0,
             spare: Vec::new(),
+            chain: Vec::new(),
+            kinds: Vec::new(),
         }
     }
 
-    /// A buffer of `length` zero bytes for a write's bytes: a landed write's buffer when one
-    /// is kept ([`DmaEngineModel::recycle`]), a new one otherwise.
-    pub fn buffer(&mut self, length: usize) -> Vec<u8> {
+    /// `length` zero bytes for a write's bytes: inline up to [`INLINE_BYTES`]; beyond, a
+    /// landed write's buffer when one is kept ([`DmaEngineModel::recycle`]), a new one
+    /// otherwise.
+    #[inline]
+    pub fn buffer(&mut self, length: usize) -> LandingBytes {
+        if let Ok(short) = u8::try_from(length) {
+            if length <= INLINE_BYTES {
+                return LandingBytes::Inline {
+                    length: short,
+                    bytes: [0; INLINE_BYTES],
+                };
+            }
+        }
         let mut bytes = self.spare.pop().unwrap_or_default();
         bytes.clear();
         bytes.resize(length, 0);
-        bytes
+        LandingBytes::Buffer(bytes)
     }
 
     /// Keeps the buffer of a landed write for a later one (up to [`SPARE_BUFFERS`] buffers of
-    /// at most [`SPARE_BUFFER_BYTES`]).
-    pub fn recycle(&mut self, bytes: Vec<u8>) {
-        if self.spare.len() < SPARE_BUFFERS && bytes.capacity() <= SPARE_BUFFER_BYTES {
-            self.spare.push(bytes);
+    /// at most [`SPARE_BUFFER_BYTES`]); inline bytes need nothing.
+    #[inline]
+    pub fn recycle(&mut self, bytes: LandingBytes) {
+        if let LandingBytes::Buffer(bytes) = bytes {
+            if self.spare.len() < SPARE_BUFFERS && bytes.capacity() <= SPARE_BUFFER_BYTES {
+                self.spare.push(bytes);
+            }
         }
     }
 
@@ -197,6 +263,46 @@ pub fn check_descriptor(
     Ok(kind)
 }
 
+/// Reads `request`'s descriptors into `chain` with one device-memory read per contiguous run
+/// of its ring (two at most): the descriptors [`descriptor_address`] names, in chain order.
+/// `None` (`chain` then holds nothing of use) when that takes more than a plain run: a ring
+/// of no slots, a chain longer than its ring or whose indices wrap around, a ring whose end
+/// address overflows, or a run outside device memory. The caller then reads the descriptors
+/// one by one, as the engine's status must name the first that fails.
+pub fn read_chain(
+    dram: &DeviceDram,
+    request: &DmaRequest,
+    chain: &mut Vec<DmaDescriptor>,
+) -> Option<()> {
+    let capacity = u64::from(request.ring_capacity);
+    let count = u64::from(request.count);
+    if capacity == 0 || count > capacity {
+        return None;
+    }
+    request.first.checked_add(count)?;
+    let ring_bytes = capacity.checked_mul(DESCRIPTOR_BYTES)?;
+    request.ring_base.0.checked_add(ring_bytes)?;
+    // start < capacity, and the ring's end does not overflow: no address below saturates.
+    let start = request.first.checked_rem(capacity)?;
+    let first_run = usize::try_from(count.min(capacity.checked_sub(start)?)).ok()?;
+    chain.clear();
+    chain.resize(usize::try_from(count).ok()?, DmaDescriptor::default());
+    let (head, tail) = chain.split_at_mut_checked(first_run)?;
+    let address = request
+        .ring_base
+        .0
+        .checked_add(start.checked_mul(DESCRIPTOR_BYTES)?)?;
+    dram.read(shared_abi::DeviceAddress(address), head.as_mut_bytes())
+        .ok()?;
+    if !tail.is_empty() {
+        dram.read(request.ring_base, tail.as_mut_bytes()).ok()?;
+    }
+    Some(())
+}
+
+/// Bytes of one descriptor in the firmware's ring.
+const DESCRIPTOR_BYTES: u64 = core::mem::size_of::<DmaDescriptor>() as u64;
+
 /// Reads descriptor `index` of `request`'s ring address.
 pub fn descriptor_address(request: &DmaRequest, offset: u32) -> shared_abi::DeviceAddress {
     firmware::scratch::ScratchLayout::cell(
@@ -216,21 +322,94 @@ mod tests {
     #[test]
     fn a_recycled_buffer_comes_back_zeroed_at_the_length_asked_and_a_large_one_is_dropped() {
         let mut engine = DmaEngineModel::new(1);
-        let mut first = engine.buffer(32);
-        assert_eq!(first, vec![0; 32]);
-        first.fill(0xab);
-        let address = first.as_ptr();
+        let mut first = engine.buffer(64);
+        assert_eq!(first.as_slice(), [0; 64]);
+        first.as_mut_slice().fill(0xab);
+        let address = first.as_slice().as_ptr();
         engine.recycle(first);
-        let second = engine.buffer(8);
-        assert_eq!(second, vec![0; 8]);
-        assert_eq!(second.as_ptr(), address, "the landed buffer was reused");
-        engine.recycle(vec![1; SPARE_BUFFER_BYTES + 1]);
-        let third = engine.buffer(4);
-        assert_eq!(third, vec![0; 4]);
+        let second = engine.buffer(40);
+        assert_eq!(second.as_slice(), [0; 40]);
+        assert_eq!(
+            second.as_slice().as_ptr(),
+            address,
+            "the landed buffer was reused"
+        );
+        engine.recycle(LandingBytes::Buffer(vec![1; SPARE_BUFFER_BYTES + 1]));
+        let third = engine.buffer(48);
+        assert_eq!(third.as_slice(), [0; 48]);
         assert!(
-            third.capacity() <= SPARE_BUFFER_BYTES,
+            matches!(&third, LandingBytes::Buffer(bytes) if bytes.capacity() <= SPARE_BUFFER_BYTES),
             "a new buffer, not the large one"
         );
+    }
+
+    /// Up to [`INLINE_BYTES`] bytes are held inline, zeroed, at the length asked; one byte
+    /// more takes a buffer.
+    #[test]
+    fn short_writes_are_inline_and_longer_ones_take_a_buffer() {
+        let mut engine = DmaEngineModel::new(1);
+        for length in [0, 8, INLINE_BYTES] {
+            let mut bytes = engine.buffer(length);
+            assert!(
+                matches!(bytes, LandingBytes::Inline { .. }),
+                "{length} bytes"
+            );
+            assert_eq!(bytes.as_slice(), vec![0; length]);
+            bytes.as_mut_slice().fill(7);
+            assert_eq!(bytes.as_slice(), vec![7; length]);
+        }
+        let longer = engine.buffer(INLINE_BYTES + 8);
+        assert!(matches!(longer, LandingBytes::Buffer(_)));
+        assert_eq!(longer.as_slice(), vec![0; INLINE_BYTES + 8]);
+    }
+
+    /// The chain read in runs holds the descriptors read one by one at their addresses, also
+    /// when it wraps around its ring; a chain that cannot be read as plain runs is refused.
+    #[test]
+    fn a_chain_read_in_runs_is_the_descriptors_read_one_by_one() {
+        use firmware::hal::DeviceMemory;
+        use shared_abi::DeviceAddress;
+        let dram = DeviceDram::new(1 << 16);
+        let ring_base = DeviceAddress(0x1000);
+        let capacity = 8_u32;
+        for slot in 0..u64::from(capacity) {
+            let written = descriptor(slot, 0x100 * slot, 8, DmaKind::Payload);
+            dram.write(DeviceAddress(ring_base.0 + 32 * slot), written.as_bytes())
+                .unwrap();
+        }
+        let request = |first: u64, count: u32, ring_capacity: u32| DmaRequest {
+            ring_base,
+            ring_capacity,
+            first,
+            count,
+            payloads: 0,
+        };
+        let mut chain = Vec::new();
+        for (first, count) in [(0, 1), (0, 8), (3, 5), (6, 4), (13, 8), (7, 2), (5, 0)] {
+            let request = request(first, count, capacity);
+            assert_eq!(read_chain(&dram, &request, &mut chain), Some(()));
+            let one_by_one: Vec<DmaDescriptor> = (0..count)
+                .map(|offset| {
+                    dram.read_value(descriptor_address(&request, offset))
+                        .unwrap()
+                })
+                .collect();
+            assert_eq!(chain, one_by_one, "first {first}, count {count}");
+        }
+        assert_eq!(
+            read_chain(&dram, &request(0, 9, capacity), &mut chain),
+            None
+        );
+        assert_eq!(read_chain(&dram, &request(0, 1, 0), &mut chain), None);
+        assert_eq!(
+            read_chain(&dram, &request(u64::MAX, 2, capacity), &mut chain),
+            None
+        );
+        let outside = DmaRequest {
+            ring_base: DeviceAddress((1 << 16) - 64),
+            ..request(0, 4, capacity)
+        };
+        assert_eq!(read_chain(&dram, &outside, &mut chain), None);
     }
 
     fn descriptor(source: u64, destination: u64, length: u32, kind: DmaKind) -> DmaDescriptor {

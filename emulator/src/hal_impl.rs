@@ -202,24 +202,38 @@ impl Hardware {
         // Check the whole chain first: a bad descriptor fails the request, and nothing of it
         // reaches host memory.
         // `count` is the firmware's, bounded by its descriptor ring.
-        let mut writes = Vec::with_capacity(request.count as usize);
         let mut status = Status::Ok;
+        // The whole chain in one or two reads when it lies in plain runs of device memory,
+        // else one descriptor at a time (each appended to `chain`). `kinds` gets the kind of
+        // each descriptor that passes its check; the writes are the first `kinds.len()`
+        // descriptors of `chain` (none when one fails).
+        let mut chain = std::mem::take(&mut self.dma.chain);
+        let mut kinds = std::mem::take(&mut self.dma.kinds);
+        kinds.clear();
+        let whole_chain = crate::dma::read_chain(&self.dram, &request, &mut chain).is_some();
+        if !whole_chain {
+            chain.clear();
+        }
         for offset in 0..request.count {
-            let address = crate::dma::descriptor_address(&request, offset);
-            let checked = self
-                .dram
-                .read_value::<firmware::hal::DmaDescriptor>(address)
+            let read = match chain.get(offset as usize) {
+                Some(descriptor) if whole_chain => Ok(*descriptor),
+                _ => self
+                    .dram
+                    .read_value::<firmware::hal::DmaDescriptor>(crate::dma::descriptor_address(
+                        &request, offset,
+                    ))
+                    .inspect(|descriptor| chain.push(*descriptor)),
+            };
+            let checked = read
                 // The engine's status register reports a descriptor it cannot read as a
                 // device memory fault.
                 .map_err(|_| Status::DeviceMemoryFault)
-                .and_then(|d| {
-                    crate::dma::check_descriptor(&d, device_size, host_size).map(|kind| (d, kind))
-                });
+                .and_then(|d| crate::dma::check_descriptor(&d, device_size, host_size));
             match checked {
-                Ok(write) => writes.push(write),
+                Ok(kind) => kinds.push(kind),
                 Err(error) => {
                     status = error;
-                    writes.clear();
+                    kinds.clear();
                     break;
                 }
             }
@@ -230,16 +244,18 @@ impl Hardware {
         let latency = one_way(self.config.cxl_io_round_trip_ns);
         let mut first_on_wire = None;
         let mut written = (0u32, 0u64);
-        for (descriptor, kind) in writes {
+        for (descriptor, &kind) in chain.iter().zip(&kinds) {
             // Bounded: `check_descriptor` accepted the source range inside device memory (and
             // the firmware, not the host, wrote the chain: the scratch area is not
             // host-writable).
             let mut bytes = self.dma.buffer(descriptor.length as usize);
-            if self
-                .dram
-                .read(DeviceAddress(descriptor.source), &mut bytes)
-                .is_err()
-            {
+            let source = DeviceAddress(descriptor.source);
+            let read = match bytes.as_mut_slice().first_chunk_mut::<8>() {
+                // A tail: read as a fixed-size word (copied without a call).
+                Some(tail) if descriptor.length == 8 => self.dram.read(source, tail),
+                _ => self.dram.read(source, bytes.as_mut_slice()),
+            };
+            if read.is_err() {
                 status = Status::DeviceMemoryFault;
                 break;
             }
@@ -262,7 +278,7 @@ impl Hardware {
             self.dma.writes += 1;
             if let Some(trace) = self.trace.as_deref_mut() {
                 if kind == DmaKind::Metadata {
-                    trace.dma_record(tag.0, &bytes);
+                    trace.dma_record(tag.0, bytes.as_slice());
                 }
             }
             // The link serialises the writes, so landings come in time order (jittered ones
@@ -276,6 +292,8 @@ impl Hardware {
                 }),
             );
         }
+        self.dma.chain = chain;
+        self.dma.kinds = kinds;
         if first_on_wire.is_none() {
             // Nothing of the request goes on the wire (a descriptor failed its check): it
             // still completes behind the writes of earlier requests already on the wire, so
@@ -325,7 +343,7 @@ impl Hardware {
             // Edges D2 and D4: the tail is published with release semantics, after every
             // write before it in the chain.
             let mut word = [0u8; 8];
-            word.copy_from_slice(landing.bytes.get(..8).unwrap_or(&[0; 8]));
+            word.copy_from_slice(landing.bytes.as_slice().get(..8).unwrap_or(&[0; 8]));
             self.host_memory.store_u64(
                 address,
                 u64::from_le_bytes(word),
@@ -333,7 +351,8 @@ impl Hardware {
             )
         } else {
             // Edges D1 and D3: payload data and records, plain stores.
-            self.host_memory.write_words(address, &landing.bytes)
+            self.host_memory
+                .write_words(address, landing.bytes.as_slice())
         };
         if let Err(error) = result {
             // check_descriptor bounds-checked the destination; this cannot happen, but a
@@ -341,6 +360,14 @@ impl Hardware {
             log::error!("dma: landing at {:#x} failed: {error}", landing.destination);
         }
         let _ = DmaKind::Payload;
+    }
+
+    /// A DMA write lands ([`Hardware::land`]); its bytes' buffer, if it has one, is kept for
+    /// a later write.
+    #[inline]
+    pub fn land_and_recycle(&mut self, landing: crate::dma::Landing) {
+        self.land(&landing);
+        self.dma.recycle(landing.bytes);
     }
 
     /// Sets a mailbox register now (and its mirror in the register page, if one is served).
@@ -369,9 +396,11 @@ impl DeviceMemory for Hardware {
     fn size(&self) -> u64 {
         self.dram.size()
     }
+    #[inline(always)]
     fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
         self.dram.read(address, buffer)
     }
+    #[inline(always)]
     fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
         self.dram.write(address, data)
     }
@@ -630,7 +659,7 @@ mod tests {
                 Event::DmaLand(landing) => {
                     if landing.kind == DmaKind::PayloadTail {
                         let mut word = [0; 8];
-                        word.copy_from_slice(&landing.bytes);
+                        word.copy_from_slice(landing.bytes.as_slice());
                         seen.tails.push((at, u64::from_le_bytes(word)));
                     }
                     hw.land(&landing);

@@ -217,6 +217,59 @@ impl ShadowRegion {
         Ok(address)
     }
 
+    /// [`ShadowRegion::translate`], looking first at entry `hint` and the one after it, then
+    /// searching: returns the address and the index of the entry holding the range, which the
+    /// caller passes as the next call's hint. A ring's slots are visited in order, so a
+    /// writer's next slot nearly always lies in the entry of its last one (a 4 KiB page holds
+    /// many slots) or the next. Any `hint` gives the same address and errors as
+    /// [`ShadowRegion::translate`]: the entry holding an offset is unique, and the hinted one is
+    /// used only when it holds it.
+    pub fn translate_from(
+        &self,
+        hint: usize,
+        region_offset: u64,
+        length: u64,
+    ) -> Result<(HostPhysAddr, usize), FirmwareError> {
+        let end = region_offset
+            .checked_add(length)
+            .ok_or(FirmwareError::TranslationFault)?;
+        if length == 0 || end > self.region_length() {
+            return Err(FirmwareError::TranslationFault);
+        }
+        // The entry at `index` and how far into it `region_offset` lies, if it holds it.
+        let holds = |index: usize| {
+            let entry = self.entries.get(index)?;
+            let into_entry = region_offset.checked_sub(entry.region_offset)?;
+            (into_entry < entry.length).then_some((entry, into_entry))
+        };
+        let next = hint.wrapping_add(1);
+        let (index, (entry, into_entry)) = if let Some(found) = holds(hint) {
+            (hint, found)
+        } else if let Some(found) = holds(next) {
+            (next, found)
+        } else {
+            let index = self
+                .entries
+                .partition_point(|entry| entry.region_offset <= region_offset)
+                .checked_sub(1)
+                .ok_or(FirmwareError::TranslationFault)?;
+            (index, holds(index).ok_or(FirmwareError::TranslationFault)?)
+        };
+        // into_entry < entry.length, and host_phys + length does not overflow (invariant).
+        let left_in_entry = entry
+            .length
+            .checked_sub(into_entry)
+            .ok_or(FirmwareError::TranslationFault)?;
+        if length > left_in_entry {
+            return Err(FirmwareError::TranslationFault);
+        }
+        let address = entry
+            .host_phys
+            .checked_add(into_entry)
+            .ok_or(FirmwareError::TranslationFault)?;
+        Ok((HostPhysAddr(address), index))
+    }
+
     /// The host physical address of `region_offset` and how many bytes of
     /// `[region_offset, region_offset + length)` lie in the same entry (at least 1, at most
     /// `length`): the first piece of a write that may straddle entries.
@@ -347,6 +400,56 @@ mod tests {
         entries: &[ScatterGatherEntry],
     ) -> Result<ShadowRegion, FirmwareError> {
         ShadowRegion::load(&FakeDeviceMemory::program(descriptor, entries))
+    }
+
+    /// Whatever the hint, `translate_from` gives `translate`'s address or error, and names
+    /// the entry holding the offset; over entries of one page and over uneven ones.
+    #[test]
+    fn a_hinted_translation_is_the_plain_one_whatever_the_hint() {
+        let (descriptor, pages) = three_page_table();
+        let uneven = vec![
+            ScatterGatherEntry {
+                host_phys: 0x20_0000,
+                length: 0x808,
+            },
+            ScatterGatherEntry {
+                host_phys: 0x10_0000,
+                length: 0x17f8,
+            },
+            ScatterGatherEntry {
+                host_phys: 0x30_0000,
+                length: PAGE,
+            },
+        ];
+        for entries in [pages, uneven] {
+            let region = load(&descriptor, &entries).unwrap();
+            let starts: Vec<u64> = entries
+                .iter()
+                .scan(0, |start, entry| {
+                    let this = *start;
+                    *start += entry.length;
+                    Some(this)
+                })
+                .collect();
+            let offsets = [0, 8, 0x7f8, 0x800, 0x808, 0xff8, PAGE, 0x2000, 3 * PAGE - 8];
+            for offset in offsets.into_iter().chain([3 * PAGE, u64::MAX - 4]) {
+                for length in [0, 8, 32, 0x10, PAGE] {
+                    let plain = region.translate(offset, length);
+                    for hint in [0, 1, 2, 3, 7, usize::MAX] {
+                        let hinted = region.translate_from(hint, offset, length);
+                        assert_eq!(
+                            hinted.map(|(address, _)| address),
+                            plain,
+                            "offset {offset:#x}, length {length}, hint {hint}"
+                        );
+                        if let Ok((_, index)) = hinted {
+                            let start = starts[index];
+                            assert!(start <= offset && offset < start + entries[index].length);
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

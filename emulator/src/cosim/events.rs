@@ -194,8 +194,7 @@ impl Emulator {
                 step = false;
             }
             Event::DmaLand(landing) => {
-                hw.land(&landing);
-                hw.dma.recycle(landing.bytes);
+                hw.land_and_recycle(landing);
                 step = false;
             }
             Event::DmaSent {

@@ -2,6 +2,7 @@
 
 use super::port::LinkPort;
 use super::{CoSimError, Emulator};
+use crate::hal_impl::Event;
 use cosim_link::link::{HostAgent, Wake};
 use shared_abi::Ticks;
 
@@ -42,6 +43,15 @@ impl Emulator {
                 };
                 self.hardware.counts.events += 1;
                 self.hardware.now = at;
+                // The commonest event, a DMA write landing, needs nothing else of `process`
+                // (no response, no firmware step): handled here, as `process` would.
+                let event = match event {
+                    Event::DmaLand(landing) => {
+                        self.hardware.land_and_recycle(landing);
+                        continue;
+                    }
+                    event => event,
+                };
                 if let Some(response) = self.process(event) {
                     host.deliver(at, response);
                     wake = match wake {

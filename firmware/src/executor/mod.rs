@@ -143,6 +143,11 @@ pub struct DmaExecutor {
     engine_full: bool,
     /// A device status to publish once the engine takes the request (BROKEN).
     pending_status: Option<Status>,
+    /// The scatter-gather entry of the last payload slot translated, and of the last metadata
+    /// slot: where [`ShadowRegion::translate_from`] looks first for the next one (a hint only,
+    /// any value translates the same).
+    payload_entry: usize,
+    metadata_entry: usize,
 }
 
 impl DmaExecutor {
@@ -164,6 +169,8 @@ impl DmaExecutor {
             blocked_since: None,
             engine_full: false,
             pending_status: None,
+            payload_entry: 0,
+            metadata_entry: 0,
         }
     }
 
@@ -400,7 +407,9 @@ impl DmaExecutor {
         // length carries the true size).
         let whole = length & !7;
         if whole > 0 {
-            let destination = region.translate(slot_offset, whole)?;
+            let destination;
+            (destination, self.payload_entry) =
+                region.translate_from(self.payload_entry, slot_offset, whole)?;
             self.push_descriptor(
                 memory,
                 scratch,
@@ -424,7 +433,9 @@ impl DmaExecutor {
                 .ok_or(FirmwareError::ArgumentOutOfRange)?;
             memory.read(tail_source, bytes)?;
             let cell = self.stage(memory, scratch, &word)?;
-            let destination = region.translate(slot_offset.saturating_add(whole), 8)?;
+            let destination;
+            (destination, self.payload_entry) =
+                region.translate_from(self.payload_entry, slot_offset.saturating_add(whole), 8)?;
             self.push_descriptor(
                 memory,
                 scratch,
@@ -452,8 +463,12 @@ impl DmaExecutor {
             flags: flags.bits(),
         };
         let record_cell = self.stage(memory, scratch, record.as_bytes())?;
-        let record_destination =
-            region.translate(layout.metadata_slot_offset(metadata_index), 32)?;
+        let record_destination;
+        (record_destination, self.metadata_entry) = region.translate_from(
+            self.metadata_entry,
+            layout.metadata_slot_offset(metadata_index),
+            32,
+        )?;
         self.push_descriptor(
             memory,
             scratch,
