@@ -128,9 +128,11 @@ use shared_abi::Ticks;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
+mod ended;
 mod finish_queue;
 pub mod interleave;
 
+pub use ended::EndedItems;
 use finish_queue::FinishQueue;
 
 /// An item that ended: where it ran and when it started (for the trace).
@@ -210,6 +212,9 @@ struct SubCore {
     by_cap: Vec<(f64, u32)>,
     /// Slots in use (issuing, waiting for memory, or in their final latency).
     occupied: u32,
+    /// Bit `i`: the sub-core's slot `i` is free, for its first 64 slots (the rest, if any,
+    /// are found by a scan once these are taken).
+    free: u64,
     /// Time up to which `compute_left` is accounted.
     updated: Ticks,
 }
@@ -320,6 +325,8 @@ pub struct Ccm {
     sub_timers: MinTree,
     /// Per unit, the sub-core (0-based within the unit) that took its last item.
     last_sub_core: Vec<u32>,
+    /// Per unit, its free µthread slots (none: no sub-core of it can take an item).
+    unit_free: Vec<u32>,
     /// Scratch for [`Ccm::compute_due`]: the items whose instructions ended.
     scratch_done: Vec<u32>,
     /// Scratch for dispatch and item ends: the sub-cores an item started on.
@@ -391,6 +398,7 @@ impl Ccm {
                     issuing: Vec::new(),
                     by_cap: Vec::new(),
                     occupied: 0,
+                    free: all_free(config.ccm_uthreads_per_sub_core),
                     updated: Ticks::ZERO,
                 })
                 .collect(),
@@ -398,6 +406,12 @@ impl Ccm {
             // The first item of a unit goes to its sub-core 0. Units, sub-cores and µthreads are
             // bounded by `DeviceConfig::validate` (MAX_UTHREADS) before a device is built.
             last_sub_core: vec![config.ccm_sub_cores.saturating_sub(1); config.ccm_units as usize],
+            unit_free: vec![
+                config
+                    .ccm_sub_cores
+                    .saturating_mul(config.ccm_uthreads_per_sub_core);
+                config.ccm_units as usize
+            ],
             scratch_done: Vec::new(),
             scratch_touched: Vec::new(),
             slots: vec![None; slots as usize],
@@ -545,11 +559,11 @@ impl Ccm {
         &mut self,
         now: Ticks,
         memory: &M,
-    ) -> Vec<Ended> {
+    ) -> EndedItems {
         if self.wake_at == Some(now) {
             self.wake_at = None;
         }
-        let mut ended = Vec::new();
+        let mut ended = EndedItems::new();
         loop {
             // The channels items joined at `now` (in the item ends below) first.
             self.flush_memory();
@@ -575,7 +589,9 @@ impl Ccm {
                     break;
                 }
                 self.ends.pop();
-                ended.extend(self.item_end(now, slot, memory));
+                if let Some(item) = self.item_end(now, slot, memory) {
+                    ended.push(item);
+                }
             }
         }
         self.ask_wake();
@@ -609,6 +625,9 @@ impl Ccm {
     /// `connect_instruction_buffer_to_sub_core`: it deals instruction columns from
     /// `m_last_sub_core_fetched + 1`).
     fn free_sub_core(&self, unit: u32) -> Option<u32> {
+        if self.unit_free.get(unit as usize).is_none_or(|&free| free == 0) {
+            return None;
+        }
         let count = self.sub_cores.max(1);
         let first = unit.saturating_mul(self.sub_cores);
         let last = self.last_sub_core.get(unit as usize).copied().unwrap_or(0);
@@ -675,6 +694,12 @@ impl Ccm {
         let (demand, cap) = self.compute_demand(&cost);
         if let Some(entry) = self.sub.get_mut(sub_core as usize) {
             entry.occupied += 1;
+            if let Some(bit) = 1_u64.checked_shl(slot - sub_core * self.slots_per_sub_core) {
+                entry.free &= !bit;
+            }
+        }
+        if let Some(free) = self.unit_free.get_mut(unit as usize) {
+            *free = free.saturating_sub(1);
         }
         if self.active_items == 0 {
             self.busy_since = now;
@@ -721,17 +746,23 @@ impl Ccm {
         true
     }
 
-    /// A free µthread slot of `sub_core`.
+    /// The first free µthread slot of `sub_core`.
     fn free_slot(&self, sub_core: u32) -> Option<u32> {
         let first = sub_core.saturating_mul(self.slots_per_sub_core);
+        let mask = self.sub.get(sub_core as usize)?.free;
+        if mask != 0 {
+            return Some(first + mask.trailing_zeros());
+        }
+        // Past the mask's 64 slots (only with more per sub-core).
+        let start = first.saturating_add(64);
         let end = first.saturating_add(self.slots_per_sub_core);
         let end = (end as usize).min(self.slots.len());
         let position = self
             .slots
-            .get(first as usize..end)?
+            .get(start as usize..end)?
             .iter()
             .position(Option::is_none)?;
-        Some(first + position as u32)
+        Some(start + position as u32)
     }
 
     // ----- the shared resources ------------------------------------------------------------
@@ -934,7 +965,13 @@ impl Ccm {
         done.clear();
         if let Some(entry) = self.sub.get_mut(sub_core as usize) {
             let slots = &mut self.slots;
-            entry.issuing.retain(|&slot| {
+            // Keep the items that go on issuing, in order (a `retain`, written out: this is
+            // the hot path of every item).
+            let mut kept = 0;
+            for index in 0..entry.issuing.len() {
+                let Some(&slot) = entry.issuing.get(index) else {
+                    break;
+                };
                 let ended = match slots.get_mut(slot as usize) {
                     Some(Some(active)) if active.compute_end <= now => {
                         active.compute_done = true;
@@ -946,11 +983,32 @@ impl Ccm {
                 };
                 if ended {
                     done.push(slot);
+                } else {
+                    if let Some(keep) = entry.issuing.get_mut(kept) {
+                        *keep = slot;
+                    }
+                    kept += 1;
                 }
-                !ended
-            });
+            }
+            entry.issuing.truncate(kept);
             if !done.is_empty() {
-                entry.by_cap.retain(|(_, slot)| !done.contains(slot));
+                // The same items leave `by_cap`: those just marked done (no other item there
+                // is, and no slot there is empty).
+                let mut kept = 0;
+                for index in 0..entry.by_cap.len() {
+                    let Some(&(cap, slot)) = entry.by_cap.get(index) else {
+                        break;
+                    };
+                    if let Some(Some(active)) = slots.get(slot as usize) {
+                        if !active.compute_done {
+                            if let Some(keep) = entry.by_cap.get_mut(kept) {
+                                *keep = (cap, slot);
+                            }
+                            kept += 1;
+                        }
+                    }
+                }
+                entry.by_cap.truncate(kept);
             }
         }
         for &slot in &done {
@@ -1018,6 +1076,12 @@ impl Ccm {
         let unit = sub_core / self.sub_cores.max(1);
         if let Some(entry) = self.sub.get_mut(sub_core as usize) {
             entry.occupied = entry.occupied.saturating_sub(1);
+            if let Some(bit) = 1_u64.checked_shl(slot - sub_core * self.slots_per_sub_core) {
+                entry.free |= bit;
+            }
+        }
+        if let Some(free) = self.unit_free.get_mut(unit as usize) {
+            *free += 1;
         }
         self.active_items = self.active_items.saturating_sub(1);
         if self.active_items == 0 {
@@ -1075,6 +1139,7 @@ impl Ccm {
             sub.issuing.clear();
             sub.by_cap.clear();
             sub.occupied = 0;
+            sub.free = all_free(self.slots_per_sub_core);
             sub.updated = now;
         }
         for index in 0..self.sub.len() {
@@ -1088,6 +1153,8 @@ impl Ccm {
             self.memory_timers.set(index as u32, Ticks::NEVER);
         }
         self.memory_joined = 0;
+        let per_unit = self.sub_cores.saturating_mul(self.slots_per_sub_core);
+        self.unit_free.iter_mut().for_each(|free| *free = per_unit);
         let rotation = self.sub_cores.saturating_sub(1);
         self.last_sub_core
             .iter_mut()
@@ -1165,6 +1232,15 @@ fn channel_share(bytes: u64, count: u64, total: u64, channels: u32) -> f64 {
     }
     let placed = (total as f64 * firmware::kernels::DRAM_BURST_BYTES as f64).min(bytes as f64);
     placed * count as f64 / total as f64 + (bytes as f64 - placed) / channels
+}
+
+/// The free-slot mask of an empty sub-core of `slots` µthreads (its first 64).
+fn all_free(slots: u32) -> u64 {
+    if slots >= 64 {
+        u64::MAX
+    } else {
+        (1_u64 << slots) - 1
+    }
 }
 
 fn burst_ticks(config: &DeviceConfig) -> u64 {
@@ -1316,7 +1392,7 @@ mod tests {
             let Some((at, ())) = queue.pop() else {
                 break;
             };
-            for item in ccm.on_wake(at, memory) {
+            for item in &ccm.on_wake(at, memory) {
                 ended.push((item.item, item.unit, at));
             }
         }
