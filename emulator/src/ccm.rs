@@ -278,20 +278,22 @@ impl MinTree {
             Some(leaf) => *leaf = key,
             None => return,
         }
+        // `value` is what `node` holds now: its parent is the least of it and its sibling.
+        let mut value = key;
         while node > 1 {
-            node /= 2;
-            let Some(&[left, right]) = self.nodes.get(2 * node..2 * node + 2) else {
+            let Some(&sibling) = self.nodes.get(node ^ 1) else {
                 break;
             };
-            let minimum = left.min(right);
+            value = value.min(sibling);
+            node /= 2;
             let Some(parent) = self.nodes.get_mut(node) else {
                 break;
             };
-            if *parent == minimum {
+            if *parent == value {
                 // Unchanged here, so unchanged above.
                 break;
             }
-            *parent = minimum;
+            *parent = value;
         }
     }
 }
@@ -909,12 +911,14 @@ impl Ccm {
             self.sub_timers.set(sub_core, earliest);
             return;
         }
-        let mut left = entry.by_cap.len();
+        // The items left to share, counted down in an `f64` (exact: far below 2^53), the
+        // value `to_f64` of the count gives.
+        let mut left = to_f64(entry.by_cap.len() as u64);
         for &(cap, slot) in &entry.by_cap {
-            let fair = capacity / to_f64(left as u64);
+            let fair = capacity / left;
             let share = cap.min(fair);
             capacity -= share;
-            left -= 1;
+            left -= 1.0;
             if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
                 if elapsed > 0.0 {
                     active.compute_left = (active.compute_left - active.share * elapsed).max(0.0);

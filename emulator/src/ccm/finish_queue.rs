@@ -79,17 +79,30 @@ impl FinishQueue {
             if first >= len {
                 break;
             }
-            let end = (first + ARITY).min(len);
-            let mut least = first;
-            let mut least_key = self.keys.get(first).copied().unwrap_or(u128::MAX);
-            for child in first + 1..end {
-                if let Some(&key) = self.keys.get(child) {
-                    if key < least_key {
-                        least = child;
-                        least_key = key;
+            let (least, least_key) = if let Some(&[a, b, c, d]) = self.keys.get(first..first + ARITY)
+            {
+                // Every child there (all but the last node's): the least of four in three
+                // comparisons (keys are distinct, so ties never decide).
+                let (left, left_key) = if b < a { (first + 1, b) } else { (first, a) };
+                let (right, right_key) = if d < c { (first + 3, d) } else { (first + 2, c) };
+                if right_key < left_key {
+                    (right, right_key)
+                } else {
+                    (left, left_key)
+                }
+            } else {
+                let mut least = first;
+                let mut least_key = self.keys.get(first).copied().unwrap_or(u128::MAX);
+                for child in first + 1..len {
+                    if let Some(&key) = self.keys.get(child) {
+                        if key < least_key {
+                            least = child;
+                            least_key = key;
+                        }
                     }
                 }
-            }
+                (least, least_key)
+            };
             if last <= least_key {
                 break;
             }
