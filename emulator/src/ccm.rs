@@ -125,14 +125,15 @@ use crate::config::{DeviceConfig, Scheduling};
 use crate::dram;
 use firmware::kernels::{ItemCost, Kernel};
 use shared_abi::Ticks;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
+mod end_queue;
 mod ended;
 mod finish_queue;
 pub mod interleave;
 
 pub use ended::EndedItems;
+use end_queue::EndQueue;
 use finish_queue::FinishQueue;
 
 /// An item that ended: where it ran and when it started (for the trace).
@@ -352,10 +353,8 @@ pub struct Ccm {
     active_items: u32,
     busy_since: Ticks,
     busy_total: Ticks,
-    /// Items whose parts are both done, by end: `(end, order of arrival, slot)`.
-    ends: BinaryHeap<Reverse<(Ticks, u64, u32)>>,
-    /// Items put into `ends` so far (ties at one end keep this order).
-    ends_pushed: u64,
+    /// Items whose parts are both done, by end (ties at one end in order of arrival).
+    ends: EndQueue,
     /// The earliest wake asked for and not yet delivered.
     wake_at: Option<Ticks>,
     /// Wakes to hand to the emulator.
@@ -432,8 +431,7 @@ impl Ccm {
             active_items: 0,
             busy_since: Ticks::ZERO,
             busy_total: Ticks::ZERO,
-            ends: BinaryHeap::new(),
-            ends_pushed: 0,
+            ends: EndQueue::default(),
             wake_at: None,
             wakes: Vec::new(),
             completions: VecDeque::new(),
@@ -464,10 +462,7 @@ impl Ccm {
     /// The earliest of the CCM's timers.
     fn next_time(&self) -> Ticks {
         let sub_cores = self.sub_timers.min().0;
-        let ends = self
-            .ends
-            .peek()
-            .map_or(Ticks::NEVER, |&Reverse((at, _, _))| at);
+        let ends = self.ends.peek().map_or(Ticks::NEVER, |(at, _)| at);
         sub_cores.min(self.memory_timers.min().0).min(ends)
     }
 
@@ -586,7 +581,7 @@ impl Ccm {
                 }
                 self.memory_due(now, channel);
             }
-            while let Some(&Reverse((at, _, slot))) = self.ends.peek() {
+            while let Some((at, slot)) = self.ends.peek() {
                 if at > now {
                     break;
                 }
@@ -725,10 +720,22 @@ impl Ccm {
             // time moves on: the new item's share is 0 until then, so it loses nothing.
             if let Some(entry) = self.sub.get_mut(sub_core as usize) {
                 entry.issuing.push(slot);
-                let at = entry.by_cap.partition_point(|&(other, other_slot)| {
-                    other.total_cmp(&cap).then(other_slot.cmp(&slot)).is_lt()
-                });
-                entry.by_cap.insert(at, (cap, slot));
+                // Into its place by cap then slot, from the back (the list is short): after
+                // the entries ordered before it, which the others follow.
+                entry.by_cap.push((cap, slot));
+                let mut at = entry.by_cap.len() - 1;
+                while let Some(&before) = at.checked_sub(1).and_then(|i| entry.by_cap.get(i)) {
+                    if before.0.total_cmp(&cap).then(before.1.cmp(&slot)).is_lt() {
+                        break;
+                    }
+                    if let Some(place) = entry.by_cap.get_mut(at) {
+                        *place = before;
+                    }
+                    at -= 1;
+                }
+                if let Some(place) = entry.by_cap.get_mut(at) {
+                    *place = (cap, slot);
+                }
             }
             if !touched.contains(&sub_core) {
                 touched.push(sub_core);
@@ -1063,8 +1070,7 @@ impl Ccm {
 
     /// Queues the end of the item in `slot` at `at`.
     fn push_end(&mut self, at: Ticks, slot: u32) {
-        self.ends.push(Reverse((at, self.ends_pushed, slot)));
-        self.ends_pushed += 1;
+        self.ends.push(at, slot);
     }
 
     /// The item in `slot` ends at `now`: runs its kernel code, reports it, frees the µthread
