@@ -183,6 +183,8 @@ struct Active {
     memory_done: bool,
     /// Channels on which its traffic is still outstanding.
     memory_parts: u32,
+    /// Its sub-core (kept: a division to find again).
+    sub_core: u32,
     /// The outcome of its kernel code, once run ahead of its end by an interleaved batch
     /// (`None`: not yet run; always `None` by default).
     outcome: Option<Result<(), firmware::FirmwareError>>,
@@ -621,7 +623,8 @@ impl Ccm {
     /// that took the unit's last item, in turn (M²NDP `ndp_unit.cc`,
     /// `connect_instruction_buffer_to_sub_core`: it deals instruction columns from
     /// `m_last_sub_core_fetched + 1`).
-    fn free_sub_core(&self, unit: u32) -> Option<u32> {
+    /// Returns the sub-core and its index within the unit.
+    fn free_sub_core(&self, unit: u32) -> Option<(u32, u32)> {
         if self.unit_free.get(unit as usize).is_none_or(|&free| free == 0) {
             return None;
         }
@@ -630,7 +633,7 @@ impl Ccm {
         let last = self.last_sub_core.get(unit as usize).copied().unwrap_or(0);
         // The sub-cores after `last`, wrapping: `(last + step) % count` for step 1..=count,
         // counted on instead of divided.
-        let mut local = last % count;
+        let mut local = if last < count { last } else { last % count };
         for _ in 0..self.sub_cores {
             local += 1;
             if local == count {
@@ -642,7 +645,7 @@ impl Ccm {
                 .get(index as usize)
                 .is_some_and(|entry| entry.occupied < self.slots_per_sub_core)
             {
-                return Some(index);
+                return Some((index, local));
             }
         }
         None
@@ -668,7 +671,7 @@ impl Ccm {
         memory: &M,
         touched: &mut Vec<u32>,
     ) -> bool {
-        let Some(sub_core) = self.free_sub_core(unit) else {
+        let Some((sub_core, local)) = self.free_sub_core(unit) else {
             return false;
         };
         let Some(item) = self.next_for(unit) else {
@@ -686,7 +689,7 @@ impl Ccm {
             return false;
         };
         if let Some(last) = self.last_sub_core.get_mut(unit as usize) {
-            *last = sub_core % self.sub_cores.max(1);
+            *last = local;
         }
         let (demand, cap) = self.compute_demand(&cost);
         if let Some(entry) = self.sub.get_mut(sub_core as usize) {
@@ -712,6 +715,7 @@ impl Ccm {
             compute_done: demand <= 0.0,
             memory_done: cost.bytes == 0,
             memory_parts: 0,
+            sub_core,
             outcome: None,
         };
         if !active.compute_done {
@@ -1082,7 +1086,7 @@ impl Ccm {
         memory: &M,
     ) -> Option<Ended> {
         let active = self.slots.get_mut(slot as usize)?.take()?;
-        let sub_core = slot / self.slots_per_sub_core.max(1);
+        let sub_core = active.sub_core;
         let unit = sub_core / self.sub_cores.max(1);
         if let Some(entry) = self.sub.get_mut(sub_core as usize) {
             entry.occupied = entry.occupied.saturating_sub(1);
