@@ -132,8 +132,8 @@ mod ended;
 mod finish_queue;
 pub mod interleave;
 
-pub use ended::EndedItems;
 use end_queue::EndQueue;
+pub use ended::EndedItems;
 use finish_queue::FinishQueue;
 
 /// An item that ended: where it ran and when it started (for the trace).
@@ -622,10 +622,14 @@ impl Ccm {
     /// The sub-core of `unit` its next item goes to: the first with a free slot after the one
     /// that took the unit's last item, in turn (M²NDP `ndp_unit.cc`,
     /// `connect_instruction_buffer_to_sub_core`: it deals instruction columns from
-    /// `m_last_sub_core_fetched + 1`).
-    /// Returns the sub-core and its index within the unit.
+    /// `m_last_sub_core_fetched + 1`), and its index within the unit. `None` when the unit
+    /// has no free slot.
     fn free_sub_core(&self, unit: u32) -> Option<(u32, u32)> {
-        if self.unit_free.get(unit as usize).is_none_or(|&free| free == 0) {
+        if self
+            .unit_free
+            .get(unit as usize)
+            .is_none_or(|&free| free == 0)
+        {
             return None;
         }
         let count = self.sub_cores.max(1);

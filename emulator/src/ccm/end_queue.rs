@@ -101,7 +101,11 @@ mod tests {
                     _ => now + next() % 20,
                 };
                 let slot = (next() % 1024) as u32;
-                if queue.sorted.back().is_some_and(|&(last, _, _)| Ticks(at) < last) {
+                if queue
+                    .sorted
+                    .back()
+                    .is_some_and(|&(last, _, _)| Ticks(at) < last)
+                {
                     from_heap += 1;
                 }
                 queue.push(Ticks(at), slot);
