@@ -1794,6 +1794,28 @@ mod tests {
     }
 
     #[test]
+    fn a_sub_core_of_more_than_64_uthreads_runs_them_all_at_once() {
+        // The free-slot mask covers a sub-core's first 64 µthreads, a scan the others: 70
+        // equal items share the sub-core and end together, before any of the next 70.
+        let config = compute_bound(1, 1, 70);
+        let mut ccm = Ccm::new(&config);
+        let ended = run(&mut ccm, knn(140, 64), 140);
+        let mut items: Vec<u32> = ended.iter().map(|&(item, _, _)| item).collect();
+        items.sort_unstable();
+        assert_eq!(items, (0..140).collect::<Vec<u32>>());
+        let first: Vec<Ticks> = ended
+            .iter()
+            .filter(|&&(item, _, _)| item < 70)
+            .map(|&(_, _, at)| at)
+            .collect();
+        assert!(first.iter().all(|&at| at == first[0]), "{ended:?}");
+        assert!(ended
+            .iter()
+            .filter(|&&(item, _, _)| item >= 70)
+            .all(|&(_, _, at)| at > first[0]));
+    }
+
+    #[test]
     fn busy_time_is_the_union_of_running_items_and_each_item_reports_once() {
         let config = config(1, 1, 2, Scheduling::Fifo);
         let mut ccm = Ccm::new(&config);

@@ -18,31 +18,30 @@ const UNUSED: Ended = Ended {
 /// The items that ended at one wake, in the order they ended: a slice (`Deref`), iterable by
 /// reference.
 #[derive(Clone, Debug)]
-pub enum EndedItems {
-    /// Up to eight items: the first `len` entries.
-    Inline {
-        /// The items.
-        items: [Ended; INLINE],
-        /// How many are used.
-        len: usize,
-    },
-    /// More items.
+pub struct EndedItems(Store);
+
+/// Where the items are.
+#[derive(Clone, Debug)]
+enum Store {
+    /// Up to [`INLINE`] items: the first `len` entries.
+    Inline { items: [Ended; INLINE], len: usize },
+    /// More.
     Heap(Vec<Ended>),
 }
 
 impl EndedItems {
     /// No items.
     pub(super) fn new() -> EndedItems {
-        EndedItems::Inline {
+        EndedItems(Store::Inline {
             items: [UNUSED; INLINE],
             len: 0,
-        }
+        })
     }
 
     /// Appends `ended`.
     pub(super) fn push(&mut self, ended: Ended) {
-        match self {
-            EndedItems::Inline { items, len } => {
+        match &mut self.0 {
+            Store::Inline { items, len } => {
                 if let Some(entry) = items.get_mut(*len) {
                     *entry = ended;
                     *len += 1;
@@ -50,10 +49,10 @@ impl EndedItems {
                     let mut heap = Vec::with_capacity(2 * INLINE);
                     heap.extend_from_slice(items);
                     heap.push(ended);
-                    *self = EndedItems::Heap(heap);
+                    self.0 = Store::Heap(heap);
                 }
             }
-            EndedItems::Heap(heap) => heap.push(ended),
+            Store::Heap(heap) => heap.push(ended),
         }
     }
 }
@@ -62,9 +61,9 @@ impl core::ops::Deref for EndedItems {
     type Target = [Ended];
 
     fn deref(&self) -> &[Ended] {
-        match self {
-            EndedItems::Inline { items, len } => items.get(..*len).unwrap_or(&[]),
-            EndedItems::Heap(heap) => heap,
+        match &self.0 {
+            Store::Inline { items, len } => items.get(..*len).unwrap_or(&[]),
+            Store::Heap(heap) => heap,
         }
     }
 }
@@ -102,7 +101,7 @@ mod tests {
             assert_eq!(&*ended, &want[..], "{count}");
             assert_eq!(ended.is_empty(), count == 0);
             assert_eq!((&ended).into_iter().count(), count);
-            assert_eq!(matches!(ended, EndedItems::Heap(_)), count > INLINE);
+            assert_eq!(matches!(ended.0, Store::Heap(_)), count > INLINE);
         }
     }
 }
