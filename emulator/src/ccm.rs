@@ -125,12 +125,15 @@ use crate::config::{DeviceConfig, Scheduling};
 use crate::dram;
 use firmware::kernels::{ItemCost, Kernel};
 use shared_abi::Ticks;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
+mod end_queue;
+mod ended;
 mod finish_queue;
 pub mod interleave;
 
+use end_queue::EndQueue;
+pub use ended::EndedItems;
 use finish_queue::FinishQueue;
 
 /// An item that ended: where it ran and when it started (for the trace).
@@ -180,6 +183,8 @@ struct Active {
     memory_done: bool,
     /// Channels on which its traffic is still outstanding.
     memory_parts: u32,
+    /// Its sub-core (kept: a division to find again).
+    sub_core: u32,
     /// The outcome of its kernel code, once run ahead of its end by an interleaved batch
     /// (`None`: not yet run; always `None` by default).
     outcome: Option<Result<(), firmware::FirmwareError>>,
@@ -210,6 +215,9 @@ struct SubCore {
     by_cap: Vec<(f64, u32)>,
     /// Slots in use (issuing, waiting for memory, or in their final latency).
     occupied: u32,
+    /// Bit `i`: the sub-core's slot `i` is free, for its first 64 slots (the rest, if any,
+    /// are found by a scan once these are taken).
+    free: u64,
     /// Time up to which `compute_left` is accounted.
     updated: Ticks,
 }
@@ -273,20 +281,22 @@ impl MinTree {
             Some(leaf) => *leaf = key,
             None => return,
         }
+        // `value` is what `node` holds now: its parent is the least of it and its sibling.
+        let mut value = key;
         while node > 1 {
-            node /= 2;
-            let Some(&[left, right]) = self.nodes.get(2 * node..2 * node + 2) else {
+            let Some(&sibling) = self.nodes.get(node ^ 1) else {
                 break;
             };
-            let minimum = left.min(right);
+            value = value.min(sibling);
+            node /= 2;
             let Some(parent) = self.nodes.get_mut(node) else {
                 break;
             };
-            if *parent == minimum {
+            if *parent == value {
                 // Unchanged here, so unchanged above.
                 break;
             }
-            *parent = minimum;
+            *parent = value;
         }
     }
 }
@@ -320,6 +330,8 @@ pub struct Ccm {
     sub_timers: MinTree,
     /// Per unit, the sub-core (0-based within the unit) that took its last item.
     last_sub_core: Vec<u32>,
+    /// Per unit, its free µthread slots (none: no sub-core of it can take an item).
+    unit_free: Vec<u32>,
     /// Scratch for [`Ccm::compute_due`]: the items whose instructions ended.
     scratch_done: Vec<u32>,
     /// Scratch for dispatch and item ends: the sub-cores an item started on.
@@ -343,10 +355,8 @@ pub struct Ccm {
     active_items: u32,
     busy_since: Ticks,
     busy_total: Ticks,
-    /// Items whose parts are both done, by end: `(end, order of arrival, slot)`.
-    ends: BinaryHeap<Reverse<(Ticks, u64, u32)>>,
-    /// Items put into `ends` so far (ties at one end keep this order).
-    ends_pushed: u64,
+    /// Items whose parts are both done, by end (ties at one end in order of arrival).
+    ends: EndQueue,
     /// The earliest wake asked for and not yet delivered.
     wake_at: Option<Ticks>,
     /// Wakes to hand to the emulator.
@@ -391,6 +401,7 @@ impl Ccm {
                     issuing: Vec::new(),
                     by_cap: Vec::new(),
                     occupied: 0,
+                    free: all_free(config.ccm_uthreads_per_sub_core),
                     updated: Ticks::ZERO,
                 })
                 .collect(),
@@ -398,6 +409,12 @@ impl Ccm {
             // The first item of a unit goes to its sub-core 0. Units, sub-cores and µthreads are
             // bounded by `DeviceConfig::validate` (MAX_UTHREADS) before a device is built.
             last_sub_core: vec![config.ccm_sub_cores.saturating_sub(1); config.ccm_units as usize],
+            unit_free: vec![
+                config
+                    .ccm_sub_cores
+                    .saturating_mul(config.ccm_uthreads_per_sub_core);
+                config.ccm_units as usize
+            ],
             scratch_done: Vec::new(),
             scratch_touched: Vec::new(),
             slots: vec![None; slots as usize],
@@ -416,8 +433,7 @@ impl Ccm {
             active_items: 0,
             busy_since: Ticks::ZERO,
             busy_total: Ticks::ZERO,
-            ends: BinaryHeap::new(),
-            ends_pushed: 0,
+            ends: EndQueue::default(),
             wake_at: None,
             wakes: Vec::new(),
             completions: VecDeque::new(),
@@ -448,10 +464,7 @@ impl Ccm {
     /// The earliest of the CCM's timers.
     fn next_time(&self) -> Ticks {
         let sub_cores = self.sub_timers.min().0;
-        let ends = self
-            .ends
-            .peek()
-            .map_or(Ticks::NEVER, |&Reverse((at, _, _))| at);
+        let ends = self.ends.peek().map_or(Ticks::NEVER, |(at, _)| at);
         sub_cores.min(self.memory_timers.min().0).min(ends)
     }
 
@@ -545,11 +558,11 @@ impl Ccm {
         &mut self,
         now: Ticks,
         memory: &M,
-    ) -> Vec<Ended> {
+    ) -> EndedItems {
         if self.wake_at == Some(now) {
             self.wake_at = None;
         }
-        let mut ended = Vec::new();
+        let mut ended = EndedItems::new();
         loop {
             // The channels items joined at `now` (in the item ends below) first.
             self.flush_memory();
@@ -570,12 +583,14 @@ impl Ccm {
                 }
                 self.memory_due(now, channel);
             }
-            while let Some(&Reverse((at, _, slot))) = self.ends.peek() {
+            while let Some((at, slot)) = self.ends.peek() {
                 if at > now {
                     break;
                 }
                 self.ends.pop();
-                ended.extend(self.item_end(now, slot, memory));
+                if let Some(item) = self.item_end(now, slot, memory) {
+                    ended.push(item);
+                }
             }
         }
         self.ask_wake();
@@ -607,14 +622,22 @@ impl Ccm {
     /// The sub-core of `unit` its next item goes to: the first with a free slot after the one
     /// that took the unit's last item, in turn (M²NDP `ndp_unit.cc`,
     /// `connect_instruction_buffer_to_sub_core`: it deals instruction columns from
-    /// `m_last_sub_core_fetched + 1`).
-    fn free_sub_core(&self, unit: u32) -> Option<u32> {
+    /// `m_last_sub_core_fetched + 1`), and its index within the unit. `None` when the unit
+    /// has no free slot.
+    fn free_sub_core(&self, unit: u32) -> Option<(u32, u32)> {
+        if self
+            .unit_free
+            .get(unit as usize)
+            .is_none_or(|&free| free == 0)
+        {
+            return None;
+        }
         let count = self.sub_cores.max(1);
         let first = unit.saturating_mul(self.sub_cores);
         let last = self.last_sub_core.get(unit as usize).copied().unwrap_or(0);
         // The sub-cores after `last`, wrapping: `(last + step) % count` for step 1..=count,
         // counted on instead of divided.
-        let mut local = last % count;
+        let mut local = if last < count { last } else { last % count };
         for _ in 0..self.sub_cores {
             local += 1;
             if local == count {
@@ -626,7 +649,7 @@ impl Ccm {
                 .get(index as usize)
                 .is_some_and(|entry| entry.occupied < self.slots_per_sub_core)
             {
-                return Some(index);
+                return Some((index, local));
             }
         }
         None
@@ -652,7 +675,7 @@ impl Ccm {
         memory: &M,
         touched: &mut Vec<u32>,
     ) -> bool {
-        let Some(sub_core) = self.free_sub_core(unit) else {
+        let Some((sub_core, local)) = self.free_sub_core(unit) else {
             return false;
         };
         let Some(item) = self.next_for(unit) else {
@@ -670,11 +693,17 @@ impl Ccm {
             return false;
         };
         if let Some(last) = self.last_sub_core.get_mut(unit as usize) {
-            *last = sub_core % self.sub_cores.max(1);
+            *last = local;
         }
         let (demand, cap) = self.compute_demand(&cost);
         if let Some(entry) = self.sub.get_mut(sub_core as usize) {
             entry.occupied += 1;
+            if let Some(bit) = 1_u64.checked_shl(slot - sub_core * self.slots_per_sub_core) {
+                entry.free &= !bit;
+            }
+        }
+        if let Some(free) = self.unit_free.get_mut(unit as usize) {
+            *free = free.saturating_sub(1);
         }
         if self.active_items == 0 {
             self.busy_since = now;
@@ -690,6 +719,7 @@ impl Ccm {
             compute_done: demand <= 0.0,
             memory_done: cost.bytes == 0,
             memory_parts: 0,
+            sub_core,
             outcome: None,
         };
         if !active.compute_done {
@@ -698,10 +728,22 @@ impl Ccm {
             // time moves on: the new item's share is 0 until then, so it loses nothing.
             if let Some(entry) = self.sub.get_mut(sub_core as usize) {
                 entry.issuing.push(slot);
-                let at = entry.by_cap.partition_point(|&(other, other_slot)| {
-                    other.total_cmp(&cap).then(other_slot.cmp(&slot)).is_lt()
-                });
-                entry.by_cap.insert(at, (cap, slot));
+                // Into its place by cap then slot, from the back (the list is short): after
+                // the entries ordered before it, which the others follow.
+                entry.by_cap.push((cap, slot));
+                let mut at = entry.by_cap.len() - 1;
+                while let Some(&before) = at.checked_sub(1).and_then(|i| entry.by_cap.get(i)) {
+                    if before.0.total_cmp(&cap).then(before.1.cmp(&slot)).is_lt() {
+                        break;
+                    }
+                    if let Some(place) = entry.by_cap.get_mut(at) {
+                        *place = before;
+                    }
+                    at -= 1;
+                }
+                if let Some(place) = entry.by_cap.get_mut(at) {
+                    *place = (cap, slot);
+                }
             }
             if !touched.contains(&sub_core) {
                 touched.push(sub_core);
@@ -721,17 +763,23 @@ impl Ccm {
         true
     }
 
-    /// A free µthread slot of `sub_core`.
+    /// The first free µthread slot of `sub_core`.
     fn free_slot(&self, sub_core: u32) -> Option<u32> {
         let first = sub_core.saturating_mul(self.slots_per_sub_core);
+        let mask = self.sub.get(sub_core as usize)?.free;
+        if mask != 0 {
+            return Some(first + mask.trailing_zeros());
+        }
+        // Past the mask's 64 slots (only with more per sub-core).
+        let start = first.saturating_add(64);
         let end = first.saturating_add(self.slots_per_sub_core);
         let end = (end as usize).min(self.slots.len());
         let position = self
             .slots
-            .get(first as usize..end)?
+            .get(start as usize..end)?
             .iter()
             .position(Option::is_none)?;
-        Some(first + position as u32)
+        Some(start + position as u32)
     }
 
     // ----- the shared resources ------------------------------------------------------------
@@ -878,12 +926,14 @@ impl Ccm {
             self.sub_timers.set(sub_core, earliest);
             return;
         }
-        let mut left = entry.by_cap.len();
+        // The items left to share, counted down in an `f64` (exact: far below 2^53), the
+        // value `to_f64` of the count gives.
+        let mut left = to_f64(entry.by_cap.len() as u64);
         for &(cap, slot) in &entry.by_cap {
-            let fair = capacity / to_f64(left as u64);
+            let fair = capacity / left;
             let share = cap.min(fair);
             capacity -= share;
-            left -= 1;
+            left -= 1.0;
             if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
                 if elapsed > 0.0 {
                     active.compute_left = (active.compute_left - active.share * elapsed).max(0.0);
@@ -934,7 +984,13 @@ impl Ccm {
         done.clear();
         if let Some(entry) = self.sub.get_mut(sub_core as usize) {
             let slots = &mut self.slots;
-            entry.issuing.retain(|&slot| {
+            // Keep the items that go on issuing, in order (a `retain`, written out: this is
+            // the hot path of every item).
+            let mut kept = 0;
+            for index in 0..entry.issuing.len() {
+                let Some(&slot) = entry.issuing.get(index) else {
+                    break;
+                };
                 let ended = match slots.get_mut(slot as usize) {
                     Some(Some(active)) if active.compute_end <= now => {
                         active.compute_done = true;
@@ -946,11 +1002,32 @@ impl Ccm {
                 };
                 if ended {
                     done.push(slot);
+                } else {
+                    if let Some(keep) = entry.issuing.get_mut(kept) {
+                        *keep = slot;
+                    }
+                    kept += 1;
                 }
-                !ended
-            });
+            }
+            entry.issuing.truncate(kept);
             if !done.is_empty() {
-                entry.by_cap.retain(|(_, slot)| !done.contains(slot));
+                // The same items leave `by_cap`: those just marked done (no other item there
+                // is, and no slot there is empty).
+                let mut kept = 0;
+                for index in 0..entry.by_cap.len() {
+                    let Some(&(cap, slot)) = entry.by_cap.get(index) else {
+                        break;
+                    };
+                    if let Some(Some(active)) = slots.get(slot as usize) {
+                        if !active.compute_done {
+                            if let Some(keep) = entry.by_cap.get_mut(kept) {
+                                *keep = (cap, slot);
+                            }
+                            kept += 1;
+                        }
+                    }
+                }
+                entry.by_cap.truncate(kept);
             }
         }
         for &slot in &done {
@@ -1001,8 +1078,7 @@ impl Ccm {
 
     /// Queues the end of the item in `slot` at `at`.
     fn push_end(&mut self, at: Ticks, slot: u32) {
-        self.ends.push(Reverse((at, self.ends_pushed, slot)));
-        self.ends_pushed += 1;
+        self.ends.push(at, slot);
     }
 
     /// The item in `slot` ends at `now`: runs its kernel code, reports it, frees the µthread
@@ -1014,10 +1090,16 @@ impl Ccm {
         memory: &M,
     ) -> Option<Ended> {
         let active = self.slots.get_mut(slot as usize)?.take()?;
-        let sub_core = slot / self.slots_per_sub_core.max(1);
+        let sub_core = active.sub_core;
         let unit = sub_core / self.sub_cores.max(1);
         if let Some(entry) = self.sub.get_mut(sub_core as usize) {
             entry.occupied = entry.occupied.saturating_sub(1);
+            if let Some(bit) = 1_u64.checked_shl(slot - sub_core * self.slots_per_sub_core) {
+                entry.free |= bit;
+            }
+        }
+        if let Some(free) = self.unit_free.get_mut(unit as usize) {
+            *free += 1;
         }
         self.active_items = self.active_items.saturating_sub(1);
         if self.active_items == 0 {
@@ -1075,6 +1157,7 @@ impl Ccm {
             sub.issuing.clear();
             sub.by_cap.clear();
             sub.occupied = 0;
+            sub.free = all_free(self.slots_per_sub_core);
             sub.updated = now;
         }
         for index in 0..self.sub.len() {
@@ -1088,6 +1171,8 @@ impl Ccm {
             self.memory_timers.set(index as u32, Ticks::NEVER);
         }
         self.memory_joined = 0;
+        let per_unit = self.sub_cores.saturating_mul(self.slots_per_sub_core);
+        self.unit_free.iter_mut().for_each(|free| *free = per_unit);
         let rotation = self.sub_cores.saturating_sub(1);
         self.last_sub_core
             .iter_mut()
@@ -1165,6 +1250,15 @@ fn channel_share(bytes: u64, count: u64, total: u64, channels: u32) -> f64 {
     }
     let placed = (total as f64 * firmware::kernels::DRAM_BURST_BYTES as f64).min(bytes as f64);
     placed * count as f64 / total as f64 + (bytes as f64 - placed) / channels
+}
+
+/// The free-slot mask of an empty sub-core of `slots` µthreads (its first 64).
+fn all_free(slots: u32) -> u64 {
+    if slots >= 64 {
+        u64::MAX
+    } else {
+        (1_u64 << slots) - 1
+    }
 }
 
 fn burst_ticks(config: &DeviceConfig) -> u64 {
@@ -1316,7 +1410,7 @@ mod tests {
             let Some((at, ())) = queue.pop() else {
                 break;
             };
-            for item in ccm.on_wake(at, memory) {
+            for item in &ccm.on_wake(at, memory) {
                 ended.push((item.item, item.unit, at));
             }
         }
@@ -1697,6 +1791,28 @@ mod tests {
         let ended = run(&mut ccm, knn(4, 64), 4);
         let end = cycles(&config, 51.0);
         assert!(ended.iter().all(|&(_, _, at)| at == end), "{ended:?}");
+    }
+
+    #[test]
+    fn a_sub_core_of_more_than_64_uthreads_runs_them_all_at_once() {
+        // The free-slot mask covers a sub-core's first 64 µthreads, a scan the others: 70
+        // equal items share the sub-core and end together, before any of the next 70.
+        let config = compute_bound(1, 1, 70);
+        let mut ccm = Ccm::new(&config);
+        let ended = run(&mut ccm, knn(140, 64), 140);
+        let mut items: Vec<u32> = ended.iter().map(|&(item, _, _)| item).collect();
+        items.sort_unstable();
+        assert_eq!(items, (0..140).collect::<Vec<u32>>());
+        let first: Vec<Ticks> = ended
+            .iter()
+            .filter(|&&(item, _, _)| item < 70)
+            .map(|&(_, _, at)| at)
+            .collect();
+        assert!(first.iter().all(|&at| at == first[0]), "{ended:?}");
+        assert!(ended
+            .iter()
+            .filter(|&&(item, _, _)| item >= 70)
+            .all(|&(_, _, at)| at > first[0]));
     }
 
     #[test]
