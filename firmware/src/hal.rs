@@ -120,6 +120,15 @@ pub trait DeviceMemory {
     /// the whole word.
     fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault>;
 
+    /// A hint that the caller will soon read the bytes around `address`: an implementation
+    /// MAY start bringing them closer (a hardware prefetch of the cache line), or do nothing
+    /// (this default). It is not an access: it returns nothing, changes nothing, never faults
+    /// (an address outside device memory is ignored), and a view that counts or times the
+    /// accesses MUST NOT count it. Kernels hint only addresses they computed from values they
+    /// already read, so the reads they make are the same with or without it.
+    #[inline(always)]
+    fn prefetch(&self, _address: DeviceAddress) {}
+
     /// Reads a plain-old-data value.
     fn read_value<T: FromBytes + IntoBytes + KnownLayout + Immutable>(
         &self,

@@ -324,6 +324,35 @@ pub(crate) fn read_words<M: DeviceMemory>(
     Ok(())
 }
 
+/// Items between a description and the later one whose offsets it hints: the CCM starts
+/// items about in index order (FIFO) or dealt out over its 16 units (round robin: a unit's
+/// next item is 16 on).
+pub(crate) const PREFETCH_ITEMS_AHEAD: u64 = 16;
+
+/// Bytes between two [`DeviceMemory::prefetch`] hints along an array: a common cache line.
+pub(crate) const PREFETCH_STRIDE_BYTES: u64 = 64;
+
+/// Hints (no read) the lines of the `count` words at `base + 4 * index`, at most
+/// `max_lines` of them: the front of an array run a later read will stream.
+#[inline(always)]
+pub(crate) fn prefetch_words<M: DeviceMemory>(
+    memory: &M,
+    base: u64,
+    index: u64,
+    count: u64,
+    max_lines: u64,
+) {
+    let start = base.wrapping_add(index.wrapping_mul(4));
+    let bytes = count
+        .wrapping_mul(4)
+        .min(max_lines.wrapping_mul(PREFETCH_STRIDE_BYTES));
+    let mut offset = 0;
+    while offset < bytes {
+        memory.prefetch(DeviceAddress(start.wrapping_add(offset)));
+        offset += PREFETCH_STRIDE_BYTES;
+    }
+}
+
 /// An item's vertices and their checked arc offsets.
 #[derive(Clone, Copy, Debug)]
 struct Span {
@@ -449,6 +478,7 @@ impl SsspKernel {
 
     /// Item `index`'s vertices and their offsets (read: the row packet and the next offset),
     /// checked not to decrease nor exceed `arcs`.
+    #[inline(always)]
     fn span<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<Span, FirmwareError> {
         if index >= self.items {
             return Err(FirmwareError::ArgumentOutOfRange);
@@ -466,28 +496,35 @@ impl SsspKernel {
                 .ok_or(FirmwareError::ArgumentOutOfRange)?,
         )
         .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
-        let mut offsets = [0_u32; VERTICES_PER_ITEM as usize + 1];
+        // Read straight into the value returned (a copy of the offsets just stored, as wider
+        // loads than those stores, would wait for them to reach the cache).
+        let mut span = Span {
+            first,
+            count,
+            offsets: [0_u32; VERTICES_PER_ITEM as usize + 1],
+        };
+        let row = count
+            .checked_add(1)
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         read_words(
             memory,
             self.parameters.offsets,
             first,
-            count
-                .checked_add(1)
-                .ok_or(FirmwareError::ArgumentOutOfRange)?,
-            &mut offsets,
+            row,
+            &mut span.offsets,
         )?;
+        // Not decreasing, so at most `arcs` exactly when the last one is (checked for all
+        // words at once, without a branch per word).
+        let mut ordered = true;
         let mut previous = 0_u32;
-        for offset in offsets.iter().take(count.saturating_add(1)) {
-            if *offset < previous || u64::from(*offset) > self.parameters.arcs {
-                return Err(FirmwareError::ArgumentOutOfRange);
-            }
+        for offset in span.offsets.iter().take(row) {
+            ordered &= *offset >= previous;
             previous = *offset;
         }
-        Ok(Span {
-            first,
-            count,
-            offsets,
-        })
+        if !ordered || u64::from(previous) > self.parameters.arcs {
+            return Err(FirmwareError::ArgumentOutOfRange);
+        }
+        Ok(span)
     }
 
     /// Item `index`: result offset `32 i`, 4 bytes per vertex, cost [`item_cost`] (its
@@ -506,6 +543,7 @@ impl SsspKernel {
             .get(..span.count)
             .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let vertices = span.count as u64;
+        self.prefetch_run(&span, memory);
         Ok(ItemSpec {
             result_offset: span
                 .first
@@ -521,12 +559,37 @@ impl SsspKernel {
         })
     }
 
+    /// Hints (no read) the offsets a later description reads: those of the item
+    /// [`PREFETCH_ITEMS_AHEAD`] on.
+    #[inline(always)]
+    fn prefetch_run<M: DeviceMemory>(&self, span: &Span, memory: &M) {
+        let ahead = span
+            .first
+            .wrapping_add(PREFETCH_ITEMS_AHEAD * u64::from(VERTICES_PER_ITEM));
+        prefetch_words(memory, self.parameters.offsets, ahead, 1, 1);
+    }
+
+    /// Hints (no read) what the next item's run will read first, as far as this item's
+    /// offsets tell: its distances packet and the front of its targets and weights (they
+    /// start where this item's arcs end). The items mostly end in their order.
+    #[inline(always)]
+    fn prefetch_next_run<M: DeviceMemory>(&self, span: &Span, memory: &M) {
+        let next = u64::from(span.offsets[span.count.min(VERTICES_PER_ITEM as usize)]);
+        let parameters = &self.parameters;
+        let first = span.first.wrapping_add(u64::from(VERTICES_PER_ITEM));
+        prefetch_words(memory, self.previous, first, u64::from(VERTICES_PER_ITEM), 1);
+        prefetch_words(memory, parameters.offsets, first, 1, 1);
+        prefetch_words(memory, parameters.targets, next, CHUNK_WORDS as u64, 2);
+        prefetch_words(memory, parameters.weights, next, CHUNK_WORDS as u64, 2);
+    }
+
     /// Runs item `index`: the new distance of each of its vertices (see the module docs),
     /// written at `4 v` of the result in one store once all are known (a failed item writes
     /// nothing).
     pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<(), FirmwareError> {
         let span = self.span(index, memory)?;
         let parameters = self.parameters;
+        self.prefetch_next_run(&span, memory);
         let mut targets = [0_u32; CHUNK_WORDS];
         let mut weights = [0_u32; CHUNK_WORDS];
         let mut packet = [0_u8; VECTOR_LANES * 4];
@@ -545,6 +608,13 @@ impl SsspKernel {
                 )
                 .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
                 read_words(memory, parameters.targets, arc, chunk, &mut targets)?;
+                // The neighbours' distances this chunk gathers, hinted before the weights'
+                // read so that both overlap (a hint past the graph is ignored; the loop below
+                // rejects such a target).
+                for target in targets.iter().take(chunk) {
+                    let address = self.previous.wrapping_add(u64::from(*target).wrapping_mul(4));
+                    memory.prefetch(DeviceAddress(address));
+                }
                 read_words(memory, parameters.weights, arc, chunk, &mut weights)?;
                 for (target, weight) in targets.iter().zip(weights.iter()).take(chunk) {
                     let target = u64::from(*target);
