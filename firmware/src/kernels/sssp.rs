@@ -577,7 +577,13 @@ impl SsspKernel {
         let next = u64::from(span.offsets[span.count.min(VERTICES_PER_ITEM as usize)]);
         let parameters = &self.parameters;
         let first = span.first.wrapping_add(u64::from(VERTICES_PER_ITEM));
-        prefetch_words(memory, self.previous, first, u64::from(VERTICES_PER_ITEM), 1);
+        prefetch_words(
+            memory,
+            self.previous,
+            first,
+            u64::from(VERTICES_PER_ITEM),
+            1,
+        );
         prefetch_words(memory, parameters.offsets, first, 1, 1);
         prefetch_words(memory, parameters.targets, next, CHUNK_WORDS as u64, 2);
         prefetch_words(memory, parameters.weights, next, CHUNK_WORDS as u64, 2);
@@ -612,7 +618,9 @@ impl SsspKernel {
                 // read so that both overlap (a hint past the graph is ignored; the loop below
                 // rejects such a target).
                 for target in targets.iter().take(chunk) {
-                    let address = self.previous.wrapping_add(u64::from(*target).wrapping_mul(4));
+                    let address = self
+                        .previous
+                        .wrapping_add(u64::from(*target).wrapping_mul(4));
                     memory.prefetch(DeviceAddress(address));
                 }
                 read_words(memory, parameters.weights, arc, chunk, &mut weights)?;
@@ -753,6 +761,80 @@ mod tests {
         let deepest = probe.high_water(&kernel, 0..kernel.items());
         std::println!("stack high-water, sssp: {deepest} bytes");
         assert!(deepest > 0 && deepest <= crate::hal::UTHREAD_STACK_BYTES);
+    }
+
+    /// Device memory that logs its reads and hints, in order: `(hint, address)`.
+    struct Logged<'a> {
+        inner: &'a FakeMemory,
+        log: core::cell::RefCell<Vec<(bool, u64)>>,
+    }
+
+    impl DeviceMemory for Logged<'_> {
+        fn size(&self) -> u64 {
+            self.inner.size()
+        }
+        fn read(
+            &self,
+            address: DeviceAddress,
+            buffer: &mut [u8],
+        ) -> Result<(), crate::hal::MemoryFault> {
+            self.log.borrow_mut().push((false, address.0));
+            self.inner.read(address, buffer)
+        }
+        fn write(
+            &self,
+            address: DeviceAddress,
+            data: &[u8],
+        ) -> Result<(), crate::hal::MemoryFault> {
+            self.inner.write(address, data)
+        }
+        fn prefetch(&self, address: DeviceAddress) {
+            self.log.borrow_mut().push((true, address.0));
+        }
+    }
+
+    #[test]
+    fn each_gathered_distance_is_hinted_before_it_is_read() {
+        let (memory, command) = setup(&path_graph(), &[7; 20]);
+        let kernel = SsspKernel::decode(&command, &memory).unwrap();
+        let logged = Logged {
+            inner: &memory,
+            log: Default::default(),
+        };
+        kernel.execute(1, &logged).unwrap();
+        let log = logged.log.into_inner();
+        // Per vertex: its own distance read, its targets read, the hints, its weights read,
+        // the gathers. A gather must have been hinted since the vertex's targets were read.
+        let distances = A..A + 4 * 20;
+        let (mut own, mut gathers) = (0, 0);
+        let mut hinted: Vec<u64> = Vec::new();
+        for (position, &(hint, address)) in log.iter().enumerate() {
+            if hint {
+                hinted.push(address);
+                continue;
+            }
+            if (TARGETS..WEIGHTS).contains(&address) {
+                hinted.clear();
+            }
+            if !distances.contains(&address) {
+                continue;
+            }
+            let next_read = log[position + 1..].iter().find(|(hint, _)| !hint);
+            if next_read.is_some_and(|&(_, next)| (TARGETS..WEIGHTS).contains(&next)) {
+                own += 1;
+                continue;
+            }
+            assert!(
+                hinted.contains(&address),
+                "the gather at {address:#x} was not hinted first: {log:x?}"
+            );
+            gathers += 1;
+        }
+        // Item 1: vertices 8..16, two arcs each on the path.
+        assert_eq!((own, gathers), (8, 16));
+        // The next item's distances packet and offsets are hinted too, never read.
+        assert!(log.contains(&(true, A + 4 * 16)));
+        assert!(!log.contains(&(false, A + 4 * 16 + 4)));
     }
 
     fn run_all(memory: &mut FakeMemory, command: &CommandDescriptor) -> SsspKernel {
