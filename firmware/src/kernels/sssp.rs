@@ -614,15 +614,6 @@ impl SsspKernel {
                 )
                 .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
                 read_words(memory, parameters.targets, arc, chunk, &mut targets)?;
-                // The neighbours' distances this chunk gathers, hinted before the weights'
-                // read so that both overlap (a hint past the graph is ignored; the loop below
-                // rejects such a target).
-                for target in targets.iter().take(chunk) {
-                    let address = self
-                        .previous
-                        .wrapping_add(u64::from(*target).wrapping_mul(4));
-                    memory.prefetch(DeviceAddress(address));
-                }
                 read_words(memory, parameters.weights, arc, chunk, &mut weights)?;
                 for (target, weight) in targets.iter().zip(weights.iter()).take(chunk) {
                     let target = u64::from(*target);
@@ -794,47 +785,46 @@ mod tests {
     }
 
     #[test]
-    fn each_gathered_distance_is_hinted_before_it_is_read() {
+    fn an_item_hints_what_the_next_items_run_and_a_later_description_read_first() {
         let (memory, command) = setup(&path_graph(), &[7; 20]);
         let kernel = SsspKernel::decode(&command, &memory).unwrap();
         let logged = Logged {
             inner: &memory,
             log: Default::default(),
         };
+        let hints = |log: &[(bool, u64)]| -> Vec<u64> {
+            log.iter()
+                .filter(|(hint, _)| *hint)
+                .map(|(_, address)| *address)
+                .collect()
+        };
+        // Item 1 ends at arc offsets[16] = 31 (vertex 0 has one arc, 1..16 two each): item 2's
+        // distances packet, offsets, and first two lines of targets and weights.
         kernel.execute(1, &logged).unwrap();
-        let log = logged.log.into_inner();
-        // Per vertex: its own distance read, its targets read, the hints, its weights read,
-        // the gathers. A gather must have been hinted since the vertex's targets were read.
-        let distances = A..A + 4 * 20;
-        let (mut own, mut gathers) = (0, 0);
-        let mut hinted: Vec<u64> = Vec::new();
-        for (position, &(hint, address)) in log.iter().enumerate() {
-            if hint {
-                hinted.push(address);
-                continue;
-            }
-            if (TARGETS..WEIGHTS).contains(&address) {
-                hinted.clear();
-            }
-            if !distances.contains(&address) {
-                continue;
-            }
-            let next_read = log[position + 1..].iter().find(|(hint, _)| !hint);
-            if next_read.is_some_and(|&(_, next)| (TARGETS..WEIGHTS).contains(&next)) {
-                own += 1;
-                continue;
-            }
-            assert!(
-                hinted.contains(&address),
-                "the gather at {address:#x} was not hinted first: {log:x?}"
-            );
-            gathers += 1;
-        }
-        // Item 1: vertices 8..16, two arcs each on the path.
-        assert_eq!((own, gathers), (8, 16));
-        // The next item's distances packet and offsets are hinted too, never read.
-        assert!(log.contains(&(true, A + 4 * 16)));
-        assert!(!log.contains(&(false, A + 4 * 16 + 4)));
+        let log = logged.log.take();
+        assert_eq!(
+            hints(&log),
+            [
+                A + 4 * 16,
+                OFFSETS + 4 * 16,
+                TARGETS + 4 * 31,
+                TARGETS + 4 * 31 + 64,
+                WEIGHTS + 4 * 31,
+                WEIGHTS + 4 * 31 + 64
+            ]
+        );
+        // The reads are the run's own: the offsets row, then per vertex its distance, its
+        // targets and weights, and its two neighbours' distances.
+        let reads: Vec<u64> = log
+            .iter()
+            .filter(|(hint, _)| !hint)
+            .map(|(_, address)| *address)
+            .collect();
+        assert_eq!(reads.len(), 1 + 8 * 5);
+        assert_eq!(reads[0], OFFSETS + 4 * 8);
+        // A description hints the offsets of the item 16 on (past the array: ignored).
+        kernel.item(1, &logged).unwrap();
+        assert_eq!(hints(&logged.log.take()), [OFFSETS + 4 * (8 + 16 * 8)]);
     }
 
     fn run_all(memory: &mut FakeMemory, command: &CommandDescriptor) -> SsspKernel {
