@@ -273,7 +273,7 @@ impl PageRankKernel {
         // A hint (no read) for a later description: the offsets of the item
         // `PREFETCH_ITEMS_AHEAD` on.
         let ahead = u64::from(index).wrapping_add(PREFETCH_ITEMS_AHEAD);
-        prefetch_words(memory, self.parameters.offsets, ahead, 1, 1);
+        prefetch_words::<_, 1>(memory, self.parameters.offsets, ahead);
         Ok(ItemSpec {
             result_offset: u64::from(index)
                 .checked_mul(RESULT_BYTES_PER_VERTEX)
@@ -293,14 +293,8 @@ impl PageRankKernel {
         let parameters = self.parameters;
         // Hints (no read) for the next item's run, which the items mostly end in the order
         // of: its offsets and the front of its sources (they start where this vertex's end).
-        prefetch_words(
-            memory,
-            parameters.offsets,
-            u64::from(index).wrapping_add(1),
-            2,
-            1,
-        );
-        prefetch_words(memory, parameters.sources, last, CHUNK_WORDS as u64, 2);
+        prefetch_words::<_, 1>(memory, parameters.offsets, u64::from(index).wrapping_add(1));
+        prefetch_words::<_, 2>(memory, parameters.sources, last);
         let mut sources = [0_u32; CHUNK_WORDS];
         let mut sum = GatherSum::new();
         let mut arc = first;

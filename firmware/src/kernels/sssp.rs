@@ -332,24 +332,15 @@ pub(crate) const PREFETCH_ITEMS_AHEAD: u64 = 16;
 /// Bytes between two [`DeviceMemory::prefetch`] hints along an array: a common cache line.
 pub(crate) const PREFETCH_STRIDE_BYTES: u64 = 64;
 
-/// Hints (no read) the lines of the `count` words at `base + 4 * index`, at most
-/// `max_lines` of them: the front of an array run a later read will stream.
+/// Hints (no read) `LINES` consecutive lines from the word at `base + 4 * index`: the front
+/// of an array run a later read will stream (a line past the run is a harmless hint).
 #[inline(always)]
-pub(crate) fn prefetch_words<M: DeviceMemory>(
-    memory: &M,
-    base: u64,
-    index: u64,
-    count: u64,
-    max_lines: u64,
-) {
+pub(crate) fn prefetch_words<M: DeviceMemory, const LINES: u64>(memory: &M, base: u64, index: u64) {
     let start = base.wrapping_add(index.wrapping_mul(4));
-    let bytes = count
-        .wrapping_mul(4)
-        .min(max_lines.wrapping_mul(PREFETCH_STRIDE_BYTES));
-    let mut offset = 0;
-    while offset < bytes {
-        memory.prefetch(DeviceAddress(start.wrapping_add(offset)));
-        offset += PREFETCH_STRIDE_BYTES;
+    for line in 0..LINES {
+        memory.prefetch(DeviceAddress(
+            start.wrapping_add(line.wrapping_mul(PREFETCH_STRIDE_BYTES)),
+        ));
     }
 }
 
@@ -566,7 +557,7 @@ impl SsspKernel {
         let ahead = span
             .first
             .wrapping_add(PREFETCH_ITEMS_AHEAD * u64::from(VERTICES_PER_ITEM));
-        prefetch_words(memory, self.parameters.offsets, ahead, 1, 1);
+        prefetch_words::<_, 1>(memory, self.parameters.offsets, ahead);
     }
 
     /// Hints (no read) what the next item's run will read first, as far as this item's
@@ -577,16 +568,10 @@ impl SsspKernel {
         let next = u64::from(span.offsets[span.count.min(VERTICES_PER_ITEM as usize)]);
         let parameters = &self.parameters;
         let first = span.first.wrapping_add(u64::from(VERTICES_PER_ITEM));
-        prefetch_words(
-            memory,
-            self.previous,
-            first,
-            u64::from(VERTICES_PER_ITEM),
-            1,
-        );
-        prefetch_words(memory, parameters.offsets, first, 1, 1);
-        prefetch_words(memory, parameters.targets, next, CHUNK_WORDS as u64, 2);
-        prefetch_words(memory, parameters.weights, next, CHUNK_WORDS as u64, 2);
+        prefetch_words::<_, 1>(memory, self.previous, first);
+        prefetch_words::<_, 1>(memory, parameters.offsets, first);
+        prefetch_words::<_, 2>(memory, parameters.targets, next);
+        prefetch_words::<_, 2>(memory, parameters.weights, next);
     }
 
     /// Runs item `index`: the new distance of each of its vertices (see the module docs),
