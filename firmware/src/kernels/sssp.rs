@@ -565,7 +565,10 @@ impl SsspKernel {
     /// start where this item's arcs end). The items mostly end in their order.
     #[inline(always)]
     fn prefetch_next_run<M: DeviceMemory>(&self, span: &Span, memory: &M) {
-        let next = u64::from(span.offsets[span.count.min(VERTICES_PER_ITEM as usize)]);
+        let Some(&next) = span.offsets.get(span.count) else {
+            return;
+        };
+        let next = u64::from(next);
         let parameters = &self.parameters;
         let first = span.first.wrapping_add(u64::from(VERTICES_PER_ITEM));
         prefetch_words::<_, 1>(memory, self.previous, first);
