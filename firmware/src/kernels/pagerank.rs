@@ -307,7 +307,7 @@ impl PageRankKernel {
             .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
             read_words(memory, parameters.sources, arc, chunk, &mut sources)?;
             // The contributions this chunk gathers, hinted before the loop reads them (a hint
-            // past the graph is ignored; the loop rejects such a source).
+            // for a source past the graph is harmless; the loop rejects such a source).
             for source in sources.iter().take(chunk) {
                 let address = self
                     .contributions
