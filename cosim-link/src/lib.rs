@@ -42,7 +42,7 @@ pub mod phys;
 #[cfg(not(loom))]
 #[allow(
     unsafe_code,
-    reason = "memfd mappings, SCM_RIGHTS, futex; the crate's only unsafe"
+    reason = "memfd mappings, SCM_RIGHTS, futex, a cache-line prefetch; the crate's only unsafe"
 )]
 pub mod shm;
 pub mod sync;

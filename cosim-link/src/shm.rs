@@ -351,6 +351,23 @@ impl MappedWords {
     }
 }
 
+/// Asks the CPU to bring the cache line holding `word` (a word of a mapping, or any word)
+/// into its caches: `prefetcht0` on x86-64, nothing elsewhere. A hint: it reads and writes
+/// nothing a program can see. The emulator's device memory hints the kernels' gathers with it.
+#[inline(always)]
+pub fn prefetch_line(word: &std::sync::atomic::AtomicU64) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: `_mm_prefetch` is unsafe only for its `#[target_feature(enable = "sse")]`:
+        // SSE is part of the x86-64 baseline, so every x86-64 CPU has it. A prefetch moves no
+        // data the program sees and never faults, whatever the address (here a live word).
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(word).cast::<i8>()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = word;
+}
+
 /// A shared-memory segment mapped for volatile access, as a kernel driver maps a device's
 /// memory (`ioremap`/`memremap`) and touches it only through `readq`/`writeq`-style
 /// accessors: each access is one volatile load or store of a whole, aligned value, never a

@@ -104,6 +104,21 @@ impl DeviceMemory for DeviceDram {
             self.write_long(address, data)
         }
     }
+
+    /// A hardware prefetch of the cache line holding `address` (x86-64: `prefetcht0`; no-op
+    /// elsewhere and outside device memory). It moves no byte and is not an access.
+    #[inline(always)]
+    fn prefetch(&self, address: DeviceAddress) {
+        let Ok(index) = usize::try_from(address.0 / 8) else {
+            return;
+        };
+        if address.0 >= self.size {
+            return;
+        }
+        if let Some(word) = self.segment.words().get(index) {
+            cosim_link::shm::prefetch_line(word);
+        }
+    }
 }
 
 impl DeviceDram {
@@ -705,6 +720,12 @@ impl<M: DeviceMemory> DeviceMemory for ChannelProfile<'_, M> {
         Ok(())
     }
 
+    #[inline(always)]
+    fn prefetch(&self, address: DeviceAddress) {
+        // Passed through, not counted: a hint is not an access.
+        self.inner.prefetch(address);
+    }
+
     fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
         // Dropped: the item's real run writes at its end. Bounds-checked as a write would be.
         let fault = MemoryFault {
@@ -840,6 +861,27 @@ mod profile_tests {
         assert!(cache.touch(5), "8192 bursts apart is another entry of 6144");
         assert!(!cache.touch(5 + size));
         assert!(!cache.touch(5), "evicted by the burst one cache size on");
+    }
+
+    #[test]
+    fn a_prefetch_is_not_an_access_the_profile_counts_or_caches() {
+        let dram = DeviceDram::new(1 << 16);
+        dram.write(DeviceAddress(0x200), &[9; 8]).unwrap();
+        let mut counts = [0_u64; 2];
+        let mut cache = BurstCache::default();
+        let profile = ChannelProfile::new(&dram, 2, 8, &mut counts, &mut cache);
+        // Inside, at the last byte, past the end and at the top of the address space: ignored.
+        for address in [0x200, (1 << 16) - 1, 1 << 16, u64::MAX] {
+            profile.prefetch(DeviceAddress(address));
+            dram.prefetch(DeviceAddress(address));
+        }
+        assert_eq!(profile.bursts(), 0);
+        // The prefetched burst is still a miss of the burst cache when really read.
+        let mut back = [0_u8; 8];
+        profile.read(DeviceAddress(0x200), &mut back).unwrap();
+        assert_eq!(back, [9; 8]);
+        assert_eq!(profile.bursts(), 1);
+        assert_eq!(counts, [1, 0], "0x200: 256-byte chunk 2, channel 0");
     }
 
     #[test]

@@ -404,6 +404,10 @@ impl DeviceMemory for Hardware {
     fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
         self.dram.write(address, data)
     }
+    #[inline(always)]
+    fn prefetch(&self, address: DeviceAddress) {
+        self.dram.prefetch(address)
+    }
 }
 
 impl DeviceAtomics for Hardware {

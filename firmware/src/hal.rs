@@ -68,7 +68,7 @@
 //! access is made from (kernels reach device memory only through the HAL, and their buffers
 //! are live in their frames during those calls), and prints the high-water mark below the
 //! caller's frame. Measured on x86-64, release profile (2 December 2026): OPT 3,601 bytes (all
-//! ten stages), KNN 1,225, SSSP 889, SSB 733, DLRM 537, PageRank 484 (every kernel; the QEMU port measures
+//! ten stages), KNN 1,225, SSSP 856, SSB 733, DLRM 537, PageRank 484 (every kernel; the QEMU port measures
 //! 2,892 for KNN and 3,380 for SSSP on rv32imac by stack painting, its HAL's frames included;
 //! SSSP's before its word reads lost a 256-byte staging buffer).
 //! The probe misses leaf calls
@@ -119,6 +119,15 @@ pub trait DeviceMemory {
     /// do so atomically (or store bytes individually), never by a plain load and store of
     /// the whole word.
     fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault>;
+
+    /// A hint that the caller will soon read the bytes around `address`: an implementation
+    /// MAY start bringing them closer (a hardware prefetch of the cache line), or do nothing
+    /// (this default). It is not an access: it returns nothing, changes nothing, never faults
+    /// (an address outside device memory is ignored), and a view that counts or times the
+    /// accesses MUST NOT count it. Kernels hint only addresses they computed from values they
+    /// already read, so the reads they make are the same with or without it.
+    #[inline(always)]
+    fn prefetch(&self, _address: DeviceAddress) {}
 
     /// Reads a plain-old-data value.
     fn read_value<T: FromBytes + IntoBytes + KnownLayout + Immutable>(

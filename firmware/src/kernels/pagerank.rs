@@ -92,7 +92,10 @@
 use crate::error::FirmwareError;
 use crate::hal::DeviceMemory;
 use crate::kernels::ranges::{checked_csr_offsets, checked_range, overlaps, word_bytes};
-use crate::kernels::sssp::{read_word, read_words, word_address, CHUNK_WORDS, RANDOM_ACCESS_BYTES};
+use crate::kernels::sssp::{
+    prefetch_words, read_word, read_words, word_address, CHUNK_WORDS, PREFETCH_ITEMS_AHEAD,
+    RANDOM_ACCESS_BYTES,
+};
 use crate::kernels::{ItemCost, ItemSpec, VECTOR_LANES};
 use shared_abi::{CommandDescriptor, DeviceAddress, KernelId};
 
@@ -267,6 +270,10 @@ impl PageRankKernel {
     /// its in-degree (read from the offsets).
     pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, FirmwareError> {
         let (first, last) = self.arcs(index, memory)?;
+        // A hint (no read) for a later description: the offsets of the item
+        // `PREFETCH_ITEMS_AHEAD` on.
+        let ahead = u64::from(index).wrapping_add(PREFETCH_ITEMS_AHEAD);
+        prefetch_words::<_, 1>(memory, self.parameters.offsets, ahead);
         Ok(ItemSpec {
             result_offset: u64::from(index)
                 .checked_mul(RESULT_BYTES_PER_VERTEX)
@@ -284,6 +291,10 @@ impl PageRankKernel {
     pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<(), FirmwareError> {
         let (first, last) = self.arcs(index, memory)?;
         let parameters = self.parameters;
+        // Hints (no read) for the next item's run, which the items mostly end in the order
+        // of: its offsets and the front of its sources (they start where this vertex's end).
+        prefetch_words::<_, 1>(memory, parameters.offsets, u64::from(index).wrapping_add(1));
+        prefetch_words::<_, 2>(memory, parameters.sources, last);
         let mut sources = [0_u32; CHUNK_WORDS];
         let mut sum = GatherSum::new();
         let mut arc = first;
@@ -295,6 +306,14 @@ impl PageRankKernel {
             )
             .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
             read_words(memory, parameters.sources, arc, chunk, &mut sources)?;
+            // The contributions this chunk gathers, hinted before the loop reads them (a hint
+            // for a source past the graph is harmless; the loop rejects such a source).
+            for source in sources.iter().take(chunk) {
+                let address = self
+                    .contributions
+                    .wrapping_add(u64::from(*source).wrapping_mul(4));
+                memory.prefetch(DeviceAddress(address));
+            }
             for source in sources.iter().take(chunk) {
                 let source = u64::from(*source);
                 if source >= parameters.vertices {

@@ -324,6 +324,26 @@ pub(crate) fn read_words<M: DeviceMemory>(
     Ok(())
 }
 
+/// Items between a description and the later one whose offsets it hints: the CCM starts
+/// items about in index order (FIFO) or dealt out over its 16 units (round robin: a unit's
+/// next item is 16 on).
+pub(crate) const PREFETCH_ITEMS_AHEAD: u64 = 16;
+
+/// Bytes between two [`DeviceMemory::prefetch`] hints along an array: a common cache line.
+pub(crate) const PREFETCH_STRIDE_BYTES: u64 = 64;
+
+/// Hints (no read) `LINES` consecutive lines from the word at `base + 4 * index`: the front
+/// of an array run a later read will stream (a line past the run is a harmless hint).
+#[inline(always)]
+pub(crate) fn prefetch_words<M: DeviceMemory, const LINES: u64>(memory: &M, base: u64, index: u64) {
+    let start = base.wrapping_add(index.wrapping_mul(4));
+    for line in 0..LINES {
+        memory.prefetch(DeviceAddress(
+            start.wrapping_add(line.wrapping_mul(PREFETCH_STRIDE_BYTES)),
+        ));
+    }
+}
+
 /// An item's vertices and their checked arc offsets.
 #[derive(Clone, Copy, Debug)]
 struct Span {
@@ -449,6 +469,7 @@ impl SsspKernel {
 
     /// Item `index`'s vertices and their offsets (read: the row packet and the next offset),
     /// checked not to decrease nor exceed `arcs`.
+    #[inline(always)]
     fn span<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<Span, FirmwareError> {
         if index >= self.items {
             return Err(FirmwareError::ArgumentOutOfRange);
@@ -466,28 +487,35 @@ impl SsspKernel {
                 .ok_or(FirmwareError::ArgumentOutOfRange)?,
         )
         .map_err(|_| FirmwareError::ArgumentOutOfRange)?;
-        let mut offsets = [0_u32; VERTICES_PER_ITEM as usize + 1];
+        // Read straight into the value returned (a copy of the offsets just stored, as wider
+        // loads than those stores, would wait for them to reach the cache).
+        let mut span = Span {
+            first,
+            count,
+            offsets: [0_u32; VERTICES_PER_ITEM as usize + 1],
+        };
+        let row = count
+            .checked_add(1)
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         read_words(
             memory,
             self.parameters.offsets,
             first,
-            count
-                .checked_add(1)
-                .ok_or(FirmwareError::ArgumentOutOfRange)?,
-            &mut offsets,
+            row,
+            &mut span.offsets,
         )?;
+        // Not decreasing, so at most `arcs` exactly when the last one is (checked for all
+        // words at once, without a branch per word).
+        let mut ordered = true;
         let mut previous = 0_u32;
-        for offset in offsets.iter().take(count.saturating_add(1)) {
-            if *offset < previous || u64::from(*offset) > self.parameters.arcs {
-                return Err(FirmwareError::ArgumentOutOfRange);
-            }
+        for offset in span.offsets.iter().take(row) {
+            ordered &= *offset >= previous;
             previous = *offset;
         }
-        Ok(Span {
-            first,
-            count,
-            offsets,
-        })
+        if !ordered || u64::from(previous) > self.parameters.arcs {
+            return Err(FirmwareError::ArgumentOutOfRange);
+        }
+        Ok(span)
     }
 
     /// Item `index`: result offset `32 i`, 4 bytes per vertex, cost [`item_cost`] (its
@@ -506,6 +534,7 @@ impl SsspKernel {
             .get(..span.count)
             .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let vertices = span.count as u64;
+        self.prefetch_run(&span, memory);
         Ok(ItemSpec {
             result_offset: span
                 .first
@@ -521,12 +550,40 @@ impl SsspKernel {
         })
     }
 
+    /// Hints (no read) the offsets a later description reads: those of the item
+    /// [`PREFETCH_ITEMS_AHEAD`] on.
+    #[inline(always)]
+    fn prefetch_run<M: DeviceMemory>(&self, span: &Span, memory: &M) {
+        let ahead = span
+            .first
+            .wrapping_add(PREFETCH_ITEMS_AHEAD * u64::from(VERTICES_PER_ITEM));
+        prefetch_words::<_, 1>(memory, self.parameters.offsets, ahead);
+    }
+
+    /// Hints (no read) what the next item's run will read first, as far as this item's
+    /// offsets tell: its distances packet and the front of its targets and weights (they
+    /// start where this item's arcs end). The items mostly end in their order.
+    #[inline(always)]
+    fn prefetch_next_run<M: DeviceMemory>(&self, span: &Span, memory: &M) {
+        let Some(&next) = span.offsets.get(span.count) else {
+            return;
+        };
+        let next = u64::from(next);
+        let parameters = &self.parameters;
+        let first = span.first.wrapping_add(u64::from(VERTICES_PER_ITEM));
+        prefetch_words::<_, 1>(memory, self.previous, first);
+        prefetch_words::<_, 1>(memory, parameters.offsets, first);
+        prefetch_words::<_, 2>(memory, parameters.targets, next);
+        prefetch_words::<_, 2>(memory, parameters.weights, next);
+    }
+
     /// Runs item `index`: the new distance of each of its vertices (see the module docs),
     /// written at `4 v` of the result in one store once all are known (a failed item writes
     /// nothing).
     pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<(), FirmwareError> {
         let span = self.span(index, memory)?;
         let parameters = self.parameters;
+        self.prefetch_next_run(&span, memory);
         let mut targets = [0_u32; CHUNK_WORDS];
         let mut weights = [0_u32; CHUNK_WORDS];
         let mut packet = [0_u8; VECTOR_LANES * 4];
@@ -683,6 +740,79 @@ mod tests {
         let deepest = probe.high_water(&kernel, 0..kernel.items());
         std::println!("stack high-water, sssp: {deepest} bytes");
         assert!(deepest > 0 && deepest <= crate::hal::UTHREAD_STACK_BYTES);
+    }
+
+    /// Device memory that logs its reads and hints, in order: `(hint, address)`.
+    struct Logged<'a> {
+        inner: &'a FakeMemory,
+        log: core::cell::RefCell<Vec<(bool, u64)>>,
+    }
+
+    impl DeviceMemory for Logged<'_> {
+        fn size(&self) -> u64 {
+            self.inner.size()
+        }
+        fn read(
+            &self,
+            address: DeviceAddress,
+            buffer: &mut [u8],
+        ) -> Result<(), crate::hal::MemoryFault> {
+            self.log.borrow_mut().push((false, address.0));
+            self.inner.read(address, buffer)
+        }
+        fn write(
+            &self,
+            address: DeviceAddress,
+            data: &[u8],
+        ) -> Result<(), crate::hal::MemoryFault> {
+            self.inner.write(address, data)
+        }
+        fn prefetch(&self, address: DeviceAddress) {
+            self.log.borrow_mut().push((true, address.0));
+        }
+    }
+
+    #[test]
+    fn an_item_hints_what_the_next_items_run_and_a_later_description_read_first() {
+        let (memory, command) = setup(&path_graph(), &[7; 20]);
+        let kernel = SsspKernel::decode(&command, &memory).unwrap();
+        let logged = Logged {
+            inner: &memory,
+            log: Default::default(),
+        };
+        let hints = |log: &[(bool, u64)]| -> Vec<u64> {
+            log.iter()
+                .filter(|(hint, _)| *hint)
+                .map(|(_, address)| *address)
+                .collect()
+        };
+        // Item 1 ends at arc offsets[16] = 31 (vertex 0 has one arc, 1..16 two each): item 2's
+        // distances packet, offsets, and first two lines of targets and weights.
+        kernel.execute(1, &logged).unwrap();
+        let log = logged.log.take();
+        assert_eq!(
+            hints(&log),
+            [
+                A + 4 * 16,
+                OFFSETS + 4 * 16,
+                TARGETS + 4 * 31,
+                TARGETS + 4 * 31 + 64,
+                WEIGHTS + 4 * 31,
+                WEIGHTS + 4 * 31 + 64
+            ]
+        );
+        // The reads are the run's own: the offsets row, then per vertex its distance, its
+        // targets and weights, and its two neighbours' distances.
+        let reads: Vec<u64> = log
+            .iter()
+            .filter(|(hint, _)| !hint)
+            .map(|(_, address)| *address)
+            .collect();
+        assert_eq!(reads.len(), 1 + 8 * 5);
+        assert_eq!(reads[0], OFFSETS + 4 * 8);
+        // A description hints the offsets of the item 16 on (past the array: ignored).
+        kernel.item(1, &logged).unwrap();
+        assert_eq!(hints(&logged.log.take()), [OFFSETS + 4 * (8 + 16 * 8)]);
     }
 
     fn run_all(memory: &mut FakeMemory, command: &CommandDescriptor) -> SsspKernel {
