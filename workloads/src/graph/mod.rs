@@ -374,16 +374,45 @@ pub fn file_description(
 }
 
 /// A 1-based vertex id of a line, as 0-based.
-fn vertex_id(token: Option<&str>, vertices: u32, line: usize) -> Result<u32, GraphError> {
+fn vertex_id(token: Option<&[u8]>, vertices: u32, line: usize) -> Result<u32, GraphError> {
     let token = token.ok_or(GraphError::MissingVertex { line })?;
-    let id: u32 = token.parse().map_err(|_| GraphError::NotAVertex {
+    let id = parse_u32(token).ok_or_else(|| GraphError::NotAVertex {
         line,
-        token: token.to_owned(),
+        // A token of a line checked as text (split at ASCII whitespace): UTF-8 itself.
+        token: String::from_utf8_lossy(token).into_owned(),
     })?;
     if id == 0 || id > vertices {
         return Err(GraphError::VertexOutOfRange { line, id, vertices });
     }
     Ok(id - 1)
+}
+
+/// A decimal `u32`, as `str::parse::<u32>` reads it: an optional `+`, then at least one
+/// ASCII digit and nothing else; `None` for anything else or a value above `u32::MAX`.
+fn parse_u32(token: &[u8]) -> Option<u32> {
+    let digits = match token {
+        [b'+', rest @ ..] => rest,
+        _ => token,
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut value: u32 = 0;
+    for &byte in digits {
+        let digit = byte.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        value = value.checked_mul(10)?.checked_add(u32::from(digit))?;
+    }
+    Some(value)
+}
+
+/// The tokens of a line separated by ASCII whitespace (`str::split_ascii_whitespace` over
+/// bytes).
+fn ascii_tokens(line: &[u8]) -> impl Iterator<Item = &[u8]> {
+    line.split(u8::is_ascii_whitespace)
+        .filter(|token| !token.is_empty())
 }
 
 /// Parses a PACE-2016 `.gr` graph (see the module docs) with the default [`ReadLimits`].
@@ -399,22 +428,24 @@ pub fn parse_pace_gr_with(
     let mut lines = BoundedLines::new(reader, limits.line_bytes);
     let mut header: Option<(u32, usize)> = None;
     let mut edges = Vec::new();
-    while let Some((number, line)) = lines.next_line()? {
-        let mut tokens = line.split_ascii_whitespace();
+    while let Some((number, line)) = lines.next_text_bytes()? {
+        let mut tokens = ascii_tokens(line);
         match tokens.next() {
-            None | Some("c") => continue,
-            Some("p") => {
+            None | Some(b"c") => continue,
+            Some(b"p") => {
                 if header.is_some() {
                     return Err(GraphError::SecondHeader { line: number });
                 }
-                let (Some("tw"), Some(v), Some(e)) = (tokens.next(), tokens.next(), tokens.next())
+                let (Some(b"tw"), Some(v), Some(e)) = (tokens.next(), tokens.next(), tokens.next())
                 else {
                     return Err(GraphError::Header {
                         line: number,
                         expected: "p tw <vertices> <edges>",
                     });
                 };
-                let (announced, list) = header_counts(number, v, e)?;
+                // Tokens of a line checked as text: UTF-8 themselves.
+                let (v, e) = (String::from_utf8_lossy(v), String::from_utf8_lossy(e));
+                let (announced, list) = header_counts(number, &v, &e)?;
                 edges = list;
                 header = Some((announced.vertices, announced.edges));
             }
@@ -502,8 +533,8 @@ pub fn parse_mtx_with(reader: impl BufRead, limits: ReadLimits) -> Result<EdgeLi
                 size = Some((announced.vertices, announced.edges));
             }
             Some((vertices, count)) => {
-                let u = vertex_id(tokens.next(), vertices, number)?;
-                let v = vertex_id(tokens.next(), vertices, number)?;
+                let u = vertex_id(tokens.next().map(str::as_bytes), vertices, number)?;
+                let v = vertex_id(tokens.next().map(str::as_bytes), vertices, number)?;
                 push_edge(&mut edges, (u, v), count, number)?;
             }
         }
@@ -702,6 +733,26 @@ mod hostile;
 mod tests {
     use super::*;
     use crate::testing::chain;
+
+    #[test]
+    fn vertex_ids_are_read_as_str_parse_reads_them() {
+        let tokens: &[&[u8]] = &[
+            b"0", b"1", b"42", b"+7", b"+", b"-3", b"-", b"", b"4294967295", b"4294967296",
+            b"99999999999", b"00012", b"1a", b"a1", b"++1", b"+-1", b" 1", "\u{e9}".as_bytes(),
+        ];
+        for &token in tokens {
+            let text = std::str::from_utf8(token).unwrap();
+            assert_eq!(parse_u32(token), text.parse::<u32>().ok(), "{text:?}");
+        }
+        let words: Vec<&[u8]> = ascii_tokens(b" p\ttw  12\x0c3 \r").collect();
+        assert_eq!(
+            words,
+            " p\ttw  12\x0c3 \r"
+                .split_ascii_whitespace()
+                .map(str::as_bytes)
+                .collect::<Vec<_>>()
+        );
+    }
 
     fn triangle_plus_tail() -> EdgeList {
         EdgeList {
