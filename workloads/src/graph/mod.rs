@@ -374,21 +374,35 @@ pub fn file_description(
 }
 
 /// A 1-based vertex id of a line, as 0-based.
+#[inline]
 fn vertex_id(token: Option<&[u8]>, vertices: u32, line: usize) -> Result<u32, GraphError> {
-    let token = token.ok_or(GraphError::MissingVertex { line })?;
-    let id = parse_u32(token).ok_or_else(|| GraphError::NotAVertex {
-        line,
-        // A token of a line checked as text (split at ASCII whitespace): UTF-8 itself.
-        token: String::from_utf8_lossy(token).into_owned(),
-    })?;
-    if id == 0 || id > vertices {
-        return Err(GraphError::VertexOutOfRange { line, id, vertices });
+    match token.and_then(parse_u32) {
+        Some(id) if id != 0 && id <= vertices => Ok(id - 1),
+        _ => Err(not_a_vertex(token, vertices, line)),
     }
-    Ok(id - 1)
+}
+
+/// Why `token` is not a vertex id of a graph of `vertices` vertices (out of line: the
+/// parser's loop keeps only the test).
+#[cold]
+#[inline(never)]
+fn not_a_vertex(token: Option<&[u8]>, vertices: u32, line: usize) -> GraphError {
+    let Some(token) = token else {
+        return GraphError::MissingVertex { line };
+    };
+    match parse_u32(token) {
+        Some(id) => GraphError::VertexOutOfRange { line, id, vertices },
+        None => GraphError::NotAVertex {
+            line,
+            // A token of a line checked as text (split at ASCII whitespace): UTF-8 itself.
+            token: String::from_utf8_lossy(token).into_owned(),
+        },
+    }
 }
 
 /// A decimal `u32`, as `str::parse::<u32>` reads it: an optional `+`, then at least one
 /// ASCII digit and nothing else; `None` for anything else or a value above `u32::MAX`.
+#[inline]
 fn parse_u32(token: &[u8]) -> Option<u32> {
     let digits = match token {
         [b'+', rest @ ..] => rest,
@@ -398,6 +412,17 @@ fn parse_u32(token: &[u8]) -> Option<u32> {
         return None;
     }
     let mut value: u32 = 0;
+    if digits.len() <= 9 {
+        // Below 10^9: no overflow to check.
+        for &byte in digits {
+            let digit = byte.wrapping_sub(b'0');
+            if digit > 9 {
+                return None;
+            }
+            value = value * 10 + u32::from(digit);
+        }
+        return Some(value);
+    }
     for &byte in digits {
         let digit = byte.wrapping_sub(b'0');
         if digit > 9 {
@@ -410,9 +435,30 @@ fn parse_u32(token: &[u8]) -> Option<u32> {
 
 /// The tokens of a line separated by ASCII whitespace (`str::split_ascii_whitespace` over
 /// bytes).
-fn ascii_tokens(line: &[u8]) -> impl Iterator<Item = &[u8]> {
-    line.split(u8::is_ascii_whitespace)
-        .filter(|token| !token.is_empty())
+fn ascii_tokens(line: &[u8]) -> AsciiTokens<'_> {
+    AsciiTokens { rest: line }
+}
+
+/// See [`ascii_tokens`].
+struct AsciiTokens<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for AsciiTokens<'a> {
+    type Item = &'a [u8];
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let start = self.rest.iter().position(|byte| !byte.is_ascii_whitespace())?;
+        let rest = self.rest.get(start..).unwrap_or_default();
+        let length = rest
+            .iter()
+            .position(u8::is_ascii_whitespace)
+            .unwrap_or(rest.len());
+        let (token, after) = rest.split_at(length);
+        self.rest = after;
+        Some(token)
+    }
 }
 
 /// Parses a PACE-2016 `.gr` graph (see the module docs) with the default [`ReadLimits`].
@@ -744,14 +790,11 @@ mod tests {
             let text = std::str::from_utf8(token).unwrap();
             assert_eq!(parse_u32(token), text.parse::<u32>().ok(), "{text:?}");
         }
-        let words: Vec<&[u8]> = ascii_tokens(b" p\ttw  12\x0c3 \r").collect();
-        assert_eq!(
-            words,
-            " p\ttw  12\x0c3 \r"
-                .split_ascii_whitespace()
-                .map(str::as_bytes)
-                .collect::<Vec<_>>()
-        );
+        for line in [" p\ttw  12\x0c3 \r", "", "  \t", "1", "1 2", "c caf\u{e9} x\u{a0}y"] {
+            let words: Vec<&[u8]> = ascii_tokens(line.as_bytes()).collect();
+            let expected: Vec<&[u8]> = line.split_ascii_whitespace().map(str::as_bytes).collect();
+            assert_eq!(words, expected, "{line:?}");
+        }
     }
 
     fn triangle_plus_tail() -> EdgeList {
