@@ -134,6 +134,7 @@ impl LaunchTracker {
     /// The chunk at `offset` (`length` bytes) arrived in payload `payload_index`. Appends the
     /// tasks that became ready to `ready`, and returns whether no task reads the chunk (its
     /// slot may be freed at once).
+    #[inline]
     pub fn arrive(
         &mut self,
         offset: u64,
