@@ -382,6 +382,41 @@ fn vertex_id(token: Option<&[u8]>, vertices: u32, line: usize) -> Result<u32, Gr
     }
 }
 
+/// A vertex id read as a number ([`two_ids`]), as 0-based: as [`vertex_id`] reads its token.
+#[inline]
+fn vertex_id_number(id: u32, vertices: u32, line: usize) -> Result<u32, GraphError> {
+    if id == 0 || id > vertices {
+        return Err(GraphError::VertexOutOfRange { line, id, vertices });
+    }
+    Ok(id - 1)
+}
+
+/// The two numbers of a line that is exactly one to nine ASCII digits, one space and one to
+/// nine ASCII digits (below 10^9 each: no overflow); `None` for any other line.
+#[inline]
+fn two_ids(line: &[u8]) -> Option<(u32, u32)> {
+    let mut first = None;
+    let mut value: u32 = 0;
+    let mut digits = 0;
+    for &byte in line {
+        let digit = byte.wrapping_sub(b'0');
+        if digit <= 9 && digits < 9 {
+            value = value * 10 + u32::from(digit);
+            digits += 1;
+        } else if byte == b' ' && digits > 0 && first.is_none() {
+            first = Some(value);
+            value = 0;
+            digits = 0;
+        } else {
+            return None;
+        }
+    }
+    if digits == 0 {
+        return None;
+    }
+    Some((first?, value))
+}
+
 /// Why `token` is not a vertex id of a graph of `vertices` vertices (out of line: the
 /// parser's loop keeps only the test).
 #[cold]
@@ -475,6 +510,14 @@ pub fn parse_pace_gr_with(
     let mut header: Option<(u32, usize)> = None;
     let mut edges = Vec::new();
     while let Some((number, line)) = lines.next_text_bytes()? {
+        // The common line, two ids and one space between (`12 345`), in one pass; any other
+        // line goes through the tokens below, which read such a line the same way.
+        if let (Some((vertices, count)), Some((u, v))) = (header, two_ids(line)) {
+            let u = vertex_id_number(u, vertices, number)?;
+            let v = vertex_id_number(v, vertices, number)?;
+            push_edge(&mut edges, (u, v), count, number)?;
+            continue;
+        }
         let mut tokens = ascii_tokens(line);
         match tokens.next() {
             None | Some(b"c") => continue,
@@ -779,6 +822,28 @@ mod hostile;
 mod tests {
     use super::*;
     use crate::testing::chain;
+
+    #[test]
+    fn an_edge_line_read_in_one_pass_reads_as_its_tokens_do() {
+        for line in [
+            "1 2", "12 345", "0 7", "123456789 987654321", "1234567890 1", "1 1234567890",
+            "1  2", " 1 2", "1 2 ", "1\t2", "1", "1 ", " 1", "", "1 2 3", "+1 2", "1 -2",
+            "c 1", "p 1", "1a 2", "01 002",
+        ] {
+            let tokens: Vec<&[u8]> = ascii_tokens(line.as_bytes()).collect();
+            let expected = match tokens[..] {
+                [u, v] if !line.contains(['\t', '+']) && line.split(' ').count() == 2 => {
+                    parse_u32(u).zip(parse_u32(v)).filter(|(u, v)| *u < 1_000_000_000 && *v < 1_000_000_000)
+                }
+                _ => None,
+            };
+            assert_eq!(two_ids(line.as_bytes()), expected, "{line:?}");
+            if let Some((u, v)) = two_ids(line.as_bytes()) {
+                assert_eq!(Some(u), parse_u32(tokens[0]));
+                assert_eq!(Some(v), parse_u32(tokens[1]));
+            }
+        }
+    }
 
     #[test]
     fn vertex_ids_are_read_as_str_parse_reads_them() {
