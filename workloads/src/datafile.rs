@@ -257,7 +257,8 @@ impl<R: BufRead> BoundedLines<R> {
         let Some((number, line)) = self.next_raw()? else {
             return Ok(None);
         };
-        let text = std::str::from_utf8(line).map_err(|_| DataFileError::NotText { line: number })?;
+        let text =
+            std::str::from_utf8(line).map_err(|_| DataFileError::NotText { line: number })?;
         Ok(Some((number, text)))
     }
 
@@ -613,13 +614,24 @@ mod tests {
     #[test]
     fn lines_in_the_buffer_and_across_its_refills_read_the_same() {
         let text = "c caf\u{e9}\r\np tw 3 2\n\n1 2\r\n2 3\nlast";
-        let expected = [(1, "c caf\u{e9}"), (2, "p tw 3 2"), (3, ""), (4, "1 2"), (5, "2 3"), (6, "last")];
+        let expected = [
+            (1, "c caf\u{e9}"),
+            (2, "p tw 3 2"),
+            (3, ""),
+            (4, "1 2"),
+            (5, "2 3"),
+            (6, "last"),
+        ];
         for capacity in [1, 2, 3, 5, 8, 64] {
             let reader = || io::BufReader::with_capacity(capacity, text.as_bytes());
             let mut lines = BoundedLines::new(reader(), 16);
             let mut bytes = BoundedLines::new(reader(), 16);
             for (number, line) in expected {
-                assert_eq!(lines.next_line().unwrap(), Some((number, line)), "{capacity}");
+                assert_eq!(
+                    lines.next_line().unwrap(),
+                    Some((number, line)),
+                    "{capacity}"
+                );
                 assert_eq!(
                     bytes.next_text_bytes().unwrap(),
                     Some((number, line.as_bytes())),

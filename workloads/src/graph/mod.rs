@@ -484,7 +484,10 @@ impl<'a> Iterator for AsciiTokens<'a> {
 
     #[inline]
     fn next(&mut self) -> Option<&'a [u8]> {
-        let start = self.rest.iter().position(|byte| !byte.is_ascii_whitespace())?;
+        let start = self
+            .rest
+            .iter()
+            .position(|byte| !byte.is_ascii_whitespace())?;
         let rest = self.rest.get(start..).unwrap_or_default();
         let length = rest
             .iter()
@@ -826,14 +829,34 @@ mod tests {
     #[test]
     fn an_edge_line_read_in_one_pass_reads_as_its_tokens_do() {
         for line in [
-            "1 2", "12 345", "0 7", "123456789 987654321", "1234567890 1", "1 1234567890",
-            "1  2", " 1 2", "1 2 ", "1\t2", "1", "1 ", " 1", "", "1 2 3", "+1 2", "1 -2",
-            "c 1", "p 1", "1a 2", "01 002",
+            "1 2",
+            "12 345",
+            "0 7",
+            "123456789 987654321",
+            "1234567890 1",
+            "1 1234567890",
+            "1  2",
+            " 1 2",
+            "1 2 ",
+            "1\t2",
+            "1",
+            "1 ",
+            " 1",
+            "",
+            "1 2 3",
+            "+1 2",
+            "1 -2",
+            "c 1",
+            "p 1",
+            "1a 2",
+            "01 002",
         ] {
             let tokens: Vec<&[u8]> = ascii_tokens(line.as_bytes()).collect();
             let expected = match tokens[..] {
                 [u, v] if !line.contains(['\t', '+']) && line.split(' ').count() == 2 => {
-                    parse_u32(u).zip(parse_u32(v)).filter(|(u, v)| *u < 1_000_000_000 && *v < 1_000_000_000)
+                    parse_u32(u)
+                        .zip(parse_u32(v))
+                        .filter(|(u, v)| *u < 1_000_000_000 && *v < 1_000_000_000)
                 }
                 _ => None,
             };
@@ -848,14 +871,37 @@ mod tests {
     #[test]
     fn vertex_ids_are_read_as_str_parse_reads_them() {
         let tokens: &[&[u8]] = &[
-            b"0", b"1", b"42", b"+7", b"+", b"-3", b"-", b"", b"4294967295", b"4294967296",
-            b"99999999999", b"00012", b"1a", b"a1", b"++1", b"+-1", b" 1", "\u{e9}".as_bytes(),
+            b"0",
+            b"1",
+            b"42",
+            b"+7",
+            b"+",
+            b"-3",
+            b"-",
+            b"",
+            b"4294967295",
+            b"4294967296",
+            b"99999999999",
+            b"00012",
+            b"1a",
+            b"a1",
+            b"++1",
+            b"+-1",
+            b" 1",
+            "\u{e9}".as_bytes(),
         ];
         for &token in tokens {
             let text = std::str::from_utf8(token).unwrap();
             assert_eq!(parse_u32(token), text.parse::<u32>().ok(), "{text:?}");
         }
-        for line in [" p\ttw  12\x0c3 \r", "", "  \t", "1", "1 2", "c caf\u{e9} x\u{a0}y"] {
+        for line in [
+            " p\ttw  12\x0c3 \r",
+            "",
+            "  \t",
+            "1",
+            "1 2",
+            "c caf\u{e9} x\u{a0}y",
+        ] {
             let words: Vec<&[u8]> = ascii_tokens(line.as_bytes()).collect();
             let expected: Vec<&[u8]> = line.split_ascii_whitespace().map(str::as_bytes).collect();
             assert_eq!(words, expected, "{line:?}");

@@ -100,7 +100,12 @@ pub fn compare_block(
     for (value, word) in rest.iter_mut().zip(words.remainder().chunks_exact(4)) {
         *value = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
     }
-    compare_words(vertex, rest.get(..tail.len()).unwrap_or_default(), tail, &mut changed);
+    compare_words(
+        vertex,
+        rest.get(..tail.len()).unwrap_or_default(),
+        tail,
+        &mut changed,
+    );
     let vertices = count as u64;
     let cost = HostCost {
         operations: TASK_FIXED_OPERATIONS + vertices.div_ceil(16) * OPERATIONS_PER_16_VERTICES,
@@ -175,7 +180,13 @@ mod tests {
             for changed_every in [1_u32, 3, 16, 17, 100] {
                 let known: Vec<u32> = (0..count + 5).map(|v| v * 7).collect();
                 let new: Vec<u32> = (0..count)
-                    .map(|i| if i % changed_every == 0 { i * 7 + 1 } else { (i + 2) * 7 })
+                    .map(|i| {
+                        if i % changed_every == 0 {
+                            i * 7 + 1
+                        } else {
+                            (i + 2) * 7
+                        }
+                    })
                     .collect();
                 let mut distances = known.clone();
                 let (changed, _) = compare_block(2, &bytes(&new), &mut distances).unwrap();
