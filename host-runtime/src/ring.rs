@@ -120,8 +120,9 @@ pub enum RingError {
 /// Two ways to use it. [`MetadataConsumer::poll`] reads the new records at once and counts
 /// them consumed: its [`MetadataConsumer::head`] is the metadata head to publish (H2). The AXLE
 /// runtime instead takes new records as a *batch*, an index range
-/// ([`MetadataConsumer::poll_batch`]), reads each record later with
-/// [`MetadataConsumer::read_record`], and releases the slots itself, gap-aware, once the
+/// ([`MetadataConsumer::poll_batch`]), reads the batch's records later, a run at a time
+/// ([`MetadataConsumer::read_records`]; one record: [`MetadataConsumer::read_record`]), and
+/// releases the slots itself, gap-aware, once the
 /// records have been read (`modes::axle::AxleRing`): there [`MetadataConsumer::head`] is only
 /// the poll cursor, and the head it publishes is the released one.
 #[derive(Clone, Debug)]
