@@ -216,7 +216,12 @@ pub fn check(data: &[u8]) {
                     assert!(record.payload_slot < layout.payload_capacity());
                     // The runtime's next steps with a record.
                     let index = payloads.slot_index(record.payload_slot);
-                    let _ = tracker.arrive(record.result_offset, u64::from(record.length), index);
+                    let _ = tracker.arrive(
+                        record.result_offset,
+                        u64::from(record.length),
+                        index,
+                        &mut Vec::new(),
+                    );
                     let _ = read_payload(
                         &region,
                         &layout,

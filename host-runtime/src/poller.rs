@@ -20,7 +20,7 @@ use crate::modes::ModeTimer;
 use crate::runtime::{Host, RuntimeError, Timer};
 use crate::trace::HostSpanKind;
 use cosim_link::link::DeviceLink;
-use shared_abi::Ticks;
+use shared_abi::{MetadataRecord, Ticks};
 use zerocopy::IntoBytes;
 
 /// The poller over the host end of one AXLE ring.
@@ -33,6 +33,10 @@ pub(crate) struct Poller {
     /// AXLE_Interrupt: polls are interrupt handlers, and the workers that free slots send the
     /// flow-control stores, not the control thread.
     interrupts: bool,
+    /// Scratch: the records of the batch being taken.
+    records: Vec<MetadataRecord>,
+    /// Scratch: the tasks one record made ready.
+    ready: Vec<u32>,
 }
 
 impl Poller {
@@ -42,6 +46,8 @@ impl Poller {
             ring,
             started: Ticks::ZERO,
             interrupts,
+            records: Vec::new(),
+            ready: Vec::new(),
         }
     }
 
@@ -127,56 +133,72 @@ impl Poller {
         let Some(ring) = self.ring.as_mut() else {
             return;
         };
-        let Some(launch) = host.launch.as_mut() else {
+        if host.launch.is_none() {
             if let Err(error) = ring.drain_stale() {
                 host.fail(now, RuntimeError::Ring(error));
             }
             return;
-        };
+        }
         let taken = if batch { ring.pool().pop() } else { None };
         if let Some(batch) = taken {
-            for index in batch {
-                let (record, payload) = match ring.take_record(index) {
-                    Ok(taken) => taken,
-                    Err(error) => {
-                        host.fail(now, RuntimeError::Ring(error));
-                        return;
-                    }
-                };
-                if record.tag != launch.tag {
-                    let error = AxleRingError::ForeignTag {
-                        sequence: record.sequence,
-                        tag: record.tag,
-                        launch: launch.tag,
-                    };
-                    host.fail(now, RuntimeError::Ring(error));
-                    return;
-                }
-                launch.first_result.get_or_insert(now);
-                match launch
-                    .tracker
-                    .arrive(record.result_offset, u64::from(record.length), payload)
-                {
-                    Ok((ready, unread)) => {
-                        for task in ready {
-                            host.scheduler.ready(task);
-                        }
-                        if unread {
-                            // No task reads this payload, so none reads its record either.
-                            if let Err(error) = ring.consume(payload) {
-                                host.fail(now, RuntimeError::Ring(error));
-                                return;
-                            }
-                        }
-                    }
-                    Err(error) => {
-                        host.fail(now, error.into());
-                        return;
-                    }
-                }
+            // The batch's records are read at once (a run per region access), then taken one
+            // by one; the scratch vectors are kept for the next batch.
+            let mut records = std::mem::take(&mut self.records);
+            let mut ready = std::mem::take(&mut self.ready);
+            records.clear();
+            let read = ring.read_batch(batch.clone(), &mut records);
+            let taken = Self::take_batch(ring, host, now, batch.start, &records, &mut ready);
+            self.records = records;
+            self.ready = ready;
+            // A record that failed to read comes after every record read before it.
+            if let Err(error) = taken.and(read.map_err(RuntimeError::Ring)) {
+                host.fail(now, error);
+                return;
             }
         }
         self.send_flow_control(host, now, link);
+    }
+
+    /// Takes the records of a batch read from the ring, `first` the index of `records[0]`:
+    /// claims each one's payload slot, checks its tag, and tells the launch's tracker, whose
+    /// ready tasks go to the scheduler; a payload no task reads is consumed at once.
+    fn take_batch(
+        ring: &mut AxleRing,
+        host: &mut Host<'_>,
+        now: Ticks,
+        first: u64,
+        records: &[MetadataRecord],
+        ready: &mut Vec<u32>,
+    ) -> Result<(), RuntimeError> {
+        let Some(launch) = host.launch.as_mut() else {
+            return Ok(());
+        };
+        for (index, record) in (first..).zip(records) {
+            let payload = ring.claim(index, record).map_err(RuntimeError::Ring)?;
+            if record.tag != launch.tag {
+                return Err(RuntimeError::Ring(AxleRingError::ForeignTag {
+                    sequence: record.sequence,
+                    tag: record.tag,
+                    launch: launch.tag,
+                }));
+            }
+            launch.first_result.get_or_insert(now);
+            ready.clear();
+            let unread = launch.tracker.arrive(
+                record.result_offset,
+                u64::from(record.length),
+                payload,
+                ready,
+            )?;
+            for &task in ready.iter() {
+                host.scheduler.ready(task);
+            }
+            if unread {
+                // No task reads this payload, so none reads its record either.
+                ring.consume(payload).map_err(RuntimeError::Ring)?;
+            }
+        }
+        Ok(())
     }
 
     /// Sends the heads back in one flow-control store if they moved: on the control thread

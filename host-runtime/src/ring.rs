@@ -120,8 +120,9 @@ pub enum RingError {
 /// Two ways to use it. [`MetadataConsumer::poll`] reads the new records at once and counts
 /// them consumed: its [`MetadataConsumer::head`] is the metadata head to publish (H2). The AXLE
 /// runtime instead takes new records as a *batch*, an index range
-/// ([`MetadataConsumer::poll_batch`]), reads each record later with
-/// [`MetadataConsumer::read_record`], and releases the slots itself, gap-aware, once the
+/// ([`MetadataConsumer::poll_batch`]), reads the batch's records later, a run at a time
+/// ([`MetadataConsumer::read_records`]; one record: [`MetadataConsumer::read_record`]), and
+/// releases the slots itself, gap-aware, once the
 /// records have been read (`modes::axle::AxleRing`): there [`MetadataConsumer::head`] is only
 /// the poll cursor, and the head it publishes is the released one.
 #[derive(Clone, Debug)]
@@ -477,10 +478,28 @@ impl GapAwareHead {
         self.set_consumed(slot, true);
         self.held += 1;
         let mut advanced = false;
-        while self.is_consumed(u64::from(self.head_slot)) {
-            self.set_consumed(u64::from(self.head_slot), false);
-            self.advance();
-            self.held -= 1;
+        // The head moves over the run of consumed slots from its own, a word of bits at a
+        // time (no bit at or beyond the capacity is ever set, so a run ends there).
+        loop {
+            let slot = u64::from(self.head_slot);
+            let Some(bits) = self.consumed.get_mut((slot / 64) as usize) else {
+                break;
+            };
+            // The run is the ones from the head's bit up (at most 64 - shift of them).
+            let shift = slot % 64;
+            let run = (*bits >> shift).trailing_ones();
+            if run == 0 {
+                break;
+            }
+            let ones = if run == 64 { u64::MAX } else { (1 << run) - 1 };
+            *bits &= !(ones << shift);
+            // run <= the slots from the head's to the capacity (the bits beyond are clear).
+            self.head += u64::from(run);
+            self.head_slot += run;
+            if self.head_slot >= self.capacity {
+                self.head_slot = 0;
+            }
+            self.held -= u64::from(run);
             advanced = true;
         }
         Ok(advanced)
@@ -1035,8 +1054,9 @@ mod tests {
     proptest! {
         #[test]
         fn tracker_matches_reference_under_out_of_order_consumption(
-            capacity in 1u32..12,
-            steps in proptest::collection::vec((0u32..16, 0u8..10), 1..200),
+            // Small rings, and rings of more than one word of bits (a run across words).
+            capacity in prop_oneof![1u32..12, 60u32..140],
+            steps in proptest::collection::vec((0u32..160, 0u8..10), 1..400),
         ) {
             let mut tracker = tracker(capacity);
             let mut reference = Reference::default();

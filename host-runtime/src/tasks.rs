@@ -131,52 +131,74 @@ impl LaunchTracker {
         (0..self.tasks.len() as u32).collect()
     }
 
-    /// The chunk at `offset` (`length` bytes) arrived in payload `payload_index`. Returns the
-    /// tasks that became ready, and whether no task reads the chunk (its slot may be freed at
-    /// once).
+    /// The chunk at `offset` (`length` bytes) arrived in payload `payload_index`. Appends the
+    /// tasks that became ready to `ready`, and returns whether no task reads the chunk (its
+    /// slot may be freed at once).
+    #[inline]
     pub fn arrive(
         &mut self,
         offset: u64,
         length: u64,
         payload_index: u64,
-    ) -> Result<(Vec<u32>, bool), TrackError> {
-        let bad = TrackError::BadRange {
-            offset,
-            length,
-            result_length: self.result_length,
+        ready: &mut Vec<u32>,
+    ) -> Result<bool, TrackError> {
+        // One division: the chunk, and whether the offset is its start.
+        let chunk = offset / self.chunk_bytes;
+        if chunk * self.chunk_bytes != offset
+            || offset >= self.result_length
+            || length != (self.result_length - offset).min(self.chunk_bytes)
+        {
+            return Err(TrackError::BadRange {
+                offset,
+                length,
+                result_length: self.result_length,
+            });
+        }
+        // Below the chunk count (`offset` is inside the result), a usize.
+        let chunk = chunk as usize;
+        let Some(arrived) = self.payload.get_mut(chunk) else {
+            return Err(TrackError::BadRange {
+                offset,
+                length,
+                result_length: self.result_length,
+            });
         };
-        if offset % self.chunk_bytes != 0 || offset >= self.result_length {
-            return Err(bad);
-        }
-        let chunk = (offset / self.chunk_bytes) as usize;
-        let expected = (self.result_length - offset).min(self.chunk_bytes);
-        if length != expected {
-            return Err(bad);
-        }
-        if self.payload[chunk].is_some() {
+        if arrived.is_some() {
             return Err(TrackError::Duplicate { offset });
         }
-        self.payload[chunk] = Some(payload_index);
+        *arrived = Some(payload_index);
         self.arrived += 1;
-        let range = offset..offset + length;
-        let mut ready = Vec::new();
+        let end = offset + length;
         // The chunk's readers, borrowed by field so that `missing` can change while they are
         // read (a copy of the list cost one allocation per record).
-        let start = self.chunk_task_start[chunk] as usize;
-        let end = self.chunk_task_start[chunk + 1] as usize;
-        for &task in &self.chunk_task_list[start..end] {
-            let needs = &self.tasks[task as usize].needs;
-            let overlap = needs
+        let readers = match (
+            self.chunk_task_start.get(chunk),
+            self.chunk_task_start.get(chunk + 1),
+        ) {
+            (Some(&start), Some(&stop)) => self
+                .chunk_task_list
+                .get(start as usize..stop as usize)
+                .unwrap_or_default(),
+            _ => &[],
+        };
+        for &task in readers {
+            let (Some(spec), Some(missing)) = (
+                self.tasks.get(task as usize),
+                self.missing.get_mut(task as usize),
+            ) else {
+                continue;
+            };
+            let overlap = spec
+                .needs
                 .end
-                .min(range.end)
-                .saturating_sub(needs.start.max(range.start));
-            let missing = &mut self.missing[task as usize];
+                .min(end)
+                .saturating_sub(spec.needs.start.max(offset));
             *missing -= overlap.min(*missing);
             if *missing == 0 && overlap > 0 {
                 ready.push(task);
             }
         }
-        Ok((ready, self.readers[chunk] == 0))
+        Ok(self.readers.get(chunk) == Some(&0))
     }
 
     /// The chunks (offset, length, payload index) a task reads, in offset order.
@@ -266,11 +288,13 @@ mod tests {
     fn task_is_ready_only_when_every_chunk_it_needs_arrived() {
         let mut tracker =
             LaunchTracker::new(vec![task(0, 0..64), task(1, 64..96)], 96, 32).unwrap();
-        let (ready, _) = tracker.arrive(32, 32, 0).unwrap();
+        let mut ready = Vec::new();
+        tracker.arrive(32, 32, 0, &mut ready).unwrap();
         assert!(ready.is_empty());
-        let (ready, _) = tracker.arrive(64, 32, 1).unwrap();
+        tracker.arrive(64, 32, 1, &mut ready).unwrap();
         assert_eq!(ready, vec![1]);
-        let (ready, _) = tracker.arrive(0, 32, 2).unwrap();
+        ready.clear();
+        tracker.arrive(0, 32, 2, &mut ready).unwrap();
         assert_eq!(ready, vec![0]);
     }
 
@@ -278,8 +302,9 @@ mod tests {
     fn slot_is_freed_when_its_last_reader_finishes() {
         let mut tracker =
             LaunchTracker::new(vec![task(0, 0..48), task(1, 16..64)], 64, 32).unwrap();
-        tracker.arrive(0, 32, 10).unwrap();
-        tracker.arrive(32, 32, 11).unwrap();
+        let mut ready = Vec::new();
+        assert!(!tracker.arrive(0, 32, 10, &mut ready).unwrap());
+        assert!(!tracker.arrive(32, 32, 11, &mut ready).unwrap());
         // Chunk 0 is read by both tasks, chunk 1 only by task 1.
         assert_eq!(tracker.finish(0), Vec::<u64>::new());
         assert_eq!(tracker.finish(1), vec![10, 11]);
@@ -289,21 +314,22 @@ mod tests {
     #[test]
     fn duplicate_and_misaligned_records_are_rejected() {
         let mut tracker = LaunchTracker::new(vec![task(0, 0..64)], 64, 32).unwrap();
-        tracker.arrive(0, 32, 0).unwrap();
+        let ready = &mut Vec::new();
+        tracker.arrive(0, 32, 0, ready).unwrap();
         assert!(matches!(
-            tracker.arrive(0, 32, 1),
+            tracker.arrive(0, 32, 1, ready),
             Err(TrackError::Duplicate { .. })
         ));
         assert!(matches!(
-            tracker.arrive(16, 32, 1),
+            tracker.arrive(16, 32, 1, ready),
             Err(TrackError::BadRange { .. })
         ));
         assert!(matches!(
-            tracker.arrive(32, 16, 1),
+            tracker.arrive(32, 16, 1, ready),
             Err(TrackError::BadRange { .. })
         ));
         assert!(matches!(
-            tracker.arrive(64, 32, 1),
+            tracker.arrive(64, 32, 1, ready),
             Err(TrackError::BadRange { .. })
         ));
     }

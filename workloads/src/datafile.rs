@@ -232,6 +232,9 @@ impl<R: Read> Read for Limited<R> {
 pub struct BoundedLines<R> {
     reader: R,
     line: Vec<u8>,
+    /// Bytes of the reader's buffer that the last line, returned in place, took (with its
+    /// line break): consumed at the next call.
+    pending: usize,
     number: usize,
     limit: usize,
 }
@@ -243,6 +246,7 @@ impl<R: BufRead> BoundedLines<R> {
             reader,
             // `limit` is a constant of this module or a test's, not a file's.
             line: Vec::with_capacity(limit.min(MAX_LINE_BYTES)),
+            pending: 0,
             number: 0,
             limit,
         }
@@ -250,8 +254,61 @@ impl<R: BufRead> BoundedLines<R> {
 
     /// The next line (1-based number, text without the line break), or `None` at the end.
     pub fn next_line(&mut self) -> Result<Option<(usize, &str)>, DataFileError> {
+        let Some((number, line)) = self.next_raw()? else {
+            return Ok(None);
+        };
+        let text =
+            std::str::from_utf8(line).map_err(|_| DataFileError::NotText { line: number })?;
+        Ok(Some((number, text)))
+    }
+
+    /// The next line as [`BoundedLines::next_line`] checks it (UTF-8 text, at most the limit),
+    /// as its bytes: for a parser that reads ASCII tokens. An ASCII line (every line of the
+    /// real inputs) is checked with one pass over its bytes, not the full UTF-8 decoder.
+    pub fn next_text_bytes(&mut self) -> Result<Option<(usize, &[u8])>, DataFileError> {
+        let Some((number, line)) = self.next_raw()? else {
+            return Ok(None);
+        };
+        if !line.is_ascii() && std::str::from_utf8(line).is_err() {
+            return Err(DataFileError::NotText { line: number });
+        }
+        Ok(Some((number, line)))
+    }
+
+    /// The next line's bytes, not yet checked as text (at most the limit).
+    fn next_raw(&mut self) -> Result<Option<(usize, &[u8])>, DataFileError> {
+        self.reader.consume(std::mem::take(&mut self.pending));
         self.line.clear();
         let number = self.number + 1;
+        // The common case: the whole line, with its line break, is in the reader's buffer. It
+        // is returned from there, not copied (the buffer is consumed at the next call).
+        let in_place = {
+            let buffer = self
+                .reader
+                .fill_buf()
+                .map_err(|source| DataFileError::Read {
+                    line: number,
+                    source,
+                })?;
+            find_newline(buffer).filter(|&length| length <= self.limit)
+        };
+        if let Some(length) = in_place {
+            // A second look at the same buffer (`BufRead`: it is unchanged until consumed).
+            let buffer = self
+                .reader
+                .fill_buf()
+                .map_err(|source| DataFileError::Read {
+                    line: number,
+                    source,
+                })?;
+            self.pending = length + 1;
+            self.number = number;
+            let mut line = buffer.get(..length).unwrap_or_default();
+            if let [rest @ .., b'\r'] = line {
+                line = rest;
+            }
+            return Ok(Some((number, line)));
+        }
         let mut any = false;
         loop {
             let buffer = self
@@ -265,7 +322,7 @@ impl<R: BufRead> BoundedLines<R> {
                 break;
             }
             any = true;
-            let newline = buffer.iter().position(|&byte| byte == b'\n');
+            let newline = find_newline(buffer);
             let take = newline.unwrap_or(buffer.len());
             let length = self.line.len().saturating_add(take);
             if length > self.limit {
@@ -293,10 +350,35 @@ impl<R: BufRead> BoundedLines<R> {
         if self.line.last() == Some(&b'\r') {
             self.line.pop();
         }
-        let text =
-            std::str::from_utf8(&self.line).map_err(|_| DataFileError::NotText { line: number })?;
-        Ok(Some((number, text)))
+        Ok(Some((number, &self.line)))
     }
+}
+
+/// The position of the first `\n` in `bytes`: eight bytes at a time (a word whose bytes are
+/// `bytes ^ b'\n'` has a zero byte exactly where a line break is; the lowest flagged byte of
+/// the borrow trick below is always a true one), then byte by byte for the tail.
+#[inline]
+fn find_newline(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+    const NEWLINES: u64 = u64::from_le_bytes([b'\n'; 8]);
+    let mut words = bytes.chunks_exact(8);
+    let mut start = 0;
+    for word in &mut words {
+        let word = u64::from_le_bytes([
+            word[0], word[1], word[2], word[3], word[4], word[5], word[6], word[7],
+        ]) ^ NEWLINES;
+        let zero = word.wrapping_sub(ONES) & !word & HIGHS;
+        if zero != 0 {
+            return Some(start + (zero.trailing_zeros() / 8) as usize);
+        }
+        start += 8;
+    }
+    words
+        .remainder()
+        .iter()
+        .position(|&byte| byte == b'\n')
+        .map(|at| start + at)
 }
 
 /// One of the paper's data files, as `shared/data/README.md` lists it.
@@ -506,6 +588,65 @@ mod tests {
             "{error}"
         );
         assert!(lines.line.len() <= 10);
+    }
+
+    #[test]
+    fn the_first_line_break_is_found_wherever_it_is() {
+        let bytes: Vec<u8> = (0..200_u32).map(|i| (i * 37 % 251) as u8).collect();
+        for start in 0..24 {
+            for end in start..bytes.len().min(start + 40) {
+                let mut slice = bytes[start..end].to_vec();
+                for _ in 0..2 {
+                    let expected = slice.iter().position(|&byte| byte == b'\n');
+                    assert_eq!(find_newline(&slice), expected, "{start} {end}");
+                    // Line breaks at every place, and a 0x0b (one above) before them.
+                    if let Some(place) = slice.get_mut((start * 7 + end) % (end - start + 1)) {
+                        *place = b'\n';
+                    }
+                    if let Some(place) = slice.first_mut() {
+                        *place = 0x0b;
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lines_in_the_buffer_and_across_its_refills_read_the_same() {
+        let text = "c caf\u{e9}\r\np tw 3 2\n\n1 2\r\n2 3\nlast";
+        let expected = [
+            (1, "c caf\u{e9}"),
+            (2, "p tw 3 2"),
+            (3, ""),
+            (4, "1 2"),
+            (5, "2 3"),
+            (6, "last"),
+        ];
+        for capacity in [1, 2, 3, 5, 8, 64] {
+            let reader = || io::BufReader::with_capacity(capacity, text.as_bytes());
+            let mut lines = BoundedLines::new(reader(), 16);
+            let mut bytes = BoundedLines::new(reader(), 16);
+            for (number, line) in expected {
+                assert_eq!(
+                    lines.next_line().unwrap(),
+                    Some((number, line)),
+                    "{capacity}"
+                );
+                assert_eq!(
+                    bytes.next_text_bytes().unwrap(),
+                    Some((number, line.as_bytes())),
+                    "{capacity}"
+                );
+            }
+            assert_eq!(lines.next_line().unwrap(), None);
+            assert_eq!(bytes.next_text_bytes().unwrap(), None);
+        }
+        let mut lines = BoundedLines::new(&b"1 2\n3 \xff\n"[..], 16);
+        assert!(lines.next_text_bytes().unwrap().is_some());
+        assert!(matches!(
+            lines.next_text_bytes(),
+            Err(DataFileError::NotText { line: 2 })
+        ));
     }
 
     #[test]

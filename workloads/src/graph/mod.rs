@@ -374,16 +374,129 @@ pub fn file_description(
 }
 
 /// A 1-based vertex id of a line, as 0-based.
-fn vertex_id(token: Option<&str>, vertices: u32, line: usize) -> Result<u32, GraphError> {
-    let token = token.ok_or(GraphError::MissingVertex { line })?;
-    let id: u32 = token.parse().map_err(|_| GraphError::NotAVertex {
-        line,
-        token: token.to_owned(),
-    })?;
+#[inline]
+fn vertex_id(token: Option<&[u8]>, vertices: u32, line: usize) -> Result<u32, GraphError> {
+    match token.and_then(parse_u32) {
+        Some(id) if id != 0 && id <= vertices => Ok(id - 1),
+        _ => Err(not_a_vertex(token, vertices, line)),
+    }
+}
+
+/// A vertex id read as a number ([`two_ids`]), as 0-based: as [`vertex_id`] reads its token.
+#[inline]
+fn vertex_id_number(id: u32, vertices: u32, line: usize) -> Result<u32, GraphError> {
     if id == 0 || id > vertices {
         return Err(GraphError::VertexOutOfRange { line, id, vertices });
     }
     Ok(id - 1)
+}
+
+/// The two numbers of a line that is exactly one to nine ASCII digits, one space and one to
+/// nine ASCII digits (below 10^9 each: no overflow); `None` for any other line.
+#[inline]
+fn two_ids(line: &[u8]) -> Option<(u32, u32)> {
+    let mut first = None;
+    let mut value: u32 = 0;
+    let mut digits = 0;
+    for &byte in line {
+        let digit = byte.wrapping_sub(b'0');
+        if digit <= 9 && digits < 9 {
+            value = value * 10 + u32::from(digit);
+            digits += 1;
+        } else if byte == b' ' && digits > 0 && first.is_none() {
+            first = Some(value);
+            value = 0;
+            digits = 0;
+        } else {
+            return None;
+        }
+    }
+    if digits == 0 {
+        return None;
+    }
+    Some((first?, value))
+}
+
+/// Why `token` is not a vertex id of a graph of `vertices` vertices (out of line: the
+/// parser's loop keeps only the test).
+#[cold]
+#[inline(never)]
+fn not_a_vertex(token: Option<&[u8]>, vertices: u32, line: usize) -> GraphError {
+    let Some(token) = token else {
+        return GraphError::MissingVertex { line };
+    };
+    match parse_u32(token) {
+        Some(id) => GraphError::VertexOutOfRange { line, id, vertices },
+        None => GraphError::NotAVertex {
+            line,
+            // A token of a line checked as text (split at ASCII whitespace): UTF-8 itself.
+            token: String::from_utf8_lossy(token).into_owned(),
+        },
+    }
+}
+
+/// A decimal `u32`, as `str::parse::<u32>` reads it: an optional `+`, then at least one
+/// ASCII digit and nothing else; `None` for anything else or a value above `u32::MAX`.
+#[inline]
+fn parse_u32(token: &[u8]) -> Option<u32> {
+    let digits = match token {
+        [b'+', rest @ ..] => rest,
+        _ => token,
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut value: u32 = 0;
+    if digits.len() <= 9 {
+        // Below 10^9: no overflow to check.
+        for &byte in digits {
+            let digit = byte.wrapping_sub(b'0');
+            if digit > 9 {
+                return None;
+            }
+            value = value * 10 + u32::from(digit);
+        }
+        return Some(value);
+    }
+    for &byte in digits {
+        let digit = byte.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        value = value.checked_mul(10)?.checked_add(u32::from(digit))?;
+    }
+    Some(value)
+}
+
+/// The tokens of a line separated by ASCII whitespace (`str::split_ascii_whitespace` over
+/// bytes).
+fn ascii_tokens(line: &[u8]) -> AsciiTokens<'_> {
+    AsciiTokens { rest: line }
+}
+
+/// See [`ascii_tokens`].
+struct AsciiTokens<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for AsciiTokens<'a> {
+    type Item = &'a [u8];
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let start = self
+            .rest
+            .iter()
+            .position(|byte| !byte.is_ascii_whitespace())?;
+        let rest = self.rest.get(start..).unwrap_or_default();
+        let length = rest
+            .iter()
+            .position(u8::is_ascii_whitespace)
+            .unwrap_or(rest.len());
+        let (token, after) = rest.split_at(length);
+        self.rest = after;
+        Some(token)
+    }
 }
 
 /// Parses a PACE-2016 `.gr` graph (see the module docs) with the default [`ReadLimits`].
@@ -399,22 +512,32 @@ pub fn parse_pace_gr_with(
     let mut lines = BoundedLines::new(reader, limits.line_bytes);
     let mut header: Option<(u32, usize)> = None;
     let mut edges = Vec::new();
-    while let Some((number, line)) = lines.next_line()? {
-        let mut tokens = line.split_ascii_whitespace();
+    while let Some((number, line)) = lines.next_text_bytes()? {
+        // The common line, two ids and one space between (`12 345`), in one pass; any other
+        // line goes through the tokens below, which read such a line the same way.
+        if let (Some((vertices, count)), Some((u, v))) = (header, two_ids(line)) {
+            let u = vertex_id_number(u, vertices, number)?;
+            let v = vertex_id_number(v, vertices, number)?;
+            push_edge(&mut edges, (u, v), count, number)?;
+            continue;
+        }
+        let mut tokens = ascii_tokens(line);
         match tokens.next() {
-            None | Some("c") => continue,
-            Some("p") => {
+            None | Some(b"c") => continue,
+            Some(b"p") => {
                 if header.is_some() {
                     return Err(GraphError::SecondHeader { line: number });
                 }
-                let (Some("tw"), Some(v), Some(e)) = (tokens.next(), tokens.next(), tokens.next())
+                let (Some(b"tw"), Some(v), Some(e)) = (tokens.next(), tokens.next(), tokens.next())
                 else {
                     return Err(GraphError::Header {
                         line: number,
                         expected: "p tw <vertices> <edges>",
                     });
                 };
-                let (announced, list) = header_counts(number, v, e)?;
+                // Tokens of a line checked as text: UTF-8 themselves.
+                let (v, e) = (String::from_utf8_lossy(v), String::from_utf8_lossy(e));
+                let (announced, list) = header_counts(number, &v, &e)?;
                 edges = list;
                 header = Some((announced.vertices, announced.edges));
             }
@@ -502,8 +625,8 @@ pub fn parse_mtx_with(reader: impl BufRead, limits: ReadLimits) -> Result<EdgeLi
                 size = Some((announced.vertices, announced.edges));
             }
             Some((vertices, count)) => {
-                let u = vertex_id(tokens.next(), vertices, number)?;
-                let v = vertex_id(tokens.next(), vertices, number)?;
+                let u = vertex_id(tokens.next().map(str::as_bytes), vertices, number)?;
+                let v = vertex_id(tokens.next().map(str::as_bytes), vertices, number)?;
                 push_edge(&mut edges, (u, v), count, number)?;
             }
         }
@@ -702,6 +825,88 @@ mod hostile;
 mod tests {
     use super::*;
     use crate::testing::chain;
+
+    #[test]
+    fn an_edge_line_read_in_one_pass_reads_as_its_tokens_do() {
+        for line in [
+            "1 2",
+            "12 345",
+            "0 7",
+            "123456789 987654321",
+            "1234567890 1",
+            "1 1234567890",
+            "1  2",
+            " 1 2",
+            "1 2 ",
+            "1\t2",
+            "1",
+            "1 ",
+            " 1",
+            "",
+            "1 2 3",
+            "+1 2",
+            "1 -2",
+            "c 1",
+            "p 1",
+            "1a 2",
+            "01 002",
+        ] {
+            let tokens: Vec<&[u8]> = ascii_tokens(line.as_bytes()).collect();
+            let expected = match tokens[..] {
+                [u, v] if !line.contains(['\t', '+']) && line.split(' ').count() == 2 => {
+                    parse_u32(u)
+                        .zip(parse_u32(v))
+                        .filter(|(u, v)| *u < 1_000_000_000 && *v < 1_000_000_000)
+                }
+                _ => None,
+            };
+            assert_eq!(two_ids(line.as_bytes()), expected, "{line:?}");
+            if let Some((u, v)) = two_ids(line.as_bytes()) {
+                assert_eq!(Some(u), parse_u32(tokens[0]));
+                assert_eq!(Some(v), parse_u32(tokens[1]));
+            }
+        }
+    }
+
+    #[test]
+    fn vertex_ids_are_read_as_str_parse_reads_them() {
+        let tokens: &[&[u8]] = &[
+            b"0",
+            b"1",
+            b"42",
+            b"+7",
+            b"+",
+            b"-3",
+            b"-",
+            b"",
+            b"4294967295",
+            b"4294967296",
+            b"99999999999",
+            b"00012",
+            b"1a",
+            b"a1",
+            b"++1",
+            b"+-1",
+            b" 1",
+            "\u{e9}".as_bytes(),
+        ];
+        for &token in tokens {
+            let text = std::str::from_utf8(token).unwrap();
+            assert_eq!(parse_u32(token), text.parse::<u32>().ok(), "{text:?}");
+        }
+        for line in [
+            " p\ttw  12\x0c3 \r",
+            "",
+            "  \t",
+            "1",
+            "1 2",
+            "c caf\u{e9} x\u{a0}y",
+        ] {
+            let words: Vec<&[u8]> = ascii_tokens(line.as_bytes()).collect();
+            let expected: Vec<&[u8]> = line.split_ascii_whitespace().map(str::as_bytes).collect();
+            assert_eq!(words, expected, "{line:?}");
+        }
+    }
 
     fn triangle_plus_tail() -> EdgeList {
         EdgeList {

@@ -76,19 +76,57 @@ pub fn compare_block(
         });
     };
     let mut changed = Vec::new();
-    for ((vertex, word), known) in (first..).zip(result.chunks_exact(4)).zip(copy.iter_mut()) {
-        let new = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
-        if new != *known {
-            changed.push(vertex);
-            *known = new;
+    // Sixteen vertices at a time: a group whose distances all equal the copy's (most groups
+    // once the front has passed) is skipped after one comparison of the whole group.
+    let mut vertex = first;
+    let mut words = result.chunks_exact(4 * GROUP);
+    let mut known = copy.chunks_exact_mut(GROUP);
+    for (bytes, known) in (&mut words).zip(&mut known) {
+        let mut new = [0_u32; GROUP];
+        for (value, word) in new.iter_mut().zip(bytes.chunks_exact(4)) {
+            *value = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
         }
+        let differ = new
+            .iter()
+            .zip(known.iter())
+            .fold(0, |any, (new, known)| any | (new ^ known));
+        if differ != 0 {
+            compare_words(vertex, &new, known, &mut changed);
+        }
+        vertex = vertex.wrapping_add(GROUP as u32);
     }
+    let mut rest = [0_u32; GROUP];
+    let tail = known.into_remainder();
+    for (value, word) in rest.iter_mut().zip(words.remainder().chunks_exact(4)) {
+        *value = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
+    }
+    compare_words(
+        vertex,
+        rest.get(..tail.len()).unwrap_or_default(),
+        tail,
+        &mut changed,
+    );
     let vertices = count as u64;
     let cost = HostCost {
         operations: TASK_FIXED_OPERATIONS + vertices.div_ceil(16) * OPERATIONS_PER_16_VERTICES,
         memory_bytes: vertices * BYTES_PER_VERTEX + changed.len() as u64 * BYTES_PER_CHANGED_VERTEX,
     };
     Ok((changed, cost))
+}
+
+/// Vertices compared at once by [`compare_block`].
+const GROUP: usize = 16;
+
+/// Compares `new` (the distances of vertices `first ..`) with `known`, the copy's, vertex by
+/// vertex: each that differs goes on `changed` and the copy takes the new value.
+#[inline]
+fn compare_words(first: u32, new: &[u32], known: &mut [u32], changed: &mut Vec<u32>) {
+    for ((vertex, &new), known) in (first..).zip(new).zip(known) {
+        if new != *known {
+            changed.push(vertex);
+            *known = new;
+        }
+    }
 }
 
 /// The final step over the lengths of a launch's task lists: the vertices that changed in
@@ -134,6 +172,37 @@ mod tests {
         // The same block again changes nothing.
         let (changed, _) = compare_block(2, &bytes(&[12, 7, 8, INFINITY]), &mut distances).unwrap();
         assert!(changed.is_empty());
+    }
+
+    #[test]
+    fn every_length_and_every_changed_lane_is_found_as_vertex_by_vertex() {
+        for count in 0..40_u32 {
+            for changed_every in [1_u32, 3, 16, 17, 100] {
+                let known: Vec<u32> = (0..count + 5).map(|v| v * 7).collect();
+                let new: Vec<u32> = (0..count)
+                    .map(|i| {
+                        if i % changed_every == 0 {
+                            i * 7 + 1
+                        } else {
+                            (i + 2) * 7
+                        }
+                    })
+                    .collect();
+                let mut distances = known.clone();
+                let (changed, _) = compare_block(2, &bytes(&new), &mut distances).unwrap();
+                let mut expected_copy = known.clone();
+                let mut expected = Vec::new();
+                for (i, &value) in new.iter().enumerate() {
+                    let vertex = 2 + i as u32;
+                    if value != known[vertex as usize] {
+                        expected.push(vertex);
+                        expected_copy[vertex as usize] = value;
+                    }
+                }
+                assert_eq!(changed, expected, "{count} {changed_every}");
+                assert_eq!(distances, expected_copy, "{count} {changed_every}");
+            }
+        }
     }
 
     #[test]

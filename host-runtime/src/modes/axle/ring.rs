@@ -223,8 +223,28 @@ impl AxleRing {
     /// until that payload is consumed ([`AxleRing::consume`]).
     pub fn take_record(&mut self, index: u64) -> Result<(MetadataRecord, u64), AxleRingError> {
         let record = self.consumer.read_record(&self.region, index)?;
+        let payload = self.claim(index, &record)?;
+        Ok((record, payload))
+    }
+
+    /// Reads the records of `batch`, a batch taken from the pool, into `out` (appended), a
+    /// run of records per region access, each validated as [`AxleRing::take_record`]
+    /// validates it (sequence, length, slot). On an error the records before the bad one are
+    /// in `out`. Each must then be claimed, in order ([`AxleRing::claim`]): reading claims
+    /// nothing.
+    pub fn read_batch(
+        &self,
+        batch: Range<u64>,
+        out: &mut Vec<MetadataRecord>,
+    ) -> Result<(), AxleRingError> {
+        Ok(self.consumer.read_records(&self.region, batch, out)?)
+    }
+
+    /// Takes record `index` of a batch, read and validated ([`AxleRing::read_batch`]): its
+    /// payload slot is held until that payload is consumed ([`AxleRing::consume`]). Returns
+    /// the payload index the record names.
+    pub fn claim(&mut self, index: u64, record: &MetadataRecord) -> Result<u64, AxleRingError> {
         let slot = record.payload_slot;
-        let payload = self.payloads.slot_index(slot);
         let owner = self
             .record_of
             .get_mut(slot as usize)
@@ -233,7 +253,7 @@ impl AxleRing {
             return Err(AxleRingError::SlotHeldTwice { other, index, slot });
         }
         *owner = Some(index);
-        Ok((record, payload))
+        Ok(self.payloads.slot_index(slot))
     }
 
     /// Releases the records of batches no launch will take (arrived with no launch).
@@ -502,6 +522,44 @@ mod tests {
         assert_eq!(
             (state.metadata_head, state.polled, state.gap_slots),
             (3, 3, 0)
+        );
+    }
+
+    #[test]
+    fn gather_places_each_chunk_whatever_the_order_and_zeroes_what_no_chunk_covers() {
+        let ring = axle_ring(4);
+        let device = ring.region.device_view();
+        // Payload i holds the result bytes 8 * i .. 8 * i + 8, byte value = its result offset.
+        for index in 0..4u64 {
+            let data: Vec<u8> = (0..8).map(|byte| (index * 8 + byte) as u8).collect();
+            let offset = ring.layout.payload_slot_offset(index as u32).unwrap();
+            device.write_bytes(offset, &data).unwrap();
+        }
+        let chunk = |index: u64| (index * 8, 8, Some(index));
+        let result = |range: Range<u64>| -> Vec<u8> { range.map(|byte| byte as u8).collect() };
+        // In order, whole chunks.
+        let (bytes, read) = ring.gather(&[chunk(1), chunk(2)], &(8..24), None).unwrap();
+        assert_eq!((bytes, read), (result(8..24), 16));
+        // In order, the first and last only partly needed.
+        let (bytes, read) = ring
+            .gather(&[chunk(0), chunk(1), chunk(2)], &(4..20), None)
+            .unwrap();
+        assert_eq!((bytes, read), (result(4..20), 24));
+        // Out of order.
+        let (bytes, _) = ring
+            .gather(&[chunk(3), chunk(0), chunk(2), chunk(1)], &(0..32), None)
+            .unwrap();
+        assert_eq!(bytes, result(0..32));
+        // A chunk missing from the list: its bytes read as zero.
+        let (bytes, _) = ring.gather(&[chunk(0), chunk(2)], &(0..24), None).unwrap();
+        let mut expected = result(0..24);
+        expected[8..16].fill(0);
+        assert_eq!(bytes, expected);
+        let (bytes, _) = ring.gather(&[chunk(0)], &(0..16), None).unwrap();
+        assert_eq!(bytes, [result(0..8), vec![0; 8]].concat());
+        assert_eq!(
+            ring.gather(&[(8, 8, None)], &(8..16), None),
+            Err(AxleRingError::ChunkMissing { offset: 8 })
         );
     }
 
