@@ -16,6 +16,8 @@ use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use emulator::dram::DeviceDram;
 use firmware::hal::DeviceMemory;
 use host_runtime::Mode;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use shared_abi::DeviceAddress;
 
 fn request(workload: &str, configure: impl FnOnce(&mut AxleConfig)) -> RunRequest {
@@ -55,14 +57,9 @@ fn device_memory(c: &mut Criterion) {
     let dram = DeviceDram::new(BYTES);
     // 4096 seeded 4-byte aligned addresses in the first MiB (cache-resident, as SSSP's
     // distances are: the bench times the read path, not the memory).
-    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let mut rng = SmallRng::seed_from_u64(0x2545_f491_4f6c_dd1d);
     let addresses: Vec<DeviceAddress> = (0..4096)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            DeviceAddress((state % (1 << 20)) & !3)
-        })
+        .map(|_| DeviceAddress((rng.gen::<u64>() % (1 << 20)) & !3))
         .collect();
     let mut group = c.benchmark_group("device memory");
     group.bench_function("4096 reads of 4 B", |b| {

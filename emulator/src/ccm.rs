@@ -1319,6 +1319,7 @@ mod tests {
     use crate::dram::DeviceDram;
     use crate::sim::queue::EventQueue;
     use firmware::kernels::knn::{item_cost, pack_shape, KnnKernel};
+    use rand::{Rng, SeedableRng};
     use shared_abi::{CommandDescriptor, KernelId};
 
     const MEMORY: u64 = 1 << 22;
@@ -1347,12 +1348,9 @@ mod tests {
         ];
         durations.extend([2f64.powi(52), 2f64.powi(53), 2f64.powi(62), 2f64.powi(63)]);
         durations.extend([2f64.powi(63) - 1024.0, 2f64.powi(64) - 2048.0, 123_456.789]);
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(0x9e37_79b9_7f4a_7c15);
         for _ in 0..10_000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            durations.push(f64::from_bits(state >> 2) % 1e19);
+            durations.push(f64::from_bits(rng.gen::<u64>() >> 2) % 1e19);
         }
         for ticks in durations {
             let want = if ticks.is_nan() || ticks <= 0.0 {

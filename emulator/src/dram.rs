@@ -418,6 +418,7 @@ impl DeviceAtomics for DeviceDram {
 mod tests {
     use super::*;
     use firmware::conformance;
+    use rand::{Rng, SeedableRng};
 
     /// The HAL conformance checks of `firmware::conformance` on the emulator's device memory,
     /// the contended case on four OS threads (the emulator's memory is `Sync`: atomic words).
@@ -479,13 +480,8 @@ mod tests {
         const SIZE: usize = 256;
         let dram = DeviceDram::new(SIZE as u64);
         let mut model = vec![0_u8; SIZE];
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(0x9e37_79b9_7f4a_7c15);
+        let mut next = || rng.gen::<u64>();
         for round in 0..20_000 {
             let length = (next() % 73) as usize;
             let address = (next() as usize) % (SIZE - length + 1);

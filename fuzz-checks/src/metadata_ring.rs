@@ -24,6 +24,9 @@ use host_driver::sync::{Arc, Ordering};
 use host_runtime::app::HostTask;
 use host_runtime::ring::{read_payload, MetadataConsumer, PayloadHeadTracker, RingError};
 use host_runtime::tasks::LaunchTracker;
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
 use shared_abi::control::{DEVICE_STATUS_OFFSET, METADATA_TAIL_OFFSET, PAYLOAD_TAIL_OFFSET};
 use shared_abi::region::RingLayout;
 use shared_abi::{HostPhysAddr, MetadataRecord};
@@ -74,13 +77,7 @@ fn region(layout: &RingLayout, seed: u32) -> DmaRegion {
     let memory = Arc::new(PhysicalMemory::new((frames + 1) * FRAME_SIZE).expect("memory"));
     let mut order: Vec<u64> = (1..=frames).collect();
     // A deterministic shuffle from the seed.
-    let mut state = u64::from(seed) | 1;
-    for i in (1..order.len()).rev() {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        order.swap(i, (state % (i as u64 + 1)) as usize);
-    }
+    order.shuffle(&mut SmallRng::seed_from_u64(u64::from(seed)));
     let frames = order
         .into_iter()
         .map(|f| HostPhysAddr(f * FRAME_SIZE))

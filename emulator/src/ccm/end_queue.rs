@@ -75,6 +75,7 @@ impl EndQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
 
     #[test]
     fn pops_what_one_heap_of_every_end_pops() {
@@ -82,13 +83,8 @@ mod tests {
         // `BinaryHeap<Reverse<(end, order, slot)>>`.
         let mut queue = EndQueue::default();
         let mut reference = BinaryHeap::new();
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(0x2545_f491_4f6c_dd1d);
+        let mut next = || rng.gen::<u64>();
         let mut order = 0_u64;
         let mut now = 0_u64;
         let mut from_heap = 0;

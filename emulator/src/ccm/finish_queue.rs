@@ -59,6 +59,7 @@ impl FinishQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
 
     #[test]
     fn pops_in_the_order_of_a_binary_heap_of_tag_then_slot() {
@@ -66,13 +67,8 @@ mod tests {
         // the same sequence as `BinaryHeap<Reverse<(u64, u32)>>`.
         let mut queue = FinishQueue::default();
         let mut reference = BinaryHeap::new();
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(0x2545_f491_4f6c_dd1d);
+        let mut next = || rng.gen::<u64>();
         let mut slot = 0_u32;
         for _ in 0..50_000 {
             if next() % 3 != 0 || reference.is_empty() {

@@ -283,6 +283,7 @@ impl<E> EventQueue<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
 
     #[test]
     fn events_at_equal_times_leave_in_insertion_order() {
@@ -328,13 +329,8 @@ mod tests {
         // sort by (time, push order), and every store must have been used.
         let mut queue = EventQueue::default();
         let mut expected = Vec::new();
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(0x2545_f491_4f6c_dd1d);
+        let mut next = || rng.gen::<u64>();
         let mut clock = 0;
         let mut heap_used = false;
         let mut lanes_used = [false; LANES];

@@ -632,6 +632,7 @@ impl SsspKernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
 
     type FakeMemory = crate::testing::FakeDeviceMemory;
 
@@ -917,13 +918,8 @@ mod tests {
     /// the largest degrees (seeded mix, plus the extremes).
     #[test]
     fn a_full_items_cost_is_the_saturating_forms() {
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(0x9e37_79b9_7f4a_7c15);
+        let mut next = move || rng.gen::<u64>();
         let mut cases = vec![[0_u32; 8], [u32::MAX; 8], [1, 8, 9, 16, 17, 0, 7, 64]];
         for _ in 0..10_000 {
             cases.push(core::array::from_fn(|_| match next() % 4 {

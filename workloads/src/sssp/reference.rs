@@ -121,6 +121,7 @@ fn bellman_ford_rounds_every_vertex(graph: &Csr, source: u32, rounds: u32) -> Ve
 mod tests {
     use super::*;
     use crate::graph::EdgeList;
+    use rand::{Rng, SeedableRng};
 
     /// 0 -4- 1, 0 -1- 2, 2 -2- 1, 1 -5- 3, 2 -8- 3; 4 isolated.
     fn graph() -> Csr {
@@ -155,13 +156,8 @@ mod tests {
     /// sums saturate), and Dijkstra equals the rounds run to convergence.
     #[test]
     fn frontier_rounds_match_every_vertex_rounds_on_random_graphs() {
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(0x2545_f491_4f6c_dd1d);
+        let mut next = move || rng.gen::<u64>();
         for case in 0..40_u64 {
             let vertices = 2 + (next() % 60) as u32;
             let wanted = (next() % (3 * u64::from(vertices))) as usize;
