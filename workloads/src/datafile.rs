@@ -283,24 +283,12 @@ impl<R: BufRead> BoundedLines<R> {
         // The common case: the whole line, with its line break, is in the reader's buffer. It
         // is returned from there, not copied (the buffer is consumed at the next call).
         let in_place = {
-            let buffer = self
-                .reader
-                .fill_buf()
-                .map_err(|source| DataFileError::Read {
-                    line: number,
-                    source,
-                })?;
+            let buffer = fill(&mut self.reader, number)?;
             find_newline(buffer).filter(|&length| length <= self.limit)
         };
         if let Some(length) = in_place {
             // A second look at the same buffer (`BufRead`: it is unchanged until consumed).
-            let buffer = self
-                .reader
-                .fill_buf()
-                .map_err(|source| DataFileError::Read {
-                    line: number,
-                    source,
-                })?;
+            let buffer = fill(&mut self.reader, number)?;
             self.pending = length + 1;
             self.number = number;
             let mut line = buffer.get(..length).unwrap_or_default();
@@ -311,13 +299,7 @@ impl<R: BufRead> BoundedLines<R> {
         }
         let mut any = false;
         loop {
-            let buffer = self
-                .reader
-                .fill_buf()
-                .map_err(|source| DataFileError::Read {
-                    line: number,
-                    source,
-                })?;
+            let buffer = fill(&mut self.reader, number)?;
             if buffer.is_empty() {
                 break;
             }
@@ -352,6 +334,13 @@ impl<R: BufRead> BoundedLines<R> {
         }
         Ok(Some((number, &self.line)))
     }
+}
+
+/// The reader's buffer, refilled if empty; a read error is reported at line `line`.
+fn fill<R: BufRead>(reader: &mut R, line: usize) -> Result<&[u8], DataFileError> {
+    reader
+        .fill_buf()
+        .map_err(|source| DataFileError::Read { line, source })
 }
 
 /// The position of the first `\n` in `bytes` (the `memchr` crate's search).
