@@ -128,13 +128,15 @@ use shared_abi::Ticks;
 use std::collections::VecDeque;
 
 mod end_queue;
-mod ended;
 mod finish_queue;
 pub mod interleave;
 
 use end_queue::EndQueue;
-pub use ended::EndedItems;
 use finish_queue::FinishQueue;
+
+/// The items that ended at one wake ([`Ccm::on_wake`]), in the order they ended: inline for
+/// the few a wake usually ends, no heap allocation.
+pub type EndedItems = smallvec::SmallVec<[Ended; 8]>;
 
 /// An item that ended: where it ran and when it started (for the trace).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
