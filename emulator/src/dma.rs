@@ -281,7 +281,12 @@ pub fn read_chain(
     }
     request.first.checked_add(count)?;
     let ring_bytes = capacity.checked_mul(DESCRIPTOR_BYTES)?;
-    request.ring_base.0.checked_add(ring_bytes)?;
+    // The whole ring inside device memory before anything is sized from its count (a
+    // request's count never exceeds its ring's capacity, checked above).
+    let ring_end = request.ring_base.0.checked_add(ring_bytes)?;
+    if ring_end > dram.size() {
+        return None;
+    }
     // start < capacity, and the ring's end does not overflow: no address below saturates.
     let start = request.first.checked_rem(capacity)?;
     let first_run = usize::try_from(count.min(capacity.checked_sub(start)?)).ok()?;
@@ -410,6 +415,14 @@ mod tests {
             ..request(0, 4, capacity)
         };
         assert_eq!(read_chain(&dram, &outside, &mut chain), None);
+        // A ring that runs past the end of device memory is refused before its chain is
+        // sized, even when the descriptors asked for lie inside (they are then read one by
+        // one).
+        let past_the_end = DmaRequest {
+            ring_base: DeviceAddress((1 << 16) - 64),
+            ..request(0, 1, capacity)
+        };
+        assert_eq!(read_chain(&dram, &past_the_end, &mut chain), None);
     }
 
     fn descriptor(source: u64, destination: u64, length: u32, kind: DmaKind) -> DmaDescriptor {
