@@ -172,15 +172,6 @@ struct Running {
 struct Active {
     item: u32,
     started: Ticks,
-    /// Sub-core cycles of exclusive use the item still needs.
-    compute_left: f64,
-    /// Its current fraction of the sub-core (at most its cap).
-    share: f64,
-    /// The largest fraction of the sub-core its single µthread can use (also kept in
-    /// [`SubCore::by_cap`]).
-    cap: f64,
-    /// When its instructions end at the current share.
-    compute_end: Ticks,
     compute_done: bool,
     memory_done: bool,
     /// Channels on which its traffic is still outstanding.
@@ -207,14 +198,33 @@ pub struct InterleaveCounts {
     pub fallbacks: u64,
 }
 
+/// An item that still has instructions to issue on its sub-core: its part of the
+/// water-filling, kept in the sub-core's list ([`SubCore::issuing`]) where the water-filling
+/// reads it in order, not in the item's slot.
+#[derive(Clone, Copy, Debug)]
+struct Issuing {
+    /// The largest fraction of the sub-core its single µthread can use.
+    cap: f64,
+    /// Its µthread slot.
+    slot: u32,
+    /// When it arrived on the sub-core, counted over the CCM ([`Ccm::arrivals`]): the order
+    /// in which items whose instructions end together are handed on.
+    arrival: u64,
+    /// Sub-core cycles of exclusive use the item still needs.
+    compute_left: f64,
+    /// Its current fraction of the sub-core (at most its cap).
+    share: f64,
+    /// When its instructions end at the current share.
+    compute_end: Ticks,
+}
+
 /// One sub-core: the items issuing on it.
 #[derive(Debug)]
 struct SubCore {
-    /// Slots whose items still have instructions to issue, in arrival order.
-    issuing: Vec<u32>,
-    /// The same items as `(cap, slot)`, by cap then slot: the order the water-filling visits
-    /// them in ([`Ccm::reshare_sub_core`]), kept sorted as items come and go.
-    by_cap: Vec<(f64, u32)>,
+    /// The items that still have instructions to issue, in the order the water-filling
+    /// visits them ([`Ccm::reshare_sub_core`]): round-robin, by cap then slot; FIFO, in
+    /// arrival order. Kept in that order as items come and go.
+    issuing: Vec<Issuing>,
     /// Slots in use (issuing, waiting for memory, or in their final latency).
     occupied: u32,
     /// Bit `i`: the sub-core's slot `i` is free, for its first 64 slots (the rest, if any,
@@ -334,8 +344,11 @@ pub struct Ccm {
     last_sub_core: Vec<u32>,
     /// Per unit, its free µthread slots (none: no sub-core of it can take an item).
     unit_free: Vec<u32>,
-    /// Scratch for [`Ccm::compute_due`]: the items whose instructions ended.
-    scratch_done: Vec<u32>,
+    /// Scratch for [`Ccm::compute_due`]: the items whose instructions ended, as
+    /// `(arrival, slot)`.
+    scratch_done: Vec<(u64, u32)>,
+    /// Items that arrived on a sub-core to issue so far (the next one's [`Issuing::arrival`]).
+    arrivals: u64,
     /// Scratch for dispatch and item ends: the sub-cores an item started on.
     scratch_touched: Vec<u32>,
     slots: Vec<Option<Active>>,
@@ -401,7 +414,6 @@ impl Ccm {
             sub: (0..sub_cores)
                 .map(|_| SubCore {
                     issuing: Vec::new(),
-                    by_cap: Vec::new(),
                     occupied: 0,
                     free: all_free(config.ccm_uthreads_per_sub_core),
                     updated: Ticks::ZERO,
@@ -418,6 +430,7 @@ impl Ccm {
                 config.ccm_units as usize
             ],
             scratch_done: Vec::new(),
+            arrivals: 0,
             scratch_touched: Vec::new(),
             slots: vec![None; slots as usize],
             memory: (0..config.ccm_memory_channels.max(1))
@@ -714,10 +727,6 @@ impl Ccm {
         let mut active = Active {
             item,
             started: now,
-            compute_left: demand,
-            share: 0.0,
-            cap,
-            compute_end: now,
             compute_done: demand <= 0.0,
             memory_done: cost.bytes == 0,
             memory_parts: 0,
@@ -728,23 +737,33 @@ impl Ccm {
             // The sub-core's issue progress up to `now` is accounted by the
             // `reshare_sub_core` every caller runs for the sub-cores in `touched` before
             // time moves on: the new item's share is 0 until then, so it loses nothing.
+            let issuing = Issuing {
+                cap,
+                slot,
+                arrival: self.arrivals,
+                compute_left: demand,
+                share: 0.0,
+                compute_end: now,
+            };
+            self.arrivals += 1;
             if let Some(entry) = self.sub.get_mut(sub_core as usize) {
-                entry.issuing.push(slot);
-                // Into its place by cap then slot, from the back (the list is short): after
-                // the entries ordered before it, which the others follow.
-                entry.by_cap.push((cap, slot));
-                let mut at = entry.by_cap.len() - 1;
-                while let Some(&before) = at.checked_sub(1).and_then(|i| entry.by_cap.get(i)) {
-                    if before.0.total_cmp(&cap).then(before.1.cmp(&slot)).is_lt() {
-                        break;
+                let list = &mut entry.issuing;
+                // FIFO: in arrival order, at the back. Round-robin: into its place by cap then
+                // slot, from the back (the list is short): after the entries ordered before
+                // it, which the others follow.
+                list.push(issuing);
+                if self.scheduling == Scheduling::Rr {
+                    let mut at = list.len() - 1;
+                    while let Some([before, after]) = at
+                        .checked_sub(1)
+                        .and_then(|i| list.get_mut(i..=at))
+                    {
+                        if before.cap.total_cmp(&cap).then(before.slot.cmp(&slot)).is_lt() {
+                            break;
+                        }
+                        std::mem::swap(before, after);
+                        at -= 1;
                     }
-                    if let Some(place) = entry.by_cap.get_mut(at) {
-                        *place = before;
-                    }
-                    at -= 1;
-                }
-                if let Some(place) = entry.by_cap.get_mut(at) {
-                    *place = (cap, slot);
                 }
             }
             if !touched.contains(&sub_core) {
@@ -756,7 +775,6 @@ impl Ccm {
             active.memory_done = active.memory_parts == 0;
         }
         if active.compute_done && active.memory_done {
-            active.compute_end = now;
             self.push_end(now.plus(self.latency), slot);
         }
         if let Some(entry) = self.slots.get_mut(slot as usize) {
@@ -891,8 +909,8 @@ impl Ccm {
 
     /// Water-fills `sub_core`'s capacity over its issuing items (round-robin: max-min fair
     /// with each item's cap; FIFO: oldest first, see the module docs) and schedules the
-    /// earliest projected end. One pass over the items, by cap then
-    /// slot ([`SubCore::by_cap`]): each item's issue progress is accounted up to `now` at its
+    /// earliest projected end. One pass over the items, in the order of [`SubCore::issuing`]
+    /// (round-robin: by cap then slot): each item's issue progress is accounted up to `now` at its
     /// old share (the only place it is: an item that joined since the last pass has share 0
     /// and loses nothing), then its new share and end are set.
     fn reshare_sub_core(&mut self, now: Ticks, sub_core: u32) {
@@ -901,50 +919,44 @@ impl Ccm {
         };
         let elapsed = to_f64(now.since(entry.updated).0) / self.ticks_per_cycle;
         entry.updated = now;
+        let ticks_per_cycle = self.ticks_per_cycle;
         let mut capacity = 1.0_f64;
         let mut earliest = Ticks::NEVER;
         if self.scheduling == Scheduling::Fifo {
             // Oldest first: each item, in the order it arrived (its offset order), takes what
             // its µthread can use of what the older ones left.
-            for &slot in &entry.issuing {
-                if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
-                    if elapsed > 0.0 {
-                        active.compute_left =
-                            (active.compute_left - active.share * elapsed).max(0.0);
-                    }
-                    let share = active.cap.min(capacity).max(0.0);
-                    capacity -= share;
-                    active.share = share;
-                    active.compute_end = if share > 0.0 {
-                        now.plus(ceil_ticks(
-                            active.compute_left / share * self.ticks_per_cycle,
-                        ))
-                    } else {
-                        Ticks::NEVER
-                    };
-                    earliest = earliest.min(active.compute_end);
+            for item in &mut entry.issuing {
+                if elapsed > 0.0 {
+                    item.compute_left = (item.compute_left - item.share * elapsed).max(0.0);
                 }
+                let share = item.cap.min(capacity).max(0.0);
+                capacity -= share;
+                item.share = share;
+                item.compute_end = if share > 0.0 {
+                    now.plus(ceil_ticks(item.compute_left / share * ticks_per_cycle))
+                } else {
+                    Ticks::NEVER
+                };
+                earliest = earliest.min(item.compute_end);
             }
             self.sub_timers.set(sub_core, earliest);
             return;
         }
         // The items left to share, counted down in an `f64` (exact: far below 2^53), the
         // value `to_f64` of the count gives.
-        let mut left = to_f64(entry.by_cap.len() as u64);
-        for &(cap, slot) in &entry.by_cap {
+        let mut left = to_f64(entry.issuing.len() as u64);
+        for item in &mut entry.issuing {
             let fair = capacity / left;
-            let share = cap.min(fair);
+            let share = item.cap.min(fair);
             capacity -= share;
             left -= 1.0;
-            if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
-                if elapsed > 0.0 {
-                    active.compute_left = (active.compute_left - active.share * elapsed).max(0.0);
-                }
-                active.share = share;
-                let ticks = active.compute_left / share * self.ticks_per_cycle;
-                active.compute_end = now.plus(ceil_ticks(ticks));
-                earliest = earliest.min(active.compute_end);
+            if elapsed > 0.0 {
+                item.compute_left = (item.compute_left - item.share * elapsed).max(0.0);
             }
+            item.share = share;
+            let ticks = item.compute_left / share * ticks_per_cycle;
+            item.compute_end = now.plus(ceil_ticks(ticks));
+            earliest = earliest.min(item.compute_end);
         }
         // The earliest projected end of an issuing item's instructions (none: never).
         self.sub_timers.set(sub_core, earliest);
@@ -985,54 +997,33 @@ impl Ccm {
         let mut done = std::mem::take(&mut self.scratch_done);
         done.clear();
         if let Some(entry) = self.sub.get_mut(sub_core as usize) {
-            let slots = &mut self.slots;
             // Keep the items that go on issuing, in order (a `retain`, written out: this is
             // the hot path of every item).
+            let list = &mut entry.issuing;
             let mut kept = 0;
-            for index in 0..entry.issuing.len() {
-                let Some(&slot) = entry.issuing.get(index) else {
+            for index in 0..list.len() {
+                let Some(&item) = list.get(index) else {
                     break;
                 };
-                let ended = match slots.get_mut(slot as usize) {
-                    Some(Some(active)) if active.compute_end <= now => {
-                        active.compute_done = true;
-                        active.compute_left = 0.0;
-                        true
-                    }
-                    Some(Some(_)) => false,
-                    _ => true,
-                };
-                if ended {
-                    done.push(slot);
+                if item.compute_end <= now {
+                    done.push((item.arrival, item.slot));
                 } else {
-                    if let Some(keep) = entry.issuing.get_mut(kept) {
-                        *keep = slot;
+                    if let Some(keep) = list.get_mut(kept) {
+                        *keep = item;
                     }
                     kept += 1;
                 }
             }
-            entry.issuing.truncate(kept);
-            if !done.is_empty() {
-                // The same items leave `by_cap`: those just marked done (no other item there
-                // is, and no slot there is empty).
-                let mut kept = 0;
-                for index in 0..entry.by_cap.len() {
-                    let Some(&(cap, slot)) = entry.by_cap.get(index) else {
-                        break;
-                    };
-                    if let Some(Some(active)) = slots.get(slot as usize) {
-                        if !active.compute_done {
-                            if let Some(keep) = entry.by_cap.get_mut(kept) {
-                                *keep = (cap, slot);
-                            }
-                            kept += 1;
-                        }
-                    }
-                }
-                entry.by_cap.truncate(kept);
-            }
+            list.truncate(kept);
         }
-        for &slot in &done {
+        // Handed on in the order they arrived on the sub-core (round-robin's list is by cap).
+        if done.len() > 1 {
+            done.sort_unstable();
+        }
+        for &(_, slot) in &done {
+            if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
+                active.compute_done = true;
+            }
             self.part_done(now, slot);
         }
         self.scratch_done = done;
@@ -1157,7 +1148,6 @@ impl Ccm {
         self.slots.iter_mut().for_each(|slot| *slot = None);
         for sub in &mut self.sub {
             sub.issuing.clear();
-            sub.by_cap.clear();
             sub.occupied = 0;
             sub.free = all_free(self.slots_per_sub_core);
             sub.updated = now;
