@@ -678,7 +678,15 @@ impl Ccm {
         memory: &M,
         touched: &mut Vec<u32>,
     ) {
-        while self.start_next(now, unit, memory, touched) {}
+        // A unit with no free µthread is passed over here, not in a call of `start_next`
+        // (after an item's end its µthread is usually the unit's only free one, so the
+        // second call would find none).
+        while self
+            .unit_free
+            .get(unit as usize)
+            .is_some_and(|&free| free > 0)
+            && self.start_next(now, unit, memory, touched)
+        {}
     }
 
     /// Starts the policy's next item for `unit` on its least-loaded sub-core; `false` when
