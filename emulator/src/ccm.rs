@@ -762,11 +762,15 @@ impl Ccm {
                 list.push(issuing);
                 if self.scheduling == Scheduling::Rr {
                     let mut at = list.len() - 1;
-                    while let Some([before, after]) = at
-                        .checked_sub(1)
-                        .and_then(|i| list.get_mut(i..=at))
+                    while let Some([before, after]) =
+                        at.checked_sub(1).and_then(|i| list.get_mut(i..=at))
                     {
-                        if before.cap.total_cmp(&cap).then(before.slot.cmp(&slot)).is_lt() {
+                        if before
+                            .cap
+                            .total_cmp(&cap)
+                            .then(before.slot.cmp(&slot))
+                            .is_lt()
+                        {
                             break;
                         }
                         std::mem::swap(before, after);
