@@ -463,11 +463,25 @@ impl GapAwareHead {
             self.advance();
             return Ok(true);
         }
+        if offset != 0 {
+            // Beyond the head (out of order, the common case when tasks finish in any order):
+            // the head's own slot stays unconsumed, so the head cannot move; only the bit.
+            let (word, mask) = GapAwareHead::bit(self.slot_after_head(offset));
+            if let Some(bits) = self.consumed.get_mut(word) {
+                if *bits & mask != 0 {
+                    return Err(RingError::AlreadyConsumed { index });
+                }
+                *bits |= mask;
+            }
+            self.held += 1;
+            return Ok(false);
+        }
         self.consume_beyond_gap(offset)
     }
 
     /// [`GapAwareHead::consume`] of the index `offset` (inside the window) places after the
-    /// head, with a gap or out of order.
+    /// head, with a gap or out of order ([`GapAwareHead::consume`] calls it for the head's own
+    /// index with a gap behind it; any offset gives the same answer).
     fn consume_beyond_gap(&mut self, offset: u64) -> Result<bool, RingError> {
         let slot = self.slot_after_head(offset);
         if self.is_consumed(slot) {

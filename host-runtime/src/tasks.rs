@@ -201,24 +201,36 @@ impl LaunchTracker {
         Ok(self.readers.get(chunk) == Some(&0))
     }
 
-    /// The chunks (offset, length, payload index) a task reads, in offset order.
-    pub fn chunks_of(&self, task: u32) -> Vec<(u64, u64, Option<u64>)> {
-        let needs = &self.tasks[task as usize].needs;
-        chunk_span(needs, self.chunk_bytes)
-            .map(|chunk| {
-                let offset = chunk * self.chunk_bytes;
-                let length = (self.result_length - offset).min(self.chunk_bytes);
-                (offset, length, self.payload[chunk as usize])
-            })
-            .collect()
+    /// The chunks (offset, length, payload index) a task reads, in offset order (no payload
+    /// index for a chunk that has not arrived).
+    pub fn chunks_of(
+        &self,
+        task: u32,
+    ) -> impl ExactSizeIterator<Item = (u64, u64, Option<u64>)> + '_ {
+        let span = chunk_span(&self.tasks[task as usize].needs, self.chunk_bytes);
+        // At most the chunk count (the task's range lies in the result), a usize.
+        let count = usize::try_from(span.end - span.start).unwrap_or(0);
+        (0..count).map(move |step| {
+            let chunk = span.start + step as u64;
+            let offset = chunk * self.chunk_bytes;
+            let length = (self.result_length - offset).min(self.chunk_bytes);
+            let payload = usize::try_from(chunk)
+                .ok()
+                .and_then(|chunk| self.payload.get(chunk))
+                .copied()
+                .flatten();
+            (offset, length, payload)
+        })
     }
 
     /// Task `task` finished: returns the payload indexes no task reads any more.
     pub fn finish(&mut self, task: u32) -> Vec<u64> {
         self.finished += 1;
-        let mut freed = Vec::new();
         let needs = self.tasks[task as usize].needs.clone();
-        for chunk in chunk_span(&needs, self.chunk_bytes) {
+        let span = chunk_span(&needs, self.chunk_bytes);
+        // At most the task's chunks (its range lies in the result): no growth while filling.
+        let mut freed = Vec::with_capacity(usize::try_from(span.end - span.start).unwrap_or(0));
+        for chunk in span {
             let readers = &mut self.readers[chunk as usize];
             *readers = readers.saturating_sub(1);
             if *readers == 0 {
@@ -262,7 +274,7 @@ impl LaunchTracker {
     }
 }
 
-fn chunk_span(range: &Range<u64>, chunk_bytes: u64) -> impl Iterator<Item = u64> {
+fn chunk_span(range: &Range<u64>, chunk_bytes: u64) -> Range<u64> {
     let first = range.start / chunk_bytes;
     let end = if range.end > range.start {
         range.end.div_ceil(chunk_bytes)

@@ -45,13 +45,15 @@ impl Emulator {
                 self.hardware.now = at;
                 // The commonest event, a DMA write landing, needs nothing else of `process`
                 // (no response, no firmware step): handled here, as `process` would.
-                let event = match event {
-                    Event::DmaLand(landing) => {
-                        self.hardware.land_and_recycle(landing);
-                        continue;
+                // Landed where the popped event lies (by reference: no copy of it), then its
+                // buffer, if it has one, is kept ([`Hardware::land_and_recycle`]).
+                if let Event::DmaLand(landing) = &event {
+                    self.hardware.land(landing);
+                    if let Event::DmaLand(landing) = event {
+                        self.hardware.dma.recycle(landing.bytes);
                     }
-                    event => event,
-                };
+                    continue;
+                }
                 if let Some(response) = self.process(event) {
                     host.deliver(at, response);
                     wake = match wake {

@@ -170,13 +170,12 @@ impl<E> EventQueue<E> {
     /// Finds the store holding the earliest event again (after a pop).
     #[inline]
     fn find_earliest(&mut self) {
-        let mut best = (0, EMPTY);
-        for (index, &front) in self.fronts.iter().enumerate() {
-            if front < best.1 {
-                best = (index, front);
-            }
-        }
-        self.earliest = best.0;
+        // A tournament of the four keys, without a loop (on equal keys, only ever two empty
+        // stores, the lower index wins, as a scan in index order would have it).
+        let [a, b, c, d] = self.fronts;
+        let (low, low_key) = if b < a { (1, b) } else { (0, a) };
+        let (high, high_key) = if d < c { (3, d) } else { (2, c) };
+        self.earliest = if high_key < low_key { high } else { low };
     }
 
     /// Appends `event` at `at` to `lane`, whose last event is not after `at`.

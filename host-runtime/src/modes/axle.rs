@@ -203,7 +203,7 @@ impl Stream {
         };
         let chunks = launch.tracker.chunks_of(task);
         let records = chunks.len() as u64 * METADATA_RECORD_SIZE;
-        match ring.gather(&chunks, &spec.needs, self.overflow.as_ref()) {
+        match ring.gather(chunks, &spec.needs, self.overflow.as_ref()) {
             Ok((bytes, read)) => Ok(Some((bytes, cost.uncached_stream(records + read)))),
             Err(error) => Err(RuntimeError::Ring(error)),
         }

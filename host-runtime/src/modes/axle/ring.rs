@@ -269,6 +269,7 @@ impl AxleRing {
 
     /// The payload `index` has been read by every task that needs it, and so has the record
     /// naming it: both slots are released (gap-aware heads).
+    #[inline]
     pub fn consume(&mut self, index: u64) -> Result<(), AxleRingError> {
         let slot = RingIndex(index).slot(self.layout.payload_capacity());
         let record = self
@@ -323,16 +324,17 @@ impl AxleRing {
     /// slots (or copies) were read.
     pub fn gather(
         &self,
-        chunks: &[(u64, u64, Option<u64>)],
+        chunks: impl IntoIterator<Item = (u64, u64, Option<u64>)>,
         needs: &Range<u64>,
         spilled: Option<&crate::overflow::Overflow>,
     ) -> Result<(Vec<u8>, u64), AxleRingError> {
         // A task's input range, inside the launch's result, which lives in (bounded) device
         // memory; a slot is at most `shared_abi::region::MAX_SLOT_SIZE` bytes.
         let mut bytes = vec![0u8; (needs.end - needs.start) as usize];
-        let mut slot_bytes = vec![0u8; self.layout.slot_size() as usize];
+        // For a chunk only partly needed or spilled (few): made when the first one comes.
+        let mut slot_bytes = Vec::new();
         let mut read = 0;
-        for &(offset, length, index) in chunks {
+        for (offset, length, index) in chunks {
             let index = index.ok_or(AxleRingError::ChunkMissing { offset })?;
             let copy = spilled.and_then(|overflow| overflow.get(index));
             if copy.is_none() && needs.start <= offset && offset + length <= needs.end {
@@ -346,6 +348,9 @@ impl AxleRing {
                 read_payload(&self.region, &self.layout, slot, length as u32, into)?;
                 read += length;
                 continue;
+            }
+            if slot_bytes.is_empty() {
+                slot_bytes = vec![0u8; self.layout.slot_size() as usize];
             }
             match copy {
                 Some(copy) => {
@@ -538,27 +543,27 @@ mod tests {
         let chunk = |index: u64| (index * 8, 8, Some(index));
         let result = |range: Range<u64>| -> Vec<u8> { range.map(|byte| byte as u8).collect() };
         // In order, whole chunks.
-        let (bytes, read) = ring.gather(&[chunk(1), chunk(2)], &(8..24), None).unwrap();
+        let (bytes, read) = ring.gather([chunk(1), chunk(2)], &(8..24), None).unwrap();
         assert_eq!((bytes, read), (result(8..24), 16));
         // In order, the first and last only partly needed.
         let (bytes, read) = ring
-            .gather(&[chunk(0), chunk(1), chunk(2)], &(4..20), None)
+            .gather([chunk(0), chunk(1), chunk(2)], &(4..20), None)
             .unwrap();
         assert_eq!((bytes, read), (result(4..20), 24));
         // Out of order.
         let (bytes, _) = ring
-            .gather(&[chunk(3), chunk(0), chunk(2), chunk(1)], &(0..32), None)
+            .gather([chunk(3), chunk(0), chunk(2), chunk(1)], &(0..32), None)
             .unwrap();
         assert_eq!(bytes, result(0..32));
         // A chunk missing from the list: its bytes read as zero.
-        let (bytes, _) = ring.gather(&[chunk(0), chunk(2)], &(0..24), None).unwrap();
+        let (bytes, _) = ring.gather([chunk(0), chunk(2)], &(0..24), None).unwrap();
         let mut expected = result(0..24);
         expected[8..16].fill(0);
         assert_eq!(bytes, expected);
-        let (bytes, _) = ring.gather(&[chunk(0)], &(0..16), None).unwrap();
+        let (bytes, _) = ring.gather([chunk(0)], &(0..16), None).unwrap();
         assert_eq!(bytes, [result(0..8), vec![0; 8]].concat());
         assert_eq!(
-            ring.gather(&[(8, 8, None)], &(8..16), None),
+            ring.gather([(8, 8, None)], &(8..16), None),
             Err(AxleRingError::ChunkMissing { offset: 8 })
         );
     }
