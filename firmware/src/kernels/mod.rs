@@ -337,6 +337,18 @@ impl Kernel {
         }
     }
 
+    /// Item `index`'s result range `(result_offset, result_length)` from the decoded launch
+    /// alone, without device memory: `None` past the last item; otherwise exactly the range
+    /// [`Kernel::item`] returns whenever it accepts `index`. A graph or DLRM item, whose
+    /// description reads offsets from device memory, has a range that does not depend on
+    /// them: the offsets decide only its cost and whether it is refused, and
+    /// [`Kernel::execute`] refuses it on the same checks. So an item that ran without error
+    /// has this range; the command processor takes it from here instead of describing the
+    /// item again (`crate::device`), and describes it only for an item that failed.
+    pub fn result_range(&self, index: u32) -> Option<(u64, u32)> {
+        each_kernel!(self, k => k.result_range(index))
+    }
+
     /// Runs item `index`: reads its inputs and writes its result bytes in device memory.
     /// Shared access: items of one stage may run at once on other µthreads (see
     /// [`crate::hal`], "What may run concurrently"); each kernel's docs say which of its
