@@ -234,7 +234,11 @@ fn full_item_cost(degrees: &[u32; VERTICES_PER_ITEM as usize]) -> ItemCost {
         empty = empty.wrapping_add(u64::from(degree == 0));
     }
     // At most `arcs`: each vertex's ceiling is at most its degree.
-    full_cost(ceilings.wrapping_add(empty), arcs, arcs.wrapping_sub(ceilings))
+    full_cost(
+        ceilings.wrapping_add(empty),
+        arcs,
+        arcs.wrapping_sub(ceilings),
+    )
 }
 
 /// [`item_cost`] of a full item whose 9 offsets (its 8 vertices' arcs, `offsets[v]
@@ -1104,7 +1108,10 @@ mod tests {
                 assert!(kernel.item(index, &memory).is_err());
             }
         }
-        assert!(described > 1000 && refused > 20, "{described} described, {refused} refused");
+        assert!(
+            described > 1000 && refused > 20,
+            "{described} described, {refused} refused"
+        );
     }
 
     #[test]
