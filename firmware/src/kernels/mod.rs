@@ -24,8 +24,11 @@
 //! # Item descriptions may read device memory
 //!
 //! [`Kernel::item`] takes the device memory: a graph kernel's item covers a block of vertices
-//! whose edge count (its cost, and where its result goes) is in the graph's offsets array. The
-//! read is part of the kernel's modelled work and must not change anything.
+//! whose edge count (its cost, and whether the item is consistent at all) is in the graph's
+//! offsets array. The read is part of the kernel's modelled work and must not change anything.
+//! Where an item's result goes does not depend on it for any kernel today
+//! ([`Kernel::result_range`]): the command processor takes the range from there for an item
+//! that ran, and describes the item again only when it failed.
 
 //! # Shared writes: which words two items may touch
 //!

@@ -230,7 +230,7 @@ fn full_item_cost(degrees: &[u32; VERTICES_PER_ITEM as usize]) -> ItemCost {
         let degree = u64::from(degree);
         arcs = arcs.wrapping_add(degree);
         let per_group = u64::from(ARCS_PER_GROUP);
-        ceilings = ceilings.wrapping_add(degree.wrapping_add(per_group - 1) / per_group);
+        ceilings = ceilings.wrapping_add(degree.div_ceil(per_group));
         empty = empty.wrapping_add(u64::from(degree == 0));
     }
     // At most `arcs`: each vertex's ceiling is at most its degree.
@@ -392,7 +392,7 @@ fn steps_between(
     offsets
         .iter()
         .zip(offsets.iter().skip(1))
-        .map(|(earlier, later)| i64::from(*later) - i64::from(*earlier))
+        .map(|(earlier, later)| i64::from(*later).wrapping_sub(i64::from(*earlier)))
         .enumerate()
 }
 
@@ -578,7 +578,7 @@ impl SsspKernel {
                 memory,
                 self.parameters.offsets,
                 first,
-                VERTICES_PER_ITEM as usize + 1,
+                span.offsets.len(),
                 &mut span.offsets,
             )?;
             for (_, step) in steps_between(&span.offsets) {
@@ -593,7 +593,8 @@ impl SsspKernel {
                 &mut span.offsets,
             )?;
             for (pair, step) in steps_between(&span.offsets) {
-                steps |= step & -i64::from(pair + 1 < row);
+                // Pair `pair` joins words `pair` and `pair + 1`: both read when `pair < count`.
+                steps |= step & i64::from(pair < count).wrapping_neg();
             }
         }
         let ordered = steps >= 0;
