@@ -243,23 +243,24 @@ fn full_item_cost(degrees: &[u32; VERTICES_PER_ITEM as usize]) -> ItemCost {
 
 /// [`item_cost`] of a full item whose 9 offsets (its 8 vertices' arcs, `offsets[v]
 /// ..offsets[v + 1]`) do not decrease, as [`SsspKernel::span`] checked: [`full_item_cost`] of
-/// their differences, in 32-bit lanes (the item's arcs, `offsets[8] - offsets[0]`, fit a
-/// `u32`, so neither the sum of its vertices' ceilings, at most that, nor anything else here
-/// wraps).
+/// their differences (each exact; the item's arcs, `offsets[8] - offsets[0]`, fit a `u32`, and
+/// the sum of its vertices' ceilings is at most that, so nothing here wraps).
 #[inline(always)]
 fn offsets_item_cost(offsets: &[u32; VERTICES_PER_ITEM as usize + 1]) -> ItemCost {
-    let (mut ceilings, mut empty) = (0_u32, 0_u32);
+    const PER_GROUP: u64 = ARCS_PER_GROUP as u64;
+    let (mut ceilings, mut empty) = (0_u64, 0_u64);
     for (start, end) in offsets.iter().zip(offsets.iter().skip(1)) {
-        let degree = end.wrapping_sub(*start);
-        ceilings = ceilings.wrapping_add(degree.div_ceil(ARCS_PER_GROUP));
-        empty = empty.wrapping_add(u32::from(degree == 0));
+        let degree = u64::from(end.wrapping_sub(*start));
+        // `ceil(degree / 8)`, as a sum and a shift (no overflow in 64 bits).
+        ceilings = ceilings.wrapping_add(degree.wrapping_add(PER_GROUP - 1) / PER_GROUP);
+        empty = empty.wrapping_add(u64::from(degree == 0));
     }
     let [first, .., last] = *offsets;
-    let arcs = last.wrapping_sub(first);
+    let arcs = u64::from(last.wrapping_sub(first));
     full_cost(
-        u64::from(ceilings).wrapping_add(u64::from(empty)),
-        u64::from(arcs),
-        u64::from(arcs.wrapping_sub(ceilings)),
+        ceilings.wrapping_add(empty),
+        arcs,
+        arcs.wrapping_sub(ceilings),
     )
 }
 
