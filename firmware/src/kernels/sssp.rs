@@ -612,9 +612,9 @@ impl SsspKernel {
     /// Item `index`: result offset `32 i`, 4 bytes per vertex, cost [`item_cost`] (its
     /// vertices' degrees read from the offsets).
     ///
-    /// Always inlined (into [`crate::kernels::Kernel::item`]): as a call, returning the
-    /// description through memory cost 18 instructions more of the 270 a description takes
-    /// (`docs/testing.md`).
+    /// Always inlined (into [`crate::kernels::Kernel::item`]): as a call, with the description
+    /// returned through memory, a description took 18 instructions more (279 against 261,
+    /// `docs/testing.md`).
     #[inline(always)]
     pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, FirmwareError> {
         let span = self.span(index, memory)?;
