@@ -611,11 +611,6 @@ impl SsspKernel {
 
     /// Item `index`: result offset `32 i`, 4 bytes per vertex, cost [`item_cost`] (its
     /// vertices' degrees read from the offsets).
-    ///
-    /// Always inlined (into [`crate::kernels::Kernel::item`]): as a call, with the description
-    /// returned through memory, a description took 18 instructions more (279 against 261,
-    /// `docs/testing.md`).
-    #[inline(always)]
     pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, FirmwareError> {
         let span = self.span(index, memory)?;
         let cost = if span.count == VERTICES_PER_ITEM as usize {
