@@ -373,13 +373,23 @@ impl Firmware {
         if let Err(error) = outcome {
             active.failure.get_or_insert(error);
         }
-        let result = match active.valid.kernel.item(item, &*hw) {
-            Ok(spec) => active.monitor.populated(
-                hw,
-                &scratch,
-                spec.result_offset,
-                u64::from(spec.result_length),
-            ),
+        // An item that ran without error has its result range from the launch alone (it passed
+        // the same checks of device memory its description makes); a failed one is described
+        // again, which decides whether it still populated its range or failed.
+        let range = match (outcome, active.valid.kernel.result_range(item)) {
+            (Ok(()), Some(range)) => Ok(range),
+            _ => active
+                .valid
+                .kernel
+                .item(item, &*hw)
+                .map(|spec| (spec.result_offset, spec.result_length)),
+        };
+        let result = match range {
+            Ok((offset, length)) => {
+                active
+                    .monitor
+                    .populated(hw, &scratch, offset, u64::from(length))
+            }
             Err(status) => {
                 active.monitor.item_failed();
                 Err(status)

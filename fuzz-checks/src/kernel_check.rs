@@ -400,8 +400,10 @@ pub struct KernelTarget<Input, Decoded, Model> {
 
 /// The body of every kernel decoder target: the kernel's decoder agrees with the model (same
 /// status when both refuse); for the kernel's own id, `Kernel::decode` agrees too and an
-/// accepted launch refuses the item and the stage past its last and its items pass the
-/// target's `check_items`; for another id (a mutation of the kernel field) `Kernel::decode`
+/// accepted launch refuses the item and the stage past its last, has no result range past its
+/// last item and for the first, middle and last the described item's range whenever the item
+/// is described (`Kernel::result_range`, which the command processor takes for an item that
+/// ran), and its items pass the target's `check_items`; for another id (a mutation of the kernel field) `Kernel::decode`
 /// only must not panic.
 pub fn check<Input, Decoded, Model>(target: &KernelTarget<Input, Decoded, Model>, data: &[u8])
 where
@@ -433,6 +435,16 @@ where
                 kernel.item(kernel.items(), &memory),
                 Err(FirmwareError::ArgumentOutOfRange)
             );
+            assert_eq!(kernel.result_range(kernel.items()), None);
+            for index in first_middle_last(0..kernel.items()) {
+                if let Ok(spec) = kernel.item(index, &memory) {
+                    assert_eq!(
+                        kernel.result_range(index),
+                        Some((spec.result_offset, spec.result_length)),
+                        "item {index}"
+                    );
+                }
+            }
             let mut memory = Watched::new(memory);
             (target.check_items)(&kernel, &model, &command, &mut memory);
             assert_eq!(

@@ -378,6 +378,16 @@ impl DlrmKernel {
         ))
     }
 
+    /// Item `index`'s result range `(offset, length)` without reading device memory: what
+    /// [`DlrmKernel::item`] gives whenever it accepts the item (`32 * index`, 32 bytes);
+    /// `None` past the last item. A bag whose offsets are inconsistent is refused by
+    /// [`DlrmKernel::item`] and by [`DlrmKernel::execute`] alike.
+    pub fn result_range(&self, index: u32) -> Option<(u64, u32)> {
+        self.bag_and_packet(index).ok()?;
+        let offset = u64::from(index).checked_mul(PACKET_BYTES)?;
+        Some((offset, PACKET_BYTES as u32))
+    }
+
     /// Item `index` (packet `index mod (dim / 8)` of bag `index / (dim / 8)`): result offset
     /// `32 * index`, 32 bytes, cost [`item_cost`] of the bag's length (read from the batch's
     /// offsets).
@@ -952,6 +962,11 @@ mod tests {
                     if described.is_err() {
                         prop_assert_eq!(outcome, Err(FirmwareError::ArgumentOutOfRange));
                     }
+                    // The range the command processor takes, without reading the batch, for an
+                    // item that ran: the described one whenever the item is described.
+                    if let Ok(spec) = described {
+                        prop_assert_eq!(kernel.result_range(item), Some((spec.result_offset, spec.result_length)));
+                    }
                     let bag = (item / (dim / 8)) as usize;
                     let well_formed = well_formed_batch
                         && indices[offsets[bag] as usize..offsets[bag + 1] as usize]
@@ -962,6 +977,7 @@ mod tests {
                     }
                 }
                 prop_assert_eq!(kernel.execute(kernel.items(), &memory), Err(FirmwareError::ArgumentOutOfRange));
+                prop_assert_eq!(kernel.result_range(kernel.items()), None);
             }
         }
     }

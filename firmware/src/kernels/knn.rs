@@ -249,6 +249,16 @@ impl KnnKernel {
         self.items
     }
 
+    /// Item `index`'s result range `(offset, length)`, as [`KnnKernel::item`] gives it:
+    /// `4 * index`, 4 bytes; `None` past the last item.
+    pub fn result_range(&self, index: u32) -> Option<(u64, u32)> {
+        if index >= self.items {
+            return None;
+        }
+        let offset = u64::from(index).checked_mul(u64::from(RESULT_BYTES_PER_ITEM))?;
+        Some((offset, RESULT_BYTES_PER_ITEM))
+    }
+
     /// Item `index`: result offset `4 * index`, 4 bytes, cost [`item_cost`]`(dim)`.
     pub fn item(&self, index: u32) -> Result<ItemSpec, FirmwareError> {
         if index >= self.items {
@@ -724,6 +734,8 @@ mod tests {
             let memory = FakeMemory::new(0x2000);
             if let Ok(kernel) = KnnKernel::decode(&command, memory_size) {
                 for item in 0..kernel.items() {
+                    let spec = kernel.item(item).unwrap();
+                    prop_assert_eq!(kernel.result_range(item), Some((spec.result_offset, spec.result_length)));
                     let outcome = kernel.execute(item, &memory);
                     if memory_size <= 0x2000 {
                         prop_assert_eq!(outcome, Ok(()));
@@ -732,6 +744,7 @@ mod tests {
                     }
                 }
                 prop_assert_eq!(kernel.execute(kernel.items(), &memory), Err(FirmwareError::ArgumentOutOfRange));
+                prop_assert_eq!(kernel.result_range(kernel.items()), None);
             }
         }
     }

@@ -24,8 +24,11 @@
 //! # Item descriptions may read device memory
 //!
 //! [`Kernel::item`] takes the device memory: a graph kernel's item covers a block of vertices
-//! whose edge count (its cost, and where its result goes) is in the graph's offsets array. The
-//! read is part of the kernel's modelled work and must not change anything.
+//! whose edge count (its cost, and whether the item is consistent at all) is in the graph's
+//! offsets array. The read is part of the kernel's modelled work and must not change anything.
+//! Where an item's result goes does not depend on it for any kernel today
+//! ([`Kernel::result_range`]): the command processor takes the range from there for an item
+//! that ran, and describes the item again only when it failed.
 
 //! # Shared writes: which words two items may touch
 //!
@@ -335,6 +338,18 @@ impl Kernel {
             Kernel::Opt(k) => k.item(index, memory),
             Kernel::Dlrm(k) => k.item(index, memory),
         }
+    }
+
+    /// Item `index`'s result range `(result_offset, result_length)` from the decoded launch
+    /// alone, without device memory: `None` past the last item; otherwise exactly the range
+    /// [`Kernel::item`] returns whenever it accepts `index`. A graph or DLRM item, whose
+    /// description reads offsets from device memory, has a range that does not depend on
+    /// them: the offsets decide only its cost and whether it is refused, and
+    /// [`Kernel::execute`] refuses it on the same checks. So an item that ran without error
+    /// has this range; the command processor takes it from here instead of describing the
+    /// item again (`crate::device`), and describes it only for an item that failed.
+    pub fn result_range(&self, index: u32) -> Option<(u64, u32)> {
+        each_kernel!(self, k => k.result_range(index))
     }
 
     /// Runs item `index`: reads its inputs and writes its result bytes in device memory.

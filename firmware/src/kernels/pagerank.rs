@@ -266,6 +266,18 @@ impl PageRankKernel {
         Ok((first, last))
     }
 
+    /// Item `index`'s result range `(offset, length)` without reading device memory: what
+    /// [`PageRankKernel::item`] gives whenever it accepts the item (`4 * index`, 4 bytes);
+    /// `None` past the last item. An item whose offsets are inconsistent is refused by
+    /// [`PageRankKernel::item`] and by [`PageRankKernel::execute`] alike.
+    pub fn result_range(&self, index: u32) -> Option<(u64, u32)> {
+        if index >= self.vertices {
+            return None;
+        }
+        let offset = u64::from(index).checked_mul(RESULT_BYTES_PER_VERTEX)?;
+        Some((offset, RESULT_BYTES_PER_VERTEX as u32))
+    }
+
     /// Item `index` (vertex `index`): result offset `4 * index`, 4 bytes, cost [`item_cost`] of
     /// its in-degree (read from the offsets).
     pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, FirmwareError> {
@@ -681,11 +693,20 @@ mod tests {
                     if described.is_err() {
                         assert!(executed.is_err());
                     }
+                    // The range the command processor takes, without reading the offsets, for
+                    // an item that ran: the described one whenever the item is described.
+                    if let Ok(spec) = described {
+                        assert_eq!(
+                            kernel.result_range(item),
+                            Some((spec.result_offset, spec.result_length))
+                        );
+                    }
                 }
                 assert_eq!(
                     kernel.item(kernel.items(), &memory),
                     Err(FirmwareError::ArgumentOutOfRange)
                 );
+                assert_eq!(kernel.result_range(kernel.items()), None);
             }
             let _ = PageRankKernel::decode(&command, &FakeMemory::new(0x300));
         }

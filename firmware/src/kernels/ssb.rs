@@ -281,6 +281,13 @@ impl SsbKernel {
         Ok((first, count))
     }
 
+    /// Item `index`'s result range `(offset, length)`, as [`SsbKernel::item`] gives it: its
+    /// rows' bitmap bytes; `None` past the last item.
+    pub fn result_range(&self, index: u32) -> Option<(u64, u32)> {
+        let (first, count) = self.item_rows(index).ok()?;
+        Some((byte_offset(first), u32::try_from(bitmap_bytes(count)).ok()?))
+    }
+
     /// Item `index`: its rows' bitmap bytes (see the module docs), cost [`item_cost`] of its
     /// rows. Device memory is not read.
     pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, FirmwareError> {
@@ -789,6 +796,7 @@ mod tests {
                 let mut next = 0;
                 for item in 0..kernel.items() {
                     let spec = kernel.item(item, &memory).unwrap();
+                    prop_assert_eq!(kernel.result_range(item), Some((spec.result_offset, spec.result_length)));
                     prop_assert_eq!(spec.result_offset, next);
                     next += u64::from(spec.result_length);
                     let outcome = kernel.execute(item, &memory);
@@ -800,6 +808,7 @@ mod tests {
                 }
                 prop_assert_eq!(next, command.result_length);
                 prop_assert_eq!(kernel.execute(kernel.items(), &memory), Err(FirmwareError::ArgumentOutOfRange));
+                prop_assert_eq!(kernel.result_range(kernel.items()), None);
             }
         }
     }

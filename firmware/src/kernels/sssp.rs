@@ -218,16 +218,56 @@ pub fn item_cost(degrees: &[u32]) -> ItemCost {
 /// [`item_cost`] of a full item (8 vertices) in plain (wrapping) arithmetic: nothing can
 /// wrap or saturate (8 degrees below 2^32 make fewer than 2^35 arcs and passes, times at most
 /// [`BYTES_PER_ARC`] < 2^7), so every sum is the saturating form's exactly.
+///
+/// Without a branch per vertex: a vertex of `d` arcs makes `ceil(d / 8)` passes, or one more
+/// when `d` is 0 ([`arc_groups`]), and `d - ceil(d / 8)` extra gather cycles (0 for `d = 0`,
+/// as the saturating form's `d - passes`), so the item's passes are the ceilings' sum plus its
+/// vertices without arcs, and its extra cycles its arcs less the ceilings' sum.
 #[inline]
 fn full_item_cost(degrees: &[u32; VERTICES_PER_ITEM as usize]) -> ItemCost {
-    let (mut groups, mut arcs, mut extra) = (0_u64, 0_u64, 0_u64);
+    let (mut ceilings, mut arcs, mut empty) = (0_u64, 0_u64, 0_u64);
     for &degree in degrees {
-        let passes = arc_groups(degree);
-        groups = groups.wrapping_add(passes);
-        arcs = arcs.wrapping_add(u64::from(degree));
-        // `passes` exceeds `degree` only for a vertex without arcs (one pass, no extra).
-        extra = extra.wrapping_add(u64::from(degree).saturating_sub(passes));
+        let degree = u64::from(degree);
+        arcs = arcs.wrapping_add(degree);
+        let per_group = u64::from(ARCS_PER_GROUP);
+        ceilings = ceilings.wrapping_add(degree.div_ceil(per_group));
+        empty = empty.wrapping_add(u64::from(degree == 0));
     }
+    // At most `arcs`: each vertex's ceiling is at most its degree.
+    full_cost(
+        ceilings.wrapping_add(empty),
+        arcs,
+        arcs.wrapping_sub(ceilings),
+    )
+}
+
+/// [`item_cost`] of a full item whose 9 offsets (its 8 vertices' arcs, `offsets[v]
+/// ..offsets[v + 1]`) do not decrease, as [`SsspKernel::span`] checked: [`full_item_cost`] of
+/// their differences (each exact; the item's arcs, `offsets[8] - offsets[0]`, fit a `u32`, and
+/// the sum of its vertices' ceilings is at most that, so nothing here wraps).
+#[inline(always)]
+fn offsets_item_cost(offsets: &[u32; VERTICES_PER_ITEM as usize + 1]) -> ItemCost {
+    const PER_GROUP: u64 = ARCS_PER_GROUP as u64;
+    let (mut ceilings, mut empty) = (0_u64, 0_u64);
+    for (start, end) in offsets.iter().zip(offsets.iter().skip(1)) {
+        let degree = u64::from(end.wrapping_sub(*start));
+        // `ceil(degree / 8)`, as a sum and a shift (no overflow in 64 bits).
+        ceilings = ceilings.wrapping_add(degree.wrapping_add(PER_GROUP - 1) / PER_GROUP);
+        empty = empty.wrapping_add(u64::from(degree == 0));
+    }
+    let [first, .., last] = *offsets;
+    let arcs = u64::from(last.wrapping_sub(first));
+    full_cost(
+        ceilings.wrapping_add(empty),
+        arcs,
+        arcs.wrapping_sub(ceilings),
+    )
+}
+
+/// The cost of a full item (8 vertices) of `groups` arc-loop passes, `arcs` arcs and `extra`
+/// extra gather cycles, in plain arithmetic (see [`full_item_cost`]: nothing wraps).
+#[inline(always)]
+fn full_cost(groups: u64, arcs: u64, extra: u64) -> ItemCost {
     let vertices = u64::from(VERTICES_PER_ITEM);
     let sum = |packet: u64, vertex: u64, group: u64| {
         packet
@@ -342,6 +382,19 @@ pub(crate) fn prefetch_words<M: DeviceMemory, const LINES: u64>(memory: &M, base
             start.wrapping_add(line.wrapping_mul(PREFETCH_STRIDE_BYTES)),
         ));
     }
+}
+
+/// The differences of neighbouring offsets, `offsets[v + 1] - offsets[v]` (negative where they
+/// decrease), numbered by `v`.
+#[inline(always)]
+fn steps_between(
+    offsets: &[u32; VERTICES_PER_ITEM as usize + 1],
+) -> impl Iterator<Item = (usize, i64)> + '_ {
+    offsets
+        .iter()
+        .zip(offsets.iter().skip(1))
+        .map(|(earlier, later)| i64::from(*later).wrapping_sub(i64::from(*earlier)))
+        .enumerate()
 }
 
 /// An item's vertices and their checked arc offsets.
@@ -467,6 +520,24 @@ impl SsspKernel {
         self.items
     }
 
+    /// Item `index`'s result range `(offset, length)` without reading device memory: what
+    /// [`SsspKernel::item`] gives whenever it accepts the item (`32 i`, 4 bytes per vertex, so
+    /// fewer for a short last item); `None` past the last item. An item whose offsets are
+    /// inconsistent is refused by [`SsspKernel::item`] and by [`SsspKernel::execute`] alike.
+    pub fn result_range(&self, index: u32) -> Option<(u64, u32)> {
+        if index >= self.items {
+            return None;
+        }
+        let per_item = u64::from(VERTICES_PER_ITEM);
+        let first = u64::from(index).checked_mul(per_item)?;
+        let end = first.checked_add(per_item)?.min(self.parameters.vertices);
+        let count = end.checked_sub(first)?;
+        Some((
+            first.checked_mul(RESULT_BYTES_PER_VERTEX)?,
+            u32::try_from(count.checked_mul(RESULT_BYTES_PER_VERTEX)?).ok()?,
+        ))
+    }
+
     /// Item `index`'s vertices and their offsets (read: the row packet and the next offset),
     /// checked not to decrease nor exceed `arcs`.
     #[inline(always)]
@@ -497,22 +568,42 @@ impl SsspKernel {
         let row = count
             .checked_add(1)
             .ok_or(FirmwareError::ArgumentOutOfRange)?;
-        read_words(
-            memory,
-            self.parameters.offsets,
-            first,
-            row,
-            &mut span.offsets,
-        )?;
-        // Not decreasing, so at most `arcs` exactly when the last one is (checked for all
-        // words at once, without a branch per word).
-        let mut ordered = true;
-        let mut previous = 0_u32;
-        for offset in span.offsets.iter().take(row) {
-            ordered &= *offset >= previous;
-            previous = *offset;
+        // A full item (all but the last) reads a constant 9 words, which inlines without a
+        // loop. Not decreasing, so at most `arcs` exactly when the last one is (checked for
+        // all words at once, without a branch per word: a decreasing pair of neighbouring
+        // words has a negative difference, which sets the sign bit of their differences'
+        // bitwise or; a pair past the `row` words read counts as ordered).
+        let mut steps = 0_i64;
+        if row == span.offsets.len() {
+            read_words(
+                memory,
+                self.parameters.offsets,
+                first,
+                span.offsets.len(),
+                &mut span.offsets,
+            )?;
+            for (_, step) in steps_between(&span.offsets) {
+                steps |= step;
+            }
+        } else {
+            read_words(
+                memory,
+                self.parameters.offsets,
+                first,
+                row,
+                &mut span.offsets,
+            )?;
+            for (pair, step) in steps_between(&span.offsets) {
+                // Pair `pair` joins words `pair` and `pair + 1`: both read when `pair < count`.
+                steps |= step & i64::from(pair < count).wrapping_neg();
+            }
         }
-        if !ordered || u64::from(previous) > self.parameters.arcs {
+        let ordered = steps >= 0;
+        let last = *span
+            .offsets
+            .get(count)
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
+        if !ordered || u64::from(last) > self.parameters.arcs {
             return Err(FirmwareError::ArgumentOutOfRange);
         }
         Ok(span)
@@ -522,17 +613,25 @@ impl SsspKernel {
     /// vertices' degrees read from the offsets).
     pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, FirmwareError> {
         let span = self.span(index, memory)?;
-        let mut degrees = [0_u32; VERTICES_PER_ITEM as usize];
-        for (lane, degree) in (0..span.count).zip(degrees.iter_mut()) {
-            let (start, end) = span.arcs(lane)?;
-            *degree = end
-                .checked_sub(start)
-                .and_then(|degree| u32::try_from(degree).ok())
-                .ok_or(FirmwareError::ArgumentOutOfRange)?;
-        }
-        let degrees = degrees
-            .get(..span.count)
-            .ok_or(FirmwareError::ArgumentOutOfRange)?;
+        let cost = if span.count == VERTICES_PER_ITEM as usize {
+            // A full item, the commonest case: the cost straight from the 9 offsets, which
+            // `span` checked not to decrease.
+            offsets_item_cost(&span.offsets)
+        } else {
+            let mut degrees = [0_u32; VERTICES_PER_ITEM as usize];
+            for (lane, degree) in (0..span.count).zip(degrees.iter_mut()) {
+                let (start, end) = span.arcs(lane)?;
+                *degree = end
+                    .checked_sub(start)
+                    .and_then(|degree| u32::try_from(degree).ok())
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?;
+            }
+            item_cost_saturating(
+                degrees
+                    .get(..span.count)
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?,
+            )
+        };
         let vertices = span.count as u64;
         self.prefetch_run(&span, memory);
         Ok(ItemSpec {
@@ -546,7 +645,7 @@ impl SsspKernel {
                     .ok_or(FirmwareError::ArgumentOutOfRange)?,
             )
             .map_err(|_| FirmwareError::ArgumentOutOfRange)?,
-            cost: item_cost(degrees),
+            cost,
         })
     }
 
@@ -929,13 +1028,92 @@ mod tests {
                 _ => next() as u32,
             }));
         }
+        cases.push([u32::MAX, 0, 0, 0, 0, 0, 0, 0]);
+        cases.push([0, 0, 0, 0, 0, 0, 0, u32::MAX]);
+        cases.push([u32::MAX / 8; 8]);
+        let mut from_offsets = 0;
         for degrees in cases {
             assert_eq!(
                 item_cost(&degrees),
                 item_cost_saturating(&degrees),
                 "{degrees:?}"
             );
+            // The same degrees as an item's offsets (from a random first one), where they fit
+            // a `u32`: the cost the description computes from them.
+            let mut offsets = [(next() % 3) as u32 * (next() as u32 % 1000); 9];
+            let mut fits = true;
+            for lane in 0..8 {
+                let end = offsets[lane].checked_add(degrees[lane]);
+                fits &= end.is_some();
+                offsets[lane + 1] = end.unwrap_or(0);
+            }
+            if fits {
+                from_offsets += 1;
+                assert_eq!(
+                    offsets_item_cost(&offsets),
+                    item_cost_saturating(&degrees),
+                    "{offsets:?}"
+                );
+            }
         }
+        assert!(from_offsets > 5_000, "only {from_offsets} offset cases");
+    }
+
+    /// The result range the command processor takes without reading the offsets is the
+    /// described item's for every item of random graphs, the last, short one (fewer than 8
+    /// vertices) included, and `None` past the last item; with an offset word overwritten, an
+    /// item that runs without error is described too (the range is the one it wrote).
+    #[test]
+    fn the_result_range_is_the_described_items_for_random_graphs() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(0x51ed_270b_9a3c_4f11);
+        let (mut described, mut refused) = (0, 0);
+        for round in 0..400 {
+            let vertices = rng.gen_range(1..=40_usize);
+            let edges: Vec<(u32, u32, u32)> = (0..rng.gen_range(0..3 * vertices))
+                .map(|_| {
+                    (
+                        rng.gen_range(0..vertices as u32),
+                        rng.gen_range(0..vertices as u32),
+                        rng.gen_range(0..100),
+                    )
+                })
+                .collect();
+            let previous: Vec<u32> = (0..vertices).map(|_| rng.gen_range(0..=I)).collect();
+            let graph = csr(vertices, &edges);
+            let (mut memory, command) = setup(&graph, &previous);
+            let kernel = SsspKernel::decode(&command, &memory).unwrap();
+            if round % 2 == 1 {
+                let word = rng.gen_range(0..=vertices as u64);
+                let value = [0, 1, rng.gen(), graph.0[vertices] + 1][rng.gen_range(0..4)];
+                put_words(&mut memory, OFFSETS + 4 * word, &[value]);
+            }
+            assert_eq!(kernel.items() as usize, vertices.div_ceil(8));
+            for index in 0..kernel.items() {
+                let range = kernel.result_range(index);
+                let first = 8 * u64::from(index);
+                let count = (vertices as u64 - first).min(8);
+                assert_eq!(range, Some((4 * first, 4 * count as u32)), "item {index}");
+                match kernel.item(index, &memory) {
+                    Ok(spec) => {
+                        described += 1;
+                        assert_eq!(range, Some((spec.result_offset, spec.result_length)));
+                    }
+                    Err(status) => {
+                        refused += 1;
+                        assert_eq!(status, FirmwareError::ArgumentOutOfRange);
+                        assert_eq!(kernel.execute(index, &memory), Err(status));
+                    }
+                }
+            }
+            for index in [kernel.items(), kernel.items() + 1, u32::MAX] {
+                assert_eq!(kernel.result_range(index), None);
+                assert!(kernel.item(index, &memory).is_err());
+            }
+        }
+        assert!(
+            described > 1000 && refused > 20,
+            "{described} described, {refused} refused"
+        );
     }
 
     #[test]
@@ -1216,13 +1394,25 @@ mod tests {
             if let Ok(kernel) = SsspKernel::decode(&command, &memory) {
                 accepted += 1;
                 for item in 0..kernel.items().min(64) {
-                    let _ = kernel.item(item, &memory);
-                    let _ = kernel.execute(item, &memory);
+                    let described = kernel.item(item, &memory);
+                    let executed = kernel.execute(item, &memory);
+                    if described.is_err() {
+                        assert!(executed.is_err());
+                    }
+                    // The range the command processor takes, without reading the offsets, for
+                    // an item that ran: the described one whenever the item is described.
+                    if let Ok(spec) = described {
+                        assert_eq!(
+                            kernel.result_range(item),
+                            Some((spec.result_offset, spec.result_length))
+                        );
+                    }
                 }
                 assert_eq!(
                     kernel.item(kernel.items(), &memory),
                     Err(FirmwareError::ArgumentOutOfRange)
                 );
+                assert_eq!(kernel.result_range(kernel.items()), None);
             }
             // A memory smaller than the command assumes.
             let small = FakeMemory::new(0x300);

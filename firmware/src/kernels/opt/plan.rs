@@ -299,6 +299,19 @@ impl OptKernel {
                 .min(self.token_packets)
     }
 
+    /// Item `index`'s result range `(offset, length)`, as [`OptKernel::item`] gives it (only
+    /// stage 9's items have one: `32 p`, 32 bytes; the others `(0, 0)`); `None` past the last
+    /// item.
+    pub fn result_range(&self, index: u32) -> Option<(u64, u32)> {
+        Some(match self.work(index).ok()? {
+            Work::Residual { packet } => (
+                product(u64::from(packet), PACKET_BYTES).ok()?,
+                PACKET_BYTES as u32,
+            ),
+            _ => (0, 0),
+        })
+    }
+
     /// Item `index`: its result range (only stage 9's items have one: `32 p`, 32 bytes) and
     /// its cost (the stage's, see the cost constants). Reads nothing from `memory`.
     pub fn item<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<ItemSpec, FirmwareError> {
@@ -690,11 +703,15 @@ mod tests {
                 for item in 0..decoded.items() {
                     let spec = decoded.item(item, &memory);
                     prop_assert!(spec.is_ok());
-                    covered += u64::from(spec.unwrap().result_length);
+                    let spec = spec.unwrap();
+                    // The range the command processor takes without describing the item.
+                    prop_assert_eq!(decoded.result_range(item), Some((spec.result_offset, spec.result_length)));
+                    covered += u64::from(spec.result_length);
                     prop_assert_eq!(decoded.execute(item, &memory), Ok(()));
                 }
                 prop_assert_eq!(covered, command.result_length);
                 prop_assert!(decoded.item(decoded.items(), &memory).is_err());
+                prop_assert_eq!(decoded.result_range(decoded.items()), None);
             }
         }
 
