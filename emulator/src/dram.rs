@@ -81,11 +81,20 @@ impl DeviceMemory for DeviceDram {
     fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
         // The short reads (most of the kernels') and the runs of whole 4-byte words up to 64
         // bytes (a vertex's arcs, an item's offsets) inline into the caller; the other long
-        // ones are a call.
-        if buffer.len() <= 8 {
+        // ones are a call: a longer run of whole words that starts in the middle of an 8-byte
+        // word (half of an SSSP item's arcs) to a copy of whole words after that first half,
+        // the rest to the general one.
+        let length = buffer.len() as u64;
+        if length <= 8 {
             self.read_short(address, buffer)
-        } else if buffer.len() <= 64 && (address.0 | buffer.len() as u64) % 4 == 0 {
-            self.read_halves(address, buffer)
+        } else if (address.0 | length) % 4 == 0 {
+            if length <= 64 {
+                self.read_halves(address, buffer)
+            } else if address.0 % 8 != 0 {
+                self.read_halves_long(address, buffer)
+            } else {
+                self.read_long(address, buffer)
+            }
         } else {
             self.read_long(address, buffer)
         }
@@ -103,6 +112,31 @@ impl DeviceMemory for DeviceDram {
         } else {
             self.write_long(address, data)
         }
+    }
+
+    /// A read here moves bytes and nothing else (the views that count or interleave reads
+    /// wrap this memory and keep the default).
+    #[inline(always)]
+    fn unobserved_reads(&self) -> bool {
+        true
+    }
+
+    /// The same words and outcome as the default's 4-byte reads one by one (each word one
+    /// Relaxed load of the 8-byte word holding it, as [`DeviceDram::read_short`] makes), with
+    /// one bounds check for the whole gather: that of its largest index. A base that is not
+    /// 4-byte aligned (an element would straddle two words) or a gather that does not fit
+    /// takes the default's path, which finds the first failing element's fault.
+    #[inline(always)]
+    fn read_u32_gather(
+        &self,
+        base: u64,
+        indices: &[u32],
+        out: &mut [u32],
+    ) -> Result<(), MemoryFault> {
+        if base % 4 != 0 || !self.gather_words(base, indices, out) {
+            return firmware::hal::gather_u32_by_reads(self, base, indices, out);
+        }
+        Ok(())
     }
 
     /// A hardware prefetch of the cache line holding `address` (x86-64: `prefetcht0`; no-op
@@ -303,6 +337,88 @@ impl DeviceDram {
             }
         }
         if let (Ok(tail), Some(word)) = (<&mut [u8; 4]>::try_from(tail), words.next()) {
+            // The last word's low half.
+            *tail = (word.load(Ordering::Relaxed) as u32).to_le_bytes();
+        }
+        Ok(())
+    }
+
+    /// [`DeviceMemory::read_u32_gather`] from a 4-byte aligned `base` when every element's
+    /// word lies inside device memory (checked once, for the largest index): each element's
+    /// word out of the 8-byte word that holds it. Returns false, having read nothing that
+    /// counts (`out` unspecified), when some element does not fit.
+    #[inline(always)]
+    fn gather_words(&self, base: u64, indices: &[u32], out: &mut [u32]) -> bool {
+        let largest = indices
+            .iter()
+            .take(out.len())
+            .fold(0_u32, |largest, index| largest.max(*index));
+        // At most 4 * (2^32 - 1): the offset cannot overflow; the sum is checked.
+        let last = base.checked_add(u64::from(largest) * 4);
+        if !last.is_some_and(|last| self.fits(DeviceAddress(last), 4)) {
+            return false;
+        }
+        let words = self.segment.words();
+        for (index, word) in indices.iter().zip(out.iter_mut()) {
+            // Below `size` (checked above for the largest index): cannot overflow.
+            let address = base + u64::from(*index) * 4;
+            let Some(holder) = usize::try_from(address / 8)
+                .ok()
+                .and_then(|index| words.get(index))
+            else {
+                return false;
+            };
+            // 4-byte aligned: the low or the high half of the word.
+            let value = holder.load(Ordering::Relaxed);
+            *word = if address % 8 == 0 {
+                value as u32
+            } else {
+                (value >> 32) as u32
+            };
+        }
+        true
+    }
+
+    /// [`DeviceDram::read_halves`] of more than 64 bytes, as a call, its whole words copied
+    /// as [`DeviceDram::read_long`] copies them (iterated by value: no bounds check per
+    /// word). The same loads: a first half word when `address` is in the middle of a word,
+    /// whole words, a last half word.
+    #[inline(never)]
+    fn read_halves_long(
+        &self,
+        address: DeviceAddress,
+        buffer: &mut [u8],
+    ) -> Result<(), MemoryFault> {
+        let length = buffer.len() as u64;
+        let fault = MemoryFault { address, length };
+        if !self.fits(address, length) {
+            return Err(fault);
+        }
+        // Below `size`: cannot overflow.
+        let end = address.0 + length;
+        let first = usize::try_from(address.0 / 8).map_err(|_| fault)?;
+        let last = usize::try_from(end.div_ceil(8)).map_err(|_| fault)?;
+        let words = self.segment.words().get(first..last).ok_or(fault)?;
+        let (words, rest) = if address.0 % 8 == 0 {
+            (words, buffer)
+        } else {
+            // The first word's high half.
+            let (Some((head, rest)), Some((word, others))) =
+                (buffer.split_first_chunk_mut::<4>(), words.split_first())
+            else {
+                return Ok(());
+            };
+            *head = ((word.load(Ordering::Relaxed) >> 32) as u32).to_le_bytes();
+            (others, rest)
+        };
+        let whole = rest.len() / 8;
+        let (groups, tail) = rest.split_at_mut(whole * 8);
+        for (chunk, word) in groups.chunks_exact_mut(8).zip(words) {
+            if let Ok(chunk) = <&mut [u8; 8]>::try_from(chunk) {
+                *chunk = word.load(Ordering::Relaxed).to_le_bytes();
+            }
+        }
+        if let (Ok(tail), Some(word)) = (<&mut [u8; 4]>::try_from(tail), words.get(whole)) {
             // The last word's low half.
             *tail = (word.load(Ordering::Relaxed) as u32).to_le_bytes();
         }
