@@ -644,6 +644,126 @@ mod tests {
         }
     }
 
+    /// Runs of whole 4-byte words longer than 64 bytes from a 4-byte aligned address (the
+    /// call that copies whole words after a first half word) and from an 8-byte aligned one
+    /// agree with a byte model, and fault with their own address and length past the end.
+    #[test]
+    fn long_runs_of_whole_words_match_a_byte_model() {
+        const SIZE: usize = 1024;
+        let dram = DeviceDram::new(SIZE as u64);
+        let model: Vec<u8> = (0..SIZE).map(|at| (at * 7 + at / 256) as u8).collect();
+        dram.write(DeviceAddress(0), &model).unwrap();
+        for words in [17_usize, 18, 31, 64, 100] {
+            let length = 4 * words;
+            for address in (0..=SIZE - length).step_by(4) {
+                let mut back = vec![0x5a_u8; length];
+                dram.read(DeviceAddress(address as u64), &mut back).unwrap();
+                assert_eq!(back, model[address..address + length], "at {address}+{length}");
+            }
+            let mut back = vec![0_u8; length];
+            for address in [SIZE - length + 4, SIZE - length + 8] {
+                assert_eq!(
+                    dram.read(DeviceAddress(address as u64), &mut back),
+                    Err(MemoryFault {
+                        address: DeviceAddress(address as u64),
+                        length: length as u64
+                    })
+                );
+            }
+        }
+    }
+
+    /// The gather's one bounds check and word loads give what the per-element reads give
+    /// (`gather_u32_by_reads`, the HAL's default): the same words inside memory, the same
+    /// fault (the first failing element's address, 4 bytes) for an index past the end or a
+    /// base whose elements wrap around the address space, and the same for a base that is
+    /// not 4-byte aligned (which takes the per-element path).
+    #[test]
+    fn a_gather_equals_the_per_element_reads() {
+        const SIZE: u64 = 4100;
+        let dram = DeviceDram::new(SIZE);
+        let bytes: Vec<u8> = (0..SIZE).map(|at| (at * 13 + at / 251) as u8).collect();
+        dram.write(DeviceAddress(0), &bytes).unwrap();
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(0x6a7e_4e55);
+        let mut faults = 0;
+        for round in 0..4000 {
+            let base = match round % 5 {
+                0 => 0,
+                1 => 4 * rng.gen_range(0..512),
+                2 => rng.gen_range(0..2048),
+                3 => u64::MAX - 4 * rng.gen_range(0..4),
+                _ => SIZE - 4 * rng.gen_range(1..8),
+            };
+            let count = rng.gen_range(0..70);
+            let indices: Vec<u32> = (0..count)
+                .map(|_| match rng.gen_range(0..20) {
+                    0 => rng.gen(),
+                    1 => rng.gen_range(1020..1030),
+                    _ => rng.gen_range(0..64),
+                })
+                .collect();
+            let mut want = vec![0_u32; count];
+            let expected = firmware::hal::gather_u32_by_reads(&dram, base, &indices, &mut want);
+            let mut got = vec![0_u32; count];
+            let outcome = dram.read_u32_gather(base, &indices, &mut got);
+            assert_eq!(outcome, expected, "round {round}: {base:#x} {indices:?}");
+            if expected.is_ok() {
+                assert_eq!(got, want, "round {round}");
+                for (index, word) in indices.iter().zip(&got) {
+                    let address = (base + 4 * u64::from(*index)) as usize;
+                    let mut one = [0_u8; 4];
+                    one.copy_from_slice(&bytes[address..address + 4]);
+                    assert_eq!(*word, u32::from_le_bytes(one));
+                }
+            } else {
+                faults += 1;
+            }
+        }
+        assert!(faults > 500, "only {faults} gathers faulted");
+        // The fault is the first failing element's, not the largest index's.
+        let mut out = [0_u32; 3];
+        assert_eq!(
+            dram.read_u32_gather(4096, &[2000, 1, 0], &mut out),
+            Err(MemoryFault {
+                address: DeviceAddress(4096 + 8000),
+                length: 4
+            })
+        );
+        assert_eq!(
+            dram.read_u32_gather(4096, &[0, 2000, 1], &mut out),
+            Err(MemoryFault {
+                address: DeviceAddress(4096 + 8000),
+                length: 4
+            })
+        );
+        // An element whose address does not fit a `u64`.
+        assert_eq!(
+            dram.read_u32_gather(u64::MAX - 3, &[0, 1], &mut out),
+            Err(MemoryFault {
+                address: DeviceAddress(u64::MAX - 3),
+                length: 4
+            })
+        );
+        assert_eq!(
+            dram.read_u32_gather(u64::MAX - 3, &[1], &mut out),
+            Err(MemoryFault {
+                address: DeviceAddress(u64::MAX - 3),
+                length: 8
+            })
+        );
+        // Misaligned: the words straddle two 8-byte words.
+        let mut got = [0_u32; 3];
+        dram.read_u32_gather(6, &[0, 1, 2], &mut got).unwrap();
+        let mut want = [0_u8; 12];
+        dram.read(DeviceAddress(6), &mut want).unwrap();
+        let want: Vec<u32> = want
+            .chunks_exact(4)
+            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            .collect();
+        assert_eq!(got.to_vec(), want);
+        assert!(dram.unobserved_reads());
+    }
+
     #[test]
     fn access_past_the_end_faults_without_touching_memory() {
         let dram = DeviceDram::new(16);
@@ -973,6 +1093,60 @@ mod profile_tests {
         assert!(cache.touch(5), "8192 bursts apart is another entry of 6144");
         assert!(!cache.touch(5 + size));
         assert!(!cache.touch(5), "evicted by the burst one cache size on");
+    }
+
+    /// A gather through the profile touches each element's burst in order, as 4-byte reads
+    /// one by one do (the burst cache makes the order matter), and stops counting at the
+    /// first failing element; the profile declares its reads observed.
+    #[test]
+    fn a_profile_counts_a_gather_as_the_per_element_reads() {
+        let dram = DeviceDram::new(1 << 20);
+        // Repeats, and elements whose bursts evict each other: 2,048 bursts (128 KiB, 32,768
+        // words) apart in one channel's cache, 6,144 in three channels' (98,304 words); then
+        // one past the memory's 262,144 words.
+        let indices = [
+            0_u32, 16, 0, 32_768, 0, 98_304, 16, 0, 300, 98_304, 0, 300_000, 16,
+        ];
+        for cache_channels in [1_u32, 3] {
+            let gathered = {
+                let mut counts = [0_u64; 4];
+                let mut cache = BurstCache::for_channels(cache_channels);
+                let profile = ChannelProfile::new(&dram, 4, 8, &mut counts, &mut cache);
+                let mut out = vec![0_u32; indices.len()];
+                let outcome = profile.read_u32_gather(0x40, &indices, &mut out);
+                assert!(!profile.unobserved_reads());
+                (outcome, profile.bursts(), counts)
+            };
+            let one_by_one = {
+                let mut counts = [0_u64; 4];
+                let mut cache = BurstCache::for_channels(cache_channels);
+                let profile = ChannelProfile::new(&dram, 4, 8, &mut counts, &mut cache);
+                let mut outcome = Ok(());
+                for index in &indices {
+                    let mut word = [0_u8; 4];
+                    let address = DeviceAddress(0x40 + 4 * u64::from(*index));
+                    if let Err(fault) = profile.read(address, &mut word) {
+                        outcome = Err(fault);
+                        break;
+                    }
+                }
+                (outcome, profile.bursts(), counts)
+            };
+            assert_eq!(gathered, one_by_one, "{cache_channels}");
+            assert_eq!(
+                gathered.0,
+                Err(MemoryFault {
+                    address: DeviceAddress(0x40 + 1_200_000),
+                    length: 4
+                }),
+                "index 300,000 is past the 1 MiB"
+            );
+            // Bursts 1, 2, 1, 2,049, 1, 6,145, 2, 1, 19, 6,145, 1: 9 misses in one channel's
+            // cache (2,049 and 6,145 share burst 1's entry), 8 in three channels' (only 6,145
+            // does).
+            let misses = if cache_channels == 1 { 9 } else { 8 };
+            assert_eq!(gathered.1, misses, "{gathered:?}");
+        }
     }
 
     #[test]

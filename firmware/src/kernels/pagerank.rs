@@ -93,7 +93,7 @@ use crate::error::FirmwareError;
 use crate::hal::DeviceMemory;
 use crate::kernels::ranges::{checked_csr_offsets, checked_range, overlaps, word_bytes};
 use crate::kernels::sssp::{
-    inside_prefix, prefetch_words, read_words, word_address, CHUNK_WORDS, PREFETCH_ITEMS_AHEAD,
+    prefetch_words, read_word, read_words, word_address, CHUNK_WORDS, PREFETCH_ITEMS_AHEAD,
     RANDOM_ACCESS_BYTES,
 };
 use crate::kernels::{ItemCost, ItemSpec, VECTOR_LANES};
@@ -296,7 +296,6 @@ impl PageRankKernel {
         prefetch_words::<_, 1>(memory, parameters.offsets, u64::from(index).wrapping_add(1));
         prefetch_words::<_, 2>(memory, parameters.sources, last);
         let mut sources = [0_u32; CHUNK_WORDS];
-        let mut contributions = [0_u32; CHUNK_WORDS];
         let mut sum = GatherSum::new();
         let mut arc = first;
         while arc < last {
@@ -315,27 +314,16 @@ impl PageRankKernel {
                     .wrapping_add(u64::from(*source).wrapping_mul(4));
                 memory.prefetch(DeviceAddress(address));
             }
-            let chunk_sources = sources
-                .get(..chunk)
-                .ok_or(FirmwareError::ArgumentOutOfRange)?;
-            // The sources inside the graph: all, or those before the first that is not, whose
-            // contributions are still read before the item fails (as one read per arc would).
-            let inside = inside_prefix(chunk_sources, parameters.vertices);
-            let gathered = contributions
-                .get_mut(..inside)
-                .ok_or(FirmwareError::ArgumentOutOfRange)?;
-            memory.read_u32_gather(
-                self.contributions,
-                chunk_sources
-                    .get(..inside)
-                    .ok_or(FirmwareError::ArgumentOutOfRange)?,
-                gathered,
-            )?;
-            if inside < chunk {
-                return Err(FirmwareError::ArgumentOutOfRange);
-            }
-            for contribution in gathered.iter() {
-                sum.add(f32::from_bits(*contribution));
+            for source in sources.iter().take(chunk) {
+                let source = u64::from(*source);
+                if source >= parameters.vertices {
+                    return Err(FirmwareError::ArgumentOutOfRange);
+                }
+                sum.add(f32::from_bits(read_word(
+                    memory,
+                    self.contributions,
+                    source,
+                )?));
             }
             arc = arc
                 .checked_add(chunk as u64)
