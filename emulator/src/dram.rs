@@ -122,7 +122,7 @@ impl DeviceMemory for DeviceDram {
     }
 
     /// The same words and outcome as the default's 4-byte reads one by one (each word one
-    /// Relaxed load of the 8-byte word holding it, as [`DeviceDram::read_short`] makes), with
+    /// Relaxed load of the 8-byte word holding it, as a 4-byte read makes), with
     /// one bounds check for the whole gather: that of its largest index. A base that is not
     /// 4-byte aligned (an element would straddle two words) or a gather that does not fit
     /// takes the default's path, which finds the first failing element's fault.
@@ -658,7 +658,11 @@ mod tests {
             for address in (0..=SIZE - length).step_by(4) {
                 let mut back = vec![0x5a_u8; length];
                 dram.read(DeviceAddress(address as u64), &mut back).unwrap();
-                assert_eq!(back, model[address..address + length], "at {address}+{length}");
+                assert_eq!(
+                    back,
+                    model[address..address + length],
+                    "at {address}+{length}"
+                );
             }
             let mut back = vec![0_u8; length];
             for address in [SIZE - length + 4, SIZE - length + 8] {

@@ -67,10 +67,12 @@
 //! [`crate::run_item`] behind a [`DeviceMemory`] that records the deepest stack address any
 //! access is made from (kernels reach device memory only through the HAL, and their buffers
 //! are live in their frames during those calls), and prints the high-water mark below the
-//! caller's frame. Measured on x86-64, release profile (2 December 2026): OPT 3,585 bytes (all
-//! ten stages), KNN 1,225, SSSP 856, SSB 733, DLRM 537, PageRank 484 (every kernel; the QEMU port measures
-//! 2,892 for KNN and 3,380 for SSSP on rv32imac by stack painting, its HAL's frames included;
-//! SSSP's before its word reads lost a 256-byte staging buffer).
+//! caller's frame. Measured on x86-64, release profile (2 December 2026): OPT 3,601 bytes (all
+//! ten stages), KNN 1,225, SSSP 1,193 (its whole-run path, taken when
+//! [`DeviceMemory::unobserved_reads`]; 1,088 reading per vertex), SSB 733, DLRM 537, PageRank
+//! 484 (every kernel; the QEMU port measures 2,892 for KNN and 3,380 for SSSP on rv32imac by
+//! stack painting, its HAL's frames included; SSSP's before its word reads lost a 256-byte
+//! staging buffer and before its whole-run path added one).
 //! The probe misses leaf calls
 //! that make no access (`libm`, the `kernel-arith` helpers), so [`UTHREAD_STACK_BYTES`] is
 //! about twice the deepest figure, leaving room for those, a port's own [`DeviceMemory`],
@@ -184,11 +186,11 @@ pub fn gather_u32_by_reads<M: DeviceMemory + ?Sized>(
     out: &mut [u32],
 ) -> Result<(), MemoryFault> {
     for (index, word) in indices.iter().zip(out.iter_mut()) {
-        // At most 4 * (2^32 - 1): the offset itself cannot overflow.
-        let offset = u64::from(*index) * 4;
+        // At most 4 * (2^32 - 1): the offset and the element's end cannot wrap.
+        let offset = u64::from(*index).wrapping_mul(4);
         let address = base.checked_add(offset).ok_or(MemoryFault {
             address: DeviceAddress(base),
-            length: offset + 4,
+            length: offset.wrapping_add(4),
         })?;
         let mut bytes = [0_u8; 4];
         memory.read(DeviceAddress(address), &mut bytes)?;

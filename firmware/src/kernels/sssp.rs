@@ -603,8 +603,10 @@ impl SsspKernel {
     /// [`CHUNK_WORDS`] of its arcs their targets, their weights, and each target's previous
     /// distance (after checking that target), stopping at the first failure. On a memory whose
     /// reads nobody observes ([`DeviceMemory::unobserved_reads`]) an item of at most
-    /// [`CHUNK_WORDS`] arcs reads the same words in whole runs instead ([`Self::relax_runs`]),
-    /// and falls back to that order on any failure: the same result and the same error.
+    /// [`CHUNK_WORDS`] arcs reads the same words in whole runs instead (its vertices' previous
+    /// distances, the targets and weights of all its arcs, the targets checked at once, one
+    /// [`DeviceMemory::read_u32_gather`] of their distances), and falls back to that order on
+    /// any failure: the same result and the same error.
     pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<(), FirmwareError> {
         let span = self.span(index, memory)?;
         let parameters = self.parameters;
@@ -896,7 +898,11 @@ mod tests {
             let vertices = rng.gen_range(1..=40_usize);
             let mut edges = Vec::new();
             for u in 0..vertices as u32 {
-                let degree = if rng.gen_ratio(1, 10) { rng.gen_range(20..40) } else { rng.gen_range(0..4) };
+                let degree = if rng.gen_ratio(1, 10) {
+                    rng.gen_range(20..40)
+                } else {
+                    rng.gen_range(0..4)
+                };
                 for _ in 0..degree {
                     let v = rng.gen_range(0..vertices as u32);
                     let w = match rng.gen_range(0..3) {
@@ -939,7 +945,10 @@ mod tests {
                 "round {round}"
             );
         }
-        assert!(fast > 500 && hostile > 20, "{fast} items ran, {hostile} failed");
+        assert!(
+            fast > 500 && hostile > 20,
+            "{fast} items ran, {hostile} failed"
+        );
     }
 
     /// Device memory that logs its reads and hints, in order: `(hint, address)`.
