@@ -81,11 +81,20 @@ impl DeviceMemory for DeviceDram {
     fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
         // The short reads (most of the kernels') and the runs of whole 4-byte words up to 64
         // bytes (a vertex's arcs, an item's offsets) inline into the caller; the other long
-        // ones are a call.
-        if buffer.len() <= 8 {
+        // ones are a call: a longer run of whole words that starts in the middle of an 8-byte
+        // word (half of an SSSP item's arcs) to a copy of whole words after that first half,
+        // the rest to the general one.
+        let length = buffer.len() as u64;
+        if length <= 8 {
             self.read_short(address, buffer)
-        } else if buffer.len() <= 64 && (address.0 | buffer.len() as u64) % 4 == 0 {
-            self.read_halves(address, buffer)
+        } else if (address.0 | length) % 4 == 0 {
+            if length <= 64 {
+                self.read_halves(address, buffer)
+            } else if address.0 % 8 != 0 {
+                self.read_halves_long(address, buffer)
+            } else {
+                self.read_long(address, buffer)
+            }
         } else {
             self.read_long(address, buffer)
         }
@@ -103,6 +112,31 @@ impl DeviceMemory for DeviceDram {
         } else {
             self.write_long(address, data)
         }
+    }
+
+    /// A read here moves bytes and nothing else (the views that count or interleave reads
+    /// wrap this memory and keep the default).
+    #[inline(always)]
+    fn unobserved_reads(&self) -> bool {
+        true
+    }
+
+    /// The same words and outcome as the default's 4-byte reads one by one (each word one
+    /// Relaxed load of the 8-byte word holding it, as a 4-byte read makes), with
+    /// one bounds check for the whole gather: that of its largest index. A base that is not
+    /// 4-byte aligned (an element would straddle two words) or a gather that does not fit
+    /// takes the default's path, which finds the first failing element's fault.
+    #[inline(always)]
+    fn read_u32_gather(
+        &self,
+        base: u64,
+        indices: &[u32],
+        out: &mut [u32],
+    ) -> Result<(), MemoryFault> {
+        if base % 4 != 0 || !self.gather_words(base, indices, out) {
+            return firmware::hal::gather_u32_by_reads(self, base, indices, out);
+        }
+        Ok(())
     }
 
     /// A hardware prefetch of the cache line holding `address` (x86-64: `prefetcht0`; no-op
@@ -303,6 +337,88 @@ impl DeviceDram {
             }
         }
         if let (Ok(tail), Some(word)) = (<&mut [u8; 4]>::try_from(tail), words.next()) {
+            // The last word's low half.
+            *tail = (word.load(Ordering::Relaxed) as u32).to_le_bytes();
+        }
+        Ok(())
+    }
+
+    /// [`DeviceMemory::read_u32_gather`] from a 4-byte aligned `base` when every element's
+    /// word lies inside device memory (checked once, for the largest index): each element's
+    /// word out of the 8-byte word that holds it. Returns false, having read nothing that
+    /// counts (`out` unspecified), when some element does not fit.
+    #[inline(always)]
+    fn gather_words(&self, base: u64, indices: &[u32], out: &mut [u32]) -> bool {
+        let largest = indices
+            .iter()
+            .take(out.len())
+            .fold(0_u32, |largest, index| largest.max(*index));
+        // At most 4 * (2^32 - 1): the offset cannot overflow; the sum is checked.
+        let last = base.checked_add(u64::from(largest) * 4);
+        if !last.is_some_and(|last| self.fits(DeviceAddress(last), 4)) {
+            return false;
+        }
+        let words = self.segment.words();
+        for (index, word) in indices.iter().zip(out.iter_mut()) {
+            // Below `size` (checked above for the largest index): cannot overflow.
+            let address = base + u64::from(*index) * 4;
+            let Some(holder) = usize::try_from(address / 8)
+                .ok()
+                .and_then(|index| words.get(index))
+            else {
+                return false;
+            };
+            // 4-byte aligned: the low or the high half of the word.
+            let value = holder.load(Ordering::Relaxed);
+            *word = if address % 8 == 0 {
+                value as u32
+            } else {
+                (value >> 32) as u32
+            };
+        }
+        true
+    }
+
+    /// [`DeviceDram::read_halves`] of more than 64 bytes, as a call, its whole words copied
+    /// as [`DeviceDram::read_long`] copies them (iterated by value: no bounds check per
+    /// word). The same loads: a first half word when `address` is in the middle of a word,
+    /// whole words, a last half word.
+    #[inline(never)]
+    fn read_halves_long(
+        &self,
+        address: DeviceAddress,
+        buffer: &mut [u8],
+    ) -> Result<(), MemoryFault> {
+        let length = buffer.len() as u64;
+        let fault = MemoryFault { address, length };
+        if !self.fits(address, length) {
+            return Err(fault);
+        }
+        // Below `size`: cannot overflow.
+        let end = address.0 + length;
+        let first = usize::try_from(address.0 / 8).map_err(|_| fault)?;
+        let last = usize::try_from(end.div_ceil(8)).map_err(|_| fault)?;
+        let words = self.segment.words().get(first..last).ok_or(fault)?;
+        let (words, rest) = if address.0 % 8 == 0 {
+            (words, buffer)
+        } else {
+            // The first word's high half.
+            let (Some((head, rest)), Some((word, others))) =
+                (buffer.split_first_chunk_mut::<4>(), words.split_first())
+            else {
+                return Ok(());
+            };
+            *head = ((word.load(Ordering::Relaxed) >> 32) as u32).to_le_bytes();
+            (others, rest)
+        };
+        let whole = rest.len() / 8;
+        let (groups, tail) = rest.split_at_mut(whole * 8);
+        for (chunk, word) in groups.chunks_exact_mut(8).zip(words) {
+            if let Ok(chunk) = <&mut [u8; 8]>::try_from(chunk) {
+                *chunk = word.load(Ordering::Relaxed).to_le_bytes();
+            }
+        }
+        if let (Ok(tail), Some(word)) = (<&mut [u8; 4]>::try_from(tail), words.get(whole)) {
             // The last word's low half.
             *tail = (word.load(Ordering::Relaxed) as u32).to_le_bytes();
         }
@@ -526,6 +642,130 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Runs of whole 4-byte words longer than 64 bytes from a 4-byte aligned address (the
+    /// call that copies whole words after a first half word) and from an 8-byte aligned one
+    /// agree with a byte model, and fault with their own address and length past the end.
+    #[test]
+    fn long_runs_of_whole_words_match_a_byte_model() {
+        const SIZE: usize = 1024;
+        let dram = DeviceDram::new(SIZE as u64);
+        let model: Vec<u8> = (0..SIZE).map(|at| (at * 7 + at / 256) as u8).collect();
+        dram.write(DeviceAddress(0), &model).unwrap();
+        for words in [17_usize, 18, 31, 64, 100] {
+            let length = 4 * words;
+            for address in (0..=SIZE - length).step_by(4) {
+                let mut back = vec![0x5a_u8; length];
+                dram.read(DeviceAddress(address as u64), &mut back).unwrap();
+                assert_eq!(
+                    back,
+                    model[address..address + length],
+                    "at {address}+{length}"
+                );
+            }
+            let mut back = vec![0_u8; length];
+            for address in [SIZE - length + 4, SIZE - length + 8] {
+                assert_eq!(
+                    dram.read(DeviceAddress(address as u64), &mut back),
+                    Err(MemoryFault {
+                        address: DeviceAddress(address as u64),
+                        length: length as u64
+                    })
+                );
+            }
+        }
+    }
+
+    /// The gather's one bounds check and word loads give what the per-element reads give
+    /// (`gather_u32_by_reads`, the HAL's default): the same words inside memory, the same
+    /// fault (the first failing element's address, 4 bytes) for an index past the end or a
+    /// base whose elements wrap around the address space, and the same for a base that is
+    /// not 4-byte aligned (which takes the per-element path).
+    #[test]
+    fn a_gather_equals_the_per_element_reads() {
+        const SIZE: u64 = 4100;
+        let dram = DeviceDram::new(SIZE);
+        let bytes: Vec<u8> = (0..SIZE).map(|at| (at * 13 + at / 251) as u8).collect();
+        dram.write(DeviceAddress(0), &bytes).unwrap();
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(0x6a7e_4e55);
+        let mut faults = 0;
+        for round in 0..4000 {
+            let base = match round % 5 {
+                0 => 0,
+                1 => 4 * rng.gen_range(0..512),
+                2 => rng.gen_range(0..2048),
+                3 => u64::MAX - 4 * rng.gen_range(0..4),
+                _ => SIZE - 4 * rng.gen_range(1..8),
+            };
+            let count = rng.gen_range(0..70);
+            let indices: Vec<u32> = (0..count)
+                .map(|_| match rng.gen_range(0..20) {
+                    0 => rng.gen(),
+                    1 => rng.gen_range(1020..1030),
+                    _ => rng.gen_range(0..64),
+                })
+                .collect();
+            let mut want = vec![0_u32; count];
+            let expected = firmware::hal::gather_u32_by_reads(&dram, base, &indices, &mut want);
+            let mut got = vec![0_u32; count];
+            let outcome = dram.read_u32_gather(base, &indices, &mut got);
+            assert_eq!(outcome, expected, "round {round}: {base:#x} {indices:?}");
+            if expected.is_ok() {
+                assert_eq!(got, want, "round {round}");
+                for (index, word) in indices.iter().zip(&got) {
+                    let address = (base + 4 * u64::from(*index)) as usize;
+                    let mut one = [0_u8; 4];
+                    one.copy_from_slice(&bytes[address..address + 4]);
+                    assert_eq!(*word, u32::from_le_bytes(one));
+                }
+            } else {
+                faults += 1;
+            }
+        }
+        assert!(faults > 500, "only {faults} gathers faulted");
+        // The fault is the first failing element's, not the largest index's.
+        let mut out = [0_u32; 3];
+        assert_eq!(
+            dram.read_u32_gather(4096, &[2000, 1, 0], &mut out),
+            Err(MemoryFault {
+                address: DeviceAddress(4096 + 8000),
+                length: 4
+            })
+        );
+        assert_eq!(
+            dram.read_u32_gather(4096, &[0, 2000, 1], &mut out),
+            Err(MemoryFault {
+                address: DeviceAddress(4096 + 8000),
+                length: 4
+            })
+        );
+        // An element whose address does not fit a `u64`.
+        assert_eq!(
+            dram.read_u32_gather(u64::MAX - 3, &[0, 1], &mut out),
+            Err(MemoryFault {
+                address: DeviceAddress(u64::MAX - 3),
+                length: 4
+            })
+        );
+        assert_eq!(
+            dram.read_u32_gather(u64::MAX - 3, &[1], &mut out),
+            Err(MemoryFault {
+                address: DeviceAddress(u64::MAX - 3),
+                length: 8
+            })
+        );
+        // Misaligned: the words straddle two 8-byte words.
+        let mut got = [0_u32; 3];
+        dram.read_u32_gather(6, &[0, 1, 2], &mut got).unwrap();
+        let mut want = [0_u8; 12];
+        dram.read(DeviceAddress(6), &mut want).unwrap();
+        let want: Vec<u32> = want
+            .chunks_exact(4)
+            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            .collect();
+        assert_eq!(got.to_vec(), want);
+        assert!(dram.unobserved_reads());
     }
 
     #[test]
@@ -857,6 +1097,60 @@ mod profile_tests {
         assert!(cache.touch(5), "8192 bursts apart is another entry of 6144");
         assert!(!cache.touch(5 + size));
         assert!(!cache.touch(5), "evicted by the burst one cache size on");
+    }
+
+    /// A gather through the profile touches each element's burst in order, as 4-byte reads
+    /// one by one do (the burst cache makes the order matter), and stops counting at the
+    /// first failing element; the profile declares its reads observed.
+    #[test]
+    fn a_profile_counts_a_gather_as_the_per_element_reads() {
+        let dram = DeviceDram::new(1 << 20);
+        // Repeats, and elements whose bursts evict each other: 2,048 bursts (128 KiB, 32,768
+        // words) apart in one channel's cache, 6,144 in three channels' (98,304 words); then
+        // one past the memory's 262,144 words.
+        let indices = [
+            0_u32, 16, 0, 32_768, 0, 98_304, 16, 0, 300, 98_304, 0, 300_000, 16,
+        ];
+        for cache_channels in [1_u32, 3] {
+            let gathered = {
+                let mut counts = [0_u64; 4];
+                let mut cache = BurstCache::for_channels(cache_channels);
+                let profile = ChannelProfile::new(&dram, 4, 8, &mut counts, &mut cache);
+                let mut out = vec![0_u32; indices.len()];
+                let outcome = profile.read_u32_gather(0x40, &indices, &mut out);
+                assert!(!profile.unobserved_reads());
+                (outcome, profile.bursts(), counts)
+            };
+            let one_by_one = {
+                let mut counts = [0_u64; 4];
+                let mut cache = BurstCache::for_channels(cache_channels);
+                let profile = ChannelProfile::new(&dram, 4, 8, &mut counts, &mut cache);
+                let mut outcome = Ok(());
+                for index in &indices {
+                    let mut word = [0_u8; 4];
+                    let address = DeviceAddress(0x40 + 4 * u64::from(*index));
+                    if let Err(fault) = profile.read(address, &mut word) {
+                        outcome = Err(fault);
+                        break;
+                    }
+                }
+                (outcome, profile.bursts(), counts)
+            };
+            assert_eq!(gathered, one_by_one, "{cache_channels}");
+            assert_eq!(
+                gathered.0,
+                Err(MemoryFault {
+                    address: DeviceAddress(0x40 + 1_200_000),
+                    length: 4
+                }),
+                "index 300,000 is past the 1 MiB"
+            );
+            // Bursts 1, 2, 1, 2,049, 1, 6,145, 2, 1, 19, 6,145, 1: 9 misses in one channel's
+            // cache (2,049 and 6,145 share burst 1's entry), 8 in three channels' (only 6,145
+            // does).
+            let misses = if cache_channels == 1 { 9 } else { 8 };
+            assert_eq!(gathered.1, misses, "{gathered:?}");
+        }
     }
 
     #[test]

@@ -401,6 +401,19 @@ impl DeviceMemory for Hardware {
         self.dram.read(address, buffer)
     }
     #[inline(always)]
+    fn unobserved_reads(&self) -> bool {
+        self.dram.unobserved_reads()
+    }
+    #[inline(always)]
+    fn read_u32_gather(
+        &self,
+        base: u64,
+        indices: &[u32],
+        out: &mut [u32],
+    ) -> Result<(), MemoryFault> {
+        self.dram.read_u32_gather(base, indices, out)
+    }
+    #[inline(always)]
     fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
         self.dram.write(address, data)
     }

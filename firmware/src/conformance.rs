@@ -133,11 +133,13 @@ fn fill<M: DeviceMemory + ?Sized>(
 
 /// Reads and writes inside memory land; an access with any byte outside (the last byte, one
 /// past the end, an address whose end overflows) is that access's [`MemoryFault`] and touches
-/// nothing. `window` is a scratch range of [`WINDOW`] bytes.
+/// nothing; a [`DeviceMemory::read_u32_gather`] gives the words 4-byte reads give, and the
+/// fault of its first element outside memory. `window` is a scratch range of [`WINDOW`] bytes.
 pub fn memory_bounds<M: DeviceMemory + ?Sized>(
     memory: &M,
     window: DeviceAddress,
 ) -> Result<(), Violation> {
+    gather(memory, window)?;
     fill(memory, window, 0x5a)?;
     check(
         "a written byte reads back",
@@ -206,6 +208,56 @@ pub fn memory_bounds<M: DeviceMemory + ?Sized>(
         window.0,
         byte(memory, window),
         0x5a,
+    )
+}
+
+/// [`memory_bounds`]'s gather clauses: the words of a gather inside `window` (in any order,
+/// repeated) are the 4-byte reads' words; a gather with an element at or past the end faults
+/// with that element's 4-byte access even when a later element is further out; one whose
+/// element's address overflows faults with `{ address: base, length: 4 * index + 4 }`.
+fn gather<M: DeviceMemory + ?Sized>(memory: &M, window: DeviceAddress) -> Result<(), Violation> {
+    let pattern: [u8; 16] = core::array::from_fn(|at| (at as u8).wrapping_mul(37).wrapping_add(11));
+    memory.write(window, &pattern).map_err(|fault| Violation {
+        clause: "a write inside memory succeeds",
+        address: fault.address.0,
+        seen: fault.length,
+        expected: 0,
+    })?;
+    let indices = [3_u32, 0, 2, 0, 1];
+    let mut out = [0_u32; 5];
+    let outcome = memory.read_u32_gather(window.0, &indices, &mut out);
+    check(
+        "a gather inside memory succeeds",
+        window.0,
+        u64::from(outcome.is_ok()),
+        1,
+    )?;
+    for (index, got) in indices.iter().zip(out) {
+        let address = at(window, u64::from(*index).saturating_mul(4));
+        check(
+            "a gather reads the words 4-byte reads do",
+            address.0,
+            u64::from(got),
+            word(memory, address),
+        )?;
+    }
+    // The first element at or past the end: its word is (partly) outside.
+    let room = memory.size().saturating_sub(window.0) / 4;
+    if let Ok(past) = u32::try_from(room) {
+        let address = at(window, u64::from(past).saturating_mul(4));
+        fault_is(
+            "a gather faults at its first element outside memory",
+            memory.read_u32_gather(window.0, &[0, past, u32::MAX, 1], &mut out),
+            address,
+            4,
+        )?;
+    }
+    let top = DeviceAddress(u64::MAX - 3);
+    fault_is(
+        "a gather element whose address overflows faults",
+        memory.read_u32_gather(top.0, &[1], &mut out),
+        top,
+        8,
     )
 }
 

@@ -67,10 +67,12 @@
 //! [`crate::run_item`] behind a [`DeviceMemory`] that records the deepest stack address any
 //! access is made from (kernels reach device memory only through the HAL, and their buffers
 //! are live in their frames during those calls), and prints the high-water mark below the
-//! caller's frame. Measured on x86-64, release profile (2 December 2026): OPT 3,585 bytes (all
-//! ten stages), KNN 1,225, SSSP 856, SSB 733, DLRM 537, PageRank 484 (every kernel; the QEMU port measures
-//! 2,892 for KNN and 3,380 for SSSP on rv32imac by stack painting, its HAL's frames included;
-//! SSSP's before its word reads lost a 256-byte staging buffer).
+//! caller's frame. Measured on x86-64, release profile (2 December 2026): OPT 3,601 bytes (all
+//! ten stages), KNN 1,225, SSSP 1,193 (its whole-run path, taken when
+//! [`DeviceMemory::unobserved_reads`]; 1,088 reading per vertex), SSB 733, DLRM 537, PageRank
+//! 484 (every kernel; the QEMU port measures 2,892 for KNN and 3,380 for SSSP on rv32imac by
+//! stack painting, its HAL's frames included; SSSP's before its word reads lost a 256-byte
+//! staging buffer and before its whole-run path added one).
 //! The probe misses leaf calls
 //! that make no access (`libm`, the `kernel-arith` helpers), so [`UTHREAD_STACK_BYTES`] is
 //! about twice the deepest figure, leaving room for those, a port's own [`DeviceMemory`],
@@ -129,6 +131,39 @@ pub trait DeviceMemory {
     #[inline(always)]
     fn prefetch(&self, _address: DeviceAddress) {}
 
+    /// An indexed load of little-endian `u32` words (RISC-V `vluxei32.v`): for each `k` in
+    /// order, the word at `base + 4 * indices[k]` into `out[k]`, for as many elements as the
+    /// shorter of the two slices holds.
+    ///
+    /// The default, [`gather_u32_by_reads`], is one 4-byte [`DeviceMemory::read`] per element,
+    /// in order, stopping at the first that fails. An implementation MAY override it to go
+    /// faster, and then MUST give the same words and the same outcome: on failure, the
+    /// [`MemoryFault`] of the first element that cannot be read (its 4-byte access; for an
+    /// element whose address `base + 4 * index` does not fit a `u64`, the fault `{ address:
+    /// base, length: 4 * index + 4 }`), with `out`'s words then unspecified. A view that counts,
+    /// orders or interleaves accesses (the emulator's channel profile and interleaved
+    /// execution) keeps the default, so it sees the elements' reads one by one, in order.
+    #[inline(always)]
+    fn read_u32_gather(
+        &self,
+        base: u64,
+        indices: &[u32],
+        out: &mut [u32],
+    ) -> Result<(), MemoryFault> {
+        gather_u32_by_reads(self, base, indices, out)
+    }
+
+    /// Whether a read of this memory has no effect anyone can observe beyond the bytes it
+    /// returns: nothing counts, logs, times, orders or interleaves the reads. A kernel MAY then
+    /// read in another order than its documented one, in larger runs, or twice (a fast path
+    /// that falls back to the documented reads on any failure, so the outcome is theirs).
+    /// Default false; a view that observes accesses (the emulator's channel profile and
+    /// interleaved execution, the test probes) MUST NOT return true.
+    #[inline(always)]
+    fn unobserved_reads(&self) -> bool {
+        false
+    }
+
     /// Reads a plain-old-data value.
     fn read_value<T: FromBytes + IntoBytes + KnownLayout + Immutable>(
         &self,
@@ -138,6 +173,30 @@ pub trait DeviceMemory {
         self.read(address, value.as_mut_bytes())?;
         Ok(value)
     }
+}
+
+/// [`DeviceMemory::read_u32_gather`] as one 4-byte [`DeviceMemory::read`] of `memory` per
+/// element, in order, stopping at the first fault (the trait's default, and the behaviour every
+/// override must match).
+#[inline(always)]
+pub fn gather_u32_by_reads<M: DeviceMemory + ?Sized>(
+    memory: &M,
+    base: u64,
+    indices: &[u32],
+    out: &mut [u32],
+) -> Result<(), MemoryFault> {
+    for (index, word) in indices.iter().zip(out.iter_mut()) {
+        // At most 4 * (2^32 - 1): the offset and the element's end cannot wrap.
+        let offset = u64::from(*index).wrapping_mul(4);
+        let address = base.checked_add(offset).ok_or(MemoryFault {
+            address: DeviceAddress(base),
+            length: offset.wrapping_add(4),
+        })?;
+        let mut bytes = [0_u8; 4];
+        memory.read(DeviceAddress(address), &mut bytes)?;
+        *word = u32::from_le_bytes(bytes);
+    }
+    Ok(())
 }
 
 /// Atomic read-modify-write of 32-bit words of device memory (RISC-V `amo*.w` and `lr.w` /

@@ -364,6 +364,24 @@ pub(crate) fn read_words<M: DeviceMemory>(
     Ok(())
 }
 
+/// How many of `indices` come before the first that is not below `limit` (all of them when
+/// none is): checked for all at once, without a branch per index, and searched only when one
+/// is out.
+#[inline(always)]
+pub(crate) fn inside_prefix(indices: &[u32], limit: u64) -> usize {
+    let all_inside = indices
+        .iter()
+        .fold(true, |inside, index| inside & (u64::from(*index) < limit));
+    if all_inside {
+        indices.len()
+    } else {
+        indices
+            .iter()
+            .position(|index| u64::from(*index) >= limit)
+            .unwrap_or(indices.len())
+    }
+}
+
 /// Items between a description and the later one whose offsets it hints: the CCM starts
 /// items about in index order (FIFO) or dealt out over its 16 units (round robin: a unit's
 /// next item is 16 on).
@@ -679,6 +697,15 @@ impl SsspKernel {
     /// Runs item `index`: the new distance of each of its vertices (see the module docs),
     /// written at `4 v` of the result in one store once all are known (a failed item writes
     /// nothing).
+    ///
+    /// The reads, in order: for each vertex, its previous distance, then per run of up to
+    /// [`CHUNK_WORDS`] of its arcs their targets, their weights, and each target's previous
+    /// distance (after checking that target), stopping at the first failure. On a memory whose
+    /// reads nobody observes ([`DeviceMemory::unobserved_reads`]) an item of at most
+    /// [`CHUNK_WORDS`] arcs reads the same words in whole runs instead (its vertices' previous
+    /// distances, the targets and weights of all its arcs, the targets checked at once, one
+    /// [`DeviceMemory::read_u32_gather`] of their distances), and falls back to that order on
+    /// any failure: the same result and the same error.
     pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<(), FirmwareError> {
         let span = self.span(index, memory)?;
         let parameters = self.parameters;
@@ -686,6 +713,19 @@ impl SsspKernel {
         let mut targets = [0_u32; CHUNK_WORDS];
         let mut weights = [0_u32; CHUNK_WORDS];
         let mut packet = [0_u8; VECTOR_LANES * 4];
+        let length = span
+            .count
+            .checked_mul(4)
+            .ok_or(FirmwareError::ArgumentOutOfRange)?;
+        if memory.unobserved_reads()
+            && self.relax_runs(&span, memory, &mut targets, &mut weights, &mut packet)
+        {
+            let bytes = packet
+                .get(..length)
+                .ok_or(FirmwareError::ArgumentOutOfRange)?;
+            memory.write(word_address(self.result, span.first)?, bytes)?;
+            return Ok(());
+        }
         for (lane, slot) in packet.chunks_exact_mut(4).take(span.count).enumerate() {
             let vertex = span
                 .first
@@ -716,15 +756,87 @@ impl SsspKernel {
             }
             slot.copy_from_slice(&best.to_le_bytes());
         }
-        let length = span
-            .count
-            .checked_mul(4)
-            .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let bytes = packet
             .get(..length)
             .ok_or(FirmwareError::ArgumentOutOfRange)?;
         memory.write(word_address(self.result, span.first)?, bytes)?;
         Ok(())
+    }
+}
+
+impl SsspKernel {
+    /// [`Self::execute`]'s new distances of `span`'s vertices into `packet`, from whole runs:
+    /// the vertices' previous distances, the targets and the weights of all their arcs (at
+    /// most [`CHUNK_WORDS`], into `targets` and `weights`), every target checked at once, then
+    /// one gather of the targets' previous distances. The same words as the per-vertex reads,
+    /// in another order and grouping, so only for a memory whose reads nobody observes.
+    /// Returns false, with `packet` unspecified, when the item has more arcs or any read or
+    /// target fails: the caller then makes the per-vertex reads, which report the failure in
+    /// their order.
+    #[inline(always)]
+    fn relax_runs<M: DeviceMemory>(
+        &self,
+        span: &Span,
+        memory: &M,
+        targets: &mut [u32; CHUNK_WORDS],
+        weights: &mut [u32; CHUNK_WORDS],
+        packet: &mut [u8; VECTOR_LANES * 4],
+    ) -> bool {
+        let parameters = &self.parameters;
+        let (Some(&start), Some(&end)) = (span.offsets.first(), span.offsets.get(span.count))
+        else {
+            return false;
+        };
+        // The offsets do not decrease (`span`).
+        let Ok(arcs) = usize::try_from(end.wrapping_sub(start)) else {
+            return false;
+        };
+        if arcs > CHUNK_WORDS {
+            return false;
+        }
+        let first_arc = u64::from(start);
+        let mut previous = [0_u32; VERTICES_PER_ITEM as usize];
+        let mut neighbours = [0_u32; CHUNK_WORDS];
+        if read_words(memory, self.previous, span.first, span.count, &mut previous).is_err()
+            || read_words(memory, parameters.targets, first_arc, arcs, targets).is_err()
+            || read_words(memory, parameters.weights, first_arc, arcs, weights).is_err()
+        {
+            return false;
+        }
+        let (Some(targets), Some(weights), Some(neighbours)) = (
+            targets.get(..arcs),
+            weights.get(..arcs),
+            neighbours.get_mut(..arcs),
+        ) else {
+            return false;
+        };
+        if inside_prefix(targets, parameters.vertices) < arcs
+            || memory
+                .read_u32_gather(self.previous, targets, neighbours)
+                .is_err()
+        {
+            return false;
+        }
+        // Each arc's candidate, in place of its neighbour's distance.
+        for (neighbour, weight) in neighbours.iter_mut().zip(weights) {
+            *neighbour = candidate(*neighbour, *weight);
+        }
+        let lanes = packet
+            .chunks_exact_mut(4)
+            .zip(previous.iter().zip(span.offsets.windows(2)))
+            .take(span.count);
+        for (slot, (own, bounds)) in lanes {
+            let &[low, high] = bounds else {
+                return false;
+            };
+            let [from, to] = [low, high].map(|offset| offset.wrapping_sub(start) as usize);
+            let Some(candidates) = neighbours.get(from..to) else {
+                return false;
+            };
+            let best = candidates.iter().fold(*own, |best, c| best.min(*c));
+            slot.copy_from_slice(&best.to_le_bytes());
+        }
+        true
     }
 }
 
@@ -837,9 +949,105 @@ mod tests {
         let (memory, command) = setup(&path_graph(), &previous);
         let kernel = crate::kernels::Kernel::Sssp(SsspKernel::decode(&command, &memory).unwrap());
         let probe = crate::testing::StackProbe::new(&memory);
-        let deepest = probe.high_water(&kernel, 0..kernel.items());
-        std::println!("stack high-water, sssp: {deepest} bytes");
-        assert!(deepest > 0 && deepest <= crate::hal::UTHREAD_STACK_BYTES);
+        let per_vertex = probe.high_water(&kernel, 0..kernel.items());
+        // The whole-run path, which the emulator's memory takes.
+        let probe = crate::testing::StackProbe::unobserved(&memory);
+        let runs = probe.high_water(&kernel, 0..kernel.items());
+        let deepest = per_vertex.max(runs);
+        std::println!(
+            "stack high-water, sssp: {deepest} bytes (per-vertex reads {per_vertex}, whole runs {runs})"
+        );
+        assert!(per_vertex > 0 && runs > 0 && deepest <= crate::hal::UTHREAD_STACK_BYTES);
+    }
+
+    /// The fake memory with its reads declared unobserved: the kernel reads whole runs.
+    struct Unobserved<'a>(&'a FakeMemory);
+
+    impl DeviceMemory for Unobserved<'_> {
+        fn size(&self) -> u64 {
+            self.0.size()
+        }
+        fn read(
+            &self,
+            address: DeviceAddress,
+            buffer: &mut [u8],
+        ) -> Result<(), crate::hal::MemoryFault> {
+            self.0.read(address, buffer)
+        }
+        fn write(
+            &self,
+            address: DeviceAddress,
+            data: &[u8],
+        ) -> Result<(), crate::hal::MemoryFault> {
+            self.0.write(address, data)
+        }
+        fn unobserved_reads(&self) -> bool {
+            true
+        }
+    }
+
+    /// The whole-run path gives every item the per-vertex path's outcome and result bytes:
+    /// random graphs with items of few and of more than 64 arcs, unreached and near-infinite
+    /// distances, and targets scribbled past the graph.
+    #[test]
+    fn whole_runs_give_the_per_vertex_reads_outcome_and_result() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(0x5eed_0013);
+        let (mut fast, mut hostile) = (0, 0);
+        for round in 0..300 {
+            let vertices = rng.gen_range(1..=40_usize);
+            let mut edges = Vec::new();
+            for u in 0..vertices as u32 {
+                let degree = if rng.gen_ratio(1, 10) {
+                    rng.gen_range(20..40)
+                } else {
+                    rng.gen_range(0..4)
+                };
+                for _ in 0..degree {
+                    let v = rng.gen_range(0..vertices as u32);
+                    let w = match rng.gen_range(0..3) {
+                        0 => rng.gen_range(0..10),
+                        1 => rng.gen(),
+                        _ => u32::MAX - rng.gen_range(0..3),
+                    };
+                    if edges.len() < 300 {
+                        edges.push((u, v, w));
+                    }
+                }
+            }
+            let graph = csr(vertices, &edges);
+            let previous: Vec<u32> = (0..vertices)
+                .map(|_| match rng.gen_range(0..3) {
+                    0 => I,
+                    1 => I - rng.gen_range(0..3),
+                    _ => rng.gen_range(0..1000),
+                })
+                .collect();
+            let (mut memory, command) = setup(&graph, &previous);
+            if round % 3 == 0 && !graph.1.is_empty() {
+                let arc = rng.gen_range(0..graph.1.len()) as u64;
+                let target = vertices as u32 + rng.gen_range(0..3);
+                put_words(&mut memory, TARGETS + 4 * arc, &[target]);
+            }
+            let kernel = SsspKernel::decode(&command, &memory).unwrap();
+            let copy = memory.clone();
+            let unobserved = Unobserved(&copy);
+            for item in 0..kernel.items() {
+                let want = kernel.execute(item, &memory);
+                let got = kernel.execute(item, &unobserved);
+                assert_eq!(got, want, "round {round}, item {item}");
+                fast += usize::from(want.is_ok());
+                hostile += usize::from(want.is_err());
+            }
+            assert_eq!(
+                words(&copy, B, vertices),
+                words(&memory, B, vertices),
+                "round {round}"
+            );
+        }
+        assert!(
+            fast > 500 && hostile > 20,
+            "{fast} items ran, {hostile} failed"
+        );
     }
 
     /// Device memory that logs its reads and hints, in order: `(hint, address)`.

@@ -158,6 +158,8 @@ mod commands_suite {
 pub struct StackProbe<'a, M> {
     inner: &'a M,
     deepest: core::cell::Cell<usize>,
+    /// What [`DeviceMemory::unobserved_reads`] answers.
+    unobserved: bool,
 }
 
 impl<'a, M: DeviceAtomics> StackProbe<'a, M> {
@@ -166,6 +168,17 @@ impl<'a, M: DeviceAtomics> StackProbe<'a, M> {
         StackProbe {
             inner,
             deepest: core::cell::Cell::new(usize::MAX),
+            unobserved: false,
+        }
+    }
+
+    /// Probes accesses to `inner`, declaring its reads unobserved
+    /// ([`DeviceMemory::unobserved_reads`]), so that a kernel takes the path it takes on the
+    /// emulator's memory (the probe's record is a depth, not an order: the figure stays true).
+    pub fn unobserved(inner: &'a M) -> Self {
+        StackProbe {
+            unobserved: true,
+            ..StackProbe::new(inner)
         }
     }
 
@@ -200,6 +213,9 @@ impl<M: DeviceAtomics> DeviceMemory for StackProbe<'_, M> {
     fn write(&self, address: DeviceAddress, data: &[u8]) -> Result<(), MemoryFault> {
         self.mark();
         self.inner.write(address, data)
+    }
+    fn unobserved_reads(&self) -> bool {
+        self.unobserved
     }
 }
 
