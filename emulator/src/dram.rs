@@ -81,8 +81,8 @@ impl DeviceMemory for DeviceDram {
     fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
         // The short reads (most of the kernels') and the runs of whole 4-byte words up to 64
         // bytes (a vertex's arcs, an item's offsets) inline into the caller; the other long
-        // ones are a call: a longer run of whole words that starts in the middle of an 8-byte
-        // word (half of an SSSP item's arcs) to a copy of whole words after that first half,
+        // ones are a call: a longer run of whole 4-byte words (an SSSP item's arcs) to a copy
+        // of whole 8-byte words after a first half word when it starts in the middle of one,
         // the rest to the general one.
         let length = buffer.len() as u64;
         if length <= 8 {
@@ -90,10 +90,8 @@ impl DeviceMemory for DeviceDram {
         } else if (address.0 | length) % 4 == 0 {
             if length <= 64 {
                 self.read_halves(address, buffer)
-            } else if address.0 % 8 != 0 {
-                self.read_halves_long(address, buffer)
             } else {
-                self.read_long(address, buffer)
+                self.read_halves_long(address, buffer)
             }
         } else {
             self.read_long(address, buffer)
@@ -140,15 +138,14 @@ impl DeviceMemory for DeviceDram {
     }
 
     /// A hardware prefetch of the cache line holding `address` (x86-64: `prefetcht0`; no-op
-    /// elsewhere and outside device memory). It moves no byte and is not an access.
+    /// elsewhere and outside the segment's words). It moves no byte and is not an access: an
+    /// address past `size` but inside the segment's last words only hints mapped memory, so
+    /// the one check is the word index's (the kernels hint several lines per item).
     #[inline(always)]
     fn prefetch(&self, address: DeviceAddress) {
         let Ok(index) = usize::try_from(address.0 / 8) else {
             return;
         };
-        if address.0 >= self.size {
-            return;
-        }
         if let Some(word) = self.segment.words().get(index) {
             cosim_link::shm::prefetch_line(word);
         }
@@ -359,22 +356,39 @@ impl DeviceDram {
             return false;
         }
         let words = self.segment.words();
-        for (index, word) in indices.iter().zip(out.iter_mut()) {
+        let element = |index: u32| {
             // Below `size` (checked above for the largest index): cannot overflow.
-            let address = base + u64::from(*index) * 4;
-            let Some(holder) = usize::try_from(address / 8)
+            let address = base + u64::from(index) * 4;
+            let holder = usize::try_from(address / 8)
                 .ok()
-                .and_then(|index| words.get(index))
-            else {
+                .and_then(|index| words.get(index))?;
+            // 4-byte aligned: the low or the high half of the word, by a shift of 0 or 32
+            // bits (no branch on the index's parity, which is random).
+            let value = holder.load(Ordering::Relaxed);
+            Some((value >> ((address & 4) * 8)) as u32)
+        };
+        let count = indices.len().min(out.len());
+        let (Some(indices), Some(out)) = (indices.get(..count), out.get_mut(..count)) else {
+            return false;
+        };
+        // Two elements a pass (half the loop's own instructions), then an odd last one.
+        let pairs = indices.chunks_exact(2);
+        let last = pairs.remainder();
+        let mut slots = out.chunks_exact_mut(2);
+        for (pair, slot) in pairs.zip(&mut slots) {
+            if let ([first, second], [into_first, into_second]) = (pair, slot) {
+                let (Some(first), Some(second)) = (element(*first), element(*second)) else {
+                    return false;
+                };
+                *into_first = first;
+                *into_second = second;
+            }
+        }
+        if let ([index], [slot]) = (last, slots.into_remainder()) {
+            let Some(value) = element(*index) else {
                 return false;
             };
-            // 4-byte aligned: the low or the high half of the word.
-            let value = holder.load(Ordering::Relaxed);
-            *word = if address % 8 == 0 {
-                value as u32
-            } else {
-                (value >> 32) as u32
-            };
+            *slot = value;
         }
         true
     }

@@ -703,29 +703,28 @@ impl SsspKernel {
     /// distance (after checking that target), stopping at the first failure. On a memory whose
     /// reads nobody observes ([`DeviceMemory::unobserved_reads`]) an item of at most
     /// [`CHUNK_WORDS`] arcs reads the same words in whole runs instead (its vertices' previous
-    /// distances, the targets and weights of all its arcs, the targets checked at once, one
-    /// [`DeviceMemory::read_u32_gather`] of their distances), and falls back to that order on
-    /// any failure: the same result and the same error.
+    /// distances, the targets of all its arcs, checked at once, one
+    /// [`DeviceMemory::read_u32_gather`] of their distances, then the weights of all its arcs),
+    /// and falls back to that order on any failure: the same result and the same error.
     pub fn execute<M: DeviceMemory>(&self, index: u32, memory: &M) -> Result<(), FirmwareError> {
         let span = self.span(index, memory)?;
         let parameters = self.parameters;
         self.prefetch_next_run(&span, memory);
-        let mut targets = [0_u32; CHUNK_WORDS];
-        let mut weights = [0_u32; CHUNK_WORDS];
         let mut packet = [0_u8; VECTOR_LANES * 4];
         let length = span
             .count
             .checked_mul(4)
             .ok_or(FirmwareError::ArgumentOutOfRange)?;
-        if memory.unobserved_reads()
-            && self.relax_runs(&span, memory, &mut targets, &mut weights, &mut packet)
-        {
+        if memory.unobserved_reads() && self.relax_runs(&span, memory, &mut packet) {
             let bytes = packet
                 .get(..length)
                 .ok_or(FirmwareError::ArgumentOutOfRange)?;
             memory.write(word_address(self.result, span.first)?, bytes)?;
             return Ok(());
         }
+        // The per-vertex reads' buffers, set up only on this path.
+        let mut targets = [0_u32; CHUNK_WORDS];
+        let mut weights = [0_u32; CHUNK_WORDS];
         for (lane, slot) in packet.chunks_exact_mut(4).take(span.count).enumerate() {
             let vertex = span
                 .first
@@ -766,10 +765,11 @@ impl SsspKernel {
 
 impl SsspKernel {
     /// [`Self::execute`]'s new distances of `span`'s vertices into `packet`, from whole runs:
-    /// the vertices' previous distances, the targets and the weights of all their arcs (at
-    /// most [`CHUNK_WORDS`], into `targets` and `weights`), every target checked at once, then
-    /// one gather of the targets' previous distances. The same words as the per-vertex reads,
-    /// in another order and grouping, so only for a memory whose reads nobody observes.
+    /// the vertices' previous distances, the targets of all their arcs (at most
+    /// [`CHUNK_WORDS`]), every target checked at once, one gather of the targets' previous
+    /// distances, then the weights of all their arcs (over the targets, no longer needed: two
+    /// buffers of [`CHUNK_WORDS`], not three). The same words as the per-vertex reads, in
+    /// another order and grouping, so only for a memory whose reads nobody observes.
     /// Returns false, with `packet` unspecified, when the item has more arcs or any read or
     /// target fails: the caller then makes the per-vertex reads, which report the failure in
     /// their order.
@@ -778,8 +778,6 @@ impl SsspKernel {
         &self,
         span: &Span,
         memory: &M,
-        targets: &mut [u32; CHUNK_WORDS],
-        weights: &mut [u32; CHUNK_WORDS],
         packet: &mut [u8; VECTOR_LANES * 4],
     ) -> bool {
         let parameters = &self.parameters;
@@ -796,27 +794,29 @@ impl SsspKernel {
         }
         let first_arc = u64::from(start);
         let mut previous = [0_u32; VERTICES_PER_ITEM as usize];
+        // The targets, then the weights.
+        let mut runs = [0_u32; CHUNK_WORDS];
         let mut neighbours = [0_u32; CHUNK_WORDS];
         if read_words(memory, self.previous, span.first, span.count, &mut previous).is_err()
-            || read_words(memory, parameters.targets, first_arc, arcs, targets).is_err()
-            || read_words(memory, parameters.weights, first_arc, arcs, weights).is_err()
+            || read_words(memory, parameters.targets, first_arc, arcs, &mut runs).is_err()
         {
             return false;
         }
-        let (Some(targets), Some(weights), Some(neighbours)) = (
-            targets.get(..arcs),
-            weights.get(..arcs),
-            neighbours.get_mut(..arcs),
-        ) else {
+        let (Some(targets), Some(neighbours)) = (runs.get(..arcs), neighbours.get_mut(..arcs))
+        else {
             return false;
         };
         if inside_prefix(targets, parameters.vertices) < arcs
             || memory
                 .read_u32_gather(self.previous, targets, neighbours)
                 .is_err()
+            || read_words(memory, parameters.weights, first_arc, arcs, &mut runs).is_err()
         {
             return false;
         }
+        let Some(weights) = runs.get(..arcs) else {
+            return false;
+        };
         // Each arc's candidate, in place of its neighbour's distance.
         for (neighbour, weight) in neighbours.iter_mut().zip(weights) {
             *neighbour = candidate(*neighbour, *weight);
