@@ -356,6 +356,7 @@ impl DmaExecutor {
         Ok(())
     }
 
+    #[inline]
     fn stage<M: DeviceMemory>(
         &mut self,
         memory: &mut M,
