@@ -104,6 +104,7 @@ impl ResultMonitor {
     }
 
     /// Records that an item wrote `[offset, offset + length)` of the result space.
+    #[inline]
     pub fn populated<M: DeviceMemory>(
         &mut self,
         memory: &mut M,
