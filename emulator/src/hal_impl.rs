@@ -250,9 +250,17 @@ impl Hardware {
             // host-writable).
             let mut bytes = self.dma.buffer(descriptor.length as usize);
             let source = DeviceAddress(descriptor.source);
-            let read = match bytes.as_mut_slice().first_chunk_mut::<8>() {
+            let read = match descriptor.length {
                 // A tail: read as a fixed-size word (copied without a call).
-                Some(tail) if descriptor.length == 8 => self.dram.read(source, tail),
+                8 => match bytes.as_mut_slice().first_chunk_mut::<8>() {
+                    Some(tail) => self.dram.read(source, tail),
+                    None => self.dram.read(source, bytes.as_mut_slice()),
+                },
+                // A record, or a payload of 32 bytes: four fixed-size words, not a loop.
+                32 => match bytes.as_mut_slice().first_chunk_mut::<32>() {
+                    Some(record) => self.dram.read(source, record),
+                    None => self.dram.read(source, bytes.as_mut_slice()),
+                },
                 _ => self.dram.read(source, bytes.as_mut_slice()),
             };
             if read.is_err() {

@@ -312,6 +312,7 @@ impl DmaExecutor {
     }
 
     /// Whether the cached heads grant one more payload slot and one more metadata slot.
+    #[inline]
     fn has_credit(&self, layout: &shared_abi::region::RingLayout) -> bool {
         let (metadata_free, payload_free) = self.credits.free(
             self.metadata_tail,
@@ -355,6 +356,7 @@ impl DmaExecutor {
         Ok(())
     }
 
+    #[inline]
     fn stage<M: DeviceMemory>(
         &mut self,
         memory: &mut M,

@@ -74,6 +74,7 @@ impl ResultMonitor {
     }
 
     /// Bytes of chunk `chunk` (the last may be short).
+    #[inline]
     pub fn chunk_length(&self, chunk: u32) -> u64 {
         let start = u64::from(chunk).saturating_mul(self.chunk_bytes);
         self.result_length
@@ -103,6 +104,7 @@ impl ResultMonitor {
     }
 
     /// Records that an item wrote `[offset, offset + length)` of the result space.
+    #[inline]
     pub fn populated<M: DeviceMemory>(
         &mut self,
         memory: &mut M,
@@ -155,6 +157,8 @@ impl ResultMonitor {
 
     /// The next chunk to stream, if one is complete: the oldest completed (out-of-order mode)
     /// or the next by offset (in-order mode). Does not take it.
+    // Inlined: the executor's pump calls it once per chunk (and once more to find none).
+    #[inline]
     pub fn peek<M: DeviceMemory>(
         &self,
         memory: &M,
