@@ -403,17 +403,8 @@ impl DeviceDram {
         address: DeviceAddress,
         buffer: &mut [u8],
     ) -> Result<(), MemoryFault> {
-        let length = buffer.len() as u64;
-        let fault = MemoryFault { address, length };
-        if !self.fits(address, length) {
-            return Err(fault);
-        }
-        // Below `size`: cannot overflow.
-        let end = address.0 + length;
-        let first = usize::try_from(address.0 / 8).map_err(|_| fault)?;
-        let last = usize::try_from(end.div_ceil(8)).map_err(|_| fault)?;
-        let words = self.segment.words().get(first..last).ok_or(fault)?;
-        let (words, rest) = if address.0 % 8 == 0 {
+        let (words, skip) = self.span(address, buffer.len())?;
+        let (words, rest) = if skip == 0 {
             (words, buffer)
         } else {
             // The first word's high half.
