@@ -256,6 +256,14 @@ impl MappedWords {
                 what: "mapping anonymous memory",
                 error,
             })?;
+        // A hint, not a requirement: back the mapping with transparent huge pages where the
+        // kernel allows them (`madvise` mode, the common default, only for regions that ask).
+        // Device memory is read all over by the kernels (an SSSP round streams its 9 MiB of
+        // graph and distances); with 4 KiB pages that is a TLB miss every few reads and a page
+        // fault per page first touched (docs/testing.md measures it). A kernel without THP
+        // refuses the advice (EINVAL): the mapping then stays on small pages, as before.
+        #[cfg(target_os = "linux")]
+        let _ = map.advise(memmap2::Advice::HugePage);
         // INVARIANT: a fresh read-write anonymous mapping of at least words * 8 bytes (mmap
         // rejects a zero length, hence the max), page-aligned, private to this process.
         Ok(MappedWords {
@@ -599,6 +607,47 @@ mod tests {
         first.words()[3].store(0xabcd, Ordering::Release);
         assert_eq!(second.words()[3].load(Ordering::Acquire), 0xabcd);
         assert_eq!(second.words().len(), 512);
+    }
+
+    /// Anonymous memory (device memory in-process) asks for transparent huge pages: its
+    /// mapping carries the advice (`hg` among the `VmFlags` of `/proc/self/smaps`), which a
+    /// kernel in the common `madvise` mode needs before it backs a region with huge pages.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn anonymous_memory_is_advised_to_use_huge_pages() {
+        let words = MappedWords::anonymous(8 << 20).unwrap();
+        let start = words.words().as_ptr() as usize;
+        let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
+            eprintln!("skipped: /proc/self/smaps cannot be read here");
+            return;
+        };
+        let mut inside = false;
+        let mut flags = None;
+        for line in smaps.lines() {
+            let range = line.split_whitespace().next().and_then(|range| {
+                let (low, high) = range.split_once('-')?;
+                Some((
+                    usize::from_str_radix(low, 16).ok()?,
+                    usize::from_str_radix(high, 16).ok()?,
+                ))
+            });
+            if let Some((low, high)) = range {
+                inside = (low..high).contains(&start);
+            } else if inside {
+                if let Some(rest) = line.strip_prefix("VmFlags:") {
+                    flags = Some(
+                        rest.split_whitespace()
+                            .map(str::to_owned)
+                            .collect::<Vec<_>>(),
+                    );
+                }
+            }
+        }
+        let Some(flags) = flags else {
+            eprintln!("skipped: this kernel's smaps has no VmFlags for the mapping");
+            return;
+        };
+        assert!(flags.iter().any(|flag| flag == "hg"), "VmFlags {flags:?}");
     }
 
     /// A frozen image reads the same in every copy-on-write view; a write to one view
