@@ -59,8 +59,10 @@ impl Emulator {
                     // so the other stores' fronts and `wake` stay as they are meanwhile.
                     let until = host_at.unwrap_or(Ticks::NEVER).min(limit);
                     let bound = self.hardware.queue.in_order_bound();
-                    while let Some((at, Event::DmaLand(landing))) =
-                        self.hardware.queue.pop_in_order_before(bound, until, |event| {
+                    while let Some((at, Event::DmaLand(landing))) = self
+                        .hardware
+                        .queue
+                        .pop_in_order_before(bound, until, |event| {
                             matches!(event, Event::DmaLand(_))
                         })
                     {

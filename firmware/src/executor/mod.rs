@@ -379,12 +379,8 @@ impl DmaExecutor {
         let base = scratch.descriptor_base();
         let capacity = scratch.descriptor_capacity;
         let first = ScratchLayout::cell(base, self.descriptor_tail, capacity, CELL);
-        let second = ScratchLayout::cell(
-            base,
-            self.descriptor_tail.saturating_add(1),
-            capacity,
-            CELL,
-        );
+        let second =
+            ScratchLayout::cell(base, self.descriptor_tail.saturating_add(1), capacity, CELL);
         if first.checked_add(CELL) == Some(second) {
             memory.write(first, descriptors.as_bytes())?;
             self.descriptor_tail = self.descriptor_tail.saturating_add(2);
