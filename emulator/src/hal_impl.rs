@@ -244,6 +244,9 @@ impl Hardware {
         let latency = one_way(self.config.cxl_io_round_trip_ns);
         let mut first_on_wire = None;
         let mut written = (0u32, 0u64);
+        // Whether a landing is jittered and a record traced, looked up once per request, not
+        // once per write (the loop changes neither).
+        let (jittered, traced) = (self.landing_jitter.is_some(), self.trace.is_some());
         for (descriptor, &kind) in chain.iter().zip(&kinds) {
             // Bounded: `check_descriptor` accepted the source range inside device memory (and
             // the firmware, not the host, wrote the chain: the scratch area is not
@@ -276,16 +279,18 @@ impl Hardware {
             written = (written.0 + 1, written.1 + u64::from(descriptor.length));
             last_on_wire = on_wire;
             last_landed = on_wire.plus(latency);
-            if let Some(jitter) = self.landing_jitter.as_mut() {
-                last_landed = last_landed.plus(jitter.next_ticks());
-                if !self.landings_unordered {
-                    last_landed = last_landed.max(self.last_landing);
+            if jittered {
+                if let Some(jitter) = self.landing_jitter.as_mut() {
+                    last_landed = last_landed.plus(jitter.next_ticks());
+                    if !self.landings_unordered {
+                        last_landed = last_landed.max(self.last_landing);
+                    }
                 }
             }
             self.last_landing = self.last_landing.max(last_landed);
             self.dma.writes += 1;
-            if let Some(trace) = self.trace.as_deref_mut() {
-                if kind == DmaKind::Metadata {
+            if traced && kind == DmaKind::Metadata {
+                if let Some(trace) = self.trace.as_deref_mut() {
                     trace.dma_record(tag.0, bytes.as_slice());
                 }
             }

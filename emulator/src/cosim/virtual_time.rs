@@ -52,6 +52,24 @@ impl Emulator {
                     if let Event::DmaLand(landing) = event {
                         self.hardware.dma.recycle(landing.bytes);
                     }
+                    // The landings queued right behind it, in lane 0 (a request's writes),
+                    // leave as the loop above would let them, while each is the earliest
+                    // event, not after the host's wake (the device goes first at equal times)
+                    // and within the limit: a landing pushes no event and ends no host wait,
+                    // so the other stores' fronts and `wake` stay as they are meanwhile.
+                    let until = host_at.unwrap_or(Ticks::NEVER).min(limit);
+                    let bound = self.hardware.queue.in_order_bound();
+                    while let Some((at, Event::DmaLand(landing))) = self
+                        .hardware
+                        .queue
+                        .pop_in_order_before(bound, until, |event| {
+                            matches!(event, Event::DmaLand(_))
+                        })
+                    {
+                        self.hardware.counts.events += 1;
+                        self.hardware.now = at;
+                        self.hardware.land_and_recycle(landing);
+                    }
                     continue;
                 }
                 if let Some(response) = self.process(event) {

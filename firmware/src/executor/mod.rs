@@ -63,7 +63,7 @@ use heapless::Deque;
 use shared_abi::{
     control, DeviceAddress, HostPhysAddr, MetadataFlags, MetadataRecord, Status, Ticks,
 };
-use zerocopy::IntoBytes;
+use zerocopy::{Immutable, IntoBytes};
 
 /// Requests the executor keeps in flight at most: its structural limit (the size of its
 /// fixed-capacity bookkeeping of submitted requests). The DMA engine usually refuses earlier
@@ -110,6 +110,17 @@ pub enum PumpOutcome {
     /// the engine to take a request (it is submitted at a later pump).
     WaitingForDma,
 }
+
+/// A staged metadata record and, in the next cell, the metadata tail that publishes it, as
+/// one write stores them (`DmaExecutor::stage_record_and_tail`).
+#[derive(IntoBytes, Immutable)]
+#[repr(C)]
+struct RecordAndTail {
+    record: MetadataRecord,
+    tail: [u8; 8],
+}
+
+const _: () = assert!(core::mem::size_of::<RecordAndTail>() == CELL as usize + 8);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct InFlight {
@@ -356,6 +367,61 @@ impl DmaExecutor {
         Ok(())
     }
 
+    /// Pushes two descriptors, the second after the first: one write of both when their
+    /// slots are adjacent in the descriptor ring (not across its wrap), else one each.
+    #[inline]
+    fn push_descriptor_pair<M: DeviceMemory>(
+        &mut self,
+        memory: &mut M,
+        scratch: &ScratchLayout,
+        descriptors: [DmaDescriptor; 2],
+    ) -> Result<(), FirmwareError> {
+        let base = scratch.descriptor_base();
+        let capacity = scratch.descriptor_capacity;
+        let first = ScratchLayout::cell(base, self.descriptor_tail, capacity, CELL);
+        let second =
+            ScratchLayout::cell(base, self.descriptor_tail.saturating_add(1), capacity, CELL);
+        if first.checked_add(CELL) == Some(second) {
+            memory.write(first, descriptors.as_bytes())?;
+            self.descriptor_tail = self.descriptor_tail.saturating_add(2);
+            return Ok(());
+        }
+        let [d3, d4] = descriptors;
+        self.push_descriptor(memory, scratch, d3)?;
+        self.push_descriptor(memory, scratch, d4)
+    }
+
+    /// Stages a metadata record and, in the next cell, the metadata tail that publishes it:
+    /// one write of both when the cells are adjacent (not across the staging ring's wrap),
+    /// else one each. Returns the two cells.
+    #[inline]
+    fn stage_record_and_tail<M: DeviceMemory>(
+        &mut self,
+        memory: &mut M,
+        scratch: &ScratchLayout,
+        record: &MetadataRecord,
+        tail: u64,
+    ) -> Result<(DeviceAddress, DeviceAddress), FirmwareError> {
+        let base = scratch.staging_base();
+        let capacity = scratch.staging_capacity;
+        let record_cell = ScratchLayout::cell(base, self.staging_tail, capacity, CELL);
+        let tail_cell =
+            ScratchLayout::cell(base, self.staging_tail.saturating_add(1), capacity, CELL);
+        if record_cell.checked_add(CELL) == Some(tail_cell) {
+            // The record's 32 bytes, then the tail's 8: the bytes the two writes would store.
+            let both = RecordAndTail {
+                record: *record,
+                tail: tail.to_le_bytes(),
+            };
+            memory.write(record_cell, both.as_bytes())?;
+            self.staging_tail = self.staging_tail.saturating_add(2);
+            return Ok((record_cell, tail_cell));
+        }
+        let record_cell = self.stage(memory, scratch, record.as_bytes())?;
+        let tail_cell = self.stage(memory, scratch, &tail.to_le_bytes())?;
+        Ok((record_cell, tail_cell))
+    }
+
     #[inline]
     fn stage<M: DeviceMemory>(
         &mut self,
@@ -464,38 +530,38 @@ impl DmaExecutor {
             tag: target.tag,
             flags: flags.bits(),
         };
-        let record_cell = self.stage(memory, scratch, record.as_bytes())?;
+        // D4's value, the new metadata tail, is staged in the cell after the record's.
+        let new_metadata_tail = metadata_index.saturating_add(1);
+        let (record_cell, tail_cell) =
+            self.stage_record_and_tail(memory, scratch, &record, new_metadata_tail)?;
         let record_destination;
         (record_destination, self.metadata_entry) = region.translate_from(
             self.metadata_entry,
             layout.metadata_slot_offset(metadata_index),
             32,
         )?;
-        self.push_descriptor(
-            memory,
-            scratch,
-            DmaDescriptor {
-                source: record_cell.0,
-                destination: record_destination.0,
-                length: 32,
-                kind: DmaKind::Metadata as u32,
-                index: metadata_index,
-            },
-        )?;
-        // D4: the metadata tail, published after the payload and the record.
-        let new_metadata_tail = metadata_index.saturating_add(1);
-        let tail_cell = self.stage(memory, scratch, &new_metadata_tail.to_le_bytes())?;
+        // D4: the metadata tail, published after the payload and the record (it follows D3
+        // in the chain).
         let tail_destination = metadata_tail?;
-        self.push_descriptor(
+        self.push_descriptor_pair(
             memory,
             scratch,
-            DmaDescriptor {
-                source: tail_cell.0,
-                destination: tail_destination.0,
-                length: 8,
-                kind: DmaKind::MetadataTail as u32,
-                index: new_metadata_tail,
-            },
+            [
+                DmaDescriptor {
+                    source: record_cell.0,
+                    destination: record_destination.0,
+                    length: 32,
+                    kind: DmaKind::Metadata as u32,
+                    index: metadata_index,
+                },
+                DmaDescriptor {
+                    source: tail_cell.0,
+                    destination: tail_destination.0,
+                    length: 8,
+                    kind: DmaKind::MetadataTail as u32,
+                    index: new_metadata_tail,
+                },
+            ],
         )?;
         self.metadata_tail = new_metadata_tail;
         self.payload_tail = payload_index.saturating_add(1);
