@@ -805,11 +805,17 @@ impl SsspKernel {
         else {
             return false;
         };
-        // Below `u32::MAX` (decode): the bound as a `u32`, compared without widening.
-        let Ok(vertices) = u32::try_from(parameters.vertices) else {
+        // Below `u32::MAX` (decode): the bound as a `u32`, compared without widening. Checked
+        // up to the next multiple of 8 words (at most `CHUNK_WORDS`), whole vectors without a
+        // scalar tail: the words past the targets are the buffer's fresh zeros, below any
+        // `vertices` (at least 1).
+        let (Ok(vertices), Some(padded)) = (
+            u32::try_from(parameters.vertices),
+            runs.get(..arcs.next_multiple_of(VECTOR_LANES)),
+        ) else {
             return false;
         };
-        if !all_below(targets, vertices)
+        if !all_below(padded, vertices)
             || memory
                 .read_u32_gather(self.previous, targets, neighbours)
                 .is_err()
