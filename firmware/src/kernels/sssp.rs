@@ -601,7 +601,7 @@ impl SsspKernel {
                 .fold(0_u32, |decreasing, (earlier, later)| {
                     decreasing | u32::from(later < earlier)
                 });
-            steps = -i64::from(decreasing);
+            steps = i64::from(decreasing).wrapping_neg();
         } else {
             read_words(
                 memory,
@@ -828,7 +828,6 @@ impl SsspKernel {
     }
 }
 
-
 /// [`SsspKernel::relax_runs`]' last step, as a call of its own (its loops then keep their
 /// values in registers): the new distance of each of `span`'s vertices into `packet`, its
 /// `previous` distance or its arcs' least candidate. Arc `k` of the item (from its first) is
@@ -857,7 +856,7 @@ fn relax_lanes(
             if let (Some(neighbour), Some(weight)) = (neighbours.get(arc), weights.get(arc)) {
                 best = best.min(candidate(*neighbour, *weight));
             }
-            arc += 1;
+            arc = arc.wrapping_add(1);
         }
         slot.copy_from_slice(&best.to_le_bytes());
     }
