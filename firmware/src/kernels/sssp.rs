@@ -1010,7 +1010,7 @@ mod tests {
 
     /// The whole-run path gives every item the per-vertex path's outcome and result bytes:
     /// random graphs with items of few and of more than 64 arcs, unreached and near-infinite
-    /// distances, and targets scribbled past the graph.
+    /// distances, and targets scribbled past the graph (just past it, or at or above 2^31).
     #[test]
     fn whole_runs_give_the_per_vertex_reads_outcome_and_result() {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(0x5eed_0013);
@@ -1047,7 +1047,13 @@ mod tests {
             let (mut memory, command) = setup(&graph, &previous);
             if round % 3 == 0 && !graph.1.is_empty() {
                 let arc = rng.gen_range(0..graph.1.len()) as u64;
-                let target = vertices as u32 + rng.gen_range(0..3);
+                // Just past the graph, or with the top bit set (the vectorised check
+                // compares as unsigned).
+                let target = match rng.gen_range(0..3) {
+                    0 => u32::MAX - rng.gen_range(0..3),
+                    1 => (1 << 31) + rng.gen_range(0..3),
+                    _ => vertices as u32 + rng.gen_range(0..3),
+                };
                 put_words(&mut memory, TARGETS + 4 * arc, &[target]);
             }
             let kernel = SsspKernel::decode(&command, &memory).unwrap();
