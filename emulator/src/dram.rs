@@ -687,16 +687,17 @@ mod tests {
         }
     }
 
-    /// The gather's per-element word checks and loads give what the per-element reads give
-    /// (`gather_u32_by_reads`, the HAL's default): the same words inside memory, the same
-    /// fault (the first failing element's address, 4 bytes) for an index past the end or a
-    /// base whose elements wrap around the address space, and the same for a base that is
-    /// not 4-byte aligned (which takes the per-element path).
     /// The little-endian word at byte `at` of `bytes`.
     fn word_at(bytes: &[u8], at: usize) -> u32 {
         u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
     }
 
+    /// The gather's per-element word checks and loads give what the per-element reads give
+    /// (`gather_u32_by_reads`, the HAL's default): the same words inside memory, the same
+    /// fault (the first failing element's address, 4 bytes) for an index past the end or a
+    /// base whose elements wrap around the address space, and the same for a base that is
+    /// not 4-byte aligned or an element in the last, partial word (which take the
+    /// per-element path).
     #[test]
     fn a_gather_equals_the_per_element_reads() {
         const SIZE: u64 = 4100;
