@@ -120,10 +120,11 @@ impl DeviceMemory for DeviceDram {
     }
 
     /// The same words and outcome as the default's 4-byte reads one by one (each word one
-    /// Relaxed load of the 8-byte word holding it, as a 4-byte read makes), with
-    /// one bounds check for the whole gather: that of its largest index. A base that is not
-    /// 4-byte aligned (an element would straddle two words) or a gather that does not fit
-    /// takes the default's path, which finds the first failing element's fault.
+    /// Relaxed load of the 8-byte word holding it, as a 4-byte read makes), with one bounds
+    /// check per element: that its 8-byte word lies wholly inside device memory. A base that
+    /// is not 4-byte aligned (an element would straddle two words) or a gather with an element
+    /// outside those words takes the default's path, which reads the elements one by one and
+    /// finds the first failing element's fault.
     #[inline(always)]
     fn read_u32_gather(
         &self,
@@ -341,23 +342,27 @@ impl DeviceDram {
     }
 
     /// [`DeviceMemory::read_u32_gather`] from a 4-byte aligned `base` when every element's
-    /// word lies inside device memory (checked once, for the largest index): each element's
-    /// word out of the 8-byte word that holds it. Returns false, having read nothing that
-    /// counts (`out` unspecified), when some element does not fit.
+    /// word is one of the whole 8-byte words inside device memory (checked per element, as
+    /// the index of the word that holds it, no other check): each element's word out of the
+    /// 8-byte word that holds it. Returns false, having read nothing that counts (`out`
+    /// unspecified), when some element is not in one of those words (it may still fit: the
+    /// low half of a last partial word, which the caller's fallback reads), or when `base`
+    /// is so high that an element's address could overflow.
     #[inline(always)]
     fn gather_words(&self, base: u64, indices: &[u32], out: &mut [u32]) -> bool {
-        let largest = indices
-            .iter()
-            .take(out.len())
-            .fold(0_u32, |largest, index| largest.max(*index));
-        // At most 4 * (2^32 - 1): the offset cannot overflow; the sum is checked.
-        let last = base.checked_add(u64::from(largest) * 4);
-        if !last.is_some_and(|last| self.fits(DeviceAddress(last), 4)) {
+        // Every `base + 4 * index` of a `u32` index fits a `u64` below this base.
+        const LARGEST_OFFSET: u64 = 4 * u32::MAX as u64;
+        if base > u64::MAX - LARGEST_OFFSET {
             return false;
         }
-        let words = self.segment.words();
+        let Some(words) = usize::try_from(self.size / 8)
+            .ok()
+            .and_then(|whole| self.segment.words().get(..whole))
+        else {
+            return false;
+        };
         let element = |index: u32| {
-            // Below `size` (checked above for the largest index): cannot overflow.
+            // Cannot overflow (`base` checked above).
             let address = base + u64::from(index) * 4;
             let holder = usize::try_from(address / 8)
                 .ok()
@@ -682,11 +687,17 @@ mod tests {
         }
     }
 
-    /// The gather's one bounds check and word loads give what the per-element reads give
+    /// The little-endian word at byte `at` of `bytes`.
+    fn word_at(bytes: &[u8], at: usize) -> u32 {
+        u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+    }
+
+    /// The gather's per-element word checks and loads give what the per-element reads give
     /// (`gather_u32_by_reads`, the HAL's default): the same words inside memory, the same
     /// fault (the first failing element's address, 4 bytes) for an index past the end or a
     /// base whose elements wrap around the address space, and the same for a base that is
-    /// not 4-byte aligned (which takes the per-element path).
+    /// not 4-byte aligned or an element in the last, partial word (which take the
+    /// per-element path).
     #[test]
     fn a_gather_equals_the_per_element_reads() {
         const SIZE: u64 = 4100;
@@ -760,6 +771,11 @@ mod tests {
                 length: 8
             })
         );
+        // The low half of the last, partial word (4100 bytes): inside memory, read by the
+        // fallback.
+        let mut last = [0_u32; 2];
+        dram.read_u32_gather(4092, &[1, 0], &mut last).unwrap();
+        assert_eq!(last, [word_at(&bytes, 4096), word_at(&bytes, 4092)]);
         // Misaligned: the words straddle two 8-byte words.
         let mut got = [0_u32; 3];
         dram.read_u32_gather(6, &[0, 1, 2], &mut got).unwrap();

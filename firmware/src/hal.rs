@@ -69,7 +69,7 @@
 //! are live in their frames during those calls), and prints the high-water mark below the
 //! caller's frame. Measured on x86-64, release profile (2 December 2026): OPT 3,585 bytes (all
 //! ten stages), KNN 1,225, SSSP 921 (its whole-run path, taken when
-//! [`DeviceMemory::unobserved_reads`]; 884 reading per vertex), SSB 733, DLRM 537, PageRank
+//! [`DeviceMemory::unobserved_reads`], and reading per vertex alike), SSB 733, DLRM 537, PageRank
 //! 484 (every kernel; the QEMU port measures 2,892 for KNN and 3,380 for SSSP on rv32imac by
 //! stack painting, its HAL's frames included; SSSP's before its word reads lost a 256-byte
 //! staging buffer and before its whole-run path added one).

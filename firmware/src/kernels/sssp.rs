@@ -364,22 +364,14 @@ pub(crate) fn read_words<M: DeviceMemory>(
     Ok(())
 }
 
-/// How many of `indices` come before the first that is not below `limit` (all of them when
-/// none is): checked for all at once, without a branch per index, and searched only when one
-/// is out.
+/// Whether every one of `indices` is below `limit`: one pass without a branch per index (the
+/// comparisons of a whole vector of indices or-ed together).
 #[inline(always)]
-pub(crate) fn inside_prefix(indices: &[u32], limit: u64) -> usize {
-    let all_inside = indices
+pub(crate) fn all_below(indices: &[u32], limit: u32) -> bool {
+    indices
         .iter()
-        .fold(true, |inside, index| inside & (u64::from(*index) < limit));
-    if all_inside {
-        indices.len()
-    } else {
-        indices
-            .iter()
-            .position(|index| u64::from(*index) >= limit)
-            .unwrap_or(indices.len())
-    }
+        .fold(0_u32, |outside, index| outside | u32::from(*index >= limit))
+        == 0
 }
 
 /// Items between a description and the later one whose offsets it hints: the CCM starts
@@ -600,9 +592,16 @@ impl SsspKernel {
                 span.offsets.len(),
                 &mut span.offsets,
             )?;
-            for (_, step) in steps_between(&span.offsets) {
-                steps |= step;
-            }
+            // As `u32` comparisons (a whole vector of pairs at once): a decreasing pair sets
+            // the sign bit as its negative difference would.
+            let decreasing = span
+                .offsets
+                .iter()
+                .zip(span.offsets.iter().skip(1))
+                .fold(0_u32, |decreasing, (earlier, later)| {
+                    decreasing | u32::from(later < earlier)
+                });
+            steps = i64::from(decreasing).wrapping_neg();
         } else {
             read_words(
                 memory,
@@ -796,17 +795,27 @@ impl SsspKernel {
         let mut previous = [0_u32; VERTICES_PER_ITEM as usize];
         // The targets, then the weights.
         let mut runs = [0_u32; CHUNK_WORDS];
-        let mut neighbours = [0_u32; CHUNK_WORDS];
+        let mut all_neighbours = [0_u32; CHUNK_WORDS];
         if read_words(memory, self.previous, span.first, span.count, &mut previous).is_err()
             || read_words(memory, parameters.targets, first_arc, arcs, &mut runs).is_err()
         {
             return false;
         }
-        let (Some(targets), Some(neighbours)) = (runs.get(..arcs), neighbours.get_mut(..arcs))
+        let (Some(targets), Some(neighbours)) = (runs.get(..arcs), all_neighbours.get_mut(..arcs))
         else {
             return false;
         };
-        if inside_prefix(targets, parameters.vertices) < arcs
+        // Below `u32::MAX` (decode): the bound as a `u32`, compared without widening. Checked
+        // up to the next multiple of 8 words (at most `CHUNK_WORDS`), whole vectors without a
+        // scalar tail: the words past the targets are the buffer's fresh zeros, below any
+        // `vertices` (at least 1).
+        let (Ok(vertices), Some(padded)) = (
+            u32::try_from(parameters.vertices),
+            runs.get(..arcs.next_multiple_of(VECTOR_LANES)),
+        ) else {
+            return false;
+        };
+        if !all_below(padded, vertices)
             || memory
                 .read_u32_gather(self.previous, targets, neighbours)
                 .is_err()
@@ -814,29 +823,42 @@ impl SsspKernel {
         {
             return false;
         }
-        let Some(weights) = runs.get(..arcs) else {
-            return false;
-        };
-        // Each arc's candidate, in place of its neighbour's distance.
-        for (neighbour, weight) in neighbours.iter_mut().zip(weights) {
-            *neighbour = candidate(*neighbour, *weight);
-        }
-        let lanes = packet
-            .chunks_exact_mut(4)
-            .zip(previous.iter().zip(span.offsets.windows(2)))
-            .take(span.count);
-        for (slot, (own, bounds)) in lanes {
-            let &[low, high] = bounds else {
-                return false;
-            };
-            let [from, to] = [low, high].map(|offset| offset.wrapping_sub(start) as usize);
-            let Some(candidates) = neighbours.get(from..to) else {
-                return false;
-            };
-            let best = candidates.iter().fold(*own, |best, c| best.min(*c));
-            slot.copy_from_slice(&best.to_le_bytes());
-        }
+        relax_lanes(span, &previous, &all_neighbours, &runs, packet);
         true
+    }
+}
+
+/// [`SsspKernel::relax_runs`]' last step, as a call of its own (its loops then keep their
+/// values in registers): the new distance of each of `span`'s vertices into `packet`, its
+/// `previous` distance or its arcs' least candidate. Arc `k` of the item (from its first) is
+/// `neighbours[k]` (the neighbour's previous distance) and `weights[k]`; a vertex's arcs end
+/// at its next offset less the item's first, at most `CHUNK_WORDS` (the offsets do not
+/// decrease and `relax_runs` took only items of at most that many arcs), so no arc index goes
+/// out of the buffers.
+#[inline(never)]
+fn relax_lanes(
+    span: &Span,
+    previous: &[u32; VERTICES_PER_ITEM as usize],
+    neighbours: &[u32; CHUNK_WORDS],
+    weights: &[u32; CHUNK_WORDS],
+    packet: &mut [u8; VECTOR_LANES * 4],
+) {
+    let [start, ..] = span.offsets;
+    let mut arc = 0_usize;
+    let lanes = packet
+        .chunks_exact_mut(4)
+        .zip(previous.iter().zip(span.offsets.iter().skip(1)))
+        .take(span.count);
+    for (slot, (own, next)) in lanes {
+        let end = (next.wrapping_sub(start) as usize).min(CHUNK_WORDS);
+        let mut best = *own;
+        while arc < end {
+            if let (Some(neighbour), Some(weight)) = (neighbours.get(arc), weights.get(arc)) {
+                best = best.min(candidate(*neighbour, *weight));
+            }
+            arc = arc.wrapping_add(1);
+        }
+        slot.copy_from_slice(&best.to_le_bytes());
     }
 }
 
@@ -988,7 +1010,7 @@ mod tests {
 
     /// The whole-run path gives every item the per-vertex path's outcome and result bytes:
     /// random graphs with items of few and of more than 64 arcs, unreached and near-infinite
-    /// distances, and targets scribbled past the graph.
+    /// distances, and targets scribbled past the graph (just past it, or at or above 2^31).
     #[test]
     fn whole_runs_give_the_per_vertex_reads_outcome_and_result() {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(0x5eed_0013);
@@ -1025,7 +1047,13 @@ mod tests {
             let (mut memory, command) = setup(&graph, &previous);
             if round % 3 == 0 && !graph.1.is_empty() {
                 let arc = rng.gen_range(0..graph.1.len()) as u64;
-                let target = vertices as u32 + rng.gen_range(0..3);
+                // Just past the graph, or with the top bit set (the vectorised check
+                // compares as unsigned).
+                let target = match rng.gen_range(0..3) {
+                    0 => u32::MAX - rng.gen_range(0..3),
+                    1 => (1 << 31) + rng.gen_range(0..3),
+                    _ => vertices as u32 + rng.gen_range(0..3),
+                };
                 put_words(&mut memory, TARGETS + 4 * arc, &[target]);
             }
             let kernel = SsspKernel::decode(&command, &memory).unwrap();
