@@ -130,9 +130,11 @@ use std::collections::VecDeque;
 mod end_queue;
 mod finish_queue;
 pub mod interleave;
+mod min_tree;
 
 use end_queue::EndQueue;
 use finish_queue::FinishQueue;
+use min_tree::MinTree;
 
 /// The items that ended at one wake ([`Ccm::on_wake`]), in the order they ended: inline for
 /// the few a wake usually ends, no heap allocation.
@@ -244,73 +246,6 @@ struct MemoryShare {
     updated: Ticks,
     /// `(finish tag as f64 bits, slot)`: tags are non-negative, so their bits order like them.
     finishing: FinishQueue,
-}
-
-/// The earliest of a fixed set of timers (the sub-cores' next ends): a tournament tree, so a
-/// change and the minimum cost O(log n), not a scan.
-#[derive(Debug)]
-struct MinTree {
-    /// Leaves start at `leaves`; node `i` holds the minimum `(time, index)` of its subtree,
-    /// packed as `time << 32 | index` in a `u128` (which orders like the pair: one comparison
-    /// instead of two).
-    nodes: Vec<u128>,
-    leaves: usize,
-}
-
-/// A timer `(time, index)` as one number ordered like the pair.
-fn timer_key(at: Ticks, index: u32) -> u128 {
-    (u128::from(at.0) << 32) | u128::from(index)
-}
-
-/// The empty node: no timer, never.
-const NO_TIMER: u128 = (u64::MAX as u128) << 32 | u32::MAX as u128;
-
-impl MinTree {
-    fn new(count: usize) -> MinTree {
-        let leaves = count.max(1).next_power_of_two();
-        let mut nodes = vec![NO_TIMER; 2 * leaves];
-        for index in 0..count {
-            if let Some(node) = nodes.get_mut(leaves + index) {
-                *node = timer_key(Ticks::NEVER, index as u32);
-            }
-        }
-        MinTree { nodes, leaves }
-    }
-
-    /// The earliest `(time, index)`.
-    fn min(&self) -> (Ticks, u32) {
-        let key = self.nodes.get(1).copied().unwrap_or(NO_TIMER);
-        (Ticks((key >> 32) as u64), key as u32)
-    }
-
-    /// Sets timer `index` to `at`.
-    fn set(&mut self, index: u32, at: Ticks) {
-        let mut node = self.leaves + index as usize;
-        let key = timer_key(at, index);
-        match self.nodes.get_mut(node) {
-            // Unchanged: so is every node above.
-            Some(leaf) if *leaf == key => return,
-            Some(leaf) => *leaf = key,
-            None => return,
-        }
-        // `value` is what `node` holds now: its parent is the least of it and its sibling.
-        let mut value = key;
-        while node > 1 {
-            let Some(&sibling) = self.nodes.get(node ^ 1) else {
-                break;
-            };
-            value = value.min(sibling);
-            node /= 2;
-            let Some(parent) = self.nodes.get_mut(node) else {
-                break;
-            };
-            if *parent == value {
-                // Unchanged here, so unchanged above.
-                break;
-            }
-            *parent = value;
-        }
-    }
 }
 
 /// The CCM model.
@@ -503,11 +438,20 @@ impl Ccm {
         if instructions == 0.0 {
             return (0.0, 1.0);
         }
-        let demand = (instructions / self.issue_width)
-            .max(to_f64(cost.scalar) / self.scalar_units)
-            .max(to_f64(cost.scalar_memory) / self.scalar_memory_units)
-            .max(to_f64(cost.vector) / self.vector_units)
-            .max(to_f64(cost.vector_address_cycles()) / self.vector_memory_units);
+        // The quotients are never NaN (counts over unit counts of at least 1).
+        let demand = max_of(
+            instructions / self.issue_width,
+            to_f64(cost.scalar) / self.scalar_units,
+        );
+        let demand = max_of(
+            demand,
+            to_f64(cost.scalar_memory) / self.scalar_memory_units,
+        );
+        let demand = max_of(demand, to_f64(cost.vector) / self.vector_units);
+        let demand = max_of(
+            demand,
+            to_f64(cost.vector_address_cycles()) / self.vector_memory_units,
+        );
         (demand, (demand / instructions).min(1.0))
     }
 
@@ -581,14 +525,15 @@ impl Ccm {
         loop {
             // The channels items joined at `now` (in the item ends below) first.
             self.flush_memory();
-            if self.next_time() > now {
-                break;
-            }
+            // Whether a timer fired this round (none: nothing is due, the wake is done; each
+            // kind's own check below, not a separate read of the earliest of all).
+            let mut fired = false;
             loop {
                 let (at, sub_core) = self.sub_timers.min();
                 if at > now {
                     break;
                 }
+                fired = true;
                 self.compute_due(now, sub_core);
             }
             loop {
@@ -596,16 +541,21 @@ impl Ccm {
                 if at > now {
                     break;
                 }
+                fired = true;
                 self.memory_due(now, channel);
             }
             while let Some((at, slot)) = self.ends.peek() {
                 if at > now {
                     break;
                 }
+                fired = true;
                 self.ends.pop();
                 if let Some(item) = self.item_end(now, slot, memory) {
                     ended.push(item);
                 }
+            }
+            if !fired {
+                break;
             }
         }
         self.ask_wake();
@@ -959,7 +909,8 @@ impl Ccm {
         let mut left = to_f64(entry.issuing.len() as u64);
         for item in &mut entry.issuing {
             let fair = capacity / left;
-            let share = item.cap.min(fair);
+            // Neither is NaN: a cap is at most 1, `capacity` stays in [0, 1] and `left` >= 1.
+            let share = min_of(item.cap, fair);
             capacity -= share;
             left -= 1.0;
             if elapsed > 0.0 {
@@ -1301,6 +1252,28 @@ fn ceil_ticks(ticks: f64) -> Ticks {
         Ticks(whole + 1)
     } else {
         Ticks(whole)
+    }
+}
+
+/// The larger of `a` and `b`, neither of them NaN: what `f64::max` returns for them, in one
+/// comparison (`f64::max` also picks the other operand of a NaN, several instructions more).
+#[inline]
+fn max_of(a: f64, b: f64) -> f64 {
+    if b > a {
+        b
+    } else {
+        a
+    }
+}
+
+/// The smaller of `a` and `b`, neither of them NaN: what `f64::min` returns for them, in one
+/// comparison.
+#[inline]
+fn min_of(a: f64, b: f64) -> f64 {
+    if b < a {
+        b
+    } else {
+        a
     }
 }
 
