@@ -164,10 +164,12 @@ mod tests {
             assert_eq!(tree.min(), reference(&times));
             let limit = (u64::MAX >> count.next_power_of_two().trailing_zeros()) - 1;
             let mut far_least = 0;
-            for _ in 0..20_000 {
+            for step in 0..20_000 {
                 let index = rng.gen_range(0..count);
-                // Mostly never or far (so that the least is often far), some near.
-                let at = match rng.gen_range(0..10) {
+                // Mostly never or far, some near; in every other stretch of 2,000 only far and
+                // never, so that the least is often far.
+                let near = if (step / 2_000) % 2 == 0 { 10 } else { 8 };
+                let at = match rng.gen_range(0..near) {
                     0..=3 => Ticks(rng.gen_range(limit.saturating_sub(2)..u64::MAX)),
                     4..=7 => Ticks::NEVER,
                     // Equal times: ties by index.
