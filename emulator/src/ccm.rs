@@ -481,12 +481,11 @@ impl Ccm {
             unit_taken: vec![0; self.units as usize],
             finished: 0,
         });
-        let mut touched = std::mem::take(&mut self.scratch_touched);
-        touched.clear();
+        self.scratch_touched.clear();
         match self.scheduling {
             Scheduling::Rr => {
                 for unit in 0..self.units {
-                    self.fill(now, unit, memory, &mut touched);
+                    self.fill(now, unit, memory);
                 }
             }
             Scheduling::Fifo => {
@@ -494,7 +493,7 @@ impl Ccm {
                 loop {
                     let mut placed = false;
                     for unit in 0..self.units {
-                        if self.start_next(now, unit, memory, &mut touched) {
+                        if self.start_next(now, unit, memory) {
                             placed = true;
                         }
                     }
@@ -504,8 +503,7 @@ impl Ccm {
                 }
             }
         }
-        self.reshare(now, &touched);
-        self.scratch_touched = touched;
+        self.reshare_touched(now);
         self.ask_wake();
     }
 
@@ -626,7 +624,6 @@ impl Ccm {
         now: Ticks,
         unit: u32,
         memory: &M,
-        touched: &mut Vec<u32>,
     ) {
         // A unit with no free µthread is passed over here, not in a call of `start_next`
         // (after an item's end its µthread is usually the unit's only free one, so the
@@ -635,7 +632,7 @@ impl Ccm {
             .unit_free
             .get(unit as usize)
             .is_some_and(|&free| free > 0)
-            && self.start_next(now, unit, memory, touched)
+            && self.start_next(now, unit, memory)
         {}
     }
 
@@ -646,7 +643,6 @@ impl Ccm {
         now: Ticks,
         unit: u32,
         memory: &M,
-        touched: &mut Vec<u32>,
     ) -> bool {
         let Some((sub_core, local)) = self.free_sub_core(unit) else {
             return false;
@@ -693,7 +689,7 @@ impl Ccm {
         };
         if !active.compute_done {
             // The sub-core's issue progress up to `now` is accounted by the
-            // `reshare_sub_core` every caller runs for the sub-cores in `touched` before
+            // `reshare_sub_core` every caller runs for the sub-cores in `scratch_touched` before
             // time moves on: the new item's share is 0 until then, so it loses nothing.
             let issuing = Issuing {
                 cap,
@@ -728,8 +724,8 @@ impl Ccm {
                     }
                 }
             }
-            if !touched.contains(&sub_core) {
-                touched.push(sub_core);
+            if !self.scratch_touched.contains(&sub_core) {
+                self.scratch_touched.push(sub_core);
             }
         }
         if !active.memory_done {
@@ -847,11 +843,14 @@ impl Ccm {
         }
     }
 
-    /// Recomputes the shares of the sub-cores in `touched` and schedules their next ends; the
-    /// channels joined at `now` are left to [`Ccm::flush_memory`].
-    fn reshare(&mut self, now: Ticks, touched: &[u32]) {
-        for &sub_core in touched {
+    /// Recomputes the shares of the sub-cores items started on (`scratch_touched`) and
+    /// schedules their next ends; the channels joined at `now` are left to
+    /// [`Ccm::flush_memory`].
+    fn reshare_touched(&mut self, now: Ticks) {
+        let mut index = 0;
+        while let Some(&sub_core) = self.scratch_touched.get(index) {
             self.reshare_sub_core(now, sub_core);
+            index += 1;
         }
     }
 
@@ -1084,11 +1083,9 @@ impl Ccm {
             self.running = None;
             return Some(ended);
         }
-        let mut touched = std::mem::take(&mut self.scratch_touched);
-        touched.clear();
-        self.fill(now, unit, memory, &mut touched);
-        self.reshare(now, &touched);
-        self.scratch_touched = touched;
+        self.scratch_touched.clear();
+        self.fill(now, unit, memory);
+        self.reshare_touched(now);
         Some(ended)
     }
 }
