@@ -619,12 +619,7 @@ impl Ccm {
     }
 
     /// Starts items on `unit` while it has free µthreads and the policy gives it items.
-    fn fill<M: firmware::hal::DeviceMemory>(
-        &mut self,
-        now: Ticks,
-        unit: u32,
-        memory: &M,
-    ) {
+    fn fill<M: firmware::hal::DeviceMemory>(&mut self, now: Ticks, unit: u32, memory: &M) {
         // A unit with no free µthread is passed over here, not in a call of `start_next`
         // (after an item's end its µthread is usually the unit's only free one, so the
         // second call would find none).
@@ -956,9 +951,9 @@ impl Ccm {
     fn compute_due(&mut self, now: Ticks, sub_core: u32) {
         // The items that go on issuing are accounted up to `now` by the `reshare_sub_core`
         // below; the ones that end need no accounting (none left).
-        let mut done = std::mem::take(&mut self.scratch_done);
-        done.clear();
+        self.scratch_done.clear();
         if let Some(entry) = self.sub.get_mut(sub_core as usize) {
+            let done = &mut self.scratch_done;
             // Keep the items that go on issuing, in order (a `retain`, written out: this is
             // the hot path of every item).
             let list = &mut entry.issuing;
@@ -979,16 +974,18 @@ impl Ccm {
             list.truncate(kept);
         }
         // Handed on in the order they arrived on the sub-core (round-robin's list is by cap).
-        if done.len() > 1 {
-            done.sort_unstable();
+        // (In place in the CCM's scratch list: `part_done` does not touch it.)
+        if self.scratch_done.len() > 1 {
+            self.scratch_done.sort_unstable();
         }
-        for &(_, slot) in &done {
+        let mut index = 0;
+        while let Some(&(_, slot)) = self.scratch_done.get(index) {
             if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
                 active.compute_done = true;
             }
             self.part_done(now, slot);
+            index += 1;
         }
-        self.scratch_done = done;
         self.reshare_sub_core(now, sub_core);
     }
 
