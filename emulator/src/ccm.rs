@@ -130,9 +130,11 @@ use std::collections::VecDeque;
 mod end_queue;
 mod finish_queue;
 pub mod interleave;
+mod min_tree;
 
 use end_queue::EndQueue;
 use finish_queue::FinishQueue;
+use min_tree::MinTree;
 
 /// The items that ended at one wake ([`Ccm::on_wake`]), in the order they ended: inline for
 /// the few a wake usually ends, no heap allocation.
@@ -244,73 +246,6 @@ struct MemoryShare {
     updated: Ticks,
     /// `(finish tag as f64 bits, slot)`: tags are non-negative, so their bits order like them.
     finishing: FinishQueue,
-}
-
-/// The earliest of a fixed set of timers (the sub-cores' next ends): a tournament tree, so a
-/// change and the minimum cost O(log n), not a scan.
-#[derive(Debug)]
-struct MinTree {
-    /// Leaves start at `leaves`; node `i` holds the minimum `(time, index)` of its subtree,
-    /// packed as `time << 32 | index` in a `u128` (which orders like the pair: one comparison
-    /// instead of two).
-    nodes: Vec<u128>,
-    leaves: usize,
-}
-
-/// A timer `(time, index)` as one number ordered like the pair.
-fn timer_key(at: Ticks, index: u32) -> u128 {
-    (u128::from(at.0) << 32) | u128::from(index)
-}
-
-/// The empty node: no timer, never.
-const NO_TIMER: u128 = (u64::MAX as u128) << 32 | u32::MAX as u128;
-
-impl MinTree {
-    fn new(count: usize) -> MinTree {
-        let leaves = count.max(1).next_power_of_two();
-        let mut nodes = vec![NO_TIMER; 2 * leaves];
-        for index in 0..count {
-            if let Some(node) = nodes.get_mut(leaves + index) {
-                *node = timer_key(Ticks::NEVER, index as u32);
-            }
-        }
-        MinTree { nodes, leaves }
-    }
-
-    /// The earliest `(time, index)`.
-    fn min(&self) -> (Ticks, u32) {
-        let key = self.nodes.get(1).copied().unwrap_or(NO_TIMER);
-        (Ticks((key >> 32) as u64), key as u32)
-    }
-
-    /// Sets timer `index` to `at`.
-    fn set(&mut self, index: u32, at: Ticks) {
-        let mut node = self.leaves + index as usize;
-        let key = timer_key(at, index);
-        match self.nodes.get_mut(node) {
-            // Unchanged: so is every node above.
-            Some(leaf) if *leaf == key => return,
-            Some(leaf) => *leaf = key,
-            None => return,
-        }
-        // `value` is what `node` holds now: its parent is the least of it and its sibling.
-        let mut value = key;
-        while node > 1 {
-            let Some(&sibling) = self.nodes.get(node ^ 1) else {
-                break;
-            };
-            value = value.min(sibling);
-            node /= 2;
-            let Some(parent) = self.nodes.get_mut(node) else {
-                break;
-            };
-            if *parent == value {
-                // Unchanged here, so unchanged above.
-                break;
-            }
-            *parent = value;
-        }
-    }
 }
 
 /// The CCM model.
@@ -503,11 +438,20 @@ impl Ccm {
         if instructions == 0.0 {
             return (0.0, 1.0);
         }
-        let demand = (instructions / self.issue_width)
-            .max(to_f64(cost.scalar) / self.scalar_units)
-            .max(to_f64(cost.scalar_memory) / self.scalar_memory_units)
-            .max(to_f64(cost.vector) / self.vector_units)
-            .max(to_f64(cost.vector_address_cycles()) / self.vector_memory_units);
+        // The quotients are never NaN (counts over unit counts of at least 1).
+        let demand = max_of(
+            instructions / self.issue_width,
+            to_f64(cost.scalar) / self.scalar_units,
+        );
+        let demand = max_of(
+            demand,
+            to_f64(cost.scalar_memory) / self.scalar_memory_units,
+        );
+        let demand = max_of(demand, to_f64(cost.vector) / self.vector_units);
+        let demand = max_of(
+            demand,
+            to_f64(cost.vector_address_cycles()) / self.vector_memory_units,
+        );
         (demand, (demand / instructions).min(1.0))
     }
 
@@ -537,12 +481,11 @@ impl Ccm {
             unit_taken: vec![0; self.units as usize],
             finished: 0,
         });
-        let mut touched = std::mem::take(&mut self.scratch_touched);
-        touched.clear();
+        self.scratch_touched.clear();
         match self.scheduling {
             Scheduling::Rr => {
                 for unit in 0..self.units {
-                    self.fill(now, unit, memory, &mut touched);
+                    self.fill(now, unit, memory);
                 }
             }
             Scheduling::Fifo => {
@@ -550,7 +493,7 @@ impl Ccm {
                 loop {
                     let mut placed = false;
                     for unit in 0..self.units {
-                        if self.start_next(now, unit, memory, &mut touched) {
+                        if self.start_next(now, unit, memory) {
                             placed = true;
                         }
                     }
@@ -560,8 +503,7 @@ impl Ccm {
                 }
             }
         }
-        self.reshare(now, &touched);
-        self.scratch_touched = touched;
+        self.reshare_touched(now);
         self.ask_wake();
     }
 
@@ -581,14 +523,15 @@ impl Ccm {
         loop {
             // The channels items joined at `now` (in the item ends below) first.
             self.flush_memory();
-            if self.next_time() > now {
-                break;
-            }
+            // Whether a timer fired this round (none: nothing is due, the wake is done; each
+            // kind's own check below, not a separate read of the earliest of all).
+            let mut fired = false;
             loop {
                 let (at, sub_core) = self.sub_timers.min();
                 if at > now {
                     break;
                 }
+                fired = true;
                 self.compute_due(now, sub_core);
             }
             loop {
@@ -596,16 +539,21 @@ impl Ccm {
                 if at > now {
                     break;
                 }
+                fired = true;
                 self.memory_due(now, channel);
             }
             while let Some((at, slot)) = self.ends.peek() {
                 if at > now {
                     break;
                 }
+                fired = true;
                 self.ends.pop();
                 if let Some(item) = self.item_end(now, slot, memory) {
                     ended.push(item);
                 }
+            }
+            if !fired {
+                break;
             }
         }
         self.ask_wake();
@@ -671,13 +619,7 @@ impl Ccm {
     }
 
     /// Starts items on `unit` while it has free µthreads and the policy gives it items.
-    fn fill<M: firmware::hal::DeviceMemory>(
-        &mut self,
-        now: Ticks,
-        unit: u32,
-        memory: &M,
-        touched: &mut Vec<u32>,
-    ) {
+    fn fill<M: firmware::hal::DeviceMemory>(&mut self, now: Ticks, unit: u32, memory: &M) {
         // A unit with no free µthread is passed over here, not in a call of `start_next`
         // (after an item's end its µthread is usually the unit's only free one, so the
         // second call would find none).
@@ -685,7 +627,7 @@ impl Ccm {
             .unit_free
             .get(unit as usize)
             .is_some_and(|&free| free > 0)
-            && self.start_next(now, unit, memory, touched)
+            && self.start_next(now, unit, memory)
         {}
     }
 
@@ -696,7 +638,6 @@ impl Ccm {
         now: Ticks,
         unit: u32,
         memory: &M,
-        touched: &mut Vec<u32>,
     ) -> bool {
         let Some((sub_core, local)) = self.free_sub_core(unit) else {
             return false;
@@ -743,7 +684,7 @@ impl Ccm {
         };
         if !active.compute_done {
             // The sub-core's issue progress up to `now` is accounted by the
-            // `reshare_sub_core` every caller runs for the sub-cores in `touched` before
+            // `reshare_sub_core` every caller runs for the sub-cores in `scratch_touched` before
             // time moves on: the new item's share is 0 until then, so it loses nothing.
             let issuing = Issuing {
                 cap,
@@ -778,8 +719,8 @@ impl Ccm {
                     }
                 }
             }
-            if !touched.contains(&sub_core) {
-                touched.push(sub_core);
+            if !self.scratch_touched.contains(&sub_core) {
+                self.scratch_touched.push(sub_core);
             }
         }
         if !active.memory_done {
@@ -897,11 +838,14 @@ impl Ccm {
         }
     }
 
-    /// Recomputes the shares of the sub-cores in `touched` and schedules their next ends; the
-    /// channels joined at `now` are left to [`Ccm::flush_memory`].
-    fn reshare(&mut self, now: Ticks, touched: &[u32]) {
-        for &sub_core in touched {
+    /// Recomputes the shares of the sub-cores items started on (`scratch_touched`) and
+    /// schedules their next ends; the channels joined at `now` are left to
+    /// [`Ccm::flush_memory`].
+    fn reshare_touched(&mut self, now: Ticks) {
+        let mut index = 0;
+        while let Some(&sub_core) = self.scratch_touched.get(index) {
             self.reshare_sub_core(now, sub_core);
+            index += 1;
         }
     }
 
@@ -959,7 +903,8 @@ impl Ccm {
         let mut left = to_f64(entry.issuing.len() as u64);
         for item in &mut entry.issuing {
             let fair = capacity / left;
-            let share = item.cap.min(fair);
+            // Neither is NaN: a cap is at most 1, `capacity` stays in [0, 1] and `left` >= 1.
+            let share = min_of(item.cap, fair);
             capacity -= share;
             left -= 1.0;
             if elapsed > 0.0 {
@@ -1006,9 +951,9 @@ impl Ccm {
     fn compute_due(&mut self, now: Ticks, sub_core: u32) {
         // The items that go on issuing are accounted up to `now` by the `reshare_sub_core`
         // below; the ones that end need no accounting (none left).
-        let mut done = std::mem::take(&mut self.scratch_done);
-        done.clear();
+        self.scratch_done.clear();
         if let Some(entry) = self.sub.get_mut(sub_core as usize) {
+            let done = &mut self.scratch_done;
             // Keep the items that go on issuing, in order (a `retain`, written out: this is
             // the hot path of every item).
             let list = &mut entry.issuing;
@@ -1029,16 +974,18 @@ impl Ccm {
             list.truncate(kept);
         }
         // Handed on in the order they arrived on the sub-core (round-robin's list is by cap).
-        if done.len() > 1 {
-            done.sort_unstable();
+        // (In place in the CCM's scratch list: `part_done` does not touch it.)
+        if self.scratch_done.len() > 1 {
+            self.scratch_done.sort_unstable();
         }
-        for &(_, slot) in &done {
+        let mut index = 0;
+        while let Some(&(_, slot)) = self.scratch_done.get(index) {
             if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
                 active.compute_done = true;
             }
             self.part_done(now, slot);
+            index += 1;
         }
-        self.scratch_done = done;
         self.reshare_sub_core(now, sub_core);
     }
 
@@ -1133,11 +1080,9 @@ impl Ccm {
             self.running = None;
             return Some(ended);
         }
-        let mut touched = std::mem::take(&mut self.scratch_touched);
-        touched.clear();
-        self.fill(now, unit, memory, &mut touched);
-        self.reshare(now, &touched);
-        self.scratch_touched = touched;
+        self.scratch_touched.clear();
+        self.fill(now, unit, memory);
+        self.reshare_touched(now);
         Some(ended)
     }
 }
@@ -1301,6 +1246,28 @@ fn ceil_ticks(ticks: f64) -> Ticks {
         Ticks(whole + 1)
     } else {
         Ticks(whole)
+    }
+}
+
+/// The larger of `a` and `b`, neither of them NaN: what `f64::max` returns for them, in one
+/// comparison (`f64::max` also picks the other operand of a NaN, several instructions more).
+#[inline]
+fn max_of(a: f64, b: f64) -> f64 {
+    if b > a {
+        b
+    } else {
+        a
+    }
+}
+
+/// The smaller of `a` and `b`, neither of them NaN: what `f64::min` returns for them, in one
+/// comparison.
+#[inline]
+fn min_of(a: f64, b: f64) -> f64 {
+    if b < a {
+        b
+    } else {
+        a
     }
 }
 
