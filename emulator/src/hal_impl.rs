@@ -60,8 +60,8 @@ pub enum Event {
         /// The host's token.
         token: u64,
     },
-    /// The firmware may look at a host event (after its handling latency).
-    Firmware(HostEvent),
+    /// The firmware may look at a mailbox write (after its handling latency).
+    Firmware(MailboxEvent),
     /// The CCM asked to be woken now (one of its timers is due: see `emulator::ccm`).
     CcmWake,
     /// A DMA request finished preparation and goes on the wire.
@@ -93,6 +93,26 @@ pub enum Event {
         /// Value.
         value: u64,
     },
+}
+
+/// A host mailbox write for the firmware ([`Event::Firmware`]): 16 bytes, where a
+/// [`HostEvent`] (which may hold a 64-byte launch descriptor) would make every event, the
+/// millions of DMA landings included, that large too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MailboxEvent {
+    /// An RP doorbell: the device address of the descriptor.
+    Doorbell(u64),
+    /// An RP dequeue.
+    Dequeue,
+}
+
+impl From<MailboxEvent> for HostEvent {
+    fn from(event: MailboxEvent) -> HostEvent {
+        match event {
+            MailboxEvent::Doorbell(address) => HostEvent::Doorbell(address),
+            MailboxEvent::Dequeue => HostEvent::Dequeue,
+        }
+    }
 }
 
 /// The device's hardware, as the firmware sees it through the HAL.
@@ -588,6 +608,19 @@ mod tests {
     const RING_CAPACITY: u32 = 256;
     /// Where the payload bytes come from (and, after them, each tail value).
     const SOURCE: u64 = 0x10000;
+
+    /// An event is no larger than a DMA landing's (56 bytes: destination, up to 32 inline
+    /// bytes, kind): every landing is copied into the event queue and out again.
+    #[test]
+    fn an_event_is_no_larger_than_a_landing() {
+        println!("Event {} bytes", std::mem::size_of::<Event>());
+        assert!(std::mem::size_of::<Event>() <= std::mem::size_of::<crate::dma::Landing>().max(56));
+        assert_eq!(
+            HostEvent::from(MailboxEvent::Doorbell(0x40)),
+            HostEvent::Doorbell(0x40)
+        );
+        assert_eq!(HostEvent::from(MailboxEvent::Dequeue), HostEvent::Dequeue);
+    }
 
     fn hardware(channels: u32) -> Hardware {
         let config = DeviceConfig {

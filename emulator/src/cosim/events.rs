@@ -3,7 +3,7 @@
 //! events here.
 
 use super::Emulator;
-use crate::hal_impl::Event;
+use crate::hal_impl::{Event, MailboxEvent};
 use crate::sim::time::one_way;
 use crate::trace::{DeviceInstant, LinkDirection, LinkTraffic};
 use cosim_link::link::LinkResponse;
@@ -142,8 +142,8 @@ impl Emulator {
             Event::IoWrite { register, value } => {
                 hw.host_in_flight.release(1, 0);
                 let event = match register {
-                    mailbox::DOORBELL => Some(HostEvent::Doorbell(value)),
-                    mailbox::DEQUEUE => Some(HostEvent::Dequeue),
+                    mailbox::DOORBELL => Some(MailboxEvent::Doorbell(value)),
+                    mailbox::DEQUEUE => Some(MailboxEvent::Dequeue),
                     _ => None,
                 };
                 if let Some(trace) = hw.trace.as_deref_mut() {
@@ -187,7 +187,7 @@ impl Emulator {
                 hw.respond(at, LinkResponse::IoReadDone { token, value });
                 step = false;
             }
-            Event::Firmware(event) => hw.host_events.push_back(event),
+            Event::Firmware(event) => hw.host_events.push_back(event.into()),
             Event::CcmWake => step = hw.ccm_wake(),
             Event::DmaPrepared { tag, request } => {
                 hw.send_request(tag, request);
