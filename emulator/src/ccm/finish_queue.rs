@@ -58,7 +58,11 @@ fn least(a: Option<(u64, u32)>, b: Option<(u64, u32)>) -> Option<(u64, u32)> {
 impl FinishQueue {
     /// An empty queue for slots below `slots` (larger slots are still queued, unpacked).
     pub(crate) fn new(slots: u32) -> FinishQueue {
-        let shift = slots.max(2).next_power_of_two().trailing_zeros().clamp(1, 32);
+        let shift = slots
+            .max(2)
+            .next_power_of_two()
+            .trailing_zeros()
+            .clamp(1, 32);
         FinishQueue {
             near: BinaryHeap::new(),
             far: BinaryHeap::new(),
@@ -246,12 +250,12 @@ mod tests {
         assert!(far > 1_000, "{far}");
         // Tags all over the range of non-negative values (zero included), and now and then
         // one far below the others: most entries unpacked.
-        let far = matches_the_reference(64, 64, 0x5eed_f1f1, |rng, step| match rng.gen_range(0..4)
-        {
-            0 => 0.0,
-            1 => f64::from_bits(rng.gen_range(0..0x7ff0_0000_0000_0000)),
-            _ => 1.0e6 + f64::from(step),
-        });
+        let far =
+            matches_the_reference(64, 64, 0x5eed_f1f1, |rng, step| match rng.gen_range(0..4) {
+                0 => 0.0,
+                1 => f64::from_bits(rng.gen_range(0..0x7ff0_0000_0000_0000)),
+                _ => 1.0e6 + f64::from(step),
+            });
         assert!(far > 10_000, "{far}");
         // Slots wider than the queue was made for: kept exact.
         let far = matches_the_reference(300, 16, 0x5eed_f1f2, |rng, _| {

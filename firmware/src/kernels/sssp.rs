@@ -260,7 +260,8 @@ fn offsets_item_cost(offsets: &[u32; VERTICES_PER_ITEM as usize + 1]) -> ItemCos
     }
     let [first, .., last] = *offsets;
     let arcs = u64::from(last.wrapping_sub(first));
-    let ceilings = arcs.wrapping_add(u64::from(unused)) / u64::from(ARCS_PER_GROUP);
+    const PER_GROUP: u64 = ARCS_PER_GROUP as u64;
+    let ceilings = arcs.wrapping_add(u64::from(unused)) / PER_GROUP;
     full_cost(
         ceilings.wrapping_add(u64::from(empty)),
         arcs,
