@@ -372,7 +372,7 @@ impl Ccm {
                 .map(|_| MemoryShare {
                     served: 0.0,
                     updated: Ticks::ZERO,
-                    finishing: FinishQueue::default(),
+                    finishing: FinishQueue::new(slots),
                 })
                 .collect(),
             memory_timers: MinTree::new(config.ccm_memory_channels.max(1) as usize),

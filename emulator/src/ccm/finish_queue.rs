@@ -1,58 +1,186 @@
-//! A memory channel's items in order of their finish tags: a min-heap of `(tag bits, slot)`
-//! packed into one `u128`.
+//! A memory channel's items in order of their finish tags: a min-heap of `(tag bits, slot)`.
 //!
 //! A channel holds one part per item (an item's part on a channel is pushed once and popped
 //! once before its slot can take another item), so no two keys are equal and any min-heap pops
 //! them in the same order: by tag, then by slot, the order `BinaryHeap<Reverse<(u64, u32)>>`
-//! gave. One 128-bit comparison replaces the tuple's two. The heap is the standard library's
-//! binary one: its pop moves the hole down to a leaf at one comparison per level and sifts the
-//! last entry up from there, fewer instructions than a 4-ary heap's three or four comparisons
-//! per level at half the depth (SSSP: `Ccm::on_wake` 41 M of 1,626 M less). With every item of
-//! a 16-channel CCM on every channel, a channel's heap holds up to one entry per µthread
+//! gave.
+//!
+//! Most entries live in a heap of one `u64` each, `(tag bits - base) << shift | slot`
+//! (`shift` the bits of a slot), which orders like the pair: one 64-bit comparison and one
+//! word per level of a pop (128-bit keys took two of each). Tags are the channel's served
+//! bytes (which only grow) plus an item's share, so the tags queued at once lie close
+//! together, far inside the `2^(64 - shift)` tag bits a key holds. An entry that does not
+//! pack (its tag below `base`, or too far above it even after moving `base` up to near the
+//! least queued tag, or a slot of more than `shift` bits) waits in a second heap of exact
+//! 128-bit keys; peek and pop take the least of the two heaps' least, so the order is always
+//! the pair's. Moving `base` up by `delta` subtracts `delta << shift` from every key (each
+//! key's tag field is at least `delta`): their order, so the heap, is unchanged.
+//!
+//! The heaps are the standard library's binary one: its pop moves the hole down to a leaf at
+//! one comparison per level and sifts the last entry up from there, fewer instructions than a
+//! 4-ary heap's three or four comparisons per level at half the depth. With every item of a
+//! 16-channel CCM on every channel, a channel's heap holds up to one entry per µthread
 //! (1,024 by default) and pops once per part.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// The finish queue of one channel.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct FinishQueue {
-    keys: BinaryHeap<Reverse<u128>>,
+    /// Packed keys, `(tag bits - base) << shift | slot`.
+    near: BinaryHeap<Reverse<u64>>,
+    /// The entries that do not pack, `tag bits << 32 | slot`.
+    far: BinaryHeap<Reverse<u128>>,
+    /// Tag bits of a packed key's tag field 0.
+    base: u64,
+    /// Bits of a slot in a packed key (1 to 32).
+    shift: u32,
 }
 
-fn pack(tag_bits: u64, slot: u32) -> u128 {
+fn pack_far(tag_bits: u64, slot: u32) -> u128 {
     (u128::from(tag_bits) << 32) | u128::from(slot)
 }
 
-fn unpack(key: u128) -> (u64, u32) {
+fn unpack_far(key: u128) -> (u64, u32) {
     ((key >> 32) as u64, key as u32)
 }
 
+/// The lesser of two optional entries (`None` counts as none, not least).
+fn least(a: Option<(u64, u32)>, b: Option<(u64, u32)>) -> Option<(u64, u32)> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
 impl FinishQueue {
+    /// An empty queue for slots below `slots` (larger slots are still queued, unpacked).
+    pub(crate) fn new(slots: u32) -> FinishQueue {
+        let shift = slots
+            .max(2)
+            .next_power_of_two()
+            .trailing_zeros()
+            .clamp(1, 32);
+        FinishQueue {
+            near: BinaryHeap::new(),
+            far: BinaryHeap::new(),
+            base: 0,
+            shift,
+        }
+    }
+
     /// Entries queued.
     pub(crate) fn len(&self) -> usize {
-        self.keys.len()
+        self.near.len() + self.far.len()
     }
 
     /// Drops every entry (a stage cut short: `Ccm::abort`).
     pub(crate) fn clear(&mut self) {
-        self.keys.clear();
+        self.near.clear();
+        self.far.clear();
+    }
+
+    /// Tag bits a packed key can hold above `base`: `2^(64 - shift)`.
+    fn span(&self) -> u64 {
+        1_u64 << (64 - self.shift)
+    }
+
+    fn unpack_near(&self, key: u64) -> (u64, u32) {
+        let slot = key & ((1_u64 << self.shift) - 1);
+        ((key >> self.shift).wrapping_add(self.base), slot as u32)
+    }
+
+    /// The packed key of `(tag_bits, slot)` at the current base, if it packs.
+    fn pack_near(&self, tag_bits: u64, slot: u32) -> Option<u64> {
+        let offset = tag_bits.checked_sub(self.base)?;
+        if offset >= self.span() || u64::from(slot) >> self.shift != 0 {
+            return None;
+        }
+        Some((offset << self.shift) | u64::from(slot))
+    }
+
+    /// The least packed entry.
+    fn peek_near(&self) -> Option<(u64, u32)> {
+        self.near.peek().map(|key| self.unpack_near(key.0))
     }
 
     /// The least `(tag bits, slot)`.
     pub(crate) fn peek(&self) -> Option<(u64, u32)> {
-        self.keys.peek().map(|key| unpack(key.0))
+        let near = self.peek_near();
+        if self.far.is_empty() {
+            return near;
+        }
+        least(near, self.far.peek().map(|key| unpack_far(key.0)))
     }
 
     /// Queues `slot` finishing at the tag whose bits are `tag_bits` (non-negative tags order
     /// like their bits).
     pub(crate) fn push(&mut self, tag_bits: u64, slot: u32) {
-        self.keys.push(Reverse(pack(tag_bits, slot)));
+        if let Some(key) = self.pack_near(tag_bits, slot) {
+            self.near.push(Reverse(key));
+            return;
+        }
+        self.push_unpacked(tag_bits, slot);
+    }
+
+    /// [`FinishQueue::push`] of an entry that does not pack at the current base: packed after
+    /// moving the base up (to a quarter span below the least of the packed tags and this
+    /// one, never above the least packed tag) if that makes it fit, else kept exact.
+    #[cold]
+    fn push_unpacked(&mut self, tag_bits: u64, slot: u32) {
+        if u64::from(slot) >> self.shift == 0 {
+            let margin = self.span() / 4;
+            let floor = match self.peek_near() {
+                Some((least_bits, _)) => least_bits.min(tag_bits),
+                None => tag_bits,
+            };
+            let new_base = floor.saturating_sub(margin);
+            let fits = tag_bits
+                .checked_sub(new_base)
+                .is_some_and(|offset| offset < self.span());
+            if fits && (new_base > self.base || self.near.is_empty()) {
+                self.rebase(new_base);
+                if let Some(key) = self.pack_near(tag_bits, slot) {
+                    self.near.push(Reverse(key));
+                    return;
+                }
+            }
+        }
+        self.far.push(Reverse(pack_far(tag_bits, slot)));
+    }
+
+    /// Sets the base to `new_base`: at least the old one, or any when nothing is packed.
+    fn rebase(&mut self, new_base: u64) {
+        if self.near.is_empty() {
+            self.base = new_base;
+            return;
+        }
+        let delta = new_base.saturating_sub(self.base);
+        let mut keys = std::mem::take(&mut self.near).into_vec();
+        // Every key's tag field is at least `delta` (`new_base` is at most the least packed
+        // tag): the subtraction keeps each slot field and the keys' order.
+        let step = delta << self.shift;
+        keys.iter_mut()
+            .for_each(|key| key.0 = key.0.wrapping_sub(step));
+        self.near = BinaryHeap::from(keys);
+        self.base = self.base.wrapping_add(delta);
     }
 
     /// Removes the least entry.
     pub(crate) fn pop(&mut self) -> Option<(u64, u32)> {
-        self.keys.pop().map(|key| unpack(key.0))
+        if self.far.is_empty() {
+            return self.near.pop().map(|key| self.unpack_near(key.0));
+        }
+        let far = self.far.peek().map(|key| unpack_far(key.0));
+        match (self.peek_near(), far) {
+            (Some(near), Some(far)) if near < far => {
+                self.near.pop();
+                Some(near)
+            }
+            _ => self.far.pop().map(|key| unpack_far(key.0)),
+        }
     }
 }
 
@@ -61,23 +189,36 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
 
-    #[test]
-    fn pops_in_the_order_of_a_binary_heap_of_tag_then_slot() {
-        // A seeded mix of pushes and pops with distinct (tag, slot) keys, equal tags included:
-        // the same sequence as `BinaryHeap<Reverse<(u64, u32)>>`.
-        let mut queue = FinishQueue::default();
+    /// Pushes and pops `tag(rng, step)` tags with distinct slots (each slot queued at most once,
+    /// as on a channel) against `BinaryHeap<Reverse<(u64, u32)>>`; returns how many entries
+    /// were pushed while some entry was unpacked.
+    fn matches_the_reference(
+        slots: u32,
+        queue_slots: u32,
+        seed: u64,
+        mut tag: impl FnMut(&mut rand::rngs::SmallRng, u32) -> f64,
+    ) -> usize {
+        let mut queue = FinishQueue::new(queue_slots);
         let mut reference = BinaryHeap::new();
-        let mut rng = rand::rngs::SmallRng::seed_from_u64(0x2545_f491_4f6c_dd1d);
-        let mut next = || rng.gen::<u64>();
-        let mut slot = 0_u32;
-        for _ in 0..50_000 {
-            if next() % 3 != 0 || reference.is_empty() {
-                let tag = (next() % 64) as f64 * 0.5 + 1.0;
-                slot += 1;
-                queue.push(tag.to_bits(), slot);
-                reference.push(Reverse((tag.to_bits(), slot)));
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+        let mut free: Vec<u32> = (0..slots).collect();
+        let mut with_far = 0;
+        for step in 0..50_000 {
+            let push = rng.gen_range(0..3) != 0 || reference.is_empty();
+            if push && !free.is_empty() {
+                let slot = free.swap_remove(rng.gen_range(0..free.len()));
+                let bits = tag(&mut rng, step).to_bits();
+                queue.push(bits, slot);
+                reference.push(Reverse((bits, slot)));
             } else {
-                assert_eq!(queue.pop(), reference.pop().map(|Reverse(key)| key));
+                let popped = reference.pop().map(|Reverse(key)| key);
+                assert_eq!(queue.pop(), popped, "step {step}");
+                if let Some((_, slot)) = popped {
+                    free.push(slot);
+                }
+            }
+            if !queue.far.is_empty() {
+                with_far += 1;
             }
             assert_eq!(queue.peek(), reference.peek().map(|&Reverse(key)| key));
             assert_eq!(queue.len(), reference.len());
@@ -86,5 +227,40 @@ mod tests {
             assert_eq!(queue.pop(), Some(key));
         }
         assert_eq!(queue.pop(), None);
+        with_far
+    }
+
+    #[test]
+    fn pops_in_the_order_of_a_binary_heap_of_tag_then_slot() {
+        // Equal tags among small ones: ties by slot.
+        matches_the_reference(1_024, 1_024, 0x2545_f491_4f6c_dd1d, |rng, _| {
+            (rng.gen::<u64>() % 64) as f64 * 0.5 + 1.0
+        });
+    }
+
+    #[test]
+    fn growing_tags_and_far_spreads_keep_the_order() {
+        // As a channel's tags: served bytes that grow, plus shares from a byte to a megabyte,
+        // so the base moves up again and again.
+        let mut served = 0.0_f64;
+        let far = matches_the_reference(1_024, 1_024, 0x5eed_f1f0, move |rng, _| {
+            served += rng.gen_range(0.0..50.0);
+            served + 2.0_f64.powi(rng.gen_range(0..20)) * rng.gen_range(1.0..2.0)
+        });
+        assert!(far > 1_000, "{far}");
+        // Tags all over the range of non-negative values (zero included), and now and then
+        // one far below the others: most entries unpacked.
+        let far =
+            matches_the_reference(64, 64, 0x5eed_f1f1, |rng, step| match rng.gen_range(0..4) {
+                0 => 0.0,
+                1 => f64::from_bits(rng.gen_range(0..0x7ff0_0000_0000_0000)),
+                _ => 1.0e6 + f64::from(step),
+            });
+        assert!(far > 10_000, "{far}");
+        // Slots wider than the queue was made for: kept exact.
+        let far = matches_the_reference(300, 16, 0x5eed_f1f2, |rng, _| {
+            (rng.gen::<u64>() % 16) as f64 + 1.0
+        });
+        assert!(far > 10_000, "{far}");
     }
 }

@@ -245,20 +245,25 @@ fn full_item_cost(degrees: &[u32; VERTICES_PER_ITEM as usize]) -> ItemCost {
 /// ..offsets[v + 1]`) do not decrease, as [`SsspKernel::span`] checked: [`full_item_cost`] of
 /// their differences (each exact; the item's arcs, `offsets[8] - offsets[0]`, fit a `u32`, and
 /// the sum of its vertices' ceilings is at most that, so nothing here wraps).
+///
+/// Without a division per vertex: `8 ceil(d / 8)` is `d` plus the lanes its last pass leaves
+/// unused, `-d mod 8` (0 when 8 divides `d`), so the item's ceilings are its arcs plus those
+/// lanes (at most 7 per vertex), over 8, exactly.
 #[inline(always)]
 fn offsets_item_cost(offsets: &[u32; VERTICES_PER_ITEM as usize + 1]) -> ItemCost {
-    const PER_GROUP: u64 = ARCS_PER_GROUP as u64;
-    let (mut ceilings, mut empty) = (0_u64, 0_u64);
+    const _: () = assert!(ARCS_PER_GROUP.is_power_of_two());
+    let (mut unused, mut empty) = (0_u32, 0_u32);
     for (start, end) in offsets.iter().zip(offsets.iter().skip(1)) {
-        let degree = u64::from(end.wrapping_sub(*start));
-        // `ceil(degree / 8)`, as a sum and a shift (no overflow in 64 bits).
-        ceilings = ceilings.wrapping_add(degree.wrapping_add(PER_GROUP - 1) / PER_GROUP);
-        empty = empty.wrapping_add(u64::from(degree == 0));
+        // `-degree mod 8`.
+        unused = unused.wrapping_add(start.wrapping_sub(*end) & (ARCS_PER_GROUP - 1));
+        empty = empty.wrapping_add(u32::from(start == end));
     }
     let [first, .., last] = *offsets;
     let arcs = u64::from(last.wrapping_sub(first));
+    const PER_GROUP: u64 = ARCS_PER_GROUP as u64;
+    let ceilings = arcs.wrapping_add(u64::from(unused)) / PER_GROUP;
     full_cost(
-        ceilings.wrapping_add(empty),
+        ceilings.wrapping_add(u64::from(empty)),
         arcs,
         arcs.wrapping_sub(ceilings),
     )
@@ -1267,6 +1272,9 @@ mod tests {
         cases.push([u32::MAX, 0, 0, 0, 0, 0, 0, 0]);
         cases.push([0, 0, 0, 0, 0, 0, 0, u32::MAX]);
         cases.push([u32::MAX / 8; 8]);
+        // Every residue mod 8 (the unused lanes of a last pass), and the largest arcs.
+        cases.push([8, 7, 9, 16, 1, 0, 15, 17]);
+        cases.push([u32::MAX - 7, 1, 1, 1, 1, 1, 1, 1]);
         let mut from_offsets = 0;
         for degrees in cases {
             assert_eq!(
