@@ -96,4 +96,46 @@ impl ScratchLayout {
         };
         DeviceAddress(base.0.saturating_add(slot.saturating_mul(cell_bytes)))
     }
+
+    /// Address of entry `index` of that ring when entry `index + 1` is the cell right after
+    /// it (not across the ring's wrap), so that one write can fill both; `None` otherwise.
+    #[inline]
+    pub const fn cell_pair(
+        base: DeviceAddress,
+        index: u64,
+        capacity: u32,
+        cell_bytes: u64,
+    ) -> Option<DeviceAddress> {
+        let first = Self::cell(base, index, capacity, cell_bytes);
+        let second = Self::cell(base, index.saturating_add(1), capacity, cell_bytes);
+        match first.0.checked_add(cell_bytes) {
+            Some(end) if end == second.0 => Some(first),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pair of cells is one write's target exactly when the second follows the first: every
+    /// entry of a 4-cell ring but the last, whose next entry wraps to the ring's start.
+    #[test]
+    fn a_cell_pair_exists_except_across_the_wrap() {
+        let base = DeviceAddress(0x1000);
+        let pairs: [Option<DeviceAddress>; 5] =
+            core::array::from_fn(|index| ScratchLayout::cell_pair(base, index as u64, 4, 32));
+        assert_eq!(
+            pairs,
+            [
+                Some(DeviceAddress(0x1000)),
+                Some(DeviceAddress(0x1020)),
+                Some(DeviceAddress(0x1040)),
+                None,
+                Some(DeviceAddress(0x1000)),
+            ]
+        );
+        assert_eq!(ScratchLayout::cell_pair(base, 7, 1, 32), None, "one cell");
+    }
 }

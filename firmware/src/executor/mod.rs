@@ -376,12 +376,12 @@ impl DmaExecutor {
         scratch: &ScratchLayout,
         descriptors: [DmaDescriptor; 2],
     ) -> Result<(), FirmwareError> {
-        let base = scratch.descriptor_base();
-        let capacity = scratch.descriptor_capacity;
-        let first = ScratchLayout::cell(base, self.descriptor_tail, capacity, CELL);
-        let second =
-            ScratchLayout::cell(base, self.descriptor_tail.saturating_add(1), capacity, CELL);
-        if first.checked_add(CELL) == Some(second) {
+        if let Some(first) = ScratchLayout::cell_pair(
+            scratch.descriptor_base(),
+            self.descriptor_tail,
+            scratch.descriptor_capacity,
+            CELL,
+        ) {
             memory.write(first, descriptors.as_bytes())?;
             self.descriptor_tail = self.descriptor_tail.saturating_add(2);
             return Ok(());
@@ -402,12 +402,13 @@ impl DmaExecutor {
         record: &MetadataRecord,
         tail: u64,
     ) -> Result<(DeviceAddress, DeviceAddress), FirmwareError> {
-        let base = scratch.staging_base();
-        let capacity = scratch.staging_capacity;
-        let record_cell = ScratchLayout::cell(base, self.staging_tail, capacity, CELL);
-        let tail_cell =
-            ScratchLayout::cell(base, self.staging_tail.saturating_add(1), capacity, CELL);
-        if record_cell.checked_add(CELL) == Some(tail_cell) {
+        if let Some(record_cell) = ScratchLayout::cell_pair(
+            scratch.staging_base(),
+            self.staging_tail,
+            scratch.staging_capacity,
+            CELL,
+        ) {
+            let tail_cell = DeviceAddress(record_cell.0.saturating_add(CELL));
             // The record's 32 bytes, then the tail's 8: the bytes the two writes would store.
             let both = RecordAndTail {
                 record: *record,
