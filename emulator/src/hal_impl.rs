@@ -6,10 +6,10 @@
 
 use crate::ccm::Ccm;
 use crate::config::DeviceConfig;
+use crate::device_queue::DeviceQueue;
 use crate::dma::DmaEngineModel;
 use crate::dram::DeviceDram;
 use crate::link::Link;
-use crate::sim::queue::EventQueue;
 use crate::sim::time::one_way;
 use crate::trace::{DeviceInstant, DeviceTrace, LinkDirection, LinkTraffic};
 use cosim_link::link::LinkResponse;
@@ -121,7 +121,7 @@ pub struct Hardware {
     /// The current virtual time.
     pub now: Ticks,
     /// Pending events.
-    pub queue: EventQueue<Event>,
+    pub queue: DeviceQueue,
     /// Parameters.
     pub config: DeviceConfig,
     /// Device memory.
@@ -191,6 +191,38 @@ impl HostInFlight {
         self.requests = self.requests.saturating_sub(requests);
         self.bytes = self.bytes.saturating_sub(bytes);
     }
+}
+
+/// A DMA write of `bytes` lands at host physical address `destination` (inlined: the landings'
+/// loop runs it a million times on a large run).
+#[inline(always)]
+fn land_bytes(host_memory: &PhysicalMemory, destination: u64, kind: DmaKind, bytes: &[u8]) {
+    let address = shared_abi::HostPhysAddr(destination);
+    let result = if kind.publishes() {
+        // Edges D2 and D4: the tail is published with release semantics, after every
+        // write before it in the chain.
+        let mut word = [0u8; 8];
+        word.copy_from_slice(bytes.get(..8).unwrap_or(&[0; 8]));
+        host_memory.store_u64(
+            address,
+            u64::from_le_bytes(word),
+            cosim_link::sync::Ordering::Release,
+        )
+    } else {
+        // Edges D1 and D3: payload data and records, plain stores.
+        host_memory.write_words(address, bytes)
+    };
+    if let Err(error) = result {
+        landing_failed(destination, error);
+    }
+}
+
+/// check_descriptor bounds-checked the destination: this cannot happen, but a failed write
+/// is logged, never a crash (out of line: the landings' path stays a few instructions).
+#[cold]
+#[inline(never)]
+fn landing_failed(destination: u64, error: cosim_link::phys::PhysError) {
+    log::error!("dma: landing at {destination:#x} failed: {error}");
 }
 
 impl Hardware {
@@ -270,23 +302,25 @@ impl Hardware {
         for (descriptor, &kind) in chain.iter().zip(&kinds) {
             // Bounded: `check_descriptor` accepted the source range inside device memory (and
             // the firmware, not the host, wrote the chain: the scratch area is not
-            // host-writable).
-            let mut bytes = self.dma.buffer(descriptor.length as usize);
+            // host-writable); the bytes are read straight into the landing lane's buffer.
+            let length = descriptor.length as usize;
+            let bytes = self.queue.stage(length);
             let source = DeviceAddress(descriptor.source);
-            let read = match descriptor.length {
+            let read = match length {
                 // A tail: read as a fixed-size word (copied without a call).
-                8 => match bytes.as_mut_slice().first_chunk_mut::<8>() {
+                8 => match bytes.first_chunk_mut::<8>() {
                     Some(tail) => self.dram.read(source, tail),
-                    None => self.dram.read(source, bytes.as_mut_slice()),
+                    None => self.dram.read(source, bytes),
                 },
                 // A record, or a payload of 32 bytes: four fixed-size words, not a loop.
-                32 => match bytes.as_mut_slice().first_chunk_mut::<32>() {
+                32 => match bytes.first_chunk_mut::<32>() {
                     Some(record) => self.dram.read(source, record),
-                    None => self.dram.read(source, bytes.as_mut_slice()),
+                    None => self.dram.read(source, bytes),
                 },
-                _ => self.dram.read(source, bytes.as_mut_slice()),
+                _ => self.dram.read(source, bytes),
             };
             if read.is_err() {
+                self.queue.unstage(length);
                 status = Status::DeviceMemoryFault;
                 break;
             }
@@ -311,18 +345,17 @@ impl Hardware {
             self.dma.writes += 1;
             if traced && kind == DmaKind::Metadata {
                 if let Some(trace) = self.trace.as_deref_mut() {
-                    trace.dma_record(tag.0, bytes.as_slice());
+                    trace.dma_record(tag.0, self.queue.staged(length));
                 }
             }
             // The link serialises the writes, so landings come in time order (jittered ones
-            // too, unless the fault injection lets them overtake): the queue's FIFO.
-            self.queue.push_in_order(
+            // too, unless the fault injection lets them overtake): the queue's landing lane.
+            // `check_descriptor` bounded the length to 4096.
+            self.queue.push_landing(
                 last_landed,
-                Event::DmaLand(crate::dma::Landing {
-                    destination: descriptor.destination,
-                    bytes,
-                    kind,
-                }),
+                descriptor.destination,
+                kind,
+                u16::try_from(descriptor.length).unwrap_or(u16::MAX),
             );
         }
         self.dma.chain = chain;
@@ -371,28 +404,36 @@ impl Hardware {
 
     /// A DMA write lands in host memory.
     pub fn land(&self, landing: &crate::dma::Landing) {
-        let address = shared_abi::HostPhysAddr(landing.destination);
-        let result = if landing.kind.publishes() {
-            // Edges D2 and D4: the tail is published with release semantics, after every
-            // write before it in the chain.
-            let mut word = [0u8; 8];
-            word.copy_from_slice(landing.bytes.as_slice().get(..8).unwrap_or(&[0; 8]));
-            self.host_memory.store_u64(
-                address,
-                u64::from_le_bytes(word),
-                cosim_link::sync::Ordering::Release,
-            )
-        } else {
-            // Edges D1 and D3: payload data and records, plain stores.
-            self.host_memory
-                .write_words(address, landing.bytes.as_slice())
-        };
-        if let Err(error) = result {
-            // check_descriptor bounds-checked the destination; this cannot happen, but a
-            // failed write is logged, never a crash.
-            log::error!("dma: landing at {:#x} failed: {error}", landing.destination);
+        land_bytes(
+            &self.host_memory,
+            landing.destination,
+            landing.kind,
+            landing.bytes.as_slice(),
+        );
+    }
+
+    /// Lands the landing lane's front write if it is the earliest event given `bound` (the
+    /// queue's [`DeviceQueue::landing_bound`] with no push since), then the writes behind it
+    /// while each is the earliest and not after `until`, as the event loop would (one more
+    /// event each, the clock at its time); whether the first landed.
+    pub fn land_run_before(&mut self, bound: u128, until: Ticks) -> bool {
+        // The first with no limit of time (the loop found it the earliest event and within its
+        // limit), the others within `until`.
+        let mut limit = Ticks::NEVER;
+        let mut landed = 0;
+        while let Some(landing) = self.queue.pop_landing_before(bound, limit) {
+            landed += 1;
+            limit = until;
+            self.now = landing.at;
+            land_bytes(
+                &self.host_memory,
+                landing.destination,
+                landing.kind,
+                landing.bytes,
+            );
         }
-        let _ = DmaKind::Payload;
+        self.counts.events += landed;
+        landed > 0
     }
 
     /// A DMA write lands ([`Hardware::land`]); its bytes' buffer, if it has one, is kept for
@@ -629,7 +670,7 @@ mod tests {
         };
         Hardware {
             now: Ticks::ZERO,
-            queue: EventQueue::default(),
+            queue: DeviceQueue::default(),
             dram: DeviceDram::new(1 << 20),
             ccm: Ccm::new(&config),
             dma: DmaEngineModel::new(config.dma_channels),

@@ -20,6 +20,7 @@
 pub mod ccm;
 pub mod config;
 pub mod cosim;
+pub mod device_queue;
 pub mod dma;
 pub mod dram;
 pub mod hal_impl;

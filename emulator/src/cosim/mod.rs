@@ -47,11 +47,11 @@ mod wall_clock;
 
 use crate::ccm::Ccm;
 use crate::config::DeviceConfig;
+use crate::device_queue::DeviceQueue;
 use crate::dma::DmaEngineModel;
 use crate::dram::DeviceDram;
 use crate::hal_impl::Hardware;
 use crate::link::Link;
-use crate::sim::queue::EventQueue;
 use crate::trace::DeviceTrace;
 use cosim_link::hdm::DataAllocator;
 use cosim_link::phys::PhysicalMemory;
@@ -197,7 +197,7 @@ impl Emulator {
         }));
         let hardware = Hardware {
             now: Ticks::ZERO,
-            queue: EventQueue::default(),
+            queue: DeviceQueue::default(),
             ccm: Ccm::new(&config),
             dma: DmaEngineModel::new(config.dma_channels),
             link: Link::default(),

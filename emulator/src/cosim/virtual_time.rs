@@ -2,7 +2,6 @@
 
 use super::port::LinkPort;
 use super::{CoSimError, Emulator};
-use crate::hal_impl::Event;
 use cosim_link::link::{HostAgent, Wake};
 use shared_abi::Ticks;
 
@@ -38,40 +37,23 @@ impl Emulator {
                 });
             }
             if device_first {
-                let Some((at, event)) = self.hardware.queue.pop() else {
+                // The commonest event, a DMA write landing, needs nothing of `process` (no
+                // response, no firmware step): landed here from the queue's landing lane, as
+                // `process` would. The landings right behind it leave as the loop above would
+                // let them, while each is the earliest event, not after the host's wake (the
+                // device goes first at equal times) and within the limit: a landing pushes no
+                // event and ends no host wait, so the other events' front (`bound`) and `wake`
+                // stay as they are meanwhile.
+                let bound = self.hardware.queue.landing_bound();
+                let until = host_at.unwrap_or(Ticks::NEVER).min(limit);
+                if self.hardware.land_run_before(bound, until) {
+                    continue;
+                }
+                let Some((at, event)) = self.hardware.queue.pop_event() else {
                     continue;
                 };
                 self.hardware.counts.events += 1;
                 self.hardware.now = at;
-                // The commonest event, a DMA write landing, needs nothing else of `process`
-                // (no response, no firmware step): handled here, as `process` would.
-                // Landed where the popped event lies (by reference: no copy of it), then its
-                // buffer, if it has one, is kept ([`Hardware::land_and_recycle`]).
-                if let Event::DmaLand(landing) = &event {
-                    self.hardware.land(landing);
-                    if let Event::DmaLand(landing) = event {
-                        self.hardware.dma.recycle(landing.bytes);
-                    }
-                    // The landings queued right behind it, in lane 0 (a request's writes),
-                    // leave as the loop above would let them, while each is the earliest
-                    // event, not after the host's wake (the device goes first at equal times)
-                    // and within the limit: a landing pushes no event and ends no host wait,
-                    // so the other stores' fronts and `wake` stay as they are meanwhile.
-                    let until = host_at.unwrap_or(Ticks::NEVER).min(limit);
-                    let bound = self.hardware.queue.in_order_bound();
-                    while let Some((at, Event::DmaLand(landing))) = self
-                        .hardware
-                        .queue
-                        .pop_in_order_before(bound, until, |event| {
-                            matches!(event, Event::DmaLand(_))
-                        })
-                    {
-                        self.hardware.counts.events += 1;
-                        self.hardware.now = at;
-                        self.hardware.land_and_recycle(landing);
-                    }
-                    continue;
-                }
                 if let Some(response) = self.process(event) {
                     host.deliver(at, response);
                     wake = match wake {

@@ -44,12 +44,17 @@ type Key = Reverse<(u64, u64, u32)>;
 const LANES: usize = 3;
 
 /// An event's place in the order, (time, sequence) in one number.
-fn key(at: u64, sequence: u64) -> u128 {
+#[inline]
+pub fn order_key(at: u64, sequence: u64) -> u128 {
     (u128::from(at) << 64) | u128::from(sequence)
 }
 
+use order_key as key;
+
 /// The key of no event: sequences never reach `u64::MAX`.
-const EMPTY: u128 = u128::MAX;
+pub const EMPTY_KEY: u128 = u128::MAX;
+
+use EMPTY_KEY as EMPTY;
 
 /// A deterministic priority queue of timed events.
 #[derive(Debug)]
@@ -103,6 +108,28 @@ impl<E> EventQueue<E> {
     /// The owner of the event [`EventQueue::pop`] returned last.
     pub fn popped_owner(&self) -> u8 {
         self.popped_owner
+    }
+
+    /// The owner stamped on pushes now ([`EventQueue::set_owner`]).
+    #[inline]
+    pub fn owner(&self) -> u8 {
+        self.owner
+    }
+
+    /// Takes the next sequence number for an event kept outside the queue (a store of the
+    /// caller's, merged with this queue by [`order_key`]): from the same counter as every
+    /// push's, so ties between the two break in push order.
+    #[inline]
+    pub fn take_sequence(&mut self) -> u64 {
+        let sequence = self.next_sequence;
+        self.next_sequence += 1;
+        sequence
+    }
+
+    /// The [`order_key`] of the earliest event; [`EMPTY_KEY`] when none waits.
+    #[inline]
+    pub fn front_key(&self) -> u128 {
+        self.fronts.get(self.earliest).copied().unwrap_or(EMPTY)
     }
 
     /// Schedules `event` at `at`: in the lane (not lane 0) whose last event is the latest

@@ -1,0 +1,363 @@
+//! The device's event queue: an [`EventQueue`] of [`Event`]s, and the DMA writes' landings
+//! apart, in a lane of small fixed entries whose bytes wait back to back in one reused buffer.
+//!
+//! Landings are most of a large run's events (a request's writes, hundreds per request), and
+//! they come in time order: the link serialises them. Kept as full [`Event`]s they were built,
+//! copied into the queue and copied out again, 90-odd bytes each; here a landing is 32 bytes
+//! (its place in the order, destination, length, kind, owner) and its bytes are appended to a
+//! buffer that the landings leave from the front, in the same order.
+//!
+//! **Order.** A landing takes its sequence number from the [`EventQueue`]'s own counter
+//! ([`EventQueue::take_sequence`]) when it is pushed, and [`DeviceQueue::pop`] takes the
+//! earlier of the lane's front and the queue's front by (time, sequence): events leave exactly
+//! as they would if every landing were an event of the queue (as they were before the lane). A
+//! landing earlier than the lane's last one (only with the stress tests' overtaking landings)
+//! goes into the [`EventQueue`] as an [`Event::DmaLand`], as `EventQueue::push_in_order` would
+//! have put it.
+
+use crate::dma::{Landing, LandingBytes, INLINE_BYTES};
+use crate::hal_impl::Event;
+use crate::sim::queue::{order_key, EventQueue, EMPTY_KEY};
+use firmware::hal::DmaKind;
+use shared_abi::Ticks;
+use std::collections::VecDeque;
+
+/// One landing waiting in the lane; its bytes are the next `length` of the lane's buffer.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    /// (time, sequence), as [`order_key`].
+    key: u128,
+    /// Host physical address.
+    destination: u64,
+    /// Bytes (at most 4096: `crate::dma::check_descriptor`).
+    length: u16,
+    /// The tenant that pushed it ([`EventQueue::set_owner`]).
+    owner: u8,
+    kind: DmaKind,
+}
+
+/// A landing taken from the lane by [`DeviceQueue::pop_landing_before`], its bytes borrowed.
+#[derive(Debug)]
+pub struct LandingView<'a> {
+    /// When it lands.
+    pub at: Ticks,
+    /// Host physical address.
+    pub destination: u64,
+    /// What it is.
+    pub kind: DmaKind,
+    /// The bytes.
+    pub bytes: &'a [u8],
+}
+
+/// Bytes of landed writes at the buffer's front after which the buffer is compacted (when
+/// they are also at least half of it), so that a lane that never empties does not grow.
+const COMPACT_AFTER: usize = 1 << 20;
+
+/// The device's pending events (see the module docs).
+#[derive(Debug, Default)]
+pub struct DeviceQueue {
+    events: EventQueue<Event>,
+    /// Landings, each at or after the one before.
+    landings: VecDeque<Pending>,
+    /// The landings' bytes, back to back in their order, from `read` on; beyond the last
+    /// landing's, the bytes staged for the next ([`DeviceQueue::stage`]).
+    bytes: Vec<u8>,
+    /// Where the front landing's bytes start in `bytes`.
+    read: usize,
+    /// The time of the lane's last landing (meaningless while the lane is empty).
+    back: u64,
+    /// The owner of the event popped last.
+    popped_owner: u8,
+}
+
+impl DeviceQueue {
+    /// Stamps the events pushed from now on as `owner`'s ([`EventQueue::set_owner`]).
+    pub fn set_owner(&mut self, owner: u8) {
+        self.events.set_owner(owner);
+    }
+
+    /// The owner of the event [`DeviceQueue::pop`] (or a landing pop) returned last.
+    pub fn popped_owner(&self) -> u8 {
+        self.popped_owner
+    }
+
+    /// Schedules `event` at `at` ([`EventQueue::push`]).
+    #[inline]
+    pub fn push(&mut self, at: Ticks, event: Event) {
+        self.events.push(at, event);
+    }
+
+    /// Schedules `event` at `at`, mostly in time order ([`EventQueue::push_in_order`]).
+    pub fn push_in_order(&mut self, at: Ticks, event: Event) {
+        self.events.push_in_order(at, event);
+    }
+
+    /// `length` zero bytes at the end of the lane's buffer, for the next landing's bytes:
+    /// [`DeviceQueue::push_landing`] then queues them, or [`DeviceQueue::unstage`] drops them.
+    /// Only one landing's bytes are staged at a time.
+    #[inline]
+    pub fn stage(&mut self, length: usize) -> &mut [u8] {
+        if self.landings.is_empty() {
+            // Nothing waits (nor is staged): the buffer starts over.
+            self.bytes.clear();
+            self.read = 0;
+        } else if self.read >= COMPACT_AFTER && self.read * 2 >= self.bytes.len() {
+            self.bytes.drain(..self.read);
+            self.read = 0;
+        }
+        let start = self.bytes.len();
+        match length {
+            // A tail, a record or a small payload: fixed-size zeroes, no call.
+            8 => self.bytes.extend_from_slice(&[0; 8]),
+            32 => self.bytes.extend_from_slice(&[0; 32]),
+            _ => self.bytes.resize(start + length, 0),
+        }
+        self.bytes.get_mut(start..).unwrap_or_default()
+    }
+
+    /// The last `length` bytes staged ([`DeviceQueue::stage`]).
+    #[inline]
+    pub fn staged(&self, length: usize) -> &[u8] {
+        let start = self.bytes.len().saturating_sub(length);
+        self.bytes.get(start..).unwrap_or_default()
+    }
+
+    /// Drops the last `length` bytes staged.
+    #[inline]
+    pub fn unstage(&mut self, length: usize) {
+        self.bytes.truncate(self.bytes.len().saturating_sub(length));
+    }
+
+    /// Schedules the landing at `at` of the `length` bytes staged last, to `destination`, of
+    /// `kind`: in the lane when `at` is not before its last landing, else (overtaking
+    /// landings) in the [`EventQueue`] as an [`Event::DmaLand`]. Either way it leaves exactly
+    /// when it would as an event pushed with [`EventQueue::push_in_order`].
+    #[inline]
+    pub fn push_landing(&mut self, at: Ticks, destination: u64, kind: DmaKind, length: u16) {
+        if !self.landings.is_empty() && at.0 < self.back {
+            let bytes = landing_bytes(self.staged(usize::from(length)));
+            self.unstage(usize::from(length));
+            self.events.push(
+                at,
+                Event::DmaLand(Landing {
+                    destination,
+                    bytes,
+                    kind,
+                }),
+            );
+            return;
+        }
+        let sequence = self.events.take_sequence();
+        self.back = at.0;
+        self.landings.push_back(Pending {
+            key: order_key(at.0, sequence),
+            destination,
+            length,
+            owner: self.events.owner(),
+            kind,
+        });
+    }
+
+    /// The key ([`order_key`]) of the earliest event of the [`EventQueue`], landings aside:
+    /// while nothing is pushed, a landing below it is the earliest event.
+    #[inline]
+    pub fn landing_bound(&self) -> u128 {
+        self.events.front_key()
+    }
+
+    /// Takes the lane's front landing if it is the earliest event given `bound` (the
+    /// [`DeviceQueue::landing_bound`] taken with no push since) and not after `until`; `None`
+    /// (and nothing taken) otherwise. What [`DeviceQueue::pop`] would have returned, with the
+    /// bytes borrowed instead of copied into an [`Event`].
+    #[inline]
+    pub fn pop_landing_before(&mut self, bound: u128, until: Ticks) -> Option<LandingView<'_>> {
+        let front = *self.landings.front()?;
+        // Keys are unique below EMPTY_KEY: `front.key < bound` means the landing is the
+        // earliest event.
+        let at = (front.key >> 64) as u64;
+        if front.key >= bound || at > until.0 {
+            return None;
+        }
+        self.landings.pop_front();
+        self.popped_owner = front.owner;
+        let start = self.read;
+        self.read = start + usize::from(front.length);
+        Some(LandingView {
+            at: Ticks(at),
+            destination: front.destination,
+            kind: front.kind,
+            bytes: self.bytes.get(start..self.read).unwrap_or_default(),
+        })
+    }
+
+    /// Removes the [`EventQueue`]'s earliest event (the caller knows no landing is earlier:
+    /// [`DeviceQueue::pop_landing_before`] refused with its bound).
+    #[inline]
+    pub fn pop_event(&mut self) -> Option<(Ticks, Event)> {
+        let popped = self.events.pop();
+        self.popped_owner = self.events.popped_owner();
+        popped
+    }
+
+    /// The time of the earliest event.
+    #[inline]
+    pub fn peek_time(&self) -> Option<Ticks> {
+        let key = self.landing_key().min(self.events.front_key());
+        (key != EMPTY_KEY).then_some(Ticks((key >> 64) as u64))
+    }
+
+    /// Removes the earliest event; a landing as an [`Event::DmaLand`] holding a copy of its
+    /// bytes.
+    pub fn pop(&mut self) -> Option<(Ticks, Event)> {
+        let bound = self.events.front_key();
+        if self.landing_key() < bound {
+            let landing = self.pop_landing_before(bound, Ticks::NEVER)?;
+            let event = Event::DmaLand(Landing {
+                destination: landing.destination,
+                bytes: landing_bytes(landing.bytes),
+                kind: landing.kind,
+            });
+            return Some((landing.at, event));
+        }
+        self.pop_event()
+    }
+
+    /// Events waiting, landings included.
+    pub fn len(&self) -> usize {
+        self.events.len() + self.landings.len()
+    }
+
+    /// Whether no event waits.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.landings.is_empty()
+    }
+
+    /// The key of the lane's front landing; [`EMPTY_KEY`] for an empty lane.
+    #[inline]
+    fn landing_key(&self) -> u128 {
+        self.landings.front().map_or(EMPTY_KEY, |front| front.key)
+    }
+}
+
+/// `bytes` as a [`Landing`]'s own.
+fn landing_bytes(bytes: &[u8]) -> LandingBytes {
+    match u8::try_from(bytes.len()) {
+        Ok(length) if bytes.len() <= INLINE_BYTES => {
+            let mut inline = [0; INLINE_BYTES];
+            if let Some(head) = inline.get_mut(..bytes.len()) {
+                head.copy_from_slice(bytes);
+            }
+            LandingBytes::Inline {
+                length,
+                bytes: inline,
+            }
+        }
+        _ => LandingBytes::Buffer(bytes.to_vec()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn landing(queue: &mut DeviceQueue, at: u64, value: u8, length: usize) {
+        queue.stage(length).fill(value);
+        queue.push_landing(Ticks(at), u64::from(value), DmaKind::Payload, length as u16);
+    }
+
+    /// What an event is, for comparing orders: a landing by its destination and bytes, any
+    /// other by its register value.
+    fn name(event: &Event) -> (u64, Vec<u8>) {
+        match event {
+            Event::DmaLand(landing) => (landing.destination, landing.bytes.as_slice().to_vec()),
+            Event::MailboxWrite { value, .. } => (*value, Vec::new()),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn landings_and_events_leave_as_they_would_all_from_one_event_queue() {
+        // The same seeded pushes into a DeviceQueue and into a plain EventQueue (landings
+        // with `push_in_order`, some going back in time): the same events in the same order,
+        // with the same bytes and owners, drained by `pop` or by runs of `pop_landing_before`.
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(0x5851_f42d_4c95_7f2d);
+        for drain_in_runs in [false, true] {
+            let mut lane = DeviceQueue::default();
+            let mut plain = EventQueue::default();
+            let mut clock = 0u64;
+            let mut expected = Vec::new();
+            let mut seen = Vec::new();
+            let (mut fell_back, mut in_runs) = (false, 0);
+            for step in 0..4000u64 {
+                let owner = (step / 500) as u8;
+                lane.set_owner(owner);
+                plain.set_owner(owner);
+                let draw = rng.gen::<u64>();
+                if draw % 3 == 0 {
+                    let at = Ticks(clock + rng.gen::<u64>() % 50);
+                    let event = |value| Event::MailboxWrite { offset: 0, value };
+                    lane.push(at, event(step));
+                    plain.push(at, event(step));
+                } else {
+                    clock += rng.gen::<u64>() % 3;
+                    let at = if draw % 29 == 0 { clock / 2 } else { clock };
+                    let length = [8, 32, 64, 8][(draw >> 8) as usize % 4];
+                    let value = (step % 251) as u8;
+                    let before = lane.events.len();
+                    landing(&mut lane, at, value, length);
+                    fell_back |= lane.events.len() > before;
+                    plain.push_in_order(
+                        Ticks(at),
+                        Event::DmaLand(Landing {
+                            destination: u64::from(value),
+                            bytes: landing_bytes(&vec![value; length]),
+                            kind: DmaKind::Payload,
+                        }),
+                    );
+                }
+                assert_eq!(lane.len(), plain.len());
+                assert_eq!(lane.peek_time(), plain.peek_time());
+                if draw % 7 == 0 {
+                    for _ in 0..rng.gen::<u64>() % 6 {
+                        let Some((at, event)) = plain.pop() else {
+                            break;
+                        };
+                        expected.push((at, name(&event), plain.popped_owner()));
+                        let popped = if drain_in_runs {
+                            let bound = lane.landing_bound();
+                            match lane.pop_landing_before(bound, Ticks::NEVER) {
+                                Some(view) => {
+                                    in_runs += 1;
+                                    (view.at, (view.destination, view.bytes.to_vec()))
+                                }
+                                None => match lane.pop_event() {
+                                    Some((at, event)) => (at, name(&event)),
+                                    None => panic!("the lane lost an event"),
+                                },
+                            }
+                        } else {
+                            match lane.pop() {
+                                Some((at, event)) => (at, name(&event)),
+                                None => panic!("the lane lost an event"),
+                            }
+                        };
+                        seen.push((popped.0, popped.1, lane.popped_owner()));
+                    }
+                }
+            }
+            while let Some((at, event)) = plain.pop() {
+                expected.push((at, name(&event), plain.popped_owner()));
+            }
+            while let Some((at, event)) = lane.pop() {
+                seen.push((at, name(&event), lane.popped_owner()));
+            }
+            assert_eq!(seen, expected);
+            assert!(lane.is_empty());
+            // Both paths taken: a landing back in time kept as an event, and (draining in
+            // runs) many landings leaving the lane through `pop_landing_before`.
+            assert!(fell_back);
+            assert!(!drain_in_runs || in_runs > 100, "only {in_runs} in runs");
+        }
+    }
+}
