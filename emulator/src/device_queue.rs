@@ -68,7 +68,18 @@ pub struct DeviceQueue {
     back: u64,
     /// The owner of the event popped last.
     popped_owner: u8,
+    /// Buffers of landings popped as events ([`DeviceQueue::pop`]) and landed, kept for the
+    /// next ones' bytes ([`DeviceQueue::recycle`]; a simulator economy: one allocation per
+    /// landing in flight at most, not one per landing).
+    spare: Vec<Vec<u8>>,
 }
+
+/// Most landed buffers kept for reuse ([`DeviceQueue::recycle`]).
+pub const SPARE_BUFFERS: usize = 4096;
+
+/// Largest buffer kept for reuse (a write's bytes are a payload, a record or a tail: a few
+/// KiB at most; a larger one is freed).
+pub const SPARE_BUFFER_BYTES: usize = 64 << 10;
 
 impl DeviceQueue {
     /// Stamps the events pushed from now on as `owner`'s ([`EventQueue::set_owner`]).
@@ -135,8 +146,9 @@ impl DeviceQueue {
     #[inline]
     pub fn push_landing(&mut self, at: Ticks, destination: u64, kind: DmaKind, length: u16) {
         if !self.landings.is_empty() && at.0 < self.back {
-            let bytes = landing_bytes(self.staged(usize::from(length)));
-            self.unstage(usize::from(length));
+            let start = self.bytes.len().saturating_sub(usize::from(length));
+            let bytes = owned(&mut self.spare, self.bytes.get(start..).unwrap_or_default());
+            self.bytes.truncate(start);
             self.events.push(
                 at,
                 Event::DmaLand(Landing {
@@ -171,23 +183,30 @@ impl DeviceQueue {
     /// bytes borrowed instead of copied into an [`Event`].
     #[inline]
     pub fn pop_landing_before(&mut self, bound: u128, until: Ticks) -> Option<LandingView<'_>> {
+        let (front, start) = self.take_landing_before(bound, until)?;
+        Some(LandingView {
+            at: Ticks((front.key >> 64) as u64),
+            destination: front.destination,
+            kind: front.kind,
+            bytes: self.bytes.get(start..self.read).unwrap_or_default(),
+        })
+    }
+
+    /// [`DeviceQueue::pop_landing_before`]'s landing, and where its bytes start in `bytes`
+    /// (they end at `read`).
+    #[inline]
+    fn take_landing_before(&mut self, bound: u128, until: Ticks) -> Option<(Pending, usize)> {
         let front = *self.landings.front()?;
         // Keys are unique below EMPTY_KEY: `front.key < bound` means the landing is the
         // earliest event.
-        let at = (front.key >> 64) as u64;
-        if front.key >= bound || at > until.0 {
+        if front.key >= bound || ((front.key >> 64) as u64) > until.0 {
             return None;
         }
         self.landings.pop_front();
         self.popped_owner = front.owner;
         let start = self.read;
         self.read = start + usize::from(front.length);
-        Some(LandingView {
-            at: Ticks(at),
-            destination: front.destination,
-            kind: front.kind,
-            bytes: self.bytes.get(start..self.read).unwrap_or_default(),
-        })
+        Some((front, start))
     }
 
     /// Removes the [`EventQueue`]'s earliest event (the caller knows no landing is earlier:
@@ -211,15 +230,27 @@ impl DeviceQueue {
     pub fn pop(&mut self) -> Option<(Ticks, Event)> {
         let bound = self.events.front_key();
         if self.landing_key() < bound {
-            let landing = self.pop_landing_before(bound, Ticks::NEVER)?;
+            let (front, start) = self.take_landing_before(bound, Ticks::NEVER)?;
+            let bytes = self.bytes.get(start..self.read).unwrap_or_default();
             let event = Event::DmaLand(Landing {
-                destination: landing.destination,
-                bytes: landing_bytes(landing.bytes),
-                kind: landing.kind,
+                destination: front.destination,
+                bytes: owned(&mut self.spare, bytes),
+                kind: front.kind,
             });
-            return Some((landing.at, event));
+            return Some((Ticks((front.key >> 64) as u64), event));
         }
         self.pop_event()
+    }
+
+    /// Keeps the buffer of a landed [`Event::DmaLand`]'s bytes for a later one (up to
+    /// [`SPARE_BUFFERS`] buffers of at most [`SPARE_BUFFER_BYTES`]); inline bytes need
+    /// nothing.
+    pub fn recycle(&mut self, bytes: LandingBytes) {
+        if let LandingBytes::Buffer(bytes) = bytes {
+            if self.spare.len() < SPARE_BUFFERS && bytes.capacity() <= SPARE_BUFFER_BYTES {
+                self.spare.push(bytes);
+            }
+        }
     }
 
     /// Events waiting, landings included.
@@ -239,8 +270,9 @@ impl DeviceQueue {
     }
 }
 
-/// `bytes` as a [`Landing`]'s own.
-fn landing_bytes(bytes: &[u8]) -> LandingBytes {
+/// `bytes` as a [`Landing`]'s own: inline up to [`INLINE_BYTES`]; beyond, in a buffer of
+/// `spare` when one is kept, a new one otherwise.
+fn owned(spare: &mut Vec<Vec<u8>>, bytes: &[u8]) -> LandingBytes {
     match u8::try_from(bytes.len()) {
         Ok(length) if bytes.len() <= INLINE_BYTES => {
             let mut inline = [0; INLINE_BYTES];
@@ -252,7 +284,12 @@ fn landing_bytes(bytes: &[u8]) -> LandingBytes {
                 bytes: inline,
             }
         }
-        _ => LandingBytes::Buffer(bytes.to_vec()),
+        _ => {
+            let mut buffer = spare.pop().unwrap_or_default();
+            buffer.clear();
+            buffer.extend_from_slice(bytes);
+            LandingBytes::Buffer(buffer)
+        }
     }
 }
 
@@ -311,7 +348,7 @@ mod tests {
                         Ticks(at),
                         Event::DmaLand(Landing {
                             destination: u64::from(value),
-                            bytes: landing_bytes(&vec![value; length]),
+                            bytes: owned(&mut Vec::new(), &vec![value; length]),
                             kind: DmaKind::Payload,
                         }),
                     );
@@ -359,5 +396,44 @@ mod tests {
             assert!(fell_back);
             assert!(!drain_in_runs || in_runs > 100, "only {in_runs} in runs");
         }
+    }
+
+    /// A landing popped as an event holds its bytes inline up to [`INLINE_BYTES`], in a
+    /// buffer beyond; a landed buffer is used again for a later landing's bytes, one larger
+    /// than [`SPARE_BUFFER_BYTES`] is not kept.
+    #[test]
+    fn popped_landings_hold_short_bytes_inline_and_reuse_landed_buffers() {
+        let mut queue = DeviceQueue::default();
+        for (at, length) in [(1, 8), (2, INLINE_BYTES), (3, 64), (4, 40), (5, 48)] {
+            landing(&mut queue, at, at as u8, length);
+        }
+        let pop = |queue: &mut DeviceQueue| match queue.pop() {
+            Some((_, Event::DmaLand(landing))) => landing.bytes,
+            other => panic!("{other:?}"),
+        };
+        for (value, length) in [(1, 8), (2, INLINE_BYTES)] {
+            let bytes = pop(&mut queue);
+            assert!(matches!(bytes, LandingBytes::Inline { .. }), "{length}");
+            assert_eq!(bytes.as_slice(), vec![value; length]);
+        }
+        let first = pop(&mut queue);
+        assert_eq!(first.as_slice(), [3; 64]);
+        let address = first.as_slice().as_ptr();
+        queue.recycle(first);
+        let second = pop(&mut queue);
+        assert_eq!(second.as_slice(), [4; 40]);
+        assert_eq!(
+            second.as_slice().as_ptr(),
+            address,
+            "the landed buffer reused"
+        );
+        queue.recycle(LandingBytes::Buffer(vec![1; SPARE_BUFFER_BYTES + 1]));
+        let third = pop(&mut queue);
+        assert_eq!(third.as_slice(), [5; 48]);
+        assert!(
+            matches!(&third, LandingBytes::Buffer(bytes) if bytes.capacity() <= SPARE_BUFFER_BYTES),
+            "a new buffer, not the large one"
+        );
+        assert!(queue.is_empty());
     }
 }

@@ -112,22 +112,12 @@ pub struct DmaEngineModel {
     pub requests: u64,
     /// Descriptors sent.
     pub writes: u64,
-    /// Buffers of landed writes, kept for the next writes' bytes (a simulator economy: one
-    /// allocation per write in flight at most, not one per write).
-    spare: Vec<Vec<u8>>,
     /// The descriptors of the request going on the wire ([`read_chain`]), kept for the next
     /// request's (a simulator economy too).
     pub chain: Vec<DmaDescriptor>,
     /// The kinds of the descriptors of `chain` that passed their check (reused likewise).
     pub kinds: Vec<DmaKind>,
 }
-
-/// Most landed writes' buffers kept for reuse ([`DmaEngineModel::buffer`]).
-pub const SPARE_BUFFERS: usize = 4096;
-
-/// Largest buffer kept for reuse (a write's bytes are a payload, a record or a tail: a few
-/// KiB at most; a larger one is freed).
-pub const SPARE_BUFFER_BYTES: usize = 64 << 10;
 
 impl DmaEngineModel {
     /// An idle engine with `channels` channels.
@@ -142,39 +132,8 @@ impl DmaEngineModel {
             busy_total: Ticks::ZERO,
             requests: 0,
             writes: 0,
-            spare: Vec::new(),
             chain: Vec::new(),
             kinds: Vec::new(),
-        }
-    }
-
-    /// `length` zero bytes for a write's bytes: inline up to [`INLINE_BYTES`]; beyond, a
-    /// landed write's buffer when one is kept ([`DmaEngineModel::recycle`]), a new one
-    /// otherwise.
-    #[inline]
-    pub fn buffer(&mut self, length: usize) -> LandingBytes {
-        if let Ok(short) = u8::try_from(length) {
-            if length <= INLINE_BYTES {
-                return LandingBytes::Inline {
-                    length: short,
-                    bytes: [0; INLINE_BYTES],
-                };
-            }
-        }
-        let mut bytes = self.spare.pop().unwrap_or_default();
-        bytes.clear();
-        bytes.resize(length, 0);
-        LandingBytes::Buffer(bytes)
-    }
-
-    /// Keeps the buffer of a landed write for a later one (up to [`SPARE_BUFFERS`] buffers of
-    /// at most [`SPARE_BUFFER_BYTES`]); inline bytes need nothing.
-    #[inline]
-    pub fn recycle(&mut self, bytes: LandingBytes) {
-        if let LandingBytes::Buffer(bytes) = bytes {
-            if self.spare.len() < SPARE_BUFFERS && bytes.capacity() <= SPARE_BUFFER_BYTES {
-                self.spare.push(bytes);
-            }
         }
     }
 
@@ -321,52 +280,6 @@ pub fn descriptor_address(request: &DmaRequest, offset: u32) -> shared_abi::Devi
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A landed write's buffer is handed out again, zeroed and of the length asked for
-    /// (whatever it held); one larger than [`SPARE_BUFFER_BYTES`] is not kept.
-    #[test]
-    fn a_recycled_buffer_comes_back_zeroed_at_the_length_asked_and_a_large_one_is_dropped() {
-        let mut engine = DmaEngineModel::new(1);
-        let mut first = engine.buffer(64);
-        assert_eq!(first.as_slice(), [0; 64]);
-        first.as_mut_slice().fill(0xab);
-        let address = first.as_slice().as_ptr();
-        engine.recycle(first);
-        let second = engine.buffer(40);
-        assert_eq!(second.as_slice(), [0; 40]);
-        assert_eq!(
-            second.as_slice().as_ptr(),
-            address,
-            "the landed buffer was reused"
-        );
-        engine.recycle(LandingBytes::Buffer(vec![1; SPARE_BUFFER_BYTES + 1]));
-        let third = engine.buffer(48);
-        assert_eq!(third.as_slice(), [0; 48]);
-        assert!(
-            matches!(&third, LandingBytes::Buffer(bytes) if bytes.capacity() <= SPARE_BUFFER_BYTES),
-            "a new buffer, not the large one"
-        );
-    }
-
-    /// Up to [`INLINE_BYTES`] bytes are held inline, zeroed, at the length asked; one byte
-    /// more takes a buffer.
-    #[test]
-    fn short_writes_are_inline_and_longer_ones_take_a_buffer() {
-        let mut engine = DmaEngineModel::new(1);
-        for length in [0, 8, INLINE_BYTES] {
-            let mut bytes = engine.buffer(length);
-            assert!(
-                matches!(bytes, LandingBytes::Inline { .. }),
-                "{length} bytes"
-            );
-            assert_eq!(bytes.as_slice(), vec![0; length]);
-            bytes.as_mut_slice().fill(7);
-            assert_eq!(bytes.as_slice(), vec![7; length]);
-        }
-        let longer = engine.buffer(INLINE_BYTES + 8);
-        assert!(matches!(longer, LandingBytes::Buffer(_)));
-        assert_eq!(longer.as_slice(), vec![0; INLINE_BYTES + 8]);
-    }
 
     /// The chain read in runs holds the descriptors read one by one at their addresses, also
     /// when it wraps around its ring; a chain that cannot be read as plain runs is refused.

@@ -441,7 +441,7 @@ impl Hardware {
     #[inline]
     pub fn land_and_recycle(&mut self, landing: crate::dma::Landing) {
         self.land(&landing);
-        self.dma.recycle(landing.bytes);
+        self.queue.recycle(landing.bytes);
     }
 
     /// Sets a mailbox register now (and its mirror in the register page, if one is served).

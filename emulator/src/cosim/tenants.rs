@@ -757,7 +757,7 @@ impl Emulator {
                 true
             }
             Event::DmaLand(landing) => {
-                hw.dma.recycle(landing.bytes);
+                hw.queue.recycle(landing.bytes);
                 false
             }
             _ => false,
