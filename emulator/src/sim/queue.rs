@@ -5,8 +5,8 @@
 //!
 //! Events wait in one of two kinds of store that share one sequence counter: a binary heap for
 //! events in any time order, and FIFO lanes, each holding events whose times never decrease
-//! from front to back. [`EventQueue::push_in_order`] (the DMA landings, which the link
-//! serialises, millions of them on a large run) has a lane of its own; [`EventQueue::push`]
+//! from front to back. [`EventQueue::push_in_order`] (for a caller whose events mostly come in
+//! time order) has a lane of its own; [`EventQueue::push`]
 //! puts an event in the other lane whose last event is the latest not after it (an empty lane
 //! fits any event), and in the heap only when it would go back in time in every lane: the
 //! CCM's wakes, a large run's other millions of events, come in time order too, and a lane
@@ -14,7 +14,9 @@
 //! [`EventQueue::pop`] takes the earliest of the fronts by (time, insertion order), so where an
 //! event waits changes its cost, never the order. The heap holds small keys (time, sequence,
 //! slot); its events wait in a slab of reused slots, so a push or pop moves 24 bytes per heap
-//! level instead of a whole event.
+//! level instead of a whole event. The device's DMA landings wait outside, in
+//! `crate::device_queue`'s lane of small entries, numbered from this queue's counter
+//! ([`EventQueue::take_sequence`]) and merged with it by [`order_key`].
 //!
 //! **Owners.** A device shared by several tenants (`crate::cosim::tenants`) runs each event in
 //! the context of the tenant it belongs to. Every push is stamped with the queue's current
@@ -279,55 +281,6 @@ impl<E> EventQueue<E> {
         popped
     }
 
-    /// The least key of every store but lane 0 ([`EventQueue::push_in_order`]'s): while it
-    /// stays the same (no push), an event of lane 0 whose key is below it is the earliest event,
-    /// so a run of lane 0's events leaves through [`EventQueue::pop_in_order_before`] without
-    /// comparing every store's front again per event.
-    #[inline]
-    pub fn in_order_bound(&self) -> u128 {
-        let [_, b, c, d] = self.fronts;
-        b.min(c).min(d)
-    }
-
-    /// Removes lane 0's front event if it is the earliest event, given `bound`, the
-    /// [`EventQueue::in_order_bound`] taken with no push since, and if it is not after `until`
-    /// and `accept`s it; `None` (and nothing removed) otherwise. What [`EventQueue::pop`] would
-    /// have returned, in the same order.
-    #[inline]
-    pub fn pop_in_order_before(
-        &mut self,
-        bound: u128,
-        until: Ticks,
-        accept: impl Fn(&E) -> bool,
-    ) -> Option<(Ticks, E)> {
-        let [front, ..] = self.fronts;
-        // Keys are unique below EMPTY, so `front < bound` means lane 0 holds the earliest
-        // event (and `front` is not EMPTY).
-        if front >= bound || ((front >> 64) as u64) > until.0 {
-            return None;
-        }
-        let lane = self.lanes.first_mut()?;
-        if !accept(&lane.front()?.event) {
-            return None;
-        }
-        let entry = lane.pop_front()?;
-        let next = lane
-            .front()
-            .map_or(EMPTY, |next| key(next.at.0, next.sequence));
-        if let Some(front) = self.fronts.first_mut() {
-            *front = next;
-        }
-        self.popped_owner = entry.owner;
-        // Lane 0 stays the earliest store while its new front is below every other front;
-        // otherwise the earliest is found again as `pop` would.
-        if next < bound {
-            self.earliest = 0;
-        } else {
-            self.find_earliest();
-        }
-        Some((entry.at, entry.event))
-    }
-
     /// Removes the heap's earliest event.
     fn pop_heap(&mut self) -> Option<(Ticks, E)> {
         let Reverse((at, _, slot)) = self.heap.pop()?;
@@ -394,54 +347,6 @@ mod tests {
                 ("three's landing", 3)
             ]
         );
-    }
-
-    #[test]
-    fn runs_of_lane_zero_leave_in_the_order_pop_gives() {
-        // Two equal queues of in-order pushes (some going back in time, into the other
-        // lanes or the heap) and pushes at any time: one drained by `pop` alone, the other by
-        // runs of `pop_in_order_before` (refusing odd events and those after a moving limit)
-        // with a `pop` between runs. Same events, same order.
-        let mut rng = rand::rngs::SmallRng::seed_from_u64(0x9e37_79b9_7f4a_7c15);
-        let mut plain = EventQueue::default();
-        let mut runs = EventQueue::default();
-        let mut clock = 0u64;
-        for sequence in 0..3000u64 {
-            let draw = rng.gen::<u64>();
-            let at = if draw % 3 == 0 {
-                Ticks(rng.gen::<u64>() % 2000)
-            } else {
-                clock += rng.gen::<u64>() % 3;
-                Ticks(if draw % 13 == 0 { clock / 2 } else { clock })
-            };
-            if draw % 3 == 0 {
-                plain.push(at, sequence);
-                runs.push(at, sequence);
-            } else {
-                plain.push_in_order(at, sequence);
-                runs.push_in_order(at, sequence);
-            }
-        }
-        let mut expected = Vec::new();
-        while let Some(event) = plain.pop() {
-            expected.push(event);
-        }
-        let mut seen = Vec::new();
-        let mut in_runs = 0;
-        loop {
-            let until = Ticks(seen.len() as u64 * 2);
-            let bound = runs.in_order_bound();
-            while let Some(event) = runs.pop_in_order_before(bound, until, |e| e % 2 == 0) {
-                seen.push(event);
-                in_runs += 1;
-            }
-            match runs.pop() {
-                Some(event) => seen.push(event),
-                None => break,
-            }
-        }
-        assert_eq!(seen, expected);
-        assert!(in_runs > 100, "only {in_runs} events left in runs");
     }
 
     #[test]
