@@ -20,7 +20,6 @@ use crate::hal_impl::Event;
 use crate::sim::queue::{order_key, EventQueue, EMPTY_KEY};
 use firmware::hal::DmaKind;
 use shared_abi::Ticks;
-use std::collections::VecDeque;
 
 /// One landing waiting in the lane; its bytes are the next `length` of the lane's buffer.
 #[derive(Clone, Copy, Debug)]
@@ -57,8 +56,11 @@ const COMPACT_AFTER: usize = 1 << 20;
 #[derive(Debug, Default)]
 pub struct DeviceQueue {
     events: EventQueue<Event>,
-    /// Landings, each at or after the one before.
-    landings: VecDeque<Pending>,
+    /// Landings, each at or after the one before, from `head` on (a plain vector and an
+    /// index: taking the front is one increment, no wrap-around).
+    landings: Vec<Pending>,
+    /// Where the front landing is in `landings`.
+    head: usize,
     /// The landings' bytes, back to back in their order, from `read` on; beyond the last
     /// landing's, the bytes staged for the next ([`DeviceQueue::stage`]).
     bytes: Vec<u8>,
@@ -108,13 +110,17 @@ impl DeviceQueue {
     /// Only one landing's bytes are staged at a time.
     #[inline]
     pub fn stage(&mut self, length: usize) -> &mut [u8] {
-        if self.landings.is_empty() {
-            // Nothing waits (nor is staged): the buffer starts over.
+        if self.head == self.landings.len() {
+            // Nothing waits (nor is staged): the lane starts over.
+            self.landings.clear();
+            self.head = 0;
             self.bytes.clear();
             self.read = 0;
         } else if self.read >= COMPACT_AFTER && self.read * 2 >= self.bytes.len() {
             self.bytes.drain(..self.read);
             self.read = 0;
+            self.landings.drain(..self.head);
+            self.head = 0;
         }
         let start = self.bytes.len();
         match length {
@@ -145,7 +151,7 @@ impl DeviceQueue {
     /// when it would as an event pushed with [`EventQueue::push_in_order`].
     #[inline]
     pub fn push_landing(&mut self, at: Ticks, destination: u64, kind: DmaKind, length: u16) {
-        if !self.landings.is_empty() && at.0 < self.back {
+        if self.head < self.landings.len() && at.0 < self.back {
             let start = self.bytes.len().saturating_sub(usize::from(length));
             let bytes = owned(&mut self.spare, self.bytes.get(start..).unwrap_or_default());
             self.bytes.truncate(start);
@@ -161,7 +167,7 @@ impl DeviceQueue {
         }
         let sequence = self.events.take_sequence();
         self.back = at.0;
-        self.landings.push_back(Pending {
+        self.landings.push(Pending {
             key: order_key(at.0, sequence),
             destination,
             length,
@@ -196,13 +202,13 @@ impl DeviceQueue {
     /// (they end at `read`).
     #[inline]
     fn take_landing_before(&mut self, bound: u128, until: Ticks) -> Option<(Pending, usize)> {
-        let front = *self.landings.front()?;
+        let front = *self.landings.get(self.head)?;
         // Keys are unique below EMPTY_KEY: `front.key < bound` means the landing is the
         // earliest event.
         if front.key >= bound || ((front.key >> 64) as u64) > until.0 {
             return None;
         }
-        self.landings.pop_front();
+        self.head += 1;
         self.popped_owner = front.owner;
         let start = self.read;
         self.read = start + usize::from(front.length);
@@ -255,18 +261,20 @@ impl DeviceQueue {
 
     /// Events waiting, landings included.
     pub fn len(&self) -> usize {
-        self.events.len() + self.landings.len()
+        self.events.len() + (self.landings.len() - self.head)
     }
 
     /// Whether no event waits.
     pub fn is_empty(&self) -> bool {
-        self.events.is_empty() && self.landings.is_empty()
+        self.events.is_empty() && self.head == self.landings.len()
     }
 
     /// The key of the lane's front landing; [`EMPTY_KEY`] for an empty lane.
     #[inline]
     fn landing_key(&self) -> u128 {
-        self.landings.front().map_or(EMPTY_KEY, |front| front.key)
+        self.landings
+            .get(self.head)
+            .map_or(EMPTY_KEY, |front| front.key)
     }
 }
 
@@ -435,5 +443,35 @@ mod tests {
             "a new buffer, not the large one"
         );
         assert!(queue.is_empty());
+    }
+
+    /// A lane that never empties keeps its buffers bounded (compacted as its front moves on)
+    /// and every landing's bytes its own across the compactions.
+    #[test]
+    fn a_lane_that_never_empties_stays_bounded_and_keeps_each_landings_bytes() {
+        let mut queue = DeviceQueue::default();
+        let mut next_pop = 0u64;
+        for at in 0..200_000u64 {
+            landing(&mut queue, at, (at % 251) as u8, 32);
+            // Ten landings always wait.
+            if at >= 10 {
+                let bound = queue.landing_bound();
+                let view = queue
+                    .pop_landing_before(bound, Ticks::NEVER)
+                    .expect("the front landing");
+                assert_eq!(view.at, Ticks(next_pop));
+                assert_eq!(view.bytes, [(next_pop % 251) as u8; 32]);
+                next_pop += 1;
+            }
+        }
+        assert_eq!(queue.len(), 10);
+        // 6.4 MB of bytes and 200,000 entries of 32 bytes went through; the buffers hold
+        // about two compaction thresholds at most.
+        assert!(
+            queue.bytes.capacity() <= 4 * COMPACT_AFTER,
+            "{}",
+            queue.bytes.capacity()
+        );
+        assert!(queue.landings.capacity() * 32 <= 4 * COMPACT_AFTER);
     }
 }
