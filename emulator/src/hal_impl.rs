@@ -651,7 +651,8 @@ mod tests {
     const SOURCE: u64 = 0x10000;
 
     /// An event is no larger than a DMA landing's (56 bytes: destination, up to 32 inline
-    /// bytes, kind): every landing is copied into the event queue and out again.
+    /// bytes, kind): every event is copied into the event queue and out again (the landings
+    /// wait apart, in the queue's landing lane, but for those that overtake).
     #[test]
     fn an_event_is_no_larger_than_a_landing() {
         println!("Event {} bytes", std::mem::size_of::<Event>());
