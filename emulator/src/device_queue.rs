@@ -183,6 +183,13 @@ impl DeviceQueue {
         self.events.front_key()
     }
 
+    /// Whether the lane's front landing is the earliest event given `bound` (the
+    /// [`DeviceQueue::landing_bound`] taken with no push since).
+    #[inline]
+    pub fn landing_first(&self, bound: u128) -> bool {
+        self.landing_key() < bound
+    }
+
     /// Takes the lane's front landing if it is the earliest event given `bound` (the
     /// [`DeviceQueue::landing_bound`] taken with no push since) and not after `until`; `None`
     /// (and nothing taken) otherwise. What [`DeviceQueue::pop`] would have returned, with the

@@ -415,7 +415,10 @@ impl Hardware {
     /// Lands the landing lane's front write if it is the earliest event given `bound` (the
     /// queue's [`DeviceQueue::landing_bound`] with no push since), then the writes behind it
     /// while each is the earliest and not after `until`, as the event loop would (one more
-    /// event each, the clock at its time); whether the first landed.
+    /// event each, the clock at its time); whether the first landed. Inlined into the loop:
+    /// a CCM-bound run (PageRank) lands one or two at a time, and a call's set-up would cost
+    /// as much as the landing.
+    #[inline(always)]
     pub fn land_run_before(&mut self, bound: u128, until: Ticks) -> bool {
         // The first with no limit of time (the loop found it the earliest event and within its
         // limit), the others within `until`.

@@ -44,10 +44,14 @@ impl Emulator {
                 // device goes first at equal times) and within the limit: a landing pushes no
                 // event and ends no host wait, so the other events' front (`bound`) and `wake`
                 // stay as they are meanwhile.
+                // (Checked here first: most events of a CCM-bound run are not landings, and
+                // need no call.)
                 let bound = self.hardware.queue.landing_bound();
-                let until = host_at.unwrap_or(Ticks::NEVER).min(limit);
-                if self.hardware.land_run_before(bound, until) {
-                    continue;
+                if self.hardware.queue.landing_first(bound) {
+                    let until = host_at.unwrap_or(Ticks::NEVER).min(limit);
+                    if self.hardware.land_run_before(bound, until) {
+                        continue;
+                    }
                 }
                 let Some((at, event)) = self.hardware.queue.pop_event() else {
                     continue;
