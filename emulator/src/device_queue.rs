@@ -183,13 +183,6 @@ impl DeviceQueue {
         self.events.front_key()
     }
 
-    /// Whether the lane's front landing is the earliest event given `bound` (the
-    /// [`DeviceQueue::landing_bound`] taken with no push since).
-    #[inline]
-    pub fn landing_first(&self, bound: u128) -> bool {
-        self.landing_key() < bound
-    }
-
     /// Takes the lane's front landing if it is the earliest event given `bound` (the
     /// [`DeviceQueue::landing_bound`] taken with no push since) and not after `until`; `None`
     /// (and nothing taken) otherwise. What [`DeviceQueue::pop`] would have returned, with the
@@ -229,6 +222,21 @@ impl DeviceQueue {
         let popped = self.events.pop();
         self.popped_owner = self.events.popped_owner();
         popped
+    }
+
+    /// The time of the earliest event, and whether it is the lane's front landing (then it
+    /// leaves through [`DeviceQueue::pop_landing_before`] with the bound
+    /// [`DeviceQueue::landing_bound`], else through [`DeviceQueue::pop_event`]).
+    #[inline]
+    pub fn peek(&self) -> Option<(Ticks, bool)> {
+        let landing = self.landing_key();
+        let event = self.events.front_key();
+        let (key, is_landing) = if landing < event {
+            (landing, true)
+        } else {
+            (event, false)
+        };
+        (key != EMPTY_KEY).then_some((Ticks((key >> 64) as u64), is_landing))
     }
 
     /// The time of the earliest event.
@@ -370,6 +378,7 @@ mod tests {
                 }
                 assert_eq!(lane.len(), plain.len());
                 assert_eq!(lane.peek_time(), plain.peek_time());
+                assert_eq!(lane.peek().map(|(at, _)| at), plain.peek_time());
                 if draw % 7 == 0 {
                     for _ in 0..rng.gen::<u64>() % 6 {
                         let Some((at, event)) = plain.pop() else {
@@ -378,11 +387,14 @@ mod tests {
                         expected.push((at, name(&event), plain.popped_owner()));
                         let popped = if drain_in_runs {
                             let bound = lane.landing_bound();
+                            let landing_first = lane.peek().is_some_and(|(_, landing)| landing);
                             match lane.pop_landing_before(bound, Ticks::NEVER) {
                                 Some(view) => {
+                                    assert!(landing_first, "peek said an event");
                                     in_runs += 1;
                                     (view.at, (view.destination, view.bytes.to_vec()))
                                 }
+                                None if landing_first => panic!("peek said a landing"),
                                 None => match lane.pop_event() {
                                     Some((at, event)) => (at, name(&event)),
                                     None => panic!("the lane lost an event"),

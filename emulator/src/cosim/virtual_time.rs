@@ -19,7 +19,8 @@ impl Emulator {
                 Wake::At(at) => Some(at),
                 Wake::OnResponse => None,
             };
-            let device_at = self.hardware.queue.peek_time();
+            let peeked = self.hardware.queue.peek();
+            let device_at = peeked.map(|(at, _)| at);
             let device_first = match (device_at, host_at) {
                 (Some(d), Some(h)) => d <= h,
                 (Some(_), None) => true,
@@ -46,8 +47,8 @@ impl Emulator {
                 // stay as they are meanwhile.
                 // (Checked here first: most events of a CCM-bound run are not landings, and
                 // need no call.)
-                let bound = self.hardware.queue.landing_bound();
-                if self.hardware.queue.landing_first(bound) {
+                if peeked.is_some_and(|(_, landing)| landing) {
+                    let bound = self.hardware.queue.landing_bound();
                     let until = host_at.unwrap_or(Ticks::NEVER).min(limit);
                     if self.hardware.land_run_before(bound, until) {
                         continue;
