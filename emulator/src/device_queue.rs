@@ -200,6 +200,14 @@ impl DeviceQueue {
         })
     }
 
+    /// Whether [`DeviceQueue::pop_landing_before`] would take a landing.
+    #[inline]
+    pub fn peek_landing_before(&self, bound: u128, until: Ticks) -> bool {
+        self.landings
+            .get(self.head)
+            .is_some_and(|front| front.key < bound && ((front.key >> 64) as u64) <= until.0)
+    }
+
     /// [`DeviceQueue::pop_landing_before`]'s landing, and where its bytes start in `bytes`
     /// (they end at `read`).
     #[inline]
