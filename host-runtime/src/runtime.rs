@@ -261,6 +261,12 @@ pub struct Runtime<'a> {
     host: Host<'a>,
     mechanism: Box<dyn Mechanism>,
     inbox: VecDeque<(Ticks, LinkResponse)>,
+    /// The bytes of the task being started (`Mechanism::task_input`): one buffer for every
+    /// task, so that its storage is not allocated and zeroed again for each.
+    input: Vec<u8>,
+    /// The payload indexes a finished task frees (`LaunchTracker::finish_into`): one buffer
+    /// for every task.
+    freed: Vec<u64>,
 }
 
 /// The host state every mechanism shares, and what charges it: the mechanisms act on it.
@@ -338,6 +344,8 @@ impl<'a> Runtime<'a> {
             },
             mechanism,
             inbox: VecDeque::new(),
+            input: Vec::new(),
+            freed: Vec::new(),
         }
     }
 
@@ -506,17 +514,20 @@ impl<'a> Runtime<'a> {
                 host.scheduler.release(worker, None);
                 continue;
             };
-            let (bytes, read_time) =
-                match self.mechanism.task_input(&host.cost, launch, task, &spec) {
-                    Ok(Some(input)) => input,
-                    Ok(None) => return,
-                    Err(error) => {
-                        host.fail(now, error);
-                        return;
-                    }
-                };
+            let bytes = &mut self.input;
+            let read_time = match self
+                .mechanism
+                .task_input(&host.cost, launch, task, &spec, bytes)
+            {
+                Ok(Some(read_time)) => read_time,
+                Ok(None) => return,
+                Err(error) => {
+                    host.fail(now, error);
+                    return;
+                }
+            };
             let tag = launch.tag;
-            let cost = match host.app.run_task(&spec, &bytes) {
+            let cost = match host.app.run_task(&spec, bytes) {
                 Ok(cost) => cost,
                 Err(error) => {
                     host.fail(now, error.into());
@@ -552,8 +563,8 @@ impl<'a> Runtime<'a> {
         let Some(launch) = host.launch.as_mut() else {
             return;
         };
-        let freed = launch.tracker.finish(task);
-        if let Err(error) = self.mechanism.task_finished(host, now, freed, link) {
+        launch.tracker.finish_into(task, &mut self.freed);
+        if let Err(error) = self.mechanism.task_finished(host, now, &self.freed, link) {
             host.fail(now, error);
             return;
         }

@@ -225,21 +225,34 @@ impl LaunchTracker {
 
     /// Task `task` finished: returns the payload indexes no task reads any more.
     pub fn finish(&mut self, task: u32) -> Vec<u64> {
+        let mut freed = Vec::new();
+        self.finish_into(task, &mut freed);
+        freed
+    }
+
+    /// [`LaunchTracker::finish`] into `freed` (cleared first; its storage is reused from task
+    /// to task).
+    pub fn finish_into(&mut self, task: u32, freed: &mut Vec<u64>) {
+        freed.clear();
         self.finished += 1;
         let needs = self.tasks[task as usize].needs.clone();
         let span = chunk_span(&needs, self.chunk_bytes);
-        // At most the task's chunks (its range lies in the result): no growth while filling.
-        let mut freed = Vec::with_capacity(usize::try_from(span.end - span.start).unwrap_or(0));
-        for chunk in span {
-            let readers = &mut self.readers[chunk as usize];
+        // The task's chunks, inside the result (its range lies in it).
+        let chunks = span.start as usize..span.end as usize;
+        let (Some(readers), Some(payloads)) = (
+            self.readers.get_mut(chunks.clone()),
+            self.payload.get(chunks),
+        ) else {
+            return;
+        };
+        for (readers, payload) in readers.iter_mut().zip(payloads) {
             *readers = readers.saturating_sub(1);
             if *readers == 0 {
-                if let Some(index) = self.payload[chunk as usize] {
+                if let Some(index) = *payload {
                     freed.push(index);
                 }
             }
         }
-        freed
     }
 
     /// Whether every chunk of the result has arrived (every host task has been triggered or
