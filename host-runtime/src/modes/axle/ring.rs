@@ -134,6 +134,11 @@ pub struct RingState {
     pub payload_capacity: u32,
 }
 
+/// `AxleRing::record_of` of a payload slot the host does not hold. No record has this
+/// index: a record's index is below the metadata tail, which the poller accepts only within a
+/// ring's capacity of the head, and the ring would need 2^64 - 1 records to reach it.
+const NO_RECORD: u64 = u64::MAX;
+
 /// A payload moved out of the ring ([`AxleRing::spill_held`]): its index and its bytes.
 pub type SpilledPayload = (u64, Vec<u8>);
 
@@ -147,8 +152,9 @@ pub struct AxleRing {
     consumer: MetadataConsumer,
     records: GapAwareHead,
     payloads: GapAwareHead,
-    /// For each payload slot held by the host, the metadata index of the record naming it.
-    record_of: Vec<Option<u64>>,
+    /// For each payload slot held by the host, the metadata index of the record naming it
+    /// ([`NO_RECORD`] for a slot the host does not hold).
+    record_of: Vec<u64>,
     pool: ReadyPool,
     flow: FlowControl,
     max_gap_slots: u64,
@@ -166,7 +172,7 @@ impl AxleRing {
             // a run's slot count is checked against the scatter-gather table first).
             records: GapAwareHead::with_capacity(layout.metadata_capacity()),
             payloads: GapAwareHead::new(&layout),
-            record_of: vec![None; layout.payload_capacity() as usize],
+            record_of: vec![NO_RECORD; layout.payload_capacity() as usize],
             pool: ReadyPool::new(layout.metadata_capacity() as usize),
             region: programmed.region,
             setup: Some(programmed.stores),
@@ -249,10 +255,14 @@ impl AxleRing {
             .record_of
             .get_mut(slot as usize)
             .ok_or(AxleRingError::SlotOutOfRange { index, slot })?;
-        if let Some(other) = *owner {
-            return Err(AxleRingError::SlotHeldTwice { other, index, slot });
+        if *owner != NO_RECORD {
+            return Err(AxleRingError::SlotHeldTwice {
+                other: *owner,
+                index,
+                slot,
+            });
         }
-        *owner = Some(index);
+        *owner = index;
         Ok(self.payloads.slot_index(slot))
     }
 
@@ -276,13 +286,13 @@ impl AxleRing {
             .record_of
             .get(slot as usize)
             .copied()
-            .flatten()
+            .filter(|&record| record != NO_RECORD)
             .ok_or(AxleRingError::UnnamedPayload { index })?;
         self.payloads
             .consume(index)
             .map_err(AxleRingError::PayloadHead)?;
         if let Some(owner) = self.record_of.get_mut(slot as usize) {
-            *owner = None;
+            *owner = NO_RECORD;
         }
         self.records
             .consume(record)
@@ -305,7 +315,12 @@ impl AxleRing {
         let mut read = 0;
         for index in head..head.saturating_add(capacity) {
             let slot = RingIndex(index).slot(self.layout.payload_capacity());
-            let Some(record) = self.record_of.get(slot as usize).copied().flatten() else {
+            let Some(record) = self
+                .record_of
+                .get(slot as usize)
+                .copied()
+                .filter(|&record| record != NO_RECORD)
+            else {
                 continue;
             };
             let record = self.consumer.read_record(&self.region, record)?;
