@@ -371,69 +371,108 @@ impl AxleRing {
         // The overflow buffer is looked up only while it holds copies.
         let spilled = spilled.filter(|overflow| overflow.held() > 0);
         let capacity = self.layout.payload_capacity();
+        let slot_size = u64::from(self.layout.slot_size());
+        // Slot 0's offset (`None` only for a ring of no slot, where every chunk fails).
+        let first_slot = self.layout.payload_slot_offset(0);
         // For a chunk only partly needed or spilled (few): made when the first one comes.
         let mut slot_bytes = Vec::new();
         let mut read = 0;
         for (offset, length, index) in chunks {
             let index = index.ok_or(AxleRingError::ChunkMissing { offset })?;
-            let copy = spilled.and_then(|overflow| overflow.get(index));
             let end = offset + length;
-            if copy.is_none() && needs.start <= offset && end <= needs.end {
-                // A whole chunk of the range, in the ring (most chunks of most tasks): read
-                // straight into its place, not through `slot_bytes`.
-                if offset > covered {
-                    zero(bytes, covered - needs.start..offset - needs.start);
-                }
-                covered = covered.max(end);
-                let slot = RingIndex(index).slot(capacity);
-                let to = (offset - needs.start) as usize..(end - needs.start) as usize;
-                let into = bytes
-                    .get_mut(to)
-                    .ok_or(AxleRingError::ChunkMissing { offset })?;
-                read_payload(&self.region, &self.layout, slot, length as u32, into)?;
-                read += length;
-                continue;
-            }
-            let start = needs.start.max(offset);
-            let end = needs.end.min(end);
-            if start < end {
-                if start > covered {
-                    zero(bytes, covered - needs.start..start - needs.start);
-                }
-                covered = covered.max(end);
-            }
-            if slot_bytes.is_empty() {
-                slot_bytes = vec![0u8; self.layout.slot_size() as usize];
-            }
-            match copy {
-                Some(copy) => {
-                    let from = slot_bytes
-                        .get_mut(..copy.len())
-                        .ok_or(AxleRingError::ChunkMissing { offset })?;
-                    from.copy_from_slice(copy);
-                }
-                None => {
+            let whole = needs.start <= offset && end <= needs.end;
+            match first_slot {
+                // A whole chunk of the range in whole words of one slot, with nothing spilled
+                // (most chunks of most tasks): read straight into its place, where
+                // `read_payload` would read (the slot is below the capacity, so its offset
+                // lies in the region).
+                Some(first_slot)
+                    if whole && spilled.is_none() && length <= slot_size && length % 8 == 0 =>
+                {
+                    if offset > covered {
+                        zero(bytes, covered - needs.start..offset - needs.start);
+                    }
+                    covered = covered.max(end);
                     let slot = RingIndex(index).slot(capacity);
-                    read_payload(
-                        &self.region,
-                        &self.layout,
-                        slot,
-                        length as u32,
-                        &mut slot_bytes,
-                    )?;
+                    let to = (offset - needs.start) as usize..(end - needs.start) as usize;
+                    let into = bytes
+                        .get_mut(to)
+                        .ok_or(AxleRingError::ChunkMissing { offset })?;
+                    self.region
+                        .read_bytes(first_slot + u64::from(slot) * slot_size, into)
+                        .map_err(|error| AxleRingError::Protocol(error.into()))?;
+                }
+                _ => {
+                    let piece = Piece {
+                        offset,
+                        length,
+                        index,
+                    };
+                    self.gather_piece(piece, needs, spilled, bytes, &mut covered, &mut slot_bytes)?;
                 }
             }
             read += length;
-            if start < end {
-                let from = (start - offset) as usize..(end - offset) as usize;
-                let to = (start - needs.start) as usize..(end - needs.start) as usize;
-                bytes[to].copy_from_slice(&slot_bytes[from]);
-            }
         }
         if covered < needs.end {
             zero(bytes, covered - needs.start..needs.end - needs.start);
         }
         Ok(read)
+    }
+
+    /// [`AxleRing::gather_into`]'s way for a chunk it does not read straight into place: one
+    /// only partly needed, spilled, or not whole words.
+    #[inline(never)]
+    fn gather_piece(
+        &self,
+        piece: Piece,
+        needs: &Range<u64>,
+        spilled: Option<&crate::overflow::Overflow>,
+        bytes: &mut [u8],
+        covered: &mut u64,
+        slot_bytes: &mut Vec<u8>,
+    ) -> Result<(), AxleRingError> {
+        let Piece {
+            offset,
+            length,
+            index,
+        } = piece;
+        let copy = spilled.and_then(|overflow| overflow.get(index));
+        let slot = RingIndex(index).slot(self.layout.payload_capacity());
+        let start = needs.start.max(offset);
+        let end = needs.end.min(offset + length);
+        if start < end {
+            if start > *covered {
+                zero(bytes, *covered - needs.start..start - needs.start);
+            }
+            *covered = (*covered).max(end);
+        }
+        if copy.is_none() && needs.start <= offset && offset + length <= needs.end {
+            // A whole chunk in the ring: straight into its place.
+            let to = (offset - needs.start) as usize..(offset - needs.start + length) as usize;
+            let into = bytes
+                .get_mut(to)
+                .ok_or(AxleRingError::ChunkMissing { offset })?;
+            read_payload(&self.region, &self.layout, slot, length as u32, into)?;
+            return Ok(());
+        }
+        if slot_bytes.is_empty() {
+            *slot_bytes = vec![0u8; self.layout.slot_size() as usize];
+        }
+        match copy {
+            Some(copy) => {
+                let from = slot_bytes
+                    .get_mut(..copy.len())
+                    .ok_or(AxleRingError::ChunkMissing { offset })?;
+                from.copy_from_slice(copy);
+            }
+            None => read_payload(&self.region, &self.layout, slot, length as u32, slot_bytes)?,
+        }
+        if start < end {
+            let from = (start - offset) as usize..(end - offset) as usize;
+            let to = (start - needs.start) as usize..(end - needs.start) as usize;
+            bytes[to].copy_from_slice(&slot_bytes[from]);
+        }
+        Ok(())
     }
 
     /// The flow-control store to send, if the heads moved: H2/H3 are published to the host
@@ -509,6 +548,15 @@ impl AxleRing {
             .head()
             .saturating_sub(self.flow.sent_payload_head())
     }
+}
+
+/// A chunk for [`AxleRing::gather_into`]: its offset and length in the result, and the
+/// payload index holding it.
+#[derive(Clone, Copy)]
+struct Piece {
+    offset: u64,
+    length: u64,
+    index: u64,
 }
 
 /// Zeroes `bytes[range]` (a range of a task's input; nothing outside it).
