@@ -690,7 +690,10 @@ mod tests {
         let result = |range: Range<u64>| -> Vec<u8> { range.map(|byte| byte as u8).collect() };
         let used = || vec![0xee_u8; 40];
         // The chunks tile the range: every byte comes from a slot, in any order.
-        for chunks in [vec![chunk(0), chunk(1), chunk(2)], vec![chunk(2), chunk(0), chunk(1)]] {
+        for chunks in [
+            vec![chunk(0), chunk(1), chunk(2)],
+            vec![chunk(2), chunk(0), chunk(1)],
+        ] {
             let mut bytes = used();
             assert_eq!(ring.gather_into(chunks, &(0..24), None, &mut bytes), Ok(24));
             assert_eq!(bytes, result(0..24));
@@ -701,7 +704,8 @@ mod tests {
         expected[16..24].fill(0);
         for chunks in [vec![chunk(1), chunk(3)], vec![chunk(3), chunk(1)]] {
             let mut bytes = used();
-            ring.gather_into(chunks, &(0..32), None, &mut bytes).unwrap();
+            ring.gather_into(chunks, &(0..32), None, &mut bytes)
+                .unwrap();
             assert_eq!(bytes, expected);
         }
         let mut bytes = used();
