@@ -113,19 +113,17 @@ impl LaunchTracker {
         for chunk in &mut chunks {
             chunk.first_reader = total;
             total += chunk.readers;
+            chunk.readers = 0;
         }
-        // Each chunk's list is filled from its end, the tasks taken last to first, so that
-        // it ends in task order; `readers` counts down to 0 meanwhile and is set again after.
+        // Each chunk's list is filled in task order; `readers` counts its entries meanwhile,
+        // back up to the count above.
         let mut list = vec![0u32; total as usize];
-        for (index, task) in tasks.iter().enumerate().rev() {
+        for (index, task) in tasks.iter().enumerate() {
             for chunk in chunk_span(&task.needs, chunk_bytes) {
                 let chunk = &mut chunks[chunk as usize];
-                chunk.readers -= 1;
                 list[(chunk.first_reader + chunk.readers) as usize] = index as u32;
+                chunk.readers += 1;
             }
-        }
-        for chunk in 1..chunks.len() {
-            chunks[chunk - 1].readers = chunks[chunk].first_reader - chunks[chunk - 1].first_reader;
         }
         let missing = tasks.iter().map(|t| t.needs.end - t.needs.start).collect();
         Ok(LaunchTracker {
