@@ -256,10 +256,8 @@ impl PhysicalMemory {
     #[inline]
     pub fn read_words(&self, address: HostPhysAddr, buffer: &mut [u8]) -> Result<(), PhysError> {
         let words = self.words(address, buffer.len() as u64)?;
-        // `words` checked that the buffer is whole words: no remainder.
-        let (lines, _) = buffer.as_chunks_mut::<8>();
-        for (word, bytes) in words.iter().zip(lines) {
-            *bytes = word.load(Ordering::Relaxed).to_le_bytes();
+        for (word, bytes) in words.iter().zip(buffer.chunks_exact_mut(8)) {
+            bytes.copy_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
         }
         Ok(())
     }

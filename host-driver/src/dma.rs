@@ -408,9 +408,8 @@ impl DmaRegion {
         // whose answer and error are the same.
         if let Some(address) = self.frame_address(offset, buffer.len()) {
             if let Ok(words) = self.memory.words(address, buffer.len() as u64) {
-                let (lines, _) = buffer.as_chunks_mut::<8>();
-                for (word, bytes) in words.iter().zip(lines) {
-                    *bytes = word.load(Ordering::Relaxed).to_le_bytes();
+                for (word, bytes) in words.iter().zip(buffer.chunks_exact_mut(8)) {
+                    bytes.copy_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
                 }
                 return Ok(());
             }
