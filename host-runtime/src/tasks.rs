@@ -241,6 +241,19 @@ impl LaunchTracker {
         Ok(unread)
     }
 
+    /// Hints the CPU to fetch what [`LaunchTracker::arrive`] of the chunk at `offset` will
+    /// touch first (its entry of the chunk table), for a batch whose records are known ahead.
+    /// Changes nothing.
+    #[inline]
+    pub fn prefetch_arrival(&self, offset: u64) {
+        if let Some(chunk) = usize::try_from(offset / self.chunk_bytes)
+            .ok()
+            .and_then(|chunk| self.chunks.get(chunk))
+        {
+            cosim_link::shm::prefetch(chunk);
+        }
+    }
+
     /// The chunks (offset, length, payload index) a task reads, in offset order (no payload
     /// index for a chunk that has not arrived).
     pub fn chunks_of(
