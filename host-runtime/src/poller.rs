@@ -173,6 +173,12 @@ impl Poller {
         let Some(launch) = host.launch.as_mut() else {
             return Ok(());
         };
+        // The records name table entries scattered over tables larger than the caches: asked
+        // for all at once, they arrive while the records before them are taken.
+        for record in records {
+            ring.prefetch_claim(record);
+            launch.tracker.prefetch_arrival(record.result_offset);
+        }
         for (index, record) in (first..).zip(records) {
             let payload = ring.claim(index, record).map_err(RuntimeError::Ring)?;
             if record.tag != launch.tag {

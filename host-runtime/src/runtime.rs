@@ -64,7 +64,10 @@ use crate::tasks::{LaunchTracker, TrackError};
 use crate::trace::{HostInstant, HostSpanKind, HostTrace};
 use cosim_link::link::{DeviceLink, HostAgent, LinkResponse, Wake};
 use shared_abi::{CommandDescriptor, DeviceAddress, Status, Ticks};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
+use timers::Timers;
+
+mod timers;
 
 /// The offload mechanism.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -261,6 +264,12 @@ pub struct Runtime<'a> {
     host: Host<'a>,
     mechanism: Box<dyn Mechanism>,
     inbox: VecDeque<(Ticks, LinkResponse)>,
+    /// The bytes of the task being started (`Mechanism::task_input`): one buffer for every
+    /// task, so that its storage is not allocated and zeroed again for each.
+    input: Vec<u8>,
+    /// The payload indexes a finished task frees (`LaunchTracker::finish_into`): one buffer
+    /// for every task.
+    freed: Vec<u64>,
 }
 
 /// The host state every mechanism shares, and what charges it: the mechanisms act on it.
@@ -269,7 +278,7 @@ pub(crate) struct Host<'a> {
     pub(crate) config: HostConfig,
     pub(crate) cost: CostModel,
     app: &'a mut dyn Application,
-    timers: BTreeMap<(Ticks, u64), Timer>,
+    timers: Timers,
     timer_sequence: u64,
     pub(crate) scheduler: Scheduler,
     host_busy: BusyTracker,
@@ -320,7 +329,7 @@ impl<'a> Runtime<'a> {
                 scheduler: Scheduler::new(config.scheduling, workers),
                 config,
                 app,
-                timers: BTreeMap::new(),
+                timers: Timers::default(),
                 timer_sequence: 0,
                 host_busy: BusyTracker::default(),
                 launch: None,
@@ -338,6 +347,8 @@ impl<'a> Runtime<'a> {
             },
             mechanism,
             inbox: VecDeque::new(),
+            input: Vec::new(),
+            freed: Vec::new(),
         }
     }
 
@@ -506,17 +517,20 @@ impl<'a> Runtime<'a> {
                 host.scheduler.release(worker, None);
                 continue;
             };
-            let (bytes, read_time) =
-                match self.mechanism.task_input(&host.cost, launch, task, &spec) {
-                    Ok(Some(input)) => input,
-                    Ok(None) => return,
-                    Err(error) => {
-                        host.fail(now, error);
-                        return;
-                    }
-                };
+            let bytes = &mut self.input;
+            let read_time = match self
+                .mechanism
+                .task_input(&host.cost, launch, task, &spec, bytes)
+            {
+                Ok(Some(read_time)) => read_time,
+                Ok(None) => return,
+                Err(error) => {
+                    host.fail(now, error);
+                    return;
+                }
+            };
             let tag = launch.tag;
-            let cost = match host.app.run_task(&spec, &bytes) {
+            let cost = match host.app.run_task(&spec, bytes) {
                 Ok(cost) => cost,
                 Err(error) => {
                     host.fail(now, error.into());
@@ -552,8 +566,8 @@ impl<'a> Runtime<'a> {
         let Some(launch) = host.launch.as_mut() else {
             return;
         };
-        let freed = launch.tracker.finish(task);
-        if let Err(error) = self.mechanism.task_finished(host, now, freed, link) {
+        launch.tracker.finish_into(task, &mut self.freed);
+        if let Err(error) = self.mechanism.task_finished(host, now, &self.freed, link) {
             host.fail(now, error);
             return;
         }
@@ -641,20 +655,21 @@ impl<'a> Host<'a> {
 
     /// Schedules `timer` at `at` (timers due at the same time fire in the order scheduled).
     pub(crate) fn at(&mut self, at: Ticks, timer: Timer) {
-        self.at_cancellable(at, timer);
+        self.timer_sequence += 1;
+        self.timers.schedule(at, self.timer_sequence, timer);
     }
 
     /// [`Host::at`], returning the timer's key for [`Host::cancel`].
     pub(crate) fn at_cancellable(&mut self, at: Ticks, timer: Timer) -> TimerKey {
         self.timer_sequence += 1;
         let key = TimerKey(at, self.timer_sequence);
-        self.timers.insert((key.0, key.1), timer);
+        self.timers.schedule_cancellable(key.0, key.1, timer);
         key
     }
 
     /// Removes the timer `key` if it has not fired.
     pub(crate) fn cancel(&mut self, key: TimerKey) {
-        self.timers.remove(&(key.0, key.1));
+        self.timers.cancel(key.0, key.1);
     }
 
     /// A fresh token for a link call that has a response.
@@ -753,16 +768,8 @@ impl HostAgent for Runtime<'_> {
                 self.on_response(now, response, link);
                 continue;
             }
-            let due = self
-                .host
-                .timers
-                .first_key_value()
-                .map(|(&(at, _), _)| at)
-                .filter(|&at| at <= now);
-            if due.is_some() {
-                if let Some((_, timer)) = self.host.timers.pop_first() {
-                    self.fire(now, timer, link);
-                }
+            if let Some(timer) = self.host.timers.pop_due(now) {
+                self.fire(now, timer, link);
                 continue;
             }
             self.start_ready_tasks(now);
@@ -771,13 +778,7 @@ impl HostAgent for Runtime<'_> {
                 // A task or the final step failed the run.
                 continue;
             }
-            if self.inbox.is_empty()
-                && self
-                    .host
-                    .timers
-                    .first_key_value()
-                    .is_none_or(|(&(at, _), _)| at > now)
-            {
+            if self.inbox.is_empty() && self.host.timers.first_at().is_none_or(|at| at > now) {
                 // Nothing more to do now: `host.no_deadlock`'s spill, if the ring is stuck.
                 if self.mechanism.settle(&mut self.host, now, link) {
                     continue;
@@ -786,8 +787,8 @@ impl HostAgent for Runtime<'_> {
             }
         }
         self.host.measured.host_busy = self.host.host_busy.total(now);
-        match self.host.timers.first_key_value() {
-            Some((&(at, _), _)) => Wake::At(at),
+        match self.host.timers.first_at() {
+            Some(at) => Wake::At(at),
             None => Wake::OnResponse,
         }
     }

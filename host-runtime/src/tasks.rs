@@ -26,6 +26,14 @@ pub enum TrackError {
         /// Offset.
         offset: u64,
     },
+    /// A chunk arrived in a payload whose index no ring reaches (2^64 - 1).
+    #[error("result chunk at offset {offset} arrived in payload index {index}")]
+    PayloadIndex {
+        /// Offset.
+        offset: u64,
+        /// The payload index.
+        index: u64,
+    },
     /// A task's range lies outside the result.
     #[error("host task {task} needs bytes {range:?} outside the {result_length}-byte result")]
     TaskOutOfRange {
@@ -46,17 +54,31 @@ pub struct LaunchTracker {
     chunk_bytes: u64,
     /// Bytes each task still waits for.
     missing: Vec<u64>,
-    /// CSR index: tasks overlapping each chunk.
-    chunk_task_start: Vec<u32>,
+    /// One entry per chunk, and one more that only ends the last chunk's readers (what a
+    /// record touches, together: a chunk's arrival reads and writes one entry).
+    chunks: Vec<Chunk>,
+    /// The tasks overlapping each chunk, in task order: chunk `c`'s are
+    /// `chunk_task_list[chunks[c].first_reader..chunks[c + 1].first_reader]`.
     chunk_task_list: Vec<u32>,
-    /// Tasks overlapping each chunk that have not finished.
-    readers: Vec<u32>,
-    /// Payload index holding each chunk (AXLE), once arrived.
-    payload: Vec<Option<u64>>,
     /// Chunks arrived so far.
     arrived: usize,
     finished: usize,
 }
+
+/// What the tracker keeps of one chunk.
+#[derive(Clone, Copy, Debug)]
+struct Chunk {
+    /// The payload index holding the chunk (AXLE), [`NOT_ARRIVED`] before it arrives.
+    payload: u64,
+    /// Where its readers start in `LaunchTracker::chunk_task_list`.
+    first_reader: u32,
+    /// Tasks overlapping the chunk that have not finished.
+    readers: u32,
+}
+
+/// The payload index of a chunk that has not arrived (no payload has this index: indexes
+/// count records from 0, and the ring would need 2^64 of them).
+const NOT_ARRIVED: u64 = u64::MAX;
 
 impl LaunchTracker {
     /// Tracks `tasks` over a result of `result_length` bytes cut into `chunk_bytes` chunks.
@@ -68,8 +90,13 @@ impl LaunchTracker {
         let chunk_bytes = chunk_bytes.max(1);
         // The launch's result lives in device memory (bounded by the device configuration),
         // so its chunks are bounded too; saturating so that no size can overflow here.
-        let chunks = usize::try_from(result_length.div_ceil(chunk_bytes)).unwrap_or(usize::MAX);
-        let mut counts = vec![0u32; chunks.saturating_add(1)];
+        let count = usize::try_from(result_length.div_ceil(chunk_bytes)).unwrap_or(usize::MAX);
+        let empty = Chunk {
+            payload: NOT_ARRIVED,
+            first_reader: 0,
+            readers: 0,
+        };
+        let mut chunks = vec![empty; count.saturating_add(1)];
         for task in &tasks {
             if task.needs.start > task.needs.end || task.needs.end > result_length {
                 return Err(TrackError::TaskOutOfRange {
@@ -79,35 +106,41 @@ impl LaunchTracker {
                 });
             }
             for chunk in chunk_span(&task.needs, chunk_bytes) {
-                counts[chunk as usize + 1] += 1;
+                chunks[chunk as usize].readers += 1;
             }
         }
-        for i in 1..counts.len() {
-            counts[i] += counts[i - 1];
+        let mut total = 0u32;
+        for chunk in &mut chunks {
+            chunk.first_reader = total;
+            total += chunk.readers;
+            chunk.readers = 0;
         }
-        let mut list = vec![0u32; counts.last().copied().unwrap_or(0) as usize];
-        let mut fill = counts.clone();
+        // Each chunk's list is filled in task order; `readers` counts its entries meanwhile,
+        // back up to the count above.
+        let mut list = vec![0u32; total as usize];
         for (index, task) in tasks.iter().enumerate() {
             for chunk in chunk_span(&task.needs, chunk_bytes) {
-                let at = &mut fill[chunk as usize];
-                list[*at as usize] = index as u32;
-                *at += 1;
+                let chunk = &mut chunks[chunk as usize];
+                list[(chunk.first_reader + chunk.readers) as usize] = index as u32;
+                chunk.readers += 1;
             }
         }
-        let readers = (0..chunks).map(|c| counts[c + 1] - counts[c]).collect();
         let missing = tasks.iter().map(|t| t.needs.end - t.needs.start).collect();
         Ok(LaunchTracker {
             tasks,
             result_length,
             chunk_bytes,
             missing,
-            chunk_task_start: counts,
+            chunks,
             chunk_task_list: list,
-            readers,
-            payload: vec![None; chunks],
             arrived: 0,
             finished: 0,
         })
+    }
+
+    /// Chunks in the result.
+    fn chunk_count(&self) -> usize {
+        self.chunks.len().saturating_sub(1)
     }
 
     /// The tasks.
@@ -127,7 +160,7 @@ impl LaunchTracker {
         for missing in &mut self.missing {
             *missing = 0;
         }
-        self.arrived = self.payload.len();
+        self.arrived = self.chunk_count();
         (0..self.tasks.len() as u32).collect()
     }
 
@@ -156,31 +189,38 @@ impl LaunchTracker {
         }
         // Below the chunk count (`offset` is inside the result), a usize.
         let chunk = chunk as usize;
-        let Some(arrived) = self.payload.get_mut(chunk) else {
+        let (Some(&Chunk { payload, .. }), Some(next)) =
+            (self.chunks.get(chunk), self.chunks.get(chunk + 1))
+        else {
             return Err(TrackError::BadRange {
                 offset,
                 length,
                 result_length: self.result_length,
             });
         };
-        if arrived.is_some() {
+        if payload != NOT_ARRIVED {
             return Err(TrackError::Duplicate { offset });
         }
-        *arrived = Some(payload_index);
+        if payload_index == NOT_ARRIVED {
+            return Err(TrackError::PayloadIndex {
+                offset,
+                index: payload_index,
+            });
+        }
+        let stop = next.first_reader;
+        let Some(state) = self.chunks.get_mut(chunk) else {
+            return Ok(false);
+        };
+        state.payload = payload_index;
+        let unread = state.readers == 0;
         self.arrived += 1;
         let end = offset + length;
         // The chunk's readers, borrowed by field so that `missing` can change while they are
         // read (a copy of the list cost one allocation per record).
-        let readers = match (
-            self.chunk_task_start.get(chunk),
-            self.chunk_task_start.get(chunk + 1),
-        ) {
-            (Some(&start), Some(&stop)) => self
-                .chunk_task_list
-                .get(start as usize..stop as usize)
-                .unwrap_or_default(),
-            _ => &[],
-        };
+        let readers = self
+            .chunk_task_list
+            .get(state.first_reader as usize..stop as usize)
+            .unwrap_or_default();
         for &task in readers {
             let (Some(spec), Some(missing)) = (
                 self.tasks.get(task as usize),
@@ -198,7 +238,20 @@ impl LaunchTracker {
                 ready.push(task);
             }
         }
-        Ok(self.readers.get(chunk) == Some(&0))
+        Ok(unread)
+    }
+
+    /// Hints the CPU to fetch what [`LaunchTracker::arrive`] of the chunk at `offset` will
+    /// touch first (its entry of the chunk table), for a batch whose records are known ahead.
+    /// Changes nothing.
+    #[inline]
+    pub fn prefetch_arrival(&self, offset: u64) {
+        if let Some(chunk) = usize::try_from(offset / self.chunk_bytes)
+            .ok()
+            .and_then(|chunk| self.chunks.get(chunk))
+        {
+            cosim_link::shm::prefetch(chunk);
+        }
     }
 
     /// The chunks (offset, length, payload index) a task reads, in offset order (no payload
@@ -216,36 +269,43 @@ impl LaunchTracker {
             let length = (self.result_length - offset).min(self.chunk_bytes);
             let payload = usize::try_from(chunk)
                 .ok()
-                .and_then(|chunk| self.payload.get(chunk))
-                .copied()
-                .flatten();
+                .and_then(|chunk| self.chunks.get(chunk))
+                .map(|chunk| chunk.payload)
+                .filter(|&payload| payload != NOT_ARRIVED);
             (offset, length, payload)
         })
     }
 
     /// Task `task` finished: returns the payload indexes no task reads any more.
     pub fn finish(&mut self, task: u32) -> Vec<u64> {
+        let mut freed = Vec::new();
+        self.finish_into(task, &mut freed);
+        freed
+    }
+
+    /// [`LaunchTracker::finish`] into `freed` (cleared first; its storage is reused from task
+    /// to task).
+    pub fn finish_into(&mut self, task: u32, freed: &mut Vec<u64>) {
+        freed.clear();
         self.finished += 1;
         let needs = self.tasks[task as usize].needs.clone();
         let span = chunk_span(&needs, self.chunk_bytes);
-        // At most the task's chunks (its range lies in the result): no growth while filling.
-        let mut freed = Vec::with_capacity(usize::try_from(span.end - span.start).unwrap_or(0));
-        for chunk in span {
-            let readers = &mut self.readers[chunk as usize];
-            *readers = readers.saturating_sub(1);
-            if *readers == 0 {
-                if let Some(index) = self.payload[chunk as usize] {
-                    freed.push(index);
-                }
+        // The task's chunks, inside the result (its range lies in it).
+        let Some(chunks) = self.chunks.get_mut(span.start as usize..span.end as usize) else {
+            return;
+        };
+        for chunk in chunks {
+            chunk.readers = chunk.readers.saturating_sub(1);
+            if chunk.readers == 0 && chunk.payload != NOT_ARRIVED {
+                freed.push(chunk.payload);
             }
         }
-        freed
     }
 
     /// Whether every chunk of the result has arrived (every host task has been triggered or
     /// can be: the paper's implicit completion detection).
     pub fn all_arrived(&self) -> bool {
-        self.arrived >= self.payload.len()
+        self.arrived >= self.chunk_count()
     }
 
     /// The tasks still waiting for bytes of the result.
@@ -259,7 +319,7 @@ impl LaunchTracker {
 
     /// Chunks of the result arrived so far, and chunks in all.
     pub fn progress(&self) -> (u64, u64) {
-        (self.arrived as u64, self.payload.len() as u64)
+        (self.arrived as u64, self.chunk_count() as u64)
     }
 
     /// Whether every task finished.

@@ -190,34 +190,35 @@ impl Stream {
     }
 
     /// The task reads the records of the chunks it needs with their payload slots: one
-    /// streaming read of the uncached region.
+    /// streaming read of the uncached region, into `bytes`.
     pub(crate) fn task_input(
         &self,
         cost: &CostModel,
         launch: &Launch,
         task: u32,
         spec: &HostTask,
+        bytes: &mut Vec<u8>,
     ) -> Result<TaskInput, RuntimeError> {
         let Some(ring) = self.poller.ring.as_ref() else {
             return Ok(None);
         };
         let chunks = launch.tracker.chunks_of(task);
         let records = chunks.len() as u64 * METADATA_RECORD_SIZE;
-        match ring.gather(chunks, &spec.needs, self.overflow.as_ref()) {
-            Ok((bytes, read)) => Ok(Some((bytes, cost.uncached_stream(records + read)))),
+        match ring.gather_into(chunks, &spec.needs, self.overflow.as_ref(), bytes) {
+            Ok(read) => Ok(Some(cost.uncached_stream(records + read))),
             Err(error) => Err(RuntimeError::Ring(error)),
         }
     }
 
     /// Releases the slots of the payloads no task reads any more (and their records).
-    pub(crate) fn consume(&mut self, freed: Vec<u64>) -> Result<(), RuntimeError> {
+    pub(crate) fn consume(&mut self, freed: &[u64]) -> Result<(), RuntimeError> {
         if let Some(ring) = self.poller.ring.as_mut() {
-            for index in freed {
+            for &index in freed {
                 // A spilled payload's slot was released when it was spilled: drop the copy.
                 if self
                     .overflow
                     .as_mut()
-                    .is_some_and(|overflow| overflow.release(index))
+                    .is_some_and(|overflow| overflow.held() > 0 && overflow.release(index))
                 {
                     continue;
                 }
@@ -511,15 +512,16 @@ impl Mechanism for Axle {
         launch: &Launch,
         task: u32,
         spec: &HostTask,
+        bytes: &mut Vec<u8>,
     ) -> Result<TaskInput, RuntimeError> {
-        self.stream.task_input(cost, launch, task, spec)
+        self.stream.task_input(cost, launch, task, spec, bytes)
     }
 
     fn task_finished(
         &mut self,
         host: &mut Host<'_>,
         now: Ticks,
-        freed: Vec<u64>,
+        freed: &[u64],
         _link: &mut dyn DeviceLink,
     ) -> Result<(), RuntimeError> {
         self.stream.consume(freed)?;

@@ -140,15 +140,16 @@ impl Mechanism for AxleIrq {
         launch: &Launch,
         task: u32,
         spec: &HostTask,
+        bytes: &mut Vec<u8>,
     ) -> Result<TaskInput, RuntimeError> {
-        self.stream.task_input(cost, launch, task, spec)
+        self.stream.task_input(cost, launch, task, spec, bytes)
     }
 
     fn task_finished(
         &mut self,
         host: &mut Host<'_>,
         now: Ticks,
-        freed: Vec<u64>,
+        freed: &[u64],
         link: &mut dyn DeviceLink,
     ) -> Result<(), RuntimeError> {
         self.stream.consume(freed)?;

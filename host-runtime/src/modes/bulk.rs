@@ -64,15 +64,19 @@ pub(crate) fn results_loaded(
     true
 }
 
-/// A task's bytes, cut from the loaded result (cached host memory).
-pub(crate) fn task_input(cost: &CostModel, launch: &Launch, spec: &HostTask) -> (Vec<u8>, Ticks) {
+/// A task's bytes, cut from the loaded result (cached host memory) into `bytes`, and the time
+/// to read them.
+pub(crate) fn task_input(
+    cost: &CostModel,
+    launch: &Launch,
+    spec: &HostTask,
+    bytes: &mut Vec<u8>,
+) -> Ticks {
     let start = spec.needs.start as usize;
     let end = spec.needs.end as usize;
-    let bytes = launch
-        .results
-        .get(start..end)
-        .map(<[u8]>::to_vec)
-        .unwrap_or_default();
-    let read = cost.cached_read(bytes.len() as u64);
-    (bytes, read)
+    bytes.clear();
+    if let Some(result) = launch.results.get(start..end) {
+        bytes.extend_from_slice(result);
+    }
+    cost.cached_read(bytes.len() as u64)
 }

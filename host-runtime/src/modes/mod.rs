@@ -45,9 +45,9 @@ pub(crate) enum ModeTimer {
     StallCheck,
 }
 
-/// What a launch's task reads and how long reading it takes; `None`: the task cannot be read
-/// (a streaming mode without a ring), and no task starts.
-pub(crate) type TaskInput = Option<(Vec<u8>, Ticks)>;
+/// How long reading a task's bytes takes (the bytes go into the buffer the runtime passes);
+/// `None`: the task cannot be read (a streaming mode without a ring), and no task starts.
+pub(crate) type TaskInput = Option<Ticks>;
 
 /// One offload mechanism, as the runtime drives it. Every method runs at `now` on the host's
 /// virtual clock; what it charges and in which order is the model (see [`crate::runtime`]).
@@ -85,13 +85,15 @@ pub(crate) trait Mechanism: std::fmt::Debug {
         link: &mut dyn DeviceLink,
     );
 
-    /// The bytes task `task` (`spec`) of `launch` reads, and the time to read them.
+    /// Puts the bytes task `task` (`spec`) of `launch` reads into `bytes` (its old contents
+    /// replaced, its storage reused from task to task), and returns the time to read them.
     fn task_input(
         &self,
         cost: &CostModel,
         launch: &Launch,
         task: u32,
         spec: &HostTask,
+        bytes: &mut Vec<u8>,
     ) -> Result<TaskInput, RuntimeError>;
 
     /// A task finished; `freed`: the payload indexes no task reads any more.
@@ -99,7 +101,7 @@ pub(crate) trait Mechanism: std::fmt::Debug {
         &mut self,
         host: &mut Host<'_>,
         now: Ticks,
-        freed: Vec<u64>,
+        freed: &[u64],
         link: &mut dyn DeviceLink,
     ) -> Result<(), RuntimeError>;
 

@@ -139,15 +139,16 @@ impl Mechanism for Rp {
         launch: &Launch,
         _task: u32,
         spec: &HostTask,
+        bytes: &mut Vec<u8>,
     ) -> Result<TaskInput, RuntimeError> {
-        Ok(Some(bulk::task_input(cost, launch, spec)))
+        Ok(Some(bulk::task_input(cost, launch, spec, bytes)))
     }
 
     fn task_finished(
         &mut self,
         _host: &mut Host<'_>,
         _now: Ticks,
-        _freed: Vec<u64>,
+        _freed: &[u64],
         _link: &mut dyn DeviceLink,
     ) -> Result<(), RuntimeError> {
         Ok(())

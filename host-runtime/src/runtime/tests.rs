@@ -12,6 +12,7 @@ use host_driver::sync::{Arc, Ordering};
 use shared_abi::control::METADATA_TAIL_OFFSET;
 use shared_abi::region::RingLayout;
 use shared_abi::{device_map, FlowControlMessage, MetadataRecord};
+use std::collections::BTreeMap;
 use zerocopy::FromBytes;
 
 const SLOT: u32 = 32;

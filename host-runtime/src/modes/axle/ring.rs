@@ -134,6 +134,11 @@ pub struct RingState {
     pub payload_capacity: u32,
 }
 
+/// `AxleRing::record_of` of a payload slot the host does not hold. No record has this
+/// index: a record's index is below the metadata tail, which the poller accepts only within a
+/// ring's capacity of the head, and the ring would need 2^64 - 1 records to reach it.
+const NO_RECORD: u64 = u64::MAX;
+
 /// A payload moved out of the ring ([`AxleRing::spill_held`]): its index and its bytes.
 pub type SpilledPayload = (u64, Vec<u8>);
 
@@ -147,8 +152,9 @@ pub struct AxleRing {
     consumer: MetadataConsumer,
     records: GapAwareHead,
     payloads: GapAwareHead,
-    /// For each payload slot held by the host, the metadata index of the record naming it.
-    record_of: Vec<Option<u64>>,
+    /// For each payload slot held by the host, the metadata index of the record naming it
+    /// ([`NO_RECORD`] for a slot the host does not hold).
+    record_of: Vec<u64>,
     pool: ReadyPool,
     flow: FlowControl,
     max_gap_slots: u64,
@@ -166,7 +172,7 @@ impl AxleRing {
             // a run's slot count is checked against the scatter-gather table first).
             records: GapAwareHead::with_capacity(layout.metadata_capacity()),
             payloads: GapAwareHead::new(&layout),
-            record_of: vec![None; layout.payload_capacity() as usize],
+            record_of: vec![NO_RECORD; layout.payload_capacity() as usize],
             pool: ReadyPool::new(layout.metadata_capacity() as usize),
             region: programmed.region,
             setup: Some(programmed.stores),
@@ -249,11 +255,24 @@ impl AxleRing {
             .record_of
             .get_mut(slot as usize)
             .ok_or(AxleRingError::SlotOutOfRange { index, slot })?;
-        if let Some(other) = *owner {
-            return Err(AxleRingError::SlotHeldTwice { other, index, slot });
+        if *owner != NO_RECORD {
+            return Err(AxleRingError::SlotHeldTwice {
+                other: *owner,
+                index,
+                slot,
+            });
         }
-        *owner = Some(index);
+        *owner = index;
         Ok(self.payloads.slot_index(slot))
+    }
+
+    /// Hints the CPU to fetch what [`AxleRing::claim`] of `record` will touch (its slot's entry
+    /// of the table of held slots). Changes nothing.
+    #[inline]
+    pub fn prefetch_claim(&self, record: &MetadataRecord) {
+        if let Some(owner) = self.record_of.get(record.payload_slot as usize) {
+            cosim_link::shm::prefetch(owner);
+        }
     }
 
     /// Releases the records of batches no launch will take (arrived with no launch).
@@ -276,13 +295,13 @@ impl AxleRing {
             .record_of
             .get(slot as usize)
             .copied()
-            .flatten()
+            .filter(|&record| record != NO_RECORD)
             .ok_or(AxleRingError::UnnamedPayload { index })?;
         self.payloads
             .consume(index)
             .map_err(AxleRingError::PayloadHead)?;
         if let Some(owner) = self.record_of.get_mut(slot as usize) {
-            *owner = None;
+            *owner = NO_RECORD;
         }
         self.records
             .consume(record)
@@ -305,7 +324,12 @@ impl AxleRing {
         let mut read = 0;
         for index in head..head.saturating_add(capacity) {
             let slot = RingIndex(index).slot(self.layout.payload_capacity());
-            let Some(record) = self.record_of.get(slot as usize).copied().flatten() else {
+            let Some(record) = self
+                .record_of
+                .get(slot as usize)
+                .copied()
+                .filter(|&record| record != NO_RECORD)
+            else {
                 continue;
             };
             let record = self.consumer.read_record(&self.region, record)?;
@@ -321,65 +345,143 @@ impl AxleRing {
     /// Copies the bytes `needs` out of the payload slots holding `chunks` (offset, length,
     /// payload index), or out of `spilled`, the overflow buffer's copies of payloads moved
     /// out of the ring ([`AxleRing::spill_held`]). Returns the bytes and how many bytes of
-    /// slots (or copies) were read.
+    /// slots (or copies) were read. Bytes no chunk covers read as zero.
     pub fn gather(
         &self,
         chunks: impl IntoIterator<Item = (u64, u64, Option<u64>)>,
         needs: &Range<u64>,
         spilled: Option<&crate::overflow::Overflow>,
     ) -> Result<(Vec<u8>, u64), AxleRingError> {
+        let mut bytes = Vec::new();
+        let read = self.gather_into(chunks, needs, spilled, &mut bytes)?;
+        Ok((bytes, read))
+    }
+
+    /// [`AxleRing::gather`] into `bytes`, whose old contents are replaced (its storage is
+    /// reused: a task's bytes are not allocated and zeroed for each task). Returns how many
+    /// bytes of slots (or copies) were read.
+    pub fn gather_into(
+        &self,
+        chunks: impl IntoIterator<Item = (u64, u64, Option<u64>)>,
+        needs: &Range<u64>,
+        spilled: Option<&crate::overflow::Overflow>,
+        bytes: &mut Vec<u8>,
+    ) -> Result<u64, AxleRingError> {
         // A task's input range, inside the launch's result, which lives in (bounded) device
         // memory; a slot is at most `shared_abi::region::MAX_SLOT_SIZE` bytes.
-        let mut bytes = vec![0u8; (needs.end - needs.start) as usize];
+        bytes.resize((needs.end - needs.start) as usize, 0);
+        // The bytes of the range below `covered` have been written by a chunk or zeroed, and
+        // none at or beyond it has: a chunk that starts beyond it leaves a hole no chunk so
+        // far covers, zeroed then (a later chunk may still overwrite it), and what is left
+        // beyond it after the last chunk is zeroed at the end. So every byte the chunks do
+        // not cover reads as zero whatever the buffer held, in any order of the chunks, and
+        // when they tile the range (a task's chunks) nothing is zeroed at all.
+        let mut covered = needs.start;
+        // The overflow buffer is looked up only while it holds copies.
+        let spilled = spilled.filter(|overflow| overflow.held() > 0);
+        let capacity = self.layout.payload_capacity();
+        let slot_size = u64::from(self.layout.slot_size());
+        // Slot 0's offset (`None` only for a ring of no slot, where every chunk fails).
+        let first_slot = self.layout.payload_slot_offset(0);
         // For a chunk only partly needed or spilled (few): made when the first one comes.
         let mut slot_bytes = Vec::new();
         let mut read = 0;
         for (offset, length, index) in chunks {
             let index = index.ok_or(AxleRingError::ChunkMissing { offset })?;
-            let copy = spilled.and_then(|overflow| overflow.get(index));
-            if copy.is_none() && needs.start <= offset && offset + length <= needs.end {
-                // A whole chunk of the range, in the ring (most chunks of most tasks): read
-                // straight into its place, not through `slot_bytes`.
-                let slot = RingIndex(index).slot(self.layout.payload_capacity());
-                let to = (offset - needs.start) as usize..(offset - needs.start + length) as usize;
-                let into = bytes
-                    .get_mut(to)
-                    .ok_or(AxleRingError::ChunkMissing { offset })?;
-                read_payload(&self.region, &self.layout, slot, length as u32, into)?;
-                read += length;
-                continue;
-            }
-            if slot_bytes.is_empty() {
-                slot_bytes = vec![0u8; self.layout.slot_size() as usize];
-            }
-            match copy {
-                Some(copy) => {
-                    let from = slot_bytes
-                        .get_mut(..copy.len())
+            let end = offset + length;
+            let whole = needs.start <= offset && end <= needs.end;
+            match first_slot {
+                // A whole chunk of the range in whole words of one slot, with nothing spilled
+                // (most chunks of most tasks): read straight into its place, where
+                // `read_payload` would read (the slot is below the capacity, so its offset
+                // lies in the region).
+                Some(first_slot)
+                    if whole && spilled.is_none() && length <= slot_size && length % 8 == 0 =>
+                {
+                    if offset > covered {
+                        zero(bytes, covered - needs.start..offset - needs.start);
+                    }
+                    covered = covered.max(end);
+                    let slot = RingIndex(index).slot(capacity);
+                    let to = (offset - needs.start) as usize..(end - needs.start) as usize;
+                    let into = bytes
+                        .get_mut(to)
                         .ok_or(AxleRingError::ChunkMissing { offset })?;
-                    from.copy_from_slice(copy);
+                    self.region
+                        .read_bytes(first_slot + u64::from(slot) * slot_size, into)
+                        .map_err(|error| AxleRingError::Protocol(error.into()))?;
                 }
-                None => {
-                    let slot = RingIndex(index).slot(self.layout.payload_capacity());
-                    read_payload(
-                        &self.region,
-                        &self.layout,
-                        slot,
-                        length as u32,
-                        &mut slot_bytes,
-                    )?;
+                _ => {
+                    let piece = Piece {
+                        offset,
+                        length,
+                        index,
+                    };
+                    self.gather_piece(piece, needs, spilled, bytes, &mut covered, &mut slot_bytes)?;
                 }
             }
             read += length;
-            let start = needs.start.max(offset);
-            let end = needs.end.min(offset + length);
-            if start < end {
-                let from = (start - offset) as usize..(end - offset) as usize;
-                let to = (start - needs.start) as usize..(end - needs.start) as usize;
-                bytes[to].copy_from_slice(&slot_bytes[from]);
-            }
         }
-        Ok((bytes, read))
+        if covered < needs.end {
+            zero(bytes, covered - needs.start..needs.end - needs.start);
+        }
+        Ok(read)
+    }
+
+    /// [`AxleRing::gather_into`]'s way for a chunk it does not read straight into place: one
+    /// only partly needed, spilled, or not whole words.
+    #[inline(never)]
+    fn gather_piece(
+        &self,
+        piece: Piece,
+        needs: &Range<u64>,
+        spilled: Option<&crate::overflow::Overflow>,
+        bytes: &mut [u8],
+        covered: &mut u64,
+        slot_bytes: &mut Vec<u8>,
+    ) -> Result<(), AxleRingError> {
+        let Piece {
+            offset,
+            length,
+            index,
+        } = piece;
+        let copy = spilled.and_then(|overflow| overflow.get(index));
+        let slot = RingIndex(index).slot(self.layout.payload_capacity());
+        let start = needs.start.max(offset);
+        let end = needs.end.min(offset + length);
+        if start < end {
+            if start > *covered {
+                zero(bytes, *covered - needs.start..start - needs.start);
+            }
+            *covered = (*covered).max(end);
+        }
+        if copy.is_none() && needs.start <= offset && offset + length <= needs.end {
+            // A whole chunk in the ring: straight into its place.
+            let to = (offset - needs.start) as usize..(offset - needs.start + length) as usize;
+            let into = bytes
+                .get_mut(to)
+                .ok_or(AxleRingError::ChunkMissing { offset })?;
+            read_payload(&self.region, &self.layout, slot, length as u32, into)?;
+            return Ok(());
+        }
+        if slot_bytes.is_empty() {
+            *slot_bytes = vec![0u8; self.layout.slot_size() as usize];
+        }
+        match copy {
+            Some(copy) => {
+                let from = slot_bytes
+                    .get_mut(..copy.len())
+                    .ok_or(AxleRingError::ChunkMissing { offset })?;
+                from.copy_from_slice(copy);
+            }
+            None => read_payload(&self.region, &self.layout, slot, length as u32, slot_bytes)?,
+        }
+        if start < end {
+            let from = (start - offset) as usize..(end - offset) as usize;
+            let to = (start - needs.start) as usize..(end - needs.start) as usize;
+            bytes[to].copy_from_slice(&slot_bytes[from]);
+        }
+        Ok(())
     }
 
     /// The flow-control store to send, if the heads moved: H2/H3 are published to the host
@@ -454,6 +556,22 @@ impl AxleRing {
         self.consumer
             .head()
             .saturating_sub(self.flow.sent_payload_head())
+    }
+}
+
+/// A chunk for [`AxleRing::gather_into`]: its offset and length in the result, and the
+/// payload index holding it.
+#[derive(Clone, Copy)]
+struct Piece {
+    offset: u64,
+    length: u64,
+    index: u64,
+}
+
+/// Zeroes `bytes[range]` (a range of a task's input; nothing outside it).
+fn zero(bytes: &mut [u8], range: Range<u64>) {
+    if let Some(hole) = bytes.get_mut(range.start as usize..range.end as usize) {
+        hole.fill(0);
     }
 }
 
@@ -566,6 +684,48 @@ mod tests {
             ring.gather([(8, 8, None)], &(8..16), None),
             Err(AxleRingError::ChunkMissing { offset: 8 })
         );
+    }
+
+    #[test]
+    fn gather_into_a_used_buffer_leaves_nothing_of_what_it_held() {
+        let ring = axle_ring(4);
+        let device = ring.region.device_view();
+        for index in 0..4u64 {
+            let data: Vec<u8> = (0..8).map(|byte| (index * 8 + byte) as u8).collect();
+            let offset = ring.layout.payload_slot_offset(index as u32).unwrap();
+            device.write_bytes(offset, &data).unwrap();
+        }
+        let chunk = |index: u64| (index * 8, 8, Some(index));
+        let result = |range: Range<u64>| -> Vec<u8> { range.map(|byte| byte as u8).collect() };
+        let used = || vec![0xee_u8; 40];
+        // The chunks tile the range: every byte comes from a slot, in any order.
+        for chunks in [
+            vec![chunk(0), chunk(1), chunk(2)],
+            vec![chunk(2), chunk(0), chunk(1)],
+        ] {
+            let mut bytes = used();
+            assert_eq!(ring.gather_into(chunks, &(0..24), None, &mut bytes), Ok(24));
+            assert_eq!(bytes, result(0..24));
+        }
+        // Holes at the start, in the middle and at the end read as zero, whatever the order.
+        let mut expected = result(0..32);
+        expected[..8].fill(0);
+        expected[16..24].fill(0);
+        for chunks in [vec![chunk(1), chunk(3)], vec![chunk(3), chunk(1)]] {
+            let mut bytes = used();
+            ring.gather_into(chunks, &(0..32), None, &mut bytes)
+                .unwrap();
+            assert_eq!(bytes, expected);
+        }
+        let mut bytes = used();
+        ring.gather_into([chunk(0), chunk(1)], &(4..28), None, &mut bytes)
+            .unwrap();
+        assert_eq!(bytes, [result(4..16), vec![0; 12]].concat());
+        // A shorter range than the buffer held: the buffer is cut to it.
+        let mut bytes = used();
+        ring.gather_into([chunk(2)], &(16..24), None, &mut bytes)
+            .unwrap();
+        assert_eq!(bytes, result(16..24));
     }
 
     #[test]
