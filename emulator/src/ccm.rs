@@ -127,6 +127,7 @@ use firmware::kernels::{ItemCost, Kernel};
 use shared_abi::Ticks;
 use std::collections::VecDeque;
 
+mod bucket_heap;
 mod end_queue;
 mod finish_queue;
 pub mod interleave;
@@ -282,6 +283,8 @@ pub struct Ccm {
     /// Scratch for [`Ccm::compute_due`]: the items whose instructions ended, as
     /// `(arrival, slot)`.
     scratch_done: Vec<(u64, u32)>,
+    /// Scratch for [`Ccm::memory_due`]: the slots whose part on the channel ended, in order.
+    scratch_due: Vec<u32>,
     /// Items that arrived on a sub-core to issue so far (the next one's [`Issuing::arrival`]).
     arrivals: u64,
     /// Scratch for dispatch and item ends: the sub-cores an item started on.
@@ -365,6 +368,7 @@ impl Ccm {
                 config.ccm_units as usize
             ],
             scratch_done: Vec::new(),
+            scratch_due: Vec::new(),
             arrivals: 0,
             scratch_touched: Vec::new(),
             slots: vec![None; slots as usize],
@@ -992,29 +996,29 @@ impl Ccm {
     /// The earliest projected end of an item's traffic on `channel` is due.
     fn memory_due(&mut self, now: Ticks, channel: u32) {
         self.advance_memory(now, channel);
-        loop {
-            let Some(entry) = self.memory.get_mut(channel as usize) else {
-                return;
-            };
-            let limit = entry.served * (1.0 + MEMORY_SLACK) + MEMORY_SLACK;
-            match entry.finishing.peek() {
-                Some((bits, slot)) if f64::from_bits(bits) <= limit => {
-                    entry.finishing.pop();
-                    let mut finished = false;
-                    if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
-                        active.memory_parts = active.memory_parts.saturating_sub(1);
-                        if active.memory_parts == 0 {
-                            active.memory_done = true;
-                            finished = true;
-                        }
-                    }
-                    if finished {
-                        self.part_done(now, slot);
-                    }
+        let Some(entry) = self.memory.get_mut(channel as usize) else {
+            return;
+        };
+        // The parts that end, least tag first, taken out together (the served bytes do not
+        // move meanwhile), then handed on in that order.
+        let limit = entry.served * (1.0 + MEMORY_SLACK) + MEMORY_SLACK;
+        let mut due = std::mem::take(&mut self.scratch_due);
+        due.clear();
+        entry.finishing.pop_due(limit, &mut due);
+        for &slot in &due {
+            let mut finished = false;
+            if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
+                active.memory_parts = active.memory_parts.saturating_sub(1);
+                if active.memory_parts == 0 {
+                    active.memory_done = true;
+                    finished = true;
                 }
-                _ => break,
+            }
+            if finished {
+                self.part_done(now, slot);
             }
         }
+        self.scratch_due = due;
         self.reschedule_memory(now, channel);
     }
 
