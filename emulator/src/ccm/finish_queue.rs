@@ -123,7 +123,7 @@ impl FinishQueue {
 
     /// Queues `slot` finishing at the tag whose bits are `tag_bits` (non-negative tags order
     /// like their bits).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push(&mut self, tag_bits: u64, slot: u32) {
         if let Some(key) = self.pack_near(tag_bits, slot) {
             self.near.push(key);
