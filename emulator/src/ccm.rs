@@ -520,10 +520,22 @@ impl Ccm {
         now: Ticks,
         memory: &M,
     ) -> EndedItems {
+        let mut ended = EndedItems::new();
+        self.on_wake_into(now, memory, &mut ended);
+        ended
+    }
+
+    /// [`Ccm::on_wake`], the items that ended appended to `ended` (the caller's: no copy of the
+    /// list on the way back).
+    pub fn on_wake_into<M: firmware::hal::DeviceAtomics + Sync>(
+        &mut self,
+        now: Ticks,
+        memory: &M,
+        ended: &mut EndedItems,
+    ) {
         if self.wake_at == Some(now) {
             self.wake_at = None;
         }
-        let mut ended = EndedItems::new();
         loop {
             // The channels items joined at `now` (in the item ends below) first.
             self.flush_memory();
@@ -561,7 +573,6 @@ impl Ccm {
             }
         }
         self.ask_wake();
-        ended
     }
 
     // ----- scheduling ---------------------------------------------------------------------
