@@ -127,6 +127,7 @@ use firmware::kernels::{ItemCost, Kernel};
 use shared_abi::Ticks;
 use std::collections::VecDeque;
 
+mod bucket_heap;
 mod end_queue;
 mod finish_queue;
 pub mod interleave;
@@ -282,6 +283,8 @@ pub struct Ccm {
     /// Scratch for [`Ccm::compute_due`]: the items whose instructions ended, as
     /// `(arrival, slot)`.
     scratch_done: Vec<(u64, u32)>,
+    /// Scratch for [`Ccm::memory_due`]: the slots whose part on the channel ended, in order.
+    scratch_due: Vec<u32>,
     /// Items that arrived on a sub-core to issue so far (the next one's [`Issuing::arrival`]).
     arrivals: u64,
     /// Scratch for dispatch and item ends: the sub-cores an item started on.
@@ -365,6 +368,7 @@ impl Ccm {
                 config.ccm_units as usize
             ],
             scratch_done: Vec::new(),
+            scratch_due: Vec::new(),
             arrivals: 0,
             scratch_touched: Vec::new(),
             slots: vec![None; slots as usize],
@@ -516,10 +520,22 @@ impl Ccm {
         now: Ticks,
         memory: &M,
     ) -> EndedItems {
+        let mut ended = EndedItems::new();
+        self.on_wake_into(now, memory, &mut ended);
+        ended
+    }
+
+    /// [`Ccm::on_wake`], the items that ended appended to `ended` (the caller's: no copy of the
+    /// list on the way back).
+    pub fn on_wake_into<M: firmware::hal::DeviceAtomics + Sync>(
+        &mut self,
+        now: Ticks,
+        memory: &M,
+        ended: &mut EndedItems,
+    ) {
         if self.wake_at == Some(now) {
             self.wake_at = None;
         }
-        let mut ended = EndedItems::new();
         loop {
             // The channels items joined at `now` (in the item ends below) first.
             self.flush_memory();
@@ -557,7 +573,6 @@ impl Ccm {
             }
         }
         self.ask_wake();
-        ended
     }
 
     // ----- scheduling ---------------------------------------------------------------------
@@ -992,29 +1007,29 @@ impl Ccm {
     /// The earliest projected end of an item's traffic on `channel` is due.
     fn memory_due(&mut self, now: Ticks, channel: u32) {
         self.advance_memory(now, channel);
-        loop {
-            let Some(entry) = self.memory.get_mut(channel as usize) else {
-                return;
-            };
-            let limit = entry.served * (1.0 + MEMORY_SLACK) + MEMORY_SLACK;
-            match entry.finishing.peek() {
-                Some((bits, slot)) if f64::from_bits(bits) <= limit => {
-                    entry.finishing.pop();
-                    let mut finished = false;
-                    if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
-                        active.memory_parts = active.memory_parts.saturating_sub(1);
-                        if active.memory_parts == 0 {
-                            active.memory_done = true;
-                            finished = true;
-                        }
-                    }
-                    if finished {
-                        self.part_done(now, slot);
-                    }
+        let Some(entry) = self.memory.get_mut(channel as usize) else {
+            return;
+        };
+        // The parts that end, least tag first, taken out together (the served bytes do not
+        // move meanwhile), then handed on in that order.
+        let limit = entry.served * (1.0 + MEMORY_SLACK) + MEMORY_SLACK;
+        let mut due = std::mem::take(&mut self.scratch_due);
+        due.clear();
+        entry.finishing.pop_due(limit, &mut due);
+        for &slot in &due {
+            let mut finished = false;
+            if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
+                active.memory_parts = active.memory_parts.saturating_sub(1);
+                if active.memory_parts == 0 {
+                    active.memory_done = true;
+                    finished = true;
                 }
-                _ => break,
+            }
+            if finished {
+                self.part_done(now, slot);
             }
         }
+        self.scratch_due = due;
         self.reschedule_memory(now, channel);
     }
 
@@ -1224,7 +1239,19 @@ fn burst_ticks(config: &DeviceConfig) -> u64 {
 }
 
 /// `ticks` rounded up to a whole tick (at least one for a positive duration).
+#[inline]
 fn ceil_ticks(ticks: f64) -> Ticks {
+    // Below 2^52 (every real duration), without a conversion to an integer: `ticks + 2^52`
+    // lies in [2^52, 2^53], where the unit in the last place is 1, so it is 2^52 plus `ticks`
+    // rounded to a whole number, and its bits less those of 2^52 are that number (2^53's bits
+    // are 2^52's plus 2^52); one more when the rounding went down. The same value as below
+    // (both are the exact ceiling), in fewer instructions than the checked conversion.
+    if ticks > 0.0 && ticks < WHOLE_LIMIT {
+        let shifted = ticks + WHOLE_LIMIT;
+        let nearest = shifted.to_bits().wrapping_sub(WHOLE_LIMIT.to_bits());
+        let up = u64::from(shifted - WHOLE_LIMIT < ticks);
+        return Ticks(nearest.wrapping_add(up));
+    }
     if ticks.is_nan() || ticks <= 0.0 {
         return Ticks::ZERO;
     }
@@ -1270,6 +1297,9 @@ fn min_of(a: f64, b: f64) -> f64 {
         a
     }
 }
+
+/// 2^52 as an `f64`: every `f64` at or above it is a whole number.
+const WHOLE_LIMIT: f64 = 4_503_599_627_370_496.0;
 
 /// 2^63 as an `f64`: every non-negative `f64` below it truncates into an `i64`.
 const I64_LIMIT: f64 = 9_223_372_036_854_775_808.0;
@@ -1319,9 +1349,23 @@ mod tests {
         ];
         durations.extend([2f64.powi(52), 2f64.powi(53), 2f64.powi(62), 2f64.powi(63)]);
         durations.extend([2f64.powi(63) - 1024.0, 2f64.powi(64) - 2048.0, 123_456.789]);
+        // Around 2^52, the end of the path without a conversion, and what is not a duration.
+        for whole in [2f64.powi(52), 2f64.powi(51), 1.0] {
+            for step in [-1.0, -0.75, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0] {
+                durations.push(whole + step);
+            }
+            durations.push(f64::from_bits(whole.to_bits() - 1));
+            durations.push(f64::from_bits(whole.to_bits() + 1));
+        }
+        durations.extend([-0.0, -1.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY]);
+        durations.extend([f64::MIN_POSITIVE, 5e-324, f64::MAX]);
         let mut rng = rand::rngs::SmallRng::seed_from_u64(0x9e37_79b9_7f4a_7c15);
         for _ in 0..10_000 {
             durations.push(f64::from_bits(rng.gen::<u64>() >> 2) % 1e19);
+            // Real durations: up to a few million ticks, and whole ticks and halves.
+            durations.push(rng.gen_range(0.0..1e7));
+            durations.push(f64::from(rng.gen_range(0..1_000_000_u32)) * 0.5);
+            durations.push(rng.gen_range(0.0..2f64.powi(53)));
         }
         for ticks in durations {
             let want = if ticks.is_nan() || ticks <= 0.0 {

@@ -271,7 +271,8 @@ impl Hardware {
     /// The CCM's wake is due now; returns whether an item ended (the firmware has work).
     pub fn ccm_wake(&mut self) -> bool {
         let now = self.now;
-        let ended = self.ccm.on_wake(now, &self.dram);
+        let mut ended = crate::ccm::EndedItems::new();
+        self.ccm.on_wake_into(now, &self.dram, &mut ended);
         self.schedule_ccm();
         if let Some(trace) = self.trace.as_deref_mut() {
             for item in &ended {
