@@ -82,6 +82,10 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 echo "# attach-cost: $BIN, $RUNS runs of each kind, alternating; data ${DATA:-built in}; ${EXTRA[*]:-paper scale}"
 echo "# load average before: $(load) ($(nproc) CPUs)"
+# The attached device memory is a shared memory file: it gets huge pages only where the kernel's
+# shmem_enabled allows them without advice (`within_size`, `always`; docs/emulator-process.md).
+SHMEM_THP=/sys/kernel/mm/transparent_hugepage/shmem_enabled
+echo "# shared memory huge pages: $(grep -o '\[[a-z_]*\]' "$SHMEM_THP" 2>/dev/null || echo unknown) ($SHMEM_THP)"
 printf '%-10s %-9s %12s %12s %7s  %s\n' workload mode in-process attached ratio json
 [[ -n $TSV ]] && : >"$TSV"
 failed=0
