@@ -18,6 +18,34 @@ use cosim_link::shm::MappedWords;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::AtomicU64;
 
+/// Where the kernel has one, its setting for transparent huge pages in shared memory files
+/// (the bracketed word of `/sys/kernel/mm/transparent_hugepage/shmem_enabled`: `never`,
+/// `advise`, `within_size`, `always`, `deny` or `force`).
+///
+/// The attached host writes device memory through the memory file (`pwrite`), not through a
+/// mapping, so the file gets huge pages only where the setting needs no advice (`within_size`,
+/// `always`, `force`); elsewhere device memory is on 4 KiB pages, which a data set of a
+/// gigabyte (DLRM's) takes measurably longer to load and read than the in-process run's
+/// anonymous memory on huge pages (docs/emulator-process.md).
+pub fn shared_memory_huge_pages() -> Option<String> {
+    let setting =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/shmem_enabled").ok()?;
+    chosen(&setting).map(str::to_owned)
+}
+
+/// The bracketed (chosen) word of a sysfs list such as `always within_size advise [never]`.
+fn chosen(list: &str) -> Option<&str> {
+    let start = list.find('[')? + 1;
+    let length = list.get(start..)?.find(']')?;
+    list.get(start..start + length)
+}
+
+/// Whether shared memory files get huge pages without advice under `setting`
+/// ([`shared_memory_huge_pages`]).
+pub fn shared_memory_on_huge_pages(setting: &str) -> bool {
+    matches!(setting, "within_size" | "always" | "force")
+}
+
 /// Device memory, mapped.
 ///
 /// # Invariants
@@ -147,6 +175,25 @@ impl cosim_link::phys::SharedWords for DeviceSegment {
 mod tests {
     use super::*;
     use std::sync::atomic::Ordering;
+
+    #[test]
+    fn the_chosen_shared_memory_setting_is_read_from_the_bracketed_word() {
+        assert_eq!(
+            chosen("always within_size advise [never] deny force\n"),
+            Some("never")
+        );
+        assert_eq!(chosen("[always] within_size advise never"), Some("always"));
+        assert_eq!(chosen("always within_size advise never"), None);
+        assert_eq!(chosen("always [within_size"), None);
+        assert!(!shared_memory_on_huge_pages("never"));
+        assert!(!shared_memory_on_huge_pages("advise"));
+        assert!(shared_memory_on_huge_pages("within_size"));
+        // This machine's own setting, where it has one, is one of the kernel's words.
+        if let Some(setting) = shared_memory_huge_pages() {
+            let words = ["never", "advise", "within_size", "always", "deny", "force"];
+            assert!(words.contains(&setting.as_str()), "{setting}");
+        }
+    }
 
     #[test]
     fn an_anonymous_segment_is_zeroed_and_word_sized() {

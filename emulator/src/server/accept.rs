@@ -186,6 +186,13 @@ pub fn serve(path: &Path, options: &ServeOptions) -> Result<(), ServerError> {
         super::epoch::device_epoch(),
         options.turn_timeout.as_secs_f64()
     );
+    if let Some(setting) = crate::shm::shared_memory_huge_pages() {
+        if !crate::shm::shared_memory_on_huge_pages(&setting) {
+            log::info!(
+                "emu: device memory will be on 4 KiB pages: the kernel's shmem_enabled is `{setting}` (`within_size` gives shared memory huge pages, on which large data sets such as DLRM's load and run faster; docs/emulator-process.md)"
+            );
+        }
+    }
     while !signals.stop_requested() {
         match listener.accept() {
             Ok((stream, _)) => {
