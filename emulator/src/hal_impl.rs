@@ -252,6 +252,27 @@ fn land_in(
     land_bytes(host_memory, destination, kind, bytes);
 }
 
+/// The `N` words of device memory's `words` from byte `source`, when it is a whole word's
+/// address and they lie inside (the caller checked the range inside device memory).
+#[inline(always)]
+fn words_at<const N: usize>(words: &[AtomicU64], source: u64) -> Option<&[AtomicU64; N]> {
+    if source % 8 != 0 {
+        return None;
+    }
+    let first = usize::try_from(source / 8).ok()?;
+    words.get(first..)?.first_chunk::<N>()
+}
+
+/// Four words' bytes, in address order, as `DeviceDram::read` gives them.
+#[inline(always)]
+fn words_bytes(words: &[AtomicU64; 4]) -> [u8; 32] {
+    let mut bytes = [0; 32];
+    for (chunk, word) in bytes.chunks_exact_mut(8).zip(words) {
+        chunk.copy_from_slice(&word.load(AtomicOrdering::Relaxed).to_le_bytes());
+    }
+    bytes
+}
+
 /// check_descriptor bounds-checked the destination: this cannot happen, but a failed write
 /// is logged, never a crash (out of line: the landings' path stays a few instructions).
 #[cold]
@@ -302,6 +323,8 @@ impl Hardware {
         if !whole_chain {
             chain.clear();
         }
+        // The bytes the writes take, staged for them at once below.
+        let mut staged = 0usize;
         for offset in 0..request.count {
             let read = match chain.get(offset as usize) {
                 Some(descriptor) if whole_chain => Ok(*descriptor),
@@ -316,12 +339,19 @@ impl Hardware {
                 // The engine's status register reports a descriptor it cannot read as a
                 // device memory fault.
                 .map_err(|_| Status::DeviceMemoryFault)
-                .and_then(|d| crate::dma::check_descriptor(&d, device_size, host_size));
+                .and_then(|d| {
+                    crate::dma::check_descriptor(&d, device_size, host_size)
+                        .map(|kind| (kind, d.length as usize))
+                });
             match checked {
-                Ok(kind) => kinds.push(kind),
+                Ok((kind, length)) => {
+                    kinds.push(kind);
+                    staged += length;
+                }
                 Err(error) => {
                     status = error;
                     kinds.clear();
+                    staged = 0;
                     break;
                 }
             }
@@ -335,30 +365,34 @@ impl Hardware {
         // Whether a landing is jittered and a record traced, looked up once per request, not
         // once per write (the loop changes neither).
         let (jittered, traced) = (self.landing_jitter.is_some(), self.trace.is_some());
+        // Device memory's words, for the writes from whole aligned words (every one the
+        // firmware makes); the others read through `DeviceDram::read`.
+        let words = self.dram.segment().words();
+        // Room in the landing lane for the writes and their bytes, made once.
+        self.queue.reserve_run(kinds.len(), staged);
         for (descriptor, &kind) in chain.iter().zip(&kinds) {
             // Bounded: `check_descriptor` accepted the source range inside device memory (and
             // the firmware, not the host, wrote the chain: the scratch area is not
-            // host-writable); the bytes are read straight into the landing lane's buffer.
+            // host-writable). A tail or a record of whole aligned words (every one the
+            // firmware makes) is copied from device memory's words into the lane's buffer;
+            // anything else is read through `DeviceDram::read` into bytes staged there.
             let length = descriptor.length as usize;
-            let bytes = self.queue.stage(length);
-            let source = DeviceAddress(descriptor.source);
-            let read = match length {
-                // A tail: read as a fixed-size word (copied without a call).
-                8 => match bytes.first_chunk_mut::<8>() {
-                    Some(tail) => self.dram.read(source, tail),
-                    None => self.dram.read(source, bytes),
-                },
-                // A record, or a payload of 32 bytes: four fixed-size words, not a loop.
-                32 => match bytes.first_chunk_mut::<32>() {
-                    Some(record) => self.dram.read(source, record),
-                    None => self.dram.read(source, bytes),
-                },
-                _ => self.dram.read(source, bytes),
+            let copied = match length {
+                8 => words_at::<1>(words, descriptor.source)
+                    .map(|[word]| self.queue.append(&word.load(AtomicOrdering::Relaxed).to_le_bytes()))
+                    .is_some(),
+                32 => words_at::<4>(words, descriptor.source)
+                    .map(|four| self.queue.append(&words_bytes(four)))
+                    .is_some(),
+                _ => false,
             };
-            if read.is_err() {
-                self.queue.unstage(length);
-                status = Status::DeviceMemoryFault;
-                break;
+            if !copied {
+                let bytes = self.queue.stage(length);
+                if self.dram.read(DeviceAddress(descriptor.source), bytes).is_err() {
+                    self.queue.unstage(length);
+                    status = Status::DeviceMemoryFault;
+                    break;
+                }
             }
             let (wire_start, on_wire) = self.link.upstream.send_span(
                 self.now,
