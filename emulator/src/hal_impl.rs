@@ -236,6 +236,18 @@ fn land_in(
                 word.store(u64::from_le_bytes(*value), AtomicOrdering::Release);
                 return;
             }
+        } else if let (Some(record), Some(target)) = (
+            bytes.first_chunk::<32>().filter(|_| bytes.len() == 32),
+            words.get(first..).and_then(|rest| rest.first_chunk::<4>()),
+        ) {
+            // A record or a payload of 32 bytes (the commonest writes): four plain stores,
+            // lowest address first, no loop.
+            for (word, value) in target.iter().zip(record.chunks_exact(8)) {
+                if let Ok(value) = <[u8; 8]>::try_from(value) {
+                    word.store(u64::from_le_bytes(value), AtomicOrdering::Relaxed);
+                }
+            }
+            return;
         } else if bytes.len() % 8 == 0 {
             // Edges D1 and D3: plain stores, lowest address first.
             let end = first.checked_add(bytes.len() / 8);
@@ -325,7 +337,25 @@ impl Hardware {
         }
         // The bytes the writes take, staged for them at once below.
         let mut staged = 0usize;
-        for offset in 0..request.count {
+        if whole_chain {
+            // `read_chain` read `count` descriptors: checked in place.
+            kinds.reserve(chain.len());
+            for descriptor in &chain {
+                match crate::dma::check_descriptor(descriptor, device_size, host_size) {
+                    Ok(kind) => {
+                        kinds.push(kind);
+                        staged += descriptor.length as usize;
+                    }
+                    Err(error) => {
+                        status = error;
+                        kinds.clear();
+                        staged = 0;
+                        break;
+                    }
+                }
+            }
+        }
+        for offset in (0..request.count).filter(|_| !whole_chain) {
             let read = match chain.get(offset as usize) {
                 Some(descriptor) if whole_chain => Ok(*descriptor),
                 _ => self
