@@ -540,16 +540,15 @@ impl Hardware {
                 .host_memory
                 .words(shared_abi::HostPhysAddr(0), self.host_memory.len())
                 .unwrap_or_default();
-            while let Some(landing) = self.queue.pop_landing_before(bound, until) {
-                landed += 1;
-                self.now = landing.at;
-                land_in(
-                    words,
-                    &self.host_memory,
-                    landing.destination,
-                    landing.kind,
-                    landing.bytes,
-                );
+            let host_memory = &self.host_memory;
+            let (taken, last) =
+                self.queue
+                    .take_landings_before(bound, until, |destination, kind, bytes| {
+                        land_in(words, host_memory, destination, kind, bytes);
+                    });
+            landed += taken;
+            if taken > 0 {
+                self.now = last;
             }
         }
         self.counts.events += landed;
