@@ -325,72 +325,63 @@ impl Hardware {
         // `count` is the firmware's, bounded by its descriptor ring.
         let mut status = Status::Ok;
         // The whole chain in one or two reads when it lies in plain runs of device memory,
-        // else one descriptor at a time (each appended to `chain`). `kinds` gets the kind of
-        // each descriptor that passes its check; the writes are the first `kinds.len()`
-        // descriptors of `chain` (none when one fails).
+        // else one descriptor at a time (each appended to `chain`). The writes are the first
+        // `valid` descriptors of `chain`: all of them, or none when one fails its check.
         let mut chain = std::mem::take(&mut self.dma.chain);
-        let mut kinds = std::mem::take(&mut self.dma.kinds);
-        kinds.clear();
         let whole_chain = crate::dma::read_chain(&self.dram, &request, &mut chain).is_some();
         if !whole_chain {
             chain.clear();
         }
-        // The bytes the writes take, staged for them at once below.
-        let mut staged = 0usize;
+        // How many descriptors passed their check, and the bytes their writes take (staged
+        // for them at once below).
+        let (mut valid, mut staged) = (0usize, 0usize);
         if whole_chain {
             // `read_chain` read `count` descriptors: checked in place.
-            kinds.reserve(chain.len());
             for descriptor in &chain {
-                match crate::dma::check_descriptor(descriptor, device_size, host_size) {
-                    Ok(kind) => {
-                        kinds.push(kind);
-                        staged += descriptor.length as usize;
+                if let Err(error) = crate::dma::check_descriptor(descriptor, device_size, host_size)
+                {
+                    status = error;
+                    break;
+                }
+                valid += 1;
+                staged += descriptor.length as usize;
+            }
+        } else {
+            for offset in 0..request.count {
+                let checked = self
+                    .dram
+                    .read_value::<firmware::hal::DmaDescriptor>(crate::dma::descriptor_address(
+                        &request, offset,
+                    ))
+                    .inspect(|descriptor| chain.push(*descriptor))
+                    // The engine's status register reports a descriptor it cannot read as a
+                    // device memory fault.
+                    .map_err(|_| Status::DeviceMemoryFault)
+                    .and_then(|d| {
+                        crate::dma::check_descriptor(&d, device_size, host_size)
+                            .map(|_| d.length as usize)
+                    });
+                match checked {
+                    Ok(length) => {
+                        valid += 1;
+                        staged += length;
                     }
                     Err(error) => {
                         status = error;
-                        kinds.clear();
-                        staged = 0;
                         break;
                     }
                 }
             }
         }
-        for offset in (0..request.count).filter(|_| !whole_chain) {
-            let read = match chain.get(offset as usize) {
-                Some(descriptor) if whole_chain => Ok(*descriptor),
-                _ => self
-                    .dram
-                    .read_value::<firmware::hal::DmaDescriptor>(crate::dma::descriptor_address(
-                        &request, offset,
-                    ))
-                    .inspect(|descriptor| chain.push(*descriptor)),
-            };
-            let checked = read
-                // The engine's status register reports a descriptor it cannot read as a
-                // device memory fault.
-                .map_err(|_| Status::DeviceMemoryFault)
-                .and_then(|d| {
-                    crate::dma::check_descriptor(&d, device_size, host_size)
-                        .map(|kind| (kind, d.length as usize))
-                });
-            match checked {
-                Ok((kind, length)) => {
-                    kinds.push(kind);
-                    staged += length;
-                }
-                Err(error) => {
-                    status = error;
-                    kinds.clear();
-                    staged = 0;
-                    break;
-                }
-            }
+        if status != Status::Ok {
+            (valid, staged) = (0, 0);
         }
         let started = self.now;
         let mut last_on_wire = self.now;
         let mut last_landed = self.now;
         let latency = one_way(self.config.cxl_io_round_trip_ns);
         let mut first_on_wire = None;
+        // Writes sent and their bytes.
         let mut written = (0u32, 0u64);
         // Whether a landing is jittered and a record traced, looked up once per request, not
         // once per write (the loop changes neither).
@@ -399,8 +390,13 @@ impl Hardware {
         // firmware makes); the others read through `DeviceDram::read`.
         let words = self.dram.segment().words();
         // Room in the landing lane for the writes and their bytes, made once.
-        self.queue.reserve_run(kinds.len(), staged);
-        for (descriptor, &kind) in chain.iter().zip(&kinds) {
+        self.queue.reserve_run(valid, staged);
+        for descriptor in chain.get(..valid).unwrap_or_default() {
+            // `check_descriptor` accepted the kind.
+            let Ok(kind) = DmaKind::try_from(descriptor.kind) else {
+                status = Status::MalformedDescriptor;
+                break;
+            };
             // Bounded: `check_descriptor` accepted the source range inside device memory (and
             // the firmware, not the host, wrote the chain: the scratch area is not
             // host-writable). A tail or a record of whole aligned words (every one the
@@ -442,7 +438,6 @@ impl Hardware {
                 }
             }
             self.last_landing = self.last_landing.max(last_landed);
-            self.dma.writes += 1;
             if traced && kind == DmaKind::Metadata {
                 if let Some(trace) = self.trace.as_deref_mut() {
                     trace.dma_record(tag.0, self.queue.staged(length));
@@ -450,16 +445,12 @@ impl Hardware {
             }
             // The link serialises the writes, so landings come in time order (jittered ones
             // too, unless the fault injection lets them overtake): the queue's landing lane.
-            // `check_descriptor` bounded the length to 4096.
-            self.queue.push_landing(
-                last_landed,
-                descriptor.destination,
-                kind,
-                u16::try_from(descriptor.length).unwrap_or(u16::MAX),
-            );
+            // `check_descriptor` bounded the length to 4096: it fits 16 bits.
+            self.queue
+                .push_landing(last_landed, descriptor.destination, kind, length as u16);
         }
+        self.dma.writes += u64::from(written.0);
         self.dma.chain = chain;
-        self.dma.kinds = kinds;
         if first_on_wire.is_none() {
             // Nothing of the request goes on the wire (a descriptor failed its check): it
             // still completes behind the writes of earlier requests already on the wire, so
