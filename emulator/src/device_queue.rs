@@ -522,7 +522,13 @@ mod tests {
             if draw % 4 == 0 {
                 let at = Ticks(clock + rng.gen::<u64>() % 40);
                 for queue in [&mut one_by_one, &mut at_once] {
-                    queue.push(at, Event::MailboxWrite { offset: 0, value: step });
+                    queue.push(
+                        at,
+                        Event::MailboxWrite {
+                            offset: 0,
+                            value: step,
+                        },
+                    );
                 }
             } else {
                 clock += rng.gen::<u64>() % 3;
@@ -561,7 +567,8 @@ mod tests {
                 runs += usize::from(taken > 1);
                 longest = longest.max(taken);
                 // Then the earliest event, whatever it is, from both.
-                let next = |queue: &mut DeviceQueue| queue.pop().map(|(at, event)| (at, name(&event)));
+                let next =
+                    |queue: &mut DeviceQueue| queue.pop().map(|(at, event)| (at, name(&event)));
                 assert_eq!(next(&mut one_by_one), next(&mut at_once));
             }
         }

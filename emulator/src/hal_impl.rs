@@ -405,7 +405,10 @@ impl Hardware {
             let length = descriptor.length as usize;
             let copied = match length {
                 8 => words_at::<1>(words, descriptor.source)
-                    .map(|[word]| self.queue.append(&word.load(AtomicOrdering::Relaxed).to_le_bytes()))
+                    .map(|[word]| {
+                        self.queue
+                            .append(&word.load(AtomicOrdering::Relaxed).to_le_bytes())
+                    })
                     .is_some(),
                 32 => words_at::<4>(words, descriptor.source)
                     .map(|four| self.queue.append(&words_bytes(four)))
@@ -414,7 +417,11 @@ impl Hardware {
             };
             if !copied {
                 let bytes = self.queue.stage(length);
-                if self.dram.read(DeviceAddress(descriptor.source), bytes).is_err() {
+                if self
+                    .dram
+                    .read(DeviceAddress(descriptor.source), bytes)
+                    .is_err()
+                {
                     self.queue.unstage(length);
                     status = Status::DeviceMemoryFault;
                     break;
