@@ -225,51 +225,6 @@ impl DeviceQueue {
         })
     }
 
-    /// Takes the lane's landings from its front while each is the earliest event given
-    /// `bound` and not after `until`, as repeated [`DeviceQueue::pop_landing_before`]s would,
-    /// handing each to `land` (destination, kind, bytes) in order; how many it took and the
-    /// last one's time.
-    #[inline(always)]
-    pub fn take_landings_before(
-        &mut self,
-        bound: u128,
-        until: Ticks,
-        mut land: impl FnMut(u64, DmaKind, &[u8]),
-    ) -> (u64, Ticks) {
-        // A landing at or before `until` has a key below `(until + 1) << 64` (a sequence is
-        // below 2^64): one comparison against the lower of the two limits.
-        let limit = match until.0.checked_add(1) {
-            Some(after) => bound.min(u128::from(after) << 64),
-            None => bound,
-        };
-        let waiting = self.landings.get(self.head..).unwrap_or_default();
-        let mut rest = self.bytes.get(self.read..).unwrap_or_default();
-        let mut read = self.read;
-        let mut taken = 0;
-        let mut last = None;
-        for front in waiting {
-            if front.key >= limit {
-                break;
-            }
-            let length = usize::from(front.length);
-            // Each landing's bytes follow the one's before (none for all the next ones if
-            // they ever did not: as `pop_landing_before` gives them).
-            let (bytes, after) = rest.split_at_checked(length).unwrap_or_default();
-            land(front.destination, front.kind, bytes);
-            rest = after;
-            read += length;
-            taken += 1;
-            last = Some(front);
-        }
-        let Some(last) = last else {
-            return (0, Ticks::ZERO);
-        };
-        self.head += taken;
-        self.read = read;
-        self.popped_owner = last.owner;
-        (taken as u64, Ticks((last.key >> 64) as u64))
-    }
-
     /// Whether [`DeviceQueue::pop_landing_before`] would take a landing.
     #[inline]
     pub fn peek_landing_before(&self, bound: u128, until: Ticks) -> bool {
@@ -503,78 +458,6 @@ mod tests {
             assert!(fell_back);
             assert!(!drain_in_runs || in_runs > 100, "only {in_runs} in runs");
         }
-    }
-
-    /// Taking a run of landings at once (`take_landings_before`) takes exactly what
-    /// `pop_landing_before` one at a time takes, with the same bytes, limit of time and owner.
-    #[test]
-    fn a_run_of_landings_taken_at_once_is_the_one_taken_one_by_one() {
-        let mut rng = rand::rngs::SmallRng::seed_from_u64(0x2545_f491_4f6c_dd1d);
-        let (mut one_by_one, mut at_once) = (DeviceQueue::default(), DeviceQueue::default());
-        let mut clock = 0u64;
-        let (mut runs, mut longest) = (0, 0);
-        for step in 0..3000u64 {
-            let owner = (step / 300) as u8;
-            for queue in [&mut one_by_one, &mut at_once] {
-                queue.set_owner(owner);
-            }
-            let draw = rng.gen::<u64>();
-            if draw % 4 == 0 {
-                let at = Ticks(clock + rng.gen::<u64>() % 40);
-                for queue in [&mut one_by_one, &mut at_once] {
-                    queue.push(
-                        at,
-                        Event::MailboxWrite {
-                            offset: 0,
-                            value: step,
-                        },
-                    );
-                }
-            } else {
-                clock += rng.gen::<u64>() % 3;
-                let length = [8, 32, 64, 8][(draw >> 8) as usize % 4];
-                for queue in [&mut one_by_one, &mut at_once] {
-                    landing(queue, clock, (step % 251) as u8, length);
-                }
-            }
-            if draw % 5 == 0 {
-                let until = Ticks(clock.saturating_sub(rng.gen::<u64>() % 20));
-                let until = if draw % 3 == 0 { Ticks::NEVER } else { until };
-                let bound = one_by_one.landing_bound();
-                assert_eq!(bound, at_once.landing_bound());
-                let mut expected = Vec::new();
-                while let Some(view) = one_by_one.pop_landing_before(bound, until) {
-                    expected.push((view.at, view.destination, view.bytes.to_vec()));
-                }
-                let mut seen = Vec::new();
-                let (taken, last) =
-                    at_once.take_landings_before(bound, until, |destination, _, bytes| {
-                        seen.push((destination, bytes.to_vec()));
-                    });
-                assert_eq!(taken as usize, expected.len());
-                assert_eq!(
-                    seen,
-                    expected
-                        .iter()
-                        .map(|(_, destination, bytes)| (*destination, bytes.clone()))
-                        .collect::<Vec<_>>()
-                );
-                if let Some((at, _, _)) = expected.last() {
-                    assert_eq!(last, *at);
-                    assert_eq!(at_once.popped_owner(), one_by_one.popped_owner());
-                    assert!(expected.iter().all(|(at, _, _)| *at <= until));
-                }
-                runs += usize::from(taken > 1);
-                longest = longest.max(taken);
-                // Then the earliest event, whatever it is, from both.
-                let next =
-                    |queue: &mut DeviceQueue| queue.pop().map(|(at, event)| (at, name(&event)));
-                assert_eq!(next(&mut one_by_one), next(&mut at_once));
-            }
-        }
-        assert_eq!(one_by_one.len(), at_once.len());
-        // Runs of several, some stopped by the limit of time or by an earlier event.
-        assert!(runs > 50 && longest > 5, "{runs} runs, longest {longest}");
     }
 
     /// A landing popped as an event holds its bytes inline up to [`INLINE_BYTES`], in a

@@ -538,15 +538,16 @@ impl Hardware {
                 .host_memory
                 .words(shared_abi::HostPhysAddr(0), self.host_memory.len())
                 .unwrap_or_default();
-            let host_memory = &self.host_memory;
-            let (taken, last) =
-                self.queue
-                    .take_landings_before(bound, until, |destination, kind, bytes| {
-                        land_in(words, host_memory, destination, kind, bytes);
-                    });
-            landed += taken;
-            if taken > 0 {
-                self.now = last;
+            while let Some(landing) = self.queue.pop_landing_before(bound, until) {
+                landed += 1;
+                self.now = landing.at;
+                land_in(
+                    words,
+                    &self.host_memory,
+                    landing.destination,
+                    landing.kind,
+                    landing.bytes,
+                );
             }
         }
         self.counts.events += landed;
