@@ -389,6 +389,10 @@ impl Hardware {
         // Device memory's words, for the writes from whole aligned words (every one the
         // firmware makes); the others read through `DeviceDram::read`.
         let words = self.dram.segment().words();
+        // The link time of a record's and of a tail's write, looked up once per request.
+        let (overhead, gbps) = (self.config.link_overhead_bytes, self.config.link_gbps);
+        let record_time = self.link.upstream.duration_of(32 + overhead, gbps);
+        let tail_time = self.link.upstream.duration_of(8 + overhead, gbps);
         // Room in the landing lane for the writes and their bytes, made once.
         self.queue.reserve_run(valid, staged);
         for descriptor in chain.get(..valid).unwrap_or_default() {
@@ -427,11 +431,15 @@ impl Hardware {
                     break;
                 }
             }
-            let (wire_start, on_wire) = self.link.upstream.send_span(
-                self.now,
-                u64::from(descriptor.length) + self.config.link_overhead_bytes,
-                self.config.link_gbps,
-            );
+            let duration = match length {
+                32 => record_time,
+                8 => tail_time,
+                _ => self
+                    .link
+                    .upstream
+                    .duration_of(u64::from(descriptor.length) + overhead, gbps),
+            };
+            let (wire_start, on_wire) = self.link.upstream.send_span_taking(self.now, duration);
             first_on_wire.get_or_insert(wire_start);
             written = (written.0 + 1, written.1 + u64::from(descriptor.length));
             last_on_wire = on_wire;
