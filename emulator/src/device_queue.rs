@@ -107,13 +107,11 @@ impl DeviceQueue {
         self.events.push_in_order(at, event);
     }
 
-    /// `length` zero bytes at the end of the lane's buffer, for the next landing's bytes:
-    /// [`DeviceQueue::push_landing`] then queues them, or [`DeviceQueue::unstage`] drops them.
-    /// Only one landing's bytes are staged at a time.
+    /// The lane starts over when nothing waits in it (nor is staged), or is compacted when
+    /// its front has passed [`COMPACT_AFTER`] bytes that are at least half of its buffer.
     #[inline]
-    pub fn stage(&mut self, length: usize) -> &mut [u8] {
+    fn make_room(&mut self) {
         if self.head == self.landings.len() {
-            // Nothing waits (nor is staged): the lane starts over.
             self.landings.clear();
             self.head = 0;
             self.bytes.clear();
@@ -124,6 +122,14 @@ impl DeviceQueue {
             self.landings.drain(..self.head);
             self.head = 0;
         }
+    }
+
+    /// `length` zero bytes at the end of the lane's buffer, for the next landing's bytes:
+    /// [`DeviceQueue::push_landing`] then queues them, or [`DeviceQueue::unstage`] drops them.
+    /// Only one landing's bytes are staged at a time.
+    #[inline]
+    pub fn stage(&mut self, length: usize) -> &mut [u8] {
+        self.make_room();
         let start = self.bytes.len();
         match length {
             // A tail, a record or a small payload: fixed-size zeroes, no call.
@@ -176,6 +182,25 @@ impl DeviceQueue {
             owner: self.events.owner(),
             kind,
         });
+    }
+
+    /// Makes room for a run of up to `count` landings pushed one after the other (a DMA
+    /// request's writes) whose bytes total `length`, once for the run: the lane starts over
+    /// or is compacted as [`DeviceQueue::stage`] would before the first, and the run's
+    /// [`DeviceQueue::append`]s and [`DeviceQueue::push_landing`]s then find their room.
+    #[inline]
+    pub fn reserve_run(&mut self, count: usize, length: usize) {
+        self.make_room();
+        self.landings.reserve(count);
+        self.bytes.reserve(length);
+    }
+
+    /// Stages the next landing's bytes, `bytes` (as [`DeviceQueue::stage`] and a copy would,
+    /// without its check whether the lane can start over: within a run,
+    /// [`DeviceQueue::reserve_run`] made that check).
+    #[inline(always)]
+    pub fn append(&mut self, bytes: &[u8]) {
+        self.bytes.extend_from_slice(bytes);
     }
 
     /// The key ([`order_key`]) of the earliest event of the [`EventQueue`], landings aside:

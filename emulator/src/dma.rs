@@ -115,8 +115,6 @@ pub struct DmaEngineModel {
     /// The descriptors of the request going on the wire ([`read_chain`]), kept for the next
     /// request's (a simulator economy too).
     pub chain: Vec<DmaDescriptor>,
-    /// The kinds of the descriptors of `chain` that passed their check (reused likewise).
-    pub kinds: Vec<DmaKind>,
 }
 
 impl DmaEngineModel {
@@ -133,7 +131,6 @@ impl DmaEngineModel {
             requests: 0,
             writes: 0,
             chain: Vec::new(),
-            kinds: Vec::new(),
         }
     }
 

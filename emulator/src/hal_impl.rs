@@ -236,6 +236,18 @@ fn land_in(
                 word.store(u64::from_le_bytes(*value), AtomicOrdering::Release);
                 return;
             }
+        } else if let (Some(record), Some(target)) = (
+            bytes.first_chunk::<32>().filter(|_| bytes.len() == 32),
+            words.get(first..).and_then(|rest| rest.first_chunk::<4>()),
+        ) {
+            // A record or a payload of 32 bytes (the commonest writes): four plain stores,
+            // lowest address first, no loop.
+            for (word, value) in target.iter().zip(record.chunks_exact(8)) {
+                if let Ok(value) = <[u8; 8]>::try_from(value) {
+                    word.store(u64::from_le_bytes(value), AtomicOrdering::Relaxed);
+                }
+            }
+            return;
         } else if bytes.len() % 8 == 0 {
             // Edges D1 and D3: plain stores, lowest address first.
             let end = first.checked_add(bytes.len() / 8);
@@ -250,6 +262,27 @@ fn land_in(
         }
     }
     land_bytes(host_memory, destination, kind, bytes);
+}
+
+/// The `N` words of device memory's `words` from byte `source`, when it is a whole word's
+/// address and they lie inside (the caller checked the range inside device memory).
+#[inline(always)]
+fn words_at<const N: usize>(words: &[AtomicU64], source: u64) -> Option<&[AtomicU64; N]> {
+    if source % 8 != 0 {
+        return None;
+    }
+    let first = usize::try_from(source / 8).ok()?;
+    words.get(first..)?.first_chunk::<N>()
+}
+
+/// Four words' bytes, in address order, as `DeviceDram::read` gives them.
+#[inline(always)]
+fn words_bytes(words: &[AtomicU64; 4]) -> [u8; 32] {
+    let mut bytes = [0; 32];
+    for (chunk, word) in bytes.chunks_exact_mut(8).zip(words) {
+        chunk.copy_from_slice(&word.load(AtomicOrdering::Relaxed).to_le_bytes());
+    }
+    bytes
 }
 
 /// check_descriptor bounds-checked the destination: this cannot happen, but a failed write
@@ -292,79 +325,121 @@ impl Hardware {
         // `count` is the firmware's, bounded by its descriptor ring.
         let mut status = Status::Ok;
         // The whole chain in one or two reads when it lies in plain runs of device memory,
-        // else one descriptor at a time (each appended to `chain`). `kinds` gets the kind of
-        // each descriptor that passes its check; the writes are the first `kinds.len()`
-        // descriptors of `chain` (none when one fails).
+        // else one descriptor at a time (each appended to `chain`). The writes are the first
+        // `valid` descriptors of `chain`: all of them, or none when one fails its check.
         let mut chain = std::mem::take(&mut self.dma.chain);
-        let mut kinds = std::mem::take(&mut self.dma.kinds);
-        kinds.clear();
         let whole_chain = crate::dma::read_chain(&self.dram, &request, &mut chain).is_some();
         if !whole_chain {
             chain.clear();
         }
-        for offset in 0..request.count {
-            let read = match chain.get(offset as usize) {
-                Some(descriptor) if whole_chain => Ok(*descriptor),
-                _ => self
+        // How many descriptors passed their check, and the bytes their writes take (staged
+        // for them at once below).
+        let (mut valid, mut staged) = (0usize, 0usize);
+        if whole_chain {
+            // `read_chain` read `count` descriptors: checked in place.
+            for descriptor in &chain {
+                if let Err(error) = crate::dma::check_descriptor(descriptor, device_size, host_size)
+                {
+                    status = error;
+                    break;
+                }
+                valid += 1;
+                staged += descriptor.length as usize;
+            }
+        } else {
+            for offset in 0..request.count {
+                let checked = self
                     .dram
                     .read_value::<firmware::hal::DmaDescriptor>(crate::dma::descriptor_address(
                         &request, offset,
                     ))
-                    .inspect(|descriptor| chain.push(*descriptor)),
-            };
-            let checked = read
-                // The engine's status register reports a descriptor it cannot read as a
-                // device memory fault.
-                .map_err(|_| Status::DeviceMemoryFault)
-                .and_then(|d| crate::dma::check_descriptor(&d, device_size, host_size));
-            match checked {
-                Ok(kind) => kinds.push(kind),
-                Err(error) => {
-                    status = error;
-                    kinds.clear();
-                    break;
+                    .inspect(|descriptor| chain.push(*descriptor))
+                    // The engine's status register reports a descriptor it cannot read as a
+                    // device memory fault.
+                    .map_err(|_| Status::DeviceMemoryFault)
+                    .and_then(|d| {
+                        crate::dma::check_descriptor(&d, device_size, host_size)
+                            .map(|_| d.length as usize)
+                    });
+                match checked {
+                    Ok(length) => {
+                        valid += 1;
+                        staged += length;
+                    }
+                    Err(error) => {
+                        status = error;
+                        break;
+                    }
                 }
             }
+        }
+        if status != Status::Ok {
+            (valid, staged) = (0, 0);
         }
         let started = self.now;
         let mut last_on_wire = self.now;
         let mut last_landed = self.now;
         let latency = one_way(self.config.cxl_io_round_trip_ns);
         let mut first_on_wire = None;
+        // Writes sent and their bytes.
         let mut written = (0u32, 0u64);
         // Whether a landing is jittered and a record traced, looked up once per request, not
         // once per write (the loop changes neither).
         let (jittered, traced) = (self.landing_jitter.is_some(), self.trace.is_some());
-        for (descriptor, &kind) in chain.iter().zip(&kinds) {
+        // Device memory's words, for the writes from whole aligned words (every one the
+        // firmware makes); the others read through `DeviceDram::read`.
+        let words = self.dram.segment().words();
+        // The link time of a record's and of a tail's write, looked up once per request.
+        let (overhead, gbps) = (self.config.link_overhead_bytes, self.config.link_gbps);
+        let record_time = self.link.upstream.duration_of(32 + overhead, gbps);
+        let tail_time = self.link.upstream.duration_of(8 + overhead, gbps);
+        // Room in the landing lane for the writes and their bytes, made once.
+        self.queue.reserve_run(valid, staged);
+        for descriptor in chain.get(..valid).unwrap_or_default() {
+            // `check_descriptor` accepted the kind.
+            let Ok(kind) = DmaKind::try_from(descriptor.kind) else {
+                status = Status::MalformedDescriptor;
+                break;
+            };
             // Bounded: `check_descriptor` accepted the source range inside device memory (and
             // the firmware, not the host, wrote the chain: the scratch area is not
-            // host-writable); the bytes are read straight into the landing lane's buffer.
+            // host-writable). A tail or a record of whole aligned words (every one the
+            // firmware makes) is copied from device memory's words into the lane's buffer;
+            // anything else is read through `DeviceDram::read` into bytes staged there.
             let length = descriptor.length as usize;
-            let bytes = self.queue.stage(length);
-            let source = DeviceAddress(descriptor.source);
-            let read = match length {
-                // A tail: read as a fixed-size word (copied without a call).
-                8 => match bytes.first_chunk_mut::<8>() {
-                    Some(tail) => self.dram.read(source, tail),
-                    None => self.dram.read(source, bytes),
-                },
-                // A record, or a payload of 32 bytes: four fixed-size words, not a loop.
-                32 => match bytes.first_chunk_mut::<32>() {
-                    Some(record) => self.dram.read(source, record),
-                    None => self.dram.read(source, bytes),
-                },
-                _ => self.dram.read(source, bytes),
+            let copied = match length {
+                8 => words_at::<1>(words, descriptor.source)
+                    .map(|[word]| {
+                        self.queue
+                            .append(&word.load(AtomicOrdering::Relaxed).to_le_bytes())
+                    })
+                    .is_some(),
+                32 => words_at::<4>(words, descriptor.source)
+                    .map(|four| self.queue.append(&words_bytes(four)))
+                    .is_some(),
+                _ => false,
             };
-            if read.is_err() {
-                self.queue.unstage(length);
-                status = Status::DeviceMemoryFault;
-                break;
+            if !copied {
+                let bytes = self.queue.stage(length);
+                if self
+                    .dram
+                    .read(DeviceAddress(descriptor.source), bytes)
+                    .is_err()
+                {
+                    self.queue.unstage(length);
+                    status = Status::DeviceMemoryFault;
+                    break;
+                }
             }
-            let (wire_start, on_wire) = self.link.upstream.send_span(
-                self.now,
-                u64::from(descriptor.length) + self.config.link_overhead_bytes,
-                self.config.link_gbps,
-            );
+            let duration = match length {
+                32 => record_time,
+                8 => tail_time,
+                _ => self
+                    .link
+                    .upstream
+                    .duration_of(u64::from(descriptor.length) + overhead, gbps),
+            };
+            let (wire_start, on_wire) = self.link.upstream.send_span_taking(self.now, duration);
             first_on_wire.get_or_insert(wire_start);
             written = (written.0 + 1, written.1 + u64::from(descriptor.length));
             last_on_wire = on_wire;
@@ -378,7 +453,6 @@ impl Hardware {
                 }
             }
             self.last_landing = self.last_landing.max(last_landed);
-            self.dma.writes += 1;
             if traced && kind == DmaKind::Metadata {
                 if let Some(trace) = self.trace.as_deref_mut() {
                     trace.dma_record(tag.0, self.queue.staged(length));
@@ -386,16 +460,12 @@ impl Hardware {
             }
             // The link serialises the writes, so landings come in time order (jittered ones
             // too, unless the fault injection lets them overtake): the queue's landing lane.
-            // `check_descriptor` bounded the length to 4096.
-            self.queue.push_landing(
-                last_landed,
-                descriptor.destination,
-                kind,
-                u16::try_from(descriptor.length).unwrap_or(u16::MAX),
-            );
+            // `check_descriptor` bounded the length to 4096: it fits 16 bits.
+            self.queue
+                .push_landing(last_landed, descriptor.destination, kind, length as u16);
         }
+        self.dma.writes += u64::from(written.0);
         self.dma.chain = chain;
-        self.dma.kinds = kinds;
         if first_on_wire.is_none() {
             // Nothing of the request goes on the wire (a descriptor failed its check): it
             // still completes behind the writes of earlier requests already on the wire, so

@@ -28,9 +28,23 @@ impl Direction {
     }
 
     /// [`Direction::send`], returning also when the first byte goes on the wire.
+    #[inline]
     pub fn send_span(&mut self, ready: Ticks, bytes: u64, gbps: f64) -> (Ticks, Ticks) {
-        let start = ready.max(self.free_at);
         let duration = self.duration(bytes, gbps);
+        self.send_span_taking(ready, duration)
+    }
+
+    /// How long `bytes` (payload plus overhead) occupy the direction at `gbps`: what
+    /// [`Direction::send_span`] of them takes, for a caller sending many of one size.
+    #[inline]
+    pub fn duration_of(&mut self, bytes: u64, gbps: f64) -> Ticks {
+        self.duration(bytes, gbps)
+    }
+
+    /// [`Direction::send_span`] of a transfer that takes `duration` ([`Direction::duration_of`]).
+    #[inline]
+    pub fn send_span_taking(&mut self, ready: Ticks, duration: Ticks) -> (Ticks, Ticks) {
+        let start = ready.max(self.free_at);
         let end = start.plus(duration);
         self.free_at = end;
         self.busy = self.busy.plus(duration);
