@@ -19,12 +19,6 @@ use firmware::hal::{atomic_word_fault, DeviceAtomics, DeviceMemory, MemoryFault}
 use shared_abi::DeviceAddress;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The longest run of whole 4-byte words a read copies inline into its caller (longer ones
-/// are a call): an SSSP item's run of targets or weights, at most
-/// [`firmware::kernels::sssp::CHUNK_WORDS`] words, inlines with its set-up, which as a call
-/// cost more than the copy of a typical run of about 22 words.
-const INLINE_RUN_BYTES: u64 = 256;
-
 /// Device memory, bounds-checked on every access.
 #[derive(Debug)]
 pub struct DeviceDram {
@@ -85,15 +79,16 @@ impl DeviceMemory for DeviceDram {
 
     #[inline(always)]
     fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
-        // The short reads (most of the kernels') and the runs of whole 4-byte words up to
-        // `INLINE_RUN_BYTES` (a vertex's arcs, an item's offsets, an SSSP item's targets or
-        // weights) inline into the caller; the other long ones are a call: a longer run of
-        // whole 4-byte words to the same copy, the rest to the general one.
+        // The short reads (most of the kernels') and the runs of whole 4-byte words up to 64
+        // bytes (a vertex's arcs, an item's offsets) inline into the caller; the other long
+        // ones are a call: a longer run of whole 4-byte words (an SSSP item's arcs) to a copy
+        // of whole 8-byte words after a first half word when it starts in the middle of one,
+        // the rest to the general one.
         let length = buffer.len() as u64;
         if length <= 8 {
             self.read_short(address, buffer)
         } else if (address.0 | length) % 4 == 0 {
-            if length <= INLINE_RUN_BYTES {
+            if length <= 64 {
                 self.read_halves(address, buffer)
             } else {
                 self.read_halves_long(address, buffer)
@@ -306,10 +301,8 @@ impl DeviceDram {
 
     /// [`DeviceMemory::read`] of whole 4-byte words from a 4-byte aligned address (a
     /// kernel's run of array words: a vertex's targets or weights): the same loads as
-    /// [`DeviceDram::read_long`] (a first half word when `address` is in the middle of a word,
-    /// whole words, a last half word), with less set-up. The whole words are iterated by value
-    /// over exactly the words they need (no second end check per word), so a constant length
-    /// unrolls into straight copies and a variable one is a short loop.
+    /// [`DeviceDram::read_long`] (a first half word, whole words, a last half word), with less
+    /// set-up.
     #[inline(always)]
     fn read_halves(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
         let length = buffer.len() as u64;
@@ -321,28 +314,27 @@ impl DeviceDram {
         let end = address.0 + length;
         let first = usize::try_from(address.0 / 8).map_err(|_| fault)?;
         let last = usize::try_from(end.div_ceil(8)).map_err(|_| fault)?;
-        let words = self.segment.words().get(first..last).ok_or(fault)?;
-        let (words, rest) = if address.0 % 8 == 0 {
-            (words, buffer)
+        let mut words = self.segment.words().get(first..last).ok_or(fault)?.iter();
+        let rest = if address.0 % 8 == 0 {
+            buffer
         } else {
             // The first word's high half.
-            let (Some((head, rest)), Some((word, others))) =
-                (buffer.split_first_chunk_mut::<4>(), words.split_first())
-            else {
+            let Some((head, rest)) = buffer.split_first_chunk_mut::<4>() else {
                 return Ok(());
             };
-            *head = ((word.load(Ordering::Relaxed) >> 32) as u32).to_le_bytes();
-            (others, rest)
+            if let Some(word) = words.next() {
+                *head = ((word.load(Ordering::Relaxed) >> 32) as u32).to_le_bytes();
+            }
+            rest
         };
         // Whole words, as fixed-size copies.
-        let whole = rest.len() / 8;
-        let (groups, tail) = rest.split_at_mut(whole * 8);
-        for (chunk, word) in groups.chunks_exact_mut(8).zip(words) {
+        let (whole, tail) = rest.split_at_mut(rest.len() / 8 * 8);
+        for (chunk, word) in whole.chunks_exact_mut(8).zip(&mut words) {
             if let Ok(chunk) = <&mut [u8; 8]>::try_from(chunk) {
                 *chunk = word.load(Ordering::Relaxed).to_le_bytes();
             }
         }
-        if let (Ok(tail), Some(word)) = (<&mut [u8; 4]>::try_from(tail), words.get(whole)) {
+        if let (Ok(tail), Some(word)) = (<&mut [u8; 4]>::try_from(tail), words.next()) {
             // The last word's low half.
             *tail = (word.load(Ordering::Relaxed) as u32).to_le_bytes();
         }
@@ -406,15 +398,41 @@ impl DeviceDram {
         true
     }
 
-    /// [`DeviceDram::read_halves`] of more than [`INLINE_RUN_BYTES`], as a call (the long runs,
-    /// a DMA's, gain nothing from inlining).
+    /// [`DeviceDram::read_halves`] of more than 64 bytes, as a call, its whole words copied
+    /// as [`DeviceDram::read_long`] copies them (iterated by value: no bounds check per
+    /// word). The same loads: a first half word when `address` is in the middle of a word,
+    /// whole words, a last half word.
     #[inline(never)]
     fn read_halves_long(
         &self,
         address: DeviceAddress,
         buffer: &mut [u8],
     ) -> Result<(), MemoryFault> {
-        self.read_halves(address, buffer)
+        let (words, skip) = self.span(address, buffer.len())?;
+        let (words, rest) = if skip == 0 {
+            (words, buffer)
+        } else {
+            // The first word's high half.
+            let (Some((head, rest)), Some((word, others))) =
+                (buffer.split_first_chunk_mut::<4>(), words.split_first())
+            else {
+                return Ok(());
+            };
+            *head = ((word.load(Ordering::Relaxed) >> 32) as u32).to_le_bytes();
+            (others, rest)
+        };
+        let whole = rest.len() / 8;
+        let (groups, tail) = rest.split_at_mut(whole * 8);
+        for (chunk, word) in groups.chunks_exact_mut(8).zip(words) {
+            if let Ok(chunk) = <&mut [u8; 8]>::try_from(chunk) {
+                *chunk = word.load(Ordering::Relaxed).to_le_bytes();
+            }
+        }
+        if let (Ok(tail), Some(word)) = (<&mut [u8; 4]>::try_from(tail), words.get(whole)) {
+            // The last word's low half.
+            *tail = (word.load(Ordering::Relaxed) as u32).to_le_bytes();
+        }
+        Ok(())
     }
 
     /// [`DeviceMemory::read`] of at most 8 bytes (the kernels' commonest access: a 4-byte
