@@ -346,31 +346,31 @@ impl DeviceDram {
     /// the index of the word that holds it, no other check): each element's word out of the
     /// 8-byte word that holds it. Returns false, having read nothing that counts (`out`
     /// unspecified), when some element is not in one of those words (it may still fit: the
-    /// low half of a last partial word, which the caller's fallback reads), or when `base`
-    /// is so high that an element's address could overflow.
-    #[inline(always)]
+    /// low half of a last partial word, which the caller's fallback reads; or its address
+    /// does not fit a `u64`: its word index is then past any memory).
+    ///
+    /// A call of its own: inlined into a kernel's long body, its loop reloaded spilled values
+    /// from the stack (25 instructions a pair of elements in SSSP's `execute`, 21 here).
+    #[inline(never)]
     fn gather_words(&self, base: u64, indices: &[u32], out: &mut [u32]) -> bool {
-        // Every `base + 4 * index` of a `u32` index fits a `u64` below this base.
-        const LARGEST_OFFSET: u64 = 4 * u32::MAX as u64;
-        if base > u64::MAX - LARGEST_OFFSET {
-            return false;
-        }
         let Some(words) = usize::try_from(self.size / 8)
             .ok()
             .and_then(|whole| self.segment.words().get(..whole))
         else {
             return false;
         };
+        // Elements are numbered in 4-byte units from address 0 (`base` is 4-byte aligned):
+        // element `index` is unit `base / 4 + index` (below 2^63: no overflow), the low
+        // (even unit) or high (odd unit) half of word `unit / 2`.
+        let first_unit = base / 4;
         let element = |index: u32| {
-            // Cannot overflow (`base` checked above).
-            let address = base + u64::from(index) * 4;
-            let holder = usize::try_from(address / 8)
+            let unit = first_unit + u64::from(index);
+            let holder = usize::try_from(unit / 2)
                 .ok()
                 .and_then(|index| words.get(index))?;
-            // 4-byte aligned: the low or the high half of the word, by a shift of 0 or 32
-            // bits (no branch on the index's parity, which is random).
+            // By a shift of 0 or 32 bits (no branch on the unit's parity, which is random).
             let value = holder.load(Ordering::Relaxed);
-            Some((value >> ((address & 4) * 8)) as u32)
+            Some((value >> ((unit & 1) * 32)) as u32)
         };
         let count = indices.len().min(out.len());
         let (Some(indices), Some(out)) = (indices.get(..count), out.get_mut(..count)) else {

@@ -840,8 +840,35 @@ impl SsspKernel {
 /// at its next offset less the item's first, at most `CHUNK_WORDS` (the offsets do not
 /// decrease and `relax_runs` took only items of at most that many arcs), so no arc index goes
 /// out of the buffers.
+///
+/// A full item (8 vertices, all but the last) takes a copy of the loop made for exactly 8
+/// (no test of the count per vertex).
 #[inline(never)]
 fn relax_lanes(
+    span: &Span,
+    previous: &[u32; VERTICES_PER_ITEM as usize],
+    neighbours: &[u32; CHUNK_WORDS],
+    weights: &[u32; CHUNK_WORDS],
+    packet: &mut [u8; VECTOR_LANES * 4],
+) {
+    if span.count == VERTICES_PER_ITEM as usize {
+        relax_first(
+            VERTICES_PER_ITEM as usize,
+            span,
+            previous,
+            neighbours,
+            weights,
+            packet,
+        );
+    } else {
+        relax_first(span.count, span, previous, neighbours, weights, packet);
+    }
+}
+
+/// [`relax_lanes`] of `span`'s first `count` vertices.
+#[inline(always)]
+fn relax_first(
+    count: usize,
     span: &Span,
     previous: &[u32; VERTICES_PER_ITEM as usize],
     neighbours: &[u32; CHUNK_WORDS],
@@ -853,7 +880,7 @@ fn relax_lanes(
     let lanes = packet
         .chunks_exact_mut(4)
         .zip(previous.iter().zip(span.offsets.iter().skip(1)))
-        .take(span.count);
+        .take(count);
     for (slot, (own, next)) in lanes {
         let end = (next.wrapping_sub(start) as usize).min(CHUNK_WORDS);
         let mut best = *own;
