@@ -141,12 +141,7 @@ impl ResultMonitor {
             }
             memory.write(address, &(count as u32).to_le_bytes())?;
             if count == full && !self.in_order {
-                let entry = ScratchLayout::cell(
-                    scratch.ready_base(),
-                    u64::from(self.completed),
-                    u32::MAX,
-                    4,
-                );
+                let entry = entry_address(scratch.ready_base(), self.completed);
                 memory.write(entry, &chunk.to_le_bytes())?;
                 self.completed = self.completed.saturating_add(1);
             }
@@ -174,7 +169,7 @@ impl ResultMonitor {
         if self.taken >= self.completed {
             return Ok(None);
         }
-        let entry = ScratchLayout::cell(scratch.ready_base(), u64::from(self.taken), u32::MAX, 4);
+        let entry = entry_address(scratch.ready_base(), self.taken);
         let chunk: u32 = memory.read_value(entry)?;
         Ok(Some(chunk))
     }
@@ -187,7 +182,15 @@ impl ResultMonitor {
 
 /// Device address of chunk `chunk`'s population counter.
 pub const fn counter_address(scratch: &ScratchLayout, chunk: u32) -> DeviceAddress {
-    ScratchLayout::cell(scratch.counters_base(), chunk as u64, u32::MAX, 4)
+    entry_address(scratch.counters_base(), chunk)
+}
+
+/// Device address of 4-byte entry `index` of the array at `base` (the chunk counters, the
+/// ready queue: neither wraps, an index is below the chunk capacity).
+#[inline]
+const fn entry_address(base: DeviceAddress, index: u32) -> DeviceAddress {
+    // At most 4 * (2^32 - 1): no overflow before the add.
+    DeviceAddress(base.0.saturating_add(index as u64 * 4))
 }
 
 #[cfg(test)]
