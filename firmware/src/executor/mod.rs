@@ -44,6 +44,16 @@
 //! only when the cached heads say a ring is full. Payload and metadata indices are assigned
 //! when a payload is formed, so batches carry consecutive indices in submission order.
 //!
+//! # Translations
+//!
+//! Every descriptor names a host address: a payload slot, a metadata slot or a word of the
+//! control block, translated through the region's scatter-gather table. Consecutive slots
+//! mostly lie in the same entry (a page holds many), so the executor keeps, per ring, the
+//! stretch of the entry it last translated in and translates the next slot from it with one
+//! comparison; only a slot outside the stretch is looked up in the table. The addresses and
+//! the errors are those of [`ShadowRegion::translate`]; the device memory operations (which
+//! descriptor, record and tail is written where, and in which order) do not depend on it.
+//!
 //! # BROKEN
 //!
 //! Latching BROKEN abandons the open batch and publishes the device status word with one
@@ -285,6 +295,11 @@ impl DmaExecutor {
     /// room last, and submits batches that are due (see the module docs): a batch that waited
     /// for the engine goes first, whole; while the engine takes no request, chunks keep
     /// joining the open batch.
+    ///
+    /// `region` is the ring's programmed region. The executor keeps translations of it from
+    /// one pump to the next (see the module docs, "Translations"): [`crate::Firmware`] makes a
+    /// new executor whenever the host programs the region, and a pump handed a region of
+    /// another epoch, length or entry count drops them.
     #[expect(
         clippy::too_many_arguments,
         reason = "the hardware, the monitor, the ring and the per-run state are separate borrows"
@@ -806,10 +821,11 @@ fn cell(base: DeviceAddress, index: u64, capacity: u32) -> DeviceAddress {
 
 /// [`ScratchLayout::cell_pair`] for the executor's 32-byte cells, with one division: entry
 /// `index + 1` is the cell right after entry `index` exactly when `index`'s slot is not the
-/// ring's last (and neither the index nor the address overflows).
+/// ring's last (and the address does not overflow). For any `index` below `u64::MAX`: a tail
+/// at `u64::MAX` has no next entry (the layout's saturating `index + 1` names the same cell),
+/// and no tail gets there (one descriptor or cell per entry).
 #[inline]
 fn cell_pair(base: DeviceAddress, index: u64, capacity: u32) -> Option<DeviceAddress> {
-    index.checked_add(1)?;
     let slot = index.checked_rem(u64::from(capacity)).unwrap_or(0);
     if slot.saturating_add(1) >= u64::from(capacity) {
         return None;
@@ -889,22 +905,25 @@ mod tests {
     }
 
     /// The executor's one-division cell helpers give [`ScratchLayout`]'s addresses, across the
-    /// wrap, for rings of 0 to 5 cells and near the end of the address space.
+    /// wrap, for rings of 0 to 5 cells and near the end of the address space (pairs: for an
+    /// index below `u64::MAX`, see [`cell_pair`]).
     #[test]
     fn the_cell_helpers_agree_with_the_scratch_layout() {
         for base in [DeviceAddress(0x1000), DeviceAddress(u64::MAX - 100)] {
             for capacity in 0..=5u32 {
-                for index in (0..12).chain([u64::MAX - 1, u64::MAX]) {
+                for index in (0..12).chain([u64::MAX - 2, u64::MAX - 1, u64::MAX]) {
                     assert_eq!(
                         cell(base, index, capacity),
                         ScratchLayout::cell(base, index, capacity, CELL),
                         "cell {index} of {capacity}"
                     );
-                    assert_eq!(
-                        cell_pair(base, index, capacity),
-                        ScratchLayout::cell_pair(base, index, capacity, CELL),
-                        "pair {index} of {capacity}"
-                    );
+                    if index < u64::MAX {
+                        assert_eq!(
+                            cell_pair(base, index, capacity),
+                            ScratchLayout::cell_pair(base, index, capacity, CELL),
+                            "pair {index} of {capacity}"
+                        );
+                    }
                 }
             }
         }
