@@ -300,11 +300,53 @@ impl DmaExecutor {
     /// one pump to the next (see the module docs, "Translations"): [`crate::Firmware`] makes a
     /// new executor whenever the host programs the region, and a pump handed a region of
     /// another epoch, length or entry count drops them.
+    ///
+    /// A pump with nothing to do (no batch due, no complete chunk, as far as the executor and
+    /// the monitor know without reading device memory) returns at once, inline in the caller.
     #[expect(
         clippy::too_many_arguments,
         reason = "the hardware, the monitor, the ring and the per-run state are separate borrows"
     )]
+    #[inline]
     pub fn pump<H: Clock + DeviceMemory + DmaEngine>(
+        &mut self,
+        hw: &mut H,
+        monitor: &mut ResultMonitor,
+        region: &ShadowRegion,
+        scratch: &ScratchLayout,
+        target: StreamTarget,
+        counters: &mut Counters,
+        trace: &mut Trace,
+    ) -> Result<PumpOutcome, FirmwareError> {
+        // With nothing in flight no completion will come to clear a refusal: try again.
+        if self.in_flight.is_empty() {
+            self.engine_full = false;
+        }
+        if (self.engine_full || !self.batch_due(monitor)) && monitor.none_complete() {
+            // What the whole pump would find: nothing to submit, no chunk to take.
+            return Ok(self.outcome());
+        }
+        self.pump_chunks(hw, monitor, region, scratch, target, counters, trace)
+    }
+
+    /// How a pump that formed every payload it could ends.
+    #[inline]
+    fn outcome(&self) -> PumpOutcome {
+        if self.engine_full && self.batch_payloads > 0 {
+            PumpOutcome::WaitingForDma
+        } else {
+            PumpOutcome::Drained
+        }
+    }
+
+    /// [`DmaExecutor::pump`] past its first check (the engine refusal already cleared when
+    /// nothing is in flight).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the hardware, the monitor, the ring and the per-run state are separate borrows"
+    )]
+    #[inline(never)]
+    fn pump_chunks<H: Clock + DeviceMemory + DmaEngine>(
         &mut self,
         hw: &mut H,
         monitor: &mut ResultMonitor,
@@ -316,10 +358,6 @@ impl DmaExecutor {
     ) -> Result<PumpOutcome, FirmwareError> {
         let layout = *region.layout();
         self.map(region);
-        // With nothing in flight no completion will come to clear a refusal: try again.
-        if self.in_flight.is_empty() {
-            self.engine_full = false;
-        }
         // A batch that became due while the engine took no request goes out first, whole
         // (unless the engine still refuses: no completion came since it last did).
         if !self.engine_full && self.batch_due(monitor) {
@@ -371,10 +409,7 @@ impl DmaExecutor {
                 self.engine_full = !self.submit(hw, region, scratch, counters, trace)?;
             }
         }
-        if self.engine_full && self.batch_payloads > 0 {
-            return Ok(PumpOutcome::WaitingForDma);
-        }
-        Ok(PumpOutcome::Drained)
+        Ok(self.outcome())
     }
 
     /// Whether the open batch must go out as soon as the engine takes it: it holds the
@@ -769,16 +804,28 @@ impl DmaExecutor {
 
     /// Submits the pending device-status write, if any, when the in-flight window, the
     /// scratch rings and the engine can take it; otherwise it stays pending (the next DMA
-    /// completion makes room).
+    /// completion makes room). Without one, an inline check and nothing more (every step asks).
+    #[inline]
     pub fn publish_pending_status<H: DeviceMemory + DmaEngine>(
         &mut self,
         hw: &mut H,
         region: &ShadowRegion,
         scratch: &ScratchLayout,
     ) -> Result<(), FirmwareError> {
-        let Some(status) = self.pending_status else {
-            return Ok(());
-        };
+        match self.pending_status {
+            None => Ok(()),
+            Some(status) => self.publish_status_now(hw, region, scratch, status),
+        }
+    }
+
+    #[inline(never)]
+    fn publish_status_now<H: DeviceMemory + DmaEngine>(
+        &mut self,
+        hw: &mut H,
+        region: &ShadowRegion,
+        scratch: &ScratchLayout,
+        status: Status,
+    ) -> Result<(), FirmwareError> {
         if self.in_flight.is_full() || !self.has_scratch_room(scratch, 1, 1) {
             return Ok(());
         }

@@ -174,6 +174,14 @@ impl ResultMonitor {
         Ok(Some(chunk))
     }
 
+    /// Whether [`ResultMonitor::peek`] finds no chunk without reading device memory: every
+    /// chunk taken, or (out-of-order mode) every completed one. `false` says nothing (in-order
+    /// mode reads the next chunk's counter to know).
+    #[inline]
+    pub fn none_complete(&self) -> bool {
+        self.taken >= self.chunks || (!self.in_order && self.taken >= self.completed)
+    }
+
     /// Takes the chunk [`ResultMonitor::peek`] returned.
     pub fn take(&mut self) {
         self.taken = self.taken.saturating_add(1);
@@ -245,6 +253,34 @@ mod tests {
             [0xab; 4],
             "chunk 70's counter is not the launch's"
         );
+    }
+
+    /// `none_complete` is true only where `peek` finds nothing without reading memory.
+    #[test]
+    fn none_complete_says_peek_finds_nothing_only_when_it_cannot() {
+        let (mut memory, scratch) = (memory(), scratch(8));
+        let mut out_of_order =
+            ResultMonitor::start(&mut memory, &scratch, 64, 32, 2, false).unwrap();
+        assert!(out_of_order.none_complete(), "nothing completed yet");
+        out_of_order
+            .populated(&mut memory, &scratch, 32, 32)
+            .unwrap();
+        assert!(!out_of_order.none_complete());
+        assert_eq!(out_of_order.peek(&memory, &scratch), Ok(Some(1)));
+        out_of_order.take();
+        assert!(out_of_order.none_complete(), "the completed chunk is taken");
+        assert_eq!(out_of_order.peek(&memory, &scratch), Ok(None));
+        // In order, only the counter tells: not known without reading it.
+        let mut in_order = ResultMonitor::start(&mut memory, &scratch, 64, 32, 2, true).unwrap();
+        assert!(!in_order.none_complete());
+        assert_eq!(in_order.peek(&memory, &scratch), Ok(None));
+        for chunk in 0..2 {
+            in_order
+                .populated(&mut memory, &scratch, chunk * 32, 32)
+                .unwrap();
+            in_order.take();
+        }
+        assert!(in_order.none_complete(), "every chunk taken");
     }
 
     #[test]
