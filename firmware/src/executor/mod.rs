@@ -127,9 +127,12 @@ impl Mapped {
         length: u64,
     ) -> Result<HostPhysAddr, FirmwareError> {
         if offset >= self.start && length <= self.end.saturating_sub(offset) && length > 0 {
-            // Inside the stretch: host + (offset - start) <= host + (end - start), which the
-            // lookup that made the stretch computed without overflow.
-            return Ok(HostPhysAddr(self.host + (offset - self.start)));
+            // Inside the stretch: offset >= start, and host + (offset - start) <= host +
+            // (end - start), which the lookup that made the stretch computed without overflow;
+            // so neither operation wraps (wrapping: the plain operations, without a check).
+            return Ok(HostPhysAddr(
+                self.host.wrapping_add(offset.wrapping_sub(self.start)),
+            ));
         }
         self.look_up(region, offset, length)
     }

@@ -197,8 +197,8 @@ pub const fn counter_address(scratch: &ScratchLayout, chunk: u32) -> DeviceAddre
 /// ready queue: neither wraps, an index is below the chunk capacity).
 #[inline]
 const fn entry_address(base: DeviceAddress, index: u32) -> DeviceAddress {
-    // At most 4 * (2^32 - 1): no overflow before the add.
-    DeviceAddress(base.0.saturating_add(index as u64 * 4))
+    // At most 4 * (2^32 - 1): the product does not saturate.
+    DeviceAddress(base.0.saturating_add((index as u64).saturating_mul(4)))
 }
 
 #[cfg(test)]
