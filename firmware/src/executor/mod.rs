@@ -44,6 +44,16 @@
 //! only when the cached heads say a ring is full. Payload and metadata indices are assigned
 //! when a payload is formed, so batches carry consecutive indices in submission order.
 //!
+//! # Translations
+//!
+//! Every descriptor names a host address: a payload slot, a metadata slot or a word of the
+//! control block, translated through the region's scatter-gather table. Consecutive slots
+//! mostly lie in the same entry (a page holds many), so the executor keeps, per ring, the
+//! stretch of the entry it last translated in and translates the next slot from it with one
+//! comparison; only a slot outside the stretch is looked up in the table. The addresses and
+//! the errors are those of [`ShadowRegion::translate`]; the device memory operations (which
+//! descriptor, record and tail is written where, and in which order) do not depend on it.
+//!
 //! # BROKEN
 //!
 //! Latching BROKEN abandons the open batch and publishes the device status word with one
@@ -88,14 +98,85 @@ pub struct StreamTarget {
     pub tag: u32,
 }
 
-/// The payload [`DmaExecutor::pump`] forms next: its chunk, whether it is the launch's last,
-/// and the translation of the metadata tail its D4 publishes (the same for every payload of a
-/// pump).
-#[derive(Clone, Copy, Debug)]
-struct Payload {
-    chunk: u32,
-    last: bool,
-    metadata_tail: Result<HostPhysAddr, FirmwareError>,
+/// A stretch of the shadow region that one scatter-gather entry maps contiguously: region
+/// offsets `[start, end)` are host addresses `host + (offset - start)`.
+///
+/// The executor keeps the stretch of the last payload slot, of the last metadata slot and of
+/// the control block's device line it translated: consecutive slots usually lie in the same
+/// entry (a page holds many), so they translate without a lookup in the scatter-gather table.
+/// Only a slot outside the stretch is looked up ([`ShadowRegion::translate_prefix`], which
+/// also yields the new stretch). The stretches are of the region the executor streams into;
+/// [`DmaExecutor::pump`] drops them when handed a region that is not that one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Mapped {
+    start: u64,
+    end: u64,
+    host: u64,
+}
+
+impl Mapped {
+    /// The host address of region bytes `[offset, offset + length)`: from the stretch when it
+    /// holds them all, else looked up in `region` (the stretch becomes the looked-up entry's,
+    /// from `offset` on). The same address, or the same error, as
+    /// [`ShadowRegion::translate`].
+    #[inline]
+    fn translate(
+        &mut self,
+        region: &ShadowRegion,
+        offset: u64,
+        length: u64,
+    ) -> Result<HostPhysAddr, FirmwareError> {
+        if offset >= self.start && length <= self.end.saturating_sub(offset) && length > 0 {
+            // Inside the stretch: offset >= start, and host + (offset - start) <= host +
+            // (end - start), which the lookup that made the stretch computed without overflow;
+            // so neither operation wraps (wrapping: the plain operations, without a check).
+            return Ok(HostPhysAddr(
+                self.host.wrapping_add(offset.wrapping_sub(self.start)),
+            ));
+        }
+        self.look_up(region, offset, length)
+    }
+
+    #[cold]
+    fn look_up(
+        &mut self,
+        region: &ShadowRegion,
+        offset: u64,
+        length: u64,
+    ) -> Result<HostPhysAddr, FirmwareError> {
+        // Everything from `offset` to the region's end that the same entry maps; `translate`'s
+        // errors for the bytes asked for (none of them is mapped by one entry).
+        let rest = region.region_length().saturating_sub(offset);
+        let (host, available) = region.translate_prefix(offset, rest)?;
+        if available < length || length == 0 {
+            return Err(FirmwareError::TranslationFault);
+        }
+        *self = Mapped {
+            start: offset,
+            end: offset.saturating_add(available),
+            host: host.0,
+        };
+        Ok(host)
+    }
+}
+
+/// What the executor's [`Mapped`] stretches were learnt from: a region with another epoch or
+/// length (a reprogrammed one) drops them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct MappedFor {
+    epoch: u64,
+    region_length: u64,
+    entries: usize,
+}
+
+impl MappedFor {
+    fn of(region: &ShadowRegion) -> MappedFor {
+        MappedFor {
+            epoch: region.epoch(),
+            region_length: region.region_length(),
+            entries: region.entry_count(),
+        }
+    }
 }
 
 /// Why [`DmaExecutor::pump`] stopped.
@@ -154,11 +235,12 @@ pub struct DmaExecutor {
     engine_full: bool,
     /// A device status to publish once the engine takes the request (BROKEN).
     pending_status: Option<Status>,
-    /// The scatter-gather entry of the last payload slot translated, and of the last metadata
-    /// slot: where [`ShadowRegion::translate_from`] looks first for the next one (a hint only,
-    /// any value translates the same).
-    payload_entry: usize,
-    metadata_entry: usize,
+    /// Stretches of the region the last payload slot, metadata slot and control-block word
+    /// were translated in (see [`Mapped`]), and the region they are of.
+    payload_map: Mapped,
+    metadata_map: Mapped,
+    control_map: Mapped,
+    mapped_for: MappedFor,
 }
 
 impl DmaExecutor {
@@ -180,8 +262,10 @@ impl DmaExecutor {
             blocked_since: None,
             engine_full: false,
             pending_status: None,
-            payload_entry: 0,
-            metadata_entry: 0,
+            payload_map: Mapped::default(),
+            metadata_map: Mapped::default(),
+            control_map: Mapped::default(),
+            mapped_for: MappedFor::default(),
         }
     }
 
@@ -214,10 +298,19 @@ impl DmaExecutor {
     /// room last, and submits batches that are due (see the module docs): a batch that waited
     /// for the engine goes first, whole; while the engine takes no request, chunks keep
     /// joining the open batch.
+    ///
+    /// `region` is the ring's programmed region. The executor keeps translations of it from
+    /// one pump to the next (see the module docs, "Translations"): [`crate::Firmware`] makes a
+    /// new executor whenever the host programs the region, and a pump handed a region of
+    /// another epoch, length or entry count drops them.
+    ///
+    /// A pump with nothing to do (no batch due, no complete chunk, as far as the executor and
+    /// the monitor know without reading device memory) returns at once, inline in the caller.
     #[expect(
         clippy::too_many_arguments,
         reason = "the hardware, the monitor, the ring and the per-run state are separate borrows"
     )]
+    #[inline]
     pub fn pump<H: Clock + DeviceMemory + DmaEngine>(
         &mut self,
         hw: &mut H,
@@ -228,27 +321,62 @@ impl DmaExecutor {
         counters: &mut Counters,
         trace: &mut Trace,
     ) -> Result<PumpOutcome, FirmwareError> {
-        let layout = *region.layout();
-        // Where every payload's D4 lands: one translation per pump, not one per payload (the
-        // region does not change while it is borrowed); an error surfaces where it did, at
-        // the D4 of the first payload formed.
-        let metadata_tail = region.translate(control::METADATA_TAIL_OFFSET, 8);
         // With nothing in flight no completion will come to clear a refusal: try again.
         if self.in_flight.is_empty() {
             self.engine_full = false;
         }
+        if (self.engine_full || !self.batch_due(monitor)) && monitor.none_complete() {
+            // What the whole pump would find: nothing to submit, no chunk to take.
+            return Ok(self.outcome());
+        }
+        self.pump_chunks(hw, monitor, region, scratch, target, counters, trace)
+    }
+
+    /// How a pump that formed every payload it could ends.
+    #[inline]
+    fn outcome(&self) -> PumpOutcome {
+        if self.engine_full && self.batch_payloads > 0 {
+            PumpOutcome::WaitingForDma
+        } else {
+            PumpOutcome::Drained
+        }
+    }
+
+    /// [`DmaExecutor::pump`] past its first check (the engine refusal already cleared when
+    /// nothing is in flight).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the hardware, the monitor, the ring and the per-run state are separate borrows"
+    )]
+    #[inline(never)]
+    fn pump_chunks<H: Clock + DeviceMemory + DmaEngine>(
+        &mut self,
+        hw: &mut H,
+        monitor: &mut ResultMonitor,
+        region: &ShadowRegion,
+        scratch: &ScratchLayout,
+        target: StreamTarget,
+        counters: &mut Counters,
+        trace: &mut Trace,
+    ) -> Result<PumpOutcome, FirmwareError> {
+        let layout = *region.layout();
+        self.map(region);
         // A batch that became due while the engine took no request goes out first, whole
         // (unless the engine still refuses: no completion came since it last did).
         if !self.engine_full && self.batch_due(monitor) {
             self.engine_full = !self.submit(hw, region, scratch, counters, trace)?;
         }
+        // Payloads the cached heads grant (a slot in each ring per payload): counted once
+        // here and down by one per payload formed, as both tails advance by one each.
+        let mut credit = self.credit(&layout);
         while let Some(chunk) = monitor.peek(hw, scratch)? {
-            if !self.has_credit(&layout) {
+            if credit == 0 {
                 // Edge D5: only now read the host's heads.
                 counters.head_reads = counters.head_reads.saturating_add(1);
                 self.credits
                     .refresh(hw, self.metadata_tail, self.payload_tail)?;
-                if !self.has_credit(&layout) {
+                credit = self.credit(&layout);
+                if credit == 0 {
                     // Close the open batch so the host can consume it and send credit back
                     // (if the engine takes no request now, at the first pump it does).
                     if !self.engine_full {
@@ -277,21 +405,14 @@ impl DmaExecutor {
             }
             monitor.take();
             let last = monitor.all_chunks_taken();
-            let payload = Payload {
-                chunk,
-                last,
-                metadata_tail,
-            };
-            self.form_payload(hw, monitor, region, scratch, target, payload)?;
+            self.form_payload(hw, monitor, region, scratch, target, chunk, last)?;
+            credit = credit.saturating_sub(1);
             counters.payloads = counters.payloads.saturating_add(1);
             if !self.engine_full && self.batch_due(monitor) {
                 self.engine_full = !self.submit(hw, region, scratch, counters, trace)?;
             }
         }
-        if self.engine_full && self.batch_payloads > 0 {
-            return Ok(PumpOutcome::WaitingForDma);
-        }
-        Ok(PumpOutcome::Drained)
+        Ok(self.outcome())
     }
 
     /// Whether the open batch must go out as soon as the engine takes it: it holds the
@@ -322,16 +443,30 @@ impl DmaExecutor {
         }
     }
 
-    /// Whether the cached heads grant one more payload slot and one more metadata slot.
+    /// How many more payloads the cached heads grant: each takes one payload slot and one
+    /// metadata slot.
     #[inline]
-    fn has_credit(&self, layout: &shared_abi::region::RingLayout) -> bool {
+    fn credit(&self, layout: &shared_abi::region::RingLayout) -> u64 {
         let (metadata_free, payload_free) = self.credits.free(
             self.metadata_tail,
             layout.metadata_capacity(),
             self.payload_tail,
             layout.payload_capacity(),
         );
-        metadata_free > 0 && payload_free > 0
+        metadata_free.min(payload_free)
+    }
+
+    /// Keeps the translated stretches ([`Mapped`]) only while `region` is the one they were
+    /// learnt from.
+    #[inline]
+    fn map(&mut self, region: &ShadowRegion) {
+        let of = MappedFor::of(region);
+        if of != self.mapped_for {
+            self.payload_map = Mapped::default();
+            self.metadata_map = Mapped::default();
+            self.control_map = Mapped::default();
+            self.mapped_for = of;
+        }
     }
 
     /// Whether the descriptor ring and the staging cells have room for `descriptors` and
@@ -356,11 +491,10 @@ impl DmaExecutor {
         scratch: &ScratchLayout,
         descriptor: DmaDescriptor,
     ) -> Result<(), FirmwareError> {
-        let address = ScratchLayout::cell(
+        let address = cell(
             scratch.descriptor_base(),
             self.descriptor_tail,
             scratch.descriptor_capacity,
-            CELL,
         );
         memory.write(address, descriptor.as_bytes())?;
         self.descriptor_tail = self.descriptor_tail.saturating_add(1);
@@ -376,11 +510,10 @@ impl DmaExecutor {
         scratch: &ScratchLayout,
         descriptors: [DmaDescriptor; 2],
     ) -> Result<(), FirmwareError> {
-        if let Some(first) = ScratchLayout::cell_pair(
+        if let Some(first) = cell_pair(
             scratch.descriptor_base(),
             self.descriptor_tail,
             scratch.descriptor_capacity,
-            CELL,
         ) {
             memory.write(first, descriptors.as_bytes())?;
             self.descriptor_tail = self.descriptor_tail.saturating_add(2);
@@ -402,11 +535,10 @@ impl DmaExecutor {
         record: &MetadataRecord,
         tail: u64,
     ) -> Result<(DeviceAddress, DeviceAddress), FirmwareError> {
-        if let Some(record_cell) = ScratchLayout::cell_pair(
+        if let Some(record_cell) = cell_pair(
             scratch.staging_base(),
             self.staging_tail,
             scratch.staging_capacity,
-            CELL,
         ) {
             let tail_cell = DeviceAddress(record_cell.0.saturating_add(CELL));
             // The record's 32 bytes, then the tail's 8: the bytes the two writes would store.
@@ -430,17 +562,20 @@ impl DmaExecutor {
         scratch: &ScratchLayout,
         bytes: &[u8],
     ) -> Result<DeviceAddress, FirmwareError> {
-        let address = ScratchLayout::cell(
+        let address = cell(
             scratch.staging_base(),
             self.staging_tail,
             scratch.staging_capacity,
-            CELL,
         );
         memory.write(address, bytes)?;
         self.staging_tail = self.staging_tail.saturating_add(1);
         Ok(address)
     }
 
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the hardware, the monitor, the ring, the launch and the chunk are separate"
+    )]
     fn form_payload<M: DeviceMemory>(
         &mut self,
         memory: &mut M,
@@ -448,13 +583,9 @@ impl DmaExecutor {
         region: &ShadowRegion,
         scratch: &ScratchLayout,
         target: StreamTarget,
-        payload: Payload,
+        chunk: u32,
+        last: bool,
     ) -> Result<(), FirmwareError> {
-        let Payload {
-            chunk,
-            last,
-            metadata_tail,
-        } = payload;
         let layout = *region.layout();
         if self.batch_payloads == 0 {
             self.batch_first = self.descriptor_tail;
@@ -476,9 +607,7 @@ impl DmaExecutor {
         // length carries the true size).
         let whole = length & !7;
         if whole > 0 {
-            let destination;
-            (destination, self.payload_entry) =
-                region.translate_from(self.payload_entry, slot_offset, whole)?;
+            let destination = self.payload_map.translate(region, slot_offset, whole)?;
             self.push_descriptor(
                 memory,
                 scratch,
@@ -502,9 +631,9 @@ impl DmaExecutor {
                 .ok_or(FirmwareError::ArgumentOutOfRange)?;
             memory.read(tail_source, bytes)?;
             let cell = self.stage(memory, scratch, &word)?;
-            let destination;
-            (destination, self.payload_entry) =
-                region.translate_from(self.payload_entry, slot_offset.saturating_add(whole), 8)?;
+            let destination =
+                self.payload_map
+                    .translate(region, slot_offset.saturating_add(whole), 8)?;
             self.push_descriptor(
                 memory,
                 scratch,
@@ -535,15 +664,14 @@ impl DmaExecutor {
         let new_metadata_tail = metadata_index.saturating_add(1);
         let (record_cell, tail_cell) =
             self.stage_record_and_tail(memory, scratch, &record, new_metadata_tail)?;
-        let record_destination;
-        (record_destination, self.metadata_entry) = region.translate_from(
-            self.metadata_entry,
-            layout.metadata_slot_offset(metadata_index),
-            32,
-        )?;
+        let record_destination =
+            self.metadata_map
+                .translate(region, layout.metadata_slot_offset(metadata_index), 32)?;
         // D4: the metadata tail, published after the payload and the record (it follows D3
         // in the chain).
-        let tail_destination = metadata_tail?;
+        let tail_destination =
+            self.control_map
+                .translate(region, control::METADATA_TAIL_OFFSET, 8)?;
         self.push_descriptor_pair(
             memory,
             scratch,
@@ -590,7 +718,9 @@ impl DmaExecutor {
         }
         // D2: the payload tail, once per batch.
         let tail_cell = self.stage(hw, scratch, &self.payload_tail.to_le_bytes())?;
-        let tail_destination = region.translate(control::PAYLOAD_TAIL_OFFSET, 8)?;
+        let tail_destination =
+            self.control_map
+                .translate(region, control::PAYLOAD_TAIL_OFFSET, 8)?;
         self.push_descriptor(
             hw,
             scratch,
@@ -677,16 +807,28 @@ impl DmaExecutor {
 
     /// Submits the pending device-status write, if any, when the in-flight window, the
     /// scratch rings and the engine can take it; otherwise it stays pending (the next DMA
-    /// completion makes room).
+    /// completion makes room). Without one, an inline check and nothing more (every step asks).
+    #[inline]
     pub fn publish_pending_status<H: DeviceMemory + DmaEngine>(
         &mut self,
         hw: &mut H,
         region: &ShadowRegion,
         scratch: &ScratchLayout,
     ) -> Result<(), FirmwareError> {
-        let Some(status) = self.pending_status else {
-            return Ok(());
-        };
+        match self.pending_status {
+            None => Ok(()),
+            Some(status) => self.publish_status_now(hw, region, scratch, status),
+        }
+    }
+
+    #[inline(never)]
+    fn publish_status_now<H: DeviceMemory + DmaEngine>(
+        &mut self,
+        hw: &mut H,
+        region: &ShadowRegion,
+        scratch: &ScratchLayout,
+        status: Status,
+    ) -> Result<(), FirmwareError> {
         if self.in_flight.is_full() || !self.has_scratch_room(scratch, 1, 1) {
             return Ok(());
         }
@@ -719,10 +861,35 @@ impl DmaExecutor {
     }
 }
 
+/// Address of entry `index` (free-running) of a scratch ring of `capacity` cells at `base`:
+/// [`ScratchLayout::cell`] for the executor's 32-byte cells.
+#[inline]
+fn cell(base: DeviceAddress, index: u64, capacity: u32) -> DeviceAddress {
+    let slot = index.checked_rem(u64::from(capacity)).unwrap_or(0);
+    DeviceAddress(base.0.saturating_add(slot.saturating_mul(CELL)))
+}
+
+/// [`ScratchLayout::cell_pair`] for the executor's 32-byte cells, with one division: entry
+/// `index + 1` is the cell right after entry `index` exactly when `index`'s slot is not the
+/// ring's last (and the address does not overflow). For any `index` below `u64::MAX`: a tail
+/// at `u64::MAX` has no next entry (the layout's saturating `index + 1` names the same cell),
+/// and no tail gets there (one descriptor or cell per entry).
+#[inline]
+fn cell_pair(base: DeviceAddress, index: u64, capacity: u32) -> Option<DeviceAddress> {
+    let slot = index.checked_rem(u64::from(capacity)).unwrap_or(0);
+    if slot.saturating_add(1) >= u64::from(capacity) {
+        return None;
+    }
+    let first = base.0.checked_add(slot.saturating_mul(CELL))?;
+    first.checked_add(CELL)?;
+    Some(DeviceAddress(first))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testing::{test_scratch, FakeHal, TestRegion};
+    use rand::{Rng, SeedableRng};
 
     /// An executor streaming a launch of `chunks` whole 32-byte chunks (one item each) into
     /// a freshly programmed ring, driven directly: the test populates chunks and pumps.
@@ -785,6 +952,61 @@ mod tests {
                 )
                 .unwrap()
         }
+    }
+
+    /// The executor's one-division cell helpers give [`ScratchLayout`]'s addresses, across the
+    /// wrap, for rings of 0 to 5 cells and near the end of the address space (pairs: for an
+    /// index below `u64::MAX`, see [`cell_pair`]).
+    #[test]
+    fn the_cell_helpers_agree_with_the_scratch_layout() {
+        for base in [DeviceAddress(0x1000), DeviceAddress(u64::MAX - 100)] {
+            for capacity in 0..=5u32 {
+                for index in (0..12).chain([u64::MAX - 2, u64::MAX - 1, u64::MAX]) {
+                    assert_eq!(
+                        cell(base, index, capacity),
+                        ScratchLayout::cell(base, index, capacity, CELL),
+                        "cell {index} of {capacity}"
+                    );
+                    if index < u64::MAX {
+                        assert_eq!(
+                            cell_pair(base, index, capacity),
+                            ScratchLayout::cell_pair(base, index, capacity, CELL),
+                            "pair {index} of {capacity}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// A stretch translates what [`ShadowRegion::translate`] does, the same errors included,
+    /// whatever was translated before (inside a page, across pages, outside the region).
+    #[test]
+    fn a_mapped_stretch_translates_as_the_region_does() {
+        let mut hal = FakeHal::new();
+        TestRegion::new(64, 300, 32).program(&mut hal);
+        let region = ShadowRegion::load(&hal.memory).unwrap();
+        let length = region.region_length();
+        let mut mapped = Mapped::default();
+        let mut draws = rand::rngs::SmallRng::seed_from_u64(13);
+        let (mut hits, mut offset) = (0, 0);
+        for _ in 0..4000 {
+            // Mostly the next slot, as the executor goes; sometimes anywhere, or past the end.
+            offset = match draws.gen_range(0..100) {
+                0..=1 => draws.gen_range(length - 8..length + 64),
+                2..=9 => draws.gen_range(0..length) & !7,
+                _ => (offset + 32) % length,
+            };
+            let bytes = [0, 8, 32, 4096, 8192][draws.gen_range(0..5)];
+            let before = mapped;
+            let got = mapped.translate(&region, offset, bytes);
+            assert_eq!(got, region.translate(offset, bytes), "{offset} + {bytes}");
+            hits += usize::from(got.is_ok() && mapped == before);
+        }
+        assert!(
+            hits > 1000,
+            "most translations come from the stretch: {hits}"
+        );
     }
 
     #[test]

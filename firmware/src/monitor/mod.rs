@@ -141,12 +141,7 @@ impl ResultMonitor {
             }
             memory.write(address, &(count as u32).to_le_bytes())?;
             if count == full && !self.in_order {
-                let entry = ScratchLayout::cell(
-                    scratch.ready_base(),
-                    u64::from(self.completed),
-                    u32::MAX,
-                    4,
-                );
+                let entry = entry_address(scratch.ready_base(), self.completed);
                 memory.write(entry, &chunk.to_le_bytes())?;
                 self.completed = self.completed.saturating_add(1);
             }
@@ -174,9 +169,17 @@ impl ResultMonitor {
         if self.taken >= self.completed {
             return Ok(None);
         }
-        let entry = ScratchLayout::cell(scratch.ready_base(), u64::from(self.taken), u32::MAX, 4);
+        let entry = entry_address(scratch.ready_base(), self.taken);
         let chunk: u32 = memory.read_value(entry)?;
         Ok(Some(chunk))
+    }
+
+    /// Whether [`ResultMonitor::peek`] finds no chunk without reading device memory: every
+    /// chunk taken, or (out-of-order mode) every completed one. `false` says nothing (in-order
+    /// mode reads the next chunk's counter to know).
+    #[inline]
+    pub fn none_complete(&self) -> bool {
+        self.taken >= self.chunks || (!self.in_order && self.taken >= self.completed)
     }
 
     /// Takes the chunk [`ResultMonitor::peek`] returned.
@@ -187,7 +190,15 @@ impl ResultMonitor {
 
 /// Device address of chunk `chunk`'s population counter.
 pub const fn counter_address(scratch: &ScratchLayout, chunk: u32) -> DeviceAddress {
-    ScratchLayout::cell(scratch.counters_base(), chunk as u64, u32::MAX, 4)
+    entry_address(scratch.counters_base(), chunk)
+}
+
+/// Device address of 4-byte entry `index` of the array at `base` (the chunk counters, the
+/// ready queue: neither wraps, an index is below the chunk capacity).
+#[inline]
+const fn entry_address(base: DeviceAddress, index: u32) -> DeviceAddress {
+    // At most 4 * (2^32 - 1): the product does not saturate.
+    DeviceAddress(base.0.saturating_add((index as u64).saturating_mul(4)))
 }
 
 #[cfg(test)]
@@ -242,6 +253,34 @@ mod tests {
             [0xab; 4],
             "chunk 70's counter is not the launch's"
         );
+    }
+
+    /// `none_complete` is true only where `peek` finds nothing without reading memory.
+    #[test]
+    fn none_complete_says_peek_finds_nothing_only_when_it_cannot() {
+        let (mut memory, scratch) = (memory(), scratch(8));
+        let mut out_of_order =
+            ResultMonitor::start(&mut memory, &scratch, 64, 32, 2, false).unwrap();
+        assert!(out_of_order.none_complete(), "nothing completed yet");
+        out_of_order
+            .populated(&mut memory, &scratch, 32, 32)
+            .unwrap();
+        assert!(!out_of_order.none_complete());
+        assert_eq!(out_of_order.peek(&memory, &scratch), Ok(Some(1)));
+        out_of_order.take();
+        assert!(out_of_order.none_complete(), "the completed chunk is taken");
+        assert_eq!(out_of_order.peek(&memory, &scratch), Ok(None));
+        // In order, only the counter tells: not known without reading it.
+        let mut in_order = ResultMonitor::start(&mut memory, &scratch, 64, 32, 2, true).unwrap();
+        assert!(!in_order.none_complete());
+        assert_eq!(in_order.peek(&memory, &scratch), Ok(None));
+        for chunk in 0..2 {
+            in_order
+                .populated(&mut memory, &scratch, chunk * 32, 32)
+                .unwrap();
+            in_order.take();
+        }
+        assert!(in_order.none_complete(), "every chunk taken");
     }
 
     #[test]
