@@ -17,6 +17,17 @@ pub use std::sync::atomic::{fence, AtomicU64, Ordering};
 #[cfg(not(loom))]
 pub use std::sync::Arc;
 
+/// A cache-line prefetch of `value` ([`crate::shm::prefetch`]), for the host's loops that know
+/// which entries of a large table they touch next; under `--cfg loom` nothing (a hint that
+/// reads and writes nothing a program can see has nothing for a model to check).
+#[inline(always)]
+pub fn prefetch<T>(value: &T) {
+    #[cfg(not(loom))]
+    crate::shm::prefetch(value);
+    #[cfg(loom)]
+    let _ = value;
+}
+
 /// The channels of the wall-clock mode (`crate::wall`): the standard library's, or under
 /// `--cfg loom` a model of them (`host-runtime/tests/loom_wake.rs` runs the real host loop and
 /// device port over it).

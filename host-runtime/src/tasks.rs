@@ -250,7 +250,7 @@ impl LaunchTracker {
             .ok()
             .and_then(|chunk| self.chunks.get(chunk))
         {
-            cosim_link::shm::prefetch(chunk);
+            cosim_link::sync::prefetch(chunk);
         }
     }
 

@@ -271,7 +271,7 @@ impl AxleRing {
     #[inline]
     pub fn prefetch_claim(&self, record: &MetadataRecord) {
         if let Some(owner) = self.record_of.get(record.payload_slot as usize) {
-            cosim_link::shm::prefetch(owner);
+            cosim_link::sync::prefetch(owner);
         }
     }
 
