@@ -426,6 +426,12 @@ impl Ccm {
     fn ask_wake(&mut self) {
         self.flush_memory();
         let next = self.next_time();
+        self.ask_wake_at(next);
+    }
+
+    /// Asks for a wake at `next`, the earliest timer (read after the channels were flushed),
+    /// unless one at or before it is pending.
+    fn ask_wake_at(&mut self, next: Ticks) {
         if next == Ticks::NEVER {
             return;
         }
@@ -542,37 +548,41 @@ impl Ccm {
             // Whether a timer fired this round (none: nothing is due, the wake is done; each
             // kind's own check below, not a separate read of the earliest of all).
             let mut fired = false;
-            loop {
+            let sub_next = loop {
                 let (at, sub_core) = self.sub_timers.min();
                 if at > now {
-                    break;
+                    break at;
                 }
                 fired = true;
                 self.compute_due(now, sub_core);
-            }
-            loop {
+            };
+            let memory_next = loop {
                 let (at, channel) = self.memory_timers.min();
                 if at > now {
-                    break;
+                    break at;
                 }
                 fired = true;
                 self.memory_due(now, channel);
-            }
-            while let Some((at, slot)) = self.ends.peek() {
-                if at > now {
-                    break;
+            };
+            let end_next = loop {
+                match self.ends.peek() {
+                    Some((at, slot)) if at <= now => {
+                        fired = true;
+                        self.ends.pop();
+                        if let Some(item) = self.item_end(now, slot, memory) {
+                            ended.push(item);
+                        }
+                    }
+                    next => break next.map_or(Ticks::NEVER, |(at, _)| at),
                 }
-                fired = true;
-                self.ends.pop();
-                if let Some(item) = self.item_end(now, slot, memory) {
-                    ended.push(item);
-                }
-            }
+            };
             if !fired {
-                break;
+                // Nothing changed since the flush above: the three reads are the earliest
+                // timers ([`Ccm::next_time`]), and nothing is left to flush.
+                self.ask_wake_at(sub_next.min(memory_next).min(end_next));
+                return;
             }
         }
-        self.ask_wake();
     }
 
     // ----- scheduling ---------------------------------------------------------------------
