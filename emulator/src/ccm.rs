@@ -314,6 +314,8 @@ pub struct Ccm {
     wake_at: Option<Ticks>,
     /// Wakes to hand to the emulator.
     wakes: Vec<Ticks>,
+    /// The items that ended at the last wake of [`Ccm::on_wake_listed`] ([`Ccm::ended`]).
+    ended: Vec<Ended>,
     /// Finished items, for the firmware (`ComputeUnits::poll_item`).
     pub completions: VecDeque<firmware::hal::ItemCompletion>,
     /// Interleaved execution: the generator's state (`None`: off, the default).
@@ -390,6 +392,7 @@ impl Ccm {
             ends: EndQueue::default(),
             wake_at: None,
             wakes: Vec::new(),
+            ended: Vec::new(),
             completions: VecDeque::new(),
             interleave_rng: config.interleave_seed,
             interleaved: InterleaveCounts::default(),
@@ -531,13 +534,34 @@ impl Ccm {
         ended
     }
 
+    /// [`Ccm::on_wake`], the items that ended kept in the CCM's own list until the next such
+    /// wake ([`Ccm::ended`]: reused, so a wake that ends more items than [`EndedItems`] holds
+    /// inline allocates nothing); returns how many ended.
+    pub fn on_wake_listed<M: firmware::hal::DeviceAtomics + Sync>(
+        &mut self,
+        now: Ticks,
+        memory: &M,
+    ) -> usize {
+        let mut ended = std::mem::take(&mut self.ended);
+        ended.clear();
+        self.on_wake_into(now, memory, &mut ended);
+        let count = ended.len();
+        self.ended = ended;
+        count
+    }
+
+    /// The items that ended at the last [`Ccm::on_wake_listed`], in the order they ended.
+    pub fn ended(&self) -> &[Ended] {
+        &self.ended
+    }
+
     /// [`Ccm::on_wake`], the items that ended appended to `ended` (the caller's: no copy of the
     /// list on the way back).
     pub fn on_wake_into<M: firmware::hal::DeviceAtomics + Sync>(
         &mut self,
         now: Ticks,
         memory: &M,
-        ended: &mut EndedItems,
+        ended: &mut impl Extend<Ended>,
     ) {
         if self.wake_at == Some(now) {
             self.wake_at = None;
@@ -570,7 +594,7 @@ impl Ccm {
                         fired = true;
                         self.ends.pop();
                         if let Some(item) = self.item_end(now, slot, memory) {
-                            ended.push(item);
+                            ended.extend(Some(item));
                         }
                     }
                     next => break next.map_or(Ticks::NEVER, |(at, _)| at),
