@@ -768,7 +768,8 @@ impl Ccm {
                     }
                 }
             }
-            if !self.scratch_touched.contains(&sub_core) {
+            // (Usually the first: the list is emptied before each item's end starts items.)
+            if self.scratch_touched.is_empty() || !self.scratch_touched.contains(&sub_core) {
                 self.scratch_touched.push(sub_core);
             }
         }
