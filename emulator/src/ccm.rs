@@ -1065,7 +1065,13 @@ impl Ccm {
             }
         }
         self.scratch_due = due;
-        self.reschedule_memory(now, channel);
+        // The channel's next end is projected at the next flush (the next round of the wake
+        // starts with one), as for a join: once, after the items that start at `now` (mostly
+        // those whose end this was) have joined, not once before them and again after. Until
+        // then the timer is never, not due again in this round (a projection is never `now`).
+        self.memory_joined |= 1 << (channel % 64);
+        self.memory_joined_at = now;
+        self.memory_timers.set(channel, Ticks::NEVER);
     }
 
     /// One part of the item in `slot` finished at `now`: if both have, its end is scheduled.
