@@ -923,6 +923,12 @@ impl Ccm {
         let Some(entry) = self.sub.get_mut(sub_core as usize) else {
             return;
         };
+        if entry.issuing.is_empty() {
+            // (Often: the item that ended its instructions was the only one issuing.)
+            entry.updated = now;
+            self.sub_timers.set(sub_core, Ticks::NEVER);
+            return;
+        }
         let elapsed = to_f64(now.since(entry.updated).0) / self.ticks_per_cycle;
         entry.updated = now;
         let ticks_per_cycle = self.ticks_per_cycle;
