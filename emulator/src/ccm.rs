@@ -314,6 +314,8 @@ pub struct Ccm {
     wake_at: Option<Ticks>,
     /// Wakes to hand to the emulator.
     wakes: Vec<Ticks>,
+    /// The items that ended at the last wake of [`Ccm::on_wake_listed`] ([`Ccm::ended`]).
+    ended: Vec<Ended>,
     /// Finished items, for the firmware (`ComputeUnits::poll_item`).
     pub completions: VecDeque<firmware::hal::ItemCompletion>,
     /// Interleaved execution: the generator's state (`None`: off, the default).
@@ -390,6 +392,7 @@ impl Ccm {
             ends: EndQueue::default(),
             wake_at: None,
             wakes: Vec::new(),
+            ended: Vec::new(),
             completions: VecDeque::new(),
             interleave_rng: config.interleave_seed,
             interleaved: InterleaveCounts::default(),
@@ -426,6 +429,12 @@ impl Ccm {
     fn ask_wake(&mut self) {
         self.flush_memory();
         let next = self.next_time();
+        self.ask_wake_at(next);
+    }
+
+    /// Asks for a wake at `next`, the earliest timer (read after the channels were flushed),
+    /// unless one at or before it is pending.
+    fn ask_wake_at(&mut self, next: Ticks) {
         if next == Ticks::NEVER {
             return;
         }
@@ -525,13 +534,34 @@ impl Ccm {
         ended
     }
 
+    /// [`Ccm::on_wake`], the items that ended kept in the CCM's own list until the next such
+    /// wake ([`Ccm::ended`]: reused, so a wake that ends more items than [`EndedItems`] holds
+    /// inline allocates nothing); returns how many ended.
+    pub fn on_wake_listed<M: firmware::hal::DeviceAtomics + Sync>(
+        &mut self,
+        now: Ticks,
+        memory: &M,
+    ) -> usize {
+        let mut ended = std::mem::take(&mut self.ended);
+        ended.clear();
+        self.on_wake_into(now, memory, &mut ended);
+        let count = ended.len();
+        self.ended = ended;
+        count
+    }
+
+    /// The items that ended at the last [`Ccm::on_wake_listed`], in the order they ended.
+    pub fn ended(&self) -> &[Ended] {
+        &self.ended
+    }
+
     /// [`Ccm::on_wake`], the items that ended appended to `ended` (the caller's: no copy of the
     /// list on the way back).
     pub fn on_wake_into<M: firmware::hal::DeviceAtomics + Sync>(
         &mut self,
         now: Ticks,
         memory: &M,
-        ended: &mut EndedItems,
+        ended: &mut impl Extend<Ended>,
     ) {
         if self.wake_at == Some(now) {
             self.wake_at = None;
@@ -542,37 +572,41 @@ impl Ccm {
             // Whether a timer fired this round (none: nothing is due, the wake is done; each
             // kind's own check below, not a separate read of the earliest of all).
             let mut fired = false;
-            loop {
+            let sub_next = loop {
                 let (at, sub_core) = self.sub_timers.min();
                 if at > now {
-                    break;
+                    break at;
                 }
                 fired = true;
                 self.compute_due(now, sub_core);
-            }
-            loop {
+            };
+            let memory_next = loop {
                 let (at, channel) = self.memory_timers.min();
                 if at > now {
-                    break;
+                    break at;
                 }
                 fired = true;
                 self.memory_due(now, channel);
-            }
-            while let Some((at, slot)) = self.ends.peek() {
-                if at > now {
-                    break;
+            };
+            let end_next = loop {
+                match self.ends.peek() {
+                    Some((at, slot)) if at <= now => {
+                        fired = true;
+                        self.ends.pop();
+                        if let Some(item) = self.item_end(now, slot, memory) {
+                            ended.extend(Some(item));
+                        }
+                    }
+                    next => break next.map_or(Ticks::NEVER, |(at, _)| at),
                 }
-                fired = true;
-                self.ends.pop();
-                if let Some(item) = self.item_end(now, slot, memory) {
-                    ended.push(item);
-                }
-            }
+            };
             if !fired {
-                break;
+                // Nothing changed since the flush above: the three reads are the earliest
+                // timers ([`Ccm::next_time`]), and nothing is left to flush.
+                self.ask_wake_at(sub_next.min(memory_next).min(end_next));
+                return;
             }
         }
-        self.ask_wake();
     }
 
     // ----- scheduling ---------------------------------------------------------------------
@@ -734,7 +768,8 @@ impl Ccm {
                     }
                 }
             }
-            if !self.scratch_touched.contains(&sub_core) {
+            // (Usually the first: the list is emptied before each item's end starts items.)
+            if self.scratch_touched.is_empty() || !self.scratch_touched.contains(&sub_core) {
                 self.scratch_touched.push(sub_core);
             }
         }
@@ -868,7 +903,16 @@ impl Ccm {
     /// current time: every caller flushes before time moves on). A projection depends only on
     /// the channel's state at that time, so one made after the last join gives the same end as
     /// one made after each, and every read of the timers comes after a flush.
+    #[inline]
     fn flush_memory(&mut self) {
+        // (Most flushes find nothing: the test inline, the work in a call.)
+        if self.memory_joined != 0 {
+            self.flush_joined();
+        }
+    }
+
+    /// [`Ccm::flush_memory`] of the channels in `memory_joined`.
+    fn flush_joined(&mut self) {
         let now = self.memory_joined_at;
         let mut joined = std::mem::take(&mut self.memory_joined);
         while joined != 0 {
@@ -888,6 +932,12 @@ impl Ccm {
         let Some(entry) = self.sub.get_mut(sub_core as usize) else {
             return;
         };
+        if entry.issuing.is_empty() {
+            // (Often: the item that ended its instructions was the only one issuing.)
+            entry.updated = now;
+            self.sub_timers.set(sub_core, Ticks::NEVER);
+            return;
+        }
         let elapsed = to_f64(now.since(entry.updated).0) / self.ticks_per_cycle;
         entry.updated = now;
         let ticks_per_cycle = self.ticks_per_cycle;
@@ -1030,7 +1080,13 @@ impl Ccm {
             }
         }
         self.scratch_due = due;
-        self.reschedule_memory(now, channel);
+        // The channel's next end is projected at the next flush (the next round of the wake
+        // starts with one), as for a join: once, after the items that start at `now` (mostly
+        // those whose end this was) have joined, not once before them and again after. Until
+        // then the timer is never, not due again in this round (a projection is never `now`).
+        self.memory_joined |= 1 << (channel % 64);
+        self.memory_joined_at = now;
+        self.memory_timers.set(channel, Ticks::NEVER);
     }
 
     /// One part of the item in `slot` finished at `now`: if both have, its end is scheduled.

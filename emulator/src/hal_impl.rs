@@ -304,16 +304,15 @@ impl Hardware {
     /// The CCM's wake is due now; returns whether an item ended (the firmware has work).
     pub fn ccm_wake(&mut self) -> bool {
         let now = self.now;
-        let mut ended = crate::ccm::EndedItems::new();
-        self.ccm.on_wake_into(now, &self.dram, &mut ended);
+        let ended = self.ccm.on_wake_listed(now, &self.dram);
         self.schedule_ccm();
         if let Some(trace) = self.trace.as_deref_mut() {
-            for item in &ended {
+            for item in self.ccm.ended() {
                 let result = trace.result_of(item.tag, item.item, &self.dram);
                 trace.item(item.unit, item.tag, item.item, item.started, now, result);
             }
         }
-        !ended.is_empty()
+        ended > 0
     }
 
     /// A prepared request goes on the wire.

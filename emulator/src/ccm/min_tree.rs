@@ -13,13 +13,21 @@ use shared_abi::Ticks;
 
 /// The timers, in one vector: nodes `1..2 * leaves` are the tree (leaves from `leaves`, node
 /// `i` the least key of its subtree; node 0 unused), and the `count` words after them each
-/// timer's exact time while its key is far. (Kept to the size of a vector and a word: the CCM
-/// sits inside the emulator's hardware state.)
+/// timer's exact time while its key is far. The constants of the packing are kept beside it,
+/// worked out once (a read of the minimum or a set needs them every time).
 #[derive(Debug)]
 pub(crate) struct MinTree {
     words: Vec<u64>,
     /// Bits of an index in a key (`leaves` is `1 << shift`).
     shift: u32,
+    /// Leaves (`1 << shift`).
+    leaves: usize,
+    /// The key of never with index 0 ([`never_key`]).
+    never: u64,
+    /// The key of a far time with index 0: `never` less one time step.
+    far: u64,
+    /// Times below this pack as they are (`2^(64 - shift) - 2`).
+    near_limit: u64,
 }
 
 impl MinTree {
@@ -43,19 +51,26 @@ impl MinTree {
                 *slot = left.min(right);
             }
         }
-        MinTree { words, shift }
+        MinTree {
+            words,
+            shift,
+            leaves,
+            never,
+            far: never - (1 << shift),
+            near_limit: (u64::MAX >> shift) - 1,
+        }
     }
 
     fn leaves(&self) -> usize {
-        1 << self.shift
+        self.leaves
     }
 
     /// The earliest `(time, index)`, the least index among equal times.
     pub(crate) fn min(&self) -> (Ticks, u32) {
         let key = self.words.get(1).copied().unwrap_or(u64::MAX);
-        let never = never_key(self.shift);
+        let never = self.never;
         let index = (key & !never) as u32;
-        if key < never - (1 << self.shift) {
+        if key < self.far {
             return (Ticks(key >> self.shift), index);
         }
         if key >= never {
@@ -98,16 +113,15 @@ impl MinTree {
 
     /// Sets timer `index` to `at`.
     pub(crate) fn set(&mut self, index: u32, at: Ticks) {
-        let never = never_key(self.shift);
-        let key = if at.0 < (u64::MAX >> self.shift) - 1 {
+        let key = if at.0 < self.near_limit {
             (at.0 << self.shift) | u64::from(index)
         } else if at == Ticks::NEVER {
-            never | u64::from(index)
+            self.never | u64::from(index)
         } else {
             self.set_far(index, at);
-            (never - (1 << self.shift)) | u64::from(index)
+            self.far | u64::from(index)
         };
-        let mut node = self.leaves() + index as usize;
+        let mut node = self.leaves + index as usize;
         match self.words.get_mut(node) {
             // Unchanged: so is every node above.
             Some(leaf) if *leaf == key => return,
