@@ -219,6 +219,7 @@ fn wall_clock_runs_under_random_delays_verify_and_keep_the_ring_invariants() {
     let _serial = serial();
     let started = Instant::now();
     let (mut verified, mut deadlocks, mut wrapped, mut pressured, mut gapped) = (0, 0, 0, 0, 0);
+    let mut rerun = 0;
     let mut slowest = Duration::ZERO;
     for case in cases(CASES, MASTER_SEED) {
         let request = case.request();
@@ -240,10 +241,20 @@ fn wall_clock_runs_under_random_delays_verify_and_keep_the_ring_invariants() {
             }
         };
         let began = Instant::now();
-        let outcome = wall_with_watchdog(request, options(case.stress_seed));
+        let mut outcome = wall_with_watchdog(request.clone(), options(case.stress_seed));
         let took = began.elapsed();
         slowest = slowest.max(took);
         assert!(took < RUN_LIMIT + Duration::from_secs(2), "{at}: {took:?}");
+        // "No progress" with the ring not full is what a device thread descheduled for longer
+        // than the stall timeout looks like on a loaded machine (it is real time here): that
+        // case runs again, once, with the CLI's wall-clock floor of 2 s, and must then end as
+        // its virtual run did. A device that really stops fails again, 2 s later.
+        if matches!(&outcome, Err(error) if format!("{error:#}").contains("no progress")) {
+            let mut patient = request;
+            patient.config.host.stall_timeout_ns = 2_000_000_000;
+            outcome = wall_with_watchdog(patient, options(case.stress_seed));
+            rerun += 1;
+        }
         match outcome {
             Ok(run) => {
                 assert!(
@@ -271,7 +282,8 @@ fn wall_clock_runs_under_random_delays_verify_and_keep_the_ring_invariants() {
     eprintln!(
         "wall stress: {CASES} cases in {:.1} s (slowest run {:.0} ms): {verified} verified \
          ({wrapped} wrapped the ring, {pressured} met back-pressure, {gapped} left a gap \
-         mid-run), {deadlocks} deadlocks reported as such",
+         mid-run), {deadlocks} deadlocks reported as such, {rerun} run again after \
+         \"no progress\" at the short stall timeout",
         started.elapsed().as_secs_f64(),
         slowest.as_secs_f64() * 1000.0
     );
@@ -286,6 +298,11 @@ fn wall_clock_runs_under_random_delays_verify_and_keep_the_ring_invariants() {
     );
     assert!(pressured > 10, "only {pressured} runs met back-pressure");
     assert!(gapped > 10, "only {gapped} runs consumed out of order");
+    // Reruns are for a loaded machine's rare long descheduling, not a way round the cases.
+    assert!(
+        rerun <= CASES / 20,
+        "{rerun} runs stalled at the short timeout"
+    );
 }
 
 /// A ring of 2 slots cannot hold one host task's 4 slots: in wall-clock mode, under stress,
@@ -362,6 +379,10 @@ fn wall_clock_output_is_labelled_and_virtual_output_is_not() {
     let _serial = serial();
     let mut config = AxleConfig::default();
     config.workload.queries = 2;
+    // The CLI's floor for wall-clock runs (tests/cli.rs): the default 20 ms of real time is
+    // shorter than a loaded 2-core machine may deschedule the device thread, and this test is
+    // about the labels, not the watchdog (at load 6, 2 of 8 runs ended "no progress" at 20 ms).
+    config.host.stall_timeout_ns = 2_000_000_000;
     let request = RunRequest {
         workload: "knn-a".into(),
         mode: Mode::Axle,
