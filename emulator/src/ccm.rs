@@ -556,8 +556,8 @@ impl Ccm {
     }
 
     /// [`Ccm::on_wake`], the items that ended appended to `ended` (the caller's: no copy of the
-    /// list on the way back).
-    pub fn on_wake_into<M: firmware::hal::DeviceAtomics + Sync>(
+    /// list on the way back); the body of [`Ccm::on_wake`] and [`Ccm::on_wake_listed`].
+    fn on_wake_into<M: firmware::hal::DeviceAtomics + Sync>(
         &mut self,
         now: Ticks,
         memory: &M,
