@@ -39,6 +39,15 @@ impl Writer {
         let padded = self.bytes.len().next_multiple_of(8);
         self.bytes.resize(padded, 0);
     }
+
+    /// Takes `buffer`, emptied, as the buffer to write into, if nothing was written since
+    /// the last take and it has more room than the present one.
+    fn recycle(&mut self, mut buffer: Vec<u8>) {
+        if self.bytes.is_empty() && buffer.capacity() > self.bytes.capacity() {
+            buffer.clear();
+            self.bytes = buffer;
+        }
+    }
 }
 
 struct Reader<'a> {
@@ -82,6 +91,8 @@ impl<'a> Reader<'a> {
 pub struct DeviceTurn {
     writer: Writer,
     count: u64,
+    /// The buffer of the last message taken, given back ([`DeviceTurn::recycle`]).
+    spare: Vec<u8>,
 }
 
 impl DeviceTurn {
@@ -115,14 +126,26 @@ impl DeviceTurn {
 
     /// The message for a turn at `now`; empties `self`.
     pub fn take(&mut self, now: Ticks) -> Vec<u8> {
-        let body = std::mem::take(&mut self.writer.bytes);
         // Room for the header and for the page's trailer (`device_message`).
-        let mut message = Vec::with_capacity(body.len() + 24);
+        let body = self.writer.bytes.len();
+        let mut message = std::mem::take(&mut self.spare);
+        message.clear();
+        message.reserve(body + 24);
         message.extend_from_slice(&now.0.to_le_bytes());
         message.extend_from_slice(&self.count.to_le_bytes());
-        message.extend_from_slice(&body);
+        message.extend_from_slice(&self.writer.bytes);
+        // The body's buffer stays, emptied, for the next turn's responses.
+        self.writer.bytes.clear();
         self.count = 0;
         message
+    }
+
+    /// Gives back a message [`DeviceTurn::take`] (or [`device_message`]) returned, once it
+    /// was handed over: the next turn's message is written into its buffer.
+    pub fn recycle(&mut self, message: Vec<u8>) {
+        if message.capacity() > self.spare.capacity() {
+            self.spare = message;
+        }
     }
 }
 
@@ -192,6 +215,13 @@ impl RecordingLink {
             }
         }
         std::mem::take(&mut w.bytes)
+    }
+
+    /// Gives back a message [`RecordingLink::finish`] returned, once it was handed over: its
+    /// buffer, emptied, records the next turn's calls, so that a turn does not grow a new one
+    /// from nothing (a no-op when calls were recorded since).
+    pub fn recycle(&mut self, message: Vec<u8>) {
+        self.writer.recycle(message);
     }
 }
 

@@ -540,7 +540,9 @@ pub fn serve_host(
             agent.deliver(at, response);
         }
         let turns = take_turns(agent, now, horizon, &mut link);
-        page.hand_over(DEVICE, &host_message(&mut link, &turns))?;
+        let reply = host_message(&mut link, &turns);
+        page.hand_over(DEVICE, &reply)?;
+        link.recycle(reply);
         if turns.wake == Wake::Done {
             return Ok(());
         }
@@ -795,6 +797,52 @@ mod tests {
         let mut link = RecordingLink::default();
         let turns = take_turns(&mut host, Ticks(500), Ticks(500), &mut link);
         assert_eq!((turns.taken, turns.latest), (1, Ticks(500)));
+    }
+
+    #[test]
+    fn a_recycled_buffer_carries_the_next_message_unchanged() {
+        // The emulator's half: the second message is written into the first one's buffer.
+        let mut turn = DeviceTurn::default();
+        let data = vec![7u8; 4096];
+        let deliver = |turn: &mut DeviceTurn| {
+            turn.deliver(
+                Ticks(3),
+                &LinkResponse::LoadDone {
+                    token: 1,
+                    data: data.clone(),
+                },
+            );
+        };
+        deliver(&mut turn);
+        let mut first = device_message(&mut turn, Ticks(5), Ticks(77));
+        let expected = first.clone();
+        // A capacity no fresh message of this size gets: it shows the buffer was reused.
+        first.reserve(1 << 20);
+        let room = first.capacity();
+        turn.recycle(first);
+        deliver(&mut turn);
+        let second = device_message(&mut turn, Ticks(5), Ticks(77));
+        assert_eq!(second, expected);
+        assert_eq!(second.capacity(), room);
+
+        // The host's half: the next turn's calls are recorded into the handed-over buffer.
+        let mut link = RecordingLink::default();
+        let turns = Turns {
+            wake: Wake::At(Ticks(60)),
+            taken: 1,
+            latest: Ticks(20),
+        };
+        link.io_write(Ticks(20), 1, 2);
+        let mut first = host_message(&mut link, &turns);
+        let expected = first.clone();
+        first.reserve(1 << 20);
+        let room = first.capacity();
+        link.recycle(first);
+        assert!(!link.has_calls());
+        link.io_write(Ticks(20), 1, 2);
+        let second = host_message(&mut link, &turns);
+        assert_eq!(second, expected);
+        assert_eq!(second.capacity(), room);
     }
 
     #[test]

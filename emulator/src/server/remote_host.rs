@@ -115,7 +115,9 @@ impl RemoteHost<'_> {
         let (Some(page), Some(peer)) = (self.page.get(), self.peer.get()) else {
             return Err(TurnError::PeerDied);
         };
-        page.hand_over(HOST, &device_message(&mut self.pending, now, horizon))?;
+        let message = device_message(&mut self.pending, now, horizon);
+        page.hand_over(HOST, &message)?;
+        self.pending.recycle(message);
         self.hand_overs += 1;
         let signals = self.signals;
         match page.wait_for_within(
