@@ -79,11 +79,11 @@ impl DeviceMemory for DeviceDram {
 
     #[inline(always)]
     fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
-        // The short reads (most of the kernels') and the runs of whole 4-byte words up to 64
-        // bytes (a vertex's arcs, an item's offsets) inline into the caller; the other long
-        // ones are a call: a longer run of whole 4-byte words (an SSSP item's arcs) to a copy
-        // of whole 8-byte words after a first half word when it starts in the middle of one,
-        // the rest to the general one.
+        // The short reads (most of the kernels') and the runs of whole 4-byte words (a
+        // vertex's arcs, an item's offsets, an SSSP item's arcs) inline into the caller, those
+        // up to 64 bytes with a copy per alignment (a constant length then copies without a
+        // loop), longer ones with one copy loop for both; the other long ones are a call to the
+        // general one.
         let length = buffer.len() as u64;
         if length <= 8 {
             self.read_short(address, buffer)
