@@ -809,7 +809,13 @@ impl SsspKernel {
         let mut all_neighbours = [0_u32; CHUNK_WORDS];
         // A full item, the commonest, reads a constant 8 distances (no test of the count).
         let own = if span.count == previous.len() {
-            read_words(memory, self.previous, span.first, previous.len(), &mut previous)
+            read_words(
+                memory,
+                self.previous,
+                span.first,
+                previous.len(),
+                &mut previous,
+            )
         } else {
             read_words(memory, self.previous, span.first, span.count, &mut previous)
         };
@@ -882,7 +888,13 @@ fn relax_lanes(
         }
     }
     if span.count == VERTICES_PER_ITEM as usize {
-        relax_first(VERTICES_PER_ITEM as usize, span, previous, neighbours, packet);
+        relax_first(
+            VERTICES_PER_ITEM as usize,
+            span,
+            previous,
+            neighbours,
+            packet,
+        );
     } else {
         relax_first(span.count, span, previous, neighbours, packet);
     }
