@@ -878,7 +878,8 @@ fn relax_lanes(
         .min(CHUNK_WORDS)
         .div_ceil(VECTOR_LANES);
     for vector in 0..vectors {
-        let lanes = vector.wrapping_mul(VECTOR_LANES)..(vector + 1).wrapping_mul(VECTOR_LANES);
+        let first = vector.wrapping_mul(VECTOR_LANES);
+        let lanes = first..first.wrapping_add(VECTOR_LANES);
         if let (Some(neighbours), Some(weights)) =
             (neighbours.get_mut(lanes.clone()), weights.get(lanes))
         {
