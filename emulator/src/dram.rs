@@ -79,11 +79,11 @@ impl DeviceMemory for DeviceDram {
 
     #[inline(always)]
     fn read(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
-        // The short reads (most of the kernels') and the runs of whole 4-byte words up to 64
-        // bytes (a vertex's arcs, an item's offsets) inline into the caller; the other long
-        // ones are a call: a longer run of whole 4-byte words (an SSSP item's arcs) to a copy
-        // of whole 8-byte words after a first half word when it starts in the middle of one,
-        // the rest to the general one.
+        // The short reads (most of the kernels') and the runs of whole 4-byte words (a
+        // vertex's arcs, an item's offsets, an SSSP item's arcs) inline into the caller, those
+        // up to 64 bytes with a copy per alignment (a constant length then copies without a
+        // loop), longer ones with one copy loop for both; the other long ones are a call to the
+        // general one.
         let length = buffer.len() as u64;
         if length <= 8 {
             self.read_short(address, buffer)
@@ -198,10 +198,14 @@ impl DeviceDram {
         if !self.fits(address, length) {
             return Err(fault);
         }
-        // Below `size`: cannot overflow.
+        // As many words as `data` holds (a slice of that length: for a write of constant
+        // length, a fixed sequence of stores).
         let first = usize::try_from(address.0 / 8).map_err(|_| fault)?;
-        let last = usize::try_from((address.0 + length) / 8).map_err(|_| fault)?;
-        let words = self.segment.words().get(first..last).ok_or(fault)?;
+        let words = self
+            .segment
+            .words()
+            .get(first..first.wrapping_add(data.len() / 8))
+            .ok_or(fault)?;
         for (chunk, word) in data.chunks_exact(8).zip(words) {
             if let Ok(bytes) = <[u8; 8]>::try_from(chunk) {
                 word.store(u64::from_le_bytes(bytes), Ordering::Relaxed);
@@ -302,7 +306,9 @@ impl DeviceDram {
     /// [`DeviceMemory::read`] of whole 4-byte words from a 4-byte aligned address (a
     /// kernel's run of array words: a vertex's targets or weights): the same loads as
     /// [`DeviceDram::read_long`] (a first half word, whole words, a last half word), with less
-    /// set-up.
+    /// set-up. The words it covers are taken as one slice of the length the address and the
+    /// read make, so for a read of constant length (an item's offsets or distances) the copy
+    /// is a fixed sequence of loads, without a test per word.
     #[inline(always)]
     fn read_halves(&self, address: DeviceAddress, buffer: &mut [u8]) -> Result<(), MemoryFault> {
         let length = buffer.len() as u64;
@@ -310,33 +316,24 @@ impl DeviceDram {
         if !self.fits(address, length) {
             return Err(fault);
         }
-        // Below `size`: cannot overflow.
-        let end = address.0 + length;
         let first = usize::try_from(address.0 / 8).map_err(|_| fault)?;
-        let last = usize::try_from(end.div_ceil(8)).map_err(|_| fault)?;
-        let mut words = self.segment.words().get(first..last).ok_or(fault)?.iter();
-        let rest = if address.0 % 8 == 0 {
-            buffer
+        let all = self.segment.words();
+        if address.0 % 8 == 0 {
+            let words = all
+                .get(first..first.wrapping_add(buffer.len().div_ceil(8)))
+                .ok_or(fault)?;
+            copy_halves(words, buffer);
         } else {
-            // The first word's high half.
-            let Some((head, rest)) = buffer.split_first_chunk_mut::<4>() else {
-                return Ok(());
-            };
-            if let Some(word) = words.next() {
+            // The first word's high half, then as from an aligned address.
+            let words = all
+                .get(first..first.wrapping_add(buffer.len().wrapping_add(4).div_ceil(8)))
+                .ok_or(fault)?;
+            if let (Some((head, rest)), Some((word, others))) =
+                (buffer.split_first_chunk_mut::<4>(), words.split_first())
+            {
                 *head = ((word.load(Ordering::Relaxed) >> 32) as u32).to_le_bytes();
+                copy_halves(others, rest);
             }
-            rest
-        };
-        // Whole words, as fixed-size copies.
-        let (whole, tail) = rest.split_at_mut(rest.len() / 8 * 8);
-        for (chunk, word) in whole.chunks_exact_mut(8).zip(&mut words) {
-            if let Ok(chunk) = <&mut [u8; 8]>::try_from(chunk) {
-                *chunk = word.load(Ordering::Relaxed).to_le_bytes();
-            }
-        }
-        if let (Ok(tail), Some(word)) = (<&mut [u8; 4]>::try_from(tail), words.next()) {
-            // The last word's low half.
-            *tail = (word.load(Ordering::Relaxed) as u32).to_le_bytes();
         }
         Ok(())
     }
@@ -360,59 +357,47 @@ impl DeviceDram {
             return false;
         };
         // Elements are numbered in 4-byte units from address 0 (`base` is 4-byte aligned):
-        // element `index` is unit `base / 4 + index` (below 2^63: no overflow), the low
-        // (even unit) or high (odd unit) half of word `unit / 2`.
+        // element `index` is unit `base / 4 + index`, the low (even unit) or high (odd unit)
+        // half of word `unit / 2`; counted from the word holding `base`, unit `base / 4 % 2 +
+        // index` (a constant 0 or 1: no addition per element when `base` is 8-byte aligned).
         let first_unit = base / 4;
-        let element = |index: u32| {
-            let unit = first_unit + u64::from(index);
-            let holder = usize::try_from(unit / 2)
-                .ok()
-                .and_then(|index| words.get(index))?;
-            // By a shift of 0 or 32 bits (no branch on the unit's parity, which is random).
-            let value = holder.load(Ordering::Relaxed);
-            Some((value >> ((unit & 1) * 32)) as u32)
-        };
-        let count = indices.len().min(out.len());
-        let (Some(indices), Some(out)) = (indices.get(..count), out.get_mut(..count)) else {
+        let Some(words) = usize::try_from(first_unit / 2)
+            .ok()
+            .and_then(|first| words.get(first..))
+        else {
             return false;
         };
-        // Two elements a pass (half the loop's own instructions), then an odd last one.
-        let pairs = indices.chunks_exact(2);
-        let last = pairs.remainder();
-        let mut slots = out.chunks_exact_mut(2);
-        for (pair, slot) in pairs.zip(&mut slots) {
-            if let ([first, second], [into_first, into_second]) = (pair, slot) {
-                let (Some(first), Some(second)) = (element(*first), element(*second)) else {
-                    return false;
-                };
-                *into_first = first;
-                *into_second = second;
-            }
+        if first_unit % 2 == 0 {
+            gather_units::<0>(words, indices, out)
+        } else {
+            gather_units::<1>(words, indices, out)
         }
-        if let ([index], [slot]) = (last, slots.into_remainder()) {
-            let Some(value) = element(*index) else {
-                return false;
-            };
-            *slot = value;
-        }
-        true
     }
 
-    /// [`DeviceDram::read_halves`] of more than 64 bytes, as a call, its whole words copied
-    /// as [`DeviceDram::read_long`] copies them (iterated by value: no bounds check per
-    /// word). The same loads: a first half word when `address` is in the middle of a word,
-    /// whole words, a last half word.
-    #[inline(never)]
+    /// [`DeviceDram::read_halves`] of more than 64 bytes, inlined: the same loads (a first
+    /// half word when `address` is in the middle of a word, whole words, a last half word),
+    /// one copy loop for either alignment.
+    #[inline(always)]
     fn read_halves_long(
         &self,
         address: DeviceAddress,
         buffer: &mut [u8],
     ) -> Result<(), MemoryFault> {
-        let (words, skip) = self.span(address, buffer.len())?;
+        let length = buffer.len() as u64;
+        let fault = MemoryFault { address, length };
+        if !self.fits(address, length) {
+            return Err(fault);
+        }
+        let first = usize::try_from(address.0 / 8).map_err(|_| fault)?;
+        let skip = (address.0 % 8) as usize;
+        let words = self
+            .segment
+            .words()
+            .get(first..first.wrapping_add(skip.wrapping_add(buffer.len()).div_ceil(8)))
+            .ok_or(fault)?;
         let (words, rest) = if skip == 0 {
             (words, buffer)
         } else {
-            // The first word's high half.
             let (Some((head, rest)), Some((word, others))) =
                 (buffer.split_first_chunk_mut::<4>(), words.split_first())
             else {
@@ -421,17 +406,7 @@ impl DeviceDram {
             *head = ((word.load(Ordering::Relaxed) >> 32) as u32).to_le_bytes();
             (others, rest)
         };
-        let whole = rest.len() / 8;
-        let (groups, tail) = rest.split_at_mut(whole * 8);
-        for (chunk, word) in groups.chunks_exact_mut(8).zip(words) {
-            if let Ok(chunk) = <&mut [u8; 8]>::try_from(chunk) {
-                *chunk = word.load(Ordering::Relaxed).to_le_bytes();
-            }
-        }
-        if let (Ok(tail), Some(word)) = (<&mut [u8; 4]>::try_from(tail), words.get(whole)) {
-            // The last word's low half.
-            *tail = (word.load(Ordering::Relaxed) as u32).to_le_bytes();
-        }
+        copy_halves(words, rest);
         Ok(())
     }
 
@@ -459,6 +434,64 @@ impl DeviceDram {
         }
         put_low_bytes(buffer, value);
         Ok(())
+    }
+}
+
+/// [`DeviceDram::gather_words`] from `words` (from the one holding `base`) of elements whose
+/// unit (4-byte half word, counted from the first of `words`) is `SKIP + index`: false,
+/// having read nothing that counts, when one is not in `words`.
+#[inline(always)]
+fn gather_units<const SKIP: u64>(words: &[AtomicU64], indices: &[u32], out: &mut [u32]) -> bool {
+    let element = |index: u32| {
+        // Below 2^33: no overflow.
+        let unit = SKIP + u64::from(index);
+        let holder = usize::try_from(unit / 2)
+            .ok()
+            .and_then(|index| words.get(index))?;
+        // By a shift of 0 or 32 bits (no branch on the unit's parity, which is random).
+        let value = holder.load(Ordering::Relaxed);
+        Some((value >> ((unit & 1) * 32)) as u32)
+    };
+    let count = indices.len().min(out.len());
+    let (Some(indices), Some(out)) = (indices.get(..count), out.get_mut(..count)) else {
+        return false;
+    };
+    // Two elements a pass (half the loop's own instructions), then an odd last one.
+    let pairs = indices.chunks_exact(2);
+    let last = pairs.remainder();
+    let mut slots = out.chunks_exact_mut(2);
+    for (pair, slot) in pairs.zip(&mut slots) {
+        if let ([first, second], [into_first, into_second]) = (pair, slot) {
+            let (Some(first), Some(second)) = (element(*first), element(*second)) else {
+                return false;
+            };
+            *into_first = first;
+            *into_second = second;
+        }
+    }
+    if let ([index], [slot]) = (last, slots.into_remainder()) {
+        let Some(value) = element(*index) else {
+            return false;
+        };
+        *slot = value;
+    }
+    true
+}
+
+/// Copies `words` into `buffer` (whole 4-byte words, from an 8-byte aligned start): each 8
+/// bytes from one Relaxed load of its word (iterated by value: no test per word), and a last
+/// 4 bytes, if any, from the low half of the next word.
+#[inline(always)]
+fn copy_halves(words: &[AtomicU64], buffer: &mut [u8]) {
+    let whole = buffer.len() / 8;
+    let (groups, tail) = buffer.split_at_mut(whole * 8);
+    for (chunk, word) in groups.chunks_exact_mut(8).zip(words) {
+        if let Ok(chunk) = <&mut [u8; 8]>::try_from(chunk) {
+            *chunk = word.load(Ordering::Relaxed).to_le_bytes();
+        }
+    }
+    if let (Ok(tail), Some(word)) = (<&mut [u8; 4]>::try_from(tail), words.get(whole)) {
+        *tail = (word.load(Ordering::Relaxed) as u32).to_le_bytes();
     }
 }
 

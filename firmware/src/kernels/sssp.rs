@@ -720,10 +720,16 @@ impl SsspKernel {
             .checked_mul(4)
             .ok_or(FirmwareError::ArgumentOutOfRange)?;
         if memory.unobserved_reads() && self.relax_runs(&span, memory, &mut packet) {
-            let bytes = packet
-                .get(..length)
-                .ok_or(FirmwareError::ArgumentOutOfRange)?;
-            memory.write(word_address(self.result, span.first)?, bytes)?;
+            let address = word_address(self.result, span.first)?;
+            if span.count == VERTICES_PER_ITEM as usize {
+                // A full item, the commonest: a store of constant length (no test of it).
+                memory.write(address, &packet)?;
+            } else {
+                let bytes = packet
+                    .get(..length)
+                    .ok_or(FirmwareError::ArgumentOutOfRange)?;
+                memory.write(address, bytes)?;
+            }
             return Ok(());
         }
         // The per-vertex reads' buffers, set up only on this path.
@@ -801,7 +807,19 @@ impl SsspKernel {
         // The targets, then the weights.
         let mut runs = [0_u32; CHUNK_WORDS];
         let mut all_neighbours = [0_u32; CHUNK_WORDS];
-        if read_words(memory, self.previous, span.first, span.count, &mut previous).is_err()
+        // A full item, the commonest, reads a constant 8 distances (no test of the count).
+        let own = if span.count == previous.len() {
+            read_words(
+                memory,
+                self.previous,
+                span.first,
+                previous.len(),
+                &mut previous,
+            )
+        } else {
+            read_words(memory, self.previous, span.first, span.count, &mut previous)
+        };
+        if own.is_err()
             || read_words(memory, parameters.targets, first_arc, arcs, &mut runs).is_err()
         {
             return false;
@@ -828,7 +846,7 @@ impl SsspKernel {
         {
             return false;
         }
-        relax_lanes(span, &previous, &all_neighbours, &runs, packet);
+        relax_lanes(span, &previous, &mut all_neighbours, &runs, packet);
         true
     }
 }
@@ -839,7 +857,9 @@ impl SsspKernel {
 /// `neighbours[k]` (the neighbour's previous distance) and `weights[k]`; a vertex's arcs end
 /// at its next offset less the item's first, at most `CHUNK_WORDS` (the offsets do not
 /// decrease and `relax_runs` took only items of at most that many arcs), so no arc index goes
-/// out of the buffers.
+/// out of the buffers. First each arc's candidate replaces its neighbour's distance, in whole
+/// vectors of 8 arcs (past the item's arcs, up to the next multiple of 8, the lanes hold
+/// values nobody reads), then each vertex takes the least of its arcs' candidates.
 ///
 /// A full item (8 vertices, all but the last) takes a copy of the loop made for exactly 8
 /// (no test of the count per vertex).
@@ -847,32 +867,47 @@ impl SsspKernel {
 fn relax_lanes(
     span: &Span,
     previous: &[u32; VERTICES_PER_ITEM as usize],
-    neighbours: &[u32; CHUNK_WORDS],
+    neighbours: &mut [u32; CHUNK_WORDS],
     weights: &[u32; CHUNK_WORDS],
     packet: &mut [u8; VECTOR_LANES * 4],
 ) {
+    let (Some(start), Some(end)) = (span.offsets.first(), span.offsets.get(span.count)) else {
+        return;
+    };
+    let vectors = (end.wrapping_sub(*start) as usize)
+        .min(CHUNK_WORDS)
+        .div_ceil(VECTOR_LANES);
+    for vector in 0..vectors {
+        let first = vector.wrapping_mul(VECTOR_LANES);
+        let lanes = first..first.wrapping_add(VECTOR_LANES);
+        if let (Some(neighbours), Some(weights)) =
+            (neighbours.get_mut(lanes.clone()), weights.get(lanes))
+        {
+            for (neighbour, weight) in neighbours.iter_mut().zip(weights) {
+                *neighbour = candidate(*neighbour, *weight);
+            }
+        }
+    }
     if span.count == VERTICES_PER_ITEM as usize {
         relax_first(
             VERTICES_PER_ITEM as usize,
             span,
             previous,
             neighbours,
-            weights,
             packet,
         );
     } else {
-        relax_first(span.count, span, previous, neighbours, weights, packet);
+        relax_first(span.count, span, previous, neighbours, packet);
     }
 }
 
-/// [`relax_lanes`] of `span`'s first `count` vertices.
+/// [`relax_lanes`] of `span`'s first `count` vertices, from the arcs' `candidates`.
 #[inline(always)]
 fn relax_first(
     count: usize,
     span: &Span,
     previous: &[u32; VERTICES_PER_ITEM as usize],
-    neighbours: &[u32; CHUNK_WORDS],
-    weights: &[u32; CHUNK_WORDS],
+    candidates: &[u32; CHUNK_WORDS],
     packet: &mut [u8; VECTOR_LANES * 4],
 ) {
     let [start, ..] = span.offsets;
@@ -885,8 +920,8 @@ fn relax_first(
         let end = (next.wrapping_sub(start) as usize).min(CHUNK_WORDS);
         let mut best = *own;
         while arc < end {
-            if let (Some(neighbour), Some(weight)) = (neighbours.get(arc), weights.get(arc)) {
-                best = best.min(candidate(*neighbour, *weight));
+            if let Some(candidate) = candidates.get(arc) {
+                best = best.min(*candidate);
             }
             arc = arc.wrapping_add(1);
         }
