@@ -198,10 +198,17 @@ impl DeviceDram {
         if !self.fits(address, length) {
             return Err(fault);
         }
-        // Below `size`: cannot overflow.
+        // Below `size`: cannot overflow. The address is aligned and the length whole words
+        // (the caller's condition), so the words are `length / 8` from `first`: counted from
+        // the data's length, which the compiler knows where the write is inlined (a loop of
+        // that many stores, unrolled, no check per word).
         let first = usize::try_from(address.0 / 8).map_err(|_| fault)?;
-        let last = usize::try_from((address.0 + length) / 8).map_err(|_| fault)?;
-        let words = self.segment.words().get(first..last).ok_or(fault)?;
+        let words = self
+            .segment
+            .words()
+            .get(first..)
+            .and_then(|words| words.get(..data.len() / 8))
+            .ok_or(fault)?;
         for (chunk, word) in data.chunks_exact(8).zip(words) {
             if let Ok(bytes) = <[u8; 8]>::try_from(chunk) {
                 word.store(u64::from_le_bytes(bytes), Ordering::Relaxed);

@@ -119,22 +119,31 @@ impl ResultMonitor {
         if end > self.result_length {
             return Err(FirmwareError::ArgumentOutOfRange);
         }
+        if offset >= end {
+            return Ok(());
+        }
+        // The first chunk by one division (chunk_bytes > 0, checked in `start`), the next ones
+        // (an item across chunk boundaries) by adding the chunk size.
+        let chunk = offset
+            .checked_div(self.chunk_bytes)
+            .ok_or(FirmwareError::MalformedDescriptor)?;
+        let mut chunk = u32::try_from(chunk).map_err(|_| FirmwareError::ArgumentOutOfRange)?;
+        // chunk * chunk_bytes <= offset: no overflow (`chunk_length`'s product, unsaturated).
+        let mut chunk_start = u64::from(chunk).wrapping_mul(self.chunk_bytes);
         let mut position = offset;
-        while position < end {
-            // chunk_bytes > 0 (checked in `start`).
-            let chunk = position
-                .checked_div(self.chunk_bytes)
-                .ok_or(FirmwareError::MalformedDescriptor)?;
-            let chunk_end = chunk
-                .saturating_add(1)
-                .saturating_mul(self.chunk_bytes)
-                .min(end);
+        loop {
+            // `(chunk + 1) * chunk_bytes`, saturating as that product would.
+            let next_start = chunk_start.saturating_add(self.chunk_bytes);
+            let chunk_end = next_start.min(end);
             let added = chunk_end.saturating_sub(position);
-            let chunk = u32::try_from(chunk).map_err(|_| FirmwareError::ArgumentOutOfRange)?;
             let address = counter_address(scratch, chunk);
             let count: u32 = memory.read_value(address)?;
             let count = u64::from(count).saturating_add(added);
-            let full = self.chunk_length(chunk);
+            // `chunk_length(chunk)` from the chunk's start.
+            let full = self
+                .result_length
+                .saturating_sub(chunk_start)
+                .min(self.chunk_bytes);
             if count > full {
                 // Two items claimed the same bytes: a kernel bug, reported, never a panic.
                 return Err(FirmwareError::ArgumentOutOfRange);
@@ -145,9 +154,14 @@ impl ResultMonitor {
                 memory.write(entry, &chunk.to_le_bytes())?;
                 self.completed = self.completed.saturating_add(1);
             }
+            if chunk_end >= end {
+                return Ok(());
+            }
+            // chunk_end < end <= result_length: the next chunk exists, its index fits u32.
             position = chunk_end;
+            chunk_start = next_start;
+            chunk = chunk.saturating_add(1);
         }
-        Ok(())
     }
 
     /// The next chunk to stream, if one is complete: the oldest completed (out-of-order mode)
@@ -281,6 +295,65 @@ mod tests {
             in_order.take();
         }
         assert!(in_order.none_complete(), "every chunk taken");
+    }
+
+    /// Items of any length, across chunk boundaries and into a short last chunk, count their
+    /// bytes into every chunk they overlap: each chunk completes (joins the ready queue) when
+    /// its last byte is counted, in that order; a byte claimed twice is refused.
+    #[test]
+    fn items_across_chunks_complete_each_chunk_with_its_last_byte() {
+        // 7 chunks of 24 bytes, the last of 12.
+        let (result, chunk) = (156u64, 24u64);
+        for seed in 0..20u64 {
+            let (mut memory, scratch) = (memory(), scratch(8));
+            let mut monitor =
+                ResultMonitor::start(&mut memory, &scratch, result, chunk as u32, 99, false)
+                    .unwrap();
+            // Cut the result into items of 1 to 60 bytes, populated in a shuffled order.
+            let mut items = Vec::new();
+            let (mut start, mut draw) = (0u64, seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+            while start < result {
+                draw ^= draw << 13;
+                draw ^= draw >> 7;
+                draw ^= draw << 17;
+                let length = (1 + draw % 60).min(result - start);
+                items.push((start, length));
+                start += length;
+            }
+            for index in (1..items.len()).rev() {
+                draw ^= draw << 13;
+                draw ^= draw >> 7;
+                draw ^= draw << 17;
+                items.swap(index, (draw % (index as u64 + 1)) as usize);
+            }
+            let mut counted = vec![0u64; 7];
+            let mut expected_order = Vec::new();
+            for &(offset, length) in &items {
+                monitor
+                    .populated(&mut memory, &scratch, offset, length)
+                    .unwrap();
+                for byte in offset..offset + length {
+                    let c = (byte / chunk) as usize;
+                    counted[c] += 1;
+                    if counted[c] == chunk.min(result - c as u64 * chunk) {
+                        expected_order.push(c as u32);
+                    }
+                }
+            }
+            let mut order = Vec::new();
+            while let Some(c) = monitor.peek(&memory, &scratch).unwrap() {
+                order.push(c);
+                monitor.take();
+            }
+            assert_eq!(order, expected_order, "seed {seed}: {items:?}");
+            assert_eq!(order.len(), 7);
+            let (offset, length) = items[0];
+            assert_eq!(
+                monitor.populated(&mut memory, &scratch, offset, length),
+                Err(FirmwareError::ArgumentOutOfRange),
+                "bytes claimed twice"
+            );
+        }
     }
 
     #[test]
