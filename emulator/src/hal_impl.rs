@@ -450,8 +450,8 @@ impl Hardware {
                         last_landed = last_landed.max(self.last_landing);
                     }
                 }
+                self.last_landing = self.last_landing.max(last_landed);
             }
-            self.last_landing = self.last_landing.max(last_landed);
             if traced && kind == DmaKind::Metadata {
                 if let Some(trace) = self.trace.as_deref_mut() {
                     trace.dma_record(tag.0, self.queue.staged(length));
@@ -462,6 +462,12 @@ impl Hardware {
             // `check_descriptor` bounded the length to 4096: it fits 16 bits.
             self.queue
                 .push_landing(last_landed, descriptor.destination, kind, length as u16);
+        }
+        if !jittered && written.0 > 0 {
+            // Unjittered, each landing is no earlier than the one before (the link sends the
+            // writes one after the other, each landing the same latency after it leaves the
+            // wire): the latest handed out is the last's.
+            self.last_landing = self.last_landing.max(last_landed);
         }
         self.dma.writes += u64::from(written.0);
         self.dma.chain = chain;

@@ -65,7 +65,7 @@ use crate::flow::Credits;
 use crate::hal::{
     Clock, DeviceMemory, DmaDescriptor, DmaEngine, DmaError, DmaKind, DmaRequest, DmaTag,
 };
-use crate::monitor::ResultMonitor;
+use crate::monitor::{MonitorArrays, ResultMonitor};
 use crate::scratch::{ScratchLayout, CELL};
 use crate::trace::{Counters, Trace, TraceEvent};
 use crate::translate::ShadowRegion;
@@ -447,7 +447,8 @@ impl DmaExecutor {
         // Payloads the cached heads grant (a slot in each ring per payload): counted once
         // here and down by one per payload formed, as both tails advance by one each.
         let mut credit = self.credit(&layout);
-        while let Some(chunk) = monitor.peek(hw, scratch)? {
+        let arrays = MonitorArrays::of(scratch);
+        while let Some(chunk) = monitor.peek_in(hw, arrays)? {
             if credit == 0 {
                 // Edge D5: only now read the host's heads.
                 counters.head_reads = counters.head_reads.saturating_add(1);

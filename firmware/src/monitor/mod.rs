@@ -12,6 +12,26 @@ use crate::hal::DeviceMemory;
 use crate::scratch::ScratchLayout;
 use shared_abi::DeviceAddress;
 
+/// Where the monitor's arrays lie in scratch memory: the chunk counters and the ready queue
+/// ([`ScratchLayout::counters_base`], [`ScratchLayout::ready_base`]), computed once for the
+/// many calls of a step or a pump.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MonitorArrays {
+    counters: DeviceAddress,
+    ready: DeviceAddress,
+}
+
+impl MonitorArrays {
+    /// The arrays of `scratch`.
+    #[inline]
+    pub const fn of(scratch: &ScratchLayout) -> MonitorArrays {
+        MonitorArrays {
+            counters: scratch.counters_base(),
+            ready: scratch.ready_base(),
+        }
+    }
+}
+
 /// The monitor's fixed-size state; the per-chunk state is in scratch memory.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ResultMonitor {
@@ -112,6 +132,18 @@ impl ResultMonitor {
         offset: u64,
         length: u64,
     ) -> Result<(), FirmwareError> {
+        self.populated_in(memory, MonitorArrays::of(scratch), offset, length)
+    }
+
+    /// [`ResultMonitor::populated`] with the scratch arrays computed by the caller.
+    #[inline]
+    pub fn populated_in<M: DeviceMemory>(
+        &mut self,
+        memory: &mut M,
+        arrays: MonitorArrays,
+        offset: u64,
+        length: u64,
+    ) -> Result<(), FirmwareError> {
         self.items_done = self.items_done.saturating_add(1);
         let end = offset
             .checked_add(length)
@@ -136,7 +168,7 @@ impl ResultMonitor {
             let next_start = chunk_start.saturating_add(self.chunk_bytes);
             let chunk_end = next_start.min(end);
             let added = chunk_end.saturating_sub(position);
-            let address = counter_address(scratch, chunk);
+            let address = entry_address(arrays.counters, chunk);
             let count: u32 = memory.read_value(address)?;
             let count = u64::from(count).saturating_add(added);
             // `chunk_length(chunk)` from the chunk's start.
@@ -150,7 +182,7 @@ impl ResultMonitor {
             }
             memory.write(address, &(count as u32).to_le_bytes())?;
             if count == full && !self.in_order {
-                let entry = entry_address(scratch.ready_base(), self.completed);
+                let entry = entry_address(arrays.ready, self.completed);
                 memory.write(entry, &chunk.to_le_bytes())?;
                 self.completed = self.completed.saturating_add(1);
             }
@@ -173,17 +205,27 @@ impl ResultMonitor {
         memory: &M,
         scratch: &ScratchLayout,
     ) -> Result<Option<u32>, FirmwareError> {
+        self.peek_in(memory, MonitorArrays::of(scratch))
+    }
+
+    /// [`ResultMonitor::peek`] with the scratch arrays computed by the caller.
+    #[inline]
+    pub fn peek_in<M: DeviceMemory>(
+        &self,
+        memory: &M,
+        arrays: MonitorArrays,
+    ) -> Result<Option<u32>, FirmwareError> {
         if self.taken >= self.chunks {
             return Ok(None);
         }
         if self.in_order {
-            let count: u32 = memory.read_value(counter_address(scratch, self.taken))?;
+            let count: u32 = memory.read_value(entry_address(arrays.counters, self.taken))?;
             return Ok((u64::from(count) == self.chunk_length(self.taken)).then_some(self.taken));
         }
         if self.taken >= self.completed {
             return Ok(None);
         }
-        let entry = entry_address(scratch.ready_base(), self.taken);
+        let entry = entry_address(arrays.ready, self.taken);
         let chunk: u32 = memory.read_value(entry)?;
         Ok(Some(chunk))
     }
