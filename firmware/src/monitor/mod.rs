@@ -37,6 +37,10 @@ impl MonitorArrays {
 pub struct ResultMonitor {
     result_length: u64,
     chunk_bytes: u64,
+    /// `log2(chunk_bytes)` when it is a power of two (every slot size the ABI allows), so
+    /// that an offset's chunk is a shift, not a division; [`NO_SHIFT`] otherwise. (The
+    /// default monitor's 0 goes with a result of no bytes: no offset is ever in a chunk.)
+    chunk_shift: u32,
     chunks: u32,
     items_total: u32,
     items_done: u32,
@@ -84,6 +88,11 @@ impl ResultMonitor {
         Ok(ResultMonitor {
             result_length,
             chunk_bytes,
+            chunk_shift: if chunk_bytes.is_power_of_two() {
+                chunk_bytes.trailing_zeros()
+            } else {
+                NO_SHIFT
+            },
             chunks,
             items_total: items,
             items_done: 0,
@@ -156,9 +165,14 @@ impl ResultMonitor {
         }
         // The first chunk by one division (chunk_bytes > 0, checked in `start`), the next ones
         // (an item across chunk boundaries) by adding the chunk size.
-        let chunk = offset
-            .checked_div(self.chunk_bytes)
-            .ok_or(FirmwareError::MalformedDescriptor)?;
+        let chunk = if self.chunk_shift < u64::BITS {
+            // `offset / chunk_bytes` for a power of two.
+            offset >> self.chunk_shift
+        } else {
+            offset
+                .checked_div(self.chunk_bytes)
+                .ok_or(FirmwareError::MalformedDescriptor)?
+        };
         let mut chunk = u32::try_from(chunk).map_err(|_| FirmwareError::ArgumentOutOfRange)?;
         // chunk * chunk_bytes <= offset: no overflow (`chunk_length`'s product, unsaturated).
         let mut chunk_start = u64::from(chunk).wrapping_mul(self.chunk_bytes);
@@ -243,6 +257,9 @@ impl ResultMonitor {
         self.taken = self.taken.saturating_add(1);
     }
 }
+
+/// [`ResultMonitor`]'s `chunk_shift` for a chunk size that is not a power of two.
+const NO_SHIFT: u32 = u32::MAX;
 
 /// Device address of chunk `chunk`'s population counter.
 pub const fn counter_address(scratch: &ScratchLayout, chunk: u32) -> DeviceAddress {
@@ -344,9 +361,14 @@ mod tests {
     /// its last byte is counted, in that order; a byte claimed twice is refused.
     #[test]
     fn items_across_chunks_complete_each_chunk_with_its_last_byte() {
-        // 7 chunks of 24 bytes, the last of 12.
-        let (result, chunk) = (156u64, 24u64);
-        for seed in 0..20u64 {
+        // 7 chunks of 24 bytes, the last of 12 (a division), or 5 of 32, the last of 28 (a
+        // shift).
+        let result = 156u64;
+        for (chunk, seed) in [24u64, 32]
+            .into_iter()
+            .flat_map(|c| (0..20u64).map(move |s| (c, s)))
+        {
+            let chunks = result.div_ceil(chunk) as usize;
             let (mut memory, scratch) = (memory(), scratch(8));
             let mut monitor =
                 ResultMonitor::start(&mut memory, &scratch, result, chunk as u32, 99, false)
@@ -368,7 +390,7 @@ mod tests {
                 draw ^= draw << 17;
                 items.swap(index, (draw % (index as u64 + 1)) as usize);
             }
-            let mut counted = vec![0u64; 7];
+            let mut counted = vec![0u64; chunks];
             let mut expected_order = Vec::new();
             for &(offset, length) in &items {
                 monitor
@@ -388,7 +410,7 @@ mod tests {
                 monitor.take();
             }
             assert_eq!(order, expected_order, "seed {seed}: {items:?}");
-            assert_eq!(order.len(), 7);
+            assert_eq!(order.len(), chunks);
             let (offset, length) = items[0];
             assert_eq!(
                 monitor.populated(&mut memory, &scratch, offset, length),
