@@ -471,6 +471,8 @@ impl Hardware {
                 last_landed = last_on_wire.plus(latency);
             }
         }
+        // Jittered or traced writes (the wall-clock stress tests, `axle run --trace`): the
+        // general loop, each write's landing and record handled as it goes.
         for descriptor in writes.iter().filter(|_| jittered || traced) {
             // `check_descriptor` accepted the kind.
             let Ok(kind) = DmaKind::try_from(descriptor.kind) else {
