@@ -285,6 +285,39 @@ fn words_bytes(words: &[AtomicU64; 4]) -> [u8; 32] {
     bytes
 }
 
+/// Appends the bytes of `descriptor`'s write to the landing lane's buffer, for the landing
+/// pushed next. Bounded: `check_descriptor` accepted the source range inside device memory
+/// (and the firmware, not the host, wrote the chain: the scratch area is not host-writable).
+/// A tail or a record of whole aligned words (every one the firmware makes) is copied from
+/// device memory's `words` into the buffer; anything else is read through `DeviceDram::read`
+/// into bytes staged there, [`Status::DeviceMemoryFault`] (nothing staged) if that fails.
+#[inline(always)]
+fn stage_write(
+    queue: &mut DeviceQueue,
+    dram: &DeviceDram,
+    words: &[AtomicU64],
+    descriptor: &firmware::hal::DmaDescriptor,
+) -> Result<(), Status> {
+    let length = descriptor.length as usize;
+    let copied = match length {
+        8 => words_at::<1>(words, descriptor.source)
+            .map(|[word]| queue.append(&word.load(AtomicOrdering::Relaxed).to_le_bytes()))
+            .is_some(),
+        32 => words_at::<4>(words, descriptor.source)
+            .map(|four| queue.append(&words_bytes(four)))
+            .is_some(),
+        _ => false,
+    };
+    if !copied {
+        let bytes = queue.stage(length);
+        if dram.read(DeviceAddress(descriptor.source), bytes).is_err() {
+            queue.unstage(length);
+            return Err(Status::DeviceMemoryFault);
+        }
+    }
+    Ok(())
+}
+
 /// check_descriptor bounds-checked the destination: this cannot happen, but a failed write
 /// is logged, never a crash (out of line: the landings' path stays a few instructions).
 #[cold]
@@ -390,55 +423,73 @@ impl Hardware {
         let words = self.dram.segment().words();
         // The link time of a record's and of a tail's write, looked up once per request.
         let (overhead, gbps) = (self.config.link_overhead_bytes, self.config.link_gbps);
-        let record_time = self.link.upstream.duration_of(32 + overhead, gbps);
-        let tail_time = self.link.upstream.duration_of(8 + overhead, gbps);
+        // The upstream direction of the link, worked on in a copy during the loop (its state in
+        // registers, not stored back after each write) and put back after it.
+        let mut upstream = self.link.upstream;
+        let record_time = upstream.duration_of(32 + overhead, gbps);
+        let tail_time = upstream.duration_of(8 + overhead, gbps);
+        let now = self.now;
         // Room in the landing lane for the writes and their bytes, made once.
         self.queue.reserve_run(valid, staged);
-        for descriptor in chain.get(..valid).unwrap_or_default() {
+        let writes = chain.get(..valid).unwrap_or_default();
+        if !jittered && !traced {
+            // The common case in a loop of its own, with less to keep in registers: each write
+            // lands the link's latency after it leaves the wire, so the request's first wire
+            // time, last wire time and last landing follow from the link's state.
+            let idle_from = upstream.free_at();
+            for descriptor in writes {
+                // `check_descriptor` accepted the kind.
+                let Ok(kind) = DmaKind::try_from(descriptor.kind) else {
+                    status = Status::MalformedDescriptor;
+                    break;
+                };
+                if let Err(error) = stage_write(&mut self.queue, &self.dram, words, descriptor) {
+                    status = error;
+                    break;
+                }
+                let length = descriptor.length;
+                let duration = match length {
+                    32 => record_time,
+                    8 => tail_time,
+                    _ => upstream.duration_of(u64::from(length) + overhead, gbps),
+                };
+                let (_, on_wire) = upstream.send_span_taking(now, duration);
+                written = (written.0 + 1, written.1 + u64::from(length));
+                // `check_descriptor` bounded the length to 4096: it fits 16 bits.
+                self.queue.push_landing(
+                    on_wire.plus(latency),
+                    descriptor.destination,
+                    kind,
+                    length as u16,
+                );
+            }
+            if written.0 > 0 {
+                // As `send_span_taking` computed them: the first write went on the wire when
+                // both it and the link were ready, the last left it when the link became free.
+                first_on_wire = Some(now.max(idle_from));
+                last_on_wire = upstream.free_at();
+                last_landed = last_on_wire.plus(latency);
+            }
+        }
+        // Jittered or traced writes (the wall-clock stress tests, `axle run --trace`): the
+        // general loop, each write's landing and record handled as it goes.
+        for descriptor in writes.iter().filter(|_| jittered || traced) {
             // `check_descriptor` accepted the kind.
             let Ok(kind) = DmaKind::try_from(descriptor.kind) else {
                 status = Status::MalformedDescriptor;
                 break;
             };
-            // Bounded: `check_descriptor` accepted the source range inside device memory (and
-            // the firmware, not the host, wrote the chain: the scratch area is not
-            // host-writable). A tail or a record of whole aligned words (every one the
-            // firmware makes) is copied from device memory's words into the lane's buffer;
-            // anything else is read through `DeviceDram::read` into bytes staged there.
-            let length = descriptor.length as usize;
-            let copied = match length {
-                8 => words_at::<1>(words, descriptor.source)
-                    .map(|[word]| {
-                        self.queue
-                            .append(&word.load(AtomicOrdering::Relaxed).to_le_bytes())
-                    })
-                    .is_some(),
-                32 => words_at::<4>(words, descriptor.source)
-                    .map(|four| self.queue.append(&words_bytes(four)))
-                    .is_some(),
-                _ => false,
-            };
-            if !copied {
-                let bytes = self.queue.stage(length);
-                if self
-                    .dram
-                    .read(DeviceAddress(descriptor.source), bytes)
-                    .is_err()
-                {
-                    self.queue.unstage(length);
-                    status = Status::DeviceMemoryFault;
-                    break;
-                }
+            if let Err(error) = stage_write(&mut self.queue, &self.dram, words, descriptor) {
+                status = error;
+                break;
             }
+            let length = descriptor.length as usize;
             let duration = match length {
                 32 => record_time,
                 8 => tail_time,
-                _ => self
-                    .link
-                    .upstream
-                    .duration_of(u64::from(descriptor.length) + overhead, gbps),
+                _ => upstream.duration_of(u64::from(descriptor.length) + overhead, gbps),
             };
-            let (wire_start, on_wire) = self.link.upstream.send_span_taking(self.now, duration);
+            let (wire_start, on_wire) = upstream.send_span_taking(now, duration);
             first_on_wire.get_or_insert(wire_start);
             written = (written.0 + 1, written.1 + u64::from(descriptor.length));
             last_on_wire = on_wire;
@@ -450,8 +501,8 @@ impl Hardware {
                         last_landed = last_landed.max(self.last_landing);
                     }
                 }
+                self.last_landing = self.last_landing.max(last_landed);
             }
-            self.last_landing = self.last_landing.max(last_landed);
             if traced && kind == DmaKind::Metadata {
                 if let Some(trace) = self.trace.as_deref_mut() {
                     trace.dma_record(tag.0, self.queue.staged(length));
@@ -462,6 +513,13 @@ impl Hardware {
             // `check_descriptor` bounded the length to 4096: it fits 16 bits.
             self.queue
                 .push_landing(last_landed, descriptor.destination, kind, length as u16);
+        }
+        self.link.upstream = upstream;
+        if !jittered && written.0 > 0 {
+            // Unjittered, each landing is no earlier than the one before (the link sends the
+            // writes one after the other, each landing the same latency after it leaves the
+            // wire): the latest handed out is the last's.
+            self.last_landing = self.last_landing.max(last_landed);
         }
         self.dma.writes += u64::from(written.0);
         self.dma.chain = chain;

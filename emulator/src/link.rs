@@ -66,6 +66,11 @@ impl Direction {
         transfer(bytes, gbps)
     }
 
+    /// When the direction is next free: the end of the last transfer sent.
+    pub fn free_at(&self) -> Ticks {
+        self.free_at
+    }
+
     /// Total time the direction carried data.
     pub fn busy(&self) -> Ticks {
         self.busy

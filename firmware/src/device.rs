@@ -4,7 +4,7 @@ use crate::command::{self, ValidCommand};
 use crate::error::FirmwareError;
 use crate::executor::{DmaExecutor, PumpOutcome, StreamTarget};
 use crate::hal::{Hal, HostEvent, KernelLaunch};
-use crate::monitor::ResultMonitor;
+use crate::monitor::{MonitorArrays, ResultMonitor};
 use crate::scratch::ScratchLayout;
 use crate::trace::{Counters, Trace, TraceEvent};
 use crate::translate::ShadowRegion;
@@ -146,8 +146,10 @@ impl Firmware {
         while let Some(event) = hw.take_event() {
             self.on_host_event(hw, event);
         }
+        // The monitor's arrays in scratch memory, once for the step's items.
+        let arrays = MonitorArrays::of(&self.config.scratch);
         while let Some(item) = hw.poll_item() {
-            self.on_item(hw, item.item, item.outcome);
+            self.on_item(hw, item.item, item.outcome, arrays);
         }
         let mut waiting_for_credit = false;
         if let Some(outcome) = self.stream(hw) {
@@ -365,8 +367,13 @@ impl Firmware {
         Ok((stages, 0))
     }
 
-    fn on_item<H: Hal>(&mut self, hw: &mut H, item: u32, outcome: Result<(), FirmwareError>) {
-        let scratch = self.config.scratch;
+    fn on_item<H: Hal>(
+        &mut self,
+        hw: &mut H,
+        item: u32,
+        outcome: Result<(), FirmwareError>,
+        arrays: MonitorArrays,
+    ) {
         let Some(active) = self.active.as_mut() else {
             return;
         };
@@ -388,7 +395,7 @@ impl Firmware {
             Ok((offset, length)) => {
                 active
                     .monitor
-                    .populated(hw, &scratch, offset, u64::from(length))
+                    .populated_in(hw, arrays, offset, u64::from(length))
             }
             Err(status) => {
                 active.monitor.item_failed();

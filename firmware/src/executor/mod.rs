@@ -65,11 +65,12 @@ use crate::flow::Credits;
 use crate::hal::{
     Clock, DeviceMemory, DmaDescriptor, DmaEngine, DmaError, DmaKind, DmaRequest, DmaTag,
 };
-use crate::monitor::ResultMonitor;
+use crate::monitor::{MonitorArrays, ResultMonitor};
 use crate::scratch::{ScratchLayout, CELL};
 use crate::trace::{Counters, Trace, TraceEvent};
 use crate::translate::ShadowRegion;
 use heapless::Deque;
+use shared_abi::region::{METADATA_OFFSET, METADATA_RECORD_SIZE};
 use shared_abi::{
     control, DeviceAddress, HostPhysAddr, MetadataFlags, MetadataRecord, Status, Ticks,
 };
@@ -179,6 +180,67 @@ impl MappedFor {
     }
 }
 
+/// The slot of a free-running ring index: `index % capacity` (slot 0 in a ring of no slots,
+/// as [`ScratchLayout::cell`] and [`shared_abi::RingIndex::slot`] name it), kept beside the
+/// index as it advances, so that the walk over a ring divides only when it wraps.
+///
+/// The executor advances it exactly where it advances the index (by the same count) and keeps
+/// it for the capacity it was computed for: a ring of another capacity computes it anew. The
+/// indices are free-running `u64` counters that grow by at most a few per payload, so they never
+/// reach `u64::MAX` (where their saturating increments would stop and the slot would not).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SlotOf {
+    /// The ring's capacity; `u64::MAX` (no ring's: capacities are `u32`) before the first.
+    capacity: u64,
+    /// `index % capacity`, below the capacity (0 for a capacity of 0).
+    slot: u64,
+}
+
+impl SlotOf {
+    /// Not yet computed for any ring.
+    const UNSET: SlotOf = SlotOf {
+        capacity: u64::MAX,
+        slot: 0,
+    };
+
+    /// The slot of `index` in a ring of `capacity`.
+    fn of(index: u64, capacity: u32) -> SlotOf {
+        let capacity = u64::from(capacity);
+        SlotOf {
+            capacity,
+            slot: index.checked_rem(capacity).unwrap_or(0),
+        }
+    }
+
+    /// The slot of `index` in a ring of `capacity`, where `self` is the slot of `index` if it
+    /// was computed for that capacity.
+    #[inline]
+    fn synced(self, index: u64, capacity: u32) -> SlotOf {
+        if self.capacity == u64::from(capacity) {
+            self
+        } else {
+            SlotOf::of(index, capacity)
+        }
+    }
+
+    /// The slot `n` (a few) entries later.
+    #[inline]
+    fn advanced(self, n: u64) -> SlotOf {
+        // slot < capacity <= u32::MAX: no overflow.
+        let next = self.slot.wrapping_add(n);
+        let slot = if next < self.capacity {
+            next
+        } else {
+            // The ring wraps (or has no slots): the only division, once per turn of the ring.
+            next.checked_rem(self.capacity).unwrap_or(0)
+        };
+        SlotOf {
+            capacity: self.capacity,
+            slot,
+        }
+    }
+}
+
 /// Why [`DmaExecutor::pump`] stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PumpOutcome {
@@ -241,6 +303,16 @@ pub struct DmaExecutor {
     metadata_map: Mapped,
     control_map: Mapped,
     mapped_for: MappedFor,
+    /// The host addresses of the control block's metadata-tail and payload-tail words in
+    /// the region the stretches are of, once translated (they do not move while it stays).
+    metadata_tail_destination: Option<HostPhysAddr>,
+    payload_tail_destination: Option<HostPhysAddr>,
+    /// The slots of the descriptor-ring and staging tails in the scratch rings, and of the
+    /// payload and metadata tails in the host's rings (see [`SlotOf`]).
+    descriptor_slot: SlotOf,
+    staging_slot: SlotOf,
+    payload_slot: SlotOf,
+    metadata_slot: SlotOf,
 }
 
 impl DmaExecutor {
@@ -266,6 +338,12 @@ impl DmaExecutor {
             metadata_map: Mapped::default(),
             control_map: Mapped::default(),
             mapped_for: MappedFor::default(),
+            metadata_tail_destination: None,
+            payload_tail_destination: None,
+            descriptor_slot: SlotOf::UNSET,
+            staging_slot: SlotOf::UNSET,
+            payload_slot: SlotOf::UNSET,
+            metadata_slot: SlotOf::UNSET,
         }
     }
 
@@ -360,7 +438,7 @@ impl DmaExecutor {
         trace: &mut Trace,
     ) -> Result<PumpOutcome, FirmwareError> {
         let layout = *region.layout();
-        self.map(region);
+        self.map(region, scratch);
         // A batch that became due while the engine took no request goes out first, whole
         // (unless the engine still refuses: no completion came since it last did).
         if !self.engine_full && self.batch_due(monitor) {
@@ -369,7 +447,8 @@ impl DmaExecutor {
         // Payloads the cached heads grant (a slot in each ring per payload): counted once
         // here and down by one per payload formed, as both tails advance by one each.
         let mut credit = self.credit(&layout);
-        while let Some(chunk) = monitor.peek(hw, scratch)? {
+        let arrays = MonitorArrays::of(scratch);
+        while let Some(chunk) = monitor.peek_in(hw, arrays)? {
             if credit == 0 {
                 // Edge D5: only now read the host's heads.
                 counters.head_reads = counters.head_reads.saturating_add(1);
@@ -456,17 +535,56 @@ impl DmaExecutor {
         metadata_free.min(payload_free)
     }
 
-    /// Keeps the translated stretches ([`Mapped`]) only while `region` is the one they were
-    /// learnt from.
+    /// Keeps the translated stretches ([`Mapped`]) and tail addresses only while `region` is
+    /// the one they were learnt from, and the tails' slots ([`SlotOf`]) for the capacities of
+    /// `region`'s rings and of `scratch`'s.
     #[inline]
-    fn map(&mut self, region: &ShadowRegion) {
+    fn map(&mut self, region: &ShadowRegion, scratch: &ScratchLayout) {
         let of = MappedFor::of(region);
         if of != self.mapped_for {
             self.payload_map = Mapped::default();
             self.metadata_map = Mapped::default();
             self.control_map = Mapped::default();
+            self.metadata_tail_destination = None;
+            self.payload_tail_destination = None;
             self.mapped_for = of;
         }
+        let layout = region.layout();
+        self.payload_slot = self
+            .payload_slot
+            .synced(self.payload_tail, layout.payload_capacity());
+        self.metadata_slot = self
+            .metadata_slot
+            .synced(self.metadata_tail, layout.metadata_capacity());
+        self.sync_scratch(scratch);
+    }
+
+    /// Keeps the descriptor-ring and staging tails' slots for `scratch`'s capacities.
+    #[inline]
+    fn sync_scratch(&mut self, scratch: &ScratchLayout) {
+        self.descriptor_slot = self
+            .descriptor_slot
+            .synced(self.descriptor_tail, scratch.descriptor_capacity);
+        self.staging_slot = self
+            .staging_slot
+            .synced(self.staging_tail, scratch.staging_capacity);
+    }
+
+    /// The host address of the control block's word at `offset` (a tail), translated once
+    /// per region and kept in `kept` (see [`DmaExecutor::map`]).
+    #[inline]
+    fn control_word(
+        kept: &mut Option<HostPhysAddr>,
+        control_map: &mut Mapped,
+        region: &ShadowRegion,
+        offset: u64,
+    ) -> Result<HostPhysAddr, FirmwareError> {
+        if let Some(address) = *kept {
+            return Ok(address);
+        }
+        let address = control_map.translate(region, offset, 8)?;
+        *kept = Some(address);
+        Ok(address)
     }
 
     /// Whether the descriptor ring and the staging cells have room for `descriptors` and
@@ -491,13 +609,10 @@ impl DmaExecutor {
         scratch: &ScratchLayout,
         descriptor: DmaDescriptor,
     ) -> Result<(), FirmwareError> {
-        let address = cell(
-            scratch.descriptor_base(),
-            self.descriptor_tail,
-            scratch.descriptor_capacity,
-        );
+        let address = cell(scratch.descriptor_base(), self.descriptor_slot);
         memory.write(address, descriptor.as_bytes())?;
         self.descriptor_tail = self.descriptor_tail.saturating_add(1);
+        self.descriptor_slot = self.descriptor_slot.advanced(1);
         Ok(())
     }
 
@@ -510,13 +625,10 @@ impl DmaExecutor {
         scratch: &ScratchLayout,
         descriptors: [DmaDescriptor; 2],
     ) -> Result<(), FirmwareError> {
-        if let Some(first) = cell_pair(
-            scratch.descriptor_base(),
-            self.descriptor_tail,
-            scratch.descriptor_capacity,
-        ) {
+        if let Some(first) = cell_pair(scratch.descriptor_base(), self.descriptor_slot) {
             memory.write(first, descriptors.as_bytes())?;
             self.descriptor_tail = self.descriptor_tail.saturating_add(2);
+            self.descriptor_slot = self.descriptor_slot.advanced(2);
             return Ok(());
         }
         let [d3, d4] = descriptors;
@@ -535,11 +647,7 @@ impl DmaExecutor {
         record: &MetadataRecord,
         tail: u64,
     ) -> Result<(DeviceAddress, DeviceAddress), FirmwareError> {
-        if let Some(record_cell) = cell_pair(
-            scratch.staging_base(),
-            self.staging_tail,
-            scratch.staging_capacity,
-        ) {
+        if let Some(record_cell) = cell_pair(scratch.staging_base(), self.staging_slot) {
             let tail_cell = DeviceAddress(record_cell.0.saturating_add(CELL));
             // The record's 32 bytes, then the tail's 8: the bytes the two writes would store.
             let both = RecordAndTail {
@@ -548,6 +656,7 @@ impl DmaExecutor {
             };
             memory.write(record_cell, both.as_bytes())?;
             self.staging_tail = self.staging_tail.saturating_add(2);
+            self.staging_slot = self.staging_slot.advanced(2);
             return Ok((record_cell, tail_cell));
         }
         let record_cell = self.stage(memory, scratch, record.as_bytes())?;
@@ -562,13 +671,10 @@ impl DmaExecutor {
         scratch: &ScratchLayout,
         bytes: &[u8],
     ) -> Result<DeviceAddress, FirmwareError> {
-        let address = cell(
-            scratch.staging_base(),
-            self.staging_tail,
-            scratch.staging_capacity,
-        );
+        let address = cell(scratch.staging_base(), self.staging_slot);
         memory.write(address, bytes)?;
         self.staging_tail = self.staging_tail.saturating_add(1);
+        self.staging_slot = self.staging_slot.advanced(1);
         Ok(address)
     }
 
@@ -597,7 +703,8 @@ impl DmaExecutor {
             .checked_add(offset)
             .ok_or(FirmwareError::ArgumentOutOfRange)?;
         let payload_index = self.payload_tail;
-        let slot = shared_abi::RingIndex(payload_index).slot(layout.payload_capacity());
+        // The payload tail's slot (`RingIndex::slot`), below the capacity: it fits u32.
+        let slot = self.payload_slot.slot as u32;
         let slot_offset = layout
             .payload_slot_offset(slot)
             .ok_or(FirmwareError::TranslationFault)?;
@@ -664,14 +771,19 @@ impl DmaExecutor {
         let new_metadata_tail = metadata_index.saturating_add(1);
         let (record_cell, tail_cell) =
             self.stage_record_and_tail(memory, scratch, &record, new_metadata_tail)?;
-        let record_destination =
-            self.metadata_map
-                .translate(region, layout.metadata_slot_offset(metadata_index), 32)?;
+        // `RingLayout::metadata_slot_offset` of the metadata tail, from its slot (below the
+        // capacity: the offset ends inside the region, no saturation).
+        let record_offset = METADATA_OFFSET
+            .saturating_add(self.metadata_slot.slot.saturating_mul(METADATA_RECORD_SIZE));
+        let record_destination = self.metadata_map.translate(region, record_offset, 32)?;
         // D4: the metadata tail, published after the payload and the record (it follows D3
         // in the chain).
-        let tail_destination =
-            self.control_map
-                .translate(region, control::METADATA_TAIL_OFFSET, 8)?;
+        let tail_destination = Self::control_word(
+            &mut self.metadata_tail_destination,
+            &mut self.control_map,
+            region,
+            control::METADATA_TAIL_OFFSET,
+        )?;
         self.push_descriptor_pair(
             memory,
             scratch,
@@ -694,6 +806,8 @@ impl DmaExecutor {
         )?;
         self.metadata_tail = new_metadata_tail;
         self.payload_tail = payload_index.saturating_add(1);
+        self.metadata_slot = self.metadata_slot.advanced(1);
+        self.payload_slot = self.payload_slot.advanced(1);
         self.batch_payloads = self.batch_payloads.saturating_add(1);
         self.batch_bytes = self.batch_bytes.saturating_add(length);
         Ok(())
@@ -718,9 +832,12 @@ impl DmaExecutor {
         }
         // D2: the payload tail, once per batch.
         let tail_cell = self.stage(hw, scratch, &self.payload_tail.to_le_bytes())?;
-        let tail_destination =
-            self.control_map
-                .translate(region, control::PAYLOAD_TAIL_OFFSET, 8)?;
+        let tail_destination = Self::control_word(
+            &mut self.payload_tail_destination,
+            &mut self.control_map,
+            region,
+            control::PAYLOAD_TAIL_OFFSET,
+        )?;
         self.push_descriptor(
             hw,
             scratch,
@@ -778,6 +895,11 @@ impl DmaExecutor {
             Err(DmaError::QueueFull) => {
                 self.descriptor_tail = self.descriptor_tail.saturating_sub(1);
                 self.staging_tail = self.staging_tail.saturating_sub(1);
+                // Rare (a refused submission): the slots anew, for the same capacities.
+                self.descriptor_slot =
+                    SlotOf::of(self.descriptor_tail, self.descriptor_slot.capacity as u32);
+                self.staging_slot =
+                    SlotOf::of(self.staging_tail, self.staging_slot.capacity as u32);
                 Ok(false)
             }
         }
@@ -832,6 +954,7 @@ impl DmaExecutor {
         if self.in_flight.is_full() || !self.has_scratch_room(scratch, 1, 1) {
             return Ok(());
         }
+        self.sync_scratch(scratch);
         let first = self.descriptor_tail;
         let cell = self.stage(hw, scratch, &u64::from(status.code()).to_le_bytes())?;
         let destination = region.translate(control::DEVICE_STATUS_OFFSET, 8)?;
@@ -861,26 +984,26 @@ impl DmaExecutor {
     }
 }
 
-/// Address of entry `index` (free-running) of a scratch ring of `capacity` cells at `base`:
-/// [`ScratchLayout::cell`] for the executor's 32-byte cells.
+/// Address of the entry in slot `at` of a scratch ring of 32-byte cells at `base`:
+/// [`ScratchLayout::cell`] of an index whose slot `at` is, without a division.
 #[inline]
-fn cell(base: DeviceAddress, index: u64, capacity: u32) -> DeviceAddress {
-    let slot = index.checked_rem(u64::from(capacity)).unwrap_or(0);
-    DeviceAddress(base.0.saturating_add(slot.saturating_mul(CELL)))
+fn cell(base: DeviceAddress, at: SlotOf) -> DeviceAddress {
+    // slot < 2^32: the product does not saturate.
+    DeviceAddress(base.0.saturating_add(at.slot.wrapping_mul(CELL)))
 }
 
-/// [`ScratchLayout::cell_pair`] for the executor's 32-byte cells, with one division: entry
-/// `index + 1` is the cell right after entry `index` exactly when `index`'s slot is not the
-/// ring's last (and the address does not overflow). For any `index` below `u64::MAX`: a tail
-/// at `u64::MAX` has no next entry (the layout's saturating `index + 1` names the same cell),
+/// [`ScratchLayout::cell_pair`] of an index whose slot `at` is, without a division: the
+/// entry after it is the cell right after it exactly when its slot is not the ring's last
+/// (and the address does not overflow). For any index below `u64::MAX`: a tail at
+/// `u64::MAX` has no next entry (the layout's saturating `index + 1` names the same cell),
 /// and no tail gets there (one descriptor or cell per entry).
 #[inline]
-fn cell_pair(base: DeviceAddress, index: u64, capacity: u32) -> Option<DeviceAddress> {
-    let slot = index.checked_rem(u64::from(capacity)).unwrap_or(0);
-    if slot.saturating_add(1) >= u64::from(capacity) {
+fn cell_pair(base: DeviceAddress, at: SlotOf) -> Option<DeviceAddress> {
+    // slot < capacity <= u32::MAX: neither operation wraps.
+    if at.slot.wrapping_add(1) >= at.capacity {
         return None;
     }
-    let first = base.0.checked_add(slot.saturating_mul(CELL))?;
+    let first = base.0.checked_add(at.slot.wrapping_mul(CELL))?;
     first.checked_add(CELL)?;
     Some(DeviceAddress(first))
 }
@@ -962,14 +1085,15 @@ mod tests {
         for base in [DeviceAddress(0x1000), DeviceAddress(u64::MAX - 100)] {
             for capacity in 0..=5u32 {
                 for index in (0..12).chain([u64::MAX - 2, u64::MAX - 1, u64::MAX]) {
+                    let at = SlotOf::of(index, capacity);
                     assert_eq!(
-                        cell(base, index, capacity),
+                        cell(base, at),
                         ScratchLayout::cell(base, index, capacity, CELL),
                         "cell {index} of {capacity}"
                     );
                     if index < u64::MAX {
                         assert_eq!(
-                            cell_pair(base, index, capacity),
+                            cell_pair(base, at),
                             ScratchLayout::cell_pair(base, index, capacity, CELL),
                             "pair {index} of {capacity}"
                         );

@@ -12,11 +12,35 @@ use crate::hal::DeviceMemory;
 use crate::scratch::ScratchLayout;
 use shared_abi::DeviceAddress;
 
+/// Where the monitor's arrays lie in scratch memory: the chunk counters and the ready queue
+/// ([`ScratchLayout::counters_base`], [`ScratchLayout::ready_base`]), computed once for the
+/// many calls of a step or a pump.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MonitorArrays {
+    counters: DeviceAddress,
+    ready: DeviceAddress,
+}
+
+impl MonitorArrays {
+    /// The arrays of `scratch`.
+    #[inline]
+    pub const fn of(scratch: &ScratchLayout) -> MonitorArrays {
+        MonitorArrays {
+            counters: scratch.counters_base(),
+            ready: scratch.ready_base(),
+        }
+    }
+}
+
 /// The monitor's fixed-size state; the per-chunk state is in scratch memory.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ResultMonitor {
     result_length: u64,
     chunk_bytes: u64,
+    /// `log2(chunk_bytes)` when it is a power of two (every slot size the ABI allows), so
+    /// that an offset's chunk is a shift, not a division; [`NO_SHIFT`] otherwise. (The
+    /// default monitor's 0 goes with a result of no bytes: no offset is ever in a chunk.)
+    chunk_shift: u32,
     chunks: u32,
     items_total: u32,
     items_done: u32,
@@ -64,6 +88,11 @@ impl ResultMonitor {
         Ok(ResultMonitor {
             result_length,
             chunk_bytes,
+            chunk_shift: if chunk_bytes.is_power_of_two() {
+                chunk_bytes.trailing_zeros()
+            } else {
+                NO_SHIFT
+            },
             chunks,
             items_total: items,
             items_done: 0,
@@ -112,6 +141,18 @@ impl ResultMonitor {
         offset: u64,
         length: u64,
     ) -> Result<(), FirmwareError> {
+        self.populated_in(memory, MonitorArrays::of(scratch), offset, length)
+    }
+
+    /// [`ResultMonitor::populated`] with the scratch arrays computed by the caller.
+    #[inline]
+    pub fn populated_in<M: DeviceMemory>(
+        &mut self,
+        memory: &mut M,
+        arrays: MonitorArrays,
+        offset: u64,
+        length: u64,
+    ) -> Result<(), FirmwareError> {
         self.items_done = self.items_done.saturating_add(1);
         let end = offset
             .checked_add(length)
@@ -119,35 +160,54 @@ impl ResultMonitor {
         if end > self.result_length {
             return Err(FirmwareError::ArgumentOutOfRange);
         }
-        let mut position = offset;
-        while position < end {
-            // chunk_bytes > 0 (checked in `start`).
-            let chunk = position
+        if offset >= end {
+            return Ok(());
+        }
+        // The first chunk by one division (chunk_bytes > 0, checked in `start`), the next ones
+        // (an item across chunk boundaries) by adding the chunk size.
+        let chunk = if self.chunk_shift < u64::BITS {
+            // `offset / chunk_bytes` for a power of two.
+            offset >> self.chunk_shift
+        } else {
+            offset
                 .checked_div(self.chunk_bytes)
-                .ok_or(FirmwareError::MalformedDescriptor)?;
-            let chunk_end = chunk
-                .saturating_add(1)
-                .saturating_mul(self.chunk_bytes)
-                .min(end);
+                .ok_or(FirmwareError::MalformedDescriptor)?
+        };
+        let mut chunk = u32::try_from(chunk).map_err(|_| FirmwareError::ArgumentOutOfRange)?;
+        // chunk * chunk_bytes <= offset: no overflow (`chunk_length`'s product, unsaturated).
+        let mut chunk_start = u64::from(chunk).wrapping_mul(self.chunk_bytes);
+        let mut position = offset;
+        loop {
+            // `(chunk + 1) * chunk_bytes`, saturating as that product would.
+            let next_start = chunk_start.saturating_add(self.chunk_bytes);
+            let chunk_end = next_start.min(end);
             let added = chunk_end.saturating_sub(position);
-            let chunk = u32::try_from(chunk).map_err(|_| FirmwareError::ArgumentOutOfRange)?;
-            let address = counter_address(scratch, chunk);
+            let address = entry_address(arrays.counters, chunk);
             let count: u32 = memory.read_value(address)?;
             let count = u64::from(count).saturating_add(added);
-            let full = self.chunk_length(chunk);
+            // `chunk_length(chunk)` from the chunk's start.
+            let full = self
+                .result_length
+                .saturating_sub(chunk_start)
+                .min(self.chunk_bytes);
             if count > full {
                 // Two items claimed the same bytes: a kernel bug, reported, never a panic.
                 return Err(FirmwareError::ArgumentOutOfRange);
             }
             memory.write(address, &(count as u32).to_le_bytes())?;
             if count == full && !self.in_order {
-                let entry = entry_address(scratch.ready_base(), self.completed);
+                let entry = entry_address(arrays.ready, self.completed);
                 memory.write(entry, &chunk.to_le_bytes())?;
                 self.completed = self.completed.saturating_add(1);
             }
+            if chunk_end >= end {
+                return Ok(());
+            }
+            // chunk_end < end <= result_length: the next chunk exists, its index fits u32.
             position = chunk_end;
+            chunk_start = next_start;
+            chunk = chunk.saturating_add(1);
         }
-        Ok(())
     }
 
     /// The next chunk to stream, if one is complete: the oldest completed (out-of-order mode)
@@ -159,17 +219,27 @@ impl ResultMonitor {
         memory: &M,
         scratch: &ScratchLayout,
     ) -> Result<Option<u32>, FirmwareError> {
+        self.peek_in(memory, MonitorArrays::of(scratch))
+    }
+
+    /// [`ResultMonitor::peek`] with the scratch arrays computed by the caller.
+    #[inline]
+    pub fn peek_in<M: DeviceMemory>(
+        &self,
+        memory: &M,
+        arrays: MonitorArrays,
+    ) -> Result<Option<u32>, FirmwareError> {
         if self.taken >= self.chunks {
             return Ok(None);
         }
         if self.in_order {
-            let count: u32 = memory.read_value(counter_address(scratch, self.taken))?;
+            let count: u32 = memory.read_value(entry_address(arrays.counters, self.taken))?;
             return Ok((u64::from(count) == self.chunk_length(self.taken)).then_some(self.taken));
         }
         if self.taken >= self.completed {
             return Ok(None);
         }
-        let entry = entry_address(scratch.ready_base(), self.taken);
+        let entry = entry_address(arrays.ready, self.taken);
         let chunk: u32 = memory.read_value(entry)?;
         Ok(Some(chunk))
     }
@@ -187,6 +257,9 @@ impl ResultMonitor {
         self.taken = self.taken.saturating_add(1);
     }
 }
+
+/// [`ResultMonitor`]'s `chunk_shift` for a chunk size that is not a power of two.
+const NO_SHIFT: u32 = u32::MAX;
 
 /// Device address of chunk `chunk`'s population counter.
 pub const fn counter_address(scratch: &ScratchLayout, chunk: u32) -> DeviceAddress {
@@ -281,6 +354,70 @@ mod tests {
             in_order.take();
         }
         assert!(in_order.none_complete(), "every chunk taken");
+    }
+
+    /// Items of any length, across chunk boundaries and into a short last chunk, count their
+    /// bytes into every chunk they overlap: each chunk completes (joins the ready queue) when
+    /// its last byte is counted, in that order; a byte claimed twice is refused.
+    #[test]
+    fn items_across_chunks_complete_each_chunk_with_its_last_byte() {
+        // 7 chunks of 24 bytes, the last of 12 (a division), or 5 of 32, the last of 28 (a
+        // shift).
+        let result = 156u64;
+        for (chunk, seed) in [24u64, 32]
+            .into_iter()
+            .flat_map(|c| (0..20u64).map(move |s| (c, s)))
+        {
+            let chunks = result.div_ceil(chunk) as usize;
+            let (mut memory, scratch) = (memory(), scratch(8));
+            let mut monitor =
+                ResultMonitor::start(&mut memory, &scratch, result, chunk as u32, 99, false)
+                    .unwrap();
+            // Cut the result into items of 1 to 60 bytes, populated in a shuffled order.
+            let mut items = Vec::new();
+            let (mut start, mut draw) = (0u64, seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+            while start < result {
+                draw ^= draw << 13;
+                draw ^= draw >> 7;
+                draw ^= draw << 17;
+                let length = (1 + draw % 60).min(result - start);
+                items.push((start, length));
+                start += length;
+            }
+            for index in (1..items.len()).rev() {
+                draw ^= draw << 13;
+                draw ^= draw >> 7;
+                draw ^= draw << 17;
+                items.swap(index, (draw % (index as u64 + 1)) as usize);
+            }
+            let mut counted = vec![0u64; chunks];
+            let mut expected_order = Vec::new();
+            for &(offset, length) in &items {
+                monitor
+                    .populated(&mut memory, &scratch, offset, length)
+                    .unwrap();
+                for byte in offset..offset + length {
+                    let c = (byte / chunk) as usize;
+                    counted[c] += 1;
+                    if counted[c] == chunk.min(result - c as u64 * chunk) {
+                        expected_order.push(c as u32);
+                    }
+                }
+            }
+            let mut order = Vec::new();
+            while let Some(c) = monitor.peek(&memory, &scratch).unwrap() {
+                order.push(c);
+                monitor.take();
+            }
+            assert_eq!(order, expected_order, "seed {seed}: {items:?}");
+            assert_eq!(order.len(), chunks);
+            let (offset, length) = items[0];
+            assert_eq!(
+                monitor.populated(&mut memory, &scratch, offset, length),
+                Err(FirmwareError::ArgumentOutOfRange),
+                "bytes claimed twice"
+            );
+        }
     }
 
     #[test]
