@@ -1071,16 +1071,21 @@ impl Ccm {
             list.truncate(kept);
         }
         // Handed on in the order they arrived on the sub-core (round-robin's list is by cap).
-        // (In place in the CCM's scratch list: `part_done` does not touch it.)
+        // (In place in the CCM's scratch list: nothing below touches it.)
         if self.scratch_done.len() > 1 {
             self.scratch_done.sort_unstable();
         }
+        let latency = self.latency;
         let mut index = 0;
         while let Some(&(_, slot)) = self.scratch_done.get(index) {
+            let mut end = None;
             if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
                 active.compute_done = true;
+                end = both_done(active, now, latency);
             }
-            self.part_done(now, slot);
+            if let Some(end) = end {
+                self.push_end(end, slot);
+            }
             index += 1;
         }
         self.reshare_sub_core(now, sub_core);
@@ -1098,17 +1103,18 @@ impl Ccm {
         let mut due = std::mem::take(&mut self.scratch_due);
         due.clear();
         entry.finishing.pop_due(limit, &mut due);
+        let latency = self.latency;
         for &slot in &due {
-            let mut finished = false;
+            let mut end = None;
             if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
                 active.memory_parts = active.memory_parts.saturating_sub(1);
                 if active.memory_parts == 0 {
                     active.memory_done = true;
-                    finished = true;
+                    end = both_done(active, now, latency);
                 }
             }
-            if finished {
-                self.part_done(now, slot);
+            if let Some(end) = end {
+                self.push_end(end, slot);
             }
         }
         self.scratch_due = due;
@@ -1119,16 +1125,6 @@ impl Ccm {
         self.memory_joined |= 1 << (channel % 64);
         self.memory_joined_at = now;
         self.memory_timers.set(channel, Ticks::NEVER);
-    }
-
-    /// One part of the item in `slot` finished at `now`: if both have, its end is scheduled.
-    fn part_done(&mut self, now: Ticks, slot: u32) {
-        if let Some(Some(active)) = self.slots.get(slot as usize) {
-            if active.compute_done && active.memory_done {
-                let end = now.max(active.started.plus(self.latency));
-                self.push_end(end, slot);
-            }
-        }
     }
 
     /// Queues the end of the item in `slot` at `at`.
@@ -1291,6 +1287,14 @@ impl Ccm {
         }
         ending_outcome
     }
+}
+
+/// One part of `active` finished at `now`: if both have, when it ends (no earlier than
+/// `latency` after it started). The caller, which holds the item in its slot, schedules the end
+/// (no second look-up of the slot).
+#[inline]
+fn both_done(active: &Active, now: Ticks, latency: Ticks) -> Option<Ticks> {
+    (active.compute_done && active.memory_done).then(|| now.max(active.started.plus(latency)))
 }
 
 /// Ticks one memory channel takes to move one DRAM burst
