@@ -14,7 +14,7 @@ use shared_abi::Ticks;
 /// The timers: `tree` holds nodes `0..2 * leaves` (leaves from `leaves`, node `i` the least
 /// key of its subtree; node 0 unused), `far_times` each timer's exact time while its key is
 /// far. The tree's length is a power of two, so an index masked by it is always inside it: the
-/// walk of a set has no bounds checks (16 instructions a level with them, 11 without). The
+/// walk of a set has no bounds checks (17 instructions a level with them, 15 without). The
 /// constants of the packing are kept beside it, worked out once (a read of the minimum or a
 /// set needs them every time).
 #[derive(Debug)]
