@@ -280,6 +280,9 @@ pub struct Ccm {
     last_sub_core: Vec<u32>,
     /// Per unit, its free µthread slots (none: no sub-core of it can take an item).
     unit_free: Vec<u32>,
+    /// Per unit, bit `l`: its sub-core `l` has a free µthread slot (kept while a unit has at
+    /// most 64 sub-cores; with more, [`Ccm::free_sub_core`] looks at each sub-core).
+    unit_open: Vec<u64>,
     /// Scratch for [`Ccm::compute_due`]: the items whose instructions ended, as
     /// `(arrival, slot)`.
     scratch_done: Vec<(u64, u32)>,
@@ -369,6 +372,10 @@ impl Ccm {
                     .saturating_mul(config.ccm_uthreads_per_sub_core);
                 config.ccm_units as usize
             ],
+            unit_open: vec![
+                all_open(config.ccm_sub_cores, config.ccm_uthreads_per_sub_core);
+                config.ccm_units as usize
+            ],
             scratch_done: Vec::new(),
             scratch_due: Vec::new(),
             arrivals: 0,
@@ -446,6 +453,7 @@ impl Ccm {
 
     /// The item's exclusive demand on a sub-core in cycles, and the largest fraction of the
     /// sub-core its one µthread can use (see the module docs).
+    #[inline]
     pub fn compute_demand(&self, cost: &ItemCost) -> (f64, f64) {
         let instructions = to_f64(cost.instructions());
         if instructions == 0.0 {
@@ -647,6 +655,22 @@ impl Ccm {
         let count = self.sub_cores.max(1);
         let first = unit.saturating_mul(self.sub_cores);
         let last = self.last_sub_core.get(unit as usize).copied().unwrap_or(0);
+        if count <= 64 {
+            // The first sub-core with a free slot from `last + 1` on, else from 0 (which ends
+            // with `last`): the turn below, on the unit's mask.
+            let open = self.unit_open.get(unit as usize).copied().unwrap_or(0);
+            let last = if last < count { last } else { last % count };
+            let start = if last + 1 < count { last + 1 } else { 0 };
+            let after = open & (u64::MAX << start);
+            let local = if after != 0 {
+                after.trailing_zeros()
+            } else if open != 0 {
+                open.trailing_zeros()
+            } else {
+                return None;
+            };
+            return Some((first.saturating_add(local), local));
+        }
         // The sub-cores after `last`, wrapping: `(last + step) % count` for step 1..=count,
         // counted on instead of divided.
         let mut local = if last < count { last } else { last % count };
@@ -713,6 +737,14 @@ impl Ccm {
             entry.occupied += 1;
             if let Some(bit) = 1_u64.checked_shl(slot - sub_core * self.slots_per_sub_core) {
                 entry.free &= !bit;
+            }
+            if entry.occupied >= self.slots_per_sub_core {
+                if let (Some(open), Some(bit)) = (
+                    self.unit_open.get_mut(unit as usize),
+                    1_u64.checked_shl(local),
+                ) {
+                    *open &= !bit;
+                }
             }
         }
         if let Some(free) = self.unit_free.get_mut(unit as usize) {
@@ -1039,16 +1071,21 @@ impl Ccm {
             list.truncate(kept);
         }
         // Handed on in the order they arrived on the sub-core (round-robin's list is by cap).
-        // (In place in the CCM's scratch list: `part_done` does not touch it.)
+        // (In place in the CCM's scratch list: nothing below touches it.)
         if self.scratch_done.len() > 1 {
             self.scratch_done.sort_unstable();
         }
+        let latency = self.latency;
         let mut index = 0;
         while let Some(&(_, slot)) = self.scratch_done.get(index) {
+            let mut end = None;
             if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
                 active.compute_done = true;
+                end = both_done(active, now, latency);
             }
-            self.part_done(now, slot);
+            if let Some(end) = end {
+                self.push_end(end, slot);
+            }
             index += 1;
         }
         self.reshare_sub_core(now, sub_core);
@@ -1066,17 +1103,18 @@ impl Ccm {
         let mut due = std::mem::take(&mut self.scratch_due);
         due.clear();
         entry.finishing.pop_due(limit, &mut due);
+        let latency = self.latency;
         for &slot in &due {
-            let mut finished = false;
+            let mut end = None;
             if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
                 active.memory_parts = active.memory_parts.saturating_sub(1);
                 if active.memory_parts == 0 {
                     active.memory_done = true;
-                    finished = true;
+                    end = both_done(active, now, latency);
                 }
             }
-            if finished {
-                self.part_done(now, slot);
+            if let Some(end) = end {
+                self.push_end(end, slot);
             }
         }
         self.scratch_due = due;
@@ -1087,16 +1125,6 @@ impl Ccm {
         self.memory_joined |= 1 << (channel % 64);
         self.memory_joined_at = now;
         self.memory_timers.set(channel, Ticks::NEVER);
-    }
-
-    /// One part of the item in `slot` finished at `now`: if both have, its end is scheduled.
-    fn part_done(&mut self, now: Ticks, slot: u32) {
-        if let Some(Some(active)) = self.slots.get(slot as usize) {
-            if active.compute_done && active.memory_done {
-                let end = now.max(active.started.plus(self.latency));
-                self.push_end(end, slot);
-            }
-        }
     }
 
     /// Queues the end of the item in `slot` at `at`.
@@ -1119,6 +1147,12 @@ impl Ccm {
             entry.occupied = entry.occupied.saturating_sub(1);
             if let Some(bit) = 1_u64.checked_shl(slot - sub_core * self.slots_per_sub_core) {
                 entry.free |= bit;
+            }
+            if let (Some(open), Some(bit)) = (
+                self.unit_open.get_mut(unit as usize),
+                1_u64.checked_shl(sub_core - unit * self.sub_cores),
+            ) {
+                *open |= bit;
             }
         }
         if let Some(free) = self.unit_free.get_mut(unit as usize) {
@@ -1193,6 +1227,8 @@ impl Ccm {
         self.memory_joined = 0;
         let per_unit = self.sub_cores.saturating_mul(self.slots_per_sub_core);
         self.unit_free.iter_mut().for_each(|free| *free = per_unit);
+        let open = all_open(self.sub_cores, self.slots_per_sub_core);
+        self.unit_open.iter_mut().for_each(|mask| *mask = open);
         let rotation = self.sub_cores.saturating_sub(1);
         self.last_sub_core
             .iter_mut()
@@ -1253,6 +1289,14 @@ impl Ccm {
     }
 }
 
+/// One part of `active` finished at `now`: if both have, when it ends (no earlier than
+/// `latency` after it started). The caller, which holds the item in its slot, schedules the end
+/// (no second look-up of the slot).
+#[inline]
+fn both_done(active: &Active, now: Ticks, latency: Ticks) -> Option<Ticks> {
+    (active.compute_done && active.memory_done).then(|| now.max(active.started.plus(latency)))
+}
+
 /// Ticks one memory channel takes to move one DRAM burst
 /// ([`firmware::kernels::DRAM_BURST_BYTES`] at `ccm_memory_gbps / ccm_memory_channels`),
 /// rounded to a whole tick, at least one: 10 ticks (1.67 ns) by default. One tick with a
@@ -1270,6 +1314,16 @@ fn channel_share(bytes: u64, count: u64, total: u64, channels: u32) -> f64 {
     }
     let placed = (total as f64 * firmware::kernels::DRAM_BURST_BYTES as f64).min(bytes as f64);
     placed * count as f64 / total as f64 + (bytes as f64 - placed) / channels
+}
+
+/// The open-sub-core mask of a unit of `sub_cores` empty sub-cores of `slots` µthreads each
+/// (its first 64; none when a sub-core has no slot).
+fn all_open(sub_cores: u32, slots: u32) -> u64 {
+    if slots == 0 {
+        0
+    } else {
+        all_free(sub_cores)
+    }
 }
 
 /// The free-slot mask of an empty sub-core of `slots` µthreads (its first 64).
@@ -1361,12 +1415,15 @@ const WHOLE_LIMIT: f64 = 4_503_599_627_370_496.0;
 const I64_LIMIT: f64 = 9_223_372_036_854_775_808.0;
 
 /// `value as f64`, the same value (both round to nearest): through `i64` when it fits, which
-/// the baseline x86-64 target converts in one instruction, where `u64` takes seven.
+/// the baseline x86-64 target converts in one instruction, where `u64` takes five or six.
+/// Past `i64::MAX` (never a real count or duration) it halves the value keeping a sticky low
+/// bit, converts that and doubles it: the same rounding. (With `value as f64` in that arm the
+/// optimiser merged both arms back into the `u64` conversion, which every caller then ran.)
 #[inline]
 fn to_f64(value: u64) -> f64 {
     match i64::try_from(value) {
         Ok(value) => value as f64,
-        Err(_) => value as f64,
+        Err(_) => (((value >> 1) | (value & 1)) as i64) as f64 * 2.0,
     }
 }
 
@@ -1860,6 +1917,25 @@ mod tests {
         let ended = run(&mut ccm, knn(4, 64), 4);
         let end = cycles(&config, 51.0);
         assert!(ended.iter().all(|&(_, _, at)| at == end), "{ended:?}");
+    }
+
+    #[test]
+    fn a_unit_of_more_than_64_sub_cores_deals_an_item_to_each() {
+        // The open-sub-core mask covers units of up to 64 sub-cores, a scan the others: 140
+        // equal items on 70 sub-cores of one µthread each run 70 at a time, each alone.
+        for sub_cores in [60, 70] {
+            let config = compute_bound(1, sub_cores, 1);
+            let mut ccm = Ccm::new(&config);
+            let ended = run(&mut ccm, knn(2 * sub_cores, 64), 2 * sub_cores);
+            let alone = cycles(&config, 51.0);
+            let ends: Vec<Ticks> = ended.iter().map(|&(_, _, at)| at).collect();
+            assert_eq!(ends.len(), 2 * sub_cores as usize);
+            assert!(ends.iter().take(sub_cores as usize).all(|&at| at == alone));
+            assert!(ends
+                .iter()
+                .skip(sub_cores as usize)
+                .all(|&at| at == alone.plus(alone)));
+        }
     }
 
     #[test]

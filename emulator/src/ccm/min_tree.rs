@@ -11,13 +11,16 @@
 
 use shared_abi::Ticks;
 
-/// The timers, in one vector: nodes `1..2 * leaves` are the tree (leaves from `leaves`, node
-/// `i` the least key of its subtree; node 0 unused), and the `count` words after them each
-/// timer's exact time while its key is far. The constants of the packing are kept beside it,
-/// worked out once (a read of the minimum or a set needs them every time).
+/// The timers: `tree` holds nodes `0..2 * leaves` (leaves from `leaves`, node `i` the least
+/// key of its subtree; node 0 unused), `far_times` each timer's exact time while its key is
+/// far. The tree's length is a power of two, so an index masked by it is always inside it: the
+/// walk of a set has no bounds checks (17 instructions a level with them, 15 without). The
+/// constants of the packing are kept beside it, worked out once (a read of the minimum or a
+/// set needs them every time).
 #[derive(Debug)]
 pub(crate) struct MinTree {
-    words: Vec<u64>,
+    tree: Box<[u64]>,
+    far_times: Box<[u64]>,
     /// Bits of an index in a key (`leaves` is `1 << shift`).
     shift: u32,
     /// Leaves (`1 << shift`).
@@ -37,22 +40,23 @@ impl MinTree {
         let shift = leaves.trailing_zeros();
         let never = never_key(shift);
         // Padding leaves hold the largest key: never the minimum of a real timer's subtree.
-        let mut words = vec![u64::MAX; 2 * leaves + count];
+        let mut tree = vec![u64::MAX; 2 * leaves];
         for index in 0..count {
-            if let Some(node) = words.get_mut(leaves + index) {
+            if let Some(node) = tree.get_mut(leaves + index) {
                 *node = never | index as u64;
             }
         }
         // Inner nodes from the leaves up.
         for node in (1..leaves).rev() {
-            let left = words.get(2 * node).copied().unwrap_or(u64::MAX);
-            let right = words.get(2 * node + 1).copied().unwrap_or(u64::MAX);
-            if let Some(slot) = words.get_mut(node) {
+            let left = tree.get(2 * node).copied().unwrap_or(u64::MAX);
+            let right = tree.get(2 * node + 1).copied().unwrap_or(u64::MAX);
+            if let Some(slot) = tree.get_mut(node) {
                 *slot = left.min(right);
             }
         }
         MinTree {
-            words,
+            tree: tree.into_boxed_slice(),
+            far_times: vec![0; count].into_boxed_slice(),
             shift,
             leaves,
             never,
@@ -61,13 +65,10 @@ impl MinTree {
         }
     }
 
-    fn leaves(&self) -> usize {
-        self.leaves
-    }
-
     /// The earliest `(time, index)`, the least index among equal times.
+    #[inline]
     pub(crate) fn min(&self) -> (Ticks, u32) {
-        let key = self.words.get(1).copied().unwrap_or(u64::MAX);
+        let key = self.tree.get(1).copied().unwrap_or(u64::MAX);
         let never = self.never;
         let index = (key & !never) as u32;
         if key < self.far {
@@ -83,12 +84,13 @@ impl MinTree {
     /// exact times.
     #[cold]
     fn far_min(&self) -> (Ticks, u32) {
-        let leaves = self.leaves();
         let never = never_key(self.shift);
-        let keys = self.words.get(leaves..2 * leaves).unwrap_or_default();
-        let times = self.words.get(2 * leaves..).unwrap_or_default();
+        let keys = self
+            .tree
+            .get(self.leaves..2 * self.leaves)
+            .unwrap_or_default();
         keys.iter()
-            .zip(times)
+            .zip(self.far_times.iter())
             .enumerate()
             .map(|(index, (&key, &at))| {
                 let at = if key >= never {
@@ -105,14 +107,16 @@ impl MinTree {
     /// Keeps the exact time of timer `index`, set to a far `at`.
     #[cold]
     fn set_far(&mut self, index: u32, at: Ticks) {
-        let at_word = 2 * self.leaves() + index as usize;
-        if let Some(time) = self.words.get_mut(at_word) {
+        if let Some(time) = self.far_times.get_mut(index as usize) {
             *time = at.0;
         }
     }
 
-    /// Sets timer `index` to `at`.
+    /// Sets timer `index` to `at` (nothing for an index past the timers).
     pub(crate) fn set(&mut self, index: u32, at: Ticks) {
+        if index as usize >= self.far_times.len() {
+            return;
+        }
         let key = if at.0 < self.near_limit {
             (at.0 << self.shift) | u64::from(index)
         } else if at == Ticks::NEVER {
@@ -121,24 +125,42 @@ impl MinTree {
             self.set_far(index, at);
             self.far | u64::from(index)
         };
-        let mut node = self.leaves + index as usize;
-        match self.words.get_mut(node) {
+        let tree = &mut *self.tree;
+        // The tree's length is a power of two (never 0): every index masked by `mask` is in it,
+        // and every node of the walk (a leaf, `leaves + index` below `2 * leaves`, and those
+        // above it) is its own masked value.
+        let mask = tree.len().wrapping_sub(1);
+        if tree.is_empty() {
+            return;
+        }
+        let mut node = (self.leaves + index as usize) & mask;
+        let leaf = &mut tree[node];
+        let old = *leaf;
+        if old == key {
             // Unchanged: so is every node above.
-            Some(leaf) if *leaf == key => return,
-            Some(leaf) => *leaf = key,
-            None => return,
+            return;
+        }
+        *leaf = key;
+        if key < old {
+            // Earlier: each node above held the least of its subtree with the old key, so it
+            // holds the lesser of that and the new key, no sibling to read; where it already
+            // holds less, so does every node above it.
+            while node > 1 {
+                node >>= 1;
+                let parent = &mut tree[node & mask];
+                if *parent <= key {
+                    break;
+                }
+                *parent = key;
+            }
+            return;
         }
         // `value` is what `node` holds now: its parent is the least of it and its sibling.
         let mut value = key;
         while node > 1 {
-            let Some(&sibling) = self.words.get(node ^ 1) else {
-                break;
-            };
-            value = value.min(sibling);
-            node /= 2;
-            let Some(parent) = self.words.get_mut(node) else {
-                break;
-            };
+            value = value.min(tree[(node ^ 1) & mask]);
+            node >>= 1;
+            let parent = &mut tree[node & mask];
             if *parent == value {
                 // Unchanged here, so unchanged above.
                 break;
