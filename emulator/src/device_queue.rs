@@ -241,32 +241,34 @@ impl DeviceQueue {
         // sequence at `until` (no landing has that sequence: sequences never reach u64::MAX).
         let limit = bound.min(order_key(until.0, u64::MAX));
         let waiting = self.landings.get(self.head..).unwrap_or_default();
-        let bytes = self.bytes.as_slice();
-        let mut read = self.read;
+        // The bytes of the landings from the front one on, back to back (each landing's were
+        // staged before it was pushed).
+        let mut rest = self.bytes.get(self.read..).unwrap_or_default();
         let mut taken = 0usize;
-        let mut last: Option<&Pending> = None;
         for front in waiting {
             if front.key >= limit {
                 break;
             }
-            let end = read + usize::from(front.length);
+            let (bytes, tail) = rest
+                .split_at_checked(usize::from(front.length))
+                .unwrap_or((rest, &[]));
             land(
                 Ticks((front.key >> 64) as u64),
                 front.destination,
                 front.kind,
-                bytes.get(read..end).unwrap_or_default(),
+                bytes,
             );
-            read = end;
+            rest = tail;
             taken += 1;
-            last = Some(front);
         }
-        let Some(last) = last.copied() else {
+        let Some(last) = taken.checked_sub(1).and_then(|last| waiting.get(last)) else {
             return (0, Ticks::ZERO);
         };
+        let (owner, at) = (last.owner, Ticks((last.key >> 64) as u64));
+        self.read = self.bytes.len() - rest.len();
         self.head += taken;
-        self.read = read;
-        self.popped_owner = last.owner;
-        (taken as u64, Ticks((last.key >> 64) as u64))
+        self.popped_owner = owner;
+        (taken as u64, at)
     }
 
     /// [`DeviceQueue::pop_landing_before`]'s landing, and where its bytes start in `bytes`
