@@ -244,8 +244,8 @@ impl DeviceQueue {
         // The bytes of the landings from the front one on, back to back (each landing's were
         // staged before it was pushed).
         let mut rest = self.bytes.get(self.read..).unwrap_or_default();
-        let mut taken = 0usize;
-        for front in waiting {
+        let mut left = waiting;
+        while let Some((front, behind)) = left.split_first() {
             if front.key >= limit {
                 break;
             }
@@ -259,8 +259,9 @@ impl DeviceQueue {
                 bytes,
             );
             rest = tail;
-            taken += 1;
+            left = behind;
         }
+        let taken = waiting.len() - left.len();
         let Some(last) = taken.checked_sub(1).and_then(|last| waiting.get(last)) else {
             return (0, Ticks::ZERO);
         };
