@@ -242,21 +242,13 @@ impl LaunchTracker {
             .chunk_task_list
             .get(state.first_reader as usize..stop as usize)
             .unwrap_or_default();
-        for &task in readers {
-            let (Some(spec), Some(missing)) = (
-                self.tasks.get(task as usize),
-                self.missing.get_mut(task as usize),
-            ) else {
-                continue;
-            };
-            let overlap = spec
-                .needs
-                .end
-                .min(end)
-                .saturating_sub(spec.needs.start.max(offset));
-            *missing -= overlap.min(*missing);
-            if *missing == 0 && overlap > 0 {
-                ready.push(task);
+        match readers {
+            // One reader (a task's own chunk, the commonest): no loop to set up.
+            &[task] => reader_arrived(&self.tasks, &mut self.missing, task, offset..end, ready),
+            _ => {
+                for &task in readers {
+                    reader_arrived(&self.tasks, &mut self.missing, task, offset..end, ready);
+                }
             }
         }
         Ok(unread)
@@ -352,6 +344,31 @@ impl LaunchTracker {
     pub fn starving(&self) -> (usize, u64) {
         let waiting: Vec<&u64> = self.missing.iter().filter(|m| **m > 0).collect();
         (waiting.len(), waiting.into_iter().sum())
+    }
+}
+
+/// Task `task`, a reader of the chunk of result bytes `bytes` that arrived, misses those bytes
+/// of its range no more; appended to `ready` when that was the last it missed.
+#[inline(always)]
+fn reader_arrived(
+    tasks: &[HostTask],
+    missing: &mut [u64],
+    task: u32,
+    bytes: Range<u64>,
+    ready: &mut Vec<u32>,
+) {
+    let (Some(spec), Some(missing)) = (tasks.get(task as usize), missing.get_mut(task as usize))
+    else {
+        return;
+    };
+    let overlap = spec
+        .needs
+        .end
+        .min(bytes.end)
+        .saturating_sub(spec.needs.start.max(bytes.start));
+    *missing -= overlap.min(*missing);
+    if *missing == 0 && overlap > 0 {
+        ready.push(task);
     }
 }
 
