@@ -541,10 +541,11 @@ mod tests {
             let bound = by_run.landing_bound();
             assert_eq!(bound, by_pop.landing_bound());
             let mut landed = Vec::new();
-            let (count, last) = by_run.land_run_before(bound, until, |at, destination, kind, bytes| {
-                assert_eq!(kind, DmaKind::Payload);
-                landed.push((at, destination, bytes.to_vec()));
-            });
+            let (count, last) =
+                by_run.land_run_before(bound, until, |at, destination, kind, bytes| {
+                    assert_eq!(kind, DmaKind::Payload);
+                    landed.push((at, destination, bytes.to_vec()));
+                });
             let mut popped = Vec::new();
             while let Some(view) = by_pop.pop_landing_before(bound, until) {
                 popped.push((view.at, view.destination, view.bytes.to_vec()));
@@ -574,8 +575,14 @@ mod tests {
             }
         }
         // Runs of several landings, cut by the limit of time and by an earlier event.
-        assert!(runs > 200 && long_runs > 20, "{runs} runs, {long_runs} long");
-        assert!(cut_by_time > 20 && cut_by_event > 20, "{cut_by_time} {cut_by_event}");
+        assert!(
+            runs > 200 && long_runs > 20,
+            "{runs} runs, {long_runs} long"
+        );
+        assert!(
+            cut_by_time > 20 && cut_by_event > 20,
+            "{cut_by_time} {cut_by_event}"
+        );
     }
 
     /// A landing popped as an event holds its bytes inline up to [`INLINE_BYTES`], in a
