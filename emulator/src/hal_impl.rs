@@ -531,11 +531,11 @@ impl Hardware {
         let words = host_memory
             .words(shared_abi::HostPhysAddr(0), host_memory.len())
             .unwrap_or_default();
-        let (landed, last) = self
-            .queue
-            .land_run_before(bound, until, |_, destination, kind, bytes| {
-                land_in(words, host_memory, destination, kind, bytes);
-            });
+        let (landed, last) =
+            self.queue
+                .land_run_before(bound, until, |_, destination, kind, bytes| {
+                    land_in(words, host_memory, destination, kind, bytes);
+                });
         if landed == 0 {
             return false;
         }
