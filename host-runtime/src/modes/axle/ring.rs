@@ -419,10 +419,10 @@ impl AxleRing {
                             <&mut [u8; 32]>::try_from(&mut *into),
                         ) {
                             (Ok(words), Ok(into)) => {
-                                for (bytes, word) in
-                                    into.as_chunks_mut::<8>().0.iter_mut().zip(words)
-                                {
-                                    *bytes = word.load(Ordering::Relaxed).to_le_bytes();
+                                for (bytes, word) in into.chunks_exact_mut(8).zip(words) {
+                                    bytes.copy_from_slice(
+                                        &word.load(Ordering::Relaxed).to_le_bytes(),
+                                    );
                                 }
                             }
                             _ => {
