@@ -225,12 +225,51 @@ impl DeviceQueue {
         })
     }
 
-    /// Whether [`DeviceQueue::pop_landing_before`] would take a landing.
-    #[inline]
-    pub fn peek_landing_before(&self, bound: u128, until: Ticks) -> bool {
-        self.landings
-            .get(self.head)
-            .is_some_and(|front| front.key < bound && ((front.key >> 64) as u64) <= until.0)
+    /// Takes the landings that [`DeviceQueue::pop_landing_before`] called again and again
+    /// with `bound` and `until` would take, in order, and hands each to `land` (time,
+    /// destination, kind, bytes) as it goes; returns how many, and the last one's time. The
+    /// lane's positions stay in registers for the run and are stored once at its end.
+    #[inline(always)]
+    pub fn land_run_before(
+        &mut self,
+        bound: u128,
+        until: Ticks,
+        mut land: impl FnMut(Ticks, u64, DmaKind, &[u8]),
+    ) -> (u64, Ticks) {
+        // A landing leaves while its key is below `bound` and its time not after `until`,
+        // that is while its key is below both `bound` and the key of the last possible
+        // sequence at `until` (no landing has that sequence: sequences never reach u64::MAX).
+        let limit = bound.min(order_key(until.0, u64::MAX));
+        let waiting = self.landings.get(self.head..).unwrap_or_default();
+        // The bytes of the landings from the front one on, back to back (each landing's were
+        // staged before it was pushed).
+        let mut rest = self.bytes.get(self.read..).unwrap_or_default();
+        let mut left = waiting;
+        while let Some((front, behind)) = left.split_first() {
+            if front.key >= limit {
+                break;
+            }
+            let (bytes, tail) = rest
+                .split_at_checked(usize::from(front.length))
+                .unwrap_or((rest, &[]));
+            land(
+                Ticks((front.key >> 64) as u64),
+                front.destination,
+                front.kind,
+                bytes,
+            );
+            rest = tail;
+            left = behind;
+        }
+        let taken = waiting.len() - left.len();
+        let Some(last) = taken.checked_sub(1).and_then(|last| waiting.get(last)) else {
+            return (0, Ticks::ZERO);
+        };
+        let (owner, at) = (last.owner, Ticks((last.key >> 64) as u64));
+        self.read = self.bytes.len() - rest.len();
+        self.head += taken;
+        self.popped_owner = owner;
+        (taken as u64, at)
     }
 
     /// [`DeviceQueue::pop_landing_before`]'s landing, and where its bytes start in `bytes`
@@ -458,6 +497,92 @@ mod tests {
             assert!(fell_back);
             assert!(!drain_in_runs || in_runs > 100, "only {in_runs} in runs");
         }
+    }
+
+    /// A run of landings ([`DeviceQueue::land_run_before`]) takes exactly what
+    /// [`DeviceQueue::pop_landing_before`] called until it refuses takes, with any bound and
+    /// limit of time: the same landings, bytes and last owner, and the same events after.
+    #[test]
+    fn a_run_lands_what_pop_landing_before_would_take() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(0x2f4a_7c15_9e37_79b9);
+        let (mut by_run, mut by_pop) = (DeviceQueue::default(), DeviceQueue::default());
+        let mut clock = 0u64;
+        let (mut runs, mut long_runs, mut cut_by_time, mut cut_by_event) = (0, 0, 0, 0);
+        for step in 0..6000u64 {
+            let owner = (step / 700) as u8;
+            by_run.set_owner(owner);
+            by_pop.set_owner(owner);
+            let draw = rng.gen::<u64>();
+            if draw % 4 == 0 {
+                let at = Ticks(clock + rng.gen::<u64>() % 40);
+                let event = |value| Event::MailboxWrite { offset: 0, value };
+                by_run.push(at, event(step));
+                by_pop.push(at, event(step));
+            } else {
+                clock += rng.gen::<u64>() % 3;
+                let at = if draw % 31 == 0 { clock / 2 } else { clock };
+                let length = [8, 32, 64, 32][(draw >> 8) as usize % 4];
+                let value = (step % 251) as u8;
+                landing(&mut by_run, at, value, length);
+                landing(&mut by_pop, at, value, length);
+            }
+            if draw % 5 != 0 {
+                continue;
+            }
+            let Some((front, true)) = by_run.peek() else {
+                match (by_run.pop(), by_pop.pop()) {
+                    (Some((a, x)), Some((b, y))) => assert_eq!((a, name(&x)), (b, name(&y))),
+                    (None, None) => {}
+                    other => panic!("{other:?}"),
+                }
+                continue;
+            };
+            let until = Ticks(front.0 + rng.gen::<u64>() % 30);
+            let bound = by_run.landing_bound();
+            assert_eq!(bound, by_pop.landing_bound());
+            let mut landed = Vec::new();
+            let (count, last) =
+                by_run.land_run_before(bound, until, |at, destination, kind, bytes| {
+                    assert_eq!(kind, DmaKind::Payload);
+                    landed.push((at, destination, bytes.to_vec()));
+                });
+            let mut popped = Vec::new();
+            while let Some(view) = by_pop.pop_landing_before(bound, until) {
+                popped.push((view.at, view.destination, view.bytes.to_vec()));
+            }
+            assert_eq!(landed, popped);
+            assert_eq!(count, landed.len() as u64);
+            assert!(count >= 1, "the front landing is within the limit");
+            assert_eq!(Some(last), landed.last().map(|(at, _, _)| *at));
+            assert_eq!(by_run.popped_owner(), by_pop.popped_owner());
+            assert_eq!(by_run.len(), by_pop.len());
+            runs += 1;
+            long_runs += usize::from(count > 3);
+            match by_run.peek() {
+                Some((at, true)) if at > until => cut_by_time += 1,
+                Some((_, false)) => cut_by_event += 1,
+                _ => {}
+            }
+        }
+        loop {
+            match (by_run.pop(), by_pop.pop()) {
+                (Some((a, x)), Some((b, y))) => {
+                    assert_eq!((a, name(&x)), (b, name(&y)));
+                    assert_eq!(by_run.popped_owner(), by_pop.popped_owner());
+                }
+                (None, None) => break,
+                other => panic!("{other:?}"),
+            }
+        }
+        // Runs of several landings, cut by the limit of time and by an earlier event.
+        assert!(
+            runs > 200 && long_runs > 20,
+            "{runs} runs, {long_runs} long"
+        );
+        assert!(
+            cut_by_time > 20 && cut_by_event > 20,
+            "{cut_by_time} {cut_by_event}"
+        );
     }
 
     /// A landing popped as an event holds its bytes inline up to [`INLINE_BYTES`], in a

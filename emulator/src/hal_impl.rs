@@ -576,47 +576,30 @@ impl Hardware {
     }
 
     /// Lands the landing lane's front write if it is the earliest event given `bound` (the
-    /// queue's [`DeviceQueue::landing_bound`] with no push since), then the writes behind it
-    /// while each is the earliest and not after `until`, as the event loop would (one more
-    /// event each, the clock at its time); whether the first landed. Inlined into the loop:
-    /// a CCM-bound run (PageRank) lands one or two at a time, and a call's set-up would cost
+    /// queue's [`DeviceQueue::landing_bound`] with no push since) and not after `until`, then
+    /// the writes behind it while each is too, as the event loop would (one more event each,
+    /// the clock at the last one's time); whether one landed. Inlined into the loop: a
+    /// CCM-bound run (PageRank) lands one or two at a time, and a call's set-up would cost
     /// as much as the landing.
     #[inline(always)]
     pub fn land_run_before(&mut self, bound: u128, until: Ticks) -> bool {
-        // The first with no limit of time (the loop found it the earliest event and within its
-        // limit), the others within `until`.
-        let Some(landing) = self.queue.pop_landing_before(bound, Ticks::NEVER) else {
+        // Host memory's words resolved once for the run (each landing then checks only its
+        // own range).
+        let host_memory = &self.host_memory;
+        let words = host_memory
+            .words(shared_abi::HostPhysAddr(0), host_memory.len())
+            .unwrap_or_default();
+        let (landed, last) =
+            self.queue
+                .land_run_before(bound, until, |_, destination, kind, bytes| {
+                    land_in(words, host_memory, destination, kind, bytes);
+                });
+        if landed == 0 {
             return false;
-        };
-        self.now = landing.at;
-        land_bytes(
-            &self.host_memory,
-            landing.destination,
-            landing.kind,
-            landing.bytes,
-        );
-        let mut landed = 1;
-        if self.queue.peek_landing_before(bound, until) {
-            // A run: host memory's words resolved once for it (each landing then checks only
-            // its own range).
-            let words = self
-                .host_memory
-                .words(shared_abi::HostPhysAddr(0), self.host_memory.len())
-                .unwrap_or_default();
-            while let Some(landing) = self.queue.pop_landing_before(bound, until) {
-                landed += 1;
-                self.now = landing.at;
-                land_in(
-                    words,
-                    &self.host_memory,
-                    landing.destination,
-                    landing.kind,
-                    landing.bytes,
-                );
-            }
         }
+        self.now = last;
         self.counts.events += landed;
-        landed > 0
+        true
     }
 
     /// A DMA write lands ([`Hardware::land`]); its bytes' buffer, if it has one, is kept for

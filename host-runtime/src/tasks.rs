@@ -52,6 +52,9 @@ pub struct LaunchTracker {
     tasks: Vec<HostTask>,
     result_length: u64,
     chunk_bytes: u64,
+    /// `log2(chunk_bytes)` when it is a power of two (a slot's size always is in practice),
+    /// [`NO_SHIFT`] otherwise: a record's chunk is then found with a shift, not a division.
+    chunk_shift: u32,
     /// Bytes each task still waits for.
     missing: Vec<u64>,
     /// One entry per chunk, and one more that only ends the last chunk's readers (what a
@@ -79,6 +82,9 @@ struct Chunk {
 /// The payload index of a chunk that has not arrived (no payload has this index: indexes
 /// count records from 0, and the ring would need 2^64 of them).
 const NOT_ARRIVED: u64 = u64::MAX;
+
+/// [`LaunchTracker::chunk_shift`] of a chunk size that is not a power of two.
+const NO_SHIFT: u32 = u64::BITS;
 
 impl LaunchTracker {
     /// Tracks `tasks` over a result of `result_length` bytes cut into `chunk_bytes` chunks.
@@ -130,12 +136,27 @@ impl LaunchTracker {
             tasks,
             result_length,
             chunk_bytes,
+            chunk_shift: if chunk_bytes.is_power_of_two() {
+                chunk_bytes.trailing_zeros()
+            } else {
+                NO_SHIFT
+            },
             missing,
             chunks,
             chunk_task_list: list,
             arrived: 0,
             finished: 0,
         })
+    }
+
+    /// The chunk holding result byte `offset`.
+    #[inline]
+    fn chunk_of(&self, offset: u64) -> u64 {
+        if self.chunk_shift < NO_SHIFT {
+            offset >> self.chunk_shift
+        } else {
+            offset / self.chunk_bytes
+        }
     }
 
     /// Chunks in the result.
@@ -175,8 +196,8 @@ impl LaunchTracker {
         payload_index: u64,
         ready: &mut Vec<u32>,
     ) -> Result<bool, TrackError> {
-        // One division: the chunk, and whether the offset is its start.
-        let chunk = offset / self.chunk_bytes;
+        // The chunk, and whether the offset is its start.
+        let chunk = self.chunk_of(offset);
         if chunk * self.chunk_bytes != offset
             || offset >= self.result_length
             || length != (self.result_length - offset).min(self.chunk_bytes)
@@ -221,21 +242,13 @@ impl LaunchTracker {
             .chunk_task_list
             .get(state.first_reader as usize..stop as usize)
             .unwrap_or_default();
-        for &task in readers {
-            let (Some(spec), Some(missing)) = (
-                self.tasks.get(task as usize),
-                self.missing.get_mut(task as usize),
-            ) else {
-                continue;
-            };
-            let overlap = spec
-                .needs
-                .end
-                .min(end)
-                .saturating_sub(spec.needs.start.max(offset));
-            *missing -= overlap.min(*missing);
-            if *missing == 0 && overlap > 0 {
-                ready.push(task);
+        match readers {
+            // One reader (a task's own chunk, the commonest): no loop to set up.
+            &[task] => reader_arrived(&self.tasks, &mut self.missing, task, offset..end, ready),
+            _ => {
+                for &task in readers {
+                    reader_arrived(&self.tasks, &mut self.missing, task, offset..end, ready);
+                }
             }
         }
         Ok(unread)
@@ -246,7 +259,7 @@ impl LaunchTracker {
     /// Changes nothing.
     #[inline]
     pub fn prefetch_arrival(&self, offset: u64) {
-        if let Some(chunk) = usize::try_from(offset / self.chunk_bytes)
+        if let Some(chunk) = usize::try_from(self.chunk_of(offset))
             .ok()
             .and_then(|chunk| self.chunks.get(chunk))
         {
@@ -334,6 +347,31 @@ impl LaunchTracker {
     }
 }
 
+/// Task `task`, a reader of the chunk of result bytes `bytes` that arrived, misses those bytes
+/// of its range no more; appended to `ready` when that was the last it missed.
+#[inline(always)]
+fn reader_arrived(
+    tasks: &[HostTask],
+    missing: &mut [u64],
+    task: u32,
+    bytes: Range<u64>,
+    ready: &mut Vec<u32>,
+) {
+    let (Some(spec), Some(missing)) = (tasks.get(task as usize), missing.get_mut(task as usize))
+    else {
+        return;
+    };
+    let overlap = spec
+        .needs
+        .end
+        .min(bytes.end)
+        .saturating_sub(spec.needs.start.max(bytes.start));
+    *missing -= overlap.min(*missing);
+    if *missing == 0 && overlap > 0 {
+        ready.push(task);
+    }
+}
+
 fn chunk_span(range: &Range<u64>, chunk_bytes: u64) -> Range<u64> {
     let first = range.start / chunk_bytes;
     let end = if range.end > range.start {
@@ -381,6 +419,31 @@ mod tests {
         assert_eq!(tracker.finish(0), Vec::<u64>::new());
         assert_eq!(tracker.finish(1), vec![10, 11]);
         assert!(tracker.all_finished());
+    }
+
+    /// A chunk size that is not a power of two finds its chunks by division: the same
+    /// readiness, frees and refusals.
+    #[test]
+    fn chunks_of_a_size_that_is_no_power_of_two() {
+        let mut tracker =
+            LaunchTracker::new(vec![task(0, 0..48), task(1, 40..100)], 100, 24).unwrap();
+        let mut ready = Vec::new();
+        assert!(matches!(
+            tracker.arrive(32, 24, 0, &mut ready),
+            Err(TrackError::BadRange { .. })
+        ));
+        assert!(!tracker.arrive(24, 24, 0, &mut ready).unwrap());
+        assert!(!tracker.arrive(0, 24, 1, &mut ready).unwrap());
+        assert_eq!(ready, vec![0]);
+        ready.clear();
+        // The last chunk is short (100 = 4 * 24 + 4).
+        assert!(!tracker.arrive(96, 4, 2, &mut ready).unwrap());
+        assert!(!tracker.arrive(48, 24, 3, &mut ready).unwrap());
+        assert!(ready.is_empty());
+        assert!(!tracker.arrive(72, 24, 4, &mut ready).unwrap());
+        assert_eq!(ready, vec![1]);
+        assert_eq!(tracker.finish(0), vec![1]);
+        assert_eq!(tracker.finish(1), vec![0, 3, 4, 2]);
     }
 
     #[test]
