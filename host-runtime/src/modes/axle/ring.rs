@@ -418,20 +418,9 @@ impl AxleRing {
                             <&[AtomicU64; 4]>::try_from(words),
                             <&mut [u8; 32]>::try_from(&mut *into),
                         ) {
-                            (Ok(words), Ok(into)) => {
-                                for (bytes, word) in into.chunks_exact_mut(8).zip(words) {
-                                    bytes.copy_from_slice(
-                                        &word.load(Ordering::Relaxed).to_le_bytes(),
-                                    );
-                                }
-                            }
-                            _ => {
-                                for (word, bytes) in words.iter().zip(into.chunks_exact_mut(8)) {
-                                    bytes.copy_from_slice(
-                                        &word.load(Ordering::Relaxed).to_le_bytes(),
-                                    );
-                                }
-                            }
+                            // The same copy at a length the compiler knows.
+                            (Ok(words), Ok(into)) => copy_words(words, into),
+                            _ => copy_words(words, into),
                         },
                         None => self
                             .region
@@ -600,6 +589,16 @@ struct Piece {
 fn zero(bytes: &mut [u8], range: Range<u64>) {
     if let Some(hole) = bytes.get_mut(range.start as usize..range.end as usize) {
         hole.fill(0);
+    }
+}
+
+/// Copies `words` into `into`, 8 bytes from one Relaxed load of each word, lowest address
+/// first (what the region's read reads there). Inlined, so that a copy of a known length (a
+/// 32-byte slot) is four loads and no loop.
+#[inline(always)]
+fn copy_words(words: &[AtomicU64], into: &mut [u8]) {
+    for (word, bytes) in words.iter().zip(into.chunks_exact_mut(8)) {
+        bytes.copy_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
     }
 }
 
