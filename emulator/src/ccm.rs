@@ -1442,6 +1442,12 @@ mod tests {
     fn the_fast_conversions_give_the_values_of_the_plain_ones() {
         // Integers around every rounding boundary of the `i64` path and beyond it.
         let mut values = vec![0, 1, 7, u64::MAX, u64::MAX - 1];
+        // Past i64::MAX (the halving path): ties to even and just past them, at its step of
+        // 2048.
+        for delta in [1023, 1024, 1025, 3071, 3072, 3073] {
+            values.push((1u64 << 63) + delta);
+            values.push(u64::MAX - delta);
+        }
         for bits in [52, 53, 54, 62, 63] {
             for delta in 0..4 {
                 values.push((1u64 << bits) + delta);
