@@ -36,6 +36,15 @@ struct Pending {
     kind: DmaKind,
 }
 
+/// The end of the lane at one moment ([`DeviceQueue::mark`]), to go back to
+/// ([`DeviceQueue::rewind`]).
+#[derive(Clone, Copy, Debug)]
+pub struct LaneMark {
+    landings: usize,
+    bytes: usize,
+    back: u64,
+}
+
 /// A landing taken from the lane by [`DeviceQueue::pop_landing_before`], its bytes borrowed.
 #[derive(Debug)]
 pub struct LandingView<'a> {
@@ -182,6 +191,46 @@ impl DeviceQueue {
             owner: self.events.owner(),
             kind,
         });
+    }
+
+    /// Where the lane ends now, for [`DeviceQueue::rewind`]: taken after
+    /// [`DeviceQueue::reserve_run`], before a run's first write is staged.
+    #[inline]
+    pub fn mark(&self) -> LaneMark {
+        LaneMark {
+            landings: self.landings.len(),
+            bytes: self.bytes.len(),
+            back: self.back,
+        }
+    }
+
+    /// Drops the landings pushed and the bytes staged since `mark` (taken in the same run: no
+    /// landing left the lane since, and the run's [`DeviceQueue::reserve_run`] made the only
+    /// compaction). The sequence numbers they took stay taken: a gap in the numbers, which
+    /// never changes an order.
+    #[inline]
+    pub fn rewind(&mut self, mark: LaneMark) {
+        self.landings.truncate(mark.landings.max(self.head));
+        self.bytes.truncate(mark.bytes.max(self.read));
+        self.back = mark.back;
+    }
+
+    /// [`DeviceQueue::push_landing`] for a landing that goes in the lane, not before its last
+    /// one; `false`, and nothing pushed, for one that would overtake (the caller then takes its
+    /// general path).
+    #[inline]
+    pub fn push_landing_in_lane(
+        &mut self,
+        at: Ticks,
+        destination: u64,
+        kind: DmaKind,
+        length: u16,
+    ) -> bool {
+        if self.head < self.landings.len() && at.0 < self.back {
+            return false;
+        }
+        self.push_landing(at, destination, kind, length);
+        true
     }
 
     /// Makes room for a run of up to `count` landings pushed one after the other (a DMA

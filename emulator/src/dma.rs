@@ -34,6 +34,7 @@
 //! visible before the writes ahead of them (posted-write ordering).
 
 use crate::dram::DeviceDram;
+use cosim_link::sync::{AtomicU64, Ordering};
 use firmware::hal::{DeviceMemory, DmaDescriptor, DmaKind, DmaRequest, DmaTag};
 use shared_abi::{Status, Ticks};
 use std::collections::VecDeque;
@@ -260,6 +261,55 @@ pub fn read_chain(
     }
     Some(())
 }
+
+/// The words of device memory `words` (of `dram`) that hold `request`'s descriptors, in
+/// chain order: one or two runs of whole descriptors, four words each, for the engine to
+/// check and send in one pass without copying them out first. `None` whenever
+/// [`read_chain`] would return `None`, and also when the ring's base is not a whole word's
+/// address (the caller then reads the chain with [`read_chain`] or one descriptor at a
+/// time).
+pub fn chain_words<'a>(
+    dram: &DeviceDram,
+    words: &'a [AtomicU64],
+    request: &DmaRequest,
+) -> Option<(&'a [AtomicU64], &'a [AtomicU64])> {
+    let capacity = u64::from(request.ring_capacity);
+    let count = u64::from(request.count);
+    if capacity == 0 || count > capacity || request.ring_base.0 % 8 != 0 {
+        return None;
+    }
+    request.first.checked_add(count)?;
+    let ring_end = request
+        .ring_base
+        .0
+        .checked_add(capacity.checked_mul(DESCRIPTOR_BYTES)?)?;
+    if ring_end > dram.size() {
+        return None;
+    }
+    let start = request.first.checked_rem(capacity)?;
+    let first_run = count.min(capacity.checked_sub(start)?);
+    let base = usize::try_from(request.ring_base.0 / 8).ok()?;
+    // Word index of a descriptor slot, and the words of `descriptors` slots from it.
+    let run = |slot: u64, descriptors: u64| -> Option<&'a [AtomicU64]> {
+        let first = base.checked_add(usize::try_from(slot.checked_mul(DESCRIPTOR_WORDS)?).ok()?)?;
+        let length = usize::try_from(descriptors.checked_mul(DESCRIPTOR_WORDS)?).ok()?;
+        words.get(first..first.checked_add(length)?)
+    };
+    Some((run(start, first_run)?, run(0, count - first_run)?))
+}
+
+/// The descriptor held in four words of device memory (as [`read_chain`] reads it).
+#[inline(always)]
+pub fn descriptor_in(words: &[AtomicU64; 4]) -> DmaDescriptor {
+    let mut descriptor = DmaDescriptor::default();
+    for (chunk, word) in descriptor.as_mut_bytes().chunks_exact_mut(8).zip(words) {
+        chunk.copy_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
+    }
+    descriptor
+}
+
+/// Words of one descriptor in the firmware's ring.
+const DESCRIPTOR_WORDS: u64 = DESCRIPTOR_BYTES / 8;
 
 /// Bytes of one descriptor in the firmware's ring.
 const DESCRIPTOR_BYTES: u64 = core::mem::size_of::<DmaDescriptor>() as u64;

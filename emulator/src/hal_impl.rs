@@ -318,6 +318,22 @@ fn stage_write(
     Ok(())
 }
 
+/// A request's writes on the wire ([`Hardware::send_request`]).
+struct Sent {
+    /// When the engine took it.
+    started: Ticks,
+    /// Its first write's first byte on the wire; `None`: no write.
+    first_on_wire: Option<Ticks>,
+    /// Its last write off the wire.
+    last_on_wire: Ticks,
+    /// Its last write landed.
+    last_landed: Ticks,
+    /// Writes and their bytes.
+    written: (u32, u64),
+    /// The link's upstream direction after them.
+    upstream: crate::link::Direction,
+}
+
 /// check_descriptor bounds-checked the destination: this cannot happen, but a failed write
 /// is logged, never a crash (out of line: the landings' path stays a few instructions).
 #[cold]
@@ -352,6 +368,13 @@ impl Hardware {
     pub fn send_request(&mut self, tag: DmaTag, request: DmaRequest) {
         let device_size = self.dram.size();
         let host_size = self.host_memory.len();
+        if self.landing_jitter.is_none() && self.trace.is_none() {
+            // The common case: the chain checked and sent in one pass over the ring.
+            if let Some(sent) = self.send_in_place(&request, device_size, host_size) {
+                self.finish_send(tag, Status::Ok, sent);
+                return;
+            }
+        }
         // Check the whole chain first: a bad descriptor fails the request, and nothing of it
         // reaches host memory.
         // `count` is the firmware's, bounded by its descriptor ring.
@@ -514,6 +537,112 @@ impl Hardware {
             self.queue
                 .push_landing(last_landed, descriptor.destination, kind, length as u16);
         }
+        self.dma.chain = chain;
+        self.finish_send(
+            tag,
+            status,
+            Sent {
+                started,
+                first_on_wire,
+                last_on_wire,
+                last_landed,
+                written,
+                upstream,
+            },
+        );
+    }
+
+    /// The common case of [`Hardware::send_request`] (no jitter, no trace): each descriptor is
+    /// read from the ring in device memory, checked, and its write staged and queued, in one
+    /// pass; what [`Hardware::send_request`]'s general path would have sent, with nothing left
+    /// of it in the queue. `None`, and the queue as it was, when that path has something else
+    /// to do: a chain not in plain runs of whole words ([`crate::dma::chain_words`]), a
+    /// descriptor that fails its check (nothing of the request is sent), a write whose bytes
+    /// cannot be read, a landing that would overtake the lane's last.
+    ///
+    /// One pass because the chain of a large request (hundreds of descriptors, 32 bytes each)
+    /// read into a buffer, checked there and read again to send it was out of the first-level
+    /// cache by the second read: three streams of misses where the ring read is one.
+    fn send_in_place(
+        &mut self,
+        request: &DmaRequest,
+        device_size: u64,
+        host_size: u64,
+    ) -> Option<Sent> {
+        let words = self.dram.segment().words();
+        let (head, tail) = crate::dma::chain_words(&self.dram, words, request)?;
+        let latency = one_way(self.config.cxl_io_round_trip_ns);
+        let (overhead, gbps) = (self.config.link_overhead_bytes, self.config.link_gbps);
+        let mut upstream = self.link.upstream;
+        let record_time = upstream.duration_of(32 + overhead, gbps);
+        let tail_time = upstream.duration_of(8 + overhead, gbps);
+        let now = self.now;
+        // Room for the writes (their bytes grow the buffer as they come), made once.
+        self.queue
+            .reserve_run(usize::try_from(request.count).unwrap_or(0), 0);
+        let mark = self.queue.mark();
+        let idle_from = upstream.free_at();
+        let mut written = (0u32, 0u64);
+        for four in head.chunks_exact(4).chain(tail.chunks_exact(4)) {
+            let Ok(four) = <&[AtomicU64; 4]>::try_from(four) else {
+                continue;
+            };
+            let descriptor = crate::dma::descriptor_in(four);
+            let sent = crate::dma::check_descriptor(&descriptor, device_size, host_size)
+                .and_then(|kind| {
+                    stage_write(&mut self.queue, &self.dram, words, &descriptor).map(|()| kind)
+                })
+                .map(|kind| {
+                    let length = descriptor.length;
+                    let duration = match length {
+                        32 => record_time,
+                        8 => tail_time,
+                        _ => upstream.duration_of(u64::from(length) + overhead, gbps),
+                    };
+                    let (_, on_wire) = upstream.send_span_taking(now, duration);
+                    written = (written.0 + 1, written.1 + u64::from(length));
+                    // `check_descriptor` bounded the length to 4096: it fits 16 bits.
+                    self.queue.push_landing_in_lane(
+                        on_wire.plus(latency),
+                        descriptor.destination,
+                        kind,
+                        length as u16,
+                    )
+                });
+            if sent != Ok(true) {
+                self.queue.rewind(mark);
+                return None;
+            }
+        }
+        let (mut first_on_wire, mut last_on_wire, mut last_landed) = (None, now, now);
+        if written.0 > 0 {
+            // As `send_span_taking` computed them: the first write went on the wire when
+            // both it and the link were ready, the last left it when the link became free.
+            first_on_wire = Some(now.max(idle_from));
+            last_on_wire = upstream.free_at();
+            last_landed = last_on_wire.plus(latency);
+        }
+        Some(Sent {
+            started: now,
+            first_on_wire,
+            last_on_wire,
+            last_landed,
+            written,
+            upstream,
+        })
+    }
+
+    /// What follows a request's writes: the link's state kept, the completion scheduled.
+    fn finish_send(&mut self, tag: DmaTag, status: Status, sent: Sent) {
+        let Sent {
+            started,
+            first_on_wire,
+            mut last_on_wire,
+            last_landed,
+            written,
+            upstream,
+        } = sent;
+        let jittered = self.landing_jitter.is_some();
         self.link.upstream = upstream;
         if !jittered && written.0 > 0 {
             // Unjittered, each landing is no earlier than the one before (the link sends the
@@ -522,7 +651,6 @@ impl Hardware {
             self.last_landing = self.last_landing.max(last_landed);
         }
         self.dma.writes += u64::from(written.0);
-        self.dma.chain = chain;
         if first_on_wire.is_none() {
             // Nothing of the request goes on the wire (a descriptor failed its check): it
             // still completes behind the writes of earlier requests already on the wire, so
