@@ -583,35 +583,33 @@ impl Hardware {
         let mark = self.queue.mark();
         let idle_from = upstream.free_at();
         let mut written = (0u32, 0u64);
-        for four in head.chunks_exact(4).chain(tail.chunks_exact(4)) {
-            let Ok(four) = <&[AtomicU64; 4]>::try_from(four) else {
-                continue;
-            };
-            let descriptor = crate::dma::descriptor_in(four);
-            let sent = crate::dma::check_descriptor(&descriptor, device_size, host_size)
-                .and_then(|kind| {
-                    stage_write(&mut self.queue, &self.dram, words, &descriptor).map(|()| kind)
-                })
-                .map(|kind| {
-                    let length = descriptor.length;
-                    let duration = match length {
-                        32 => record_time,
-                        8 => tail_time,
-                        _ => upstream.duration_of(u64::from(length) + overhead, gbps),
-                    };
-                    let (_, on_wire) = upstream.send_span_taking(now, duration);
-                    written = (written.0 + 1, written.1 + u64::from(length));
-                    // `check_descriptor` bounded the length to 4096: it fits 16 bits.
-                    self.queue.push_landing_in_lane(
-                        on_wire.plus(latency),
-                        descriptor.destination,
-                        kind,
-                        length as u16,
-                    )
-                });
-            if sent != Ok(true) {
-                self.queue.rewind(mark);
-                return None;
+        for run in [head, tail] {
+            for four in run.as_chunks::<4>().0 {
+                let descriptor = crate::dma::descriptor_in(four);
+                let Ok(kind) = crate::dma::check_descriptor(&descriptor, device_size, host_size)
+                else {
+                    return self.queue.rewind_none(mark);
+                };
+                if stage_write(&mut self.queue, &self.dram, words, &descriptor).is_err() {
+                    return self.queue.rewind_none(mark);
+                }
+                let length = descriptor.length;
+                let duration = match length {
+                    32 => record_time,
+                    8 => tail_time,
+                    _ => upstream.duration_of(u64::from(length) + overhead, gbps),
+                };
+                let (_, on_wire) = upstream.send_span_taking(now, duration);
+                written = (written.0 + 1, written.1 + u64::from(length));
+                // `check_descriptor` bounded the length to 4096: it fits 16 bits.
+                if !self.queue.push_landing_in_lane(
+                    on_wire.plus(latency),
+                    descriptor.destination,
+                    kind,
+                    length as u16,
+                ) {
+                    return self.queue.rewind_none(mark);
+                }
             }
         }
         let (mut first_on_wire, mut last_on_wire, mut last_landed) = (None, now, now);
