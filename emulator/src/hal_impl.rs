@@ -1148,6 +1148,60 @@ mod tests {
         assert_eq!(seen.tails.iter().map(|t| t.1).collect::<Vec<_>>(), [1, 2]);
     }
 
+    /// A chain is checked and sent in one pass over the ring; a descriptor failing its check
+    /// after others were staged and queued leaves nothing of its request in the queue but
+    /// its completion, with the failure, behind the writes of the request before it. A chain
+    /// that wraps around its ring sends every write, in chain order.
+    #[test]
+    fn a_descriptor_failing_its_check_mid_chain_sends_nothing_of_its_request() {
+        let mut hw = hardware(2);
+        let good = chain(&mut hw, 0, 3, 1);
+        hw.send_request(DmaTag(0), good);
+        assert_eq!(hw.queue.len(), 5, "four writes and the completion");
+        let bad = chain(&mut hw, 4, 3, 2);
+        let address = crate::dma::descriptor_address(&bad, 2);
+        let mut descriptor: DmaDescriptor = hw.dram.read_value(address).unwrap();
+        descriptor.kind = 99;
+        hw.dram.write(address, descriptor.as_bytes()).unwrap();
+        let link = hw.link.upstream.free_at();
+        hw.send_request(DmaTag(1), bad);
+        assert_eq!(hw.queue.len(), 6, "only the failed request's completion");
+        assert_eq!(
+            hw.link.upstream.free_at(),
+            link,
+            "nothing of it on the link"
+        );
+        assert_eq!(hw.dma.writes, 4);
+        // Wraps around the 256-slot ring: descriptors 254, 255, 0 and 1.
+        let wrapped = chain(&mut hw, 254, 3, 3);
+        hw.send_request(DmaTag(2), wrapped);
+        assert_eq!(hw.dma.writes, 8);
+        let mut sent = Vec::new();
+        let mut landed = Vec::new();
+        while let Some((_, event)) = hw.queue.pop() {
+            match event {
+                Event::DmaLand(landing) => landed.push((landing.destination, landing.kind)),
+                Event::DmaSent { tag, status, .. } => sent.push((tag, status)),
+                other => panic!("unexpected event {other:?}"),
+            }
+        }
+        assert_eq!(
+            sent,
+            [
+                (DmaTag(0), Status::Ok),
+                (DmaTag(1), Status::MalformedDescriptor),
+                (DmaTag(2), Status::Ok)
+            ]
+        );
+        let one_chain = |tail: u64| {
+            [0x1000, 0x1020, 0x1040]
+                .map(|destination| (destination, DmaKind::Payload))
+                .into_iter()
+                .chain([(0x8000 + 8 * tail, DmaKind::PayloadTail)])
+        };
+        assert_eq!(landed, one_chain(1).chain(one_chain(3)).collect::<Vec<_>>());
+    }
+
     #[test]
     fn requests_land_and_complete_in_submission_order_across_channels() {
         let mut hw = hardware(4);
