@@ -584,7 +584,10 @@ impl Hardware {
         let idle_from = upstream.free_at();
         let mut written = (0u32, 0u64);
         for run in [head, tail] {
-            for four in run.as_chunks::<4>().0 {
+            for four in run.chunks_exact(4) {
+                let Ok(four) = <&[AtomicU64; 4]>::try_from(four) else {
+                    continue;
+                };
                 let descriptor = crate::dma::descriptor_in(four);
                 let Ok(kind) = crate::dma::check_descriptor(&descriptor, device_size, host_size)
                 else {
