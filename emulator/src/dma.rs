@@ -113,8 +113,9 @@ pub struct DmaEngineModel {
     pub requests: u64,
     /// Descriptors sent.
     pub writes: u64,
-    /// The descriptors of the request going on the wire ([`read_chain`]), kept for the next
-    /// request's (a simulator economy too).
+    /// The descriptors of the request going on the wire ([`read_chain`]) on the general path
+    /// of `crate::hal_impl::Hardware::send_request` (the common case reads them in place,
+    /// [`chain_words`]), kept for the next request's (a simulator economy too).
     pub chain: Vec<DmaDescriptor>,
 }
 

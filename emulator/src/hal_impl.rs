@@ -375,6 +375,8 @@ impl Hardware {
                 return;
             }
         }
+        // The general path: jittered or traced writes, and whatever `send_in_place` leaves to
+        // it (a chain that fails, or that does not lie in plain runs of whole words).
         // Check the whole chain first: a bad descriptor fails the request, and nothing of it
         // reaches host memory.
         // `count` is the firmware's, bounded by its descriptor ring.
