@@ -5,6 +5,7 @@
 //! arrived; a chunk's payload slot is consumed once every task overlapping it has finished.
 
 use crate::app::HostTask;
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 /// A protocol or plan violation found while tracking a launch.
@@ -69,6 +70,14 @@ pub struct LaunchTracker {
     /// One entry per chunk (what a record touches, together: a chunk's arrival reads and
     /// writes one entry, and the entry names its reader when it has one).
     chunks: Vec<Chunk>,
+    /// Per chunk, the tasks overlapping it that have not finished (read when a task
+    /// finishes; when a chunk arrives only if a task finished before it was ready).
+    readers: Vec<u32>,
+    /// The payload indexes of the chunks that arrived, as [`Chunk::payload`] keeps them.
+    payloads: PayloadIndexes,
+    /// A task finished while bytes it reads had not arrived (not in a run: a task runs once
+    /// ready), so an arriving chunk's readers may be fewer than the tasks overlapping it.
+    finished_early: bool,
     /// The readers of the chunks that several tasks read: at a chunk's
     /// [`Chunk::reader`] (without [`LIST`]), their count, then the tasks, in task order.
     chunk_task_list: Vec<u32>,
@@ -77,18 +86,65 @@ pub struct LaunchTracker {
     finished: usize,
 }
 
-/// What the tracker keeps of one chunk (16 bytes, four to a cache line).
+/// What the tracker keeps of one chunk (8 bytes, eight to a cache line).
 #[derive(Clone, Copy, Debug)]
 struct Chunk {
-    /// The payload index holding the chunk (AXLE), [`NOT_ARRIVED`] before it arrives.
-    payload: u64,
+    /// The payload index holding the chunk (AXLE), [`PayloadIndexes`]' way:
+    /// [`STORED_NOT_ARRIVED`] before it arrives.
+    payload: u32,
     /// The tasks overlapping the chunk: the task itself when there is one, [`NO_READERS`]
     /// when there is none, else [`LIST`] with the position of their count in
     /// `LaunchTracker::chunk_task_list` (a chunk read by one task, the commonest, reads no
     /// list when it arrives).
     reader: u32,
-    /// Tasks overlapping the chunk that have not finished.
-    readers: u32,
+}
+
+/// [`Chunk::payload`] of a chunk that has not arrived.
+const STORED_NOT_ARRIVED: u32 = u32::MAX;
+
+/// [`Chunk::payload`] of a chunk whose payload index is kept in [`PayloadIndexes::far`].
+const STORED_FAR: u32 = u32::MAX - 1;
+
+/// How far below the first payload index of a launch its base lies. In a run, a launch's
+/// payload indexes lie within its chunk count plus a ring's capacity of each other, far less
+/// than 2^31, so each is kept in its chunk's entry; the side table holds any other.
+const BASE_LEAD: u64 = 1 << 31;
+
+/// The payload indexes of a launch's chunks: each kept in its chunk's entry as its distance
+/// from a base (set at the first arrival), or, if it does not fit in 32 bits, in a side table.
+#[derive(Debug, Default)]
+struct PayloadIndexes {
+    base: Option<u64>,
+    /// The payload indexes too far from the base, by chunk.
+    far: BTreeMap<usize, u64>,
+}
+
+impl PayloadIndexes {
+    /// What chunk `chunk`'s entry keeps of `index`.
+    #[inline]
+    fn store(&mut self, chunk: usize, index: u64) -> u32 {
+        let base = *self.base.get_or_insert(index.saturating_sub(BASE_LEAD));
+        match index
+            .checked_sub(base)
+            .and_then(|distance| u32::try_from(distance).ok())
+        {
+            Some(distance) if distance < STORED_FAR => distance,
+            _ => {
+                self.far.insert(chunk, index);
+                STORED_FAR
+            }
+        }
+    }
+
+    /// The payload index that chunk `chunk`'s entry keeps as `stored` (`None`: not arrived).
+    #[inline]
+    fn index(&self, chunk: usize, stored: u32) -> Option<u64> {
+        match stored {
+            STORED_NOT_ARRIVED => None,
+            STORED_FAR => self.far.get(&chunk).copied(),
+            distance => self.base.map(|base| base + u64::from(distance)),
+        }
+    }
 }
 
 /// [`Chunk::reader`] of a chunk no task reads.
@@ -98,8 +154,8 @@ const NO_READERS: u32 = u32::MAX;
 /// task indexes and list positions stay below it.
 const LIST: u32 = 1 << 31;
 
-/// The payload index of a chunk that has not arrived (no payload has this index: indexes
-/// count records from 0, and the ring would need 2^64 of them).
+/// A payload index no record arrives in (indexes count records from 0, and the ring would
+/// need 2^64 of them): refused.
 const NOT_ARRIVED: u64 = u64::MAX;
 
 /// [`LaunchTracker::chunk_shift`] of a chunk size that is not a power of two.
@@ -145,6 +201,7 @@ impl LaunchTracker {
         // The tasks reading the current chunk, in task order, with the chunk they end before.
         let mut active: Vec<(u32, u64)> = Vec::new();
         let mut chunks = Vec::with_capacity(count);
+        let mut readers = Vec::with_capacity(count);
         let mut list = Vec::new();
         let count = count as u64;
         let mut chunk = 0;
@@ -183,13 +240,14 @@ impl LaunchTracker {
                 }
             };
             let entry = Chunk {
-                payload: NOT_ARRIVED,
+                payload: STORED_NOT_ARRIVED,
                 reader,
-                readers: active.len() as u32,
             };
             // Past the chunk (every task's span ends after it, the next one starts after it).
-            chunks.resize(until.max(chunk + 1) as usize, entry);
-            chunk = until.max(chunk + 1);
+            let until = until.max(chunk + 1);
+            chunks.resize(until as usize, entry);
+            readers.resize(until as usize, active.len() as u32);
+            chunk = until;
         }
         let missing = tasks.iter().map(|t| t.needs.end - t.needs.start).collect();
         Ok(LaunchTracker {
@@ -203,6 +261,9 @@ impl LaunchTracker {
             },
             missing,
             chunks,
+            readers,
+            payloads: PayloadIndexes::default(),
+            finished_early: false,
             chunk_task_list: list,
             arrived: 0,
             finished: 0,
@@ -269,14 +330,15 @@ impl LaunchTracker {
             });
         }
         // Below the chunk count (`offset` is inside the result), a usize.
-        let Some(state) = self.chunks.get_mut(chunk as usize) else {
+        let chunk = chunk as usize;
+        let Some(state) = self.chunks.get_mut(chunk) else {
             return Err(TrackError::BadRange {
                 offset,
                 length,
                 result_length: self.result_length,
             });
         };
-        if state.payload != NOT_ARRIVED {
+        if state.payload != STORED_NOT_ARRIVED {
             return Err(TrackError::Duplicate { offset });
         }
         if payload_index == NOT_ARRIVED {
@@ -285,9 +347,15 @@ impl LaunchTracker {
                 index: payload_index,
             });
         }
-        state.payload = payload_index;
-        let unread = state.readers == 0;
+        state.payload = self.payloads.store(chunk, payload_index);
         let reader = state.reader;
+        // No reader has finished before its chunks arrived: the chunk's readers are all the
+        // tasks overlapping it, none when it names none.
+        let unread = if self.finished_early {
+            self.readers.get(chunk).is_none_or(|&readers| readers == 0)
+        } else {
+            reader == NO_READERS
+        };
         self.arrived += 1;
         let end = offset + length;
         match reader {
@@ -342,11 +410,11 @@ impl LaunchTracker {
             let chunk = span.start + step as u64;
             let offset = chunk * self.chunk_bytes;
             let length = (self.result_length - offset).min(self.chunk_bytes);
-            let payload = usize::try_from(chunk)
-                .ok()
-                .and_then(|chunk| self.chunks.get(chunk))
-                .map(|chunk| chunk.payload)
-                .filter(|&payload| payload != NOT_ARRIVED);
+            let payload = usize::try_from(chunk).ok().and_then(|chunk| {
+                self.chunks
+                    .get(chunk)
+                    .and_then(|entry| self.payloads.index(chunk, entry.payload))
+            });
             (offset, length, payload)
         })
     }
@@ -364,15 +432,27 @@ impl LaunchTracker {
         freed.clear();
         self.finished += 1;
         let needs = self.tasks[task as usize].needs.clone();
+        if self
+            .missing
+            .get(task as usize)
+            .is_some_and(|&missing| missing > 0)
+        {
+            self.finished_early = true;
+        }
         let span = chunk_span(&needs, self.chunk_bytes);
         // The task's chunks, inside the result (its range lies in it).
-        let Some(chunks) = self.chunks.get_mut(span.start as usize..span.end as usize) else {
+        let range = span.start as usize..span.end as usize;
+        let (Some(chunks), Some(readers)) =
+            (self.chunks.get(range.clone()), self.readers.get_mut(range))
+        else {
             return;
         };
-        for chunk in chunks {
-            chunk.readers = chunk.readers.saturating_sub(1);
-            if chunk.readers == 0 && chunk.payload != NOT_ARRIVED {
-                freed.push(chunk.payload);
+        for (chunk, (entry, readers)) in (span.start as usize..).zip(chunks.iter().zip(readers)) {
+            *readers = readers.saturating_sub(1);
+            if *readers == 0 {
+                if let Some(payload) = self.payloads.index(chunk, entry.payload) {
+                    freed.push(payload);
+                }
             }
         }
     }
@@ -576,9 +656,34 @@ mod tests {
                     }
                 };
                 assert_eq!(named, expected, "round {round} chunk {index}");
-                assert_eq!(chunk.readers as usize, expected.len());
+                assert_eq!(tracker.readers[index] as usize, expected.len());
             }
         }
+    }
+
+    /// Payload indexes far apart (beyond 32 bits of each other) come back exact.
+    #[test]
+    fn payload_indexes_far_apart_come_back_exact() {
+        let tasks = vec![task(0, 0..96)];
+        let mut tracker = LaunchTracker::new(tasks, 96, 32).unwrap();
+        let ready = &mut Vec::new();
+        let far = [5_000_000_000, 7, u64::MAX - 1];
+        for (chunk, &index) in far.iter().enumerate() {
+            tracker.arrive(chunk as u64 * 32, 32, index, ready).unwrap();
+        }
+        let indexes: Vec<Option<u64>> = tracker.chunks_of(0).map(|(_, _, index)| index).collect();
+        assert_eq!(indexes, far.map(Some));
+        assert_eq!(tracker.finish(0), far);
+    }
+
+    /// A task that finishes before its chunks arrive (no run does this) leaves them unread.
+    #[test]
+    fn a_chunk_whose_readers_all_finished_is_unread() {
+        let mut tracker = LaunchTracker::new(vec![task(0, 0..64)], 64, 32).unwrap();
+        let ready = &mut Vec::new();
+        assert!(!tracker.arrive(0, 32, 0, ready).unwrap());
+        assert_eq!(tracker.finish(0), vec![0]);
+        assert!(tracker.arrive(32, 32, 1, ready).unwrap());
     }
 
     #[test]
