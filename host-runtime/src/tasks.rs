@@ -5,6 +5,7 @@
 //! arrived; a chunk's payload slot is consumed once every task overlapping it has finished.
 
 use crate::app::HostTask;
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 /// A protocol or plan violation found while tracking a launch.
@@ -44,6 +45,15 @@ pub enum TrackError {
         /// The result's length.
         result_length: u64,
     },
+    /// The tasks, or the entries of the lists of chunks read by several tasks, are too many
+    /// for the tracker's 31-bit indexes.
+    #[error("{entries} tracker entries (tasks, or readers of shared chunks) exceed the limit of {limit}")]
+    TooManyEntries {
+        /// Tasks, or list entries.
+        entries: u64,
+        /// The limit.
+        limit: u64,
+    },
 }
 
 /// Dependency state of one launch.
@@ -57,30 +67,95 @@ pub struct LaunchTracker {
     chunk_shift: u32,
     /// Bytes each task still waits for.
     missing: Vec<u64>,
-    /// One entry per chunk, and one more that only ends the last chunk's readers (what a
-    /// record touches, together: a chunk's arrival reads and writes one entry).
+    /// One entry per chunk (what a record touches, together: a chunk's arrival reads and
+    /// writes one entry, and the entry names its reader when it has one).
     chunks: Vec<Chunk>,
-    /// The tasks overlapping each chunk, in task order: chunk `c`'s are
-    /// `chunk_task_list[chunks[c].first_reader..chunks[c + 1].first_reader]`.
+    /// Per chunk, the tasks overlapping it that have not finished (read when a task
+    /// finishes; when a chunk arrives only if a task finished before it was ready).
+    readers: Vec<u32>,
+    /// The payload indexes of the chunks that arrived, as [`Chunk::payload`] keeps them.
+    payloads: PayloadIndexes,
+    /// A task finished while bytes it reads had not arrived (not in a run: a task runs once
+    /// ready), so an arriving chunk's readers may be fewer than the tasks overlapping it.
+    finished_early: bool,
+    /// The readers of the chunks that several tasks read: at a chunk's
+    /// [`Chunk::reader`] (without [`LIST`]), their count, then the tasks, in task order.
     chunk_task_list: Vec<u32>,
     /// Chunks arrived so far.
     arrived: usize,
     finished: usize,
 }
 
-/// What the tracker keeps of one chunk.
+/// What the tracker keeps of one chunk (8 bytes, eight to a cache line).
 #[derive(Clone, Copy, Debug)]
 struct Chunk {
-    /// The payload index holding the chunk (AXLE), [`NOT_ARRIVED`] before it arrives.
-    payload: u64,
-    /// Where its readers start in `LaunchTracker::chunk_task_list`.
-    first_reader: u32,
-    /// Tasks overlapping the chunk that have not finished.
-    readers: u32,
+    /// The payload index holding the chunk (AXLE), [`PayloadIndexes`]' way:
+    /// [`STORED_NOT_ARRIVED`] before it arrives.
+    payload: u32,
+    /// The tasks overlapping the chunk: the task itself when there is one, [`NO_READERS`]
+    /// when there is none, else [`LIST`] with the position of their count in
+    /// `LaunchTracker::chunk_task_list` (a chunk read by one task, the commonest, reads no
+    /// list when it arrives).
+    reader: u32,
 }
 
-/// The payload index of a chunk that has not arrived (no payload has this index: indexes
-/// count records from 0, and the ring would need 2^64 of them).
+/// [`Chunk::payload`] of a chunk that has not arrived.
+const STORED_NOT_ARRIVED: u32 = u32::MAX;
+
+/// [`Chunk::payload`] of a chunk whose payload index is kept in [`PayloadIndexes::far`].
+const STORED_FAR: u32 = u32::MAX - 1;
+
+/// How far below the first payload index of a launch its base lies. In a run, a launch's
+/// payload indexes lie within its chunk count plus a ring's capacity of each other, far less
+/// than 2^31, so each is kept in its chunk's entry; the side table holds any other.
+const BASE_LEAD: u64 = 1 << 31;
+
+/// The payload indexes of a launch's chunks: each kept in its chunk's entry as its distance
+/// from a base (set at the first arrival), or, if it does not fit in 32 bits, in a side table.
+#[derive(Debug, Default)]
+struct PayloadIndexes {
+    base: Option<u64>,
+    /// The payload indexes too far from the base, by chunk.
+    far: BTreeMap<usize, u64>,
+}
+
+impl PayloadIndexes {
+    /// What chunk `chunk`'s entry keeps of `index`.
+    #[inline]
+    fn store(&mut self, chunk: usize, index: u64) -> u32 {
+        let base = *self.base.get_or_insert(index.saturating_sub(BASE_LEAD));
+        match index
+            .checked_sub(base)
+            .and_then(|distance| u32::try_from(distance).ok())
+        {
+            Some(distance) if distance < STORED_FAR => distance,
+            _ => {
+                self.far.insert(chunk, index);
+                STORED_FAR
+            }
+        }
+    }
+
+    /// The payload index that chunk `chunk`'s entry keeps as `stored` (`None`: not arrived).
+    #[inline]
+    fn index(&self, chunk: usize, stored: u32) -> Option<u64> {
+        match stored {
+            STORED_NOT_ARRIVED => None,
+            STORED_FAR => self.far.get(&chunk).copied(),
+            distance => self.base.map(|base| base + u64::from(distance)),
+        }
+    }
+}
+
+/// [`Chunk::reader`] of a chunk no task reads.
+const NO_READERS: u32 = u32::MAX;
+
+/// The bit of [`Chunk::reader`] that marks a position in `LaunchTracker::chunk_task_list`;
+/// task indexes and list positions stay below it.
+const LIST: u32 = 1 << 31;
+
+/// A payload index no record arrives in (indexes count records from 0, and the ring would
+/// need 2^64 of them): refused.
 const NOT_ARRIVED: u64 = u64::MAX;
 
 /// [`LaunchTracker::chunk_shift`] of a chunk size that is not a power of two.
@@ -97,12 +172,6 @@ impl LaunchTracker {
         // The launch's result lives in device memory (bounded by the device configuration),
         // so its chunks are bounded too; saturating so that no size can overflow here.
         let count = usize::try_from(result_length.div_ceil(chunk_bytes)).unwrap_or(usize::MAX);
-        let empty = Chunk {
-            payload: NOT_ARRIVED,
-            first_reader: 0,
-            readers: 0,
-        };
-        let mut chunks = vec![empty; count.saturating_add(1)];
         for task in &tasks {
             if task.needs.start > task.needs.end || task.needs.end > result_length {
                 return Err(TrackError::TaskOutOfRange {
@@ -111,25 +180,74 @@ impl LaunchTracker {
                     result_length,
                 });
             }
-            for chunk in chunk_span(&task.needs, chunk_bytes) {
-                chunks[chunk as usize].readers += 1;
-            }
         }
-        let mut total = 0u32;
-        for chunk in &mut chunks {
-            chunk.first_reader = total;
-            total += chunk.readers;
-            chunk.readers = 0;
+        if tasks.len() >= LIST as usize {
+            return Err(TrackError::TooManyEntries {
+                entries: tasks.len() as u64,
+                limit: u64::from(LIST - 1),
+            });
         }
-        // Each chunk's list is filled in task order; `readers` counts its entries meanwhile,
-        // back up to the count above.
-        let mut list = vec![0u32; total as usize];
-        for (index, task) in tasks.iter().enumerate() {
-            for chunk in chunk_span(&task.needs, chunk_bytes) {
-                let chunk = &mut chunks[chunk as usize];
-                list[(chunk.first_reader + chunk.readers) as usize] = index as u32;
-                chunk.readers += 1;
+        // One pass over the chunks, in order: the tasks, by the chunk their range starts in
+        // (task order among equals), join the readers there and leave after their last chunk.
+        let spans: Vec<Range<u64>> = tasks
+            .iter()
+            .map(|task| chunk_span(&task.needs, chunk_bytes))
+            .collect();
+        let mut order: Vec<u32> = (0..tasks.len() as u32)
+            .filter(|&task| !spans[task as usize].is_empty())
+            .collect();
+        order.sort_by_key(|&task| spans[task as usize].start);
+        let mut joining = order.iter().peekable();
+        // The tasks reading the current chunk, in task order, with the chunk they end before.
+        let mut active: Vec<(u32, u64)> = Vec::new();
+        let mut chunks = Vec::with_capacity(count);
+        let mut readers = Vec::with_capacity(count);
+        let mut list = Vec::new();
+        let count = count as u64;
+        let mut chunk = 0;
+        while chunk < count {
+            active.retain(|&(_, end)| end > chunk);
+            while let Some(&&task) = joining.peek() {
+                let span = &spans[task as usize];
+                if span.start != chunk {
+                    break;
+                }
+                let at = active.partition_point(|&(other, _)| other < task);
+                active.insert(at, (task, span.end));
+                joining.next();
             }
+            // The readers stay the same up to the next chunk where one leaves or one joins
+            // (a run of chunks that share them, and their list).
+            let until = active
+                .iter()
+                .map(|&(_, end)| end)
+                .chain(joining.peek().map(|&&task| spans[task as usize].start))
+                .fold(count, u64::min);
+            let reader = match active.as_slice() {
+                [] => NO_READERS,
+                &[(task, _)] => task,
+                several => {
+                    let at = list.len();
+                    if at + several.len() >= LIST as usize {
+                        return Err(TrackError::TooManyEntries {
+                            entries: (at + several.len() + 1) as u64,
+                            limit: u64::from(LIST - 1),
+                        });
+                    }
+                    list.push(several.len() as u32);
+                    list.extend(several.iter().map(|&(task, _)| task));
+                    LIST | at as u32
+                }
+            };
+            let entry = Chunk {
+                payload: STORED_NOT_ARRIVED,
+                reader,
+            };
+            // Past the chunk (every task's span ends after it, the next one starts after it).
+            let until = until.max(chunk + 1);
+            chunks.resize(until as usize, entry);
+            readers.resize(until as usize, active.len() as u32);
+            chunk = until;
         }
         let missing = tasks.iter().map(|t| t.needs.end - t.needs.start).collect();
         Ok(LaunchTracker {
@@ -143,6 +261,9 @@ impl LaunchTracker {
             },
             missing,
             chunks,
+            readers,
+            payloads: PayloadIndexes::default(),
+            finished_early: false,
             chunk_task_list: list,
             arrived: 0,
             finished: 0,
@@ -161,7 +282,7 @@ impl LaunchTracker {
 
     /// Chunks in the result.
     fn chunk_count(&self) -> usize {
-        self.chunks.len().saturating_sub(1)
+        self.chunks.len()
     }
 
     /// The tasks.
@@ -210,16 +331,14 @@ impl LaunchTracker {
         }
         // Below the chunk count (`offset` is inside the result), a usize.
         let chunk = chunk as usize;
-        let (Some(&Chunk { payload, .. }), Some(next)) =
-            (self.chunks.get(chunk), self.chunks.get(chunk + 1))
-        else {
+        let Some(state) = self.chunks.get_mut(chunk) else {
             return Err(TrackError::BadRange {
                 offset,
                 length,
                 result_length: self.result_length,
             });
         };
-        if payload != NOT_ARRIVED {
+        if state.payload != STORED_NOT_ARRIVED {
             return Err(TrackError::Duplicate { offset });
         }
         if payload_index == NOT_ARRIVED {
@@ -228,24 +347,35 @@ impl LaunchTracker {
                 index: payload_index,
             });
         }
-        let stop = next.first_reader;
-        let Some(state) = self.chunks.get_mut(chunk) else {
-            return Ok(false);
+        state.payload = self.payloads.store(chunk, payload_index);
+        let reader = state.reader;
+        // No reader has finished before its chunks arrived: the chunk's readers are all the
+        // tasks overlapping it, none when it names none.
+        let unread = if self.finished_early {
+            self.readers.get(chunk).is_none_or(|&readers| readers == 0)
+        } else {
+            reader == NO_READERS
         };
-        state.payload = payload_index;
-        let unread = state.readers == 0;
         self.arrived += 1;
         let end = offset + length;
-        // The chunk's readers, borrowed by field so that `missing` can change while they are
-        // read (a copy of the list cost one allocation per record).
-        let readers = self
-            .chunk_task_list
-            .get(state.first_reader as usize..stop as usize)
-            .unwrap_or_default();
-        match readers {
-            // One reader (a task's own chunk, the commonest): no loop to set up.
-            &[task] => reader_arrived(&self.tasks, &mut self.missing, task, offset..end, ready),
-            _ => {
+        match reader {
+            NO_READERS => {}
+            // One reader (a task's own chunk, the commonest): named by the chunk itself.
+            task if task & LIST == 0 => {
+                reader_arrived(&self.tasks, &mut self.missing, task, offset..end, ready);
+            }
+            list => {
+                // The chunk's readers, borrowed by field so that `missing` can change while
+                // they are read.
+                let at = (list & !LIST) as usize;
+                let count = self
+                    .chunk_task_list
+                    .get(at)
+                    .map_or(0, |&count| count as usize);
+                let readers = self
+                    .chunk_task_list
+                    .get(at + 1..at + 1 + count)
+                    .unwrap_or_default();
                 for &task in readers {
                     reader_arrived(&self.tasks, &mut self.missing, task, offset..end, ready);
                 }
@@ -280,11 +410,11 @@ impl LaunchTracker {
             let chunk = span.start + step as u64;
             let offset = chunk * self.chunk_bytes;
             let length = (self.result_length - offset).min(self.chunk_bytes);
-            let payload = usize::try_from(chunk)
-                .ok()
-                .and_then(|chunk| self.chunks.get(chunk))
-                .map(|chunk| chunk.payload)
-                .filter(|&payload| payload != NOT_ARRIVED);
+            let payload = usize::try_from(chunk).ok().and_then(|chunk| {
+                self.chunks
+                    .get(chunk)
+                    .and_then(|entry| self.payloads.index(chunk, entry.payload))
+            });
             (offset, length, payload)
         })
     }
@@ -302,15 +432,27 @@ impl LaunchTracker {
         freed.clear();
         self.finished += 1;
         let needs = self.tasks[task as usize].needs.clone();
+        if self
+            .missing
+            .get(task as usize)
+            .is_some_and(|&missing| missing > 0)
+        {
+            self.finished_early = true;
+        }
         let span = chunk_span(&needs, self.chunk_bytes);
         // The task's chunks, inside the result (its range lies in it).
-        let Some(chunks) = self.chunks.get_mut(span.start as usize..span.end as usize) else {
+        let range = span.start as usize..span.end as usize;
+        let (Some(chunks), Some(readers)) =
+            (self.chunks.get(range.clone()), self.readers.get_mut(range))
+        else {
             return;
         };
-        for chunk in chunks {
-            chunk.readers = chunk.readers.saturating_sub(1);
-            if chunk.readers == 0 && chunk.payload != NOT_ARRIVED {
-                freed.push(chunk.payload);
+        for (chunk, (entry, readers)) in (span.start as usize..).zip(chunks.iter().zip(readers)) {
+            *readers = readers.saturating_sub(1);
+            if *readers == 0 {
+                if let Some(payload) = self.payloads.index(chunk, entry.payload) {
+                    freed.push(payload);
+                }
             }
         }
     }
@@ -444,6 +586,104 @@ mod tests {
         assert_eq!(ready, vec![1]);
         assert_eq!(tracker.finish(0), vec![1]);
         assert_eq!(tracker.finish(1), vec![0, 3, 4, 2]);
+    }
+
+    /// Tasks given in any order of their ranges: a chunk several tasks read makes them ready
+    /// in task order, a chunk no task reads is unread, and an empty range reads nothing.
+    #[test]
+    fn shared_chunks_list_their_readers_in_task_order() {
+        let tasks = vec![
+            task(0, 64..128),
+            task(1, 0..96),
+            task(2, 40..70),
+            task(3, 10..10),
+        ];
+        let mut tracker = LaunchTracker::new(tasks, 160, 32).unwrap();
+        assert_eq!(tracker.initially_ready(), vec![3]);
+        let mut ready = Vec::new();
+        assert!(!tracker.arrive(0, 32, 0, &mut ready).unwrap());
+        assert!(!tracker.arrive(32, 32, 1, &mut ready).unwrap());
+        assert!(!tracker.arrive(96, 32, 2, &mut ready).unwrap());
+        assert!(tracker.arrive(128, 32, 3, &mut ready).unwrap());
+        assert!(ready.is_empty());
+        assert!(!tracker.arrive(64, 32, 4, &mut ready).unwrap());
+        assert_eq!(ready, vec![0, 1, 2]);
+        assert!(tracker.all_arrived());
+        assert_eq!(tracker.finish(2), Vec::<u64>::new());
+        assert_eq!(tracker.finish(1), vec![0, 1]);
+        assert_eq!(tracker.finish(0), vec![4, 2]);
+    }
+
+    /// Each chunk names the tasks whose range overlaps it, in task order, however the ranges
+    /// lie (pseudo-random ranges, overlapping, nested, empty, out of order).
+    #[test]
+    fn every_chunk_names_its_readers() {
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move |below: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % below
+        };
+        for round in 0..50 {
+            let result_length = 1 + next(400);
+            let chunk_bytes = [8, 24, 32][round % 3];
+            let tasks: Vec<HostTask> = (0..next(12) as u32)
+                .map(|id| {
+                    let start = next(result_length + 1);
+                    let end = start + next(result_length - start + 1);
+                    task(id, start..end)
+                })
+                .collect();
+            let tracker = LaunchTracker::new(tasks.clone(), result_length, chunk_bytes).unwrap();
+            assert_eq!(
+                tracker.chunks.len() as u64,
+                result_length.div_ceil(chunk_bytes)
+            );
+            for (index, chunk) in tracker.chunks.iter().enumerate() {
+                let expected: Vec<u32> = (0..tasks.len() as u32)
+                    .filter(|&t| {
+                        chunk_span(&tasks[t as usize].needs, chunk_bytes).contains(&(index as u64))
+                    })
+                    .collect();
+                let named = match chunk.reader {
+                    NO_READERS => Vec::new(),
+                    task if task & LIST == 0 => vec![task],
+                    list => {
+                        let at = (list & !LIST) as usize;
+                        let count = tracker.chunk_task_list[at] as usize;
+                        tracker.chunk_task_list[at + 1..at + 1 + count].to_vec()
+                    }
+                };
+                assert_eq!(named, expected, "round {round} chunk {index}");
+                assert_eq!(tracker.readers[index] as usize, expected.len());
+            }
+        }
+    }
+
+    /// Payload indexes far apart (beyond 32 bits of each other) come back exact.
+    #[test]
+    fn payload_indexes_far_apart_come_back_exact() {
+        let tasks = vec![task(0, 0..96)];
+        let mut tracker = LaunchTracker::new(tasks, 96, 32).unwrap();
+        let ready = &mut Vec::new();
+        let far = [5_000_000_000, 7, u64::MAX - 1];
+        for (chunk, &index) in far.iter().enumerate() {
+            tracker.arrive(chunk as u64 * 32, 32, index, ready).unwrap();
+        }
+        let indexes: Vec<Option<u64>> = tracker.chunks_of(0).map(|(_, _, index)| index).collect();
+        assert_eq!(indexes, far.map(Some));
+        assert_eq!(tracker.finish(0), far);
+    }
+
+    /// A task that finishes before its chunks arrive (no run does this) leaves them unread.
+    #[test]
+    fn a_chunk_whose_readers_all_finished_is_unread() {
+        let mut tracker = LaunchTracker::new(vec![task(0, 0..64)], 64, 32).unwrap();
+        let ready = &mut Vec::new();
+        assert!(!tracker.arrive(0, 32, 0, ready).unwrap());
+        assert_eq!(tracker.finish(0), vec![0]);
+        assert!(tracker.arrive(32, 32, 1, ready).unwrap());
     }
 
     #[test]
