@@ -170,21 +170,23 @@ struct Running {
     finished: u32,
 }
 
-/// An item on a µthread.
+/// An item on a µthread: what the item's part ends read and write, 16 bytes (four slots to a
+/// cache line; its sub-core is its slot's, found again by a division at its end, and the
+/// outcome of an interleaved batch is kept apart, in [`Ccm::outcomes`]).
 #[derive(Clone, Copy, Debug)]
 struct Active {
-    item: u32,
     started: Ticks,
+    item: u32,
+    /// Channels on which its traffic is still outstanding (at most
+    /// [`crate::config::MAX_MEMORY_CHANNELS`]).
+    memory_parts: u8,
     compute_done: bool,
     memory_done: bool,
-    /// Channels on which its traffic is still outstanding.
-    memory_parts: u32,
-    /// Its sub-core (kept: a division to find again).
-    sub_core: u32,
-    /// The outcome of its kernel code, once run ahead of its end by an interleaved batch
-    /// (`None`: not yet run; always `None` by default).
-    outcome: Option<Result<(), firmware::FirmwareError>>,
 }
+
+// A slot stays 16 bytes (the `bool`s give `Option` its tag) and a channel count fits its `u8`.
+const _: () = assert!(std::mem::size_of::<Option<Active>>() == 16);
+const _: () = assert!(crate::config::MAX_MEMORY_CHANNELS <= u8::MAX as u32);
 
 /// What interleaved execution did ([`DeviceConfig::interleave_seed`]; all zero by default).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -293,6 +295,9 @@ pub struct Ccm {
     /// Scratch for dispatch and item ends: the sub-cores an item started on.
     scratch_touched: Vec<u32>,
     slots: Vec<Option<Active>>,
+    /// Interleaved execution only (empty otherwise): per slot, the outcome of its item's
+    /// kernel code once run ahead of its end by an interleaved batch (`None`: not yet run).
+    outcomes: Vec<Option<Result<(), firmware::FirmwareError>>>,
     /// The memory channels.
     memory: Vec<MemoryShare>,
     /// Each channel's projected earliest end of an item's traffic on it.
@@ -381,6 +386,11 @@ impl Ccm {
             arrivals: 0,
             scratch_touched: Vec::new(),
             slots: vec![None; slots as usize],
+            outcomes: if config.interleave_seed.is_some() {
+                vec![None; slots as usize]
+            } else {
+                Vec::new()
+            },
             memory: (0..config.ccm_memory_channels.max(1))
                 .map(|_| MemoryShare {
                     served: 0.0,
@@ -755,13 +765,11 @@ impl Ccm {
         }
         self.active_items += 1;
         let mut active = Active {
-            item,
             started: now,
+            item,
+            memory_parts: 0,
             compute_done: demand <= 0.0,
             memory_done: cost.bytes == 0,
-            memory_parts: 0,
-            sub_core,
-            outcome: None,
         };
         if !active.compute_done {
             // The sub-core's issue progress up to `now` is accounted by the
@@ -845,7 +853,7 @@ impl Ccm {
     /// rest of its bytes (those its cost counts beyond the bursts the profile placed), and
     /// all of them when the dry run touches nothing (or there is one channel), spread evenly
     /// over every channel.
-    /// Returns the number of channels joined.
+    /// Returns the number of channels joined (at most [`crate::config::MAX_MEMORY_CHANNELS`]).
     fn join_memory<M: firmware::hal::DeviceMemory>(
         &mut self,
         now: Ticks,
@@ -853,7 +861,7 @@ impl Ccm {
         item: u32,
         bytes: u64,
         memory: &M,
-    ) -> u32 {
+    ) -> u8 {
         if self.channels <= 1 {
             // The pool: no addresses to find.
             self.advance_memory(now, 0);
@@ -887,7 +895,7 @@ impl Ccm {
         // item's cost counts beyond them (bursts the profile found in the burst cache, which
         // the cost still charges) has no address the profile saw, and spreads evenly, as
         // the fine interleave spreads unknown traffic.
-        let mut parts = 0;
+        let mut parts: u8 = 0;
         for (channel, &count) in bursts.iter().enumerate() {
             let share = channel_share(bytes, count, total, self.channels);
             if share <= 0.0 {
@@ -898,7 +906,7 @@ impl Ccm {
             if let Some(entry) = self.memory.get_mut(channel as usize) {
                 let tag = entry.served + share;
                 entry.finishing.push(tag.to_bits(), slot);
-                parts += 1;
+                parts = parts.saturating_add(1);
                 self.memory_joined |= 1 << (channel % 64);
                 self.memory_joined_at = now;
             }
@@ -1141,7 +1149,7 @@ impl Ccm {
         memory: &M,
     ) -> Option<Ended> {
         let active = self.slots.get_mut(slot as usize)?.take()?;
-        let sub_core = active.sub_core;
+        let sub_core = slot / self.slots_per_sub_core.max(1);
         let unit = sub_core / self.sub_cores.max(1);
         if let Some(entry) = self.sub.get_mut(sub_core as usize) {
             entry.occupied = entry.occupied.saturating_sub(1);
@@ -1162,7 +1170,11 @@ impl Ccm {
         if self.active_items == 0 {
             self.busy_total = self.busy_total.plus(now.since(self.busy_since));
         }
-        let outcome = match (active.outcome, self.interleave_rng) {
+        let ahead = self
+            .outcomes
+            .get_mut(slot as usize)
+            .and_then(Option::take);
+        let outcome = match (ahead, self.interleave_rng) {
             (Some(outcome), _) => outcome,
             (None, None) => firmware::run_item(&self.running.as_ref()?.kernel, active.item, memory),
             (None, Some(_)) => self.run_interleaved(active.item, memory)?,
@@ -1208,6 +1220,7 @@ impl Ccm {
         self.active_items = 0;
         self.running = None;
         self.slots.iter_mut().for_each(|slot| *slot = None);
+        self.outcomes.iter_mut().for_each(|outcome| *outcome = None);
         for sub in &mut self.sub {
             sub.issuing.clear();
             sub.occupied = 0;
@@ -1257,7 +1270,8 @@ impl Ccm {
             if batch.len() >= interleave::MAX_INTERLEAVED_ITEMS {
                 break;
             }
-            if let Some(active) = active.as_ref().filter(|active| active.outcome.is_none()) {
+            let ahead = self.outcomes.get(slot).is_some_and(Option::is_some);
+            if let Some(active) = active.as_ref().filter(|_| !ahead) {
                 batch.push((slot, active.item));
             }
         }
@@ -1280,8 +1294,8 @@ impl Ccm {
         );
         let mut ending_outcome = None;
         for (&(slot, _), outcome) in batch.iter().zip(outcomes) {
-            match self.slots.get_mut(slot) {
-                Some(Some(active)) => active.outcome = Some(outcome),
+            match (self.slots.get(slot), self.outcomes.get_mut(slot)) {
+                (Some(Some(_)), Some(ahead)) => *ahead = Some(outcome),
                 _ => ending_outcome = Some(outcome),
             }
         }
