@@ -170,23 +170,24 @@ struct Running {
     finished: u32,
 }
 
-/// An item on a µthread: what the item's part ends read and write, 16 bytes (four slots to a
-/// cache line; its sub-core is its slot's, found again by a division at its end, and the
-/// outcome of an interleaved batch is kept apart, in [`Ccm::outcomes`]).
-#[derive(Clone, Copy, Debug)]
+/// An item on a µthread: what its end reads, 16 bytes (four slots to a cache line). Whether
+/// the slot holds an item and how many of the item's parts are outstanding are in
+/// [`Ccm::left`], one byte a slot, which the parts' ends read; its sub-core is its slot's,
+/// found again by a division at its end; the outcome of an interleaved batch is kept apart,
+/// in [`Ccm::outcomes`].
+#[derive(Clone, Copy, Debug, Default)]
 struct Active {
     started: Ticks,
     item: u32,
-    /// Channels on which its traffic is still outstanding (at most
-    /// [`crate::config::MAX_MEMORY_CHANNELS`]).
-    memory_parts: u8,
-    compute_done: bool,
-    memory_done: bool,
 }
 
-// A slot stays 16 bytes (the `bool`s give `Option` its tag) and a channel count fits its `u8`.
-const _: () = assert!(std::mem::size_of::<Option<Active>>() == 16);
-const _: () = assert!(crate::config::MAX_MEMORY_CHANNELS <= u8::MAX as u32);
+/// [`Ccm::left`] of a slot that holds no item.
+const FREE: u8 = u8::MAX;
+
+// A slot stays 16 bytes, and the parts of an item (its instructions and one per channel) are
+// counted in a byte below `FREE`.
+const _: () = assert!(std::mem::size_of::<Active>() == 16);
+const _: () = assert!(crate::config::MAX_MEMORY_CHANNELS < FREE as u32);
 
 /// What interleaved execution did ([`DeviceConfig::interleave_seed`]; all zero by default).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -294,7 +295,13 @@ pub struct Ccm {
     arrivals: u64,
     /// Scratch for dispatch and item ends: the sub-cores an item started on.
     scratch_touched: Vec<u32>,
-    slots: Vec<Option<Active>>,
+    /// Per µthread slot, its item (meaningful where [`Ccm::left`] is not [`FREE`]).
+    slots: Vec<Active>,
+    /// Per µthread slot, [`FREE`] when it holds no item, else how many of its item's parts are
+    /// outstanding: its instructions (1 until they end) and its traffic on each channel it
+    /// joined; 0 from when both parts are done until its end. One byte a slot, so the ends of
+    /// parts, which only count down, touch a few cache lines, not the slots'.
+    left: Vec<u8>,
     /// Interleaved execution only (empty otherwise): per slot, the outcome of its item's
     /// kernel code once run ahead of its end by an interleaved batch (`None`: not yet run).
     outcomes: Vec<Option<Result<(), firmware::FirmwareError>>>,
@@ -385,7 +392,8 @@ impl Ccm {
             scratch_due: Vec::new(),
             arrivals: 0,
             scratch_touched: Vec::new(),
-            slots: vec![None; slots as usize],
+            slots: vec![Active::default(); slots as usize],
+            left: vec![FREE; slots as usize],
             outcomes: if config.interleave_seed.is_some() {
                 vec![None; slots as usize]
             } else {
@@ -764,14 +772,8 @@ impl Ccm {
             self.busy_since = now;
         }
         self.active_items += 1;
-        let mut active = Active {
-            started: now,
-            item,
-            memory_parts: 0,
-            compute_done: demand <= 0.0,
-            memory_done: cost.bytes == 0,
-        };
-        if !active.compute_done {
+        let compute_done = demand <= 0.0;
+        if !compute_done {
             // The sub-core's issue progress up to `now` is accounted by the
             // `reshare_sub_core` every caller runs for the sub-cores in `scratch_touched` before
             // time moves on: the new item's share is 0 until then, so it loses nothing.
@@ -813,15 +815,21 @@ impl Ccm {
                 self.scratch_touched.push(sub_core);
             }
         }
-        if !active.memory_done {
-            active.memory_parts = self.join_memory(now, slot, item, cost.bytes, memory);
-            active.memory_done = active.memory_parts == 0;
-        }
-        if active.compute_done && active.memory_done {
+        let memory_parts = if cost.bytes == 0 {
+            0
+        } else {
+            self.join_memory(now, slot, item, cost.bytes, memory)
+        };
+        let parts = u8::from(!compute_done) + memory_parts;
+        if parts == 0 {
             self.push_end(now.plus(self.latency), slot);
         }
-        if let Some(entry) = self.slots.get_mut(slot as usize) {
-            *entry = Some(active);
+        if let (Some(entry), Some(left)) = (
+            self.slots.get_mut(slot as usize),
+            self.left.get_mut(slot as usize),
+        ) {
+            *entry = Active { started: now, item };
+            *left = parts;
         }
         true
     }
@@ -836,12 +844,12 @@ impl Ccm {
         // Past the mask's 64 slots (only with more per sub-core).
         let start = first.saturating_add(64);
         let end = first.saturating_add(self.slots_per_sub_core);
-        let end = (end as usize).min(self.slots.len());
+        let end = (end as usize).min(self.left.len());
         let position = self
-            .slots
+            .left
             .get(start as usize..end)?
             .iter()
-            .position(Option::is_none)?;
+            .position(|&left| left == FREE)?;
         Some(start + position as u32)
     }
 
@@ -1086,12 +1094,7 @@ impl Ccm {
         let latency = self.latency;
         let mut index = 0;
         while let Some(&(_, slot)) = self.scratch_done.get(index) {
-            let mut end = None;
-            if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
-                active.compute_done = true;
-                end = both_done(active, now, latency);
-            }
-            if let Some(end) = end {
+            if let Some(end) = self.part_done(slot, now, latency) {
                 self.push_end(end, slot);
             }
             index += 1;
@@ -1113,15 +1116,7 @@ impl Ccm {
         entry.finishing.pop_due(limit, &mut due);
         let latency = self.latency;
         for &slot in &due {
-            let mut end = None;
-            if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
-                active.memory_parts = active.memory_parts.saturating_sub(1);
-                if active.memory_parts == 0 {
-                    active.memory_done = true;
-                    end = both_done(active, now, latency);
-                }
-            }
-            if let Some(end) = end {
+            if let Some(end) = self.part_done(slot, now, latency) {
                 self.push_end(end, slot);
             }
         }
@@ -1133,6 +1128,23 @@ impl Ccm {
         self.memory_joined |= 1 << (channel % 64);
         self.memory_joined_at = now;
         self.memory_timers.set(channel, Ticks::NEVER);
+    }
+
+    /// One part of the item in `slot` (its instructions, or its traffic on one channel) ended
+    /// at `now`: if that was its last, when it ends (no earlier than `latency` after it
+    /// started). Only then is its slot read; the caller schedules the end.
+    #[inline]
+    fn part_done(&mut self, slot: u32, now: Ticks, latency: Ticks) -> Option<Ticks> {
+        let left = self.left.get_mut(slot as usize)?;
+        if *left == FREE || *left == 0 {
+            return None;
+        }
+        *left -= 1;
+        if *left > 0 {
+            return None;
+        }
+        let active = self.slots.get(slot as usize)?;
+        Some(now.max(active.started.plus(latency)))
     }
 
     /// Queues the end of the item in `slot` at `at`.
@@ -1148,7 +1160,12 @@ impl Ccm {
         slot: u32,
         memory: &M,
     ) -> Option<Ended> {
-        let active = self.slots.get_mut(slot as usize)?.take()?;
+        let left = self.left.get_mut(slot as usize)?;
+        if *left == FREE {
+            return None;
+        }
+        *left = FREE;
+        let active = *self.slots.get(slot as usize)?;
         let sub_core = slot / self.slots_per_sub_core.max(1);
         let unit = sub_core / self.sub_cores.max(1);
         if let Some(entry) = self.sub.get_mut(sub_core as usize) {
@@ -1219,7 +1236,7 @@ impl Ccm {
         }
         self.active_items = 0;
         self.running = None;
-        self.slots.iter_mut().for_each(|slot| *slot = None);
+        self.left.iter_mut().for_each(|left| *left = FREE);
         self.outcomes.iter_mut().for_each(|outcome| *outcome = None);
         for sub in &mut self.sub {
             sub.issuing.clear();
@@ -1266,12 +1283,12 @@ impl Ccm {
         let kernel = self.running.as_ref()?.kernel;
         let seed = self.interleave_rng?;
         let mut batch = vec![(usize::MAX, ending)];
-        for (slot, active) in self.slots.iter().enumerate() {
+        for (slot, (active, &left)) in self.slots.iter().zip(&self.left).enumerate() {
             if batch.len() >= interleave::MAX_INTERLEAVED_ITEMS {
                 break;
             }
             let ahead = self.outcomes.get(slot).is_some_and(Option::is_some);
-            if let Some(active) = active.as_ref().filter(|_| !ahead) {
+            if left != FREE && !ahead {
                 batch.push((slot, active.item));
             }
         }
@@ -1294,21 +1311,13 @@ impl Ccm {
         );
         let mut ending_outcome = None;
         for (&(slot, _), outcome) in batch.iter().zip(outcomes) {
-            match (self.slots.get(slot), self.outcomes.get_mut(slot)) {
-                (Some(Some(_)), Some(ahead)) => *ahead = Some(outcome),
+            match (self.left.get(slot), self.outcomes.get_mut(slot)) {
+                (Some(&left), Some(ahead)) if left != FREE => *ahead = Some(outcome),
                 _ => ending_outcome = Some(outcome),
             }
         }
         ending_outcome
     }
-}
-
-/// One part of `active` finished at `now`: if both have, when it ends (no earlier than
-/// `latency` after it started). The caller, which holds the item in its slot, schedules the end
-/// (no second look-up of the slot).
-#[inline]
-fn both_done(active: &Active, now: Ticks, latency: Ticks) -> Option<Ticks> {
-    (active.compute_done && active.memory_done).then(|| now.max(active.started.plus(latency)))
 }
 
 /// Ticks one memory channel takes to move one DRAM burst
