@@ -1198,6 +1198,12 @@ impl Ccm {
         };
         let running = self.running.as_mut()?;
         let tag = running.tag;
+        if self.completions.is_empty() {
+            // Back to the front of its buffer (`clear` restarts it there; popping the last
+            // completion does not): the next completions reuse the cache lines the last ones
+            // did, not the next ones round the ring.
+            self.completions.clear();
+        }
         self.completions.push_back(firmware::hal::ItemCompletion {
             tag,
             item: active.item,
