@@ -205,9 +205,9 @@ pub struct InterleaveCounts {
 }
 
 /// An item that still has instructions to issue on its sub-core: its part of the
-/// water-filling, kept in the sub-core's list ([`SubCore::issuing`]) where the water-filling
+/// water-filling, kept in the sub-core's list ([`Ccm::issuing`]) where the water-filling
 /// reads it in order, not in the item's slot.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct Issuing {
     /// The largest fraction of the sub-core its single µthread can use.
     cap: f64,
@@ -224,21 +224,22 @@ struct Issuing {
     compute_end: Ticks,
 }
 
-/// One sub-core: the items issuing on it.
-#[derive(Debug)]
+/// One sub-core, 24 bytes (its items' list is in [`Ccm::issuing`], not behind a `Vec` of
+/// its own: the sub-cores take fewer cache lines).
+#[derive(Clone, Copy, Debug)]
 struct SubCore {
-    /// The items that still have instructions to issue, in the order the water-filling
-    /// visits them ([`Ccm::reshare_sub_core`]): round-robin, by cap then slot; FIFO, in
-    /// arrival order. Kept in that order as items come and go.
-    issuing: Vec<Issuing>,
-    /// Slots in use (issuing, waiting for memory, or in their final latency).
-    occupied: u32,
+    /// Time up to which `compute_left` is accounted.
+    updated: Ticks,
     /// Bit `i`: the sub-core's slot `i` is free, for its first 64 slots (the rest, if any,
     /// are found by a scan once these are taken).
     free: u64,
-    /// Time up to which `compute_left` is accounted.
-    updated: Ticks,
+    /// Slots in use (issuing, waiting for memory, or in their final latency).
+    occupied: u32,
+    /// How many items still have instructions to issue: the first entries of its list.
+    issuing: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<SubCore>() == 24);
 
 /// One device-memory channel's bandwidth, shared equally by the items with traffic
 /// outstanding on it.
@@ -277,6 +278,12 @@ pub struct Ccm {
     scheduling: Scheduling,
     running: Option<Running>,
     sub: Vec<SubCore>,
+    /// The sub-cores' lists of issuing items, [`Ccm::slots_per_sub_core`] entries each (no
+    /// more can issue on a sub-core), sub-core `s`'s from `s * slots_per_sub_core`, its first
+    /// [`SubCore::issuing`] in use: in the order the water-filling visits them
+    /// ([`Ccm::reshare_sub_core`]): round-robin, by cap then slot; FIFO, in arrival order. Kept
+    /// in that order as items come and go.
+    issuing: Vec<Issuing>,
     /// Each sub-core's earliest projected end of an issuing item's instructions.
     sub_timers: MinTree,
     /// Per unit, the sub-core (0-based within the unit) that took its last item.
@@ -366,14 +373,16 @@ impl Ccm {
             latency: Ticks::from_ns(config.ccm_memory_latency_ns),
             scheduling: config.scheduling,
             running: None,
-            sub: (0..sub_cores)
-                .map(|_| SubCore {
-                    issuing: Vec::new(),
-                    occupied: 0,
-                    free: all_free(config.ccm_uthreads_per_sub_core),
+            sub: vec![
+                SubCore {
                     updated: Ticks::ZERO,
-                })
-                .collect(),
+                    free: all_free(config.ccm_uthreads_per_sub_core),
+                    occupied: 0,
+                    issuing: 0,
+                };
+                sub_cores as usize
+            ],
+            issuing: vec![Issuing::default(); slots as usize],
             sub_timers: MinTree::new(sub_cores as usize),
             // The first item of a unit goes to its sub-core 0. Units, sub-cores and µthreads are
             // bounded by `DeviceConfig::validate` (MAX_UTHREADS) before a device is built.
@@ -786,12 +795,23 @@ impl Ccm {
                 compute_end: now,
             };
             self.arrivals += 1;
-            if let Some(entry) = self.sub.get_mut(sub_core as usize) {
-                let list = &mut entry.issuing;
+            // The sub-core's list with room for one more at its back (there is: the item has a
+            // free slot on the sub-core, and every item on its list holds one).
+            let base = sub_core as usize * self.slots_per_sub_core as usize;
+            let list = self.sub.get_mut(sub_core as usize).and_then(|entry| {
+                let list = self
+                    .issuing
+                    .get_mut(base..base + entry.issuing as usize + 1)?;
+                entry.issuing += 1;
+                Some(list)
+            });
+            if let Some(list) = list {
                 // FIFO: in arrival order, at the back. Round-robin: into its place by cap then
                 // slot, from the back (the list is short): after the entries ordered before
                 // it, which the others follow.
-                list.push(issuing);
+                if let Some(back) = list.last_mut() {
+                    *back = issuing;
+                }
                 if self.scheduling == Scheduling::Rr {
                     let mut at = list.len() - 1;
                     while let Some([before, after]) =
@@ -980,7 +1000,11 @@ impl Ccm {
         let Some(entry) = self.sub.get_mut(sub_core as usize) else {
             return;
         };
-        if entry.issuing.is_empty() {
+        let base = sub_core as usize * self.slots_per_sub_core as usize;
+        let Some(list) = self.issuing.get_mut(base..base + entry.issuing as usize) else {
+            return;
+        };
+        if list.is_empty() {
             // (Often: the item that ended its instructions was the only one issuing.)
             entry.updated = now;
             self.sub_timers.set(sub_core, Ticks::NEVER);
@@ -994,7 +1018,7 @@ impl Ccm {
         if self.scheduling == Scheduling::Fifo {
             // Oldest first: each item, in the order it arrived (its offset order), takes what
             // its µthread can use of what the older ones left.
-            for item in &mut entry.issuing {
+            for item in list {
                 if elapsed > 0.0 {
                     item.compute_left = (item.compute_left - item.share * elapsed).max(0.0);
                 }
@@ -1013,8 +1037,8 @@ impl Ccm {
         }
         // The items left to share, counted down in an `f64` (exact: far below 2^53), the
         // value `to_f64` of the count gives.
-        let mut left = to_f64(entry.issuing.len() as u64);
-        for item in &mut entry.issuing {
+        let mut left = to_f64(list.len() as u64);
+        for item in list {
             let fair = capacity / left;
             // Neither is NaN: a cap is at most 1, `capacity` stays in [0, 1] and `left` >= 1.
             let share = min_of(item.cap, fair);
@@ -1069,8 +1093,12 @@ impl Ccm {
             let done = &mut self.scratch_done;
             // Keep the items that go on issuing, in order (a `retain`, written out: this is
             // the hot path of every item).
-            let list = &mut entry.issuing;
-            let mut kept = 0;
+            let base = sub_core as usize * self.slots_per_sub_core as usize;
+            let list = self
+                .issuing
+                .get_mut(base..base + entry.issuing as usize)
+                .unwrap_or_default();
+            let mut kept: u32 = 0;
             for index in 0..list.len() {
                 let Some(&item) = list.get(index) else {
                     break;
@@ -1078,13 +1106,13 @@ impl Ccm {
                 if item.compute_end <= now {
                     done.push((item.arrival, item.slot));
                 } else {
-                    if let Some(keep) = list.get_mut(kept) {
+                    if let Some(keep) = list.get_mut(kept as usize) {
                         *keep = item;
                     }
                     kept += 1;
                 }
             }
-            list.truncate(kept);
+            entry.issuing = kept;
         }
         // Handed on in the order they arrived on the sub-core (round-robin's list is by cap).
         // (In place in the CCM's scratch list: nothing below touches it.)
@@ -1245,7 +1273,7 @@ impl Ccm {
         self.left.iter_mut().for_each(|left| *left = FREE);
         self.outcomes.iter_mut().for_each(|outcome| *outcome = None);
         for sub in &mut self.sub {
-            sub.issuing.clear();
+            sub.issuing = 0;
             sub.occupied = 0;
             sub.free = all_free(self.slots_per_sub_core);
             sub.updated = now;
