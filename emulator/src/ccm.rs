@@ -172,13 +172,14 @@ struct Running {
 
 /// An item on a µthread: what its end reads, 16 bytes (four slots to a cache line). Whether
 /// the slot holds an item and how many of the item's parts are outstanding are in
-/// [`Ccm::left`], one byte a slot, which the parts' ends read; its sub-core is its slot's,
-/// found again by a division at its end; the outcome of an interleaved batch is kept apart,
-/// in [`Ccm::outcomes`].
+/// [`Ccm::left`], one byte a slot, which the parts' ends read; the outcome of an interleaved
+/// batch is kept apart, in [`Ccm::outcomes`].
 #[derive(Clone, Copy, Debug, Default)]
 struct Active {
     started: Ticks,
     item: u32,
+    /// Its sub-core (kept: a division to find again).
+    sub_core: u32,
 }
 
 /// [`Ccm::left`] of a slot that holds no item.
@@ -848,7 +849,11 @@ impl Ccm {
             self.slots.get_mut(slot as usize),
             self.left.get_mut(slot as usize),
         ) {
-            *entry = Active { started: now, item };
+            *entry = Active {
+                started: now,
+                item,
+                sub_core,
+            };
             *left = parts;
         }
         true
@@ -1194,7 +1199,7 @@ impl Ccm {
         }
         *left = FREE;
         let active = *self.slots.get(slot as usize)?;
-        let sub_core = slot / self.slots_per_sub_core.max(1);
+        let sub_core = active.sub_core;
         let unit = sub_core / self.sub_cores.max(1);
         if let Some(entry) = self.sub.get_mut(sub_core as usize) {
             entry.occupied = entry.occupied.saturating_sub(1);
