@@ -1220,10 +1220,7 @@ impl Ccm {
         if self.active_items == 0 {
             self.busy_total = self.busy_total.plus(now.since(self.busy_since));
         }
-        let ahead = self
-            .outcomes
-            .get_mut(slot as usize)
-            .and_then(Option::take);
+        let ahead = self.outcomes.get_mut(slot as usize).and_then(Option::take);
         let outcome = match (ahead, self.interleave_rng) {
             (Some(outcome), _) => outcome,
             (None, None) => firmware::run_item(&self.running.as_ref()?.kernel, active.item, memory),
