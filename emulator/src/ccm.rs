@@ -170,21 +170,25 @@ struct Running {
     finished: u32,
 }
 
-/// An item on a µthread.
-#[derive(Clone, Copy, Debug)]
+/// An item on a µthread: what its end reads, 16 bytes (four slots to a cache line). Whether
+/// the slot holds an item and how many of the item's parts are outstanding are in
+/// [`Ccm::left`], one byte a slot, which the parts' ends read; the outcome of an interleaved
+/// batch is kept apart, in [`Ccm::outcomes`].
+#[derive(Clone, Copy, Debug, Default)]
 struct Active {
-    item: u32,
     started: Ticks,
-    compute_done: bool,
-    memory_done: bool,
-    /// Channels on which its traffic is still outstanding.
-    memory_parts: u32,
+    item: u32,
     /// Its sub-core (kept: a division to find again).
     sub_core: u32,
-    /// The outcome of its kernel code, once run ahead of its end by an interleaved batch
-    /// (`None`: not yet run; always `None` by default).
-    outcome: Option<Result<(), firmware::FirmwareError>>,
 }
+
+/// [`Ccm::left`] of a slot that holds no item.
+const FREE: u8 = u8::MAX;
+
+// A slot stays 16 bytes, and the parts of an item (its instructions and one per channel) are
+// counted in a byte below `FREE`.
+const _: () = assert!(std::mem::size_of::<Active>() == 16);
+const _: () = assert!(crate::config::MAX_MEMORY_CHANNELS < FREE as u32);
 
 /// What interleaved execution did ([`DeviceConfig::interleave_seed`]; all zero by default).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -202,9 +206,9 @@ pub struct InterleaveCounts {
 }
 
 /// An item that still has instructions to issue on its sub-core: its part of the
-/// water-filling, kept in the sub-core's list ([`SubCore::issuing`]) where the water-filling
+/// water-filling, kept in the sub-core's list ([`Ccm::issuing`]) where the water-filling
 /// reads it in order, not in the item's slot.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct Issuing {
     /// The largest fraction of the sub-core its single µthread can use.
     cap: f64,
@@ -221,21 +225,22 @@ struct Issuing {
     compute_end: Ticks,
 }
 
-/// One sub-core: the items issuing on it.
-#[derive(Debug)]
+/// One sub-core, 24 bytes (its items' list is in [`Ccm::issuing`], not behind a `Vec` of
+/// its own: the sub-cores take fewer cache lines).
+#[derive(Clone, Copy, Debug)]
 struct SubCore {
-    /// The items that still have instructions to issue, in the order the water-filling
-    /// visits them ([`Ccm::reshare_sub_core`]): round-robin, by cap then slot; FIFO, in
-    /// arrival order. Kept in that order as items come and go.
-    issuing: Vec<Issuing>,
-    /// Slots in use (issuing, waiting for memory, or in their final latency).
-    occupied: u32,
+    /// Time up to which `compute_left` is accounted.
+    updated: Ticks,
     /// Bit `i`: the sub-core's slot `i` is free, for its first 64 slots (the rest, if any,
     /// are found by a scan once these are taken).
     free: u64,
-    /// Time up to which `compute_left` is accounted.
-    updated: Ticks,
+    /// Slots in use (issuing, waiting for memory, or in their final latency).
+    occupied: u32,
+    /// How many items still have instructions to issue: the first entries of its list.
+    issuing: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<SubCore>() == 24);
 
 /// One device-memory channel's bandwidth, shared equally by the items with traffic
 /// outstanding on it.
@@ -274,6 +279,12 @@ pub struct Ccm {
     scheduling: Scheduling,
     running: Option<Running>,
     sub: Vec<SubCore>,
+    /// The sub-cores' lists of issuing items, [`Ccm::slots_per_sub_core`] entries each (no
+    /// more can issue on a sub-core), sub-core `s`'s from `s * slots_per_sub_core`, its first
+    /// [`SubCore::issuing`] in use: in the order the water-filling visits them
+    /// ([`Ccm::reshare_sub_core`]): round-robin, by cap then slot; FIFO, in arrival order. Kept
+    /// in that order as items come and go.
+    issuing: Vec<Issuing>,
     /// Each sub-core's earliest projected end of an issuing item's instructions.
     sub_timers: MinTree,
     /// Per unit, the sub-core (0-based within the unit) that took its last item.
@@ -292,7 +303,16 @@ pub struct Ccm {
     arrivals: u64,
     /// Scratch for dispatch and item ends: the sub-cores an item started on.
     scratch_touched: Vec<u32>,
-    slots: Vec<Option<Active>>,
+    /// Per µthread slot, its item (meaningful where [`Ccm::left`] is not [`FREE`]).
+    slots: Vec<Active>,
+    /// Per µthread slot, [`FREE`] when it holds no item, else how many of its item's parts are
+    /// outstanding: its instructions (1 until they end) and its traffic on each channel it
+    /// joined; 0 from when both parts are done until its end. One byte a slot, so the ends of
+    /// parts, which only count down, touch a few cache lines, not the slots'.
+    left: Vec<u8>,
+    /// Interleaved execution only (empty otherwise): per slot, the outcome of its item's
+    /// kernel code once run ahead of its end by an interleaved batch (`None`: not yet run).
+    outcomes: Vec<Option<Result<(), firmware::FirmwareError>>>,
     /// The memory channels.
     memory: Vec<MemoryShare>,
     /// Each channel's projected earliest end of an item's traffic on it.
@@ -354,14 +374,16 @@ impl Ccm {
             latency: Ticks::from_ns(config.ccm_memory_latency_ns),
             scheduling: config.scheduling,
             running: None,
-            sub: (0..sub_cores)
-                .map(|_| SubCore {
-                    issuing: Vec::new(),
-                    occupied: 0,
-                    free: all_free(config.ccm_uthreads_per_sub_core),
+            sub: vec![
+                SubCore {
                     updated: Ticks::ZERO,
-                })
-                .collect(),
+                    free: all_free(config.ccm_uthreads_per_sub_core),
+                    occupied: 0,
+                    issuing: 0,
+                };
+                sub_cores as usize
+            ],
+            issuing: vec![Issuing::default(); slots as usize],
             sub_timers: MinTree::new(sub_cores as usize),
             // The first item of a unit goes to its sub-core 0. Units, sub-cores and µthreads are
             // bounded by `DeviceConfig::validate` (MAX_UTHREADS) before a device is built.
@@ -380,7 +402,13 @@ impl Ccm {
             scratch_due: Vec::new(),
             arrivals: 0,
             scratch_touched: Vec::new(),
-            slots: vec![None; slots as usize],
+            slots: vec![Active::default(); slots as usize],
+            left: vec![FREE; slots as usize],
+            outcomes: if config.interleave_seed.is_some() {
+                vec![None; slots as usize]
+            } else {
+                Vec::new()
+            },
             memory: (0..config.ccm_memory_channels.max(1))
                 .map(|_| MemoryShare {
                     served: 0.0,
@@ -754,16 +782,8 @@ impl Ccm {
             self.busy_since = now;
         }
         self.active_items += 1;
-        let mut active = Active {
-            item,
-            started: now,
-            compute_done: demand <= 0.0,
-            memory_done: cost.bytes == 0,
-            memory_parts: 0,
-            sub_core,
-            outcome: None,
-        };
-        if !active.compute_done {
+        let compute_done = demand <= 0.0;
+        if !compute_done {
             // The sub-core's issue progress up to `now` is accounted by the
             // `reshare_sub_core` every caller runs for the sub-cores in `scratch_touched` before
             // time moves on: the new item's share is 0 until then, so it loses nothing.
@@ -776,12 +796,23 @@ impl Ccm {
                 compute_end: now,
             };
             self.arrivals += 1;
-            if let Some(entry) = self.sub.get_mut(sub_core as usize) {
-                let list = &mut entry.issuing;
+            // The sub-core's list with room for one more at its back (there is: the item has a
+            // free slot on the sub-core, and every item on its list holds one).
+            let base = sub_core as usize * self.slots_per_sub_core as usize;
+            let list = self.sub.get_mut(sub_core as usize).and_then(|entry| {
+                let list = self
+                    .issuing
+                    .get_mut(base..base + entry.issuing as usize + 1)?;
+                entry.issuing += 1;
+                Some(list)
+            });
+            if let Some(list) = list {
                 // FIFO: in arrival order, at the back. Round-robin: into its place by cap then
                 // slot, from the back (the list is short): after the entries ordered before
                 // it, which the others follow.
-                list.push(issuing);
+                if let Some(back) = list.last_mut() {
+                    *back = issuing;
+                }
                 if self.scheduling == Scheduling::Rr {
                     let mut at = list.len() - 1;
                     while let Some([before, after]) =
@@ -805,15 +836,25 @@ impl Ccm {
                 self.scratch_touched.push(sub_core);
             }
         }
-        if !active.memory_done {
-            active.memory_parts = self.join_memory(now, slot, item, cost.bytes, memory);
-            active.memory_done = active.memory_parts == 0;
-        }
-        if active.compute_done && active.memory_done {
+        let memory_parts = if cost.bytes == 0 {
+            0
+        } else {
+            self.join_memory(now, slot, item, cost.bytes, memory)
+        };
+        let parts = u8::from(!compute_done) + memory_parts;
+        if parts == 0 {
             self.push_end(now.plus(self.latency), slot);
         }
-        if let Some(entry) = self.slots.get_mut(slot as usize) {
-            *entry = Some(active);
+        if let (Some(entry), Some(left)) = (
+            self.slots.get_mut(slot as usize),
+            self.left.get_mut(slot as usize),
+        ) {
+            *entry = Active {
+                started: now,
+                item,
+                sub_core,
+            };
+            *left = parts;
         }
         true
     }
@@ -828,12 +869,12 @@ impl Ccm {
         // Past the mask's 64 slots (only with more per sub-core).
         let start = first.saturating_add(64);
         let end = first.saturating_add(self.slots_per_sub_core);
-        let end = (end as usize).min(self.slots.len());
+        let end = (end as usize).min(self.left.len());
         let position = self
-            .slots
+            .left
             .get(start as usize..end)?
             .iter()
-            .position(Option::is_none)?;
+            .position(|&left| left == FREE)?;
         Some(start + position as u32)
     }
 
@@ -845,7 +886,7 @@ impl Ccm {
     /// rest of its bytes (those its cost counts beyond the bursts the profile placed), and
     /// all of them when the dry run touches nothing (or there is one channel), spread evenly
     /// over every channel.
-    /// Returns the number of channels joined.
+    /// Returns the number of channels joined (at most [`crate::config::MAX_MEMORY_CHANNELS`]).
     fn join_memory<M: firmware::hal::DeviceMemory>(
         &mut self,
         now: Ticks,
@@ -853,7 +894,7 @@ impl Ccm {
         item: u32,
         bytes: u64,
         memory: &M,
-    ) -> u32 {
+    ) -> u8 {
         if self.channels <= 1 {
             // The pool: no addresses to find.
             self.advance_memory(now, 0);
@@ -887,7 +928,7 @@ impl Ccm {
         // item's cost counts beyond them (bursts the profile found in the burst cache, which
         // the cost still charges) has no address the profile saw, and spreads evenly, as
         // the fine interleave spreads unknown traffic.
-        let mut parts = 0;
+        let mut parts: u8 = 0;
         for (channel, &count) in bursts.iter().enumerate() {
             let share = channel_share(bytes, count, total, self.channels);
             if share <= 0.0 {
@@ -898,7 +939,7 @@ impl Ccm {
             if let Some(entry) = self.memory.get_mut(channel as usize) {
                 let tag = entry.served + share;
                 entry.finishing.push(tag.to_bits(), slot);
-                parts += 1;
+                parts = parts.saturating_add(1);
                 self.memory_joined |= 1 << (channel % 64);
                 self.memory_joined_at = now;
             }
@@ -964,7 +1005,11 @@ impl Ccm {
         let Some(entry) = self.sub.get_mut(sub_core as usize) else {
             return;
         };
-        if entry.issuing.is_empty() {
+        let base = sub_core as usize * self.slots_per_sub_core as usize;
+        let Some(list) = self.issuing.get_mut(base..base + entry.issuing as usize) else {
+            return;
+        };
+        if list.is_empty() {
             // (Often: the item that ended its instructions was the only one issuing.)
             entry.updated = now;
             self.sub_timers.set(sub_core, Ticks::NEVER);
@@ -978,7 +1023,7 @@ impl Ccm {
         if self.scheduling == Scheduling::Fifo {
             // Oldest first: each item, in the order it arrived (its offset order), takes what
             // its µthread can use of what the older ones left.
-            for item in &mut entry.issuing {
+            for item in list {
                 if elapsed > 0.0 {
                     item.compute_left = (item.compute_left - item.share * elapsed).max(0.0);
                 }
@@ -997,8 +1042,8 @@ impl Ccm {
         }
         // The items left to share, counted down in an `f64` (exact: far below 2^53), the
         // value `to_f64` of the count gives.
-        let mut left = to_f64(entry.issuing.len() as u64);
-        for item in &mut entry.issuing {
+        let mut left = to_f64(list.len() as u64);
+        for item in list {
             let fair = capacity / left;
             // Neither is NaN: a cap is at most 1, `capacity` stays in [0, 1] and `left` >= 1.
             let share = min_of(item.cap, fair);
@@ -1053,8 +1098,12 @@ impl Ccm {
             let done = &mut self.scratch_done;
             // Keep the items that go on issuing, in order (a `retain`, written out: this is
             // the hot path of every item).
-            let list = &mut entry.issuing;
-            let mut kept = 0;
+            let base = sub_core as usize * self.slots_per_sub_core as usize;
+            let list = self
+                .issuing
+                .get_mut(base..base + entry.issuing as usize)
+                .unwrap_or_default();
+            let mut kept: u32 = 0;
             for index in 0..list.len() {
                 let Some(&item) = list.get(index) else {
                     break;
@@ -1062,13 +1111,13 @@ impl Ccm {
                 if item.compute_end <= now {
                     done.push((item.arrival, item.slot));
                 } else {
-                    if let Some(keep) = list.get_mut(kept) {
+                    if let Some(keep) = list.get_mut(kept as usize) {
                         *keep = item;
                     }
                     kept += 1;
                 }
             }
-            list.truncate(kept);
+            entry.issuing = kept;
         }
         // Handed on in the order they arrived on the sub-core (round-robin's list is by cap).
         // (In place in the CCM's scratch list: nothing below touches it.)
@@ -1078,12 +1127,7 @@ impl Ccm {
         let latency = self.latency;
         let mut index = 0;
         while let Some(&(_, slot)) = self.scratch_done.get(index) {
-            let mut end = None;
-            if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
-                active.compute_done = true;
-                end = both_done(active, now, latency);
-            }
-            if let Some(end) = end {
+            if let Some(end) = self.part_done(slot, now, latency) {
                 self.push_end(end, slot);
             }
             index += 1;
@@ -1105,15 +1149,7 @@ impl Ccm {
         entry.finishing.pop_due(limit, &mut due);
         let latency = self.latency;
         for &slot in &due {
-            let mut end = None;
-            if let Some(Some(active)) = self.slots.get_mut(slot as usize) {
-                active.memory_parts = active.memory_parts.saturating_sub(1);
-                if active.memory_parts == 0 {
-                    active.memory_done = true;
-                    end = both_done(active, now, latency);
-                }
-            }
-            if let Some(end) = end {
+            if let Some(end) = self.part_done(slot, now, latency) {
                 self.push_end(end, slot);
             }
         }
@@ -1125,6 +1161,23 @@ impl Ccm {
         self.memory_joined |= 1 << (channel % 64);
         self.memory_joined_at = now;
         self.memory_timers.set(channel, Ticks::NEVER);
+    }
+
+    /// One part of the item in `slot` (its instructions, or its traffic on one channel) ended
+    /// at `now`: if that was its last, when it ends (no earlier than `latency` after it
+    /// started). Only then is its slot read; the caller schedules the end.
+    #[inline]
+    fn part_done(&mut self, slot: u32, now: Ticks, latency: Ticks) -> Option<Ticks> {
+        let left = self.left.get_mut(slot as usize)?;
+        if *left == FREE || *left == 0 {
+            return None;
+        }
+        *left -= 1;
+        if *left > 0 {
+            return None;
+        }
+        let active = self.slots.get(slot as usize)?;
+        Some(now.max(active.started.plus(latency)))
     }
 
     /// Queues the end of the item in `slot` at `at`.
@@ -1140,7 +1193,12 @@ impl Ccm {
         slot: u32,
         memory: &M,
     ) -> Option<Ended> {
-        let active = self.slots.get_mut(slot as usize)?.take()?;
+        let left = self.left.get_mut(slot as usize)?;
+        if *left == FREE {
+            return None;
+        }
+        *left = FREE;
+        let active = *self.slots.get(slot as usize)?;
         let sub_core = active.sub_core;
         let unit = sub_core / self.sub_cores.max(1);
         if let Some(entry) = self.sub.get_mut(sub_core as usize) {
@@ -1162,13 +1220,20 @@ impl Ccm {
         if self.active_items == 0 {
             self.busy_total = self.busy_total.plus(now.since(self.busy_since));
         }
-        let outcome = match (active.outcome, self.interleave_rng) {
+        let ahead = self.outcomes.get_mut(slot as usize).and_then(Option::take);
+        let outcome = match (ahead, self.interleave_rng) {
             (Some(outcome), _) => outcome,
             (None, None) => firmware::run_item(&self.running.as_ref()?.kernel, active.item, memory),
             (None, Some(_)) => self.run_interleaved(active.item, memory)?,
         };
         let running = self.running.as_mut()?;
         let tag = running.tag;
+        if self.completions.is_empty() {
+            // Back to the front of its buffer (`clear` restarts it there; popping the last
+            // completion does not): the next completions reuse the cache lines the last ones
+            // did, not the next ones round the ring.
+            self.completions.clear();
+        }
         self.completions.push_back(firmware::hal::ItemCompletion {
             tag,
             item: active.item,
@@ -1207,9 +1272,10 @@ impl Ccm {
         }
         self.active_items = 0;
         self.running = None;
-        self.slots.iter_mut().for_each(|slot| *slot = None);
+        self.left.iter_mut().for_each(|left| *left = FREE);
+        self.outcomes.iter_mut().for_each(|outcome| *outcome = None);
         for sub in &mut self.sub {
-            sub.issuing.clear();
+            sub.issuing = 0;
             sub.occupied = 0;
             sub.free = all_free(self.slots_per_sub_core);
             sub.updated = now;
@@ -1253,11 +1319,12 @@ impl Ccm {
         let kernel = self.running.as_ref()?.kernel;
         let seed = self.interleave_rng?;
         let mut batch = vec![(usize::MAX, ending)];
-        for (slot, active) in self.slots.iter().enumerate() {
+        for (slot, (active, &left)) in self.slots.iter().zip(&self.left).enumerate() {
             if batch.len() >= interleave::MAX_INTERLEAVED_ITEMS {
                 break;
             }
-            if let Some(active) = active.as_ref().filter(|active| active.outcome.is_none()) {
+            let ahead = self.outcomes.get(slot).is_some_and(Option::is_some);
+            if left != FREE && !ahead {
                 batch.push((slot, active.item));
             }
         }
@@ -1280,21 +1347,13 @@ impl Ccm {
         );
         let mut ending_outcome = None;
         for (&(slot, _), outcome) in batch.iter().zip(outcomes) {
-            match self.slots.get_mut(slot) {
-                Some(Some(active)) => active.outcome = Some(outcome),
+            match (self.left.get(slot), self.outcomes.get_mut(slot)) {
+                (Some(&left), Some(ahead)) if left != FREE => *ahead = Some(outcome),
                 _ => ending_outcome = Some(outcome),
             }
         }
         ending_outcome
     }
-}
-
-/// One part of `active` finished at `now`: if both have, when it ends (no earlier than
-/// `latency` after it started). The caller, which holds the item in its slot, schedules the end
-/// (no second look-up of the slot).
-#[inline]
-fn both_done(active: &Active, now: Ticks, latency: Ticks) -> Option<Ticks> {
-    (active.compute_done && active.memory_done).then(|| now.max(active.started.plus(latency)))
 }
 
 /// Ticks one memory channel takes to move one DRAM burst

@@ -15,12 +15,17 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// Buckets of a window (one bit each in a mask of `WORDS` words). 1,024, not 64: for PageRank
+/// Buckets of a window (one bit each in a mask of `WORDS` words). 256, not 64: for PageRank
 /// at paper scale a bucket of a 64-bucket window gathered about 157 keys over its life (the
 /// keys that join fall into the window's remaining buckets), so a pop sifted through a heap of
 /// some seven levels. `FinishQueue::pop_due` (callgrind, the PageRank run, 2.97 M pops): 436.1 M
-/// instructions at 64 buckets, 382.2 M at 256, 324.8 M at 1,024.
-const WINDOW: u64 = 1024;
+/// instructions at 64 buckets, 382.2 M at 256, 324.8 M at 1,024. Not 1,024 either: its 24 KiB
+/// of bucket headers (half the first-level data cache) missed the cache at nearly every push.
+/// Emulator loop, callgrind `--cache-sim=yes`, 256 against 1,024 buckets (2026-12-03): SSSP
+/// paper axle D1 read misses 11.05 M -> 10.85 M, write misses 5.04 M -> 4.98 M, instructions
+/// 1,581.1 M -> 1,579.4 M; PageRank paper axle D1 read misses 39.95 M -> 39.28 M, write misses
+/// 9.75 M -> 9.20 M, instructions 8,930.9 M -> 8,975.6 M.
+const WINDOW: u64 = 256;
 
 /// Words of the occupancy mask.
 const WORDS: usize = (WINDOW / 64) as usize;
