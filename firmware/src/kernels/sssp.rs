@@ -387,6 +387,19 @@ pub(crate) const PREFETCH_ITEMS_AHEAD: u64 = 16;
 /// Bytes between two [`DeviceMemory::prefetch`] hints along an array: a common cache line.
 pub(crate) const PREFETCH_STRIDE_BYTES: u64 = 64;
 
+/// Lines of the distances and of the offsets [`SsspKernel::execute`] hints from the next
+/// item's first vertex. A hint changes no result and no figure of the model, only the
+/// simulator's speed. Measured (2026-12-03, 11:56 to 11:59 UTC, load 1.3 to 1.5, 30 rounds of
+/// `axle run sssp --mode axle --data ../shared/data` alternating four builds, the loop's
+/// events a second at the medians of the ratios to 1 and 2 lines): 2 and 4 lines 1.08, 4
+/// and 8 lines 1.10 and 1.14, 8 and 16 lines 1.20 and 1.24, 16 and 32 lines 1.23: 8 is
+/// where it stops paying.
+const RUN_AHEAD_LINES: u64 = 8;
+
+/// Lines of the arcs' targets and of their weights [`SsspKernel::execute`] hints from where
+/// the item's arcs end (measured with [`RUN_AHEAD_LINES`]).
+const ARCS_AHEAD_LINES: u64 = 16;
+
 /// Hints (no read) `LINES` consecutive lines from the word at `base + 4 * index`: the front
 /// of an array run a later read will stream (a line past the run is a harmless hint).
 #[inline(always)]
@@ -681,9 +694,18 @@ impl SsspKernel {
         prefetch_words::<_, 1>(memory, self.parameters.offsets, ahead);
     }
 
-    /// Hints (no read) what the next item's run will read first, as far as this item's
-    /// offsets tell: its distances packet and the front of its targets and weights (they
-    /// start where this item's arcs end). The items mostly end in their order.
+    /// Hints (no read) what the items after this one will read, as far as this item's
+    /// offsets tell: [`RUN_AHEAD_LINES`] lines of the distances and of the offsets from the next
+    /// item's vertex (16 items of 8 vertices), and [`ARCS_AHEAD_LINES`] of the targets and of
+    /// the weights from where this item's arcs end (256 arcs: about 11 items of the road
+    /// graph's 2.8 arcs a vertex).
+    ///
+    /// A wide window, not the next item's lines alone, because the items do not end in their
+    /// order: with the CCM's round robin over its 16 units, of the paper-scale SSSP run's
+    /// items only about 1% end right after the item before them by index, and about 60% more
+    /// than 64 items away from the one that ended before them (counted on 2026-12-03 by a
+    /// throwaway counter in the CCM's item end). What this item hints, the later items that
+    /// end around it find in the cache.
     #[inline(always)]
     fn prefetch_next_run<M: DeviceMemory>(&self, span: &Span, memory: &M) {
         let Some(&next) = span.offsets.get(span.count) else {
@@ -692,10 +714,10 @@ impl SsspKernel {
         let next = u64::from(next);
         let parameters = &self.parameters;
         let first = span.first.wrapping_add(u64::from(VERTICES_PER_ITEM));
-        prefetch_words::<_, 1>(memory, self.previous, first);
-        prefetch_words::<_, 1>(memory, parameters.offsets, first);
-        prefetch_words::<_, 2>(memory, parameters.targets, next);
-        prefetch_words::<_, 2>(memory, parameters.weights, next);
+        prefetch_words::<_, RUN_AHEAD_LINES>(memory, self.previous, first);
+        prefetch_words::<_, RUN_AHEAD_LINES>(memory, parameters.offsets, first);
+        prefetch_words::<_, ARCS_AHEAD_LINES>(memory, parameters.targets, next);
+        prefetch_words::<_, ARCS_AHEAD_LINES>(memory, parameters.weights, next);
     }
 
     /// Runs item `index`: the new distance of each of its vertices (see the module docs),
