@@ -1211,21 +1211,18 @@ mod tests {
                 .map(|(_, address)| *address)
                 .collect()
         };
-        // Item 1 ends at arc offsets[16] = 31 (vertex 0 has one arc, 1..16 two each): item 2's
-        // distances packet, offsets, and first two lines of targets and weights.
+        // Item 1 ends at arc offsets[16] = 31 (vertex 0 has one arc, 1..16 two each): from
+        // item 2's on, `RUN_AHEAD_LINES` lines of distances and of offsets, then
+        // `ARCS_AHEAD_LINES` of targets and of weights.
         kernel.execute(1, &logged).unwrap();
         let log = logged.log.take();
-        assert_eq!(
-            hints(&log),
-            [
-                A + 4 * 16,
-                OFFSETS + 4 * 16,
-                TARGETS + 4 * 31,
-                TARGETS + 4 * 31 + 64,
-                WEIGHTS + 4 * 31,
-                WEIGHTS + 4 * 31 + 64
-            ]
-        );
+        let lines = |start: u64, count: u64| (0..count).map(move |line| start + 64 * line);
+        let expected: Vec<u64> = lines(A + 4 * 16, RUN_AHEAD_LINES)
+            .chain(lines(OFFSETS + 4 * 16, RUN_AHEAD_LINES))
+            .chain(lines(TARGETS + 4 * 31, ARCS_AHEAD_LINES))
+            .chain(lines(WEIGHTS + 4 * 31, ARCS_AHEAD_LINES))
+            .collect();
+        assert_eq!(hints(&log), expected);
         // The reads are the run's own: the offsets row, then per vertex its distance, its
         // targets and weights, and its two neighbours' distances.
         let reads: Vec<u64> = log
