@@ -318,6 +318,36 @@ fn stage_write(
     Ok(())
 }
 
+/// The link time of one DMA write, by its length: a record's (32 bytes) and a tail's (8)
+/// looked up once per request, any other computed.
+struct WireTimes {
+    record: Ticks,
+    tail: Ticks,
+    overhead: u64,
+    gbps: f64,
+}
+
+impl WireTimes {
+    fn new(upstream: &mut crate::link::Direction, overhead: u64, gbps: f64) -> Self {
+        Self {
+            record: upstream.duration_of(32 + overhead, gbps),
+            tail: upstream.duration_of(8 + overhead, gbps),
+            overhead,
+            gbps,
+        }
+    }
+
+    /// The time on the wire of a write of `length` bytes.
+    #[inline(always)]
+    fn of(&self, upstream: &mut crate::link::Direction, length: u32) -> Ticks {
+        match length {
+            32 => self.record,
+            8 => self.tail,
+            _ => upstream.duration_of(u64::from(length) + self.overhead, self.gbps),
+        }
+    }
+}
+
 /// A request's writes on the wire ([`Hardware::send_request`]).
 struct Sent {
     /// When the engine took it.
@@ -451,54 +481,15 @@ impl Hardware {
         // The upstream direction of the link, worked on in a copy during the loop (its state in
         // registers, not stored back after each write) and put back after it.
         let mut upstream = self.link.upstream;
-        let record_time = upstream.duration_of(32 + overhead, gbps);
-        let tail_time = upstream.duration_of(8 + overhead, gbps);
+        let wire = WireTimes::new(&mut upstream, overhead, gbps);
         let now = self.now;
         // Room in the landing lane for the writes and their bytes, made once.
         self.queue.reserve_run(valid, staged);
         let writes = chain.get(..valid).unwrap_or_default();
-        if !jittered && !traced {
-            // The common case in a loop of its own, with less to keep in registers: each write
-            // lands the link's latency after it leaves the wire, so the request's first wire
-            // time, last wire time and last landing follow from the link's state.
-            let idle_from = upstream.free_at();
-            for descriptor in writes {
-                // `check_descriptor` accepted the kind.
-                let Ok(kind) = DmaKind::try_from(descriptor.kind) else {
-                    status = Status::MalformedDescriptor;
-                    break;
-                };
-                if let Err(error) = stage_write(&mut self.queue, &self.dram, words, descriptor) {
-                    status = error;
-                    break;
-                }
-                let length = descriptor.length;
-                let duration = match length {
-                    32 => record_time,
-                    8 => tail_time,
-                    _ => upstream.duration_of(u64::from(length) + overhead, gbps),
-                };
-                let (_, on_wire) = upstream.send_span_taking(now, duration);
-                written = (written.0 + 1, written.1 + u64::from(length));
-                // `check_descriptor` bounded the length to 4096: it fits 16 bits.
-                self.queue.push_landing(
-                    on_wire.plus(latency),
-                    descriptor.destination,
-                    kind,
-                    length as u16,
-                );
-            }
-            if written.0 > 0 {
-                // As `send_span_taking` computed them: the first write went on the wire when
-                // both it and the link were ready, the last left it when the link became free.
-                first_on_wire = Some(now.max(idle_from));
-                last_on_wire = upstream.free_at();
-                last_landed = last_on_wire.plus(latency);
-            }
-        }
-        // Jittered or traced writes (the wall-clock stress tests, `axle run --trace`): the
-        // general loop, each write's landing and record handled as it goes.
-        for descriptor in writes.iter().filter(|_| jittered || traced) {
+        // Each write's landing (jittered in the wall-clock stress tests) and record (traced by
+        // `axle run --trace`) handled as it goes; unjittered and untraced writes come here only
+        // when `send_in_place` leaves them to this path.
+        for descriptor in writes {
             // `check_descriptor` accepted the kind.
             let Ok(kind) = DmaKind::try_from(descriptor.kind) else {
                 status = Status::MalformedDescriptor;
@@ -509,11 +500,7 @@ impl Hardware {
                 break;
             }
             let length = descriptor.length as usize;
-            let duration = match length {
-                32 => record_time,
-                8 => tail_time,
-                _ => upstream.duration_of(u64::from(descriptor.length) + overhead, gbps),
-            };
+            let duration = wire.of(&mut upstream, descriptor.length);
             let (wire_start, on_wire) = upstream.send_span_taking(now, duration);
             first_on_wire.get_or_insert(wire_start);
             written = (written.0 + 1, written.1 + u64::from(descriptor.length));
@@ -576,8 +563,7 @@ impl Hardware {
         let latency = one_way(self.config.cxl_io_round_trip_ns);
         let (overhead, gbps) = (self.config.link_overhead_bytes, self.config.link_gbps);
         let mut upstream = self.link.upstream;
-        let record_time = upstream.duration_of(32 + overhead, gbps);
-        let tail_time = upstream.duration_of(8 + overhead, gbps);
+        let wire = WireTimes::new(&mut upstream, overhead, gbps);
         let now = self.now;
         // Room for the writes (their bytes grow the buffer as they come), made once.
         self.queue
@@ -599,11 +585,7 @@ impl Hardware {
                     return self.queue.rewind_none(mark);
                 }
                 let length = descriptor.length;
-                let duration = match length {
-                    32 => record_time,
-                    8 => tail_time,
-                    _ => upstream.duration_of(u64::from(length) + overhead, gbps),
-                };
+                let duration = wire.of(&mut upstream, length);
                 let (_, on_wire) = upstream.send_span_taking(now, duration);
                 written = (written.0 + 1, written.1 + u64::from(length));
                 // `check_descriptor` bounded the length to 4096: it fits 16 bits.
