@@ -31,7 +31,9 @@
 //! [`FINISHED`] (the emulator ended the run; the outcome follows on the socket). Word 1 is the
 //! byte length of the message in the data area, which starts at byte 128 (its own cache
 //! lines). Word 2 counts the waiters that may be asleep on the flag ("Waiting"); word 3 is
-//! the `CLOCK_MONOTONIC` instant of the last hand-over, in nanoseconds. Whoever holds the
+//! the `CLOCK_MONOTONIC` instant of the last hand-over, in nanoseconds; word 4 is the wake-up
+//! cost the emulator had measured when it created the page, in nanoseconds (0: none yet),
+//! from which the host's spin budget starts ("Waiting"). Whoever holds the
 //! turn writes the message with Relaxed word stores, then hands the turn over with a
 //! sequentially consistent store of the flag (a Release at least); the other side waits for
 //! the flag with Acquire loads, and only then reads the message. Strict alternation means one
@@ -65,7 +67,11 @@
 //! free meanwhile. The budget is measured, not guessed ([`spin`]): each side measures what a
 //! sleep costs it (the time from the peer's hand-over, word 3, to running again) and whether
 //! the machine has a core to spare (the kernel's CPU pressure, and whether more tasks are
-//! runnable than there are CPUs when it samples). With a core to spare it
+//! runnable than there are CPUs when it samples). A side starts from the wake-up cost the
+//! emulator measured in its earlier sessions (word 4; the emulator keeps it from one session
+//! to the next), not from a guess: a host is a new process for each run, and on a guest whose
+//! idle cores take 0.8 ms to wake, a short run (KNN, 28 hand-overs) used to spend most of its
+//! sleeps learning that. With a core to spare it
 //! spins ten wake-ups (a wait that sleeps then pays at most a tenth more), on a contended
 //! machine one wake-up and at most 20 µs, since there the spinning core is taken from
 //! someone, the peer included.
@@ -134,6 +140,9 @@ const LENGTH_WORD: usize = 1;
 const SLEEPING_WORD: usize = 2;
 /// Word holding the `CLOCK_MONOTONIC` nanosecond of the last hand-over.
 const HANDED_AT_WORD: usize = 3;
+/// Word holding the wake-up cost the emulator had measured when it created the page, in
+/// nanoseconds (0: none).
+const KNOWN_WAKE_WORD: usize = 4;
 
 /// Longest sleep between two checks that the peer is alive.
 pub const LIVENESS_PERIOD: Duration = Duration::from_millis(2);
@@ -246,12 +255,28 @@ impl TurnPage {
         Ok((page, fd))
     }
 
-    /// The page mapped from the descriptor the emulator sent.
+    /// The page mapped from the descriptor the emulator sent; its spin budget starts from the
+    /// wake-up cost the emulator published in it ([`TurnPage::publish_wake_up`]), if any.
     pub fn map(fd: std::os::fd::BorrowedFd<'_>, bytes: u64) -> Result<TurnPage, TurnError> {
         if bytes <= (DATA_OFFSET_WORDS as u64) * 8 {
             return Err(TurnError::Malformed("turn page too small"));
         }
-        Ok(TurnPage::over(MappedWords::map(fd, bytes)?))
+        let page = TurnPage::over(MappedWords::map(fd, bytes)?);
+        // The peer's figure: `Spin::seed` bounds it.
+        let known = page.word(KNOWN_WAKE_WORD).load(Ordering::Acquire);
+        if known != 0 {
+            page.spin.seed(Duration::from_nanos(known));
+        }
+        Ok(page)
+    }
+
+    /// Starts this side's spin budget from `wake`, a wake-up cost measured earlier on this
+    /// machine, and publishes it in the page for the side that maps it (the emulator, before
+    /// it sends the page to a host).
+    pub fn publish_wake_up(&self, wake: Duration) {
+        self.spin.seed(wake);
+        let ns = self.spin.wake_up().as_nanos() as u64;
+        self.word(KNOWN_WAKE_WORD).store(ns, Ordering::Release);
     }
 
     fn word(&self, index: usize) -> &AtomicU64 {
@@ -713,6 +738,25 @@ mod tests {
         );
         assert_eq!(other.wait_counts().slept, 0);
         assert_eq!(other.spin().wake_up(), spin::FIRST_WAKE_UP);
+    }
+
+    #[test]
+    fn a_host_starts_from_the_wake_up_cost_the_emulator_published_bounded() {
+        let (page, fd) = TurnPage::create().unwrap();
+        page.publish_wake_up(Duration::from_micros(800));
+        assert_eq!(page.spin().wake_up(), Duration::from_micros(800));
+        let other = TurnPage::map(std::os::fd::AsFd::as_fd(&fd), TURN_PAGE_BYTES).unwrap();
+        assert_eq!(other.spin().wake_up(), Duration::from_micros(800));
+        // Nothing published: the first guess.
+        let (_page, fd) = TurnPage::create().unwrap();
+        let other = TurnPage::map(std::os::fd::AsFd::as_fd(&fd), TURN_PAGE_BYTES).unwrap();
+        assert_eq!(other.spin().wake_up(), spin::FIRST_WAKE_UP);
+        // A hostile figure is bounded.
+        let (page, fd) = TurnPage::create().unwrap();
+        page.word(KNOWN_WAKE_WORD)
+            .store(u64::MAX, Ordering::Release);
+        let other = TurnPage::map(std::os::fd::AsFd::as_fd(&fd), TURN_PAGE_BYTES).unwrap();
+        assert_eq!(other.spin().wake_up(), spin::MAX_SEED);
     }
 
     #[test]

@@ -38,8 +38,12 @@ pub const UNCONTENDED_FACTOR: u64 = 10;
 pub const UNCONTENDED_MAX: Duration = Duration::from_millis(1);
 /// Greatest contended budget.
 pub const CONTENDED_MAX: Duration = Duration::from_micros(20);
-/// Wake-up cost assumed before the first sleep is measured.
+/// Wake-up cost assumed before the first sleep is measured, where nothing measured it before
+/// ([`Spin::seed`]).
 pub const FIRST_WAKE_UP: Duration = Duration::from_micros(20);
+/// Greatest wake-up cost a [`Spin::seed`] takes (the peer's figure is bounded before use; past
+/// this the budget is at its greatest anyway).
+pub const MAX_SEED: Duration = Duration::from_secs(1);
 /// CPU pressure above which the machine counts as contended.
 pub const CONTENDED_SHARE: f64 = 0.1;
 /// Least time between two samples of the CPU pressure.
@@ -181,6 +185,13 @@ impl Spin {
         let average = self.wake_ns.load(Ordering::Relaxed);
         let moved = (average - average / 8).saturating_add(wake_ns / 8);
         self.wake_ns.store(moved, Ordering::Relaxed);
+    }
+
+    /// Starts the wake-up cost from `wake` (at most [`MAX_SEED`]), a cost measured earlier on
+    /// this machine (the emulator's, from its earlier sessions), instead of [`FIRST_WAKE_UP`].
+    pub fn seed(&self, wake: Duration) {
+        let ns = wake.min(MAX_SEED).as_nanos() as u64;
+        self.wake_ns.store(ns, Ordering::Relaxed);
     }
 
     /// The wake-up cost measured so far.

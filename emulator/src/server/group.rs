@@ -449,7 +449,9 @@ fn build(
             streaming_factor: setup.streaming_factor.into(),
             out_of_order: setup.out_of_order,
         });
-        pages.push(TurnPage::create().map_err(|e| format!("turn page: {e}"))?);
+        let page = TurnPage::create().map_err(|e| format!("turn page: {e}"))?;
+        super::wake_up::seed(&page.0);
+        pages.push(page);
     }
     let emulator = Emulator::shared(first.requested.setup.device.clone(), setups, policy(claim))
         .map_err(|e| e.to_string())?;
@@ -579,6 +581,7 @@ fn run_group(group: Group, signals: &Signals, options: &ServeOptions, reaper: &m
             host.hand_overs,
             page.wait_counts()
         );
+        super::wake_up::learn(page);
         let reason = match &failed {
             Some((bad, reason)) if *bad == tenant => {
                 log::warn!("emu: group {name}: tenant {tenant} (host pid {pid}): {reason}; the group's run is ended");

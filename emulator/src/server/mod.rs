@@ -107,6 +107,7 @@ mod group;
 mod limits;
 mod remote_host;
 mod session;
+mod wake_up;
 
 pub use accept::serve;
 pub use epoch::device_epoch;

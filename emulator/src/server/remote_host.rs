@@ -212,6 +212,7 @@ impl HostAgent for RemoteHost<'_> {
                 self.hand_overs,
                 page.wait_counts()
             );
+            super::wake_up::learn(page);
         }
         self.page.free();
         self.peer.free();

@@ -266,6 +266,7 @@ fn run_session(
         "emu: host pid {pid}: {turns} turns in {hand_overs} hand-overs; the emulator's {}",
         page.wait_counts()
     );
+    super::wake_up::learn(page);
     if host.expired {
         page.finish();
         return Err(refuse(
@@ -415,6 +416,7 @@ fn open_session(requested: Requested) -> Result<Opened, Opening> {
     let segment = DeviceSegment::shared(device_bytes)?;
     let dram = DeviceDram::from_segment(segment, device_bytes);
     let (page, page_fd) = TurnPage::create()?;
+    super::wake_up::seed(&page);
     let mut emulator = Emulator::with_device_memory(
         setup.device.clone(),
         host_memory,
