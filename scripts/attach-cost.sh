@@ -86,6 +86,12 @@ echo "# load average before: $(load) ($(nproc) CPUs)"
 # shmem_enabled allows them without advice (`within_size`, `always`; docs/emulator-process.md).
 SHMEM_THP=/sys/kernel/mm/transparent_hugepage/shmem_enabled
 echo "# shared memory huge pages: $(grep -o '\[[a-z_]*\]' "$SHMEM_THP" 2>/dev/null || echo unknown) ($SHMEM_THP)"
+# A guest whose memory balloon reports freed memory to its hypervisor pays the hypervisor's
+# faults again on a process's fresh memory: the in-process DLRM run ranged 1.1 to 5.2 s with
+# it, 1.4 s without (docs/emulator-process.md). Reporting covers free blocks of 2^order pages;
+# an order above the kernel's largest (10 on x86) stops it.
+REPORTING=/sys/module/page_reporting/parameters/page_reporting_order
+[[ -r $REPORTING ]] && echo "# free page reporting to the hypervisor: order $(cat "$REPORTING") ($REPORTING)"
 printf '%-10s %-9s %12s %12s %7s  %s\n' workload mode in-process attached ratio json
 [[ -n $TSV ]] && : >"$TSV"
 failed=0
