@@ -188,7 +188,7 @@ const FREE: u8 = u8::MAX;
 // A slot stays 16 bytes, and the parts of an item (its instructions and one per channel) are
 // counted in a byte below `FREE`.
 const _: () = assert!(std::mem::size_of::<Active>() == 16);
-const _: () = assert!(crate::config::MAX_MEMORY_CHANNELS < FREE as u32);
+const _: () = assert!(crate::config::MAX_MEMORY_CHANNELS + 1 < FREE as u32);
 
 /// What interleaved execution did ([`DeviceConfig::interleave_seed`]; all zero by default).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
